@@ -1,0 +1,59 @@
+"""The ``advisor`` command: one typer app, one module per sub-command in ``advisor.commands``.
+
+Imports stay lazy so ``advisor --help`` and ``advisor analyze`` never import torch.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from advisor import __version__
+from advisor.errors import AdvisorError
+
+app = typer.Typer(
+    name="advisor",
+    help=(
+        "Profiler-driven performance advisor for PyTorch. Runs your script under "
+        "torch.profiler (or reads a trace you already have) and ranks the fixes by the time "
+        "they would save per step."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"torch-advisor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Profiler-driven performance advisor for PyTorch."""
+
+
+def _register() -> None:
+    from advisor.commands import inspect_cmd
+
+    inspect_cmd.register(app)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the console script; turns AdvisorError into one line and exit code 1."""
+    try:
+        app(args=argv, prog_name="advisor", standalone_mode=True)
+    except AdvisorError as err:
+        print(f"advisor: error: {err}", file=sys.stderr)
+        sys.exit(1)

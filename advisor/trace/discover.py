@@ -1,0 +1,81 @@
+"""Find trace files (a file, or a directory of per-rank traces) and load them."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from advisor.errors import TraceError
+from advisor.trace.build import build_trace
+from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, decode
+from advisor.trace.model import Trace
+
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_SKIP_NAMES = ("run.json", "findings.json", "trace.annotated.json.gz")
+_RANK_RE = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+
+
+def _is_trace_name(name: str) -> bool:
+    return name.endswith(_TRACE_SUFFIXES) and name not in _SKIP_NAMES
+
+
+def find_traces(path: str | os.PathLike[str]) -> list[Path]:
+    """The trace files at ``path``: the file itself, or the traces in a directory, sorted.
+
+    A directory may be ``tensorboard_trace_handler`` output (``*.pt.trace.json[.gz]``), an
+    ``advisor profile`` run folder (``trace.json.gz`` or ``trace.rank<R>.json.gz``), or any folder
+    of ``*.json[.gz]`` traces (one per rank). Raises TraceError when there is nothing to read.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise TraceError("no such file or directory", p)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        raise TraceError("not a regular file or directory", p)
+    try:
+        names = sorted(os.listdir(p))
+    except PermissionError:
+        raise TraceError("permission denied", p) from None
+    files = [p / n for n in names if _is_trace_name(n) and (p / n).is_file()]
+    pt = [f for f in files if f.name.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
+    ranked = [f for f in files if f.name.startswith("trace.rank")]
+    if ranked:
+        files = ranked
+    elif pt:
+        files = pt
+    if not files:
+        raise TraceError("directory holds no trace files (*.json, *.json.gz)", p)
+    return sorted(files, key=_rank_sort_key)
+
+
+def _rank_sort_key(f: Path) -> tuple[int, str]:
+    m = _RANK_RE.search(f.name)
+    return (int(m.group(1)) if m else 1 << 30, f.name)
+
+
+def rank_from_name(f: Path) -> int | None:
+    m = _RANK_RE.search(f.name)
+    return int(m.group(1)) if m else None
+
+
+def load_trace(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Trace:
+    """Load one trace file into a :class:`~advisor.trace.model.Trace`.
+
+    Raises :class:`~advisor.errors.TraceError` (one line naming the file) for unreadable input.
+    """
+    p = Path(path)
+    if p.is_dir():
+        files = find_traces(p)
+        if len(files) > 1:
+            raise TraceError(
+                f"holds {len(files)} traces; load them one by one (find_traces) or use analyze",
+                p,
+            )
+        p = files[0]
+    dec = decode(p, max_bytes)
+    try:
+        return build_trace(dec, str(p))
+    except RecursionError:
+        raise TraceError("trace nested too deeply", p) from None

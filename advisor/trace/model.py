@@ -1,0 +1,139 @@
+"""The normalized trace: pandas tables with int64 nanosecond times rebased to the trace start.
+
+Every table has ``ts_ns``, ``dur_ns``, ``end_ns`` (int64) and ``step`` (int64, -1 outside
+ProfilerStep ranges). Names are categorical. Heuristics read these tables and never the JSON.
+
+Tables (columns beyond the common ones):
+
+- ``kernels``: name, device, stream, correlation, external_id, is_comm (NCCL/RCCL kernels),
+  grid, block (tuples or None), launch_idx (row in ``runtime`` of the launching call, -1 if none).
+- ``memcpy``: name, kind (HtoD, DtoH, DtoD, HtoH, PtoP, Memset), src, dst (Pageable, Pinned,
+  Device, ...), bytes, device, stream, correlation, external_id, launch_idx.
+- ``runtime``: name, pid, tid, correlation, external_id, is_driver, op_idx (row in ``cpu_ops``
+  of the innermost op around it on its thread, -1 if none).
+- ``cpu_ops``: name, pid, tid, external_id, seq (autograd sequence number), fwd_tid,
+  input_dims, input_types (Python objects or None), call_stack (legacy ``Call stack`` arg),
+  depth (nesting depth on its thread), parent_idx (-1 for top level).
+- ``python``: name, pid, tid, python_id, parent_id, file, line, function, is_user.
+- ``annotations``: name, pid, tid, on_gpu (gpu_user_annotation), external_id.
+- ``syncs``: ``cuda_sync`` events: name, sync_kind, device, stream, correlation.
+- ``memory``: ``[memory]`` instants: bytes, total_allocated, total_reserved, device_type,
+  device_id (dur_ns = 0).
+- ``steps``: step (the N of ProfilerStep#N), ts_ns, dur_ns, end_ns, synthetic (bool: no markers
+  were found and the whole trace is one step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Device:
+    id: int
+    name: str
+    compute_capability: tuple[int, int] | None
+    total_memory_bytes: int | None
+    num_sms: int | None
+    vendor: str  # "nvidia", "amd", "unknown"
+
+    @property
+    def cc_str(self) -> str | None:
+        cc = self.compute_capability
+        return f"{cc[0]}.{cc[1]}" if cc else None
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    path: str
+    origin_us: float  # original timestamp (us) of ts_ns == 0, to point users back into the file
+    devices: tuple[Device, ...]
+    distributed: dict[str, Any] | None
+    rank: int | None
+    world_size: int | None
+    schema_version: Any
+    base_time_ns: int | None
+    format: str  # "kineto" (current categories) or "legacy" (2020-21 Operator/Runtime/Kernel)
+    synthetic_steps: bool  # no ProfilerStep markers: the whole trace is one step
+    event_count: int
+    skipped_events: int  # events dropped for missing/wrong-typed fields or negative durations
+    unknown_categories: dict[str, int] = field(default_factory=dict)
+    profiler_ranges: int = 0  # CUPTI range-profiler events (no kernel timeline)
+    raw_bytes: int = 0
+    platform: str = "cuda"  # "cuda", "rocm", "cpu", "other"
+
+
+@dataclass(frozen=True)
+class Trace:
+    meta: TraceMeta
+    kernels: pd.DataFrame
+    memcpy: pd.DataFrame
+    runtime: pd.DataFrame
+    cpu_ops: pd.DataFrame
+    python: pd.DataFrame
+    annotations: pd.DataFrame
+    syncs: pd.DataFrame
+    memory: pd.DataFrame
+    steps: pd.DataFrame
+
+    # ---- convenience views (cheap; no re-walk of JSON) ----
+    @property
+    def has_gpu(self) -> bool:
+        """True when the trace holds any GPU activity (kernels, copies or memsets)."""
+        return len(self.kernels) > 0 or len(self.memcpy) > 0
+
+    @property
+    def has_shapes(self) -> bool:
+        return bool(self.cpu_ops["input_dims"].notna().any()) if len(self.cpu_ops) else False
+
+    @property
+    def has_stack(self) -> bool:
+        if len(self.python):
+            return True
+        return bool(self.cpu_ops["call_stack"].notna().any()) if len(self.cpu_ops) else False
+
+    @property
+    def path(self) -> Path:
+        return Path(self.meta.path)
+
+    def gpu_activity(self) -> pd.DataFrame:
+        """Kernels, copies and memsets in one frame: ts_ns, end_ns, device, stream, kind, step."""
+        cols = ["ts_ns", "end_ns", "device", "stream", "step"]
+        k = self.kernels[cols].assign(kind=np.where(self.kernels["is_comm"], "comm", "kernel"))
+        m = self.memcpy[cols].assign(
+            kind=np.where(self.memcpy["kind"].astype(str) == "Memset", "memset", "memcpy")
+        )
+        parts = [p for p in (k, m) if len(p)]
+        if not parts:
+            return k.iloc[0:0]
+        return pd.concat(parts, ignore_index=True).sort_values("ts_ns", kind="stable")
+
+    def step_ms(self) -> pd.Series:
+        """Duration of each step in milliseconds, indexed by step number."""
+        s = self.steps
+        return pd.Series((s["dur_ns"] / 1e6).to_numpy(), index=s["step"].to_numpy(), dtype=float)
+
+    def median_step_ms(self) -> float:
+        v = self.step_ms()
+        return float(v.median()) if len(v) else 0.0
+
+    def to_trace_us(self, ts_ns: int | float) -> float:
+        """A rebased time back in the file's own microsecond clock (to find it in Perfetto)."""
+        return round(self.meta.origin_us + float(ts_ns) / 1000.0, 3)
+
+    def device(self, device_id: int | None = None) -> Device | None:
+        devs = self.meta.devices
+        if not devs:
+            return None
+        if device_id is None:
+            used = self.kernels["device"].dropna().unique() if len(self.kernels) else []
+            device_id = int(used[0]) if len(used) else devs[0].id
+        for d in devs:
+            if d.id == device_id:
+                return d
+        return devs[0]
