@@ -42,9 +42,10 @@ def _root(
 
 
 def _register() -> None:
-    from advisor.commands import inspect_cmd
+    from advisor.commands import analyze_cmd, inspect_cmd
 
     inspect_cmd.register(app)
+    analyze_cmd.register(app)
 
 
 _register()

@@ -59,7 +59,17 @@ ANN_COLS = ["ts", "dur", "name", "pid", "tid", "on_gpu", "external_id"]
 PY_COLS = ["ts", "dur", "name", "pid", "tid", "python_id", "parent_id"]
 RT_COLS = ["ts", "dur", "name", "pid", "tid", "correlation", "external_id", "is_driver"]
 KER_COLS = ["ts", "dur", "name", "device", "stream", "correlation", "external_id", "grid", "block"]
-MEM_COLS = ["ts", "dur", "name", "device", "stream", "correlation", "external_id", "bytes", "argkind"]
+MEM_COLS = [
+    "ts",
+    "dur",
+    "name",
+    "device",
+    "stream",
+    "correlation",
+    "external_id",
+    "bytes",
+    "argkind",
+]
 SYNC_COLS = ["ts", "dur", "name", "sync_kind", "device", "stream", "correlation"]
 MEMORY_COLS = ["ts", "bytes", "total_allocated", "total_reserved", "device_type", "device_id"]
 
@@ -202,7 +212,9 @@ def build_trace(dec: Decoded, path: str) -> Trace:
 
     header = dec.header
     devices = _devices(header)
-    dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else None
+    dist = (
+        header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else None
+    )
     rank = dist.get("rank") if dist else None
     world = dist.get("world_size") if dist else None
     base = header.get("baseTimeNanoseconds")
@@ -234,8 +246,10 @@ class _Tables:
         self.origin = origin_us
 
     def frame(self, rows: list[tuple], cols: list[str]) -> pd.DataFrame:
-        df = pd.DataFrame.from_records(rows, columns=cols) if rows else pd.DataFrame(
-            {c: pd.Series([], dtype=object) for c in cols}
+        df = (
+            pd.DataFrame.from_records(rows, columns=cols)
+            if rows
+            else pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
         )
         ts = df.pop("ts").to_numpy(dtype=np.float64)
         dur = df.pop("dur").to_numpy(dtype=np.float64)
@@ -256,8 +270,10 @@ def _int_col(s: pd.Series) -> pd.Series:
 
 
 def _memory_frame(rows: list[tuple], origin: float) -> pd.DataFrame:
-    df = pd.DataFrame.from_records(rows, columns=MEMORY_COLS) if rows else pd.DataFrame(
-        {c: pd.Series([], dtype=float) for c in MEMORY_COLS}
+    df = (
+        pd.DataFrame.from_records(rows, columns=MEMORY_COLS)
+        if rows
+        else pd.DataFrame({c: pd.Series([], dtype=float) for c in MEMORY_COLS})
     )
     ts = df.pop("ts").to_numpy(dtype=np.float64)
     df.insert(0, "ts_ns", np.rint((ts - origin) * 1000.0).astype(np.int64))
@@ -270,7 +286,9 @@ def _memory_frame(rows: list[tuple], origin: float) -> pd.DataFrame:
     return df
 
 
-def _steps(ann: pd.DataFrame, ops: pd.DataFrame, origin: float, tmax: float) -> tuple[pd.DataFrame, bool]:
+def _steps(
+    ann: pd.DataFrame, ops: pd.DataFrame, origin: float, tmax: float
+) -> tuple[pd.DataFrame, bool]:
     rows = []
     for df in (ann, ops):
         if not len(df):
@@ -392,7 +410,7 @@ def _is_comm(names: pd.Series) -> np.ndarray:
 def _memcpy_kinds(mem: pd.DataFrame) -> None:
     names = mem["name"].astype("category") if len(mem) else mem["name"]
     kinds: dict[str, tuple[str, str, str]] = {}
-    for n in (names.cat.categories if len(mem) else []):
+    for n in names.cat.categories if len(mem) else []:
         m = _MEMCPY_RE.match(str(n))
         if str(n).startswith("Memset"):
             kinds[n] = ("Memset", "", (m.group(2) or "") if m else "")
@@ -432,7 +450,12 @@ def parse_frame(name: str) -> tuple[str, int, str] | None:
 
 def _python_frames(py: pd.DataFrame) -> None:
     if not len(py):
-        for c, dt in (("file", object), ("line", np.int64), ("function", object), ("is_user", bool)):
+        for c, dt in (
+            ("file", object),
+            ("line", np.int64),
+            ("function", object),
+            ("is_user", bool),
+        ):
             py[c] = pd.Series([], dtype=dt)
         return
     cat = py["name"].astype("category")
@@ -482,7 +505,9 @@ def _devices(header: dict[str, Any]) -> tuple[Device, ...]:
     return tuple(out)
 
 
-def _platform(rt: pd.DataFrame, ker: pd.DataFrame, mem: pd.DataFrame, devs: tuple[Device, ...]) -> str:
+def _platform(
+    rt: pd.DataFrame, ker: pd.DataFrame, mem: pd.DataFrame, devs: tuple[Device, ...]
+) -> str:
     if not len(ker) and not len(mem):
         return "cpu"
     if any(d.vendor == "amd" for d in devs):

@@ -193,7 +193,9 @@ def _decode_tolerant(data: bytes, path: Path) -> Decoded:
         raw = obj.get("traceEvents")
         if not isinstance(raw, list):
             if raw is None:
-                raise TraceError("JSON object has no 'traceEvents' list: not a profiler trace", path)
+                raise TraceError(
+                    "JSON object has no 'traceEvents' list: not a profiler trace", path
+                )
             raise TraceError(
                 f"'traceEvents' is a {type(raw).__name__}, expected a list of events", path
             )

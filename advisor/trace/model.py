@@ -103,7 +103,7 @@ class Trace:
 
     def gpu_activity(self) -> pd.DataFrame:
         """Kernels, copies and memsets in one frame: ts_ns, end_ns, device, stream, kind, step."""
-        cols = ["ts_ns", "end_ns", "device", "stream", "step"]
+        cols = ["ts_ns", "end_ns", "device", "stream", "step", "launch_idx"]
         k = self.kernels[cols].assign(kind=np.where(self.kernels["is_comm"], "comm", "kernel"))
         m = self.memcpy[cols].assign(
             kind=np.where(self.memcpy["kind"].astype(str) == "Memset", "memset", "memcpy")

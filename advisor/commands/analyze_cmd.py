@@ -1,0 +1,75 @@
+"""``advisor analyze TRACE|DIR``: findings.json and report.html from an existing trace."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from advisor.commands.common import (
+    OutputOptions,
+    default_out_dir,
+    finish,
+    list_thresholds,
+    options_from_cli,
+)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("analyze")
+    def analyze_command(
+        path: Path = typer.Argument(
+            ..., help="A trace (.json/.json.gz), a run folder, or a folder of per-rank traces."
+        ),
+        out: Path | None = typer.Option(
+            None, "--out", "-o", help="Output folder (default ./advisor-runs/<name>-<time>/)."
+        ),
+        force: bool = typer.Option(
+            False, "--force", help="Write into an existing non-empty --out."
+        ),
+        json_out: bool = typer.Option(False, "--json", help="Print findings.json to stdout."),
+        fail_on: str | None = typer.Option(
+            None,
+            "--fail-on",
+            help="Exit 3 when a finding at or above this severity exists: high, medium or low.",
+        ),
+        only: list[str] = typer.Option(
+            [], "--only", help="Run only these finding ids (repeat or comma-separate)."
+        ),
+        skip: list[str] = typer.Option([], "--skip", help="Skip these finding ids."),
+        set_: list[str] = typer.Option(
+            [], "--set", help="Override a threshold: key=value (see --list-thresholds)."
+        ),
+        show_thresholds: bool = typer.Option(
+            False, "--list-thresholds", help="List thresholds and exit."
+        ),
+        open_: bool = typer.Option(False, "--open", help="Open report.html in a browser."),
+        no_source: bool = typer.Option(
+            False, "--no-source", help="Keep source code out of the report."
+        ),
+        debug: bool = typer.Option(
+            False, "--debug", help="Include detector tracebacks in findings.json."
+        ),
+        max_trace_bytes: int = typer.Option(
+            8 * 1024**3, "--max-trace-bytes", help="Refuse traces larger than this decompressed."
+        ),
+    ) -> None:
+        """Analyze a trace you already have and rank the fixes by time saved per step."""
+        if show_thresholds:
+            list_thresholds()
+            return
+        from advisor.pipeline import analyze_path, prepare_out_dir, write_outputs
+        from advisor.trace import find_traces
+
+        opts = options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes)
+        oo = OutputOptions.parse(fail_on)
+        files = find_traces(path)
+        target = out or default_out_dir(files[0])
+        prepare_out_dir(target, force)
+        t0 = time.perf_counter()
+        _, report = analyze_path(files[0] if len(files) == 1 else path, opts)
+        written = write_outputs(report, target, debug)
+        code = finish(report, written, json_out, oo, open_, time.perf_counter() - t0)
+        sys.exit(code)

@@ -1,0 +1,90 @@
+"""``advisor inspect TRACE|DIR``: what is in a trace, before opening it in Perfetto."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("inspect")
+    def inspect_command(
+        path: Path = typer.Argument(..., help="A trace (.json/.json.gz) or a folder of traces."),
+        json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        top: int = typer.Option(10, "--top", min=1, help="Rows in the top kernels/ops tables."),
+        max_trace_bytes: int = typer.Option(
+            8 * 1024**3, "--max-trace-bytes", help="Refuse traces larger than this decompressed."
+        ),
+    ) -> None:
+        """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""
+        import orjson
+
+        from advisor.summary import inspect_trace
+        from advisor.trace import find_traces, load_trace
+
+        results = [inspect_trace(load_trace(f, max_trace_bytes), top) for f in find_traces(path)]
+        if json_out:
+            data = results[0] if len(results) == 1 else {"traces": results}
+            typer.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+            return
+        for r in results:
+            _print(r)
+
+
+def _print(r: dict) -> None:  # type: ignore[type-arg]
+    from rich.table import Table
+
+    from advisor.render.terminal import console
+
+    con = console()
+    con.print(f"[bold]{r['trace']}[/bold]  ({r['events']:,} events, {r['format']} format)")
+    if r["rank"] is not None:
+        con.print(f"rank {r['rank']} of {r['world_size']}")
+    for d in r["devices"]:
+        if d["used"] or len(r["devices"]) == 1:
+            cc = (
+                f", compute capability {d['compute_capability']}" if d["compute_capability"] else ""
+            )
+            con.print(f"device {d['id']}: {d['name']}{cc}, {_fmt_bytes(d['total_memory_bytes'])}")
+    s = r["steps"]
+    con.print(
+        f"steps: {s['count']}{' (no ProfilerStep markers: whole trace = one step)' if s['synthetic'] else ''}"
+        f"  median {s['ms_median']:.2f} ms  min {s['ms_min']:.2f}  max {s['ms_max']:.2f}"
+    )
+    if r["gpu_busy_pct"] is None:
+        con.print("GPU: no GPU activity in this trace (CPU-only)")
+    else:
+        b = r["breakdown"]
+        con.print(
+            f"GPU busy {r['gpu_busy_pct']:.1f}%  idle {r['gpu_idle_pct']:.1f}% over {b['span_ms']:.2f} ms"
+            f" (compute {b['compute_pct']:.1f}%, communication {b['communication_pct']:.1f}%,"
+            f" memcpy {b['memcpy_pct']:.1f}%, memset {b['memset_pct']:.1f}%)"
+        )
+    for title, rows, cols in (
+        ("Top kernels", r["kernels_top"], ("name", "count", "total_ms", "mean_us", "pct")),
+        ("Top CPU ops", r["ops_top"], ("name", "count", "total_ms", "self_ms")),
+        ("Memory copies", r["memcpy"], ("kind", "src", "dst", "count", "bytes", "total_ms")),
+        ("Sync and blocking calls", r["sync_calls"], ("name", "count", "total_ms")),
+    ):
+        if not rows:
+            continue
+        t = Table(title=title, title_justify="left", box=None, header_style="bold")
+        for c in cols:
+            t.add_column(c, justify="left" if c in ("name", "kind", "src", "dst") else "right",
+                         overflow="fold", max_width=80 if c == "name" else None)  # fmt: skip
+        for row in rows:
+            t.add_row(*[f"{row[c]:,}" if isinstance(row[c], int) else str(row[c]) for c in cols])
+        con.print(t)
+    for n in r["notes"]:
+        con.print(f"note: {n}")

@@ -1,0 +1,103 @@
+"""Finding records (DESIGN section 2). Frozen dataclasses; ``to_dict`` gives the stable JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+Severity = Literal["high", "medium", "low", "info"]
+Confidence = Literal["high", "medium", "low"]
+SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low", "info")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One row of evidence: what was seen, how often, how long, and where to find an example."""
+
+    what: str
+    count: int
+    total_ms: float
+    example_ts_us: float | None = None  # in the trace file's own clock, to search in Perfetto
+
+
+@dataclass(frozen=True)
+class Location:
+    """A line of the user's own code (never torch internals)."""
+
+    file: str
+    line: int
+    function: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    severity: Severity
+    est_savings_ms: float
+    est_savings_pct: float
+    confidence: Confidence
+    summary: str
+    recommendation: str
+    snippet: str
+    evidence: tuple[Evidence, ...] = ()
+    locations: tuple[Location, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    est_savings_range_ms: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["evidence"] = [asdict(e) for e in self.evidence]
+        d["locations"] = [asdict(loc) for loc in self.locations]
+        d["assumptions"] = list(self.assumptions)
+        r = self.est_savings_range_ms
+        d["est_savings_range_ms"] = None if r is None else [r[0], r[1]]
+        return d
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Finding:
+        r = d.get("est_savings_range_ms")
+        return Finding(
+            id=str(d["id"]),
+            title=str(d.get("title", "")),
+            severity=d.get("severity", "info"),
+            est_savings_ms=float(d.get("est_savings_ms", 0.0)),
+            est_savings_pct=float(d.get("est_savings_pct", 0.0)),
+            confidence=d.get("confidence", "low"),
+            summary=str(d.get("summary", "")),
+            recommendation=str(d.get("recommendation", "")),
+            snippet=str(d.get("snippet", "")),
+            evidence=tuple(Evidence(**e) for e in d.get("evidence", ())),
+            locations=tuple(Location(**loc) for loc in d.get("locations", ())),
+            assumptions=tuple(d.get("assumptions", ())),
+            est_savings_range_ms=None if r is None else (float(r[0]), float(r[1])),
+        )
+
+    def with_(self, **changes: Any) -> Finding:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What a detector returns: a finding before the engine sets severity and percentages.
+
+    Detectors give ``est_savings_ms`` (per step) and the text; the engine derives
+    ``est_savings_pct`` from the median step and ``severity`` from that share (or ``info``
+    when ``latent`` is set: a pattern with no measured cost in this trace, e.g. on a CPU run).
+    """
+
+    id: str
+    title: str
+    est_savings_ms: float
+    confidence: Confidence
+    summary: str
+    recommendation: str
+    snippet: str
+    evidence: tuple[Evidence, ...] = ()
+    locations: tuple[Location, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    est_savings_range_ms: tuple[float, float] | None = None
+    latent: bool = False
+    severity: Severity | None = None  # force a severity (rarely needed)
+    extra: dict[str, Any] = field(default_factory=dict)

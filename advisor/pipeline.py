@@ -1,0 +1,173 @@
+"""The analysis pipeline shared by ``advisor analyze`` and ``advisor profile``.
+
+load (trace tables) -> detectors -> rank -> Report -> outputs (findings.json, report.html).
+Each stage is a plain function; outputs are written atomically (temp name, then rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import AdvisorError
+from advisor.locate import Locator
+from advisor.rank import rank, savings_bound_ms
+from advisor.registry import Context, all_detectors, run_detectors
+from advisor.report import Errored, Report, Skipped
+from advisor.thresholds import Thresholds
+from advisor.timeline import main_device, step_busy
+from advisor.trace import Trace, load_trace
+from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
+
+
+@dataclass(frozen=True)
+class Options:
+    only: frozenset[str] = frozenset()
+    skip: frozenset[str] = frozenset()
+    overrides: dict[str, float] = field(default_factory=dict)
+    debug: bool = False
+    no_source: bool = False
+    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+
+    def validate(self) -> None:
+        Thresholds(self.overrides).validate()
+        known = {d.id for d in all_detectors()}
+        for flag, ids in (("--only", self.only), ("--skip", self.skip)):
+            bad = sorted(i for i in ids if i not in known)
+            if bad:
+                raise AdvisorError(f"{flag}: unknown finding id {bad[0]!r}")
+
+
+def load_run_context(trace_path: Path) -> dict[str, Any] | None:
+    """run.json beside the trace (written by ``advisor profile``), or None."""
+    cand = trace_path.parent / "run.json" if trace_path.is_file() else trace_path / "run.json"
+    if not cand.is_file():
+        return None
+    try:
+        data = json.loads(cand.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None  # a damaged run.json only loses the live-run facts, never the analysis
+    return data if isinstance(data, dict) else None
+
+
+def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``run`` block of findings.json."""
+    rc = run_ctx or {}
+    dev = trace.device()
+    busy = main_device(trace)
+    sb = step_busy(trace, busy)
+    total = int(sb["dur_ns"].sum()) if len(sb) else 0
+    gpu_busy = round(100.0 * int(sb["busy_ns"].sum()) / total, 2) if busy and total else None
+    rdev_raw = rc.get("device")
+    rdev: dict[str, Any] = rdev_raw if isinstance(rdev_raw, dict) else {}
+    cc = rdev.get("compute_capability") or (dev.cc_str if dev else None)
+    return {
+        "script": rc.get("script"),
+        "argv": rc.get("argv"),
+        "trace": str(trace.path),
+        "torch": rc.get("torch"),
+        "cuda": rc.get("cuda"),
+        "device": rdev.get("name") or (dev.name if dev else None),
+        "compute_capability": cc,
+        "steps_profiled": int(len(trace.steps)),
+        "steps_synthetic": bool(trace.meta.synthetic_steps),
+        "step_ms_median": round(trace.median_step_ms(), 3),
+        "gpu_busy_pct": gpu_busy,
+        "ended_early": bool(rc.get("ended_early", False)),
+        "end_reason": rc.get("end_reason"),
+        "platform": trace.meta.platform,
+        "rank": trace.meta.rank,
+        "world_size": trace.meta.world_size,
+        "events_skipped": int(trace.meta.skipped_events),
+    }
+
+
+def analyze_trace(
+    trace: Trace, run_ctx: dict[str, Any] | None, options: Options | None = None
+) -> Report:
+    opts = options or Options()
+    th = Thresholds(opts.overrides)
+    th.validate()
+    step_ms = trace.median_step_ms()
+    ctx = Context(run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace))
+    outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
+    findings = rank(outcome.drafts, step_ms, th)
+    run = run_summary(trace, run_ctx)
+    run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
+    docs = {d.id: {"title": d.title, "doc": d.doc} for d in all_detectors()}
+    return Report(
+        run=run,
+        findings=tuple(findings),
+        skipped=tuple(Skipped(i, r) for i, r in outcome.skipped),
+        errored=tuple(Errored(i, e, tb) for i, e, tb in outcome.errored),
+        thresholds=th.used(),
+        views={"detectors": docs},
+    )
+
+
+def analyze_path(path: Path, options: Options | None = None) -> tuple[Trace, Report]:
+    opts = options or Options()
+    trace = load_trace(path, opts.max_trace_bytes)
+    return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def prepare_out_dir(out: Path, force: bool, allowed: set[str] | None = None) -> None:
+    """Refuse an existing non-empty folder unless ``force`` (names in ``allowed`` are ours)."""
+    if out.exists() and not out.is_dir():
+        raise AdvisorError("exists and is not a directory", out)
+    if out.is_dir() and not force:
+        extra = [p.name for p in out.iterdir() if not allowed or p.name not in allowed]
+        if extra:
+            raise AdvisorError("output folder exists and is not empty (use --force)", out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise AdvisorError(f"cannot create output folder: {err.strerror or err}", out) from None
+    if not os.access(out, os.W_OK):
+        raise AdvisorError("output folder is not writable", out)
+
+
+Renderer = Callable[[Report, dict[str, Any]], bytes]
+
+
+def write_outputs(
+    report: Report, out: Path, debug: bool = False, extra: dict[str, Any] | None = None
+) -> dict[str, Path]:
+    """Write findings.json and report.html into ``out``; returns what was written."""
+    from advisor.render.html import render_html
+
+    written: dict[str, Path] = {}
+    try:
+        atomic_write(out / "findings.json", report.to_json(debug))
+        written["findings"] = out / "findings.json"
+        atomic_write(out / "report.html", render_html(report, extra or {}).encode("utf-8"))
+        written["report"] = out / "report.html"
+    except OSError as err:
+        raise AdvisorError(f"cannot write output: {err.strerror or err}", out) from None
+    return written

@@ -1,0 +1,75 @@
+"""Every detector threshold in one place, with its default and meaning.
+
+Override any of them with ``--set key=value`` (e.g. ``--set tiny_kernels.max_kernel_us=5``).
+Keys are ``<detector>.<name>``; values are floats unless noted. ``advisor analyze --list-thresholds``
+prints this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.errors import AdvisorError
+
+
+@dataclass(frozen=True)
+class Threshold:
+    default: float
+    doc: str
+
+
+THRESHOLDS: dict[str, Threshold] = {
+    # ranking
+    "rank.high_pct": Threshold(10.0, "severity high at or above this % of the median step"),
+    "rank.medium_pct": Threshold(3.0, "severity medium at or above this % of the median step"),
+    "rank.min_savings_ms": Threshold(0.0, "drop non-info findings saving less than this per step"),
+}
+
+
+def register(key: str, default: float, doc: str) -> None:
+    """Detectors declare their thresholds here at import time (kept in this one table)."""
+    if key in THRESHOLDS and THRESHOLDS[key].default != default:
+        raise ValueError(f"threshold {key} declared twice with different defaults")
+    THRESHOLDS[key] = Threshold(default, doc)
+
+
+class Thresholds:
+    """Resolved threshold values: defaults plus the user's ``--set`` overrides."""
+
+    def __init__(self, overrides: dict[str, float] | None = None) -> None:
+        self._over = dict(overrides or {})
+
+    def __getitem__(self, key: str) -> float:
+        if key in self._over:
+            return self._over[key]
+        return THRESHOLDS[key].default
+
+    def get(self, key: str, default: float) -> float:
+        if key in self._over:
+            return self._over[key]
+        t = THRESHOLDS.get(key)
+        return t.default if t else default
+
+    def used(self) -> dict[str, float]:
+        return {k: self[k] for k in sorted(THRESHOLDS)}
+
+    def overrides(self) -> dict[str, float]:
+        return dict(sorted(self._over.items()))
+
+    def validate(self) -> None:
+        unknown = sorted(k for k in self._over if k not in THRESHOLDS)
+        if unknown:
+            raise AdvisorError(f"unknown threshold {unknown[0]!r} in --set (see --list-thresholds)")
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise AdvisorError(f"--set expects key=value, got {item!r}")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise AdvisorError(f"--set {key.strip()}: {value!r} is not a number") from None
+    return out
