@@ -16,9 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from advisor.trace import Trace, load_trace
-from advisor.trace.build import build_trace
-from advisor.trace.decode import _DECODE_FILE, Decoded
+from advisor.trace import Trace, load_bytes, load_trace
 
 PID = 1000
 TID = 1000
@@ -161,9 +159,7 @@ class TraceBuilder:
 
     def load(self) -> Trace:
         """Build the Trace in memory (no file) through the same code path as a real load."""
-        tf = _DECODE_FILE.decode(json.dumps(self.to_dict()).encode())
-        header = {k: getattr(tf, k) for k in tf.__struct_fields__ if k != "traceEvents"}
-        return build_trace(Decoded(tf.traceEvents or [], header, 0, 0), "<builder>")
+        return load_bytes(json.dumps(self.to_dict()).encode(), "<builder>")
 
     def load_file(self, tmp_path: Path) -> Trace:
         return load_trace(self.write(tmp_path / "trace.json"))

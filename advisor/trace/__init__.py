@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.trace.discover import find_traces, load_trace
+from advisor.trace.discover import find_traces, load_bytes, load_trace
 from advisor.trace.model import Device, Trace, TraceMeta
 
-__all__ = ["Device", "Trace", "TraceMeta", "find_traces", "load_trace"]
+__all__ = ["Device", "Trace", "TraceMeta", "find_traces", "load_bytes", "load_trace"]

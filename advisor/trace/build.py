@@ -1,289 +1,174 @@
-"""Turn decoded events into the normalized tables of :mod:`advisor.trace.model`.
+"""Turn the decoded columns into the normalized tables of :mod:`advisor.trace.model`.
 
-One pass over the events sorts them into per-table row lists; everything after that (time
-rebasing, step assignment, correlation, nesting) is vectorized or runs once per table.
+Columns arrive as numpy arrays (see :mod:`advisor.trace.columns`); this module rebases times,
+builds categorical names, finds the steps and derives the links (:mod:`advisor.trace.links`),
+all vectorized.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from advisor.trace.decode import Args, Decoded, Event
+from advisor.trace.columns import Columns
+from advisor.trace.links import (
+    assign_steps,
+    gpu_steps,
+    is_comm,
+    is_user_file,
+    launch_index,
+    memcpy_kinds,
+    nest_ops,
+    op_index,
+    parse_frame,
+    python_frames,
+)
 from advisor.trace.model import Device, Trace, TraceMeta
 
-K_OP, K_ANN, K_GANN, K_PY, K_RT, K_DRV, K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC = range(10)
-_IGNORED = -1
-CATEGORIES: dict[str, int] = {
-    "cpu_op": K_OP,
-    "operator": K_OP,
-    "user_annotation": K_ANN,
-    "gpu_user_annotation": K_GANN,
-    "python_function": K_PY,
-    "cuda_runtime": K_RT,
-    "runtime": K_RT,
-    "cuda_driver": K_DRV,
-    "kernel": K_KERNEL,
-    "gpu_memcpy": K_MEMCPY,
-    "memcpy": K_MEMCPY,
-    "gpu_memset": K_MEMSET,
-    "memset": K_MEMSET,
-    "cuda_sync": K_SYNC,
-    # known categories that carry nothing the tables need
-    "trace": _IGNORED,
-    "ac2g": _IGNORED,
-    "async": _IGNORED,
-    "fwdbwd": _IGNORED,
-    "cpu_instant_event": _IGNORED,
-    "python": _IGNORED,
-    "overhead": _IGNORED,
-    "cuda_profiler_range": _IGNORED,
-    "async_cpu_to_gpu": _IGNORED,
-}
-_LEGACY_CATS = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
-_EMPTY_ARGS = Args()
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-_MEMCPY_RE = re.compile(r"^Mem(?:cpy|set)\s*(\w+)?\s*(?:\((\w+)(?:\s*->\s*(\w+))?\))?")
-_FRAME_RE = re.compile(r"^(.*)\((\d+)\): (.*)$")
-_NON_USER_PARTS = (
-    "/torch/", "site-packages", "dist-packages", "/lib/python3", "/advisor/runner",
-    "<frozen", "<string>", "/usr/lib/python",
-)  # fmt: skip
-
-OP_COLS = ["ts", "dur", "name", "pid", "tid", "external_id", "seq", "fwd_tid",
-           "input_dims", "input_types", "call_stack"]  # fmt: skip
-ANN_COLS = ["ts", "dur", "name", "pid", "tid", "on_gpu", "external_id"]
-PY_COLS = ["ts", "dur", "name", "pid", "tid", "python_id", "parent_id"]
-RT_COLS = ["ts", "dur", "name", "pid", "tid", "correlation", "external_id", "is_driver"]
-KER_COLS = ["ts", "dur", "name", "device", "stream", "correlation", "external_id", "grid", "block"]
-MEM_COLS = [
-    "ts",
-    "dur",
-    "name",
-    "device",
-    "stream",
-    "correlation",
-    "external_id",
-    "bytes",
-    "argkind",
-]
-SYNC_COLS = ["ts", "dur", "name", "sync_kind", "device", "stream", "correlation"]
-MEMORY_COLS = ["ts", "bytes", "total_allocated", "total_reserved", "device_type", "device_id"]
+_I64 = np.int64
+_F64 = np.float64
+_O = object
+# every table's columns after ts/dur, with their dtype when the table is empty
+SCHEMA: dict[str, list[tuple[str, Any]]] = {
+    "cpu_ops": [("name", _O), ("pid", _I64), ("tid", _I64), ("external_id", _I64),
+                ("seq", _I64), ("fwd_tid", _I64), ("input_dims", _O), ("input_types", _O),
+                ("call_stack", _O)],
+    "annotations": [("name", _O), ("pid", _I64), ("tid", _I64), ("on_gpu", bool),
+                    ("external_id", _I64)],
+    "python": [("name", _O), ("pid", _I64), ("tid", _I64), ("python_id", _I64),
+               ("parent_id", _I64)],
+    "runtime": [("name", _O), ("pid", _I64), ("tid", _I64), ("correlation", _I64),
+                ("external_id", _I64), ("is_driver", bool)],
+    "kernels": [("name", _O), ("device", _I64), ("stream", _I64), ("correlation", _I64),
+                ("external_id", _I64), ("grid", _O), ("block", _O)],
+    "memcpy": [("name", _O), ("device", _I64), ("stream", _I64), ("correlation", _I64),
+               ("external_id", _I64), ("bytes", _F64), ("argkind", _O)],
+    "syncs": [("name", _O), ("sync_kind", _O), ("device", _I64), ("stream", _I64),
+              ("correlation", _I64)],
+    "memory": [("bytes", _F64), ("total_allocated", _F64), ("total_reserved", _F64),
+               ("device_type", _I64), ("device_id", _I64)],
+}  # fmt: skip
 
 
-def _norm_id(x: Any, codes: dict[str, int]) -> int:
-    if isinstance(x, int):
-        return x
-    if isinstance(x, str):
-        try:
-            return int(x)
-        except ValueError:
-            code = codes.get(x)
-            if code is None:
-                code = codes[x] = -1000 - len(codes)
-            return code
-    return -1
+@dataclass
+class Decoded:
+    """What the decoder read: the columns and the file's header keys."""
 
-
-def _stream_id(x: Any) -> int:
-    if isinstance(x, int):
-        return x
-    if isinstance(x, str):
-        try:
-            return int(x, 0)
-        except ValueError:
-            return -1
-    return -1
+    columns: Columns
+    header: dict[str, Any]
+    raw_bytes: int
 
 
 def build_trace(dec: Decoded, path: str) -> Trace:
-    """Build a :class:`Trace` from decoded events (see the module doc of ``model``)."""
-    ops: list[tuple] = []
-    anns: list[tuple] = []
-    pys: list[tuple] = []
-    rts: list[tuple] = []
-    kers: list[tuple] = []
-    mems: list[tuple] = []
-    syncs: list[tuple] = []
-    memory: list[tuple] = []
-    unknown: dict[str, int] = {}
-    skipped = dec.skipped_events
-    ranges = 0
-    legacy = 0
-    tmin = np.inf
-    tmax = -np.inf
-    codes: dict[str, int] = {}
-    cats = CATEGORIES
-    for ev in dec.events:
-        ph = ev.ph
-        if ph != "X":
-            if ev.name == "[memory]" and ev.ts is not None:
-                a = ev.args or _EMPTY_ARGS
-                memory.append((ev.ts, a.mem_bytes, a.total_allocated, a.total_reserved,
-                               a.device_type, a.device_id))  # fmt: skip
-            continue
-        cat = ev.cat
-        kind = cats.get(cat) if cat is not None else None
-        if kind is None:
-            if cat is None:
-                skipped += 1
-                continue
-            kind = cats.get(cat.lower())
-            if kind is None:
-                unknown[cat] = unknown.get(cat, 0) + 1
-                continue
-            if cat in _LEGACY_CATS:
-                legacy += 1
-        if kind == _IGNORED:
-            if cat == "cuda_profiler_range":
-                ranges += 1
-            continue
-        ts = ev.ts
-        dur = ev.dur
-        if ts is None or dur is None or dur < 0 or ts != ts or dur != dur:
-            skipped += 1
-            continue
-        if ts < tmin:
-            tmin = ts
-        if ts + dur > tmax:
-            tmax = ts + dur
-        a = ev.args or _EMPTY_ARGS
-        ext = a.external_id if a.external_id is not None else a.external_id_legacy
-        if kind == K_KERNEL:
-            dev = a.device if a.device is not None else _norm_id(ev.pid, codes)
-            kers.append((ts, dur, ev.name, dev, _stream_id(a.stream), a.correlation, ext,
-                         a.grid, a.block))  # fmt: skip
-        elif kind == K_RT or kind == K_DRV:
-            rts.append((ts, dur, ev.name, _norm_id(ev.pid, codes), _norm_id(ev.tid, codes),
-                        a.correlation, ext, kind == K_DRV))  # fmt: skip
-        elif kind == K_OP:
-            dims = a.input_dims if a.input_dims is not None else a.input_dims_legacy
-            ops.append((ts, dur, ev.name, _norm_id(ev.pid, codes), _norm_id(ev.tid, codes), ext,
-                        a.seq, a.fwd_tid, dims, a.input_type, a.call_stack))  # fmt: skip
-        elif kind == K_PY:
-            pys.append((ts, dur, ev.name, _norm_id(ev.pid, codes), _norm_id(ev.tid, codes),
-                        a.python_id, a.python_parent_id))  # fmt: skip
-        elif kind == K_ANN or kind == K_GANN:
-            anns.append((ts, dur, ev.name, _norm_id(ev.pid, codes), _norm_id(ev.tid, codes),
-                         kind == K_GANN, ext))  # fmt: skip
-        elif kind == K_MEMCPY or kind == K_MEMSET:
-            dev = a.device if a.device is not None else _norm_id(ev.pid, codes)
-            mems.append((ts, dur, ev.name, dev, _stream_id(a.stream), a.correlation, ext,
-                         a.nbytes, a.kind if kind == K_MEMCPY else "Memset"))  # fmt: skip
-        else:  # K_SYNC
-            syncs.append((ts, dur, ev.name, a.sync_kind, a.device, _stream_id(a.stream),
-                          a.correlation))  # fmt: skip
-    origin = float(tmin) if tmin != np.inf else 0.0
-    T = _Tables(origin)
-    cpu_ops = T.frame(ops, OP_COLS)
-    annotations = T.frame(anns, ANN_COLS)
-    python = T.frame(pys, PY_COLS)
-    runtime = T.frame(rts, RT_COLS)
-    kernels = T.frame(kers, KER_COLS)
-    memcpy = T.frame(mems, MEM_COLS)
-    sync_df = T.frame(syncs, SYNC_COLS)
-    memory_df = _memory_frame(memory, origin)
-
-    for df, cols in ((cpu_ops, ["external_id", "seq", "fwd_tid"]),
-                     (annotations, ["external_id"]), (python, ["python_id", "parent_id"]),
-                     (runtime, ["correlation", "external_id"]),
-                     (kernels, ["device", "stream", "correlation", "external_id"]),
-                     (memcpy, ["device", "stream", "correlation", "external_id"]),
-                     (sync_df, ["device", "stream", "correlation"])):  # fmt: skip
-        for c in cols:
-            df[c] = _int_col(df[c])
-
-    steps, synthetic = _steps(annotations, cpu_ops, origin, tmax)
-    for df in (cpu_ops, annotations, python, runtime, sync_df, memory_df):
-        df["step"] = _assign_steps(df["ts_ns"].to_numpy(), steps)
-    _nest_ops(cpu_ops)
-    runtime["op_idx"] = _op_index(runtime, cpu_ops)
+    """Build a :class:`Trace` from decoded columns (see the module doc of ``model``)."""
+    col = dec.columns
+    origin = col.tmin if col.tmin != np.inf else 0.0
+    names = col.name_list()
+    t = {name: _frame(col.concat(name), name, origin, names) for name in SCHEMA}
+    cpu_ops, ann, python, runtime = t["cpu_ops"], t["annotations"], t["python"], t["runtime"]
+    kernels, memcpy, syncs, memory = t["kernels"], t["memcpy"], t["syncs"], t["memory"]
+    steps, synthetic = _steps(ann, cpu_ops, origin, col.tmax)
+    for df in (cpu_ops, ann, python, runtime, syncs, memory):
+        df["step"] = assign_steps(df["ts_ns"].to_numpy(), steps)
+    depth, parent = nest_ops(cpu_ops["tid"].to_numpy(), cpu_ops["ts_ns"].to_numpy(),
+                             cpu_ops["end_ns"].to_numpy())  # fmt: skip
+    cpu_ops["depth"] = depth
+    cpu_ops["parent_idx"] = parent
+    runtime["op_idx"] = op_index(runtime["external_id"].to_numpy(),
+                                 cpu_ops["external_id"].to_numpy(), depth)  # fmt: skip
+    rt_corr, rt_steps = runtime["correlation"].to_numpy(), runtime["step"].to_numpy()
     for df in (kernels, memcpy):
-        df["launch_idx"] = _launch_index(df, runtime)
-        df["step"] = _gpu_steps(df, runtime, steps)
-    kernels["is_comm"] = _is_comm(kernels["name"])
-    _memcpy_kinds(memcpy)
-    _python_frames(python)
-    for df in (cpu_ops, annotations, python, runtime, kernels, memcpy, sync_df):
-        df["name"] = df["name"].astype("category")
+        df["launch_idx"] = launch_index(df["correlation"].to_numpy(), rt_corr)
+        df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps,
+                               steps)  # fmt: skip
+    kernels["is_comm"] = is_comm(kernels["name"].array)
+    argkind = memcpy.pop("argkind").to_numpy()
+    for k, v in memcpy_kinds(memcpy["name"].array, argkind).items():
+        memcpy[k] = v
+    memcpy["bytes"] = _whole(memcpy["bytes"].to_numpy(), 0)
+    for k, v in python_frames(python["name"].array).items():
+        python[k] = v
 
     header = dec.header
     devices = _devices(header)
-    dist = (
-        header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else None
-    )
+    dist = header.get("distributedInfo")
+    dist = dist if isinstance(dist, dict) else None
     rank = dist.get("rank") if dist else None
     world = dist.get("world_size") if dist else None
     base = header.get("baseTimeNanoseconds")
-    platform = _platform(runtime, kernels, memcpy, devices)
     meta = TraceMeta(
         path=path,
-        origin_us=origin,
+        origin_us=float(origin),
         devices=devices,
         distributed=dist,
-        rank=rank if isinstance(rank, int) else None,
-        world_size=world if isinstance(world, int) else None,
+        rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+        world_size=world if isinstance(world, int) and not isinstance(world, bool) else None,
         schema_version=header.get("schemaVersion"),
-        base_time_ns=base if isinstance(base, int) else None,
-        format="legacy" if legacy else "kineto",
+        base_time_ns=base if isinstance(base, int) and not isinstance(base, bool) else None,
+        format="legacy" if col.legacy else "kineto",
         synthetic_steps=synthetic,
-        event_count=len(dec.events) + dec.skipped_events,
-        skipped_events=skipped,
-        unknown_categories=unknown,
-        profiler_ranges=ranges,
+        event_count=col.events,
+        skipped_events=col.skipped,
+        unknown_categories=dict(col.unknown),
+        profiler_ranges=col.ranges,
         raw_bytes=dec.raw_bytes,
-        platform=platform,
+        platform=_platform(runtime, kernels, memcpy, devices),
     )
-    return Trace(meta, kernels, memcpy, runtime, cpu_ops, python, annotations, sync_df,
-                 memory_df, steps)  # fmt: skip
+    return Trace(meta, kernels, memcpy, runtime, cpu_ops, python, ann, syncs, memory, steps)
 
 
-class _Tables:
-    def __init__(self, origin_us: float) -> None:
-        self.origin = origin_us
-
-    def frame(self, rows: list[tuple], cols: list[str]) -> pd.DataFrame:
-        df = (
-            pd.DataFrame.from_records(rows, columns=cols)
-            if rows
-            else pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
-        )
-        ts = df.pop("ts").to_numpy(dtype=np.float64)
-        dur = df.pop("dur").to_numpy(dtype=np.float64)
-        ts_ns = np.rint((ts - self.origin) * 1000.0).astype(np.int64)
-        dur_ns = np.rint(dur * 1000.0).astype(np.int64)
-        df.insert(0, "ts_ns", ts_ns)
-        df.insert(1, "dur_ns", dur_ns)
-        df.insert(2, "end_ns", ts_ns + dur_ns)
-        return df
-
-
-def _int_col(s: pd.Series) -> pd.Series:
-    """Integer ids with -1 for missing (ids are never negative in traces)."""
-    if s.dtype.kind == "i":
-        return s.astype(np.int64)
-    num = pd.to_numeric(s, errors="coerce")
-    return num.fillna(-1).astype(np.int64)
-
-
-def _memory_frame(rows: list[tuple], origin: float) -> pd.DataFrame:
-    df = (
-        pd.DataFrame.from_records(rows, columns=MEMORY_COLS)
-        if rows
-        else pd.DataFrame({c: pd.Series([], dtype=float) for c in MEMORY_COLS})
-    )
-    ts = df.pop("ts").to_numpy(dtype=np.float64)
-    df.insert(0, "ts_ns", np.rint((ts - origin) * 1000.0).astype(np.int64))
-    df.insert(1, "dur_ns", np.zeros(len(df), dtype=np.int64))
-    df.insert(2, "end_ns", df["ts_ns"].to_numpy())
-    for c in ("bytes", "total_allocated", "total_reserved"):
-        df[c] = pd.to_numeric(df[c], errors="coerce")
-    for c in ("device_type", "device_id"):
-        df[c] = _int_col(df[c])
+def _frame(cols: dict[str, np.ndarray], table: str, origin: float,
+           names: np.ndarray) -> pd.DataFrame:  # fmt: skip
+    """One table: ts_ns, dur_ns, end_ns, then its columns (categorical name)."""
+    n = len(cols["ts"]) if "ts" in cols else 0
+    ts = cols.pop("ts") if n else np.zeros(0)
+    ts_ns = np.rint((ts - origin) * 1000.0).astype(np.int64)
+    dur_ns = np.rint(cols.pop("dur") * 1000.0).astype(np.int64) if "dur" in cols else None
+    if dur_ns is None:
+        dur_ns = np.zeros(n, dtype=np.int64)
+    data: dict[str, Any] = {"ts_ns": ts_ns, "dur_ns": dur_ns, "end_ns": ts_ns + dur_ns}
+    for name, dt in SCHEMA[table]:
+        v = cols.get(name)
+        if name == "name":
+            data[name] = _categorical(v if v is not None else np.zeros(0, np.int64), names)
+        elif v is None:
+            data[name] = np.empty(0, dtype=dt)
+        elif dt is _O:
+            data[name] = pd.Series(v, copy=False)  # str dtype when all text, else object
+        else:
+            data[name] = v
+    df = pd.DataFrame(data, copy=False)
+    if table == "memory":
+        for c in ("bytes", "total_allocated", "total_reserved"):
+            df[c] = _whole(df[c].to_numpy(), None)
     return df
+
+
+def _categorical(ids: np.ndarray, names: np.ndarray) -> pd.Categorical:
+    """Name ids -> categorical with this table's names only, sorted (as astype("category"))."""
+    present = np.zeros(len(names), dtype=bool)
+    present[ids] = True
+    used = np.flatnonzero(present)
+    labels = names[used]
+    order = np.argsort(labels, kind="stable")
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[used[order]] = np.arange(len(used))
+    cats = pd.Index(labels[order]) if len(used) else pd.Index([], dtype="str")
+    return pd.Categorical.from_codes(remap[ids], categories=cats, validate=False)
+
+
+def _whole(v: np.ndarray, fill: float | None) -> np.ndarray:
+    """Float column -> int64 when every value is a whole number (NaN -> ``fill`` if given)."""
+    if fill is not None:
+        v = np.where(np.isnan(v), fill, v)
+    with np.errstate(invalid="ignore"):
+        whole = bool(np.all((np.abs(v) < 2**62) & (v == np.floor(v))))
+    return v.astype(np.int64) if whole else v
 
 
 def _steps(
@@ -293,14 +178,16 @@ def _steps(
     for df in (ann, ops):
         if not len(df):
             continue
-        names = df["name"].astype(str)
-        mask = names.str.startswith("ProfilerStep#")
+        cat = df["name"].array
+        labels = [str(c) for c in cat.categories]
+        nums = [_step_number(lab) for lab in labels]
+        is_step = np.array([x is not None for x in nums] + [False], dtype=bool)
+        mask = is_step[cat.codes]
         if "on_gpu" in df:
-            mask &= ~df["on_gpu"].astype(bool)
-        for name, ts, dur in zip(names[mask], df["ts_ns"][mask], df["dur_ns"][mask], strict=True):
-            m = _STEP_RE.match(name)
-            if m:
-                rows.append((int(m.group(1)), int(ts), int(dur)))
+            mask &= ~df["on_gpu"].to_numpy(dtype=bool)
+        for code, ts, dur in zip(cat.codes[mask], df["ts_ns"].to_numpy()[mask],
+                                 df["dur_ns"].to_numpy()[mask], strict=True):  # fmt: skip
+            rows.append((nums[code], int(ts), int(dur)))
     if rows:
         st = pd.DataFrame(rows, columns=["step", "ts_ns", "dur_ns"])
         st = st.sort_values(["step", "dur_ns"]).drop_duplicates("step", keep="last")
@@ -316,160 +203,11 @@ def _steps(
     return st[["step", "ts_ns", "dur_ns", "end_ns", "synthetic"]], synthetic
 
 
-def _assign_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
-    starts = steps["ts_ns"].to_numpy()
-    ends = steps["end_ns"].to_numpy()
-    nums = steps["step"].to_numpy()
-    if not len(starts) or not len(ts):
-        return np.full(len(ts), -1, dtype=np.int64)
-    idx = np.searchsorted(starts, ts, side="right") - 1
-    ok = (idx >= 0) & (ts < ends[np.clip(idx, 0, None)])
-    return np.where(ok, nums[np.clip(idx, 0, None)], -1).astype(np.int64)
-
-
-def _nest_ops(ops: pd.DataFrame) -> None:
-    """depth and parent_idx of each cpu op within its thread (ops nest properly per thread)."""
-    n = len(ops)
-    depth = np.zeros(n, dtype=np.int64)
-    parent = np.full(n, -1, dtype=np.int64)
-    if n:
-        order = np.lexsort((-ops["dur_ns"].to_numpy(), ops["ts_ns"].to_numpy(),
-                            ops["tid"].to_numpy()))  # fmt: skip
-        tids = ops["tid"].to_numpy()[order]
-        ts = ops["ts_ns"].to_numpy()[order]
-        ends = ops["end_ns"].to_numpy()[order]
-        stack: list[int] = []
-        stack_end: list[int] = []
-        cur_tid = None
-        for i in range(n):
-            t = tids[i]
-            if t != cur_tid:
-                stack.clear()
-                stack_end.clear()
-                cur_tid = t
-            s = ts[i]
-            while stack_end and stack_end[-1] <= s:
-                stack.pop()
-                stack_end.pop()
-            row = order[i]
-            if stack:
-                parent[row] = stack[-1]
-                depth[row] = len(stack)
-            stack.append(row)
-            stack_end.append(ends[i])
-    ops["depth"] = depth
-    ops["parent_idx"] = parent
-
-
-def _op_index(rt: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
-    """Row in cpu_ops of the op that issued each runtime call (matched by External id)."""
-    out = np.full(len(rt), -1, dtype=np.int64)
-    if not len(rt) or not len(ops):
-        return out
-    ext = ops["external_id"].to_numpy()
-    valid = ext >= 0
-    if valid.any():
-        # innermost op wins when an id repeats: deeper ops come later after sorting by depth
-        o = pd.Series(np.arange(len(ops))[valid], index=ext[valid])
-        o = o.iloc[np.argsort(ops["depth"].to_numpy()[valid], kind="stable")]
-        o = o[~o.index.duplicated(keep="last")]
-        out = o.reindex(rt["external_id"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64)
-    return out
-
-
-def _launch_index(gpu: pd.DataFrame, rt: pd.DataFrame) -> np.ndarray:
-    if not len(gpu) or not len(rt):
-        return np.full(len(gpu), -1, dtype=np.int64)
-    corr = rt["correlation"].to_numpy()
-    valid = corr >= 0
-    s = pd.Series(np.arange(len(rt))[valid], index=corr[valid])
-    s = s[~s.index.duplicated(keep="first")]
-    return s.reindex(gpu["correlation"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64)
-
-
-def _gpu_steps(gpu: pd.DataFrame, rt: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
-    """GPU work belongs to the step that launched it; unmatched work goes by its own time."""
-    by_time = _assign_steps(gpu["ts_ns"].to_numpy(), steps)
-    li = gpu["launch_idx"].to_numpy()
-    if not len(rt):
-        return by_time
-    rt_steps = rt["step"].to_numpy()
-    launched = np.where(li >= 0, rt_steps[np.clip(li, 0, None)], -1)
-    return np.where(launched >= 0, launched, by_time).astype(np.int64)
-
-
-def _is_comm(names: pd.Series) -> np.ndarray:
-    if not len(names):
-        return np.zeros(0, dtype=bool)
-    cat = names.astype("category")
-    lower = cat.cat.categories.str.lower()
-    flags = lower.str.startswith(("nccl", "rccl")) | lower.str.contains("nccldevkernel")
-    return np.asarray(flags, dtype=bool)[cat.cat.codes.to_numpy()]
-
-
-def _memcpy_kinds(mem: pd.DataFrame) -> None:
-    names = mem["name"].astype("category") if len(mem) else mem["name"]
-    kinds: dict[str, tuple[str, str, str]] = {}
-    for n in names.cat.categories if len(mem) else []:
-        m = _MEMCPY_RE.match(str(n))
-        if str(n).startswith("Memset"):
-            kinds[n] = ("Memset", "", (m.group(2) or "") if m else "")
-        elif m:
-            kinds[n] = (m.group(1) or "", m.group(2) or "", m.group(3) or "")
-        else:
-            kinds[n] = ("", "", "")
-    mem["kind"] = [kinds[n][0] for n in names] if len(mem) else pd.Series([], dtype=object)
-    mem["src"] = [kinds[n][1] for n in names] if len(mem) else pd.Series([], dtype=object)
-    mem["dst"] = [kinds[n][2] for n in names] if len(mem) else pd.Series([], dtype=object)
-    if len(mem):
-        arg = mem.pop("argkind")
-        missing = (mem["kind"] == "") & arg.apply(lambda v: isinstance(v, str))
-        mem.loc[missing, "kind"] = arg[missing]
-        for c in ("kind", "src", "dst"):
-            mem[c] = mem[c].astype("category")
-    else:
-        mem.pop("argkind")
-    mem["bytes"] = pd.to_numeric(mem["bytes"], errors="coerce").fillna(0).astype(np.int64)
-
-
-def is_user_file(file: str) -> bool:
-    """A source file the user wrote (not torch, the standard library or site-packages)."""
-    if not file or file.startswith("<"):
-        return False
-    f = file.replace("\\", "/")
-    return not any(part in f for part in _NON_USER_PARTS)
-
-
-def parse_frame(name: str) -> tuple[str, int, str] | None:
-    """``"train.py(42): step"`` -> ``("train.py", 42, "step")``."""
-    m = _FRAME_RE.match(name)
-    if not m:
+def _step_number(label: str) -> int | None:
+    m = _STEP_RE.match(label)
+    if not m or len(m.group(1)) > 15:
         return None
-    return m.group(1), int(m.group(2)), m.group(3)
-
-
-def _python_frames(py: pd.DataFrame) -> None:
-    if not len(py):
-        for c, dt in (
-            ("file", object),
-            ("line", np.int64),
-            ("function", object),
-            ("is_user", bool),
-        ):
-            py[c] = pd.Series([], dtype=dt)
-        return
-    cat = py["name"].astype("category")
-    info = []
-    for n in cat.cat.categories:
-        fr = parse_frame(str(n))
-        if fr is None:
-            info.append(("", -1, str(n), False))
-        else:
-            info.append((fr[0], fr[1], fr[2], is_user_file(fr[0])))
-    codes = cat.cat.codes.to_numpy()
-    table = pd.DataFrame(info, columns=["file", "line", "function", "is_user"])
-    for c in table.columns:
-        py[c] = table[c].to_numpy()[codes]
+    return int(m.group(1))
 
 
 def _devices(header: dict[str, Any]) -> tuple[Device, ...]:
@@ -498,7 +236,7 @@ def _devices(header: dict[str, Any]) -> tuple[Device, ...]:
             id=int(dev_id) if isinstance(dev_id, int) else i,
             name=name,
             compute_capability=cc,
-            total_memory_bytes=int(mem) if isinstance(mem, int | float) else None,
+            total_memory_bytes=int(mem) if isinstance(mem, int | float) and 0 <= mem < 2**62 else None,
             num_sms=int(sms) if isinstance(sms, int) else None,
             vendor=vendor,
         ))  # fmt: skip
@@ -512,9 +250,9 @@ def _platform(
         return "cpu"
     if any(d.vendor == "amd" for d in devs):
         return "rocm"
-    if len(rt) and rt["name"].astype(str).str.startswith("hip").any():
+    if any(str(c).startswith("hip") for c in rt["name"].array.categories):
         return "rocm"
     return "cuda"
 
 
-__all__ = ["build_trace", "is_user_file", "parse_frame", "Event"]
+__all__ = ["Decoded", "build_trace", "is_user_file", "parse_frame"]

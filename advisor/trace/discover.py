@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from advisor.errors import TraceError
-from advisor.trace.build import build_trace
-from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, decode
+from advisor.trace.build import Decoded, build_trace
+from advisor.trace.columns import Columns
+from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, decode_stream, pieces
 from advisor.trace.model import Trace
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
@@ -74,8 +77,29 @@ def load_trace(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_TRACE_
                 p,
             )
         p = files[0]
-    dec = decode(p, max_bytes)
+    return _load(p, pieces(p, max_bytes), True)
+
+
+def load_bytes(data: bytes, name: str = "<memory>", require_events: bool = False) -> Trace:
+    """Load a trace held in memory (plain JSON text): what tests and tools build on the fly."""
+    return _load(Path(name), iter([data]), require_events)
+
+
+def _load(p: Path, src: Iterator[bytes], require_events: bool) -> Trace:
+    cols = Columns()
+    gc_enabled = gc.isenabled()
+    gc.disable()  # the decoded structs hold no cycles: collections would only walk the heap
     try:
-        return build_trace(dec, str(p))
+        header, size = decode_stream(p, src, cols.add)
+        if require_events and not cols.events:
+            raise TraceError("the trace holds no events", p)
+        if cols.events and not cols.usable:
+            raise TraceError("no usable trace events: not a profiler trace", p)
+        return build_trace(Decoded(cols, header, size), str(p))
     except RecursionError:
         raise TraceError("trace nested too deeply", p) from None
+    except MemoryError:
+        raise TraceError("out of memory while loading the trace", p) from None
+    finally:
+        if gc_enabled:
+            gc.enable()

@@ -1,0 +1,335 @@
+"""Sort decoded event chunks into column arrays, one set per table.
+
+Per chunk, the category and phase of every event are factorized once, then each table takes its
+rows with numpy masks and reads its fields with ``map`` over the structs (C loops, no per-event
+Python branches). Names become integer ids into one shared list; shapes and other raw JSON values
+are decoded once per distinct text and shared between rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from advisor.trace.decode import NULL, Event
+
+K_OP, K_ANN, K_GANN, K_PY, K_RT, K_DRV, K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC = range(10)
+K_IGNORED, K_UNKNOWN, K_NONE, K_NOT_X = 10, 11, 12, 13
+CATEGORIES: dict[str, int] = {
+    "cpu_op": K_OP,
+    "operator": K_OP,
+    "user_annotation": K_ANN,
+    "gpu_user_annotation": K_GANN,
+    "python_function": K_PY,
+    "cuda_runtime": K_RT,
+    "runtime": K_RT,
+    "cuda_driver": K_DRV,
+    "kernel": K_KERNEL,
+    "gpu_memcpy": K_MEMCPY,
+    "memcpy": K_MEMCPY,
+    "gpu_memset": K_MEMSET,
+    "memset": K_MEMSET,
+    "cuda_sync": K_SYNC,
+    # known categories that carry nothing the tables need
+    "trace": K_IGNORED,
+    "ac2g": K_IGNORED,
+    "async": K_IGNORED,
+    "fwdbwd": K_IGNORED,
+    "cpu_instant_event": K_IGNORED,
+    "python": K_IGNORED,
+    "overhead": K_IGNORED,
+    "cuda_profiler_range": K_IGNORED,
+    "async_cpu_to_gpu": K_IGNORED,
+}
+LEGACY_CATEGORIES = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
+TABLES: dict[str, tuple[int, ...]] = {
+    "cpu_ops": (K_OP,),
+    "annotations": (K_ANN, K_GANN),
+    "python": (K_PY,),
+    "runtime": (K_RT, K_DRV),
+    "kernels": (K_KERNEL,),
+    "memcpy": (K_MEMCPY, K_MEMSET),
+    "syncs": (K_SYNC,),
+}
+# Times beyond these are corrupt: rebased nanoseconds must fit int64 (about 9.2e18).
+TS_LIMIT_US = 4e15  # |ts| (microseconds; epoch times are about 1.7e15)
+DUR_LIMIT_US = 1e12  # about 11.6 days
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+_PH, _CAT, _NAME, _TS, _DUR = (attrgetter(k) for k in ("ph", "cat", "name", "ts", "dur"))
+_PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
+
+
+class _RawValues(dict[bytes, Any]):
+    """Raw JSON text -> decoded value, decoded once per distinct text."""
+
+    def __missing__(self, key: bytes) -> Any:
+        try:
+            value = msgspec.json.decode(key)
+        except (msgspec.DecodeError, RecursionError):
+            value = None
+        self[key] = value
+        return value
+
+
+class Columns:
+    """Accumulates the columns of every table over the chunks of one trace."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, dict[str, list[np.ndarray]]] = {t: {} for t in (*TABLES, "memory")}
+        self.names: dict[str, int] = {}
+        self.id_codes: dict[str, int] = {}  # non-numeric pid/tid strings -> negative codes
+        self.raw = _RawValues()
+        self.strings: dict[Any, Any] = {}
+        self.events = 0
+        self.usable = 0
+        self.skipped = 0
+        self.unknown: Counter[str] = Counter()
+        self.legacy = 0
+        self.ranges = 0
+        self.tmin = math.inf
+        self.tmax = -math.inf
+
+    # ---------------------------------------------------------------- per chunk
+    def add(self, evs: list[Event], dropped: int) -> None:
+        n = len(evs)
+        self.events += n + dropped
+        self.skipped += dropped
+        self.usable += n
+        if not n:
+            return
+        phc, phu = _factorize(list(map(_PH, evs)))
+        isx = np.array([p == "X" for p in phu], dtype=bool)[phc]
+        cc, cu = _factorize(list(map(_CAT, evs)))
+        kinds_u = np.array([_kind(c) for c in cu] + [K_NONE], dtype=np.int8)
+        kind = np.where(isx, kinds_u[cc], K_NOT_X)
+        ts = np.fromiter(map(_TS, evs), np.float64, n)
+        dur = np.fromiter(map(_DUR, evs), np.float64, n)
+        with np.errstate(invalid="ignore"):
+            ok = (np.abs(ts) <= TS_LIMIT_US) & (dur >= 0) & (dur <= DUR_LIMIT_US)
+        self.skipped += int(np.count_nonzero(kind == K_NONE))
+        for u in np.flatnonzero(kinds_u[:-1] == K_UNKNOWN).tolist():
+            n_unknown = int(np.count_nonzero(isx & (cc == u)))
+            if n_unknown:
+                self.unknown[cu[u]] += n_unknown
+        for code, c in enumerate(cu):
+            if c in LEGACY_CATEGORIES or c == "cuda_profiler_range":
+                hits = int(np.count_nonzero(isx & (cc == code)))
+                if c == "cuda_profiler_range":
+                    self.ranges += hits
+                else:
+                    self.legacy += hits
+        in_table = kind < K_IGNORED
+        self.skipped += int(np.count_nonzero(in_table & ~ok))
+        keep = in_table & ok
+        if keep.any():
+            self.tmin = min(self.tmin, float(ts[keep].min()))
+            self.tmax = max(self.tmax, float((ts + dur)[keep].max()))
+        for table, ks in TABLES.items():
+            idx = np.flatnonzero(keep & np.isin(kind, ks))
+            if len(idx):
+                getattr(self, "_" + table)(_take(evs, idx), ts[idx], dur[idx], kind[idx])
+        not_x = np.flatnonzero(kind == K_NOT_X)
+        if len(not_x):
+            self._memory(_take(evs, not_x), ts[not_x])
+
+    # ---------------------------------------------------------------- tables
+    def _put(self, table: str, **cols: np.ndarray) -> None:
+        parts = self.parts[table]
+        for k, v in cols.items():
+            parts.setdefault(k, []).append(v)
+
+    def _common(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray) -> dict[str, np.ndarray]:
+        return {"ts": ts, "dur": dur, "name": self._names(list(map(_NAME, evs)))}
+
+    def _cpu_ops(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
+        a = list(map(_ARGS, evs))
+        dims = [x.input_dims if x.input_dims is not NULL else x.input_dims_legacy for x in a]
+        self._put("cpu_ops", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
+                  tid=self._ids(map(_TID, evs)), external_id=_ext(a), seq=_ints(a, "seq"),
+                  fwd_tid=_ints(a, "fwd_tid"), input_dims=self._raws(dims),
+                  input_types=self._raws(map(attrgetter("input_type"), a)),
+                  call_stack=self._strs(map(attrgetter("call_stack"), a)))  # fmt: skip
+
+    def _annotations(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray,
+                     kind: np.ndarray) -> None:  # fmt: skip
+        a = list(map(_ARGS, evs))
+        self._put("annotations", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
+                  tid=self._ids(map(_TID, evs)), on_gpu=kind == K_GANN,
+                  external_id=_ext(a))  # fmt: skip
+
+    def _python(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
+        a = list(map(_ARGS, evs))
+        self._put("python", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
+                  tid=self._ids(map(_TID, evs)), python_id=_ints(a, "python_id"),
+                  parent_id=_ints(a, "python_parent_id"))  # fmt: skip
+
+    def _runtime(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
+        a = list(map(_ARGS, evs))
+        self._put("runtime", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
+                  tid=self._ids(map(_TID, evs)), correlation=_ints(a, "correlation"),
+                  external_id=_ext(a), is_driver=kind == K_DRV)  # fmt: skip
+
+    def _device(self, evs: list[Event], a: list[Any]) -> np.ndarray:
+        dev = _ints(a, "device")
+        if (dev < 0).any():
+            dev = np.where(dev >= 0, dev, self._ids(map(_PID, evs)))
+        return dev
+
+    def _kernels(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
+        a = list(map(_ARGS, evs))
+        self._put("kernels", **self._common(evs, ts, dur), device=self._device(evs, a),
+                  stream=_streams(a), correlation=_ints(a, "correlation"), external_id=_ext(a),
+                  grid=self._raws(map(attrgetter("grid"), a)),
+                  block=self._raws(map(attrgetter("block"), a)))  # fmt: skip
+
+    def _memcpy(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
+        a = list(map(_ARGS, evs))
+        argkind = self._raws(map(attrgetter("kind"), a))
+        argkind[kind == K_MEMSET] = "Memset"
+        self._put("memcpy", **self._common(evs, ts, dur), device=self._device(evs, a),
+                  stream=_streams(a), correlation=_ints(a, "correlation"), external_id=_ext(a),
+                  bytes=_floats(a, "nbytes"), argkind=argkind)  # fmt: skip
+
+    def _syncs(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
+        a = list(map(_ARGS, evs))
+        self._put("syncs", **self._common(evs, ts, dur),
+                  sync_kind=self._strs(map(attrgetter("sync_kind"), a)),
+                  device=_ints(a, "device"), stream=_streams(a),
+                  correlation=_ints(a, "correlation"))  # fmt: skip
+
+    def _memory(self, evs: list[Event], ts: np.ndarray) -> None:
+        sel = np.array([n == "[memory]" for n in map(_NAME, evs)], dtype=bool)
+        sel &= np.abs(ts) <= TS_LIMIT_US
+        if not sel.any():
+            return
+        idx = np.flatnonzero(sel)
+        a = list(map(_ARGS, _take(evs, idx)))
+        self._put("memory", ts=ts[idx], bytes=_floats(a, "mem_bytes"),
+                  total_allocated=_floats(a, "total_allocated"),
+                  total_reserved=_floats(a, "total_reserved"),
+                  device_type=_ints(a, "device_type"), device_id=_ints(a, "device_id"))  # fmt: skip
+
+    # ---------------------------------------------------------------- values
+    def _names(self, values: list[str]) -> np.ndarray:
+        codes, uniq = _factorize(values)
+        names = self.names
+        ids = np.array([names.setdefault(u, len(names)) for u in uniq], dtype=np.int64)
+        return ids[codes]
+
+    def _ids(self, values: Iterable[Any]) -> np.ndarray:
+        """pid/tid: ints as they are, numeric strings parsed, other strings coded negative."""
+        vals = list(values)
+        try:
+            return np.array(vals, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        codes = self.id_codes
+        out = []
+        for x in vals:
+            if isinstance(x, int):
+                out.append(x if _I64[0] <= x <= _I64[1] else -1)
+                continue
+            if isinstance(x, str):
+                try:
+                    v = int(x)
+                    out.append(v if _I64[0] <= v <= _I64[1] else -1)
+                    continue
+                except ValueError:
+                    out.append(codes.setdefault(x, -1000 - len(codes)))
+                    continue
+            out.append(-1)
+        return np.array(out, dtype=np.int64)
+
+    def _raws(self, values: Iterable[msgspec.Raw]) -> np.ndarray:
+        raw = self.raw
+        vals = [None if r is NULL else raw[bytes(r)] for r in values]
+        out = np.empty(len(vals), dtype=object)
+        out[:] = vals
+        return out
+
+    def _strs(self, values: Iterable[Any]) -> np.ndarray:
+        seen = self.strings
+        vals = [seen.setdefault(s, s) for s in values]
+        out = np.empty(len(vals), dtype=object)
+        out[:] = vals
+        return out
+
+    # ---------------------------------------------------------------- result
+    def concat(self, table: str) -> dict[str, np.ndarray]:
+        """The table's columns over all chunks (empty arrays when it has no rows)."""
+        parts = self.parts[table]
+        out = {k: (v[0] if len(v) == 1 else np.concatenate(v)) for k, v in parts.items()}
+        parts.clear()
+        return out
+
+    def name_list(self) -> np.ndarray:
+        out = np.empty(len(self.names), dtype=object)
+        out[:] = list(self.names)
+        return out
+
+
+def _kind(cat: str) -> int:
+    k = CATEGORIES.get(cat)
+    if k is None:
+        k = CATEGORIES.get(cat.lower(), K_UNKNOWN)
+    return k
+
+
+def _factorize(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    codes, uniq = pd.factorize(arr)
+    return codes, list(uniq)
+
+
+def _take(evs: list[Event], idx: np.ndarray) -> list[Event]:
+    if len(idx) == len(evs):
+        return evs
+    return [evs[i] for i in idx.tolist()]
+
+
+def _ints(args: list[Any], key: str) -> np.ndarray:
+    vals = list(map(attrgetter(key), args))
+    try:
+        return np.array(vals, dtype=np.int64)
+    except OverflowError:
+        return np.array([v if _I64[0] <= v <= _I64[1] else -1 for v in vals], dtype=np.int64)
+
+
+def _ext(args: list[Any]) -> np.ndarray:
+    ext = _ints(args, "external_id")
+    if (ext < 0).any():
+        ext = np.where(ext >= 0, ext, _ints(args, "external_id_legacy"))
+    return ext
+
+
+def _floats(args: list[Any], key: str) -> np.ndarray:
+    return np.fromiter(map(attrgetter(key), args), np.float64, len(args))
+
+
+def _streams(args: list[Any]) -> np.ndarray:
+    vals = list(map(attrgetter("stream"), args))
+    try:
+        return np.array(vals, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = []
+    for x in vals:
+        v = -1
+        if isinstance(x, int):
+            v = x
+        elif isinstance(x, str):
+            try:
+                v = int(x, 0)
+            except ValueError:
+                v = -1
+        out.append(v if _I64[0] <= v <= _I64[1] else -1)
+    return np.array(out, dtype=np.int64)

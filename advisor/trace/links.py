@@ -1,0 +1,223 @@
+"""Derived columns: op nesting, launch/op links, GPU steps, memcpy kinds, python frames.
+
+Everything here is vectorized with numpy or runs once per distinct name (category), never once
+per row in Python, except the nesting fallback for threads whose ops overlap without nesting.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+_MEMCPY_RE = re.compile(r"^Mem(?:cpy|set)\s*(\w+)?\s*(?:\((\w+)(?:\s*->\s*(\w+))?\))?")
+_FRAME_RE = re.compile(r"^(.*)\((\d+)\): (.*)$")
+_NON_USER_PARTS = (
+    "/torch/", "site-packages", "dist-packages", "/lib/python3", "/advisor/runner",
+    "<frozen", "<string>", "/usr/lib/python",
+)  # fmt: skip
+
+
+def assign_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    """The step whose [start, end) holds each time, -1 outside every step."""
+    starts = steps["ts_ns"].to_numpy()
+    ends = steps["end_ns"].to_numpy()
+    nums = steps["step"].to_numpy()
+    if not len(starts) or not len(ts):
+        return np.full(len(ts), -1, dtype=np.int64)
+    idx = np.searchsorted(starts, ts, side="right") - 1
+    ok = (idx >= 0) & (ts < ends[np.clip(idx, 0, None)])
+    return np.where(ok, nums[np.clip(idx, 0, None)], -1).astype(np.int64)
+
+
+def nest_ops(tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(depth, parent row) of each op within its thread: the stack of ops open at its start.
+
+    With ops sorted by (thread, start, longest first) and properly nested, the depth of op i is
+    the number of earlier ops of its thread still open at its start, and its parent is the last
+    earlier op of its thread one level up: both come from sorts and binary searches. Every parent
+    is then checked to contain its child; a thread that fails the check (ops that overlap without
+    nesting) is redone with the explicit stack, which is what defines the answer.
+    """
+    n = len(ts)
+    depth = np.zeros(n, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return depth, parent
+    order = np.lexsort((ts - end, ts, tid))  # thread, start, longest first
+    t, s, e = tid[order], ts[order], end[order]
+    gpos = np.arange(n, dtype=np.int64)
+    new = np.ones(n, dtype=bool)
+    new[1:] = t[1:] != t[:-1]
+    tcode = np.cumsum(new) - 1
+    width = 2 * n + 1
+    _, rank = np.unique(np.concatenate([s, e]), return_inverse=True)
+    ks = tcode * width + rank[:n]  # sorted: threads ascending, starts ascending
+    ke = np.sort(tcode * width + rank[n:])
+    first = np.maximum.accumulate(np.where(new, gpos, 0))  # my thread's first position
+    ended = np.searchsorted(ke, ks, side="right") - first  # my thread's ops ended by my start
+    # ...minus the zero-length ops starting with me that sort at or after me
+    zero = e == s
+    gs = np.searchsorted(ks, ks, side="left")
+    ge = np.searchsorted(ks, ks, side="right")
+    cz = np.concatenate([[0], np.cumsum(zero)])
+    later = np.where(zero, ge - gpos, cz[ge] - cz[gs])
+    d = (gpos - first) - (ended - later)
+    bad = d < 0
+    d = np.maximum(d, 0)
+    par = np.full(n, -1, dtype=np.int64)
+    q = np.flatnonzero(d > 0)
+    if len(q):
+        keys = np.sort(d * n + gpos)
+        hit = np.searchsorted(keys, (d[q] - 1) * n + q, side="left") - 1
+        cand = keys[np.clip(hit, 0, None)]
+        p = cand % n
+        ok = (hit >= 0) & (cand // n == d[q] - 1) & (p >= first[q])
+        p = np.where(ok, p, 0)
+        ok &= (s[p] <= s[q]) & (e[p] > s[q]) & (e[p] >= e[q])
+        bad[q[~ok]] = True
+        par[q] = np.where(ok, p, -1)
+    if bad.any():
+        for code in np.unique(tcode[bad]):
+            rows = np.flatnonzero(tcode == code)
+            d[rows], par[rows] = _stack_nest(s[rows], e[rows], rows)
+    depth[order] = d
+    parent[order] = np.where(par >= 0, order[np.clip(par, 0, None)], -1)
+    return depth, parent
+
+
+def _stack_nest(s: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The explicit stack on one thread (positions in ``rows`` order)."""
+    depth = [0] * len(rows)
+    parent = [-1] * len(rows)
+    stack: list[int] = []
+    ends: list[int] = []
+    pos = rows.tolist()
+    for i, (start, stop) in enumerate(zip(s.tolist(), e.tolist(), strict=True)):
+        while ends and ends[-1] <= start:
+            stack.pop()
+            ends.pop()
+        if stack:
+            parent[i] = stack[-1]
+            depth[i] = len(stack)
+        stack.append(pos[i])
+        ends.append(stop)
+    return np.array(depth, dtype=np.int64), np.array(parent, dtype=np.int64)
+
+
+def op_index(rt_ext: np.ndarray, ops_ext: np.ndarray, ops_depth: np.ndarray) -> np.ndarray:
+    """Row in cpu_ops of the op that issued each runtime call (matched by External id)."""
+    out = np.full(len(rt_ext), -1, dtype=np.int64)
+    valid = np.flatnonzero(ops_ext >= 0)
+    if not len(rt_ext) or not len(valid):
+        return out
+    # innermost op wins when an id repeats: sort by (id, depth) and take the last of each id
+    o = valid[np.lexsort((ops_depth[valid], ops_ext[valid]))]
+    ids = ops_ext[o]
+    last = np.ones(len(o), dtype=bool)
+    last[:-1] = ids[1:] != ids[:-1]
+    return _lookup(ids[last], o[last], rt_ext)
+
+
+def launch_index(gpu_corr: np.ndarray, rt_corr: np.ndarray) -> np.ndarray:
+    """Row in runtime of the call that launched each kernel/copy (first call per correlation)."""
+    valid = np.flatnonzero(rt_corr >= 0)
+    if not len(gpu_corr) or not len(valid):
+        return np.full(len(gpu_corr), -1, dtype=np.int64)
+    o = valid[np.argsort(rt_corr[valid], kind="stable")]
+    ids = rt_corr[o]
+    first = np.ones(len(o), dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return _lookup(ids[first], o[first], gpu_corr)
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """values[k] where keys[k] == query (keys sorted, unique), else -1."""
+    i = np.clip(np.searchsorted(keys, queries), 0, len(keys) - 1)
+    hit = (keys[i] == queries) & (queries >= 0)
+    return np.where(hit, values[i], -1).astype(np.int64)
+
+
+def gpu_steps(gpu_ts: np.ndarray, launch: np.ndarray, rt_steps: np.ndarray,
+              steps: pd.DataFrame) -> np.ndarray:  # fmt: skip
+    """GPU work belongs to the step that launched it; unmatched work goes by its own time."""
+    by_time = assign_steps(gpu_ts, steps)
+    if not len(rt_steps):
+        return by_time
+    launched = np.where(launch >= 0, rt_steps[np.clip(launch, 0, None)], -1)
+    return np.where(launched >= 0, launched, by_time).astype(np.int64)
+
+
+def is_comm(names: pd.Categorical) -> np.ndarray:
+    lower = pd.Index(names.categories).str.lower()
+    flags = lower.str.startswith(("nccl", "rccl")) | lower.str.contains("nccldevkernel")
+    return _per_code(np.asarray(flags, dtype=bool), names.codes, False)
+
+
+def _per_code(per_cat: np.ndarray, codes: np.ndarray, missing: object) -> np.ndarray:
+    if not len(codes):
+        return per_cat[:0]
+    ext = np.concatenate([per_cat, np.array([missing], dtype=per_cat.dtype)])
+    return ext[codes]  # code -1 picks the trailing "missing" value
+
+
+def memcpy_kinds(names: pd.Categorical, argkind: np.ndarray) -> dict[str, pd.Categorical]:
+    """kind (HtoD, DtoH, ..., Memset), src and dst memory kinds from the copy's name."""
+    info = []
+    for n in names.categories:
+        n = str(n)
+        m = _MEMCPY_RE.match(n)
+        if n.startswith("Memset"):
+            info.append(("Memset", "", (m.group(2) or "") if m else ""))
+        elif m:
+            info.append((m.group(1) or "", m.group(2) or "", m.group(3) or ""))
+        else:
+            info.append(("", "", ""))
+    out = {}
+    for j, col in enumerate(("kind", "src", "dst")):
+        per = np.empty(len(info), dtype=object)
+        per[:] = [x[j] for x in info]
+        vals = _per_code(per, names.codes, "")
+        if col == "kind" and len(vals):
+            missing = (vals == "") & np.array([isinstance(v, str) for v in argkind], dtype=bool)
+            vals[missing] = argkind[missing]
+        out[col] = pd.Categorical(vals)
+    return out
+
+
+def is_user_file(file: str) -> bool:
+    """A source file the user wrote (not torch, the standard library or site-packages)."""
+    if not file or file.startswith("<"):
+        return False
+    f = file.replace("\\", "/")
+    return not any(part in f for part in _NON_USER_PARTS)
+
+
+def parse_frame(name: str) -> tuple[str, int, str] | None:
+    """``"train.py(42): step"`` -> ``("train.py", 42, "step")``."""
+    m = _FRAME_RE.match(name)
+    if not m:
+        return None
+    return m.group(1), int(m.group(2)), m.group(3)
+
+
+def python_frames(names: pd.Categorical) -> dict[str, np.ndarray]:
+    """file, line, function, is_user of each python_function row, parsed once per name."""
+    info = []
+    for n in names.categories:
+        fr = parse_frame(str(n))
+        if fr is None or not -(1 << 62) < fr[1] < 1 << 62:
+            info.append(("", -1, str(n), False))
+        else:
+            info.append((fr[0], fr[1], fr[2], is_user_file(fr[0])))
+    out: dict[str, np.ndarray] = {}
+    for j, (col, dt) in enumerate(
+        (("file", object), ("line", np.int64), ("function", object), ("is_user", bool))
+    ):
+        per = np.empty(len(info), dtype=dt)
+        per[:] = [x[j] for x in info]
+        out[col] = _per_code(
+            per, names.codes, "" if dt is object else (-1 if col == "line" else False)
+        )
+    return out
