@@ -5,7 +5,9 @@ Imports stay lazy so ``advisor --help`` and ``advisor analyze`` never import tor
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 
 import typer
 
@@ -52,9 +54,44 @@ _register()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the console script; turns AdvisorError into one line and exit code 1."""
+    """Entry point of the console script.
+
+    Exit codes: 0 ok, 1 advisor error (one line on stderr naming the file and the problem, no
+    traceback), 2 usage error, 3 ``--fail-on`` hit, 130 interrupted; ``advisor profile`` passes
+    the user script's own code through. An unexpected internal error is also one line (exit 1);
+    ``ADVISOR_DEBUG=1`` shows its traceback.
+    """
     try:
         app(args=argv, prog_name="advisor", standalone_mode=True)
     except AdvisorError as err:
-        print(f"advisor: error: {err}", file=sys.stderr)
-        sys.exit(1)
+        _fail(f"error: {err}")
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except MemoryError:
+        _fail("error: out of memory (try a smaller trace or a machine with more memory)")
+    except RecursionError:
+        _fail("error: input nested too deeply")
+    except OSError as err:
+        where = f"{err.filename}: " if getattr(err, "filename", None) else ""
+        _fail(f"error: {where}{err.strerror or err}")
+    except Exception as err:  # noqa: BLE001 (a bug: still one line, traceback on request)
+        if os.environ.get("ADVISOR_DEBUG"):
+            traceback.print_exc()
+        _fail(
+            f"internal error: {type(err).__name__}: {_one_line(str(err))} "
+            "(a bug in torch-advisor; rerun with ADVISOR_DEBUG=1 for the traceback)"
+        )
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fail(message: str, code: int = 1) -> None:
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    print(f"advisor: {_one_line(message, 2000)}", file=sys.stderr)
+    sys.exit(code)

@@ -128,6 +128,7 @@ def atomic_write(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -137,14 +138,31 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def prepare_out_dir(out: Path, force: bool, allowed: set[str] | None = None) -> None:
-    """Refuse an existing non-empty folder unless ``force`` (names in ``allowed`` are ours)."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def prepare_out_dir(
+    out: Path, force: bool, allowed: set[str] | None = None, create: bool = True
+) -> None:
+    """Refuse an existing non-empty folder unless ``force`` (names in ``allowed`` are ours).
+
+    ``create=False`` only checks (call it before loading, so a refusal comes first and a bad
+    trace leaves no folder behind); then call again with ``create=True`` to write.
+    """
     if out.exists() and not out.is_dir():
         raise AdvisorError("exists and is not a directory", out)
     if out.is_dir() and not force:
-        extra = [p.name for p in out.iterdir() if not allowed or p.name not in allowed]
+        try:
+            extra = [p.name for p in out.iterdir() if not allowed or p.name not in allowed]
+        except OSError as err:
+            raise AdvisorError(f"cannot read output folder: {err.strerror or err}", out) from None
         if extra:
             raise AdvisorError("output folder exists and is not empty (use --force)", out)
+    if not create:
+        return
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:

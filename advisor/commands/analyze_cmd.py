@@ -14,6 +14,7 @@ from advisor.commands.common import (
     finish,
     list_thresholds,
     options_from_cli,
+    output_guard,
 )
 
 
@@ -53,7 +54,10 @@ def register(app: typer.Typer) -> None:
             False, "--debug", help="Include detector tracebacks in findings.json."
         ),
         max_trace_bytes: int = typer.Option(
-            8 * 1024**3, "--max-trace-bytes", help="Refuse traces larger than this decompressed."
+            8 * 1024**3,
+            "--max-trace-bytes",
+            min=1,
+            help="Refuse traces larger than this decompressed (guards against gzip bombs).",
         ),
     ) -> None:
         """Analyze a trace you already have and rank the fixes by time saved per step."""
@@ -67,9 +71,11 @@ def register(app: typer.Typer) -> None:
         oo = OutputOptions.parse(fail_on)
         files = find_traces(path)
         target = out or default_out_dir(files[0])
-        prepare_out_dir(target, force)
+        prepare_out_dir(target, force, create=False)  # refuse first; create after loading
         t0 = time.perf_counter()
         _, report = analyze_path(files[0] if len(files) == 1 else path, opts)
-        written = write_outputs(report, target, debug)
+        with output_guard(target):
+            prepare_out_dir(target, force)
+            written = write_outputs(report, target, debug)
         code = finish(report, written, json_out, oo, open_, time.perf_counter() - t0)
         sys.exit(code)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
 import sys
 import time
 import webbrowser
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,3 +90,34 @@ def list_thresholds() -> None:
     for key in sorted(THRESHOLDS):
         t = THRESHOLDS[key]
         print(f"{key} = {t.default:g}    {t.doc}")
+
+
+@contextlib.contextmanager
+def output_guard(out: Path) -> Iterator[None]:
+    """No half-written output: if the block fails (any exception, Ctrl-C included), remove what
+    it added to ``out`` (and ``out`` itself when the block created it), then re-raise."""
+    existed = out.is_dir()
+    try:
+        before = {p.name for p in out.iterdir()} if existed else set()
+    except OSError:
+        before = set()
+    try:
+        yield
+    except BaseException:
+        _remove_new(out, existed, before)
+        raise
+
+
+def _remove_new(out: Path, existed: bool, before: set[str]) -> None:
+    try:
+        if not existed:
+            shutil.rmtree(out, ignore_errors=True)
+            return
+        for p in out.iterdir():
+            if p.name not in before:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+    except OSError:
+        pass  # cleaning up is best effort; the original error is what the user needs

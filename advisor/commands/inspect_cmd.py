@@ -24,7 +24,10 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         top: int = typer.Option(10, "--top", min=1, help="Rows in the top kernels/ops tables."),
         max_trace_bytes: int = typer.Option(
-            8 * 1024**3, "--max-trace-bytes", help="Refuse traces larger than this decompressed."
+            8 * 1024**3,
+            "--max-trace-bytes",
+            min=1,
+            help="Refuse traces larger than this decompressed (guards against gzip bombs).",
         ),
     ) -> None:
         """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""

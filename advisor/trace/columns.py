@@ -105,8 +105,7 @@ class Columns:
         self.usable += n
         if not n:
             return
-        phc, phu = _factorize(list(map(_PH, evs)))
-        isx = np.array([p == "X" for p in phu], dtype=bool)[phc]
+        isx = _objects(list(map(_PH, evs))) == "X"
         cc, cu = _factorize(list(map(_CAT, evs)))
         kinds_u = np.array([_kind(c) for c in cu] + [K_NONE], dtype=np.int8)
         kind = np.where(isx, kinds_u[cc], K_NOT_X)
@@ -133,7 +132,10 @@ class Columns:
             self.tmin = min(self.tmin, float(ts[keep].min()))
             self.tmax = max(self.tmax, float((ts + dur)[keep].max()))
         for table, ks in TABLES.items():
-            idx = np.flatnonzero(keep & np.isin(kind, ks))
+            sel = kind == ks[0]
+            for k in ks[1:]:
+                sel |= kind == k
+            idx = np.flatnonzero(keep & sel)
             if len(idx):
                 getattr(self, "_" + table)(_take(evs, idx), ts[idx], dur[idx], kind[idx])
         not_x = np.flatnonzero(kind == K_NOT_X)
@@ -249,18 +251,18 @@ class Columns:
         return np.array(out, dtype=np.int64)
 
     def _raws(self, values: Iterable[msgspec.Raw]) -> np.ndarray:
+        raws = list(values)
+        if raws.count(NULL) == len(raws):  # none given: skip the per-value work
+            return np.full(len(raws), None, dtype=object)
         raw = self.raw
-        vals = [None if r is NULL else raw[bytes(r)] for r in values]
-        out = np.empty(len(vals), dtype=object)
-        out[:] = vals
-        return out
+        return _objects([None if r is NULL else raw[bytes(r)] for r in raws])
 
     def _strs(self, values: Iterable[Any]) -> np.ndarray:
+        vals = list(values)
+        if not any(vals):
+            return np.full(len(vals), None, dtype=object)
         seen = self.strings
-        vals = [seen.setdefault(s, s) for s in values]
-        out = np.empty(len(vals), dtype=object)
-        out[:] = vals
-        return out
+        return _objects([seen.setdefault(s, s) for s in vals])
 
     # ---------------------------------------------------------------- result
     def concat(self, table: str) -> dict[str, np.ndarray]:
@@ -283,10 +285,15 @@ def _kind(cat: str) -> int:
     return k
 
 
+def _objects(values: list[Any]) -> np.ndarray:
+    """A 1-d object array of the values as they are (lists stay elements)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
 def _factorize(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    codes, uniq = pd.factorize(arr)
+    codes, uniq = pd.factorize(_objects(values))
     return codes, list(uniq)
 
 
@@ -297,10 +304,11 @@ def _take(evs: list[Event], idx: np.ndarray) -> list[Event]:
 
 
 def _ints(args: list[Any], key: str) -> np.ndarray:
-    vals = list(map(attrgetter(key), args))
+    get = attrgetter(key)
     try:
-        return np.array(vals, dtype=np.int64)
+        return np.fromiter(map(get, args), np.int64, len(args))
     except OverflowError:
+        vals = map(get, args)
         return np.array([v if _I64[0] <= v <= _I64[1] else -1 for v in vals], dtype=np.int64)
 
 

@@ -31,7 +31,7 @@ from advisor.errors import TraceError
 
 DEFAULT_MAX_TRACE_BYTES = 8 * 1024**3  # decompressed-size guard (gzip bombs); generous
 CHUNK_BYTES = 2 << 20  # decompressed text decoded at a time
-_READ_BYTES = 1 << 20  # compressed bytes read at a time
+_READ_BYTES = 1 << 17  # compressed bytes read at a time (gzip traces inflate 10-20x)
 _HEAD_LIMIT = 64 << 20  # the "traceEvents" key must appear within this many bytes
 _GZIP_MAGIC = b"\x1f\x8b"
 NAN = math.nan
@@ -218,6 +218,13 @@ def decode_stream(path: Path, src: Iterator[bytes], sink: Sink) -> tuple[dict[st
     if not head:
         raise TraceError("empty trace (no JSON content)", path)
     if head not in (b"{", b"["):
+        if b.eof:  # small: say what it is when it is JSON after all
+            try:
+                value = _DECODE_ANY.decode(b.buf)
+            except (msgspec.DecodeError, RecursionError, *_BAD_TEXT):
+                pass
+            else:
+                raise TraceError(f"JSON holding {_json_type(value)} is not a profiler trace", path)
         raise TraceError("not JSON (does not start with '{' or '[')", path)
     if head == b"[":
         _events(b, start + 1, sink, None, path)
@@ -259,50 +266,49 @@ def _events(b: _Buffer, s: int, sink: Sink, opener: bytes | None, path: Path) ->
         if cut is None:  # no usable cut yet (huge event or unlucky text): read further
             want *= 2
             continue
-        b.drop(cut - 1)  # keep one byte before the next chunk for its '['
-        s = 1
+        b.drop(cut)
+        s = 0
         want = CHUNK_BYTES
     # the rest of the array, plus what follows it in the file
-    b.buf[s - 1] = ord("[")
-    rest = bytes(b.buf[s - 1 :]) if opener is None else opener + bytes(b.buf[s - 1 :])
-    base = b.dropped + s - 1 - (len(opener) if opener else 0)
-    return _decode_last(rest, opener is not None, sink, path, base)
+    head = b"[" if opener is None else opener + b"["
+    rest = _join(head, b.buf, s, len(b.buf), b"")
+    return _decode_last(rest, opener is not None, sink, path, b.dropped + s - len(head))
+
+
+def _join(head: bytes, buf: bytearray, start: int, end: int, tail: bytes) -> bytes:
+    """head + buf[start:end] + tail as one new bytes object (one copy)."""
+    with memoryview(buf) as whole, whole[start:end] as part:
+        return b"".join((head, part, tail))
 
 
 def _try_cuts(b: _Buffer, s: int, sink: Sink, path: Path) -> int | None:
     """Decode one chunk ending at one of the last event boundaries; returns where the next starts."""
     buf = b.buf
-    lo = max(s, len(buf) - (1 << 18))
-    cuts = [m for m in _CUT_RE.finditer(buf, lo)][-4:]
+    cuts: list[re.Match[bytes]] = []
+    for window in (1 << 16, 1 << 20):  # events are small: the last 64 KB nearly always has cuts
+        cuts = list(_CUT_RE.finditer(buf, max(s, len(buf) - window)))[-4:]
+        if cuts or window >= len(buf) - s:
+            break
     for m in reversed(cuts):
-        end = m.start() + 1  # just after '}'
-        saved_open, saved_close = buf[s - 1], buf[end]
-        buf[s - 1] = ord("[")
-        buf[end] = ord("]")
-        view = memoryview(buf)[s - 1 : end + 1]
-        try:
-            ok = _decode_chunk(view, sink, path, b.dropped + s - 1)
-        finally:
-            view.release()
-            buf[s - 1], buf[end] = saved_open, saved_close
-        if ok:
+        chunk = _join(b"[", buf, s, m.start() + 1, b"]")  # up to and with the '}'
+        if _decode_chunk(chunk, sink, path, b.dropped + s - 1):
             return m.end() - 1  # the '{' of the next event
     return None
 
 
-def _decode_chunk(view: memoryview, sink: Sink, path: Path, base: int) -> bool:
+def _decode_chunk(chunk: bytes, sink: Sink, path: Path, base: int) -> bool:
     """Decode ``[events]``; False when the cut was not at an event boundary."""
     try:
-        events = _DECODE_EVENTS.decode(view)
+        events = _DECODE_EVENTS.decode(chunk)
     except msgspec.ValidationError:
-        return _tolerant(bytes(view), sink, path, base)
+        return _tolerant(chunk, sink, path, base)
     except msgspec.DecodeError as err:
         if _is_text_error(err):
-            return _tolerant(bytes(view), sink, path, base)
-        _raise_if_inside(err, len(view), path, base)
+            return _tolerant(chunk, sink, path, base)
+        _raise_if_inside(err, len(chunk), path, base)
         return False
     except _BAD_TEXT:
-        return _tolerant(bytes(view), sink, path, base)
+        return _tolerant(chunk, sink, path, base)
     except RecursionError:
         raise TraceError("JSON nested too deeply", path) from None
     sink(events, 0)
@@ -340,14 +346,12 @@ def decode_whole(data: bytes, path: Path, sink: Sink, base: int = 0) -> dict[str
                 raise TraceError(
                     "JSON object has no 'traceEvents' list: not a profiler trace", path
                 )
-            raise TraceError(
-                f"'traceEvents' is a {type(raw).__name__}, expected a list of events", path
-            )
+            raise TraceError(f"'traceEvents' is {_json_type(raw)}, expected a list of events", path)
         header = {k: obj.get(k) for k in HEADER_KEYS}
     elif isinstance(obj, list):
         raw = obj
     else:
-        raise TraceError(f"JSON {type(obj).__name__} is not a profiler trace", path)
+        raise TraceError(f"JSON holding {_json_type(obj)} is not a profiler trace", path)
     _convert_all(raw, sink)
     return header
 
@@ -424,6 +428,16 @@ def _convert_event(item: Any) -> Event | None:
         return _DECODE_EVENT.decode(_ENCODE.encode(base))
     except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError, RecursionError):
         return None
+
+
+def _json_type(v: Any) -> str:
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int | float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    return "an object" if isinstance(v, dict) else "an array"
 
 
 def _is_text_error(err: Exception) -> bool:
