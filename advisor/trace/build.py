@@ -126,11 +126,8 @@ def _frame(cols: dict[str, np.ndarray], table: str, origin: float,
            names: np.ndarray) -> pd.DataFrame:  # fmt: skip
     """One table: ts_ns, dur_ns, end_ns, then its columns (categorical name)."""
     n = len(cols["ts"]) if "ts" in cols else 0
-    ts = cols.pop("ts") if n else np.zeros(0)
-    ts_ns = np.rint((ts - origin) * 1000.0).astype(np.int64)
-    dur_ns = np.rint(cols.pop("dur") * 1000.0).astype(np.int64) if "dur" in cols else None
-    if dur_ns is None:
-        dur_ns = np.zeros(n, dtype=np.int64)
+    ts_ns = _ns(cols.pop("ts") if n else np.zeros(0), origin)
+    dur_ns = _ns(cols.pop("dur"), 0.0) if "dur" in cols else np.zeros(n, dtype=np.int64)
     data: dict[str, Any] = {"ts_ns": ts_ns, "dur_ns": dur_ns, "end_ns": ts_ns + dur_ns}
     for name, dt in SCHEMA[table]:
         v = cols.get(name)
@@ -147,6 +144,14 @@ def _frame(cols: dict[str, np.ndarray], table: str, origin: float,
         for c in ("bytes", "total_allocated", "total_reserved"):
             df[c] = _whole(df[c].to_numpy(), None)
     return df
+
+
+def _ns(us: np.ndarray, origin: float) -> np.ndarray:
+    """Microseconds (float) -> int64 nanoseconds after ``origin``, in place on the input."""
+    us -= origin
+    us *= 1000.0
+    np.rint(us, out=us)
+    return us.astype(np.int64)
 
 
 def _categorical(ids: np.ndarray, names: np.ndarray) -> pd.Categorical:

@@ -259,7 +259,7 @@ class Columns:
 
     def _strs(self, values: Iterable[Any]) -> np.ndarray:
         vals = list(values)
-        if not any(vals):
+        if vals.count(None) == len(vals):
             return np.full(len(vals), None, dtype=object)
         seen = self.strings
         return _objects([seen.setdefault(s, s) for s in vals])

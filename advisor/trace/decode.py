@@ -30,8 +30,9 @@ import msgspec
 from advisor.errors import TraceError
 
 DEFAULT_MAX_TRACE_BYTES = 8 * 1024**3  # decompressed-size guard (gzip bombs); generous
-CHUNK_BYTES = 2 << 20  # decompressed text decoded at a time
-_READ_BYTES = 1 << 17  # compressed bytes read at a time (gzip traces inflate 10-20x)
+CHUNK_BYTES = 1 << 20  # decompressed text decoded at a time
+_READ_BYTES = 1 << 16  # compressed bytes read at a time (gzip traces inflate 10-20x)
+_PIECE_BYTES = 1 << 18  # decompressed text produced at a time
 _HEAD_LIMIT = 64 << 20  # the "traceEvents" key must appear within this many bytes
 _GZIP_MAGIC = b"\x1f\x8b"
 NAN = math.nan
@@ -139,7 +140,7 @@ def pieces(path: Path, max_bytes: int) -> Iterator[bytes]:
                 raise TraceError(f"larger than --max-trace-bytes ({max_bytes:,} bytes)", path)
             while first:
                 yield first
-                first = fh.read(CHUNK_BYTES)
+                first = fh.read(_PIECE_BYTES)
         except OSError as err:
             raise TraceError(f"cannot read: {err.strerror or err}", path) from None
 
@@ -154,7 +155,7 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
                 data = fh.read(_READ_BYTES)
                 if not data:
                     raise TraceError("truncated gzip file (stream ends early)", path)
-            out = d.decompress(data, CHUNK_BYTES)
+            out = d.decompress(data, _PIECE_BYTES)
             data = d.unconsumed_tail
             total += len(out)
             if total > max_bytes:

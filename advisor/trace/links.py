@@ -48,40 +48,49 @@ def nest_ops(tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarr
     order = np.lexsort((ts - end, ts, tid))  # thread, start, longest first
     t, s, e = tid[order], ts[order], end[order]
     gpos = np.arange(n, dtype=np.int64)
-    new = np.ones(n, dtype=bool)
-    new[1:] = t[1:] != t[:-1]
-    tcode = np.cumsum(new) - 1
-    width = 2 * n + 1
-    _, rank = np.unique(np.concatenate([s, e]), return_inverse=True)
-    ks = tcode * width + rank[:n]  # sorted: threads ascending, starts ascending
-    ke = np.sort(tcode * width + rank[n:])
-    first = np.maximum.accumulate(np.where(new, gpos, 0))  # my thread's first position
-    ended = np.searchsorted(ke, ks, side="right") - first  # my thread's ops ended by my start
-    # ...minus the zero-length ops starting with me that sort at or after me
+    cut = np.flatnonzero(t[1:] != t[:-1]) + 1
+    starts = np.concatenate([[0], cut])
+    stops = np.concatenate([cut, [n]])
+    first = np.repeat(starts, stops - starts)  # position where my thread starts
+    # my thread's ops that have ended by my start (ends sorted per thread)
+    ended = np.empty(n, dtype=np.int64)
+    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+        ended[a:b] = np.searchsorted(np.sort(e[a:b]), s[a:b], side="right")
+    # ...less the zero-length ops that start with me and sort at or after me
     zero = e == s
-    gs = np.searchsorted(ks, ks, side="left")
-    ge = np.searchsorted(ks, ks, side="right")
+    new = np.ones(n, dtype=bool)
+    new[1:] = (t[1:] != t[:-1]) | (s[1:] != s[:-1])
+    g0 = np.flatnonzero(new)
+    g1 = np.append(g0[1:], n)
+    gid = np.cumsum(new) - 1
+    del new
     cz = np.concatenate([[0], np.cumsum(zero)])
-    later = np.where(zero, ge - gpos, cz[ge] - cz[gs])
-    d = (gpos - first) - (ended - later)
+    ended -= np.where(zero, g1[gid] - gpos, cz[g1[gid]] - cz[g0[gid]])
+    del gid, cz, g0, g1, zero
+    d = gpos - first - ended
+    del ended
     bad = d < 0
-    d = np.maximum(d, 0)
+    np.maximum(d, 0, out=d)
     par = np.full(n, -1, dtype=np.int64)
     q = np.flatnonzero(d > 0)
     if len(q):
-        keys = np.sort(d * n + gpos)
+        keys = d * n + gpos
+        keys.sort()
         hit = np.searchsorted(keys, (d[q] - 1) * n + q, side="left") - 1
         cand = keys[np.clip(hit, 0, None)]
+        del keys
         p = cand % n
         ok = (hit >= 0) & (cand // n == d[q] - 1) & (p >= first[q])
+        del cand, hit
         p = np.where(ok, p, 0)
         ok &= (s[p] <= s[q]) & (e[p] > s[q]) & (e[p] >= e[q])
         bad[q[~ok]] = True
         par[q] = np.where(ok, p, -1)
     if bad.any():
-        for code in np.unique(tcode[bad]):
-            rows = np.flatnonzero(tcode == code)
-            d[rows], par[rows] = _stack_nest(s[rows], e[rows], rows)
+        for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+            if bad[a:b].any():
+                rows = gpos[a:b]
+                d[a:b], par[a:b] = _stack_nest(s[a:b], e[a:b], rows)
     depth[order] = d
     parent[order] = np.where(par >= 0, order[np.clip(par, 0, None)], -1)
     return depth, parent
