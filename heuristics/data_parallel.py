@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from advisor.findings import Draft, Evidence
+from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.trace.model import Trace
@@ -73,6 +73,19 @@ def _run_flag(ctx: Context) -> int:
     return 0
 
 
+def _run_sites(ctx: Context) -> list[Location]:
+    """Where run.json saw the model wrapped (``modules.data_parallel_sites``)."""
+    raw = ctx.run_get("modules", "data_parallel_sites", default=None)
+    out = []
+    for site in raw if isinstance(raw, list) else []:
+        if not isinstance(site, dict):
+            continue
+        file, line = site.get("file"), site.get("line")
+        if isinstance(file, str) and isinstance(line, int):
+            out.append(Location(file, line, str(site.get("function") or "<module>")))
+    return out
+
+
 def _dp_frames(trace: Trace) -> int:
     py = trace.python
     if not len(py):
@@ -94,9 +107,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     kinds = set(names[fwd].tolist())
     frames = _dp_frames(trace)
     seen = len(kinds) >= 2 or (len(kinds) >= 1 and (frames > 0 or flagged > 0))
-    if not seen:
-        if flagged or frames:
-            return [_latent(trace, flagged, frames)]
+    if not seen or "Broadcast" not in kinds:  # no replication: one device, nothing to measure
+        if flagged or frames or seen:
+            where = ("run.json" if flagged else
+                     f"Python frames in {DP_FILE}" if frames else
+                     f"{'/'.join(sorted(kinds))} operators in the trace")  # fmt: skip
+            count = max(flagged, frames, int(fwd.sum()))
+            return [_latent(trace, where, count, _run_sites(ctx))]
         return []
 
     ops = trace.cpu_ops
@@ -109,7 +126,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         rows = np.flatnonzero(fwd & ~par_fwd)
     sel = ops.iloc[rows]
     dur = sel["dur_ns"].to_numpy()
-    per_step_ms = float(dur.sum()) / 1e6 / n_steps(trace)
+    n_dev = max(2, int(trace.kernels["device"].nunique())) if len(trace.kernels) else 2
+    # DDP still copies each process's share of the batch: Scatter saves (n-1)/n of its time
+    weight = np.where(names[rows] == "Scatter", (n_dev - 1) / n_dev, 1.0)
+    per_step_ms = float((dur * weight).sum()) / 1e6 / n_steps(trace)
     evidence = []
     for name in FORWARD:
         m = names[rows] == name
@@ -128,15 +148,17 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                                  len(b), ms(b["dur_ns"].sum())))  # fmt: skip
     if flagged:
         evidence.append(Evidence("run.json: nn.DataParallel wraps the model", flagged, 0.0))
-    locs = aggregate(user_line(trace, int(r)) for r in rows[:200])
+    locs = (*_run_sites(ctx), *aggregate(user_line(trace, int(r)) for r in rows[:200]))[:5]
     counts = pd.Series(names[rows]).value_counts()
     calls = int(counts.max()) if len(counts) else 0
     summary = (f"nn.DataParallel replicates the model, scatters the batch and gathers outputs "
                f"every step ({calls} call(s) in {n_steps(trace)} step(s)): {per_step_ms:.3f} ms "
                f"per step of host time that DistributedDataParallel does not spend.")  # fmt: skip
     assumptions = (
-        "Saving = host time of the Broadcast, Scatter and Gather ranges, divided by the "
-        f"{n_steps(trace)} step(s) in the trace: DDP does none of them.",
+        "Saving = host time of the Broadcast and Gather ranges (DDP does neither) plus "
+        f"{n_dev - 1}/{n_dev} of the Scatter range (each DDP process still copies its own "
+        f"share of the batch; {n_dev} GPUs), divided by the {n_steps(trace)} step(s) in the "
+        "trace.",
         "Not counted: the gradient reduction onto GPU 0, GIL contention between replica "
         "threads and GPU 0's extra load, so the real gain is usually larger.",
     )
@@ -148,9 +170,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )]  # fmt: skip
 
 
-def _latent(trace: Trace, flagged: int, frames: int) -> Draft:
-    where = "run.json" if flagged else "Python frames in torch/nn/parallel/data_parallel.py"
-    gpu = "" if trace.has_gpu else " (on a machine without GPUs it just calls the module)"
+def _latent(trace: Trace, where: str, count: int, sites: list[Location]) -> Draft:
+    gpu = (" over a single device (it only scatters the input)" if trace.has_gpu
+           else " (on a machine without GPUs it just calls the module)")  # fmt: skip
     return Draft(
         id=ID,
         title=TITLE,
@@ -159,11 +181,12 @@ def _latent(trace: Trace, flagged: int, frames: int) -> Draft:
         latent=True,
         summary=(
             f"The model is wrapped in nn.DataParallel ({where}){gpu}; the trace shows no "
-            f"replicate/scatter/gather to measure, but on several GPUs each step pays "
-            f"for them."
+            f"replication to measure, but on several GPUs every step pays for replicate, "
+            f"scatter and gather: use DistributedDataParallel there."
         ),  # fmt: skip
         recommendation=RECOMMENDATION,
         snippet=SNIPPET,
-        evidence=(Evidence(f"nn.DataParallel seen in {where}", max(flagged, frames), 0.0),),
+        evidence=(Evidence(f"nn.DataParallel seen in {where}", count, 0.0),),
+        locations=tuple(sites[:5]),
         assumptions=("No measured cost in this trace: reported as information.",),
     )

@@ -71,17 +71,11 @@ def _run_modules(ctx: Context) -> list[dict[str, Any]]:
 def _run_locations(mods: list[dict[str, Any]]) -> list[Location]:
     out = []
     for m in mods:
-        file, line = m.get("file"), m.get("line")
+        file, line, count = m.get("file"), m.get("line"), m.get("count")
         if isinstance(file, str) and isinstance(line, int):
-            count = m.get("count")
-            out.append(
-                Location(
-                    file,
-                    line,
-                    str(m.get("module", "forward")),
-                    int(count) if isinstance(count, int) and count > 0 else 1,
-                )
-            )
+            func = str(m.get("function") or m.get("module") or "forward")
+            n = int(count) if isinstance(count, int) and count > 0 else 1
+            out.append(Location(file, line, func, n))
     return out
 
 
@@ -181,8 +175,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     conf: Confidence = "low" if training else ("high" if mods else "medium")
     per_node = round(nodes / nsteps)
     summary = (f"{nsteps} step(s) run forward with autograd recording and no backward: about "
-               f"{per_node} autograd nodes built per step (~{per_step_ms:.3f} ms of host time per "
-               f"step, plus activations kept alive for a backward that never runs).")  # fmt: skip
+               f"{per_node} autograd nodes built per step: about {per_step_ms:.3f} ms per step "
+               f"of host time to save, and activations kept alive for a backward that never "
+               f"runs.")  # fmt: skip
     assumptions = [
         f"Nodes per step = distinct autograd sequence numbers of the step's forward ops minus "
         f"one; host cost {us:g} us per node (inference_without_no_grad.host_us_per_node).",

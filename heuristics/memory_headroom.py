@@ -74,6 +74,8 @@ class Peak:
 
 
 def _from_run(ctx: Context) -> Peak | None:
+    if ctx.run_get("device", "type", default="cuda") not in ("cuda", "rocm", "hip"):
+        return None  # a CPU run: total_memory_bytes is host RAM
     alloc = ctx.run_get("memory", "peak_allocated_bytes")
     res = ctx.run_get("memory", "peak_reserved_bytes")
     cap = ctx.run_get("device", "total_memory_bytes")

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.findings import Draft, Evidence
+from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
@@ -178,6 +178,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     snippet = _snippet(cls)
     stacks = _window_stacks(trace, flagged)
     locs = aggregate(user_line_at(trace, int(t), int(ts), st) for t, ts, st in stacks)
+    made = run_opts.get(cls, {})
+    if isinstance(made.get("file"), str) and isinstance(made.get("line"), int):
+        locs = (Location(made["file"], made["line"], "optimizer created here"), *locs)[:5]
     rec = (f"Create the optimizer with {'fused=True' if cls in FUSED_OK else 'foreach=True'}: "
            f"all parameters are updated by one (fused) or a few (foreach) multi-tensor kernels "
            f"instead of several kernels per parameter.")  # fmt: skip

@@ -105,10 +105,11 @@ def test_inference_with_grad_is_reported_with_nodes_and_line() -> None:
 
 
 def test_inference_with_run_json_modules_is_high_confidence() -> None:
-    run = {"forward": {"eval_with_grad": [{"module": "ResNet", "file": "infer.py", "line": 40}]}}
-    f = finding(analyze(inference_trace().load(), INF, run), INF)
+    rows = [{"module": "ResNet", "file": "infer.py", "line": 40, "function": "evaluate"}]
+    f = finding(analyze(inference_trace().load(), INF, {"forward": {"eval_with_grad": rows}}), INF)
     assert f is not None and f.confidence == "high"
-    assert f.locations[0].function == "ResNet" and f.locations[0].line == 40
+    assert f.locations[0].function == "evaluate" and f.locations[0].line == 40
+    assert any("ResNet" in e.what for e in f.evidence)
 
 
 def test_inference_saving_is_capped_by_gpu_idle_time() -> None:
@@ -197,7 +198,8 @@ def dp_trace(names: tuple[str, ...] = ("Broadcast", "Scatter", "Gather")) -> Tra
 def test_data_parallel_measures_replicate_scatter_gather() -> None:
     f = finding(analyze(dp_trace().load(), DP), DP)
     assert f is not None
-    assert f.est_savings_ms == pytest.approx(2.8)  # (2.0 + 0.5 + 0.3) ms per step
+    # Broadcast 2.0 + Gather 0.3 + half of Scatter 0.5 (DDP still copies its share; 2 GPUs)
+    assert f.est_savings_ms == pytest.approx(2.55)
     assert "DistributedDataParallel" in f.recommendation and "DDP(" in f.snippet
     whats = " ".join(e.what for e in f.evidence)
     assert "Broadcast" in whats and "not counted" in whats
@@ -221,12 +223,37 @@ def test_single_function_named_scatter_is_not_enough() -> None:
     assert finding(analyze(dp_trace(("Scatter",)).load(), DP), DP) is None
 
 
+def test_data_parallel_over_one_gpu_is_information() -> None:
+    b = dp_trace(("Scatter", "Gather"))
+    b.kernel("gemm", 100, 5)
+    f = finding(analyze(b.load(), DP), DP)
+    assert f is not None and f.severity == "info" and f.est_savings_ms == 0.0
+    assert "single device" in f.summary and "Gather/Scatter operators" in f.evidence[0].what
+
+
+def test_scatter_counts_for_its_share_across_gpus() -> None:
+    b = dp_trace()
+    for dev in (0, 1, 2, 3):
+        b.kernel("gemm", 100 + dev, 5, device=dev)
+    f = finding(analyze(b.load(), DP), DP)
+    assert f is not None
+    assert f.est_savings_ms == pytest.approx(2.0 + 0.5 * 3 / 4 + 0.3)
+    assert "3/4 of the Scatter range" in " ".join(f.assumptions)
+
+
 def test_data_parallel_from_run_json_on_cpu_trace_is_information() -> None:
     b = TraceBuilder(cc=None)
     b.step(1, 0, 100)
     b.op("aten::mm", 1, 10)
-    f = finding(analyze(b.load(), DP, {"modules": {"data_parallel": ["model"]}}), DP)
+    run = {
+        "modules": {
+            "data_parallel": True,
+            "data_parallel_sites": [{"file": "train.py", "line": 12, "function": "main"}],
+        }
+    }
+    f = finding(analyze(b.load(), DP, run), DP)
     assert f is not None and f.severity == "info" and f.est_savings_ms == 0.0
+    assert f.locations[0].line == 12
 
 
 def test_data_parallel_without_data_is_skipped() -> None:
@@ -476,6 +503,10 @@ def test_foreach_fused_and_declared_optimizers_are_not_reported() -> None:
     assert finding(analyze(optimizer_trace(cls="FusedAdam").load(), OPT), OPT) is None
     run = {"optimizers": [{"class": "SGD", "foreach": True, "fused": False}]}
     assert finding(analyze(optimizer_trace().load(), OPT, run), OPT) is None
+    run = {"optimizers": [{"class": "SGD", "foreach": False, "fused": None, "file": "train.py",
+                           "line": 20}]}  # fmt: skip
+    f = finding(analyze(optimizer_trace().load(), OPT, run), OPT)
+    assert f is not None and "foreach=False" in f.summary and f.locations[0].line == 20
     # ops that launch nothing (FusedAdam's step counters on the CPU) in a GPU trace
     quiet = optimizer_trace(launch=False)
     o = quiet.op("aten::mm", 1, 2)
@@ -601,6 +632,16 @@ def test_run_json_peak_wins_over_the_profiled_window() -> None:
            "device": {"total_memory_bytes": 80 * GB}}  # fmt: skip
     f = finding(analyze(memory_trace(10, 12).load(), MEM, run), MEM)
     assert f is not None and "run.json" in f.evidence[0].what and "(98%)" in f.summary
+
+
+def test_run_json_of_a_cpu_run_is_not_gpu_memory() -> None:
+    run = {"memory": {"peak_allocated_bytes": None, "peak_reserved_bytes": None},
+           "device": {"type": "cpu", "total_memory_bytes": 64 * GB}}  # fmt: skip
+    b = TraceBuilder(cc=None)
+    b.step(1, 0, 100)
+    assert "no GPU memory data" in (skip_reason(analyze(b.load(), MEM, run), MEM) or "")
+    run["memory"] = {"peak_allocated_bytes": 1 * GB, "peak_reserved_bytes": 1 * GB}
+    assert "no GPU memory data" in (skip_reason(analyze(b.load(), MEM, run), MEM) or "")
 
 
 def test_middling_memory_use_is_not_reported() -> None:
