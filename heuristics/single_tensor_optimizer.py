@@ -101,12 +101,16 @@ def _window_stats(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
         for _ in range(3):
             child = np.flatnonzero(launched & (parent >= 0))
             launched[parent[child]] = True
+    # old traces record an in-place op twice (aten::add_ inside aten::add_): count the outer
+    pp = np.isin(names, list(PER_PARAM))
+    par = ops["parent_idx"].to_numpy()
+    nested_pp = np.where(par >= 0, pp[np.clip(par, 0, None)], False)
     rows = []
     for w in win.itertuples(index=False):  # a handful of ranges per trace
         inside = np.flatnonzero((tid == w.tid) & (ts >= w.ts_ns) & (end <= w.end_ns))
         n = names[inside]
         multi = bool(pd.Series(n).str.contains(MULTI_OP_RE).any())
-        per = inside[np.isin(n, list(PER_PARAM))]
+        per = inside[np.isin(n, list(PER_PARAM)) & ~nested_pp[inside]]
         if trace.has_gpu:
             per = per[launched[per]]
         k_in = np.flatnonzero(np.isin(kop, inside)) if len(kop) else np.zeros(0, np.int64)

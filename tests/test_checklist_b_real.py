@@ -78,7 +78,9 @@ def test_resnet50_has_no_other_checklist_b_finding() -> None:
 
 def test_legacy_2020_operator_ranges_find_the_optimizer() -> None:
     f = finding(report(RESNET_LEGACY), "single-tensor-optimizer")
-    assert f is not None and "SGD" in f.summary
+    assert f is not None
+    # 2020 traces record each in-place op twice (add_ inside add_): counted once
+    assert "SGD.step launches about 483 per-parameter ops" in f.summary
     assert 2.0 <= f.est_savings_ms <= 6.0  # measured 3.99 ms
 
 
