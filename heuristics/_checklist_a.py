@@ -42,7 +42,21 @@ WAIT_CALLS = frozenset(
     for p in ("cuda", "hip")
     for n in ("StreamSynchronize", "DeviceSynchronize", "EventSynchronize", "ThreadSynchronize")
 )
-SYNC_COPY_RE = re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$")
+SYNC_COPY_RE = re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol|WithStream)?$")
+# runtime calls that may sit between a copy and the wait that belongs to it
+BOOKKEEPING_CALLS = frozenset(
+    f"{p}{n}"
+    for p in ("cuda", "hip")
+    for n in (
+        "StreamIsCapturing",
+        "GetLastError",
+        "PeekAtLastError",
+        "GetDevice",
+        "SetDevice",
+        "EventRecord",
+        "EventQuery",
+    )  # fmt: skip
+)
 COPY_CALL_RE = re.compile(r"^(cuda|hip)Memcpy")
 
 

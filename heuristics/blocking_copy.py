@@ -72,6 +72,9 @@ def _episodes(trace: Trace, ctx: Context) -> pd.DataFrame:
             continue
         w_end, wait, how = int(end[r]), "", ""
         n = nxt[r]
+        for _ in range(3):  # skip bookkeeping calls between the copy and its wait
+            if n >= 0 and names[n] in h.BOOKKEEPING_CALLS and ts[n] - end[r] <= gap_ns:
+                n = nxt[n]
         if (
             n >= 0
             and names[n] in h.WAIT_CALLS

@@ -4,8 +4,10 @@
 `randint`, `zeros`, `ones`, `full`, `arange`, `eye`, `torch.tensor(...)`) followed, in the
 same step and on the same thread, by a host-to-device copy of a tensor of the same shape (or,
 without shapes, from the same source line): `torch.randn(n, d).cuda()`,
-`torch.zeros(b).to(device)`, `torch.tensor(lst).to(device)`. It must happen in at least half
-of the profiled steps.
+`torch.zeros(b).to(device)`, `torch.tensor(lst).to(device)`. The copy must start within 2 ms
+(`host_tensor_creation.max_gap_ms`) with no kernel launched in between, and the pattern must
+show in at least half of the profiled steps. Python data already staged through pinned memory
+(`torch.tensor(x).pin_memory().to(device, non_blocking=True)`) is not reported.
 
 **Why it costs time.** The host fills the tensor element by element (random numbers on the CPU
 are slow), then the data crosses PCIe, usually from pageable memory, which blocks the host.
@@ -41,7 +43,7 @@ from advisor.trace.model import Trace
 from heuristics import _checklist_a as h
 
 ID = "host-tensor-creation"
-register("host_tensor_creation.max_gap_ms", 20.0,
+register("host_tensor_creation.max_gap_ms", 2.0,
          "a copy starting within this many ms after a creation op can be its copy")  # fmt: skip
 register("host_tensor_creation.min_step_frac", 0.5,
          "report only when the pattern shows in at least this share of the steps")  # fmt: skip
@@ -66,6 +68,9 @@ CREATE_OPS = frozenset(
     )  # fmt: skip
 )
 COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::cuda"})
+# tensors made from Python/NumPy data: staged through pinned memory they are already fixed
+FROM_DATA = frozenset({"aten::tensor", "aten::from_numpy", "aten::lift_fresh"})
+register("host_tensor_creation.min_ms", 0.01, "report from this saving per step (ms)")
 LAUNCH_NS = 5_000
 DEVICE_WRITE_GBPS = 500.0
 MAX_BACK = 8
@@ -122,6 +127,7 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
     r_step = ops["step"].to_numpy()[roots]
     order = np.lexsort((r_end, r_tid))
     op_of = h.issuing_ops(trace)
+    launches = _kernel_launch_times(trace)
     gap_ns = ctx.t("host_tensor_creation.max_gap_ms") * 1e6
     rows, used = [], set()
     for mi, li in zip(m.index, m["launch_idx"].to_numpy(), strict=True):
@@ -130,6 +136,7 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
             continue
         c = h.outermost(trace, o, COPY_OPS)
         src = h.arg_dims(ops["input_dims"].iat[c], 0)
+        pinned = str(m.at[mi, "src"]) == "Pinned"
         c_ts, c_tid, c_step = (
             int(ops["ts_ns"].iat[c]),
             int(ops["tid"].iat[c]),
@@ -141,8 +148,11 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
         for j in sel[max(0, k - MAX_BACK) : k][::-1]:
             if c_ts - r_end[j] > gap_ns or r_step[j] != c_step:
                 break
-            if int(roots[j]) in used:
+            if int(roots[j]) in used or (pinned and names[roots[j]] in FROM_DATA):
                 continue
+            lt = launches.get(c_tid)
+            if lt is not None and np.searchsorted(lt, c_ts) > np.searchsorted(lt, r_end[j]):
+                break  # GPU work launched in between: the tensor was used before the copy
             shape = shapes[j]
             if src is not None and shape is not None:
                 ok = tuple(src) == shape
@@ -154,6 +164,18 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
                 rows.append((int(roots[j]), c, mi))
                 break
     return pd.DataFrame(rows, columns=cols)
+
+
+def _kernel_launch_times(trace: Trace) -> dict[int, np.ndarray]:
+    """Sorted start times of kernel launches (not copies, waits or bookkeeping) per thread."""
+    rt = trace.runtime
+    if not len(rt):
+        return {}
+    names = rt["name"].astype(str)
+    other = (names.str.match(h.COPY_CALL_RE) | names.isin(list(h.WAIT_CALLS))
+             | names.isin(list(h.BOOKKEEPING_CALLS)) | names.str.contains("Malloc|Free|Host"))  # fmt: skip
+    k = rt[~other.to_numpy()]
+    return {int(t): np.sort(g["ts_ns"].to_numpy()) for t, g in k.groupby("tid")}
 
 
 @detector(ID, "Tensors created on the CPU, then copied to the GPU", needs=("cpu_ops",),
@@ -188,12 +210,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         created_ns.append(int(ops["dur_ns"].iat[r]))
     mt = mt.assign(save_ns=save, create_ns=created_ns)
     saving_ms = float(mt["save_ns"].sum()) / 1e6 / steps
-    if saving_ms <= 0:
+    if saving_ms < ctx.t("host_tensor_creation.min_ms"):
         return []
     per_step = len(mt) / steps
     host_ms = float(mt["create_ns"].sum()) / 1e6 / steps
     copy_ms = float(mem.loc[mt["mem"], "dur_ns"].sum()) / 1e6 / steps
-    top = pd.Series([str(ops["name"].iat[r]).removeprefix("aten::") for r in mt["root"]])
+    top = pd.Series([_display(str(ops["name"].iat[r])) for r in mt["root"]])
     kinds = ", ".join(f"{n} x{c}" for n, c in top.value_counts().head(3).items())
     summary = (
         f"{per_step:.0f} tensor{'s' if round(per_step) != 1 else ''} {h.per_step_words(trace)} "
@@ -228,7 +250,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "saving = copy time on the GPU + GPU idle time while the host ran the creation "
                 "op and the copy call - (5 us launch + bytes / 500 GB/s to create it on the GPU)",
                 "a copy belongs to a creation op when it follows on the same thread in the same "
-                "step within "
+                "step, with no kernel launched in between, within "
                 f"{ctx.t('host_tensor_creation.max_gap_ms'):g} ms and has the same shape "
                 "(or the same source line when shapes are missing)",
                 f"seen in {len(set(seen_steps.tolist()))} of {steps} step(s); divided over "
@@ -236,6 +258,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
         )
     ]
+
+
+def _display(op: str) -> str:
+    """The user-facing factory: aten::lift_fresh is what torch.tensor(data) records."""
+    n = op.removeprefix("aten::")
+    return "tensor" if n == "lift_fresh" else n
 
 
 def _evidence(trace: Trace, mt: pd.DataFrame) -> tuple[Evidence, ...]:

@@ -2,7 +2,8 @@
 
 **What it detects.** `Optimizer.zero_grad` ranges (the profiler's
 `Optimizer.zero_grad#SGD.zero_grad` annotation) that run `aten::zero_`/`aten::fill_` on the
-gradients: one op, and on a GPU one memset or fill kernel, per parameter. This is
+gradients (one op, and on a GPU one fill kernel, per parameter) or `aten::_foreach_zero_` (one
+op per device and dtype, a few multi-tensor kernels). This is
 `zero_grad(set_to_none=False)`, or the default before torch 2.0. With run.json, `zero_grad`
 calls recorded with `set_to_none=False` (including `model.zero_grad`, which has no profiler
 annotation) are named even when the trace cannot measure them.
@@ -35,7 +36,8 @@ from heuristics import _checklist_a as h
 
 ID = "zero-grad-not-none"
 TITLE = "zero_grad() writes zeros instead of setting gradients to None"
-ZERO_OPS = frozenset({"aten::zero_", "aten::fill_"})
+ZERO_OPS = frozenset({"aten::zero_", "aten::fill_", "aten::_foreach_zero_"})
+FOREACH = "aten::_foreach_zero_"
 PREFIX = "Optimizer.zero_grad"
 SNIPPET = (
     "optimizer.zero_grad(set_to_none=True)  # the default since torch 2.0\n"
@@ -80,6 +82,23 @@ def _zero_ops(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
     return cand[keep]
 
 
+def _gradient_count(trace: Trace, zops: np.ndarray) -> tuple[int, bool]:
+    """Gradients zeroed: one per zero_/fill_, the list length for _foreach_zero_ (when shapes
+    were recorded). Also whether the count is known."""
+    ops = trace.cpu_ops
+    n, known = 0, True
+    for r in zops:
+        if str(ops["name"].iat[int(r)]) != FOREACH:
+            n += 1
+            continue
+        first = h.arg_dims(ops["input_dims"].iat[int(r)], 0)
+        if first and all(isinstance(x, list) for x in first):
+            n += len(first)
+        else:
+            n, known = n + 1, False
+    return n, known
+
+
 def _run_sites(ctx: Context) -> list[Location]:
     rows = ctx.run_get("zero_grad", default=None)
     bad = [r for r in rows or [] if isinstance(r, dict) and r.get("set_to_none") is False]
@@ -120,17 +139,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         how = "CPU-only run: saving = CPU time of the zero_/fill_ ops"
     saving_ms = save_ns / 1e6 / steps
     per_step = len(zops) / steps
-    per_range = len(zops) / max(1, len(ranges))
+    grads, known = _gradient_count(trace, zops)
+    per_range = grads / max(1, len(ranges))
+    what = f"{per_range:.0f} gradient(s)" if known else "the gradients"
     summary = (
-        f"zero_grad() fills {per_range:.0f} gradient(s) with zeros each call: "
-        f"{per_step:.0f} zero_/fill_ ops {h.per_step_words(trace)} take "
+        f"zero_grad() fills {what} with zeros each call: "
+        f"{per_step:.0f} zeroing op(s) {h.per_step_words(trace)} take "
         f"{host_ns / 1e6 / steps:.2f} ms on the host"
     )
     if n_gpu:
         summary += (f" and launch {n_gpu / steps:.0f} kernels/memsets taking "
                     f"{gpu_ns / 1e6 / steps:.2f} ms on the GPU")  # fmt: skip
     summary += "."
-    ev = [Evidence(f"aten::zero_/fill_ inside {ranges['name'].iloc[0]}", len(zops),
+    ev = [Evidence(f"zero_/fill_/_foreach_zero_ inside {ranges['name'].iloc[0]}", len(zops),
                    h.ms(host_ns), trace.to_trace_us(int(ops["ts_ns"].iat[int(zops[0])])))]  # fmt: skip
     for label, g in (("zeroing kernels", k_sel), ("memsets", m_sel)):
         if len(g):

@@ -103,3 +103,17 @@ def test_cpu_only_trace_is_skipped() -> None:
     b.op("aten::to", 10, 100)
     rep = analyze(b.load(), ID)
     assert skip_reason(rep, ID) == "no GPU activity in this trace"
+
+
+def test_bookkeeping_calls_between_copy_and_wait_are_skipped() -> None:
+    b = TraceBuilder()
+    _steps(b, 1)
+    to = b.op("aten::to", 100, 2000)
+    b.launch(to, "cudaMemcpyAsync", 110, 10, memcpy=("Memcpy HtoD (Pinned -> Device)", MB8),
+             gpu_ts=125, gpu_dur=1000)  # fmt: skip
+    b.runtime("cudaStreamIsCapturing", 122, 1, to)
+    b.runtime("cudaStreamSynchronize", 125, 1005, to)
+    f = one(analyze(b.load(), ID), ID)
+    assert "cudaMemcpyAsync + cudaStreamSynchronize" in f.evidence[0].what
+    # counted from the copy's start (the first GPU activity in the trace) to the wait's end
+    assert f.est_savings_ms == pytest.approx(1.005, abs=0.002)

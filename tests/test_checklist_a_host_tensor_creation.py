@@ -89,3 +89,32 @@ def test_cpu_only_trace_is_skipped() -> None:
     _randn(b, 10, SHAPE)
     rep = analyze(b.load(), ID)
     assert skip_reason(rep, ID) == "no GPU activity in this trace"
+
+
+def test_kernel_launched_between_creation_and_copy_breaks_the_link() -> None:
+    b = TraceBuilder()
+    for i in range(3):
+        t0 = i * 10_000.0
+        b.step(i + 1, t0, 10_000)
+        _randn(b, t0 + 100, SHAPE)
+        kernel_op(b, "aten::mul", t0 + 520, 20, "mul_kernel", gpu_ts=t0 + 530, gpu_dur=5)
+        htod(b, t0 + 600, NBYTES, 100.0, shape=SHAPE)
+    assert not found(analyze(b.load(), ID), ID)
+
+
+def test_python_data_staged_through_pinned_memory_is_not_reported() -> None:
+    b = TraceBuilder()
+    for i in range(3):
+        t0 = i * 10_000.0
+        b.step(i + 1, t0, 10_000)
+        b.op("aten::lift_fresh", t0 + 100, 5, dims=[[16]])  # torch.tensor(list)
+        htod(b, t0 + 200, 64, 2.0, src="Pinned", shape=[16])
+    assert not found(analyze(b.load(), ID), ID)
+    b2 = TraceBuilder()
+    for i in range(3):
+        t0 = i * 10_000.0
+        b2.step(i + 1, t0, 10_000)
+        b2.op("aten::lift_fresh", t0 + 100, 5, dims=[[16]])
+        htod(b2, t0 + 200, 64, 2.0, src="Pageable", shape=[16])
+    f = one(analyze(b2.load(), ID), ID)
+    assert "(tensor x3" in f.summary

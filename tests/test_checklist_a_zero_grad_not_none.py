@@ -85,3 +85,16 @@ def test_no_ops_no_run_json_no_finding() -> None:
     b = TraceBuilder()
     b.step(1, 0, 100)
     assert not found(analyze(b.load(), ID), ID)
+
+
+def test_foreach_zero_counts_the_gradients_in_its_list() -> None:
+    b = TraceBuilder()
+    b.step(1, 0, 10_000)
+    b.annotation(ANN, 100, 200)
+    grads = [[64, 64], [64], [128, 64], [128]]
+    z = b.op("aten::_foreach_zero_", 120, 100, dims=[grads])
+    b.launch(z, "cudaLaunchKernel", 130, 10, kernel="multi_tensor_apply_kernel", gpu_ts=150,
+             gpu_dur=20)  # fmt: skip
+    f = one(analyze(b.load(), ID), ID)
+    assert "fills 4 gradient(s)" in f.summary and "1 zeroing op(s) per step" in f.summary
+    assert f.est_savings_ms == pytest.approx(0.1, abs=0.001)  # 20 us kernel + 80 us idle
