@@ -16,7 +16,7 @@ preallocated tensor) costs. A call's cost is the GPU time of the kernels it laun
 CPU time when it launched none (CPU tensors; CPU-only traces). Allocator time for the discarded
 intermediates is not counted. Divided by the number of steps in the trace.
 
-**Fix.** Collect the pieces in a Python list and call ``torch.cat`` once after the loop, or
+**How to fix.** Collect the pieces in a Python list and call ``torch.cat`` once after the loop, or
 preallocate the result and write slices into it (for generation: a static KV cache).
 
 **Known false positives.** Architectures that concatenate a growing feature list by design

@@ -18,7 +18,7 @@ unscaled figure is the top of the range). Launch overhead removed by fusion is n
 Intermediates that backward needs are written anyway; torch.compile's partitioner recomputes
 most cheap elementwise ops instead of saving them.
 
-**Fix.** ``torch.compile(model)`` (Inductor generates one Triton kernel per fused chain), or a
+**How to fix.** ``torch.compile(model)`` (Inductor generates one Triton kernel per fused chain), or a
 fused implementation of the block (``F.gelu`` instead of a hand-written tanh formula,
 ``torch.addcmul``, ``torch.lerp``).
 
@@ -103,6 +103,11 @@ def short_name(kernel: str) -> str:
             tok = tok.removesuffix(suf)
         return (tok[0].lower() + tok[1:]) if tok else "elementwise"
     return "elementwise"
+
+
+def _num(x: float) -> str:
+    """3.0 -> "3", 2.5 -> "2.5"."""
+    return f"{x:.1f}".removesuffix(".0")
 
 
 def _elementwise(trace: Trace) -> np.ndarray:
@@ -191,7 +196,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     for sig, cs in ranked[:5]:
         what = " -> ".join(sig[:6]) + (f" ... ({len(sig)} kernels)" if len(sig) > 6 else "")
         first = min(int(k["ts_ns"].iat[c[0]]) for c in cs)
-        evidence.append(Evidence(f"{what}, {len(cs) / nst:.1f} per step", len(cs),
+        evidence.append(Evidence(f"{what}, {_num(len(cs) / nst)} per step", len(cs),
                                  ms(sum(float(dur[c].sum()) for c in cs)),
                                  trace.to_trace_us(first)))  # fmt: skip
     kop = kernel_op(trace)
@@ -210,7 +215,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "torch.compile): use the default Inductor backend. " + RECOMMENDATION
         )
     lens = Counter(len(c) for cs in kept.values() for c in cs)
-    summary = (f"{n_chains / nst:.1f} chains of back-to-back elementwise kernels per step "
+    summary = (f"{_num(n_chains / nst)} chains of back-to-back elementwise kernels per step "
                f"({n_kernels / nst:.0f} kernels, typical length {lens.most_common(1)[0][0]}) "
                f"could each be one fused kernel: about {saving_ms:.3f} ms per step "
                f"(up to {full_ms:.3f} ms if the GPU were the bottleneck throughout).")  # fmt: skip

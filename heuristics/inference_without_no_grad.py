@@ -19,7 +19,7 @@ the step's forward ops record, minus one) times ``inference_without_no_grad.host
 0.7-1.2 us per node). On GPU traces the host time counts only up to the GPU idle time of those
 steps (when the GPU is the bottleneck the host overhead is hidden). Memory is not counted.
 
-**Fix.** Wrap evaluation in ``with torch.inference_mode():`` (``torch.no_grad()`` if the
+**How to fix.** Wrap evaluation in ``with torch.inference_mode():`` (``torch.no_grad()`` if the
 outputs later meet autograd, e.g. are used in a training step).
 
 **Known false positives.** Forward passes whose graph is used by a backward outside the

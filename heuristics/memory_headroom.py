@@ -8,7 +8,7 @@ run) with ``device.total_memory_bytes``; the trace's ``[memory]`` events (``prof
 running sum gives a lower bound of the peak, which can show memory is nearly full but never
 that it is mostly free.
 
-**Why it matters.** Under ``memory_headroom.low_pct`` (50%) of the GPU in use, a larger batch
+**Why it costs time.** Under ``memory_headroom.low_pct`` (50%) of the GPU in use, a larger batch
 (or a larger model, fewer gradient-accumulation steps) usually raises throughput for free:
 per-step overheads are amortized and kernels get bigger. Above ``memory_headroom.high_pct``
 (90%) the caching allocator is close to out-of-memory: it frees and re-allocates
@@ -17,13 +17,13 @@ per-step overheads are amortized and kernels get bigger. Above ``memory_headroom
 **How the saving is estimated.** It is not: memory use has no direct per-step time cost, so
 this is information (``info``). The summary gives the peak and the free memory.
 
-**Fix.** Plenty of room: raise the batch size (scale the learning rate). Close to full: mixed
+**How to fix.** Plenty of room: raise the batch size (scale the learning rate). Close to full: mixed
 precision (bf16/fp16 autocast halves activations), activation checkpointing
 (``torch.utils.checkpoint``), and ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` when
 reserved memory is well above allocated memory (fragmentation).
 
-**Known limits.** The profiled window may miss the run's peak (evaluation, a longer batch);
-other processes on the GPU and the CUDA context (a few hundred MB) are not counted.
+**Known false positives.** The profiled window may miss the run's peak (evaluation, a longer
+batch); other processes on the GPU and the CUDA context (a few hundred MB) are not counted.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ is not counted, so the estimate is low. On GPU traces each loop's saving is capp
 idle time while it ran (host work hidden behind a busy GPU saves nothing). On CPU-only traces
 this is measured CPU time.
 
-**Fix.** Vectorize: whole-tensor arithmetic, broadcasting, boolean masks
+**How to fix.** Vectorize: whole-tensor arithmetic, broadcasting, boolean masks
 (``torch.where``), gathers (``x[idx]``, ``torch.gather``), reductions; call ``.item()`` /
 ``.tolist()`` once on the result.
 

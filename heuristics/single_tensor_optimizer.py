@@ -21,7 +21,7 @@ busy (the kernels themselves, or backward still running) is not counted. On CPU-
 the per-parameter ops are reported as information (foreach brings less on a CPU; ``fused=True``
 runs a fused CPU kernel for Adam, AdamW, SGD and Adagrad).
 
-**Fix.** ``foreach=True``, or ``fused=True`` for Adam, AdamW, SGD and Adagrad on CUDA.
+**How to fix.** ``foreach=True``, or ``fused=True`` for Adam, AdamW, SGD and Adagrad on CUDA.
 
 **Known false positives.** Optimizers with no multi-tensor implementation (LBFGS, SparseAdam,
 most third-party ones): the fix is then a different optimizer or ``torch.compile`` of the step.
