@@ -19,7 +19,8 @@ single node.
 ranges per step: work DDP does not do at all. Not counted (so the real gain is usually larger):
 the gradient reduction onto GPU 0, GIL contention among replica threads and GPU 0's extra load.
 
-**How to fix.** ``DistributedDataParallel`` with one process per GPU (``torchrun --nproc_per_node``).
+**How to fix.** ``DistributedDataParallel`` with one process per GPU
+(``torchrun --nproc_per_node``).
 
 **Known false positives.** A user's own autograd Functions named exactly ``Broadcast`` and
 ``Scatter``/``Gather`` (two of the three names are required without other evidence).

@@ -18,8 +18,8 @@ unscaled figure is the top of the range). Launch overhead removed by fusion is n
 Intermediates that backward needs are written anyway; torch.compile's partitioner recomputes
 most cheap elementwise ops instead of saving them.
 
-**How to fix.** ``torch.compile(model)`` (Inductor generates one Triton kernel per fused chain), or a
-fused implementation of the block (``F.gelu`` instead of a hand-written tanh formula,
+**How to fix.** ``torch.compile(model)`` (Inductor generates one Triton kernel per fused chain),
+or a fused implementation of the block (``F.gelu`` instead of a hand-written tanh formula,
 ``torch.addcmul``, ``torch.lerp``).
 
 **Known false positives.** Independent small ops that merely run next to each other on the

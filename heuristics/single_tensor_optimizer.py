@@ -195,7 +195,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return [Draft(
             id=ID, title=TITLE, est_savings_ms=0.0, confidence="medium", latent=True,
             summary=summary, recommendation=rec, snippet=snippet, evidence=tuple(evidence),
-            locations=locs, assumptions=("CPU-only trace: foreach gives little on a CPU, fused=True (Adam, "
+            locations=locs,
+            assumptions=("No GPU activity: foreach gives little on a CPU and fused=True (Adam, "
                          "AdamW, SGD, Adagrad) runs a fused CPU kernel; not estimated.",),
         )]  # fmt: skip
 
