@@ -20,8 +20,8 @@ from advisor.commands.common import (
 def register(app: typer.Typer) -> None:
     @app.command("analyze")
     def analyze_command(
-        path: Path = typer.Argument(
-            ..., help="A trace (.json/.json.gz), a run folder, or a folder of per-rank traces."
+        path: Path | None = typer.Argument(
+            None, help="A trace (.json/.json.gz), a run folder, or a folder of per-rank traces."
         ),
         out: Path | None = typer.Option(
             None, "--out", "-o", help="Output folder (default ./advisor-runs/<name>-<time>/)."
@@ -60,6 +60,8 @@ def register(app: typer.Typer) -> None:
         if show_thresholds:
             list_thresholds()
             return
+        if path is None:
+            raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
         from advisor.pipeline import analyze_path, prepare_out_dir, write_outputs
         from advisor.trace import find_traces
 

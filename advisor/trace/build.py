@@ -53,6 +53,20 @@ _NON_USER_PARTS = (
     "<frozen", "<string>", "/usr/lib/python",
 )  # fmt: skip
 
+_LIBRARY_PREFIXES = (
+    "torch/",
+    "torchvision/",
+    "torchaudio/",
+    "triton/",
+    "numpy/",
+    "advisor/",
+    "typer/",
+    "click/",
+    "runpy.py",
+    "threading.py",
+    "contextlib.py",
+)
+
 OP_COLS = ["ts", "dur", "name", "pid", "tid", "external_id", "seq", "fwd_tid",
            "input_dims", "input_types", "call_stack"]  # fmt: skip
 ANN_COLS = ["ts", "dur", "name", "pid", "tid", "on_gpu", "external_id"]
@@ -437,6 +451,9 @@ def is_user_file(file: str) -> bool:
     if not file or file.startswith("<"):
         return False
     f = file.replace("\\", "/")
+    # torch >= 2.x writes library frames relative to site-packages: "torch/nn/modules/conv.py"
+    if f.startswith(_LIBRARY_PREFIXES):
+        return False
     return not any(part in f for part in _NON_USER_PARTS)
 
 
