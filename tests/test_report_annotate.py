@@ -94,6 +94,25 @@ def test_reannotating_replaces_the_old_track(tmp_path):
     )
 
 
+def test_fast_splice_equals_a_full_rewrite(tmp_path, monkeypatch):
+    import advisor.render.annotate as ann
+
+    for name, data in (("d.json", json.dumps(gpu_builder().to_dict(), indent=1)),
+                       ("a.json", json.dumps(gpu_builder().events)),
+                       ("e.json", '{"schemaVersion": 1, "traceEvents" : [ ] }')):  # fmt: skip
+        src = tmp_path / name
+        src.write_text(data)
+        _, report = _report_for(gpu_builder().write(tmp_path / "t.json"))
+        fast = json.loads(gzip.decompress(annotate(src, report)))
+        monkeypatch.setattr(ann, "_splice_at", lambda raw: None)
+        slow = json.loads(gzip.decompress(annotate(src, report)))
+        monkeypatch.undo()
+        key = lambda e: json.dumps({**e, "pid": 0}, sort_keys=True)  # noqa: E731
+        fe = fast["traceEvents"] if isinstance(fast, dict) else fast
+        se = slow["traceEvents"] if isinstance(slow, dict) else slow
+        assert sorted(map(key, fe)) == sorted(map(key, se)) and len(fe) > 10
+
+
 def test_array_format_nan_and_unreadable_traces(tmp_path):
     b = gpu_builder()
     src = tmp_path / "t.json"
