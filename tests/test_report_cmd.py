@@ -86,3 +86,43 @@ def test_errors_are_one_line(tmp_path):
     bad.write_text('{"a": 1}')
     code, msg = run(["report", str(bad)])
     assert code == 1 and "not a torch-advisor findings.json" in msg
+
+
+def test_open_flag_opens_the_written_file(tmp_path, monkeypatch):
+    import webbrowser
+
+    out = _run_dir(tmp_path)
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
+    res = runner.invoke(app, ["report", str(out), "--open"])
+    assert res.exit_code == 0, res.output
+    assert opened == [(out / "report.html").resolve().as_uri()]
+
+
+def test_analyze_no_source_keeps_code_out_of_both_files(tmp_path):
+    import json
+
+    from tests.report_samples import GOLDEN
+
+    b = gpu_builder()
+    b.frame(str(GOLDEN / "train_example.py"), 12, "train", 300, 100)
+    src = b.write(tmp_path / "trace.json.gz")
+    for flag, expect in (([], True), (["--no-source"], False)):
+        out = tmp_path / f"run{len(flag)}"
+        res = runner.invoke(app, ["analyze", str(src), "--out", str(out), *flag])
+        assert res.exit_code == 0, res.output
+        data = json.loads((out / "findings.json").read_text())
+        assert ("sources" in data["views"]) is expect
+        assert (out / "trace.annotated.json.gz").is_file()
+        assert "median step 1.00 ms" in res.output
+
+
+def test_ranks_table_rendered_when_present(tmp_path):
+    from advisor.render.html import render_html
+    from tests.report_samples import with_run
+
+    report = with_run(sample_report(gpu_builder().load()), ranks=[
+        {"rank": 0, "step_ms_median": 10.0, "gpu_busy_pct": 80.0, "comm_pct": 12.5},
+        {"rank": 1, "step_ms_median": 14.0, "gpu_busy_pct": None, "comm_pct": 3.0}])  # fmt: skip
+    html = render_html(report, {"generated_at": "x"})
+    assert "<h3>Ranks</h3>" in html and "14.00 ms" in html and "12.5%" in html
