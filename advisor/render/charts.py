@@ -24,15 +24,19 @@ SEGMENTS = (
 MAX_SAVING_BARS = 15
 
 
-def nice_max(v: float) -> float:
-    """The smallest 1/2/2.5/5 x 10^k at or above ``v`` (axis top)."""
+def nice_axis(v: float, intervals: int = 5) -> tuple[float, float]:
+    """(top, step) of an axis from 0 that holds ``v`` in at most ~``intervals`` round steps."""
     if v <= 0:
-        return 1.0
-    exp = 10 ** math.floor(math.log10(v))
-    for m in (1, 2, 2.5, 5, 10):
-        if m * exp >= v - 1e-12:
-            return float(m * exp)
-    return float(10 * exp)
+        return 1.0, 0.25
+    raw = v / intervals
+    exp = 10 ** math.floor(math.log10(raw))
+    step = next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw - 1e-12)
+    top = math.ceil(v / step - 1e-9) * step
+    return round(float(top), 12), round(float(step), 12)
+
+
+def nice_max(v: float) -> float:
+    return nice_axis(v)[0]
 
 
 def fmt_ms(v: float) -> str:
@@ -53,7 +57,7 @@ def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     h, top, left, bottom = 220, 12, 56, 28
     plot_w, plot_h = WIDTH - left - 8, h - top - bottom
-    ymax = nice_max(max(s["total_ms"] for s in steps))
+    ymax, ystep = nice_axis(max(s["total_ms"] for s in steps))
     n = len(steps)
     slot = plot_w / n
     bw = max(1.0, min(48.0, slot * 0.72))
@@ -81,8 +85,9 @@ def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     legend = [{"label": label, "cls": cls, "mean": fmt_ms(totals[key] / n),
                "pct": f"{100.0 * totals[key] / whole:.1f}%" if whole else "0.0%"}
               for key, label, cls in SEGMENTS if totals[key] > 0]  # fmt: skip
-    yticks = [{"y": round(top + plot_h - plot_h * f, 2), "label": _tick(ymax * f)}
-              for f in (0.0, 0.25, 0.5, 0.75, 1.0)]  # fmt: skip
+    yticks = [{"y": round(top + plot_h - plot_h * (i * ystep) / ymax, 2),
+               "label": _tick(round(i * ystep, 10))}
+              for i in range(int(round(ymax / ystep)) + 1)]  # fmt: skip
     table = [{"step": s["step"], "total": f"{s['total_ms']:.2f}",
               "values": [f"{float(s.get(f'{k}_ms', 0.0)):.2f}" for k, _, _ in SEGMENTS]}
              for s in steps]  # fmt: skip
