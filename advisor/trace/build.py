@@ -42,6 +42,7 @@ CATEGORIES: dict[str, int] = {
     "overhead": _IGNORED,
     "cuda_profiler_range": _IGNORED,
     "async_cpu_to_gpu": _IGNORED,
+    "advisor_finding": _IGNORED,  # the findings track of trace.annotated.json.gz
 }
 _LEGACY_CATS = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
 _EMPTY_ARGS = Args()
