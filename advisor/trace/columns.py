@@ -47,6 +47,7 @@ CATEGORIES: dict[str, int] = {
     "overhead": K_IGNORED,
     "cuda_profiler_range": K_IGNORED,
     "async_cpu_to_gpu": K_IGNORED,
+    "advisor_finding": K_IGNORED,  # the findings track of trace.annotated.json.gz
 }
 LEGACY_CATEGORIES = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
 TABLES: dict[str, tuple[int, ...]] = {

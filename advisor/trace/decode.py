@@ -176,6 +176,14 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
         raise TraceError(f"corrupt gzip data ({err})", path) from None
 
 
+def read_bytes(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> bytes:
+    """The whole text of a (possibly gzipped) trace. Raises TraceError with a one-line reason."""
+    data = b"".join(pieces(Path(path), max_bytes))
+    if not data.strip():
+        raise TraceError("empty trace (no JSON content)", path)
+    return data
+
+
 # ------------------------------------------------------------------ JSON
 
 

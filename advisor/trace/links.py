@@ -7,6 +7,7 @@ per row in Python, except the nesting fallback for threads whose ops overlap wit
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,13 @@ _NON_USER_PARTS = (
     "/torch/", "site-packages", "dist-packages", "/lib/python3", "/advisor/runner",
     "<frozen", "<string>", "/usr/lib/python",
 )  # fmt: skip
+# top-level packages whose frames are never the user's own code
+_LIBRARY_TOPS = frozenset(
+    "torch torchvision torchaudio torchtext triton advisor numpy pandas scipy sklearn PIL tqdm "
+    "transformers accelerate datasets huggingface_hub safetensors tokenizers lightning "
+    "pytorch_lightning lightning_fabric deepspeed fairscale apex timm einops torchmetrics "
+    "typer click rich jinja2 google absl tensorboard fsspec filelock sympy networkx".split()
+)
 
 
 def assign_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
@@ -200,6 +208,12 @@ def is_user_file(file: str) -> bool:
     if not file or file.startswith("<"):
         return False
     f = file.replace("\\", "/")
+    # torch >= 2.x writes library frames relative to their sys.path entry: "torch/nn/conv.py",
+    # "typing.py"; the first component then names a library or standard-library module
+    if not f.startswith("/") and not (len(f) > 1 and f[1] == ":"):
+        first = f.split("/", 1)[0].removesuffix(".py")
+        if first in _LIBRARY_TOPS or first in sys.stdlib_module_names:
+            return False
     return not any(part in f for part in _NON_USER_PARTS)
 
 
