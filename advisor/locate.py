@@ -37,6 +37,14 @@ class Locator:
                 g = g.sort_values(["ts_ns", "dur_ns"], ascending=[True, False], kind="stable")
                 self._by_tid[int(tid)] = (g["ts_ns"].to_numpy(), g.index.to_numpy())
         self._stack_cache: dict[str, Location | None] = {}
+        # plain arrays for row lookups (a DataFrame row per call costs far more than the search)
+        ops = trace.cpu_ops
+        self._op_tid = ops["tid"].to_numpy() if len(ops) else np.zeros(0, np.int64)
+        self._op_ts = ops["ts_ns"].to_numpy() if len(ops) else np.zeros(0, np.int64)
+        self._op_stack = ops["call_stack"].to_numpy(dtype=object) if len(ops) else None
+        self._py_file = py["file"].to_numpy(dtype=object) if len(py) else None
+        self._py_line = py["line"].to_numpy() if len(py) else None
+        self._py_func = py["function"].to_numpy(dtype=object) if len(py) else None
 
     def at(self, tid: int, ts_ns: int) -> Location | None:
         """The innermost user frame on ``tid`` that encloses ``ts_ns``."""
@@ -52,20 +60,22 @@ class Locator:
             if row < 0:
                 return None
             if self._user[row] and self._end[row] > ts_ns:
-                r = self.trace.python.iloc[row]
-                return Location(str(r["file"]), int(r["line"]), str(r["function"]))
+                assert self._py_file is not None and self._py_line is not None
+                assert self._py_func is not None
+                return Location(str(self._py_file[row]), int(self._py_line[row]),
+                                str(self._py_func[row]))  # fmt: skip
             row = int(self._parent[row])
         return None
 
     def for_op(self, op_idx: int) -> Location | None:
         """The user line that issued cpu_ops row ``op_idx`` (python frames, else Call stack)."""
-        if op_idx < 0 or op_idx >= len(self.trace.cpu_ops):
+        if op_idx < 0 or op_idx >= len(self._op_tid):
             return None
-        op = self.trace.cpu_ops.iloc[op_idx]
-        loc = self.at(int(op["tid"]), int(op["ts_ns"]))
+        loc = self.at(int(self._op_tid[op_idx]), int(self._op_ts[op_idx]))
         if loc is not None:
             return loc
-        stack = op["call_stack"]
+        assert self._op_stack is not None
+        stack = self._op_stack[op_idx]
         if isinstance(stack, str):
             return self._from_call_stack(stack)
         # backward ops run on the autograd thread: no user frame there

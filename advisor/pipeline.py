@@ -113,9 +113,17 @@ def analyze_trace(
     )
 
 
-def analyze_path(path: Path, options: Options | None = None) -> tuple[Trace, Report]:
+def analyze_path(
+    path: Path, options: Options | None = None, annotate_ahead: bool = False
+) -> tuple[Trace, Report]:
+    """Load and analyze; ``annotate_ahead`` starts recompressing the trace for
+    trace.annotated.json.gz in the background while the detectors run (see write_annotated)."""
     opts = options or Options()
     trace = load_trace(path, opts.max_trace_bytes)
+    if annotate_ahead and Path(trace.meta.path).is_file():
+        from advisor.render.annotate_stream import prepare
+
+        prepare(Path(trace.meta.path), opts.max_trace_bytes)
     return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
 
 
@@ -212,9 +220,16 @@ def write_annotated(report: Report, out: Path) -> Path | None:
     target = out / ANNOTATED_NAME
     if not src.is_file():
         return None
+    from advisor.render.annotate_stream import take
+
+    job = take(src)
     try:
         if src.resolve() == target.resolve():
+            if job is not None:
+                job.cancel()
             return None  # never overwrite the input
+        if job is not None and job.write(report, target):
+            return target  # streamed: the trace was recompressed while the detectors ran
         data = annotate(src, report)
     except (AdvisorError, ValueError, OSError, RecursionError, MemoryError):
         return None  # the annotated copy is a convenience; its absence never fails a run

@@ -171,6 +171,8 @@ def gpu_rows_from(trace: Trace, df: pd.DataFrame, op_mask: np.ndarray) -> np.nda
     if not len(df) or not len(op_mask):
         return np.zeros(len(df), dtype=bool)
     op_of_rt = issuing_ops(trace)
+    if not len(op_of_rt):  # GPU work but no launch calls in the trace (e.g. a cut trace)
+        return np.zeros(len(df), dtype=bool)
     li = df["launch_idx"].to_numpy()
     op = np.where(li >= 0, op_of_rt[np.clip(li, 0, max(len(op_of_rt) - 1, 0))], -1)
     return (op >= 0) & op_mask[np.clip(op, 0, None)]

@@ -178,12 +178,16 @@ def top_under(trace: Trace, rows: np.ndarray, targets: np.ndarray) -> np.ndarray
 
 def name_mask(values: Any, pattern: re.Pattern[str]) -> np.ndarray:
     """``pattern.search`` over names, evaluated once per distinct name."""
-    arr = np.asarray(values, dtype=object)
-    if not len(arr):
-        return np.zeros(0, dtype=bool)
-    uniq, inv = np.unique(arr.astype(str), return_inverse=True)
-    hits = np.fromiter((pattern.search(u) is not None for u in uniq), bool, len(uniq))
-    return hits[inv]
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        cat = values.array if isinstance(values, pd.Series) else values
+        codes, uniq = cat.codes, cat.categories
+    else:
+        arr = np.asarray(values, dtype=object)
+        if not len(arr):
+            return np.zeros(0, dtype=bool)
+        codes, uniq = pd.factorize(arr)  # hashing, not sorting fixed-width strings
+    hits = np.fromiter((pattern.search(str(u)) is not None for u in uniq), bool, len(uniq))
+    return np.append(hits, False)[codes]  # code -1 (missing) never matches
 
 
 def ranges(trace: Trace, pattern: re.Pattern[str]) -> pd.DataFrame:

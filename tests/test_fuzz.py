@@ -92,11 +92,11 @@ def mutants(draw: st.DrawFn) -> tuple[bytes, bool]:
         if op == "drop" and isinstance(ev, dict) and ev:
             ev.pop(draw(st.sampled_from(sorted(ev))), None)
         elif op == "retype" and isinstance(ev, dict):
-            ev[draw(st.sampled_from(KEYS))] = draw(st.sampled_from(WEIRD))
+            ev[draw(st.sampled_from(KEYS))] = copy.deepcopy(draw(st.sampled_from(WEIRD)))
         elif op == "arg" and isinstance(ev, dict):
             args = ev.setdefault("args", {})
             if isinstance(args, dict):
-                args[draw(st.sampled_from(ARG_KEYS))] = draw(st.sampled_from(WEIRD))
+                args[draw(st.sampled_from(ARG_KEYS))] = copy.deepcopy(draw(st.sampled_from(WEIRD)))
         elif op == "dup":
             events[i:i] = [copy.deepcopy(ev)] * draw(st.integers(1, 3))
         elif op == "shuffle":
@@ -104,7 +104,7 @@ def mutants(draw: st.DrawFn) -> tuple[bytes, bool]:
         elif op == "truncate":
             del events[draw(st.integers(0, len(events))) :]
         elif op == "replace":
-            events[i] = draw(st.sampled_from(WEIRD))
+            events[i] = copy.deepcopy(draw(st.sampled_from(WEIRD)))
         elif op == "huge" and isinstance(ev, dict):
             ev[draw(st.sampled_from(["ts", "dur", "pid", "tid"]))] = draw(
                 st.sampled_from([2**64, -(2**64), 1e300, 9.9e15, -9.9e15, 1e-300])

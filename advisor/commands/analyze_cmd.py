@@ -77,7 +77,9 @@ def register(app: typer.Typer) -> None:
         prepare_out_dir(target, force, create=False)  # refuse first; create after loading
         t0 = time.perf_counter()
         with progress(f"Analyzing {files[0].name}") as prog:
-            _, report = analyze_path(files[0] if len(files) == 1 else path, opts)
+            _, report = analyze_path(
+                files[0] if len(files) == 1 else path, opts, annotate_ahead=True
+            )
             prog.update("Writing the report")
             with output_guard(target):
                 prepare_out_dir(target, force)

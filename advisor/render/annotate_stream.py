@@ -1,0 +1,224 @@
+"""Write ``trace.annotated.json.gz`` without holding the trace in memory, mostly in the background.
+
+The annotated copy is the trace's own text with the findings events spliced in right after the
+``[`` of its events array (see :mod:`advisor.render.annotate`). The findings are only known at the
+end, but they go near the start of the text, so the work splits in two raw deflate streams:
+
+- the text after the splice point (nearly all of it) is gunzipped and recompressed piece by piece
+  in a background thread started as soon as the trace is loaded, while the detectors run (zlib
+  releases the GIL, so this overlaps on a second core) -- memory holds one piece and the
+  compressed output, never the text;
+- at write time, the head (the text before the splice point + the findings events) is compressed
+  and sync-flushed, and the two streams are joined into ONE standard gzip member: a deflate
+  stream may continue with blocks from a fresh compressor after a sync flush, and the CRC-32 of
+  the whole is combined from the two parts (``crc32_combine``, ported from zlib).
+
+When the trace already holds a findings track, uses the findings pid, or has an unusual layout,
+the job reports that and the caller falls back to :func:`advisor.render.annotate.annotate`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import threading
+import zlib
+from pathlib import Path
+
+import orjson
+
+from advisor.render.annotate import (
+    _EVENTS_KEY,
+    _PID_TAKEN,
+    CATEGORY,
+    FINDINGS_PID,
+    GZIP_LEVEL,
+    finding_events,
+)
+from advisor.report import Report
+from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
+
+_HEAD_LIMIT = 64 << 20  # the events key must show up within this much text
+_OVERLAP = 64  # bytes kept between pieces so a pattern split across two is still found
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, no mtime, OS unknown
+
+
+class Prepared:
+    """The tail of one trace, recompressed in a background thread."""
+
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.head = b""  # text before the splice point
+        self.tail: list[bytes] = []  # raw deflate of the text after it (not finished)
+        self.tail_crc = 0
+        self.tail_len = 0
+        self.empty = False  # the events array is empty: no comma after the findings
+        self.usable = False
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="advisor-annotate", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        self._stop = True
+
+    def _run(self) -> None:
+        try:
+            self.usable = self._stream()
+        except BaseException:  # noqa: BLE001 (the copy is a convenience: never fail the run)
+            self.usable = False
+
+    def _stream(self) -> bool:
+        z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
+        buf = b""
+        at: int | None = None
+        first: bytes | None = None  # first non-space byte after the splice point
+        prev = b""
+        crc = 0
+        total = 0
+        out = self.tail
+        for piece in pieces(self.path, self.max_bytes):
+            if self._stop:
+                return False
+            if at is None:
+                buf += piece
+                at = _splice_at(buf)
+                if at is None:
+                    if len(buf) > _HEAD_LIMIT:
+                        return False
+                    continue
+                if _taken(buf):
+                    return False
+                self.head = buf[:at]
+                piece = buf[at:]
+                prev = buf[-_OVERLAP:]
+                buf = b""
+            elif _taken(prev + piece):
+                return False
+            else:
+                prev = piece[-_OVERLAP:]
+            if first is None and piece.strip():
+                first = piece.lstrip()[:1]
+            crc = zlib.crc32(piece, crc)
+            total += len(piece)
+            chunk = z.compress(piece)
+            if chunk:
+                out.append(chunk)
+        if at is None:
+            return False
+        out.append(z.flush(zlib.Z_FINISH))
+        self.tail_crc, self.tail_len = crc, total
+        self.empty = first == b"]"
+        return True
+
+    def write(self, report: Report, target: Path) -> bool:
+        """Write the annotated copy to ``target`` (atomically); False when this path can't."""
+        self._thread.join()
+        if not self.usable:
+            return False
+        ours = b",".join(orjson.dumps(e) for e in finding_events(report, FINDINGS_PID))
+        head = self.head + ours + (b"" if self.empty else b",")
+        z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
+        head_deflate = z.compress(head) + z.flush(zlib.Z_SYNC_FLUSH)
+        crc = crc32_combine(zlib.crc32(head), self.tail_crc, self.tail_len)
+        size = (len(head) + self.tail_len) & 0xFFFFFFFF
+        trailer = struct.pack("<II", crc, size)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            mask = os.umask(0o022)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_GZIP_HEADER)
+                fh.write(head_deflate)
+                for chunk in self.tail:
+                    fh.write(chunk)
+                fh.write(trailer)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return True
+
+
+def _splice_at(text: bytes) -> int | None:
+    head = text.lstrip()[:1]
+    if head == b"[":
+        return text.index(b"[") + 1
+    if head != b"{":
+        return None
+    m = _EVENTS_KEY.search(text)
+    return m.end() if m else None
+
+
+def _taken(text: bytes) -> bool:
+    """The text already holds a findings track, or an event uses the findings pid."""
+    return CATEGORY.encode() in text or _PID_TAKEN.search(text) is not None
+
+
+# ---------------------------------------------------------------- jobs per trace path
+
+_JOBS: dict[str, Prepared] = {}
+_LOCK = threading.Lock()
+
+
+def prepare(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> None:
+    """Start recompressing ``path`` in the background (call once the trace has loaded)."""
+    key = str(Path(path).resolve())
+    with _LOCK:
+        if key not in _JOBS:
+            _JOBS[key] = Prepared(Path(path), max_bytes)
+
+
+def take(path: Path) -> Prepared | None:
+    """The job started for ``path`` (removed from the registry), or None."""
+    with _LOCK:
+        return _JOBS.pop(str(Path(path).resolve()), None)
+
+
+# ---------------------------------------------------------------- CRC-32 of a concatenation
+
+
+def _gf2_times(mat: list[int], vec: int) -> int:
+    s = 0
+    i = 0
+    while vec:
+        if vec & 1:
+            s ^= mat[i]
+        vec >>= 1
+        i += 1
+    return s
+
+
+def _gf2_square(mat: list[int]) -> list[int]:
+    return [_gf2_times(mat, mat[n]) for n in range(32)]
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """CRC-32 of A+B from crc32(A), crc32(B) and len(B) (zlib's crc32_combine)."""
+    if len2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]  # the operator for one zero bit
+    even = _gf2_square(odd)  # two zero bits
+    odd = _gf2_square(even)  # four zero bits
+    while True:
+        even = _gf2_square(odd)
+        if len2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = _gf2_square(even)
+        if len2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ crc2
