@@ -5,6 +5,7 @@ Imports stay lazy so ``advisor --help`` and ``advisor analyze`` never import tor
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import traceback
@@ -62,6 +63,40 @@ def main(argv: list[str] | None = None) -> None:
     the user script's own code through. An unexpected internal error is also one line (exit 1);
     ``ADVISOR_DEBUG=1`` shows its traceback.
     """
+    args = sys.argv[1:] if argv is None else argv
+    fast = argv is None and bool(args) and args[0] in _FAST_EXIT
+    try:
+        _main(argv)
+    except SystemExit as done:
+        if fast:
+            _fast_exit(done.code)
+        raise
+
+
+# Commands that only read traces and write their own outputs: once those are written and
+# flushed, the process ends without tearing down every module and table (~0.1 s per run).
+# Never ``profile``: the user's script may rely on the normal interpreter shutdown.
+_FAST_EXIT = frozenset({"analyze", "inspect", "report", "diff"})
+
+
+def _fast_exit(code: object) -> None:
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    atexit._run_exitfuncs()
+    os._exit(status)
+
+
+def _main(argv: list[str] | None) -> None:
     try:
         app(args=argv, prog_name="advisor", standalone_mode=True)
     except AdvisorError as err:

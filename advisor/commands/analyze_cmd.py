@@ -66,13 +66,14 @@ def register(app: typer.Typer) -> None:
             return
         if path is None:
             raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
+        from advisor.trace import find_traces
+
+        files = find_traces(path)
         from advisor.pipeline import analyze_path, prepare_out_dir, write_outputs
         from advisor.render.terminal import progress
-        from advisor.trace import find_traces
 
         opts = options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes)
         oo = OutputOptions.parse(fail_on)
-        files = find_traces(path)
         target = out or default_out_dir(files[0])
         prepare_out_dir(target, force, create=False)  # refuse first; create after loading
         t0 = time.perf_counter()

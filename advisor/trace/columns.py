@@ -16,7 +16,6 @@ from typing import Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from advisor.trace.decode import NULL, Event
 
@@ -108,14 +107,14 @@ class Columns:
             return
         isx = _objects(list(map(_PH, evs))) == "X"
         cc, cu = _factorize(list(map(_CAT, evs)))
-        kinds_u = np.array([_kind(c) for c in cu] + [K_NONE], dtype=np.int8)
+        kinds_u = np.array([_kind(c) for c in cu], dtype=np.int8)
         kind = np.where(isx, kinds_u[cc], K_NOT_X)
         ts = np.fromiter(map(_TS, evs), np.float64, n)
         dur = np.fromiter(map(_DUR, evs), np.float64, n)
         with np.errstate(invalid="ignore"):
             ok = (np.abs(ts) <= TS_LIMIT_US) & (dur >= 0) & (dur <= DUR_LIMIT_US)
         self.skipped += int(np.count_nonzero(kind == K_NONE))
-        for u in np.flatnonzero(kinds_u[:-1] == K_UNKNOWN).tolist():
+        for u in np.flatnonzero(kinds_u == K_UNKNOWN).tolist():
             n_unknown = int(np.count_nonzero(isx & (cc == u)))
             if n_unknown:
                 self.unknown[cu[u]] += n_unknown
@@ -279,7 +278,9 @@ class Columns:
         return out
 
 
-def _kind(cat: str) -> int:
+def _kind(cat: str | None) -> int:
+    if cat is None:
+        return K_NONE
     k = CATEGORIES.get(cat)
     if k is None:
         k = CATEGORIES.get(cat.lower(), K_UNKNOWN)
@@ -294,8 +295,13 @@ def _objects(values: list[Any]) -> np.ndarray:
 
 
 def _factorize(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
-    codes, uniq = pd.factorize(_objects(values))
-    return codes, list(uniq)
+    """(code of each value, distinct values in order of first appearance); None is a value.
+
+    A dict is as fast as pandas here, and keeps this module free of the pandas import (a
+    decoding child process starts without it)."""
+    seen: dict[Any, int] = {}
+    codes = [seen.setdefault(v, len(seen)) for v in values]
+    return np.array(codes, dtype=np.int64), list(seen)
 
 
 def _take(evs: list[Event], idx: np.ndarray) -> list[Event]:

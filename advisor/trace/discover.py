@@ -7,12 +7,14 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import TraceError
-from advisor.trace.build import Decoded, build_trace
-from advisor.trace.columns import Columns
-from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, decode_stream, pieces
-from advisor.trace.model import Trace
+from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
+
+if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
+    from advisor.trace.columns import Columns
+    from advisor.trace.model import Trace
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
 _SKIP_NAMES = ("run.json", "findings.json", "trace.annotated.json.gz")
@@ -77,7 +79,7 @@ def load_trace(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_TRACE_
                 p,
             )
         p = files[0]
-    return _load(p, pieces(p, max_bytes), True)
+    return _load(p, None, True, max_bytes)
 
 
 def load_bytes(data: bytes, name: str = "<memory>", require_events: bool = False) -> Trace:
@@ -85,16 +87,42 @@ def load_bytes(data: bytes, name: str = "<memory>", require_events: bool = False
     return _load(Path(name), iter([data]), require_events)
 
 
-def _load(p: Path, src: Iterator[bytes], require_events: bool) -> Trace:
+def decode_columns(
+    p: Path, src: Iterator[bytes], require_events: bool
+) -> tuple[Columns, dict[str, Any], int]:
+    """The trace's columns, header and text size (no pandas involved)."""
+    from advisor.trace.columns import Columns
+    from advisor.trace.decode import decode_stream
+
     cols = Columns()
     gc_enabled = gc.isenabled()
     gc.disable()  # the decoded structs hold no cycles: collections would only walk the heap
     try:
         header, size = decode_stream(p, src, cols.add)
-        if require_events and not cols.events:
-            raise TraceError("the trace holds no events", p)
-        if cols.events and not cols.usable:
-            raise TraceError("no usable trace events: not a profiler trace", p)
+    except RecursionError:
+        raise TraceError("trace nested too deeply", p) from None
+    except MemoryError:
+        raise TraceError("out of memory while loading the trace", p) from None
+    finally:
+        if gc_enabled:
+            gc.enable()
+    if require_events and not cols.events:
+        raise TraceError("the trace holds no events", p)
+    if cols.events and not cols.usable:
+        raise TraceError("no usable trace events: not a profiler trace", p)
+    return cols, header, size
+
+
+def _load(p: Path, src: Iterator[bytes] | None, require_events: bool,
+          max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Trace:  # fmt: skip
+    from advisor.trace.build import Decoded, build_trace
+
+    cols, header, size = decode_columns(
+        p, src if src is not None else pieces(p, max_bytes), require_events
+    )
+    gc_enabled = gc.isenabled()
+    gc.disable()
+    try:
         return build_trace(Decoded(cols, header, size), str(p))
     except RecursionError:
         raise TraceError("trace nested too deeply", p) from None
