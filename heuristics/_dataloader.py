@@ -21,12 +21,13 @@ MULTI = "_MultiProcessingDataLoaderIter"
 
 def dataloader_calls(trace: Trace) -> pd.DataFrame:
     """One row per ``__next__`` call inside the steps: ts_ns, end_ns, dur_ns, tid, step, it
-    (the iterator class), outermost calls only (nested duplicates dropped)."""
+    (the iterator class), op_idx (cpu_ops row for legacy traces, else -1); outermost calls only
+    (nested duplicates dropped)."""
     return cached(trace, "dataloader_calls", lambda: _build(trace))
 
 
 def _build(trace: Trace) -> pd.DataFrame:
-    cols = ["ts_ns", "end_ns", "dur_ns", "tid", "step", "it"]
+    cols = ["ts_ns", "end_ns", "dur_ns", "tid", "step", "it", "op_idx"]
     parts = []
     for df in (trace.annotations, trace.cpu_ops):
         if not len(df):
@@ -38,7 +39,9 @@ def _build(trace: Trace) -> pd.DataFrame:
         if m.any():
             sel = df[m]
             it = names[m].str.extract(DL_RE.pattern, expand=False)
-            parts.append(sel[["ts_ns", "end_ns", "dur_ns", "tid", "step"]].assign(it=it.to_numpy()))
+            op_idx = np.flatnonzero(m) if df is trace.cpu_ops else np.full(len(sel), -1)
+            parts.append(sel[["ts_ns", "end_ns", "dur_ns", "tid", "step"]]
+                         .assign(it=it.to_numpy(), op_idx=op_idx))  # fmt: skip
     if not parts:
         return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
     df = pd.concat(parts, ignore_index=True).sort_values(["tid", "ts_ns", "dur_ns"],

@@ -134,10 +134,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         count=len(g), total_ms=round(float(g["dur_ns"].sum()) / 1e6, 3),
         example_ts_us=trace.to_trace_us(int(g.loc[g["dur_ns"].idxmax(), "ts_ns"])),
     ) for it, g in dl.groupby("it", sort=False)]  # fmt: skip
-    locs: list[Location | None] = [ctx.locator.at(int(r.tid), int(r.ts_ns))
-                                   for r in dl.itertuples(index=False)]  # fmt: skip
+    locs: list[Location | None] = [
+        ctx.locator.for_op(int(r.op_idx))
+        if r.op_idx >= 0
+        else ctx.locator.at(int(r.tid), int(r.ts_ns))
+        for r in dl.itertuples(index=False)
+    ]
+    where = aggregate(locs)
     if cfg and cfg.get("file") and isinstance(cfg.get("line"), int):
-        locs.insert(0, Location(str(cfg["file"]), int(cfg["line"]), "DataLoader(...)"))
+        # where the DataLoader is built (run.json) first, then where it is iterated
+        where = (
+            Location(str(cfg["file"]), int(cfg["line"]), "DataLoader(...)", len(dl)),
+            *where[:4],
+        )
     return [Draft(
         id=ID, title=TITLE,
         est_savings_ms=saving,
@@ -146,7 +155,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         recommendation=rec,
         snippet=snippet,
         evidence=tuple(evidence),
-        locations=aggregate(locs),
+        locations=where,
         assumptions=(
             "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
             "CPU-only trace: all of it), per step.",

@@ -49,7 +49,7 @@ TITLE = "FP32 matmul/conv on Tensor Core GPU"
 register("fp32_matmul.min_share_pct", 2.0,
          "report when FP32 matmul/conv kernels take at least this % of GPU kernel time")  # fmt: skip
 register("fp32_matmul.min_ms", 0.05,
-         "... and at least this many ms per step")  # fmt: skip
+         "report only when FP32 matmul/conv kernels take at least this many ms per step")  # fmt: skip
 
 # conservative realized speedups of the recommended precision over FP32 CUDA cores
 _SPEEDUP = {(7, 0): 2.0, (7, 2): 2.0, (7, 5): 2.0, (8, 0): 2.0, (9, 0): 2.0, (10, 0): 2.0}

@@ -185,7 +185,8 @@ def _launched_late(trace: Trace, dev: int, gs: np.ndarray, ge: np.ndarray) -> np
     nxt = np.where(ok, li[np.clip(i, 0, len(ts) - 1)], -1) if len(ts) else np.full(len(ge), -1)
     linked = nxt >= 0
     end = np.where(linked, rt_end[np.clip(nxt, 0, None)], 0) if len(rt_end) else np.zeros(len(ge))
-    return np.asarray(linked & (end >= gs), dtype=bool)
+    # nothing follows in the trace: the GPU waited for work the host never sent
+    return np.asarray((linked & (end >= gs)) | ~ok, dtype=bool)
 
 
 def _advice(largest: str, ref: str | None) -> str:

@@ -57,7 +57,7 @@ TITLE = "Host-device synchronization points"
 register("sync_point.min_idle_ms", 0.01,
          "report when the GPU idle the syncs cause is at least this many ms per step")  # fmt: skip
 register("sync_point.min_wait_ms", 0.1,
-         "... or when the host waits on syncs at least this many ms per step")  # fmt: skip
+         "also report when the host waits on syncs at least this many ms per step")  # fmt: skip
 
 FIXES: dict[str, tuple[str, str]] = {
     "item": (
