@@ -26,7 +26,8 @@ def _item_steps(n: int = 3, wrap: str | None = None) -> TraceBuilder:
             b.op(wrap, t + 39.5, 392)
         item = b.op("aten::item", t + 40, 390)
         lsd = b.op("aten::_local_scalar_dense", t + 41, 388)
-        b.launch(lsd, "cudaMemcpyAsync", t + 42, 385, memcpy=DTOH, gpu_ts=t + 421, gpu_dur=2)
+        b.launch(lsd, "cudaMemcpyAsync", t + 42, 360, memcpy=DTOH, gpu_ts=t + 421, gpu_dur=2)
+        b.runtime("cudaStreamSynchronize", t + 403, 24, op=lsd)  # same op: one sync event
         assert item
         add = b.op("aten::add", t + 700, 20)
         b.launch(add, "cudaLaunchKernel", t + 702, 5, kernel="k_add", gpu_ts=t + 710, gpu_dur=50)
@@ -42,6 +43,7 @@ def test_item_sync_costs_the_idle_gap_it_causes() -> None:
     assert f.locations[0].file == "train.py" and f.locations[0].line == 42
     assert f.locations[0].count == 3
     assert f.evidence[0].count == 3 and "aten::item" in f.evidence[0].what
+    assert "cudaMemcpyAsync+cudaStreamSynchronize" in f.evidence[0].what
     assert "1 host-device sync" in f.summary and "item" in f.recommendation
     assert f.severity == "high"  # 28% of the 1 ms step
 
@@ -113,5 +115,5 @@ def test_op_of_a_runtime_call_found_by_time_when_external_id_is_wrong(tmp_path) 
             ev["args"]["External id"] = ev["args"]["correlation"] + 1000
     t = load_trace(b.write(tmp_path / "t.json"))
     names = t.cpu_ops["name"].astype(str).tolist()
-    assert [names[i] for i in t.runtime["op_idx"]] == ["aten::mm", "aten::_local_scalar_dense",
-                                                       "aten::add"]  # fmt: skip
+    assert [names[i] for i in t.runtime["op_idx"]] == [
+        "aten::mm", "aten::_local_scalar_dense", "aten::_local_scalar_dense", "aten::add"]  # fmt: skip
