@@ -42,6 +42,7 @@ CATEGORIES: dict[str, int] = {
     "overhead": _IGNORED,
     "cuda_profiler_range": _IGNORED,
     "async_cpu_to_gpu": _IGNORED,
+    "advisor_finding": _IGNORED,  # the findings track of trace.annotated.json.gz
 }
 _LEGACY_CATS = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
 _EMPTY_ARGS = Args()
@@ -52,6 +53,20 @@ _NON_USER_PARTS = (
     "/torch/", "site-packages", "dist-packages", "/lib/python3", "/advisor/runner",
     "<frozen", "<string>", "/usr/lib/python",
 )  # fmt: skip
+
+_LIBRARY_PREFIXES = (
+    "torch/",
+    "torchvision/",
+    "torchaudio/",
+    "triton/",
+    "numpy/",
+    "advisor/",
+    "typer/",
+    "click/",
+    "runpy.py",
+    "threading.py",
+    "contextlib.py",
+)
 
 OP_COLS = ["ts", "dur", "name", "pid", "tid", "external_id", "seq", "fwd_tid",
            "input_dims", "input_types", "call_stack"]  # fmt: skip
@@ -493,6 +508,9 @@ def is_user_file(file: str) -> bool:
     if not file or file.startswith("<"):
         return False
     f = file.replace("\\", "/")
+    # torch >= 2.x writes library frames relative to site-packages: "torch/nn/modules/conv.py"
+    if f.startswith(_LIBRARY_PREFIXES):
+        return False
     return not any(part in f for part in _NON_USER_PARTS)
 
 
