@@ -24,14 +24,18 @@ CONV_BWD = frozenset({"aten::convolution_backward", "aten::cudnn_convolution_bac
 
 # kernels doing the GEMM / convolution math (not layout, reduction or epilogue helpers)
 _COMPUTE = re.compile(r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
-                      r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta", re.I)  # fmt: skip
+                      r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet", re.I)  # fmt: skip
 _NOT_COMPUTE = re.compile(r"splitkreduce|nchwtonhwc|nhwctonchw|scalepacked|offsetskernel|computeoffsets|"
                           r"epilogue|elementwise|reduce_kernel|bn_fw|bn_bw|gemv|copy|transpose_|"
                           r"memset|fill|fbgemm|embedding|quantize|reduce_wgrad", re.I)  # fmt: skip
 _TENSOR_CORE = re.compile(r"tensorop|s1688|s16816|h1688|h16816|s884|h884|i8816|hmma|imma|xmma|"
-                          r"wgmma|gmma|tf32|bf16|fp16|f16f16|tensor\d+x\d+x\d+|e4m3|e5m2|"
+                          r"wgmma|gmma|tf32|bf16|fp16|f16f16|tensor\d+x\d+x\d+|e4m3|e5m2|nvjet|"
                           r"_h\d*gemm|hgemm", re.I)  # fmt: skip
-_FP32_NAME = re.compile(r"sgemm|scudnn|<float|float,|gcgemm|cgemm|fft2d|simt_s", re.I)
+# FP32 on CUDA cores even inside xmma/cutlass templates: cuBLAS 11+ names plain FP32 GEMMs
+# ``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...`` (ffma = FP32 fused multiply-add)
+_CUDA_CORE = re.compile(r"ffma|f32f32_f32f32_f32|_simt_|simt_s", re.I)
+_FP32_NAME = re.compile(r"sgemm|scudnn|<float|float,|gcgemm|cgemm|fft2d|simt_s|ffma|"
+                        r"f32f32_f32f32_f32", re.I)  # fmt: skip
 _OTHER_DTYPE = re.compile(r"dgemm|zgemm|double|__half|bfloat|int8|_i8|hgemm|half", re.I)
 _ARCH = (("sm100", (10, 0)), ("blackwell", (10, 0)), ("sm90", (9, 0)), ("hopper", (9, 0)),
          ("sm89", (8, 9)), ("sm86", (8, 6)), ("sm80", (8, 0)), ("ampere", (8, 0)),
@@ -47,7 +51,7 @@ def is_compute_kernel(name: str) -> bool:
 
 
 def is_tensor_core(name: str) -> bool:
-    return bool(_TENSOR_CORE.search(name))
+    return bool(_TENSOR_CORE.search(name)) and not _CUDA_CORE.search(name)
 
 
 def looks_fp32(name: str) -> bool:

@@ -4,7 +4,8 @@
 and convolutions whose kernels ran in plain FP32 on the CUDA cores of a GPU that has Tensor
 Cores (compute capability 7.0 or newer). Judged from the ops' ``Input type`` (``float``) and
 the kernel names: ``sgemm``, ``scudnn``, ``implicit_convolve_sgemm``, ``*_engine<float...>``,
-FFT and Winograd FP32 kernels are CUDA-core FP32; names with ``tensorop``, ``s1688gemm``,
+``xmma_gemm_f32f32_f32f32_f32..._ffma``, FFT and Winograd FP32 kernels are CUDA-core FP32;
+names with ``tensorop``, ``s1688gemm``,
 ``s16816gemm``, ``xmma``, ``hmma``, ``h884``, ``tf32``, ``bf16``, ``f16`` already ran on
 Tensor Cores and are left alone.
 

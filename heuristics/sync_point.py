@@ -206,7 +206,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "time beyond that is not claimed (it is host-bound: see gpu-idle).",
             "gpu-idle's 'sync' share is this same figure: the two savings overlap.",
             "Syncs that only wait for host-to-device copies (blocking-copy) and cuDNN "
-            "autotuning syncs are not counted.",
+            "autotuning syncs are not counted; large device-to-host copies also appear in "
+            "blocking-copy, which counts the copy window itself, not the idle after it.",
         ),
         extra={"host_wait_ms_per_step": round(wait_ms, 3)},
     )]  # fmt: skip

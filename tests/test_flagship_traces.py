@@ -88,7 +88,9 @@ def test_negative_queue_figures() -> None:
     assert "6 host-device sync(s) per step" in sp.summary
     assert 0.2 < sp.est_savings_ms < 2.0
     # HTA: 69.4% idle over the whole span; mostly work queued behind other streams
-    assert "idle 64%" in gi.summary and "other" in gi.summary.split(":")[1].split(",")[0]
+    idle_pct = float(gi.summary.split("idle ")[1].split("%")[0])
+    assert 55 <= idle_pct <= 75, gi.summary  # ours: 64% inside the steps
+    assert "other" in gi.summary.split(":")[1].split(",")[0]
 
 
 def test_cpu_only_trace_claims_no_gpu_saving() -> None:

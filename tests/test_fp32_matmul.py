@@ -46,6 +46,13 @@ def test_a100_recommends_tf32_then_bf16_when_tf32_is_already_on() -> None:
     assert "bfloat16" in f2.recommendation
 
 
+def test_cublas_xmma_ffma_kernels_are_fp32_cuda_core() -> None:
+    name = ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+            "aligna4_alignc4_execute_kernel__5x_cublas")  # fmt: skip
+    f = finding(run(_mm(name, cc=(9, 0), name="NVIDIA H100").load(), "fp32-matmul"), "fp32-matmul")
+    assert f is not None and f.est_savings_ms == pytest.approx(0.25)
+
+
 def test_conv_on_a100_points_at_bf16_and_cudnn_flag() -> None:
     b = _mm("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", op="aten::conv2d")
     f = finding(run(b.load(), "fp32-matmul"), "fp32-matmul")
