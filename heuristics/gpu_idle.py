@@ -118,7 +118,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     dl_ns = _overlap(gs, ge, *dl)
     sync_ns = _overlap(gs, ge, *sy) - _overlap(gs, ge, *_intersect(dl, sy))
     rest = ge - gs - dl_ns - sync_ns
-    host = _launched_late(trace, dev, gs, ge)
+    host, tail = _launched_late(trace, dev, gs, ge)
     by_cat = {
         "host": np.where(host, rest, 0),
         "dataloader": dl_ns,
@@ -131,7 +131,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     tiny = reported_gaps(trace, ctx)
     tiny_ns = int(tiny.loc[tiny["device"] == dev, "gap_ns"].sum()) if len(tiny) else 0
     frac = ctx.t("gpu_idle.host_fraction")
-    saving_ms = frac * max(0, tot["host"] - tiny_ns) / 1e6 / steps
+    # idle after the trace's last GPU work: no launch shows what the host was doing
+    tail_ns = int(np.where(host & tail, rest, 0).sum())
+    saving_ms = frac * max(0, tot["host"] - tail_ns - tiny_ns) / 1e6 / steps
     largest = max(CATS, key=lambda c: tot[c])
     ref = FINDING.get(largest)
     if largest == "host" and not tiny_ns:
@@ -165,7 +167,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "streams); a trace without step markers is measured from its first to its last "
             "GPU activity.",
             f"Saving = {frac:g} x host-launch idle time not already reported by tiny-kernels "
-            f"({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the {steps} step(s).",
+            f"({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the {steps} step(s); idle "
+            "time after the trace's last GPU work is not claimed.",
             "The dataloader and sync shares are the savings of dataloader-stall and sync-point "
             "(the same figures); they are not claimed again here. 'other' is not claimed.",
         ),
@@ -173,8 +176,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )]  # fmt: skip
 
 
-def _launched_late(trace: Trace, dev: int, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
-    """For each gap: was the work that ended it launched only after the GPU ran dry?"""
+def _launched_late(
+    trace: Trace, dev: int, gs: np.ndarray, ge: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap: (was the work that ended it launched only after the GPU ran dry, is no GPU work
+    left in the trace after it). A gap nothing follows counts as waiting for the host."""
     act = trace.gpu_activity()
     act = act[act["device"] == dev]
     ts = act["ts_ns"].to_numpy()
@@ -185,8 +191,7 @@ def _launched_late(trace: Trace, dev: int, gs: np.ndarray, ge: np.ndarray) -> np
     nxt = np.where(ok, li[np.clip(i, 0, len(ts) - 1)], -1) if len(ts) else np.full(len(ge), -1)
     linked = nxt >= 0
     end = np.where(linked, rt_end[np.clip(nxt, 0, None)], 0) if len(rt_end) else np.zeros(len(ge))
-    # nothing follows in the trace: the GPU waited for work the host never sent
-    return np.asarray((linked & (end >= gs)) | ~ok, dtype=bool)
+    return np.asarray((linked & (end >= gs)) | ~ok, dtype=bool), np.asarray(~ok, dtype=bool)
 
 
 def _advice(largest: str, ref: str | None) -> str:

@@ -38,7 +38,8 @@ def test_host_bound_idle_is_split_and_half_claimed() -> None:
     assert f is not None
     # per step: idle 0-10 (launch of A), 310-610 (B launched late), 900-1000 -> 410 us, host
     assert "idle 41%" in f.summary and "41% host launch" in f.summary
-    assert f.est_savings_ms == pytest.approx(0.5 * 0.41)
+    # half of it is claimed, except the last 100 us after the trace's last kernel
+    assert f.est_savings_ms == pytest.approx(0.5 * (3 * 0.41 - 0.1) / 3, abs=1e-3)  # rounded
     assert f.evidence[0].what.startswith("waiting for the host")
 
 
