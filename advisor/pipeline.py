@@ -93,6 +93,7 @@ def analyze_trace(
 ) -> Report:
     opts = options or Options()
     th = Thresholds(opts.overrides)
+    all_detectors()  # detectors declare their thresholds when imported
     th.validate()
     step_ms = trace.median_step_ms()
     ctx = Context(run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace))

@@ -7,6 +7,7 @@ rebasing, step assignment, correlation, nesting) is vectorized or runs once per 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import numpy as np
@@ -54,18 +55,12 @@ _NON_USER_PARTS = (
     "<frozen", "<string>", "/usr/lib/python",
 )  # fmt: skip
 
-_LIBRARY_PREFIXES = (
-    "torch/",
-    "torchvision/",
-    "torchaudio/",
-    "triton/",
-    "numpy/",
-    "advisor/",
-    "typer/",
-    "click/",
-    "runpy.py",
-    "threading.py",
-    "contextlib.py",
+# top-level packages whose frames are never the user's own code
+_LIBRARY_TOPS = frozenset(
+    "torch torchvision torchaudio torchtext triton advisor numpy pandas scipy sklearn PIL tqdm "
+    "transformers accelerate datasets huggingface_hub safetensors tokenizers lightning "
+    "pytorch_lightning lightning_fabric deepspeed fairscale apex timm einops torchmetrics "
+    "typer click rich jinja2 google absl tensorboard fsspec filelock sympy networkx".split()
 )
 
 OP_COLS = ["ts", "dur", "name", "pid", "tid", "external_id", "seq", "fwd_tid",
@@ -508,9 +503,12 @@ def is_user_file(file: str) -> bool:
     if not file or file.startswith("<"):
         return False
     f = file.replace("\\", "/")
-    # torch >= 2.x writes library frames relative to site-packages: "torch/nn/modules/conv.py"
-    if f.startswith(_LIBRARY_PREFIXES):
-        return False
+    # torch >= 2.x writes library frames relative to their sys.path entry: "torch/nn/conv.py",
+    # "typing.py"; the first component then names a library or standard-library module
+    if not f.startswith("/") and not (len(f) > 1 and f[1] == ":"):
+        first = f.split("/", 1)[0].removesuffix(".py")
+        if first in _LIBRARY_TOPS or first in sys.stdlib_module_names:
+            return False
     return not any(part in f for part in _NON_USER_PARTS)
 
 
