@@ -79,8 +79,7 @@ def build_trace(dec: Decoded, path: str) -> Trace:
                              cpu_ops["end_ns"].to_numpy())  # fmt: skip
     cpu_ops["depth"] = depth
     cpu_ops["parent_idx"] = parent
-    runtime["op_idx"] = op_index(runtime["external_id"].to_numpy(),
-                                 cpu_ops["external_id"].to_numpy(), depth)  # fmt: skip
+    runtime["op_idx"] = op_index(runtime, cpu_ops, depth)
     rt_corr, rt_steps = runtime["correlation"].to_numpy(), runtime["step"].to_numpy()
     for df in (kernels, memcpy):
         df["launch_idx"] = launch_index(df["correlation"].to_numpy(), rt_corr)

@@ -123,18 +123,77 @@ def _stack_nest(s: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndar
     return np.array(depth, dtype=np.int64), np.array(parent, dtype=np.int64)
 
 
-def op_index(rt_ext: np.ndarray, ops_ext: np.ndarray, ops_depth: np.ndarray) -> np.ndarray:
-    """Row in cpu_ops of the op that issued each runtime call (matched by External id)."""
-    out = np.full(len(rt_ext), -1, dtype=np.int64)
-    valid = np.flatnonzero(ops_ext >= 0)
-    if not len(rt_ext) or not len(valid):
+def op_index(rt: pd.DataFrame, ops: pd.DataFrame, depth: np.ndarray) -> np.ndarray:
+    """Row in cpu_ops of the op that issued each runtime call.
+
+    Matched by External id when the matched op is on the same thread and encloses the call in
+    time (the innermost op wins when an id repeats); otherwise (some 2.0-era traces set a
+    runtime call's External id to its correlation id, which may collide with an unrelated op's
+    id) the innermost op on the same thread whose time range encloses the call.
+    """
+    out = np.full(len(rt), -1, dtype=np.int64)
+    if not len(rt) or not len(ops):
         return out
-    # innermost op wins when an id repeats: sort by (id, depth) and take the last of each id
-    o = valid[np.lexsort((ops_depth[valid], ops_ext[valid]))]
-    ids = ops_ext[o]
-    last = np.ones(len(o), dtype=bool)
-    last[:-1] = ids[1:] != ids[:-1]
-    return _lookup(ids[last], o[last], rt_ext)
+    ops_ext = ops["external_id"].to_numpy()
+    valid = np.flatnonzero(ops_ext >= 0)
+    if len(valid):
+        # sort by (id, depth) and take the last (deepest) of each id
+        o = valid[np.lexsort((depth[valid], ops_ext[valid]))]
+        ids = ops_ext[o]
+        last = np.ones(len(o), dtype=bool)
+        last[:-1] = ids[1:] != ids[:-1]
+        out = _lookup(ids[last], o[last], rt["external_id"].to_numpy())
+    ok = out >= 0
+    if ok.any():
+        ok &= _encloses(ops, rt, np.clip(out, 0, None))
+    if not ok.all():
+        out = np.where(ok, out, _enclosing_op(rt, ops))
+    return out
+
+
+_ENCLOSE_TOL_NS = 1000  # clock rounding between op and runtime events
+
+
+def _encloses(ops: pd.DataFrame, rt: pd.DataFrame, cand: np.ndarray) -> np.ndarray:
+    """Whether cpu_ops rows ``cand`` are on each runtime call's thread and enclose it in time."""
+    tol = _ENCLOSE_TOL_NS
+    return (
+        (ops["tid"].to_numpy()[cand] == rt["tid"].to_numpy())
+        & (ops["pid"].to_numpy()[cand] == rt["pid"].to_numpy())
+        & (ops["ts_ns"].to_numpy()[cand] <= rt["ts_ns"].to_numpy() + tol)
+        & (ops["end_ns"].to_numpy()[cand] + tol >= rt["end_ns"].to_numpy())
+    )
+
+
+def _enclosing_op(rt: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
+    """The innermost cpu_ops row on the same thread whose range encloses each runtime call."""
+    out = np.full(len(rt), -1, dtype=np.int64)
+    parent = ops["parent_idx"].to_numpy()
+    o_key = ops["pid"].to_numpy(), ops["tid"].to_numpy()
+    r_key = rt["pid"].to_numpy(), rt["tid"].to_numpy()
+    o_ts = ops["ts_ns"].to_numpy()
+    o_end = ops["end_ns"].to_numpy()
+    r_ts = rt["ts_ns"].to_numpy()
+    r_end = rt["end_ns"].to_numpy()
+    tol = _ENCLOSE_TOL_NS
+    o_groups = pd.Series(np.arange(len(ops))).groupby(list(o_key), sort=False).indices
+    r_groups = pd.Series(np.arange(len(rt))).groupby(list(r_key), sort=False).indices
+    for key, r_rows in r_groups.items():
+        o_rows = o_groups.get(key)
+        if o_rows is None:
+            continue
+        # ops sorted by start, longest first on ties: the last op starting at or before a
+        # call is the innermost candidate; its ancestors include the op enclosing the call
+        order = o_rows[np.lexsort((-(o_end[o_rows] - o_ts[o_rows]), o_ts[o_rows]))]
+        pos = np.searchsorted(o_ts[order], r_ts[r_rows] + tol, side="right") - 1
+        cand = np.where(pos >= 0, order[np.clip(pos, 0, None)], -1)
+        for _ in range(256):
+            bad = (cand >= 0) & (o_end[np.clip(cand, 0, None)] + tol < r_end[r_rows])
+            if not bad.any():
+                break
+            cand = np.where(bad, parent[np.clip(cand, 0, None)], cand)
+        out[r_rows] = cand
+    return out
 
 
 def launch_index(gpu_corr: np.ndarray, rt_corr: np.ndarray) -> np.ndarray:
