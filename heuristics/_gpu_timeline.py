@@ -143,7 +143,8 @@ def in_steps(trace: Trace, ts_ns: np.ndarray) -> np.ndarray:
 def op_chain(trace: Trace, op_idx: int, limit: int = 32) -> list[int]:
     """cpu_ops rows from ``op_idx`` up through its parents (innermost first)."""
     out: list[int] = []
-    parent = trace.cpu_ops["parent_idx"].to_numpy()
+    # a list, fetched once per trace: this runs for every launch (thousands of calls)
+    parent = cached(trace, "parent_list", lambda: trace.cpu_ops["parent_idx"].tolist())
     i = int(op_idx)
     while 0 <= i < len(parent) and len(out) < limit:
         out.append(i)

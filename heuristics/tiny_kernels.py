@@ -78,20 +78,23 @@ def _contexts(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> list[str]:
     names = a["name"].astype(str)
     keep = ~a["on_gpu"].to_numpy(dtype=bool) & ~names.str.startswith("ProfilerStep#").to_numpy()
     a = a[keep]
-    by_tid = {int(t): g.sort_values("ts_ns", kind="stable") for t, g in a.groupby("tid")}
+    by_tid = {}  # plain arrays per thread: the loop below runs once per launch
+    for t, g in a.groupby("tid"):
+        g = g.sort_values("ts_ns", kind="stable")
+        by_tid[int(t)] = (g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(),
+                          g["name"].astype(str).to_numpy())  # fmt: skip
     for j, (tid, t) in enumerate(zip(tids, ts, strict=True)):
-        g = by_tid.get(int(tid))
-        if g is None:
+        entry = by_tid.get(int(tid))
+        if entry is None:
             continue
-        starts = g["ts_ns"].to_numpy()
-        ends = g["end_ns"].to_numpy()
+        starts, ends, names = entry
         i = int(np.searchsorted(starts, t, side="right")) - 1
         for _ in range(64):  # nested ranges: walk back to the innermost one that encloses t
             if i < 0 or ends[i] >= t:
                 break
             i -= 1
         if i >= 0 and ends[i] >= t:
-            out[j] = str(g["name"].iat[i])
+            out[j] = str(names[i])
     return out
 
 
