@@ -12,7 +12,7 @@ import pytest
 
 from advisor.render import annotate_stream as stream
 from advisor.render.annotate import annotate
-from advisor.trace import decode, load_trace
+from advisor.trace import load_trace, source
 from tests.report_samples import gpu_builder, sample_report
 
 
@@ -36,7 +36,7 @@ def _members(data: bytes) -> int:
 @pytest.mark.parametrize("name", ["t.json.gz", "t.json"])
 def test_streamed_copy_equals_the_in_memory_one(tmp_path: Path, name: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    monkeypatch.setattr(decode, "_PIECE_BYTES", 97)  # many pieces: patterns split across them
+    monkeypatch.setattr(source, "_PIECE_BYTES", 97)  # many pieces: patterns split across them
     src = gpu_builder().write(tmp_path / name)
     report = _report(src)
     job = stream.Prepared(src)

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from advisor.trace.decode import NULL, Event
+from advisor.trace.structs import NULL, Event
 
 K_OP, K_ANN, K_GANN, K_PY, K_RT, K_DRV, K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC = range(10)
 K_IGNORED, K_UNKNOWN, K_NONE, K_NOT_X = 10, 11, 12, 13

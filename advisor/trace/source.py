@@ -1,0 +1,92 @@
+"""The text of a trace file, in pieces: plain JSON or gzip (streamed, bounded memory).
+
+Raises :class:`~advisor.errors.TraceError` with a one-line reason for every fault: missing,
+unreadable, empty, corrupt or truncated gzip, larger than ``--max-trace-bytes`` once
+decompressed (the gzip bomb guard).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import TraceError
+
+DEFAULT_MAX_TRACE_BYTES = 8 * 1024**3  # decompressed-size guard (gzip bombs); generous
+_READ_BYTES = 1 << 16  # compressed bytes read at a time (gzip traces inflate 10-20x)
+_PIECE_BYTES = 1 << 18  # decompressed text produced at a time
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def pieces(path: Path, max_bytes: int) -> Iterator[bytes]:
+    """The file's text in pieces (gunzipped when gzip). Raises TraceError with a one-line reason."""
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 (closed below, also on errors)
+    except FileNotFoundError:
+        raise TraceError("no such file", path) from None
+    except IsADirectoryError:
+        raise TraceError("is a directory, expected a trace file", path) from None
+    except PermissionError:
+        raise TraceError("permission denied", path) from None
+    except OSError as err:
+        raise TraceError(f"cannot read: {err.strerror or err}", path) from None
+    with fh:
+        try:
+            first = fh.read(_READ_BYTES)
+            if not first:
+                raise TraceError("empty file", path)
+            if first[:2] == _GZIP_MAGIC:
+                yield from _gunzip(fh, first, path, max_bytes)
+                return
+            if os.fstat(fh.fileno()).st_size > max_bytes:
+                raise TraceError(f"larger than --max-trace-bytes ({max_bytes:,} bytes)", path)
+            while first:
+                yield first
+                first = fh.read(_PIECE_BYTES)
+        except OSError as err:
+            raise TraceError(f"cannot read: {err.strerror or err}", path) from None
+
+
+def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]:
+    """Decompress gzip members (concatenated members too), a bounded piece at a time."""
+    d = zlib.decompressobj(wbits=31)
+    total = 0
+    try:
+        while True:
+            if not data:
+                data = fh.read(_READ_BYTES)
+                if not data:
+                    raise TraceError("truncated gzip file (stream ends early)", path)
+            out = d.decompress(data, _PIECE_BYTES)
+            data = d.unconsumed_tail
+            total += len(out)
+            if total > max_bytes:
+                raise TraceError(
+                    f"decompresses to more than --max-trace-bytes ({max_bytes:,} bytes)", path
+                )
+            if out:
+                yield out
+            if d.eof:
+                data = d.unused_data.lstrip(b"\0")
+                while not data:  # padding after the member is fine; another member follows?
+                    more = fh.read(_READ_BYTES)
+                    if not more:
+                        return
+                    data = more.lstrip(b"\0")
+                d = zlib.decompressobj(wbits=31)
+    except zlib.error as err:
+        raise TraceError(f"corrupt gzip data ({err})", path) from None
+
+
+def read_bytes(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> bytes:
+    """The whole text of a (possibly gzipped) trace. Raises TraceError with a one-line reason."""
+    data = b"".join(pieces(Path(path), max_bytes))
+    if not data.strip():
+        raise TraceError("empty trace (no JSON content)", path)
+    return data
+
+
+# ------------------------------------------------------------------ JSON
