@@ -8,7 +8,11 @@ step: imports, setup and the first iteration; it is never part of the window.
   records operators (with shapes and memory, without Python stacks, which are costly to collect
   across imports). It is the fallback trace: the whole run as one step when the script never
   steps (bounded by ``max_seconds``), or the first steps when the run ends before the window.
-- **window**: a second profiler with every option on runs ``warmup`` steps, then records
+- **gap**: the probe is stopped inside the step hook, which runs inside the optimizer's own
+  ``record_function`` scope. The window's profiler starts one step later: starting a profiler
+  while a scope opened under another is still open makes torch write into freed memory when
+  that scope closes. This step is the first of the ``warmup`` steps (so there is at least one).
+- **window**: a second profiler with every option on runs the other warm-up steps, then records
   ``active`` steps (``ProfilerStep#N`` markers, N counted from the script's first step), and
   exports them to ``trace.json.gz`` the moment they are complete. Unless ``run_to_end``, the
   script is then stopped by raising :class:`WindowCaptured` from the step hook.
@@ -54,8 +58,9 @@ class SessionConfig:
 
     @property
     def active_first(self) -> int:
-        """The first step of the active window (steps are numbered from 0)."""
-        return self.wait + self.warmup + 1
+        """The first step of the active window (steps are numbered from 0). At least one
+        unrecorded step separates the probe from the window (see the module docstring)."""
+        return self.wait + max(self.warmup, 1) + 1
 
     @property
     def active_last(self) -> int:
@@ -188,9 +193,13 @@ class ProfileSession:
                 if g == 1:
                     self._disarm_alarm()
                 if g > self.cfg.wait:
-                    self._start_window(g)
+                    self._stop_probe()
+                    self._rec.end_forward_capture()
+                    self.phase = "gap"
                 else:
                     self._probe_marker(g)
+            elif self.phase == "gap":
+                self._start_window(g)
             elif self.phase == "window":
                 with self._own():
                     self._window.step()
@@ -224,8 +233,6 @@ class ProfileSession:
         self._time("probe_stop", t0)
 
     def _start_window(self, g: int) -> None:
-        self._stop_probe()
-        self._rec.end_forward_capture()
         t0 = time.perf_counter()
         self._window = self._make(
             self.cfg.with_stack, lambda s: self._window_action(max(s, g)), self._on_ready
@@ -301,6 +308,8 @@ class ProfileSession:
         if self.phase == "probe":
             self._stop_probe()
             self._export_probe()
+        elif self.phase == "gap":
+            self._export_probe()
         elif self.phase == "window":
             in_active = self.cap.steps_seen >= self.cfg.active_first
             t0 = time.perf_counter()
@@ -372,7 +381,7 @@ class ProfileSession:
         session = self
 
         def _prepare_trace(prof: Any, *args: Any, **kwargs: Any) -> Any:
-            if not session._own_depth and session.phase in ("probe", "window"):
+            if not session._own_depth and session.phase in ("probe", "gap", "window"):
                 session._yield_to_foreign()
             return orig(prof, *args, **kwargs)
 
