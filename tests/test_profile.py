@@ -184,7 +184,8 @@ def test_run_json_content(train_run: dict[str, Any]) -> None:
     run = train_run["run"]
     import torch
 
-    assert run["torch"] == torch.__version__ and run["argv"][0] == "proj/train.py"
+    assert run["torch"] == torch.__version__ and run["script"] == "proj/train.py"
+    assert run["argv"] == ["--lr", "0.1", "--out", "theirs", "-m"]
     assert run["profile"] == {
         "wait": 1, "warmup": 1, "active": 2, "record_shapes": True, "with_stack": True,
         "profile_memory": True, "max_seconds": 60.0, "run_to_end": False,
@@ -247,7 +248,7 @@ def test_module_mode_and_sys_exit_code(tmp_path: Path) -> None:
     assert p.returncode == 3, p.stderr
     assert "ARGS ['--out', 'x', '--force'] __main__" in p.stdout
     run, _ = outputs(tmp_path / "o")
-    assert run["module"] == "pkg.train" and run["argv"] == ["pkg.train", "--out", "x", "--force"]
+    assert run["module"] == "pkg.train" and run["argv"] == ["--out", "x", "--force"]
     assert run["end_reason"] == "sys-exit" and run["exit_code"] == 3 and run["ended_early"]
     assert run["trace_scope"] == "partial-window" and run["window_steps"] == [3, 4]
 

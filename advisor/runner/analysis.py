@@ -22,7 +22,9 @@ def _run_block(run_ctx: dict[str, Any], trace_path: Path) -> dict[str, Any]:
     """The findings.json ``run`` block when there is no trace to analyze."""
     raw = run_ctx.get("device")
     dev: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    notes = [n for n in run_ctx.get("notes") or () if isinstance(n, str)]
     return {
+        **({"notes": notes} if notes else {}),
         "script": run_ctx.get("script"),
         "argv": run_ctx.get("argv"),
         "trace": str(trace_path) if trace_path.is_file() else None,
@@ -83,19 +85,22 @@ def _analyze_and_write(
     notes = [str(n) for n in run_ctx.get("notes", [])]
     try:
         from advisor.pipeline import analyze_trace, write_outputs
+        from advisor.render.terminal import progress
         from advisor.report import Report
         from advisor.trace import load_trace
 
-        t0 = time.perf_counter()
-        if trace_path.is_file():
-            trace = load_trace(trace_path, getattr(options, "max_trace_bytes", 8 * 1024**3))
-            report = analyze_trace(trace, run_ctx, options)
-        else:
-            report = Report(run=_run_block(run_ctx, trace_path), findings=())
-        timings["analysis"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        written = write_outputs(report, out_dir, debug, extra={"notes": notes})
-        timings["report"] = time.perf_counter() - t0
+        with progress(f"Analyzing {trace_path.name}") as prog:
+            t0 = time.perf_counter()
+            if trace_path.is_file():
+                trace = load_trace(trace_path, getattr(options, "max_trace_bytes", 8 * 1024**3))
+                report = analyze_trace(trace, run_ctx, options)
+            else:
+                report = Report(run=_run_block(run_ctx, trace_path), findings=())
+            timings["analysis"] = time.perf_counter() - t0
+            prog.update("Writing the report")
+            t0 = time.perf_counter()
+            written = write_outputs(report, out_dir, debug)
+            timings["report"] = time.perf_counter() - t0
         return report, written, timings
     except Exception as err:  # noqa: BLE001 (the run's outputs are written regardless)
         msg = f"analysis failed: {type(err).__name__}: {err}"

@@ -106,16 +106,25 @@ def device_facts() -> dict[str, Any]:
                 "multi_processor_count": getattr(props, "multi_processor_count", None),
             }
     mem = _safe(lambda: os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    name = _safe(_cpu_model) or platform.processor() or platform.machine() or "cpu"
     return {
         "type": "cpu",
         "index": None,
         "count": os.cpu_count(),
-        "name": platform.processor() or platform.machine() or "cpu",
+        "name": name,
         "compute_capability": None,
         "total_memory_bytes": mem,
         "multi_processor_count": None,
         "cuda_available": bool(_safe(torch.cuda.is_available)),
     }
+
+
+def _cpu_model() -> str | None:
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip() or None
+    return None
 
 
 def reset_peak_memory() -> None:

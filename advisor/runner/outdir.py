@@ -19,7 +19,8 @@ TRACE_NAME = "trace.json.gz"
 RUN_NAME = "run.json"
 FINDINGS_NAME = "findings.json"
 REPORT_NAME = "report.html"
-OUTPUT_NAMES = (TRACE_NAME, RUN_NAME, FINDINGS_NAME, REPORT_NAME)
+ANNOTATED_NAME = "trace.annotated.json.gz"  # written by the analysis (advisor.render.annotate)
+OUTPUT_NAMES = (TRACE_NAME, RUN_NAME, FINDINGS_NAME, REPORT_NAME, ANNOTATED_NAME)
 
 
 def default_out_dir(stem: str, base: Path | None = None) -> Path:
@@ -58,6 +59,8 @@ def _written_by_advisor(folder: Path, name: str) -> bool:
                 return "torch-advisor" in fh.read(4096)
         except OSError:
             return False
+    if name == ANNOTATED_NAME:
+        return _written_by_advisor(folder, FINDINGS_NAME)
     if name == TRACE_NAME:  # only a profile run (its run.json names the trace) owns the trace
         d = _json(folder / RUN_NAME)
         return d is not None and "advisor_version" in d and d.get("trace") == TRACE_NAME

@@ -35,8 +35,8 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         out.append(f"{reason}; the report covers what was captured until then.")
     if cap.scope == "window" and cap.stopped_after_window:
         out.append(
-            f"advisor stopped the script after capturing the profiling window ({win}); "
-            "run with --run-to-end to let it finish."
+            f"Stopped the script after capturing the profiling window ({win}); "
+            "--run-to-end lets it finish."
         )
     elif cap.scope == "partial-window":
         a, b = cap.window_steps
@@ -62,8 +62,7 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         )
         if cap.max_seconds_hit:
             out.append(
-                "advisor stopped the script when --max-seconds ran out; --run-to-end lets it "
-                "continue."
+                "Stopped the script when --max-seconds ran out; --run-to-end lets it continue."
                 if cap.stopped_after_window
                 else "The script ran on to its end without profiling after --max-seconds."
             )
@@ -73,7 +72,7 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
     if cap.foreign_profiler_step is not None:
         out.append(
             f"The script started torch.profiler itself at step {cap.foreign_profiler_step}; "
-            "advisor stopped its own profiling there and let the script's profiler run."
+            "advisor's own profiling stopped there so the script's profiler could run."
         )
     return out
 
@@ -101,7 +100,7 @@ def build_run_json(
         "script": target.display,
         "script_path": os.path.abspath(script) if script else None,
         "module": target.name if target.kind == "module" else None,
-        "argv": [target.name, *target.args],
+        "argv": list(target.args),  # the script's arguments (the script itself is "script")
         "cwd": cwd,
         "pid": os.getpid(),
         "started_at": started_at,
