@@ -238,7 +238,8 @@ def _write_timings(session_s: dict[str, float], analysis_s: dict[str, float], ru
     if not path:
         return
     doc = {"session": session_s, "analysis": analysis_s, "run_s": run_s, "total_s": total_s,
-           "steps_seen": cap.steps_seen, "post_window_step_s": cap.post_window_step_s}  # fmt: skip
+           "steps_seen": cap.steps_seen, "step_times_s": cap.step_times_s,
+           "window_steps": cap.window_steps}  # fmt: skip
     try:
         Path(path).write_text(json.dumps(doc, indent=1), encoding="utf-8")
     except OSError:

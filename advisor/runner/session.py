@@ -41,7 +41,7 @@ from advisor.runner import facts
 from advisor.runner.context import ContextRecorder
 from advisor.runner.execute import WindowCaptured
 
-_MAX_STEP_TIMES = 100_000
+_MAX_STEP_TIMES = 20_000
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Capture:
     memory: dict[str, Any] = field(default_factory=dict)
     backends: dict[str, Any] | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
-    post_window_step_s: list[float] = field(default_factory=list)
+    step_times_s: list[float] = field(default_factory=list)  # each step() call, from start()
 
 
 class ProfileSession:
@@ -113,7 +113,6 @@ class ProfileSession:
         self._old_alarm: Any = None
         self._t0 = 0.0
         self._t_window = 0.0
-        self._last_step_t = 0.0
 
     # ------------------------------------------------------------------ helpers
     @contextlib.contextmanager
@@ -189,6 +188,8 @@ class ProfileSession:
         try:
             self.cap.steps_seen += 1
             g = self.cap.steps_seen
+            if g <= _MAX_STEP_TIMES:
+                self.cap.step_times_s.append(time.perf_counter() - self._t0)
             if self.phase == "probe":
                 if g == 1:
                     self._disarm_alarm()
@@ -207,11 +208,6 @@ class ProfileSession:
                     facts.reset_peak_memory()
                 if self.cap.scope == "window":
                     stop = self._window_done()
-            elif len(self.cap.post_window_step_s) < _MAX_STEP_TIMES:
-                now = time.perf_counter()
-                if self._last_step_t:
-                    self.cap.post_window_step_s.append(now - self._last_step_t)
-                self._last_step_t = now
         finally:
             self._busy = False
         if stop:
@@ -264,7 +260,6 @@ class ProfileSession:
         self._window = None
         self._probe = None  # the fallback is no longer needed
         self.phase = "done"
-        self._last_step_t = time.perf_counter()
         self._time("window_stop", t0)
         self.cap.stopped_after_window = not self.cfg.run_to_end
         return not self.cfg.run_to_end
