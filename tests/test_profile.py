@@ -195,6 +195,7 @@ def test_run_json_content(train_run: dict[str, Any]) -> None:
     assert run["backends"]["float32_matmul_precision"] == "highest"
     assert {"name", "compute_capability", "total_memory_bytes"} <= set(run["device"])
     assert set(run["memory"]) == {"peak_allocated_bytes", "peak_reserved_bytes"}
+    assert run["host"]["cpu_count"] >= 1
     (opt,) = run["optimizers"]
     assert opt["class"] == "SGD" and opt["foreach"] is False
     assert opt["line"] == _line(TRAIN, "opt = torch.optim.SGD")

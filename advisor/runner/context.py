@@ -63,6 +63,13 @@ class ContextRecorder:
         self._patches.append((owner, name, owner.__dict__[name]))
         setattr(owner, name, wrapper)
 
+    def _try(self, fn: Any, *args: Any) -> None:
+        """Install one observer; one that does not fit this torch version is left out."""
+        try:
+            fn(*args)
+        except (AttributeError, KeyError, TypeError):
+            pass
+
     def _remember_site(self, cls: Any) -> None:
         orig = cls.__init__
         sites = self._sites
@@ -83,7 +90,15 @@ class ContextRecorder:
         from torch.utils.data import DataLoader
 
         for cls in (DataLoader, torch.optim.Optimizer, torch.nn.modules.conv._ConvNd):
-            self._remember_site(cls)
+            self._try(self._remember_site, cls)
+        self._try(self._observe_dataloaders, DataLoader)
+        for owner in (torch.optim.Optimizer, torch.nn.Module):
+            self._try(self._wrap_zero_grad, owner)
+        self._try(self._wrap_compile, torch)
+        self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._pre_hook)
+        self._fwd_on = True
+
+    def _observe_dataloaders(self, DataLoader: Any) -> None:  # noqa: N803
         orig_iter = DataLoader.__iter__
 
         @functools.wraps(orig_iter)
@@ -93,8 +108,8 @@ class ContextRecorder:
             return orig_iter(dl)
 
         self._patch(DataLoader, "__iter__", __iter__)
-        for owner in (torch.optim.Optimizer, torch.nn.Module):
-            self._wrap_zero_grad(owner)
+
+    def _wrap_compile(self, torch: Any) -> None:
         orig_compile = torch.compile
 
         @functools.wraps(orig_compile)
@@ -104,8 +119,6 @@ class ContextRecorder:
             return orig_compile(*args, **kwargs)
 
         self._patch(torch, "compile", compile_)
-        self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._pre_hook)
-        self._fwd_on = True
 
     def _wrap_zero_grad(self, owner: Any) -> None:
         orig = owner.__dict__["zero_grad"]

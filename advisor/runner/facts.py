@@ -119,6 +119,17 @@ def device_facts() -> dict[str, Any]:
     }
 
 
+def host_facts() -> dict[str, Any]:
+    """The machine the script ran on: CPUs it may use (what num_workers should be sized to)."""
+    usable = _safe(lambda: len(os.sched_getaffinity(0)))
+    return {
+        "cpu_count": usable or os.cpu_count(),
+        "cpu_count_total": os.cpu_count(),
+        "cpu_model": _safe(_cpu_model),
+        "memory_bytes": _safe(lambda: os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
+    }
+
+
 def _cpu_model() -> str | None:
     with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
         for line in fh:

@@ -163,7 +163,7 @@ def run_profile(opts: ProfileOptions) -> int:
                     context = {"error": f"{type(err).__name__}: {err}"}
                 recorder.uninstall()
         t_run = time.perf_counter() - t_start
-        env = {"versions": versions, "device": facts.device_facts()}
+        env = {"versions": versions, "device": facts.device_facts(), "host": facts.host_facts()}
         run = build_run_json(
             target=target, outcome=outcome, cap=cap, cfg=cfg, context=context, env=env,
             started_at=started_at,

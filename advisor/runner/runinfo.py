@@ -136,6 +136,7 @@ def build_run_json(
         "cuda": versions.get("cuda"),
         "versions": versions,
         "device": env["device"],
+        "host": env.get("host") or {},
         "memory": cap.memory or {"peak_allocated_bytes": None, "peak_reserved_bytes": None},
         "backends": cap.backends or {},
         "dataloaders": context.get("dataloaders", []),
