@@ -122,8 +122,6 @@ def run_profile(opts: ProfileOptions) -> int:
     check_out_dir(out_dir, opts.force)
     tb_dir = Path(os.path.abspath(opts.tensorboard)) if opts.tensorboard else None
 
-    import torch
-
     from advisor.runner import facts
     from advisor.runner.analysis import _analyze_and_write
     from advisor.runner.context import ContextRecorder
@@ -134,11 +132,10 @@ def run_profile(opts: ProfileOptions) -> int:
         wait=opts.wait, warmup=opts.warmup, active=opts.active,
         record_shapes=opts.record_shapes, with_stack=opts.with_stack,
         profile_memory=opts.profile_memory, max_seconds=opts.max_seconds,
-        run_to_end=opts.run_to_end, cuda=bool(torch.cuda.is_available()),
+        run_to_end=opts.run_to_end,
     )  # fmt: skip
     trace_path = out_dir / TRACE_NAME
     run_json = out_dir / RUN_NAME
-    versions = facts.versions()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t_start = time.perf_counter()
     recorder = ContextRecorder()
@@ -163,7 +160,8 @@ def run_profile(opts: ProfileOptions) -> int:
                     context = {"error": f"{type(err).__name__}: {err}"}
                 recorder.uninstall()
         t_run = time.perf_counter() - t_start
-        env = {"versions": versions, "device": facts.device_facts(), "host": facts.host_facts()}
+        env = {"versions": facts.versions(), "device": facts.device_facts(),
+               "host": facts.host_facts()}  # fmt: skip
         run = build_run_json(
             target=target, outcome=outcome, cap=cap, cfg=cfg, context=context, env=env,
             started_at=started_at,

@@ -45,20 +45,22 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         )
     elif cap.scope == "pre-window" and cap.foreign_profiler_step is not None:
         a, b = cap.window_steps
-        out.append(f"The trace holds {_steps(a, b)}, recorded without Python stacks.")
+        out.append(
+            f"The trace holds {_steps(a, b)}, recorded without Python stacks or GPU activity."
+        )
     elif cap.scope == "pre-window":
         a, b = cap.window_steps
         out.append(
             f"The run ended after {g} step(s), before the profiling window ({win}) began. The "
-            f"trace holds {_steps(a, b)}, recorded without Python stacks; early steps include "
-            "warm-up. For short runs lower --wait/--warmup/--active."
+            f"trace holds {_steps(a, b)}, recorded without Python stacks or GPU activity; early "
+            "steps include warm-up. For short runs lower --wait/--warmup/--active."
         )
     elif cap.scope == "whole-run":
         bound = f" (the first {cfg.max_seconds:g} s, --max-seconds)" if cap.max_seconds_hit else ""
         out.append(
             "No steps were seen (no optimizer.step() and no advisor.step() call), so the whole "
-            f"run{bound} was captured as one step, without Python stacks. Call advisor.step() "
-            "once per iteration to profile steps."
+            f"run{bound} was captured as one step, without Python stacks or GPU activity. Call "
+            "advisor.step() once per iteration to profile steps."
         )
         if cap.max_seconds_hit:
             out.append(
@@ -130,7 +132,7 @@ def build_run_json(
             "profile_memory": cfg.profile_memory,
             "max_seconds": cfg.max_seconds,
             "run_to_end": cfg.run_to_end,
-            "activities": ["cpu", "cuda"] if cfg.cuda else ["cpu"],
+            "activities": cap.activities,
         },
         "torch": versions.get("torch"),
         "cuda": versions.get("cuda"),

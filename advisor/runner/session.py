@@ -6,7 +6,8 @@ step: imports, setup and the first iteration; it is never part of the window.
 
 - **probe**: from the start of the script to the end of the ``wait`` steps a light profiler
   records operators (with shapes and memory, without Python stacks, which are costly to collect
-  across imports). It is the fallback trace: the whole run as one step when the script never
+  across imports, and without GPU activity, which would initialize CUDA before the script's
+  first line). It is the fallback trace: the whole run as one step when the script never
   steps (bounded by ``max_seconds``), or the first steps when the run ends before the window.
 - **gap**: the probe is stopped inside the step hook, which runs inside the optimizer's own
   ``record_function`` scope. The window's profiler starts one step later: starting a profiler
@@ -54,7 +55,6 @@ class SessionConfig:
     profile_memory: bool = True
     max_seconds: float = 60.0
     run_to_end: bool = False
-    cuda: bool = False
 
     @property
     def active_first(self) -> int:
@@ -76,6 +76,7 @@ class Capture:
     steps_seen: int = 0
     step_source: str | None = None  # "optimizer" | "advisor.step"
     window_steps: list[int] = field(default_factory=list)  # first, last step in the trace
+    activities: list[str] = field(default_factory=lambda: ["cpu"])  # of the exported trace
     stopped_after_window: bool = False
     max_seconds_hit: bool = False
     foreign_profiler_step: int | None = None
@@ -95,9 +96,7 @@ class ProfileSession:
         self.cap = Capture()
         self._torch = torch
         self._action = ProfilerAction
-        self._activities = [ProfilerActivity.CPU]
-        if cfg.cuda:
-            self._activities.append(ProfilerActivity.CUDA)
+        self._cpu, self._cuda = ProfilerActivity.CPU, ProfilerActivity.CUDA
         self._trace_path = trace_path
         self._rec = recorder
         self.phase = "idle"
@@ -113,6 +112,8 @@ class ProfileSession:
         self._old_alarm: Any = None
         self._t0 = 0.0
         self._t_window = 0.0
+        self._window_activities = ["cpu"]
+        self._probe_activities = ["cpu"]
 
     # ------------------------------------------------------------------ helpers
     @contextlib.contextmanager
@@ -127,11 +128,13 @@ class ProfileSession:
         t = self.cap.timings_s
         t[key] = round(t.get(key, 0.0) + time.perf_counter() - t0, 6)
 
-    def _make(self, with_stack: bool, schedule: Any = None, on_ready: Any = None) -> Any:
+    def _make(
+        self, with_stack: bool, cuda: bool, schedule: Any = None, on_ready: Any = None
+    ) -> Any:
         from torch.profiler import profile
 
         return profile(
-            activities=self._activities,
+            activities=[self._cpu, self._cuda] if cuda else [self._cpu],
             record_shapes=self.cfg.record_shapes,
             profile_memory=self.cfg.profile_memory,
             with_stack=with_stack,
@@ -150,7 +153,11 @@ class ProfileSession:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         t0 = self._t0 = time.perf_counter()
-        self._probe = self._make(with_stack=False)
+        # CPU only: CUDA activities would initialize CUDA before the script's first line, and a
+        # script that sets CUDA_VISIBLE_DEVICES itself would then run on the wrong devices
+        cuda = facts.cuda_in_use()
+        self._probe_activities = ["cpu", "cuda"] if cuda else ["cpu"]
+        self._probe = self._make(with_stack=False, cuda=cuda)
         with self._own():
             self._probe.start()
         self.phase = "probe"
@@ -230,9 +237,11 @@ class ProfileSession:
 
     def _start_window(self, g: int) -> None:
         t0 = time.perf_counter()
+        cuda = facts.cuda_in_use()  # the script has set up its devices by now
         self._window = self._make(
-            self.cfg.with_stack, lambda s: self._window_action(max(s, g)), self._on_ready
+            self.cfg.with_stack, cuda, lambda s: self._window_action(max(s, g)), self._on_ready
         )
+        self._window_activities = ["cpu", "cuda"] if cuda else ["cpu"]
         self._window.step_num = g
         with self._own():
             self._window.start()
@@ -252,6 +261,8 @@ class ProfileSession:
         self.cap.memory = facts.peak_memory()
         self.cap.backends = facts.backend_facts()
         self._export(prof, "window" if complete else "partial-window")
+        if self.cap.trace_written:
+            self.cap.activities = self._window_activities
 
     def _window_done(self) -> bool:
         t0 = time.perf_counter()
@@ -293,6 +304,8 @@ class ProfileSession:
         else:
             self.cap.window_steps = [1, min(g, self.cfg.wait)]
             self._export(self._probe, "pre-window")
+        if self.cap.trace_written:
+            self.cap.activities = self._probe_activities
         if self.cap.backends is None:
             self.cap.backends = facts.backend_facts()
         self.cap.memory = facts.peak_memory()
@@ -402,7 +415,7 @@ class ProfileSession:
         covered = {
             "window": "the profiled window",
             "partial-window": "the part of the window recorded before that",
-            "pre-window": "the steps before that, recorded without Python stacks",
+            "pre-window": "the steps before that, without Python stacks or GPU activity",
             "whole-run": "the run up to that point, as one step",
         }.get(self.cap.scope, "nothing")
         print(
