@@ -83,9 +83,11 @@ def versions() -> dict[str, Any]:
 
 
 def cuda_in_use() -> bool:
+    """Whether the script has initialized CUDA. Never initializes it (``is_available()`` would,
+    freezing CUDA_VISIBLE_DEVICES before the script could set it)."""
     import torch
 
-    return bool(_safe(lambda: torch.cuda.is_available() and torch.cuda.is_initialized()))
+    return bool(_safe(torch.cuda.is_initialized))
 
 
 def device_facts() -> dict[str, Any]:
