@@ -120,9 +120,11 @@ def _cmd(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "advisor", "profile", *map(str, args)]
 
 
-def advisor(cwd: Path, *args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_cmd(*args), cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+def advisor(
+    cwd: Path, *args: str | Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_cmd(*args), cwd=cwd, env={**_env(), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
 def outputs(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -288,8 +290,24 @@ def test_signal_writes_outputs(tmp_path: Path, sig: int, code: int, reason: str)
     assert run["trace_scope"] == "partial-window" and findings["run"]["steps_profiled"] >= 3
 
 
+SITECUSTOMIZE = """
+import builtins, torch
+builtins.CUDA_QUERIED = []
+for name in ("is_available", "device_count", "get_device_properties", "init"):
+    orig = getattr(torch.cuda, name)
+    def spy(*a, _orig=orig, _name=name, **k):
+        builtins.CUDA_QUERIED.append(_name)
+        return _orig(*a, **k)
+    setattr(torch.cuda, name, spy)
+"""
+
+
 def test_advisor_step_without_optimizer_and_tensorboard(tmp_path: Path) -> None:
+    # the script must be able to set CUDA_VISIBLE_DEVICES itself: nothing may query CUDA first
+    _write(tmp_path / "site", "sitecustomize.py", SITECUSTOMIZE)
     _write(tmp_path, "infer.py", """
+        import builtins
+        assert builtins.CUDA_QUERIED == [], builtins.CUDA_QUERIED
         import torch, advisor
         model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU()).eval()
         with torch.no_grad():
@@ -298,7 +316,8 @@ def test_advisor_step_without_optimizer_and_tensorboard(tmp_path: Path) -> None:
                 advisor.step()
         print("FINISHED")
     """)  # fmt: skip
-    p = advisor(tmp_path, *FAST, "--out", "o", "--tensorboard", "tb", "infer.py")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])}
+    p = advisor(tmp_path, *FAST, "--out", "o", "--tensorboard", "tb", "infer.py", env=env)
     assert p.returncode == 0, p.stderr
     run, findings = outputs(tmp_path / "o")
     assert run["step_source"] == "advisor.step" and run["trace_scope"] == "window"
