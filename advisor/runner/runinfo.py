@@ -9,8 +9,8 @@ import os
 from typing import Any
 
 from advisor import __version__
+from advisor.runner.capture import Capture, SessionConfig
 from advisor.runner.execute import Outcome, Target
-from advisor.runner.session import Capture, SessionConfig
 
 RUN_SCHEMA_VERSION = 1
 

@@ -24,67 +24,21 @@ step: imports, setup and the first iteration; it is never part of the window.
 
 from __future__ import annotations
 
-import contextlib
-import gzip
-import os
-import shutil
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import advisor
 from advisor.runner import facts
+from advisor.runner.capture import Capture, SessionConfig, export_trace
 from advisor.runner.context import ContextRecorder
 from advisor.runner.execute import WindowCaptured
+from advisor.runner.guards import ForeignProfilerWatch, MaxSecondsAlarm
+
+__all__ = ["Capture", "ProfileSession", "SessionConfig"]
 
 _MAX_STEP_TIMES = 20_000
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    wait: int = 2
-    warmup: int = 2
-    active: int = 5
-    record_shapes: bool = True
-    with_stack: bool = True
-    profile_memory: bool = True
-    max_seconds: float = 60.0
-    run_to_end: bool = False
-
-    @property
-    def active_first(self) -> int:
-        """The first step of the active window (steps are numbered from 0). At least one
-        unrecorded step separates the probe from the window (see the module docstring)."""
-        return self.wait + max(self.warmup, 1) + 1
-
-    @property
-    def active_last(self) -> int:
-        return self.active_first + self.active - 1
-
-
-@dataclass
-class Capture:
-    """What the session captured; the runner turns it into run.json."""
-
-    scope: str = "none"  # window | partial-window | pre-window | whole-run | none
-    trace_written: bool = False
-    steps_seen: int = 0
-    step_source: str | None = None  # "optimizer" | "advisor.step"
-    window_steps: list[int] = field(default_factory=list)  # first, last step in the trace
-    activities: list[str] = field(default_factory=lambda: ["cpu"])  # of the exported trace
-    stopped_after_window: bool = False
-    max_seconds_hit: bool = False
-    foreign_profiler_step: int | None = None
-    export_error: str | None = None
-    memory: dict[str, Any] = field(default_factory=dict)
-    backends: dict[str, Any] | None = None
-    timings_s: dict[str, float] = field(default_factory=dict)
-    step_times_s: list[float] = field(default_factory=list)  # each step() call, from start()
 
 
 class ProfileSession:
@@ -103,27 +57,21 @@ class ProfileSession:
         self._probe: Any = None
         self._window: Any = None
         self._marker: Any = None
-        self._own_depth = 0
         self._busy = False
         self._explicit = False
         self._primary: int | None = None
         self._hook: Any = None
-        self._patched: Any = None
-        self._old_alarm: Any = None
+        self._alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_alarm)
+        self._watch = ForeignProfilerWatch(
+            lambda: self.phase in ("probe", "gap", "window"), self._yield_to_foreign
+        )
+        self._own = self._watch.own
         self._t0 = 0.0
         self._t_window = 0.0
         self._window_activities = ["cpu"]
         self._probe_activities = ["cpu"]
 
     # ------------------------------------------------------------------ helpers
-    @contextlib.contextmanager
-    def _own(self) -> Iterator[None]:
-        self._own_depth += 1
-        try:
-            yield
-        finally:
-            self._own_depth -= 1
-
     def _time(self, key: str, t0: float) -> None:
         t = self.cap.timings_s
         t[key] = round(t.get(key, 0.0) + time.perf_counter() - t0, 6)
@@ -168,8 +116,8 @@ class ProfileSession:
         disable = getattr(self._torch.compiler, "disable", None)
         self._hook = register_optimizer_step_post_hook(disable(hook) if disable else hook)
         advisor._step_hook = self._on_explicit_step
-        self._patch_foreign_profiler()
-        self._arm_alarm()
+        self._watch.install()
+        self._alarm.arm()
 
     def _on_optimizer_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         self._rec.on_optimizer(opt)
@@ -199,7 +147,7 @@ class ProfileSession:
                 self.cap.step_times_s.append(time.perf_counter() - self._t0)
             if self.phase == "probe":
                 if g == 1:
-                    self._disarm_alarm()
+                    self._alarm.disarm()
                 if g > self.cfg.wait:
                     self._stop_probe()
                     self._rec.end_forward_capture()
@@ -277,22 +225,12 @@ class ProfileSession:
 
     def _export(self, prof: Any, scope: str) -> None:
         t0 = time.perf_counter()
-        out = self._trace_path
-        tmp_json = out.with_name(f".{out.name}.{os.getpid()}.json.tmp")
-        tmp_gz = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        try:
-            prof.export_chrome_trace(str(tmp_json))
-            with open(tmp_json, "rb") as src, gzip.open(tmp_gz, "wb", compresslevel=6) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            os.replace(tmp_gz, out)
+        error = export_trace(prof, self._trace_path)
+        if error is None:
             self.cap.trace_written = True
             self.cap.scope = scope
-        except Exception as err:  # noqa: BLE001 (reported in run.json, never fails the run)
-            self.cap.export_error = f"{type(err).__name__}: {err}"
-        finally:
-            for p in (tmp_json, tmp_gz):
-                with contextlib.suppress(OSError):
-                    p.unlink()
+        else:
+            self.cap.export_error = error
         self._time("export", t0)
 
     def _export_probe(self) -> None:
@@ -331,7 +269,7 @@ class ProfileSession:
 
     def finish(self) -> Capture:
         """Stop profiling, remove every hook, and return what was captured."""
-        self._disarm_alarm()
+        self._alarm.disarm()
         self._busy = True  # late signals and hooks from other threads do nothing now
         try:
             self._stop_profiling()
@@ -341,31 +279,14 @@ class ProfileSession:
                 self._hook.remove()
             if advisor._step_hook == self._on_explicit_step:
                 advisor._step_hook = None
-            self._unpatch_foreign_profiler()
+            self._watch.remove()
         if self.cap.backends is None:
             self.cap.backends = facts.backend_facts()
         return self.cap
 
-    # ------------------------------------------------------------------ --max-seconds
-    def _arm_alarm(self) -> None:
-        if self.cfg.max_seconds <= 0 or not hasattr(signal, "setitimer"):
-            return
-        if threading.current_thread() is not threading.main_thread():
-            return
-        if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
-            return  # the environment uses SIGALRM itself
-        self._old_alarm = signal.signal(signal.SIGALRM, self._on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.cfg.max_seconds)
-
-    def _disarm_alarm(self) -> None:
-        if self._old_alarm is None:
-            return
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        if signal.getsignal(signal.SIGALRM) == self._on_alarm:
-            signal.signal(signal.SIGALRM, self._old_alarm)
-        self._old_alarm = None
-
-    def _on_alarm(self, signum: int, frame: Any) -> None:
+    # ------------------------------------------------------------------ guards
+    def _on_alarm(self) -> None:
+        """--max-seconds ran out before the first step."""
         if self._busy or self.phase != "probe" or self.cap.steps_seen:
             return
         self._busy = True
@@ -375,35 +296,14 @@ class ProfileSession:
             self.phase = "done"
         finally:
             self._busy = False
-        self._disarm_alarm()
+        self._alarm.disarm()
         if not self.cfg.run_to_end:
             self.cap.stopped_after_window = True
             raise WindowCaptured()
 
-    # ------------------------------------------------------------------ nested profilers
-    def _patch_foreign_profiler(self) -> None:
-        cls = self._torch.autograd.profiler.profile
-        orig = cls.__dict__.get("_prepare_trace")
-        if orig is None:
-            return
-        session = self
-
-        def _prepare_trace(prof: Any, *args: Any, **kwargs: Any) -> Any:
-            if not session._own_depth and session.phase in ("probe", "gap", "window"):
-                session._yield_to_foreign()
-            return orig(prof, *args, **kwargs)
-
-        setattr(cls, "_prepare_trace", _prepare_trace)  # noqa: B010
-        self._patched = (cls, orig)
-
-    def _unpatch_foreign_profiler(self) -> None:
-        if self._patched is not None:
-            cls, orig = self._patched
-            setattr(cls, "_prepare_trace", orig)  # noqa: B010
-            self._patched = None
-
     def _yield_to_foreign(self) -> None:
-        self._disarm_alarm()
+        """The script starts its own profiler: stop ours first, keeping what it captured."""
+        self._alarm.disarm()
         self._busy = True
         try:
             self._stop_profiling()
