@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 import weakref
 from typing import Any
 
@@ -35,6 +36,7 @@ class ContextRecorder:
         self._hook: Any = None
         self._fwd_on = False
         self._snapshot: dict[str, Any] | None = None
+        self._warning_filter: Any = None
         self.modules = ModuleObserver()
         self.dataloaders: list[dict[str, Any]] = []
         self._dl_ids: set[int] = set()
@@ -82,6 +84,11 @@ class ContextRecorder:
         self._try(self._wrap_compile, torch)
         self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self.modules.pre_hook)
         self._fwd_on = True
+        # torch warns that global hooks fire once more for torch.compile(module): that is our
+        # hook, not the user's, so the warning is ours to silence
+        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there "
+                                "are global hooks", category=UserWarning)  # fmt: skip
+        self._warning_filter = warnings.filters[0]
 
     def _observe_dataloaders(self, DataLoader: Any) -> None:  # noqa: N803
         orig_iter = DataLoader.__iter__
@@ -144,6 +151,9 @@ class ContextRecorder:
         while self._patches:
             owner, name, orig = self._patches.pop()
             setattr(owner, name, orig)
+        if self._warning_filter in warnings.filters:
+            warnings.filters.remove(self._warning_filter)  # type: ignore[attr-defined]
+            getattr(warnings, "_filters_mutated", lambda: None)()
 
     # ------------------------------------------------------------------ observers
     def _on_dataloader(self, dl: Any) -> None:
