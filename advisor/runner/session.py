@@ -191,11 +191,11 @@ class ProfileSession:
         )
         self._window_activities = ["cpu", "cuda"] if cuda else ["cpu"]
         self._window.step_num = g
+        self.phase = "window"  # before start(): an interrupted start is still stopped
         with self._own():
             self._window.start()
         if g == self.cfg.active_first:
             facts.reset_peak_memory()
-        self.phase = "window"
         self._t_window = time.perf_counter()
         self._time("window_start", t0)
 
@@ -259,8 +259,11 @@ class ProfileSession:
         elif self.phase == "window":
             in_active = self.cap.steps_seen >= self.cfg.active_first
             t0 = time.perf_counter()
-            with self._own():
-                self._window.stop()  # exports a partial window through _on_ready
+            try:
+                with self._own():
+                    self._window.stop()  # exports a partial window through _on_ready
+            except Exception as err:  # noqa: BLE001 (e.g. a start that was interrupted)
+                self.cap.export_error = self.cap.export_error or f"{type(err).__name__}: {err}"
             self._time("window_stop", t0)
             self._window = None
             if not in_active or not self.cap.trace_written:
