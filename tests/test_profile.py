@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -276,6 +277,8 @@ def test_signal_writes_outputs(tmp_path: Path, sig: int, code: int, reason: str)
     args = ["--wait", "0", "--warmup", "0", "--active", "100000", "--out", "o", "loop.py"]
     proc = subprocess.Popen(_cmd(*args), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    watchdog = threading.Timer(120, proc.kill)  # readline() must not hang the suite
+    watchdog.start()
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -283,6 +286,7 @@ def test_signal_writes_outputs(tmp_path: Path, sig: int, code: int, reason: str)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
+        watchdog.cancel()
         proc.kill()
     assert proc.returncode == code, err
     run, findings = outputs(tmp_path / "o")
