@@ -206,3 +206,29 @@ def test_console_entry_in_a_subprocess(tmp_path: Path) -> None:
     assert r.stderr.strip() == f"advisor: error: {p}: truncated gzip file (stream ends early)"
     assert r.stdout == ""
     assert not (tmp_path / "o").exists()
+
+
+REPORT_CASES: list[tuple[str, Callable[[Path], Path], str]] = [
+    ("missing run folder", lambda d: d / "nope", "no findings.json here"),
+    ("corrupt findings.json", _write("findings.json", b"{bad"), "not valid JSON"),
+    ("empty findings.json", _write("findings.json", b""), "not valid JSON"),
+    ("a list, not findings", _write("findings.json", b"[1, 2]"), "not a torch-advisor"),
+    ("findings without a body", _write("findings.json", b'{"schema_version": 1}'),
+     "not a torch-advisor"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "make", "words"), REPORT_CASES, ids=[c[0] for c in REPORT_CASES])
+def test_report_command_bad_input_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
+    make: Callable[[Path], Path], words: str,
+) -> None:  # fmt: skip
+    path = make(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(SystemExit) as ei:
+        main(["report", str(path)])
+    err = capsys.readouterr().err
+    assert ei.value.code == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no report.html left behind
