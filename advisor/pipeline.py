@@ -121,11 +121,17 @@ def analyze_path(
     """Load and analyze; ``annotate_ahead`` starts recompressing the trace for
     trace.annotated.json.gz in the background while the detectors run (see write_annotated)."""
     opts = options or Options()
-    trace = load_trace(path, opts.max_trace_bytes)
-    if annotate_ahead and Path(trace.meta.path).is_file():
+    job = None
+    if annotate_ahead and Path(path).is_file():
         from advisor.render.annotate_stream import prepare
 
-        prepare(Path(trace.meta.path), opts.max_trace_bytes)
+        job = prepare(Path(path), opts.max_trace_bytes, fed=True)
+    try:
+        trace = load_trace(path, opts.max_trace_bytes, tee=job.feed if job else None)
+    except BaseException:
+        if job is not None:
+            job.cancel()
+        raise
     return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
 
 
