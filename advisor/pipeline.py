@@ -121,17 +121,11 @@ def analyze_path(
     """Load and analyze; ``annotate_ahead`` starts recompressing the trace for
     trace.annotated.json.gz in the background while the detectors run (see write_annotated)."""
     opts = options or Options()
-    job = None
-    if annotate_ahead and Path(path).is_file():
+    trace = load_trace(path, opts.max_trace_bytes)
+    if annotate_ahead and Path(trace.meta.path).is_file():
         from advisor.render.annotate_stream import prepare
 
-        job = prepare(Path(path), opts.max_trace_bytes, fed=True)
-    try:
-        trace = load_trace(path, opts.max_trace_bytes, tee=job.feed if job else None)
-    except BaseException:
-        if job is not None:
-            job.cancel()
-        raise
+        prepare(Path(trace.meta.path), opts.max_trace_bytes)
     return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
 
 

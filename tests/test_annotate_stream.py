@@ -91,26 +91,3 @@ def test_analyze_writes_the_streamed_copy(tmp_path: Path, monkeypatch: pytest.Mo
         load_trace(src).kernels
     )
     assert stream.take(src) is None  # the job was used and released
-
-
-def test_fed_by_the_loader_equals_reading_the_file(tmp_path: Path) -> None:
-    src = gpu_builder().write(tmp_path / "t.json.gz")
-    report = _report(src)
-    job = stream.Prepared(src, fed=True)
-    load_trace(src, tee=job.feed)
-    out = tmp_path / "fed.json.gz"
-    assert job.write(report, out)
-    assert gzip.decompress(out.read_bytes()) == gzip.decompress(annotate(src, report))
-
-
-def test_a_failed_load_cancels_the_fed_job(tmp_path: Path) -> None:
-    from advisor.errors import TraceError
-    from advisor.pipeline import analyze_path
-
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"traceEvents": [{"ph": "X"')
-    with pytest.raises(TraceError):
-        analyze_path(bad, annotate_ahead=True)
-    job = stream.take(bad)
-    assert job is not None and not job.write(_report(gpu_builder().write(tmp_path / "g.json")),
-                                             tmp_path / "x.json.gz")  # fmt: skip

@@ -4,10 +4,9 @@ The annotated copy is the trace's own text with the findings events spliced in r
 ``[`` of its events array (see :mod:`advisor.render.annotate`). The findings are only known at the
 end, but they go near the start of the text, so the work splits in two raw deflate streams:
 
-- the text after the splice point (nearly all of it) is recompressed piece by piece in a
-  background thread, fed with the loader's own decompressed pieces while it decodes them (or
-  reading the file again when started later), and running on while the detectors work (zlib
-  releases the GIL, so this overlaps on a second core) -- memory holds a few pieces and the
+- the text after the splice point (nearly all of it) is gunzipped and recompressed piece by piece
+  in a background thread started as soon as the trace is loaded, while the detectors run (zlib
+  releases the GIL, so this overlaps on a second core) -- memory holds one piece and the
   compressed output, never the text;
 - at write time, the head (the text before the splice point + the findings events) is compressed
   and sync-flushed, and the two streams are joined into ONE standard gzip member: a deflate
@@ -21,12 +20,10 @@ the job reports that and the caller falls back to :func:`advisor.render.annotate
 from __future__ import annotations
 
 import os
-import queue
 import struct
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -50,11 +47,7 @@ _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, 
 class Prepared:
     """The tail of one trace, recompressed in a background thread."""
 
-    def __init__(
-        self, path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES, fed: bool = False
-    ) -> None:
-        """``fed``: the text comes from :meth:`feed` (the loader's own pieces, so the file is
-        not read and gunzipped twice) instead of being read from ``path``."""
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self.head = b""  # text before the splice point
@@ -64,43 +57,19 @@ class Prepared:
         self.empty = False  # the events array is empty: no comma after the findings
         self.usable = False
         self._stop = False
-        self._queue: queue.Queue[bytes | None] | None = queue.Queue(64) if fed else None
         self._thread = threading.Thread(target=self._run, name="advisor-annotate", daemon=True)
         self._thread.start()
 
-    def feed(self, piece: bytes | None) -> None:
-        """The next piece of the trace's text; None at its end."""
-        if self._queue is not None and not self._stop:
-            self._queue.put(piece)
-
     def cancel(self) -> None:
         self._stop = True
-        if self._queue is not None:
-            try:
-                self._queue.put_nowait(None)
-            except queue.Full:
-                pass
-
-    def _fed(self) -> Iterator[bytes]:
-        assert self._queue is not None
-        while (piece := self._queue.get()) is not None:
-            yield piece
 
     def _run(self) -> None:
         try:
-            src = self._fed() if self._queue is not None else pieces(self.path, self.max_bytes)
-            self.usable = self._stream(src)
+            self.usable = self._stream()
         except BaseException:  # noqa: BLE001 (the copy is a convenience: never fail the run)
             self.usable = False
-        if self._queue is not None:  # stopped early: let the loader go on without blocking
-            self._stop = True
-            while True:
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    break
 
-    def _stream(self, src: Iterator[bytes]) -> bool:
+    def _stream(self) -> bool:
         z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
         buf = b""
         at: int | None = None
@@ -109,7 +78,7 @@ class Prepared:
         crc = 0
         total = 0
         out = self.tail
-        for piece in src:
+        for piece in pieces(self.path, self.max_bytes):
             if self._stop:
                 return False
             if at is None:
@@ -136,7 +105,7 @@ class Prepared:
             chunk = z.compress(piece)
             if chunk:
                 out.append(chunk)
-        if at is None or self._stop:  # cancelled: the text may be incomplete
+        if at is None:
             return False
         out.append(z.flush(zlib.Z_FINISH))
         self.tail_crc, self.tail_len = crc, total
@@ -200,15 +169,12 @@ _JOBS: dict[str, Prepared] = {}
 _LOCK = threading.Lock()
 
 
-def prepare(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES, fed: bool = False) -> Prepared:
-    """Start recompressing ``path`` in the background; ``fed``: from pieces given to
-    :meth:`Prepared.feed` (pass it as the loader's ``tee``)."""
+def prepare(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> None:
+    """Start recompressing ``path`` in the background (call once the trace has loaded)."""
     key = str(Path(path).resolve())
     with _LOCK:
-        job = _JOBS.get(key)
-        if job is None:
-            job = _JOBS[key] = Prepared(Path(path), max_bytes, fed)
-        return job
+        if key not in _JOBS:
+            _JOBS[key] = Prepared(Path(path), max_bytes)
 
 
 def take(path: Path) -> Prepared | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,15 +65,9 @@ def rank_from_name(f: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def load_trace(
-    path: str | os.PathLike[str],
-    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-    tee: Callable[[bytes | None], None] | None = None,
-) -> Trace:
+def load_trace(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Trace:
     """Load one trace file into a :class:`~advisor.trace.model.Trace`.
 
-    ``tee`` receives every piece of the decompressed text as it is read, then None at the end
-    (e.g. to write a copy of the trace without reading the file again).
     Raises :class:`~advisor.errors.TraceError` (one line naming the file) for unreadable input.
     """
     p = Path(path)
@@ -85,15 +79,7 @@ def load_trace(
                 p,
             )
         p = files[0]
-    src = pieces(p, max_bytes)
-    return _load(p, _teed(src, tee) if tee is not None else src, True)
-
-
-def _teed(src: Iterator[bytes], tee: Callable[[bytes | None], None]) -> Iterator[bytes]:
-    for piece in src:
-        tee(piece)
-        yield piece
-    tee(None)
+    return _load(p, None, True, max_bytes)
 
 
 def load_bytes(data: bytes, name: str = "<memory>", require_events: bool = False) -> Trace:
@@ -127,10 +113,13 @@ def decode_columns(
     return cols, header, size
 
 
-def _load(p: Path, src: Iterator[bytes], require_events: bool) -> Trace:
+def _load(p: Path, src: Iterator[bytes] | None, require_events: bool,
+          max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Trace:  # fmt: skip
     from advisor.trace.build import Decoded, build_trace
 
-    cols, header, size = decode_columns(p, src, require_events)
+    cols, header, size = decode_columns(
+        p, src if src is not None else pieces(p, max_bytes), require_events
+    )
     gc_enabled = gc.isenabled()
     gc.disable()
     try:
