@@ -123,9 +123,10 @@ def analyze_path(
     opts = options or Options()
     trace = load_trace(path, opts.max_trace_bytes)
     if annotate_ahead and Path(trace.meta.path).is_file():
-        from advisor.render.annotate_stream import prepare
+        from advisor.render.annotate_stream import AHEAD_MAX_BYTES, prepare
 
-        prepare(Path(trace.meta.path), opts.max_trace_bytes)
+        if trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
+            prepare(Path(trace.meta.path), opts.max_trace_bytes)
     return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
 
 
@@ -213,6 +214,9 @@ def write_outputs(
     return {k: written[k] for k in ("report", "findings", "annotated") if k in written}
 
 
+IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may rewrite it whole
+
+
 def write_annotated(report: Report, out: Path) -> Path | None:
     """``out/trace.annotated.json.gz``: the analyzed trace plus a findings track (never the
     original file); None when the trace file cannot be read back."""
@@ -230,8 +234,14 @@ def write_annotated(report: Report, out: Path) -> Path | None:
             if job is not None:
                 job.cancel()
             return None  # never overwrite the input
-        if job is not None and job.write(report, target):
-            return target  # streamed: the trace was recompressed while the detectors ran
+        if job is None:  # not started ahead (a big trace): stream it now, bounded memory
+            from advisor.render.annotate_stream import Prepared
+
+            job = Prepared(src)
+        if job.write(report, target):
+            return target
+        if src.stat().st_size > IN_MEMORY_ANNOTATE_MAX_BYTES:
+            return None  # an unusual layout too big to rewrite in memory: no annotated copy
         data = annotate(src, report)
     except (AdvisorError, ValueError, OSError, RecursionError, MemoryError):
         return None  # the annotated copy is a convenience; its absence never fails a run

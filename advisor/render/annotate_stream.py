@@ -24,6 +24,7 @@ import struct
 import tempfile
 import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -39,6 +40,10 @@ from advisor.render.annotate import (
 from advisor.report import Report
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
 
+# Recompress in a thread while the detectors run only up to this much text: beyond it, the thread
+# and the detectors slow each other down (GIL hand-offs, a shared core) more than the overlap
+# gains, and the copy is streamed after the detectors instead.
+AHEAD_MAX_BYTES = 256 << 20
 _HEAD_LIMIT = 64 << 20  # the events key must show up within this much text
 _OVERLAP = 64  # bytes kept between pieces so a pattern split across two is still found
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, no mtime, OS unknown
@@ -78,7 +83,7 @@ class Prepared:
         crc = 0
         total = 0
         out = self.tail
-        for piece in pieces(self.path, self.max_bytes):
+        for piece in _batched(pieces(self.path, self.max_bytes)):
             if self._stop:
                 return False
             if at is None:
@@ -105,7 +110,7 @@ class Prepared:
             chunk = z.compress(piece)
             if chunk:
                 out.append(chunk)
-        if at is None:
+        if at is None or self._stop:  # cancelled: the text may be incomplete
             return False
         out.append(z.flush(zlib.Z_FINISH))
         self.tail_crc, self.tail_len = crc, total
@@ -160,7 +165,24 @@ def _splice_at(text: bytes) -> int | None:
 
 def _taken(text: bytes) -> bool:
     """The text already holds a findings track, or an event uses the findings pid."""
-    return CATEGORY.encode() in text or _PID_TAKEN.search(text) is not None
+    if CATEGORY.encode() in text:
+        return True
+    return str(FINDINGS_PID).encode() in text and _PID_TAKEN.search(text) is not None
+
+
+def _batched(src: Iterator[bytes], size: int = 4 << 20) -> Iterator[bytes]:
+    """Pieces joined into blocks of about ``size``: fewer, longer zlib calls, so this thread
+    takes the GIL rarely and leaves the detectors running at full speed."""
+    parts: list[bytes] = []
+    n = 0
+    for piece in src:
+        parts.append(piece)
+        n += len(piece)
+        if n >= size:
+            yield b"".join(parts)
+            parts, n = [], 0
+    if parts:
+        yield b"".join(parts)
 
 
 # ---------------------------------------------------------------- jobs per trace path
