@@ -99,7 +99,7 @@ class Prepared:
                 piece = buf[at:]
                 prev = buf[-_OVERLAP:]
                 buf = b""
-            elif _taken(prev + piece):
+            elif _taken(prev + piece[:_OVERLAP]) or _taken(piece):  # no copy of the piece
                 return False
             else:
                 prev = piece[-_OVERLAP:]
@@ -170,7 +170,7 @@ def _taken(text: bytes) -> bool:
     return str(FINDINGS_PID).encode() in text and _PID_TAKEN.search(text) is not None
 
 
-def _batched(src: Iterator[bytes], size: int = 4 << 20) -> Iterator[bytes]:
+def _batched(src: Iterator[bytes], size: int = 1 << 20) -> Iterator[bytes]:
     """Pieces joined into blocks of about ``size``: fewer, longer zlib calls, so this thread
     takes the GIL rarely and leaves the detectors running at full speed."""
     parts: list[bytes] = []
