@@ -91,7 +91,7 @@ def _dataloader(trace: Trace) -> Coverage:
     frames = []
     for df in (trace.cpu_ops, trace.annotations):
         if len(df):
-            m = df["name"].astype(str).str.contains(_DATALOADER, case=False, regex=True)
+            m = df["name"].str.contains(_DATALOADER, case=False, regex=True)
             if "on_gpu" in df:
                 m &= ~df["on_gpu"].astype(bool)
             frames.append(df[m])

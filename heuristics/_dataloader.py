@@ -32,8 +32,8 @@ def _build(trace: Trace) -> pd.DataFrame:
     for df in (trace.annotations, trace.cpu_ops):
         if not len(df):
             continue
-        names = df["name"].astype(str)
-        m = names.str.match(DL_RE.pattern).to_numpy()
+        names = df["name"]  # categorical: .str works per distinct name, not per row
+        m = names.str.match(DL_RE.pattern).to_numpy(dtype=bool)
         if "on_gpu" in df:
             m = m & ~df["on_gpu"].to_numpy(dtype=bool)
         if m.any():

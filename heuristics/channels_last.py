@@ -75,12 +75,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     conv_mask = h.ancestor_match(trace, lambda n: bool(h.CONV_RE.search(n)))
     under_conv = h.gpu_rows_from(trace, k, conv_mask)
-    layout = k["name"].astype(str).str.contains(h.LAYOUT_KERNEL_RE).to_numpy()
+    layout = k["name"].str.contains(h.LAYOUT_KERNEL_RE).to_numpy()
     attributed = bool((k["launch_idx"].to_numpy() >= 0).any() and len(conv_mask))
     if attributed:
         lk = k[layout & under_conv]
     else:  # no launch links: take the conversions when the trace has convolution kernels
-        conv_named = k["name"].astype(str).str.contains(r"conv|fprop|dgrad|wgrad", case=False)
+        conv_named = k["name"].str.contains(r"conv|fprop|dgrad|wgrad", case=False)
         lk = k[layout] if conv_named.any() else k.iloc[0:0]
     conv_k = k[under_conv & ~layout]
     steps = h.n_steps(trace)

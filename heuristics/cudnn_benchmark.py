@@ -78,7 +78,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     k = h.in_steps(trace.kernels, trace)
     conv_mask = h.ancestor_match(trace, lambda n: bool(h.CONV_RE.search(n)))
     ck = k[h.gpu_rows_from(trace, k, conv_mask)] if len(k) else k
-    layout = ck["name"].astype(str).str.contains(h.LAYOUT_KERNEL_RE).to_numpy() if len(ck) else []
+    layout = ck["name"].str.contains(h.LAYOUT_KERNEL_RE).to_numpy() if len(ck) else []
     ck = ck[~np.asarray(layout, dtype=bool)] if len(ck) else ck
     if not len(ck):
         return []

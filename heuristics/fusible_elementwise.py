@@ -34,7 +34,6 @@ import re
 from collections import Counter, defaultdict
 
 import numpy as np
-import pandas as pd
 
 from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
@@ -112,7 +111,7 @@ def _num(x: float) -> str:
 
 def _elementwise(trace: Trace) -> np.ndarray:
     k = trace.kernels
-    names = pd.Series(k["name"].astype(str).to_numpy())
+    names = k["name"].reset_index(drop=True)  # categorical: .str works per distinct name
     ew = np.array(names.str.contains("elementwise_kernel", regex=False), dtype=bool)
     for bad in EXCLUDE_NAMES:
         ew &= ~names.str.contains(bad, regex=False).to_numpy()

@@ -51,11 +51,11 @@ def _ranges(trace: Trace) -> pd.DataFrame:
     parts = []
     an = trace.annotations
     if len(an):
-        a = an[an["name"].astype(str).str.startswith(PREFIX) & ~an["on_gpu"].astype(bool)]
+        a = an[an["name"].str.startswith(PREFIX) & ~an["on_gpu"].astype(bool)]
         parts.append(a[["name", "tid", "ts_ns", "end_ns", "step"]])
     ops = trace.cpu_ops
     if len(ops):
-        parts.append(ops[ops["name"].astype(str).str.startswith(PREFIX)][
+        parts.append(ops[ops["name"].str.startswith(PREFIX)][
             ["name", "tid", "ts_ns", "end_ns", "step"]])  # fmt: skip
     parts = [p for p in parts if len(p)]
     if not parts:
