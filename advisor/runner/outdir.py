@@ -1,14 +1,22 @@
 """The output folder of ``advisor profile``: default name, the no-overwrite rule, atomic writes.
 
 An existing non-empty ``--out`` is refused unless ``--force``; even then only files an earlier
-advisor run wrote there are replaced, never the user's own.
+advisor run wrote there are replaced, never the user's own. With ``--force`` the earlier run's
+outputs (and temporary files a killed run left) are removed before the script starts, so a run
+that ends before writing everything never leaves the earlier run's report beside its own
+trace. Whether the folder can be written is checked before the script runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
+import os
 import re
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,7 @@ FINDINGS_NAME = "findings.json"
 REPORT_NAME = "report.html"
 ANNOTATED_NAME = "trace.annotated.json.gz"  # written by the analysis (advisor.render.annotate)
 OUTPUT_NAMES = (TRACE_NAME, RUN_NAME, FINDINGS_NAME, REPORT_NAME, ANNOTATED_NAME)
+LOW_SPACE_BYTES = 256 * 1024**2  # warn below this: a trace with stacks takes tens of MB or more
 
 
 def default_out_dir(stem: str, base: Path | None = None) -> Path:
@@ -89,16 +98,85 @@ def check_out_dir(out: Path, force: bool) -> None:
                     "pick another --out",
                     out,
                 )
+    check_writable(out, "output folder")
+    if force:
+        _remove_earlier_run(out)
+    _warn_low_space(out)
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """Create ``folder`` and write (then remove) an empty file in it; AdvisorError otherwise."""
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise AdvisorError(f"cannot create output folder: {err.strerror or err}", out) from None
-    probe = out / f".advisor-write-test-{time.time_ns()}"
+        raise AdvisorError(f"cannot create {what}: {err.strerror or err}", folder) from None
+    probe = folder / f".advisor-write-test-{os.getpid()}-{time.time_ns()}"
     try:
-        probe.write_bytes(b"")
-        probe.unlink()
+        with open(probe, "xb") as fh:
+            fh.write(b"advisor")
+            fh.flush()
+            os.fsync(fh.fileno())
     except OSError as err:
-        raise AdvisorError(f"output folder is not writable: {err.strerror or err}", out) from None
+        raise AdvisorError(f"{what} is not writable: {err.strerror or err}", folder) from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+
+
+def _remove_earlier_run(out: Path) -> None:
+    """--force: remove an earlier advisor run's outputs (checked to be ours) and the temporary
+    files of a run that was killed while writing (``.<output name>.*.tmp``)."""
+    owned = [n for n in OUTPUT_NAMES if (out / n).exists() and _written_by_advisor(out, n)]
+    for name in [n for n in owned if n != RUN_NAME] + [n for n in owned if n == RUN_NAME]:
+        try:  # run.json last: it is what marks the trace as ours
+            (out / name).unlink()
+        except OSError as err:
+            raise AdvisorError(
+                f"--force: cannot remove {name}: {err.strerror or err}", out
+            ) from None
+    for p in out.iterdir():
+        if any(p.name.startswith(f".{n}.") for n in OUTPUT_NAMES) and p.name.endswith(".tmp"):
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+
+def _warn_low_space(out: Path) -> None:
+    try:
+        free = shutil.disk_usage(out).free
+    except OSError:
+        return
+    if free < LOW_SPACE_BYTES:
+        print(
+            f"advisor: warning: {out}: only {free / 1024**2:.0f} MB free; the trace and report "
+            "may not fit",
+            file=sys.stderr,
+        )
+
+
+def write_error(err: BaseException, out: Path, trace: Path) -> str:
+    """One line for a failure to write the outputs after the script ran."""
+    cur: BaseException | None = err
+    for _ in range(4):  # write_outputs says "cannot write output": find the OSError behind it
+        if cur is None or isinstance(cur, OSError):
+            break
+        cur = cur.__cause__ or cur.__context__
+    if isinstance(cur, OSError):
+        err = cur
+    if isinstance(err, AdvisorError):
+        text = err.problem
+    elif isinstance(err, OSError):
+        name = Path(err.filename).name if isinstance(err.filename, str) else None
+        why = err.strerror or str(err)
+        text = f"cannot write {name}: {why}" if name else f"cannot write the outputs: {why}"
+    else:
+        text = f"cannot write the outputs: {err}"
+    hint = ""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = " (disk full: free some space"
+        hint += f", then run `advisor analyze {trace}`)" if trace.is_file() else ")"
+    elif trace.is_file():
+        hint = f" (the trace was written: `advisor analyze {trace}` reports on it)"
+    return f"{out}: {text}{hint}"
 
 
 def _finite(v: Any) -> Any:
