@@ -49,6 +49,10 @@ def print_summary(
     if run.get("device"):
         head = f"{run['device']}: " + head
     con.print(head)
+    if run.get("ranks"):
+        from advisor.render.ranks import print_ranks
+
+        print_ranks(con, run)
     if run.get("ended_early"):
         con.print(f"note: the run ended early ({run.get('end_reason') or 'unknown reason'})")
     if report.findings:
