@@ -215,7 +215,7 @@ def _decode_tolerant(data: bytes, path: Path) -> Decoded:
         else:
             events.append(ev)
     if raw and not events:
-        raise TraceError("no usable trace events (is this a profiler trace?)", path)
+        raise TraceError("no usable trace events: not a profiler trace", path)
     return Decoded(events, header, skipped, len(data))
 
 

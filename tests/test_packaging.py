@@ -1,0 +1,73 @@
+"""The built wheel ships templates/ and heuristics/ and works outside the repository."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SAMPLES
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_runs(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(dist), str(REPO)], check=True)  # fmt: skip
+    wheel = next(dist.glob("torch_advisor-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "advisor/templates/report.html.j2" in names
+    assert any(n.startswith("heuristics/") and n.endswith(".py") for n in names)
+    assert not any(n.startswith("tests/") for n in names)
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--target", str(target), str(wheel)], check=True)  # fmt: skip
+    # dependencies come from this interpreter's site-packages; .pth files there (our editable
+    # install) are not processed for PYTHONPATH entries, so the repository is not importable
+    deps = sysconfig.get_paths()["purelib"]
+    env = {**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{deps}", "NO_COLOR": "1"}
+    work = tmp_path / "cwd"
+    work.mkdir()
+    where = subprocess.run([str(py), "-c", "import advisor, heuristics; print(advisor.__file__);"
+                            " print(heuristics.__file__)"], cwd=work, env=env, text=True,
+                           capture_output=True, check=True).stdout  # fmt: skip
+    assert str(REPO) not in where and str(target) in where
+    sample = sorted(SAMPLES.glob("*.json.gz"))
+    if not sample:
+        pytest.skip("no sample traces yet")
+    out = subprocess.run([str(py), "-m", "advisor", "inspect", str(sample[0])], cwd=work,
+                         env=env, text=True, capture_output=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "steps:" in out.stdout
+    res = subprocess.run([str(py), "-m", "advisor", "analyze", str(sample[0]), "--out",
+                          str(tmp_path / "o")], cwd=work, env=env, text=True,
+                         capture_output=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    html = (tmp_path / "o" / "report.html").read_text()
+    assert "<html" in html and "torch-advisor" in html
+
+
+def test_readme_starts_with_two_commands_and_ci_runs_the_test_one() -> None:
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)\n```", text, re.S)
+    assert len(blocks) >= 2
+    head = text.split("```bash")[0]
+    assert head.strip().startswith("# torch-advisor") and len(head.strip().splitlines()) <= 2
+    demo, tests = blocks[0].strip(), blocks[1].strip()
+    assert "pip install torch==2.13.0" in demo and "advisor " in demo
+    assert "pip install torch==2.13.0" in tests
+    ci = (REPO / ".ci" / "run").read_text()
+    assert tests in ci
+    # no unpinned torch anywhere in the install commands
+    for cmd in (demo, tests, ci):
+        assert not re.search(r"pip install[^\n&]*\btorch\b(?!==)", cmd)
