@@ -229,15 +229,15 @@ def _totals(df: pd.DataFrame) -> dict[str, tuple[int, float]]:
 
 
 def _op_totals(trace: Trace) -> dict[str, tuple[int, float]]:
+    """Inclusive time per name of CPU ops and annotations (not the ProfilerStep ranges)."""
     ann = trace.annotations
     if len(ann):
-        names = ann["name"].astype(str)
-        ann = ann[~ann["on_gpu"].to_numpy(dtype=bool) & ~names.str.startswith("ProfilerStep#")]
+        ann = ann[~ann["on_gpu"].to_numpy(dtype=bool)]
     parts = [df[["name", "dur_ns"]] for df in (trace.cpu_ops, ann) if len(df)]
     if not parts:
         return {}
     both = pd.concat([p.assign(name=p["name"].astype(str)) for p in parts], ignore_index=True)
-    return _totals(both)
+    return _totals(both[~both["name"].str.startswith("ProfilerStep#")])
 
 
 def collectives(trace: Trace) -> Collectives:
