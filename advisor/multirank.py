@@ -13,7 +13,10 @@ import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import struct
-from collections.abc import Callable, Sequence
+import sys
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +86,20 @@ def _context() -> Any:
     return ctx
 
 
+@contextmanager
+def _neutral_main() -> Iterator[None]:
+    """Hide ``__main__`` while workers start: forkserver/spawn children re-import the parent's
+    main module, which could be the user's training script (``advisor profile``) or any caller
+    without a ``__name__ == "__main__"`` guard. The workers need nothing from it."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
 def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
                progress: Callable[[Digest], None] | None = None) -> list[Digest]:  # fmt: skip
     """Digest every trace; in worker processes when more than one worker is planned."""
@@ -95,7 +112,7 @@ def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
                 progress(out[-1])
         return out
     results: dict[int, Digest] = {}
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=_context(),
+    with _neutral_main(), cf.ProcessPoolExecutor(max_workers=workers, mp_context=_context(),
                                 max_tasks_per_child=8) as pool:  # fmt: skip
         futs = {pool.submit(digest_file, f, options): i for i, f in enumerate(files)}
         for fut in cf.as_completed(futs):

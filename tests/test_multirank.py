@@ -220,3 +220,25 @@ def test_trace_filter_pair_side_by_side() -> None:
     # two ranks of a 128-rank all-to-all, sampled: no consistent straggler between them
     assert "straggler" not in _ids(report)
     assert all(abs(r["lag_ms_per_step"]) < 0.05 * r["step_ms_median"] for r in rows)
+
+
+def test_workers_never_rerun_the_callers_main_module(tmp_path: Path) -> None:
+    # under `advisor profile` the main module may be the user's (unguarded) training script
+    import subprocess
+    import sys
+
+    write_ranks(tmp_path, {0: rank_builder(0), 1: rank_builder(1)})
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "print('TOP-LEVEL RAN', flush=True)\n"
+        "from pathlib import Path\n"
+        "from advisor.multirank import analyze_files\n"
+        "from advisor.pipeline import Options\n"
+        "root = Path(__file__).parent\n"
+        "files = sorted(root.glob('trace.rank*.json'))\n"
+        "report, _ = analyze_files(files, Options(), root, jobs=2)\n"
+        "print('RANKS', len(report.run['ranks']))\n"
+    )
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("TOP-LEVEL RAN") == 1 and "RANKS 2" in p.stdout
