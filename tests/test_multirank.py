@@ -216,6 +216,11 @@ def test_trace_filter_pair_side_by_side() -> None:
     assert abs(rows[0]["gpu_busy_pct"] - 46.4) <= 2 and abs(rows[1]["gpu_busy_pct"] - 45.3) <= 2
     assert 600 < rows[0]["step_ms_median"] < 640 and 600 < rows[1]["step_ms_median"] < 640
     assert all(r["comm_pct"] > 20 for r in rows)
+    # HTA 0.5.0 get_comm_comp_overlap on this folder (run here): 11.81% and 20.05%
+    assert (
+        abs(rows[0]["comm_overlap_pct"] - 11.81) <= 2
+        and abs(rows[1]["comm_overlap_pct"] - 20.05) <= 2
+    )
     assert report.run["world_size"] == 128 and len(report.run["ranks_missing"]) == 126
     # two ranks of a 128-rank all-to-all, sampled: no consistent straggler between them
     assert "straggler" not in _ids(report)
