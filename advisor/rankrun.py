@@ -15,7 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-RANK_FILE_RE = re.compile(r"^\.?(?:trace\.rank\d+\.json\.gz|run\.rank\d+\.json)(?:\..*)?$")
+RANK_FILE_RE = re.compile(
+    r"^(?:\.?(?:trace\.rank\d+\.json\.gz|run\.rank\d+\.json)(?:\..*)?|\.advisor-write-test-\d+)$"
+)
 START_SLACK_S = 10.0  # ranks of one launch start within this of each other
 
 
@@ -64,10 +66,10 @@ def rank_env(env: Mapping[str, str] | None = None) -> RankEnv | None:
     return RankEnv(rank, world, local if local is not None else rank, run_id or None)
 
 
-def process_start_time() -> float:
-    """Wall-clock start of this process (Linux /proc), else now."""
+def process_start_time(pid: int | str = "self") -> float:
+    """Wall-clock start of a process (Linux /proc), else now."""
     try:
-        with open("/proc/self/stat", encoding="ascii") as fh:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # field 22 overall: starttime in clock ticks after boot
         with open("/proc/stat", encoding="ascii") as fh:
@@ -78,7 +80,7 @@ def process_start_time() -> float:
 
 
 def this_runs_rank_file(path: Path, since: float) -> bool:
-    """A per-rank file (or its temporary) another rank of this launch already wrote."""
+    """A per-rank file (or its temporary, or a rank's write probe) of this launch."""
     if not RANK_FILE_RE.match(path.name):
         return False
     try:
@@ -94,6 +96,18 @@ def foreign_entries(out: Path, since: float) -> list[str]:
     except OSError:
         return []
     return [n for n in names if not this_runs_rank_file(out / n, since)]
+
+
+def default_rank_out_dir(stem: str, renv: RankEnv, base: Path | None = None) -> Path:
+    """The default ``--out`` all local ranks of one launch agree on without talking:
+    ``advisor-runs/<stem>-<launch time>-<run id>`` (torchrun's run id, else the launcher's pid;
+    ranks on other nodes need a shared ``--out``)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "run"
+    ppid = os.getppid()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(process_start_time(ppid)))
+    rid = renv.run_id if renv.run_id and renv.run_id != "none" else f"p{ppid}"
+    rid = re.sub(r"[^A-Za-z0-9_.-]+", "_", rid)[:12]
+    return (base or Path.cwd()) / "advisor-runs" / f"{safe}-{stamp}-{rid}"
 
 
 def wait_for_ranks(out: Path, renv: RankEnv, timeout_s: float,

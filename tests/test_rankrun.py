@@ -43,6 +43,8 @@ def test_other_ranks_files_of_this_launch_are_not_foreign(tmp_path: Path) -> Non
     (tmp_path / "trace.rank1.json.gz").write_bytes(b"x")
     (tmp_path / "run.rank1.json").write_text("{}")
     (tmp_path / ".trace.rank2.json.gz.123.tmp").write_bytes(b"")
+    (tmp_path / ".run.rank2.json.x1y2.tmp").write_bytes(b"")
+    (tmp_path / ".advisor-write-test-1234567").write_bytes(b"")  # another rank's probe
     assert foreign_entries(tmp_path, since) == []
     old = tmp_path / "trace.rank3.json.gz"  # an earlier run's file
     old.write_bytes(b"x")
@@ -50,6 +52,16 @@ def test_other_ranks_files_of_this_launch_are_not_foreign(tmp_path: Path) -> Non
     (tmp_path / "notes.txt").write_text("mine")  # the user's file
     (tmp_path / "findings.json").write_text("{}")  # merged outputs are only written at the end
     assert foreign_entries(tmp_path, since) == ["findings.json", "notes.txt", "trace.rank3.json.gz"]
+
+
+def test_default_out_dir_is_the_same_for_every_local_rank(tmp_path: Path) -> None:
+    from advisor.rankrun import default_rank_out_dir
+
+    a = default_rank_out_dir("train", RankEnv(0, 2, 0, "5f3c0e1a-aaaa"), tmp_path)
+    b = default_rank_out_dir("train", RankEnv(1, 2, 1, "5f3c0e1a-aaaa"), tmp_path)
+    assert a == b and a.parent == tmp_path / "advisor-runs" and a.name.endswith("-5f3c0e1a-aaa")
+    c = default_rank_out_dir("train", RankEnv(1, 2, 1, "none"), tmp_path)
+    assert c.name.endswith(f"-p{os.getppid()}")
 
 
 def test_rank0_waits_until_every_rank_is_there(tmp_path: Path) -> None:
