@@ -42,10 +42,11 @@ def _root(
 
 
 def _register() -> None:
-    from advisor.commands import analyze_cmd, diff_cmd, inspect_cmd
+    from advisor.commands import analyze_cmd, diff_cmd, inspect_cmd, report_cmd
 
     inspect_cmd.register(app)
     analyze_cmd.register(app)
+    report_cmd.register(app)
     diff_cmd.register(app)
 
 

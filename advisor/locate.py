@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
+import pandas as pd
 
 from advisor.findings import Location
 from advisor.trace.build import is_user_file, parse_frame
@@ -21,29 +22,39 @@ class Locator:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         py = trace.python
-        self._by_tid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # per thread: frames sorted by start; walking parents from the latest frame that started
+        # at or before a moment passes through every frame that encloses it (frames nest)
+        self._by_tid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._end = py["end_ns"].to_numpy() if len(py) else np.zeros(0, np.int64)
+        self._user = py["is_user"].to_numpy(dtype=bool) if len(py) else np.zeros(0, bool)
+        self._parent = np.full(len(py), -1, dtype=np.int64)
         if len(py):
-            user = py[py["is_user"].to_numpy(dtype=bool)]
-            for tid, g in user.groupby("tid", sort=False):
-                g = g.sort_values(["ts_ns", "dur_ns"], ascending=[True, False])
-                self._by_tid[int(tid)] = (g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(),
-                                          g.index.to_numpy())  # fmt: skip
+            ids = py["python_id"].to_numpy()
+            pos = pd.Series(np.arange(len(py)), index=ids)
+            pos = pos[~pos.index.duplicated(keep="first")]
+            self._parent = pos.reindex(py["parent_id"].to_numpy()).fillna(-1).to_numpy(np.int64)
+            for tid, g in py.groupby("tid", sort=False):
+                g = g.sort_values(["ts_ns", "dur_ns"], ascending=[True, False], kind="stable")
+                self._by_tid[int(tid)] = (g["ts_ns"].to_numpy(), g.index.to_numpy())
         self._stack_cache: dict[str, Location | None] = {}
 
     def at(self, tid: int, ts_ns: int) -> Location | None:
         """The innermost user frame on ``tid`` that encloses ``ts_ns``."""
         entry = self._by_tid.get(int(tid))
-        if entry is not None:
-            starts, ends, rows = entry
-            i = int(np.searchsorted(starts, ts_ns, side="right")) - 1
-            # frames nest, so walk back to the nearest one that still encloses ts
-            steps = 0
-            while i >= 0 and steps < 64:
-                if ends[i] > ts_ns:
-                    r = self.trace.python.loc[rows[i]]
-                    return Location(str(r["file"]), int(r["line"]), str(r["function"]))
-                i -= 1
-                steps += 1
+        if entry is None:
+            return None
+        starts, rows = entry
+        i = int(np.searchsorted(starts, ts_ns, side="right")) - 1
+        if i < 0:
+            return None
+        row = int(rows[i])
+        for _ in range(4096):  # bounded: a malformed parent chain cannot loop forever
+            if row < 0:
+                return None
+            if self._user[row] and self._end[row] > ts_ns:
+                r = self.trace.python.iloc[row]
+                return Location(str(r["file"]), int(r["line"]), str(r["function"]))
+            row = int(self._parent[row])
         return None
 
     def for_op(self, op_idx: int) -> Location | None:

@@ -23,6 +23,7 @@ from advisor.thresholds import Thresholds
 from advisor.timeline import main_device, step_busy
 from advisor.trace import Trace, load_trace
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
+from advisor.views import build_views
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def analyze_trace(
 ) -> Report:
     opts = options or Options()
     th = Thresholds(opts.overrides)
+    all_detectors()  # detectors declare their thresholds when imported
     th.validate()
     step_ms = trace.median_step_ms()
     ctx = Context(run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace))
@@ -99,14 +101,15 @@ def analyze_trace(
     findings = rank(outcome.drafts, step_ms, th)
     run = run_summary(trace, run_ctx)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
-    docs = {d.id: {"title": d.title, "doc": d.doc} for d in all_detectors()}
+    docs = {d.id: (d.title, d.doc) for d in all_detectors()}
+    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source)
     return Report(
         run=run,
         findings=tuple(findings),
         skipped=tuple(Skipped(i, r) for i, r in outcome.skipped),
         errored=tuple(Errored(i, e, tb) for i, e, tb in outcome.errored),
         thresholds=th.used(),
-        views={"detectors": docs},
+        views=views,
     )
 
 
@@ -119,11 +122,18 @@ def analyze_path(path: Path, options: Options | None = None) -> tuple[Trace, Rep
 # ---------------------------------------------------------------- outputs
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; reports are meant to be shared
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -157,17 +167,45 @@ Renderer = Callable[[Report, dict[str, Any]], bytes]
 
 
 def write_outputs(
-    report: Report, out: Path, debug: bool = False, extra: dict[str, Any] | None = None
+    report: Report,
+    out: Path,
+    debug: bool = False,
+    extra: dict[str, Any] | None = None,
+    annotate_trace: bool = True,
 ) -> dict[str, Path]:
-    """Write findings.json and report.html into ``out``; returns what was written."""
+    """Write findings.json, trace.annotated.json.gz (when the trace file is readable) and
+    report.html into ``out``; returns what was written (report, findings, annotated)."""
     from advisor.render.html import render_html
 
     written: dict[str, Path] = {}
     try:
         atomic_write(out / "findings.json", report.to_json(debug))
         written["findings"] = out / "findings.json"
-        atomic_write(out / "report.html", render_html(report, extra or {}).encode("utf-8"))
+        annotated = write_annotated(report, out) if annotate_trace else None
+        if annotated is not None:
+            written["annotated"] = annotated
+        ctx = {"annotated_trace": annotated.name if annotated else None, **(extra or {})}
+        atomic_write(out / "report.html", render_html(report, ctx).encode("utf-8"))
         written["report"] = out / "report.html"
     except OSError as err:
         raise AdvisorError(f"cannot write output: {err.strerror or err}", out) from None
-    return written
+    return {k: written[k] for k in ("report", "findings", "annotated") if k in written}
+
+
+def write_annotated(report: Report, out: Path) -> Path | None:
+    """``out/trace.annotated.json.gz``: the analyzed trace plus a findings track (never the
+    original file); None when the trace file cannot be read back."""
+    from advisor.render.annotate import ANNOTATED_NAME, annotate
+
+    src = Path(str(report.run.get("trace") or ""))
+    target = out / ANNOTATED_NAME
+    if not src.is_file():
+        return None
+    try:
+        if src.resolve() == target.resolve():
+            return None  # never overwrite the input
+        data = annotate(src, report)
+    except (AdvisorError, ValueError, OSError, RecursionError, MemoryError):
+        return None  # the annotated copy is a convenience; its absence never fails a run
+    atomic_write(target, data)
+    return target

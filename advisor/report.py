@@ -34,8 +34,9 @@ class Report:
     errored: tuple[Errored, ...] = ()
     thresholds: dict[str, float] = field(default_factory=dict)
     advisor_version: str = __version__
-    # view data for the renderers (per-step breakdown, utilization, detector docs); not part of
-    # findings.json's stable schema beyond what to_dict writes
+    # view data for the renderers (advisor/views.py: per-step breakdown, utilization, detector
+    # docs, source snippets); saved in findings.json under "views" (additive) so that
+    # ``advisor report`` re-renders without the trace
     views: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self, debug: bool = False) -> dict[str, Any]:
@@ -53,6 +54,7 @@ class Report:
             "skipped": [{"id": s.id, "reason": s.reason} for s in self.skipped],
             "errored": errored,
             "thresholds": dict(sorted(self.thresholds.items())),
+            "views": self.views,
         }
 
     def to_json(self, debug: bool = False) -> bytes:
@@ -73,4 +75,5 @@ class Report:
             errored=tuple(Errored(e["id"], e.get("error", "")) for e in d.get("errored", ())),
             thresholds=dict(d.get("thresholds", {})),
             advisor_version=str(d.get("advisor_version", __version__)),
+            views=dict(d["views"]) if isinstance(d.get("views"), dict) else {},
         )

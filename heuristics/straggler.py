@@ -1,29 +1,30 @@
 """Stragglers: ranks that reach the collectives late, so every other rank waits for them.
 
-**What it detects.** In synchronous data-parallel training every rank waits inside each
-collective (all-reduce, all-to-all, ...) until the last rank arrives. A straggler is a rank that
-is consistently the last one: it reaches the collectives later than the others, or its steps
-take longer. The check needs one trace per rank (`advisor analyze DIR` with per-rank traces, or
-`advisor profile` under torchrun); on a single trace it is skipped.
+**What it detects.** A rank that is consistently the last one: it reaches the collectives
+(all-reduce, all-to-all, ...) later than the other ranks, or its steps take longer. The check
+needs one trace per rank (`advisor analyze DIR` with per-rank traces, or `advisor profile` under
+torchrun); on a single trace it is skipped.
 
-**How the lag is measured.** Collectives are matched across ranks by step, collective name,
+**Why it costs time.** In synchronous data-parallel training every rank waits inside each
+collective until the last rank arrives, so the whole job runs at the pace of its slowest rank:
+the others spend the straggler's lag idle, every step.
+
+**How the saving is estimated.** Collectives are matched across ranks by step, collective name,
 stream and order. For each collective a rank's lag is the smaller of two independent signals:
 its arrival (kernel start) after the median of the other ranks, and how much shorter its
-collective kernel is than theirs (the others' kernels include the wait for it; this one does
+collective kernel is than theirs (the others' kernels include the wait for it; this signal does
 not depend on the hosts' clocks agreeing). Lags add up over a step's collectives; a rank's lag
-per step is that sum minus the other ranks' typical sum (so mutual, random waiting cancels),
-and the reported figure is the median over steps. Ranks whose step time exceeds the others' by
-the threshold are reported too.
+per step is that sum minus the other ranks' typical sum (so mutual, random waiting cancels), and
+the figure is the median over steps. Ranks whose step time exceeds the others' are reported too
+(low confidence). The others wait about the straggler's lag per step, so removing its cause
+saves that much (the largest lag when several ranks straggle).
 
-**How the saving is estimated.** The others wait about the straggler's lag per step: removing
-the cause saves that much per step (the largest lag when several ranks straggle).
-
-**How to fix.** Look at what differs on the slow rank: its own findings in the per-rank table
-(a data-loading stall or host-side work on one rank only), uneven work (shards of different
-size, variable sequence lengths: use `DistributedSampler(drop_last=True)` and bucket by length),
-the machine (a slower or throttled GPU, another job or too many DataLoader workers on that node,
-CPU/NUMA placement). Open the straggler's trace next to another rank's at the timestamps in the
-evidence.
+**How to fix.** Look at what differs on the slow rank: its own findings and its row in the
+per-rank table (a data-loading stall or host-side work on one rank only), uneven work (shards of
+different size, variable sequence lengths: use `DistributedSampler(drop_last=True)` and bucket by
+length), the machine (a slower or throttled GPU, another job or too many DataLoader workers on
+that node, CPU/NUMA placement). Open the straggler's trace next to another rank's at the
+timestamps in the evidence.
 
 **Known false positives.** Pipeline-parallel stages and ranks that do different work by design
 (a parameter-server rank, rank 0 doing extra logging or checkpointing on purpose) lag by design.

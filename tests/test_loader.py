@@ -260,3 +260,33 @@ def test_real_trace_quirks() -> None:
     assert len(comm) == 21 and comm.str.startswith("nccl").all()
     tpu = load_trace(shared_trace("kineto/tb_plugin_test/gpu_metrics_input.json"))
     assert tpu.meta.devices[0].compute_capability == (7, 0)
+
+
+def test_locator_finds_the_enclosing_line_after_many_finished_frames() -> None:
+    b = TraceBuilder()
+    loop = b.frame("/home/me/train.py", 10, "train", 0, 10_000)
+    for i in range(300):  # a loop calling a library function many times
+        b.frame("torch/nn/functional.py", 99, "relu", 1 + i * 30, 20, parent=loop)
+    t = b.load()
+    from advisor.locate import Locator
+
+    assert Locator(t).at(1000, 9_500_000).line == 10  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("file", "user"),
+    [
+        ("/home/me/train.py", True),
+        ("examples/train.py", True),
+        ("train.py", True),
+        ("torch/nn/modules/conv.py", False),
+        ("typing.py", False),
+        ("transformers/models/bert.py", False),
+        ("/usr/lib/python3.11/site-packages/numpy/core.py", False),
+        ("<built-in method item>", False),
+    ],
+)
+def test_user_files(file: str, user: bool) -> None:
+    from advisor.trace.build import is_user_file
+
+    assert is_user_file(file) is user

@@ -20,8 +20,8 @@ from advisor.commands.common import (
 def register(app: typer.Typer) -> None:
     @app.command("analyze")
     def analyze_command(
-        path: Path = typer.Argument(
-            ..., help="A trace (.json/.json.gz), a run folder, or a folder of per-rank traces."
+        path: Path | None = typer.Argument(
+            None, help="A trace (.json/.json.gz), a run folder, or a folder of per-rank traces."
         ),
         out: Path | None = typer.Option(
             None, "--out", "-o", help="Output folder (default ./advisor-runs/<name>-<time>/)."
@@ -63,7 +63,10 @@ def register(app: typer.Typer) -> None:
         if show_thresholds:
             list_thresholds()
             return
+        if path is None:
+            raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
         from advisor.pipeline import analyze_path, prepare_out_dir, write_outputs
+        from advisor.render.terminal import progress
         from advisor.trace import find_traces
 
         opts = options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes)
@@ -72,12 +75,14 @@ def register(app: typer.Typer) -> None:
         target = out or default_out_dir(files[0])
         prepare_out_dir(target, force)
         t0 = time.perf_counter()
-        if len(files) > 1:  # one trace per rank: worker processes, merged report
-            from advisor.multirank import analyze_files
+        with progress(f"Analyzing {files[0].name}") as prog:
+            if len(files) > 1:  # one trace per rank: worker processes, merged report
+                from advisor.multirank import analyze_files
 
-            report, _ = analyze_files(files, opts, path, jobs=jobs or None)
-        else:
-            _, report = analyze_path(files[0], opts)
-        written = write_outputs(report, target, debug)
+                report, _ = analyze_files(files, opts, path, jobs=jobs or None)
+            else:
+                _, report = analyze_path(files[0], opts)
+            prog.update("Writing the report")
+            written = write_outputs(report, target, debug)
         code = finish(report, written, json_out, oo, open_, time.perf_counter() - t0)
         sys.exit(code)

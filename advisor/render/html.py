@@ -1,13 +1,20 @@
-"""Render the Report as one self-contained HTML file (jinja2, autoescape on, no external URLs)."""
+"""Render the Report as one self-contained HTML file (jinja2, autoescape on, no external URLs).
+
+The template gets only the view-model (:func:`advisor.render.viewmodel.build_viewmodel`) plus the
+CSS and JavaScript inlined from ``templates/``. JavaScript only adds sorting, collapsing and copy
+buttons; the page is complete without it.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from advisor.render.viewmodel import build_viewmodel
 from advisor.report import Report
 
 
@@ -31,9 +38,27 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render_html(report: Report, extra: dict[str, Any] | None = None) -> str:
-    env = environment()
-    css = (templates_dir() / "report.css").read_text(encoding="utf-8")
-    return env.get_template("report.html.j2").render(
-        report=report, run=report.run, findings=report.findings, css=css, extra=extra or {}
+def _asset(name: str) -> str:
+    text = (templates_dir() / name).read_text(encoding="utf-8")
+    # inlined into <style>/<script>: a closing tag inside would end the element early
+    return text.replace("</", "<\\/")
+
+
+def now_str() -> str:
+    return dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def render_viewmodel(vm: dict[str, Any]) -> str:
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(vm=vm, css=_asset("report.css"), js=_asset("report.js"))
     )
+
+
+def render_html(report: Report, extra: dict[str, Any] | None = None) -> str:
+    """``extra``: ``annotated_trace`` (file name written beside the report), ``generated_at``."""
+    ex = extra or {}
+    vm = build_viewmodel(report, generated_at=str(ex.get("generated_at") or now_str()),
+                         annotated_trace=ex.get("annotated_trace"))  # fmt: skip
+    return render_viewmodel(vm)

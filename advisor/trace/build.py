@@ -7,6 +7,7 @@ rebasing, step assignment, correlation, nesting) is vectorized or runs once per 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ CATEGORIES: dict[str, int] = {
     "overhead": _IGNORED,
     "cuda_profiler_range": _IGNORED,
     "async_cpu_to_gpu": _IGNORED,
+    "advisor_finding": _IGNORED,  # the findings track of trace.annotated.json.gz
 }
 _LEGACY_CATS = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
 _EMPTY_ARGS = Args()
@@ -52,6 +54,14 @@ _NON_USER_PARTS = (
     "/torch/", "site-packages", "dist-packages", "/lib/python3", "/advisor/runner",
     "<frozen", "<string>", "/usr/lib/python",
 )  # fmt: skip
+
+# top-level packages whose frames are never the user's own code
+_LIBRARY_TOPS = frozenset(
+    "torch torchvision torchaudio torchtext triton advisor numpy pandas scipy sklearn PIL tqdm "
+    "transformers accelerate datasets huggingface_hub safetensors tokenizers lightning "
+    "pytorch_lightning lightning_fabric deepspeed fairscale apex timm einops torchmetrics "
+    "typer click rich jinja2 google absl tensorboard fsspec filelock sympy networkx".split()
+)
 
 OP_COLS = ["ts", "dur", "name", "pid", "tid", "external_id", "seq", "fwd_tid",
            "input_dims", "input_types", "call_stack"]  # fmt: skip
@@ -437,6 +447,12 @@ def is_user_file(file: str) -> bool:
     if not file or file.startswith("<"):
         return False
     f = file.replace("\\", "/")
+    # torch >= 2.x writes library frames relative to their sys.path entry: "torch/nn/conv.py",
+    # "typing.py"; the first component then names a library or standard-library module
+    if not f.startswith("/") and not (len(f) > 1 and f[1] == ":"):
+        first = f.split("/", 1)[0].removesuffix(".py")
+        if first in _LIBRARY_TOPS or first in sys.stdlib_module_names:
+            return False
     return not any(part in f for part in _NON_USER_PARTS)
 
 

@@ -1,0 +1,281 @@
+"""View data for the renderers, computed once on the analysis side (renderers never compute).
+
+``build_views`` returns the ``views`` dict of a :class:`~advisor.report.Report`; it is saved in
+findings.json (an additive top-level key) so ``advisor report`` re-renders without the trace:
+
+- ``device``: name, compute capability, total and peak memory (bytes; None when unknown).
+- ``trace``: file name, ``origin_us`` (the file's clock at rebased 0), ``window_us`` (the
+  captured steps, file clock), ``recorded_at`` (ISO date from ``baseTimeNanoseconds``).
+- ``steps``: per step (at most ``MAX_STEPS``), where its wall time went, in ms, summing to
+  ``total_ms``: GPU ``compute``, ``communication`` and ``memcpy`` (incl. memset) busy time,
+  counted in that priority where they overlap; ``dataloader`` (GPU idle while the host is in a
+  DataLoader fetch); ``idle`` (other GPU idle time); ``host_only`` (CPU-only traces: the step
+  time outside data loading, when no GPU work exists at all).
+- ``utilization``: GPU busy % of the main device over the window in ``UTIL_BUCKETS`` buckets.
+- ``detectors``: title of every detector, plus its docstring for those that found something.
+- ``sources``: ``"file:line"`` -> a few lines of the user's code around it (absent with
+  ``--no-source``); only ``.py`` files are read, never more than ``MAX_SOURCE_BYTES``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Finding
+from advisor.timeline import main_device, union
+from advisor.trace.model import Trace
+
+VIEWS_VERSION = 1
+UTIL_BUCKETS = 100
+MAX_STEPS = 300
+SOURCE_CONTEXT = 3  # lines either side of the hot line
+MAX_SOURCE_LOCATIONS = 3  # per finding
+MAX_SOURCE_BYTES = 2 * 1024 * 1024
+MAX_LINE_CHARS = 240
+CATEGORIES = ("compute", "communication", "memcpy", "dataloader", "idle", "host_only")
+_DATALOADER = r"DataLoader|data_?load"
+
+
+def _ms(ns: float) -> float:
+    return round(float(ns) / 1e6, 3)
+
+
+class Coverage:
+    """Disjoint sorted intervals with O(log n) "covered ns before t" queries (vectorized)."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.s, self.e = union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+        self.cum = np.r_[0, np.cumsum(self.e - self.s)]
+
+    def before(self, t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, dtype=np.int64)
+        if not len(self.s):
+            return np.zeros(t.shape, dtype=np.int64)
+        i = np.searchsorted(self.s, t, side="right")  # intervals starting at or before t
+        k = np.maximum(i - 1, 0)  # the last of them
+        part = np.minimum(t - self.s[k], self.e[k] - self.s[k])
+        return np.where(i > 0, self.cum[k] + part, 0).astype(np.int64)
+
+    def within(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return self.before(hi) - self.before(lo)
+
+    @staticmethod
+    def of(frames: Iterable[pd.DataFrame]) -> Coverage:
+        parts = [f for f in frames if len(f)]
+        if not parts:
+            return Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return Coverage(np.concatenate([f["ts_ns"].to_numpy() for f in parts]),
+                        np.concatenate([f["end_ns"].to_numpy() for f in parts]))  # fmt: skip
+
+
+def _gpu_layers(trace: Trace) -> tuple[Coverage, Coverage, Coverage] | None:
+    """Coverage of compute, compute+comm, and all GPU work on the main device (None: no GPU)."""
+    dev = main_device(trace)
+    if dev is None:
+        return None
+    act = trace.gpu_activity()
+    act = act[act["device"] == dev.device]
+    kind = act["kind"]
+    return (Coverage.of([act[kind == "kernel"]]),
+            Coverage.of([act[kind.isin(["kernel", "comm"])]]),
+            Coverage.of([act]))  # fmt: skip
+
+
+def _dataloader(trace: Trace) -> Coverage:
+    frames = []
+    for df in (trace.cpu_ops, trace.annotations):
+        if len(df):
+            m = df["name"].astype(str).str.contains(_DATALOADER, case=False, regex=True)
+            if "on_gpu" in df:
+                m &= ~df["on_gpu"].astype(bool)
+            frames.append(df[m])
+    return Coverage.of(frames)
+
+
+def step_breakdown(trace: Trace) -> list[dict[str, Any]]:
+    st = trace.steps.head(MAX_STEPS)
+    if not len(st):
+        return []
+    lo = st["ts_ns"].to_numpy(dtype=np.int64)
+    hi = st["end_ns"].to_numpy(dtype=np.int64)
+    dur = hi - lo
+    dl = _dataloader(trace)
+    layers = _gpu_layers(trace)
+    zero = np.zeros(len(st), dtype=np.int64)
+    if layers is None:
+        compute = comm = memcpy = idle = zero
+        loader = dl.within(lo, hi)
+        host = dur - loader
+    else:
+        c1, c2, c3 = (c.within(lo, hi) for c in layers)
+        compute, comm, memcpy = c1, c2 - c1, c3 - c2
+        both = Coverage(np.r_[layers[2].s, dl.s], np.r_[layers[2].e, dl.e])
+        loader = both.within(lo, hi) - c3  # data loading while the GPU is idle
+        idle = dur - c3 - loader
+        host = zero
+    rows = []
+    for i, s in enumerate(st["step"].to_numpy()):
+        rows.append({"step": int(s), "ts_us": trace.to_trace_us(int(lo[i])),
+                     "total_ms": _ms(dur[i]), "compute_ms": _ms(compute[i]),
+                     "communication_ms": _ms(comm[i]), "memcpy_ms": _ms(memcpy[i]),
+                     "dataloader_ms": _ms(loader[i]), "idle_ms": _ms(max(0, idle[i])),
+                     "host_only_ms": _ms(host[i])})  # fmt: skip
+    return rows
+
+
+def _window_ns(trace: Trace) -> tuple[int, int]:
+    st = trace.steps
+    if len(st):
+        return int(st["ts_ns"].min()), int(st["end_ns"].max())
+    return 0, 0
+
+
+def utilization(trace: Trace, buckets: int = UTIL_BUCKETS) -> dict[str, Any] | None:
+    layers = _gpu_layers(trace)
+    lo, hi = _window_ns(trace)
+    if layers is None or hi <= lo:
+        return None
+    edges = np.linspace(lo, hi, buckets + 1).round().astype(np.int64)
+    width = np.maximum(edges[1:] - edges[:-1], 1)
+    busy = layers[2].within(edges[:-1], edges[1:])
+    comp = layers[0].within(edges[:-1], edges[1:])
+    return {
+        "start_us": trace.to_trace_us(lo),
+        "end_us": trace.to_trace_us(hi),
+        "bucket_ms": _ms((hi - lo) / buckets),
+        "busy_pct": [round(float(v), 1) for v in 100.0 * busy / width],
+        "compute_pct": [round(float(v), 1) for v in 100.0 * comp / width],
+    }
+
+
+def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
+    rc = run_ctx or {}
+    mem = rc.get("memory")
+    for v in ((mem or {}).get("peak_allocated_bytes") if isinstance(mem, dict) else None,
+              rc.get("peak_memory_bytes")):  # fmt: skip
+        if isinstance(v, int | float) and v > 0:
+            return int(v)
+    m = trace.memory
+    if not len(m):
+        return None
+    m = m[(m["device_type"] == 1) & m["total_allocated"].notna()]
+    dev = main_device(trace)
+    if dev is not None and (m["device_id"] == dev.device).any():
+        m = m[m["device_id"] == dev.device]
+    return int(m["total_allocated"].max()) if len(m) else None
+
+
+def _recorded_at(trace: Trace, run_ctx: dict[str, Any] | None) -> str | None:
+    for key in ("started_at", "date", "start_time"):
+        v = (run_ctx or {}).get(key)
+        if isinstance(v, str) and v:
+            return v
+    ns = trace.meta.base_time_ns
+    if ns is None or not (1_000_000_000 * 10**9 < ns < 4_000_000_000 * 10**9):
+        return None  # not a plausible wall-clock epoch
+    when = dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
+    dev = trace.device()
+    rdev = (run_ctx or {}).get("device")
+    rdev = rdev if isinstance(rdev, dict) else {}
+    total = rdev.get("total_memory_bytes") or (dev.total_memory_bytes if dev else None)
+    return {
+        "name": rdev.get("name") or (dev.name if dev else None),
+        "compute_capability": rdev.get("compute_capability") or (dev.cc_str if dev else None),
+        "total_memory_bytes": int(total) if isinstance(total, int | float) else None,
+        "peak_memory_bytes": _peak_memory(trace, run_ctx),
+        "count": len(trace.meta.devices),
+    }
+
+
+def read_snippet(path: Path, line: int, context: int = SOURCE_CONTEXT) -> dict[str, Any] | None:
+    """Lines ``line-context .. line+context`` of a user's ``.py`` file, or None."""
+    if path.suffix not in (".py", ".pyw") or line < 1:
+        return None
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = text.splitlines()
+    if line > len(lines):
+        return None
+    start = max(1, line - context)
+    end = min(len(lines), line + context)
+    body = [ln.rstrip()[:MAX_LINE_CHARS] for ln in lines[start - 1 : end]]
+    return {"start": start, "line": line, "lines": body}
+
+
+def read_sources(findings: Iterable[Finding], bases: Iterable[Path]) -> dict[str, Any]:
+    """Source snippets for the top locations of each finding; relative files tried in ``bases``."""
+    out: dict[str, Any] = {}
+    base_list = [Path(b) for b in bases]
+    for f in findings:
+        for loc in f.locations[:MAX_SOURCE_LOCATIONS]:
+            key = f"{loc.file}:{loc.line}"
+            if key in out:
+                continue
+            p = Path(loc.file)
+            cands = [p] if p.is_absolute() else [b / p for b in base_list] + [p]
+            for c in cands:
+                snip = read_snippet(c, loc.line)
+                if snip is not None:
+                    out[key] = snip
+                    break
+    return out
+
+
+def source_bases(trace_path: Path | str | None, run_ctx: dict[str, Any] | None) -> list[Path]:
+    bases = []
+    cwd = (run_ctx or {}).get("cwd")
+    if isinstance(cwd, str) and cwd:
+        bases.append(Path(cwd))
+    script = (run_ctx or {}).get("script")
+    if isinstance(script, str) and script:
+        bases.append(Path(script).parent)
+    if trace_path:
+        bases.append(Path(trace_path).parent)
+    return bases
+
+
+def build_views(
+    trace: Trace,
+    run_ctx: dict[str, Any] | None,
+    findings: Iterable[Finding],
+    detectors: dict[str, tuple[str, str]],
+    no_source: bool = False,
+) -> dict[str, Any]:
+    """The ``views`` dict of a Report. ``detectors``: id -> (title, docstring)."""
+    found = list(findings)
+    ids = {f.id for f in found}
+    lo, hi = _window_ns(trace)
+    views: dict[str, Any] = {
+        "version": VIEWS_VERSION,
+        "device": device_view(trace, run_ctx),
+        "trace": {
+            "file": trace.path.name,
+            "origin_us": trace.to_trace_us(0),
+            "window_us": [trace.to_trace_us(lo), trace.to_trace_us(hi)],
+            "recorded_at": _recorded_at(trace, run_ctx),
+        },
+        "steps": step_breakdown(trace),
+        "steps_total": int(len(trace.steps)),
+        "utilization": utilization(trace),
+        "detectors": {
+            i: ({"title": t, "doc": d} if i in ids else {"title": t})
+            for i, (t, d) in sorted(detectors.items())
+        },
+    }
+    if not no_source:
+        views["sources"] = read_sources(found, source_bases(trace.path, run_ctx))
+    return views

@@ -1,0 +1,215 @@
+"""Synchronous copies that serialize the host and the GPU.
+
+**What it detects.** Host-to-device and device-to-host copies (64 KiB or more) during which the
+host thread waits: a synchronous `cudaMemcpy`, a `cudaMemcpyAsync` followed at once by a
+`cudaStreamSynchronize`/`cudaDeviceSynchronize` (what `.to(device)` / `.cuda()` / `.cpu()`
+without `non_blocking=True` do), or a copy from/to pageable memory, which blocks the call itself.
+Small blocking reads such as `.item()` are left to `sync-point`.
+
+**Why it costs time.** While the host waits it launches nothing, and while the copy runs the
+GPU computes nothing: the transfer sits on the critical path of both. A copy from pinned memory
+with `non_blocking=True` returns at once, so the host queues the next kernels behind it; issued
+early on a side stream (prefetch) it overlaps the previous step's compute entirely.
+
+**How the saving is estimated.** For each blocking copy, the window from the copy call to the
+end of the host's wait, minus the time the GPU spent running kernels inside that window (that
+part is the GPU draining earlier work, reported by `sync-point`). What remains is time in which
+both sides were held by the copy. It is fully recoverable when the copy can overlap compute or
+host work (prefetch on a side stream, or a host-bound loop); with `non_blocking=True` alone in a
+GPU-bound loop only the part beyond the transfer itself is saved: that is the low end of the
+range. Divided over the steps in the trace; overlaps `pageable-memcpy` and `sync-point`.
+
+**How to fix.** Pin the host side (`DataLoader(pin_memory=True)`, or a pinned buffer), copy
+with `.to(device, non_blocking=True)`, and prefetch the next batch on a side stream. For
+device-to-host results, copy into a pinned buffer with `non_blocking=True` and wait on an event
+only where the values are used.
+
+**Known false positives.** A copy whose result the host needs immediately (e.g. a value that
+decides control flow) must wait anyway; only overlapping it with other work helps then.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence
+from advisor.registry import Context, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics import _checklist_a as h
+
+ID = "blocking-copy"
+register("blocking_copy.min_bytes", 65536.0,
+         "only copies of at least this many bytes (smaller reads are sync-point's)")  # fmt: skip
+register("blocking_copy.max_gap_us", 100.0,
+         "a wait starting within this many us after the copy call belongs to the copy")  # fmt: skip
+
+
+def _episodes(trace: Trace, ctx: Context) -> pd.DataFrame:
+    """One row per blocking copy: memcpy row, runtime row, window [w_start, w_end), wait name."""
+    rt = trace.runtime
+    m = h.in_steps(trace.memcpy, trace)
+    m = m[m["kind"].astype(str).isin(["HtoD", "DtoH"]) & (m["launch_idx"] >= 0)
+          & (m["bytes"] >= ctx.t("blocking_copy.min_bytes"))]  # fmt: skip
+    cols = ["mem", "rt", "w_start", "w_end", "wait", "how"]
+    if not len(m) or not len(rt):
+        return pd.DataFrame(columns=cols)
+    names = rt["name"].astype(str).to_numpy()
+    tid = rt["tid"].to_numpy()
+    ts = rt["ts_ns"].to_numpy()
+    end = rt["end_ns"].to_numpy()
+    order = np.lexsort((ts, tid))
+    nxt = np.full(len(rt), -1, dtype=np.int64)
+    same = tid[order[1:]] == tid[order[:-1]]
+    nxt[order[:-1][same]] = order[1:][same]
+    op_of = h.issuing_ops(trace)
+    gap_ns = ctx.t("blocking_copy.max_gap_us") * 1000.0
+    rows = []
+    for mi, r in zip(m.index, m["launch_idx"].to_numpy(), strict=True):
+        name = names[r]
+        if not h.COPY_CALL_RE.match(name):
+            continue
+        w_end, wait, how = int(end[r]), "", ""
+        n = nxt[r]
+        for _ in range(3):  # skip bookkeeping calls between the copy and its wait
+            if n >= 0 and names[n] in h.BOOKKEEPING_CALLS and ts[n] - end[r] <= gap_ns:
+                n = nxt[n]
+        if (
+            n >= 0
+            and names[n] in h.WAIT_CALLS
+            and (ts[n] - end[r] <= gap_ns or (op_of[n] >= 0 and op_of[n] == op_of[r]))
+        ):
+            w_end, wait, how = int(end[n]), names[n], f"{name} + {names[n]}"
+        elif h.SYNC_COPY_RE.match(name):
+            how = f"synchronous {name}"
+        else:
+            src, dst = str(trace.memcpy.at[mi, "src"]), str(trace.memcpy.at[mi, "dst"])
+            gpu_dur = int(trace.memcpy.at[mi, "dur_ns"])
+            if "Pageable" in (src, dst) and end[r] - ts[r] >= 0.5 * gpu_dur:
+                how = f"{name} from/to pageable memory (blocks the call)"
+            else:
+                continue
+        rows.append((mi, int(r), int(ts[r]), w_end, wait, how))
+    return pd.DataFrame(rows, columns=cols)
+
+
+@detector(ID, "Blocking copies serialize host and GPU", gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    ep = _episodes(trace, ctx)
+    if not len(ep):
+        return []
+    mem = trace.memcpy
+    serial, low, window = [], [], []
+    busy_by_dev: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    act = trace.gpu_activity()
+    first_gpu = {int(d): int(t) for d, t in act.groupby("device")["ts_ns"].min().items()}
+    for row in ep.itertuples(index=False):
+        dev = int(mem.at[row.mem, "device"])
+        if dev not in busy_by_dev:
+            busy_by_dev[dev] = h.busy_union(trace, dev, kinds=("kernel", "comm"))
+        ks, ke = busy_by_dev[dev]
+        # before the device's first recorded activity its timeline is unknown (work launched
+        # before the profiler started is not in the trace): count the window from there
+        w_start = min(max(row.w_start, first_gpu.get(dev, row.w_start)), row.w_end)
+        w = row.w_end - w_start
+        busy = h.covered(ks, ke, w_start, row.w_end)
+        c_lo = max(int(mem.at[row.mem, "ts_ns"]), w_start)
+        c_hi = min(int(mem.at[row.mem, "end_ns"]), row.w_end)
+        s = max(0, w - busy)
+        serial.append(s)
+        low.append(max(0, s - max(0, c_hi - c_lo)))
+        window.append(w)
+    ep = ep.assign(serial_ns=serial, low_ns=low, window_ns=window)
+    steps = h.n_steps(trace)
+    save_ms = float(ep["serial_ns"].sum()) / 1e6 / steps
+    if save_ms <= 0:
+        return []
+    low_ms = float(ep["low_ns"].sum()) / 1e6 / steps
+    win_ms = float(ep["window_ns"].sum()) / 1e6 / steps
+    kinds = mem.loc[ep["mem"], "kind"].astype(str).to_numpy()
+    n_htod, n_dtoh = int((kinds == "HtoD").sum()), int((kinds == "DtoH").sum())
+    parts = []
+    if n_htod:
+        parts.append(f"{n_htod / steps:.0f} host-to-device")
+    if n_dtoh:
+        parts.append(f"{n_dtoh / steps:.0f} device-to-host")
+    mb = float(mem.loc[ep["mem"], "bytes"].sum()) / 1e6 / steps
+    one = len(ep) == steps
+    summary = (
+        f"{' and '.join(parts)} blocking cop{'y' if one else 'ies'} ({mb:.1f} MB) "
+        f"{h.per_step_words(trace)} hold{'s' if one else ''} the host for {win_ms:.2f} ms, "
+        f"{save_ms:.2f} ms of it with the GPU running no kernel."
+    )
+    op_of = h.issuing_ops(trace)
+    locs = h.agg_locations(h.op_locations(ctx, [op_of[r] for r in ep["rt"] if op_of[r] >= 0]))
+    return [
+        Draft(
+            id=ID,
+            title="Blocking copies serialize host and GPU",
+            est_savings_ms=save_ms,
+            est_savings_range_ms=(round(low_ms, 3), round(save_ms, 3)),
+            confidence="medium",
+            summary=summary,
+            recommendation=(
+                "Copy from pinned memory with non_blocking=True so the host keeps launching "
+                "while the transfer runs, and prefetch the next batch on a side stream so the "
+                "copy overlaps this step's compute. For results read back to the host, copy "
+                "into a pinned buffer without blocking and wait on an event only where the "
+                "values are used."
+            ),
+            snippet=_SNIPPET,
+            evidence=_evidence(trace, ep),
+            locations=locs,
+            assumptions=(
+                "saving = copy call to end of the host's wait, minus GPU kernel time inside that "
+                "window (time both sides were held by the copy)",
+                f"high end ({save_ms:.2f} ms) assumes the copy can overlap compute (side-stream "
+                "prefetch) or the loop is host-bound; low end "
+                f"({low_ms:.2f} ms) = the wait beyond the transfer itself, saved by "
+                "non_blocking=True alone",
+                f"copies of at least {ctx.t('blocking_copy.min_bytes'):.0f} bytes; divided over "
+                f"{steps} step(s)",
+                "overlaps pageable-memcpy (faster transfer) and sync-point (the same waits)",
+            ),
+        )
+    ]
+
+
+def _evidence(trace: Trace, ep: pd.DataFrame) -> tuple[Evidence, ...]:
+    mem = trace.memcpy
+    ep = ep.assign(
+        label=[
+            f"{mem.at[i, 'name']} {mem.at[i, 'bytes'] / 1e6:.2f} MB via {how}"
+            for i, how in zip(ep["mem"], ep["how"], strict=True)
+        ]  # fmt: skip
+    )
+    rows = []
+    for label, g in ep.groupby("label", sort=False):
+        rows.append((
+            int(g["serial_ns"].sum()),
+            Evidence(str(label), len(g), h.ms(g["window_ns"].sum()),
+                     trace.to_trace_us(int(g["w_start"].min()))),
+        ))  # fmt: skip
+    rows.sort(key=lambda r: -r[0])
+    return tuple(e for _, e in rows[:5])
+
+
+_SNIPPET = """\
+loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+copy_stream = torch.cuda.Stream()
+
+def to_device(batch):
+    with torch.cuda.stream(copy_stream):  # the copy overlaps the current step
+        return [t.to(device, non_blocking=True) for t in batch]
+
+it = iter(loader)
+nxt = to_device(next(it))
+for batch in it:
+    torch.cuda.current_stream().wait_stream(copy_stream)
+    x, y = nxt
+    for t in (x, y):
+        t.record_stream(torch.cuda.current_stream())
+    nxt = to_device(batch)  # prefetch the next batch
+    loss = loss_fn(model(x), y)
+    ..."""

@@ -1,0 +1,209 @@
+"""A tensor grown by repeated ``torch.cat`` / ``torch.stack`` (quadratic copying).
+
+**What it detects.** Calls of ``aten::cat`` / ``aten::stack`` (and ``concat``, ``hstack``,
+``vstack``) from one line whose inputs show the result growing call after call: one input is
+the previous call's result (``x = torch.cat([x, new])``), or the list holds the previous call's
+tensors plus more (``torch.stack(results)`` inside the loop that appends to ``results``). Calls
+are matched by their ``Input Dims`` (``record_shapes``), so chains interleaved on one line (a
+KV cache per layer) are followed separately.
+
+**Why it costs time.** Each call allocates a new tensor and copies everything accumulated so
+far: n appends of k elements copy about k*n^2/2 elements instead of k*n.
+
+**How the saving is estimated.** Per chain: the measured cost of every call minus the cost of
+its last (largest) call, which is about what one ``cat`` of the final list (or filling a
+preallocated tensor) costs. A call's cost is the GPU time of the kernels it launched, or its
+CPU time when it launched none (CPU tensors; CPU-only traces). Allocator time for the discarded
+intermediates is not counted. Divided by the number of steps in the trace.
+
+**How to fix.** Collect the pieces in a Python list and call ``torch.cat`` once after the loop, or
+preallocate the result and write slices into it (for generation: a static KV cache).
+
+**Known false positives.** Architectures that concatenate a growing feature list by design
+(DenseNet blocks written by hand): the copying cost is real, but the fix is a memory-efficient
+implementation rather than a one-line change. Library code (torchvision's DenseNet) is not
+reported when the trace has Python stacks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence, Location
+from advisor.registry import Context, Skip, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics._checklist_b import calling_lines, kernel_op, ms, n_steps, op_names, top_under
+
+ID = "cat-in-loop"
+TITLE = "Tensor grown by repeated torch.cat"
+
+register("cat_in_loop.min_calls", 5.0,
+         "calls a growing cat/stack chain needs (within the profiled window) to be reported")  # fmt: skip
+
+CAT_OPS = frozenset({"aten::cat", "aten::_cat", "aten::concat", "aten::concatenate",
+                     "aten::stack", "aten::hstack", "aten::vstack"})  # fmt: skip
+
+SNIPPET = """# before: every iteration copies everything collected so far
+out = torch.empty(0, dim, device=device)
+for batch in batches:
+    out = torch.cat([out, model(batch)])
+
+# after: collect, then one cat
+parts = [model(batch) for batch in batches]
+out = torch.cat(parts)
+# or preallocate and fill: out = torch.empty(n, dim, device=device); out[i:i + b] = ...
+"""
+RECOMMENDATION = (
+    "Append the pieces to a Python list and call torch.cat once after the loop, or preallocate "
+    "the result and write slices into it (a static KV cache for generation): each repeated cat "
+    "copies everything accumulated so far."
+)
+
+
+@dataclass
+class Chain:
+    key: object
+    rows: list[int] = field(default_factory=list)
+    totals: list[int] = field(default_factory=list)
+    shapes: list[tuple[tuple[int, ...], ...]] = field(default_factory=list)
+
+
+def _shapes(dims: object) -> tuple[tuple[int, ...], ...] | None:
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+        return None
+    first = dims[0]
+    if not first or not all(isinstance(s, list) and all(isinstance(v, int) for v in s)
+                            for s in first):  # fmt: skip
+        return None
+    return tuple(tuple(s) for s in first)
+
+
+def _grows(ch: Chain, shapes: tuple[tuple[int, ...], ...], total: int) -> bool:
+    last_total, last_shapes = ch.totals[-1], ch.shapes[-1]
+    if total <= last_total:
+        return False
+    if any(math.prod(s) == last_total for s in shapes):
+        return True  # x = cat([x, new])
+    n = len(last_shapes)
+    return len(shapes) > n and shapes[:n] == last_shapes  # cat(growing_list)
+
+
+def _chains(trace: Trace, rows: np.ndarray, keys: list[object]) -> list[Chain]:
+    dims = trace.cpu_ops["input_dims"].to_numpy()
+    open_chains: dict[object, list[Chain]] = {}
+    done: list[Chain] = []
+    for r, key in zip(rows, keys, strict=True):
+        shapes = _shapes(dims[r])
+        if shapes is None:
+            continue
+        total = sum(math.prod(s) for s in shapes)
+        cands = open_chains.setdefault(key, [])
+        match = next((c for c in reversed(cands) if _grows(c, shapes, total)), None)
+        if match is None:
+            match = Chain(key)
+            cands.append(match)
+            done.append(match)
+        match.rows.append(int(r))
+        match.totals.append(total)
+        match.shapes.append(shapes)
+        if len(cands) > 64:  # keep the search short on lines with many unrelated cats
+            cands.pop(0)
+    return done
+
+
+def _call_costs(trace: Trace, rows: np.ndarray, is_cat: np.ndarray) -> dict[int, float]:
+    """Per cat row: GPU time of the kernels it launched, else its CPU time (ns)."""
+    ops = trace.cpu_ops
+    cost = {int(r): 0.0 for r in rows}
+    if len(trace.kernels):
+        top = top_under(trace, kernel_op(trace), is_cat)
+        k = pd.DataFrame({"top": top, "dur": trace.kernels["dur_ns"].to_numpy()})
+        k = k[k["top"] >= 0].groupby("top")["dur"].sum()
+        for r, d in k.items():
+            if int(r) in cost:
+                cost[int(r)] = float(d)
+    dur = ops["dur_ns"].to_numpy()
+    return {r: (c if c > 0 else float(dur[r])) for r, c in cost.items()}
+
+
+@detector(ID, TITLE, needs=("cpu_ops", "shapes"))
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    ops = trace.cpu_ops
+    names = op_names(trace)
+    is_cat = np.isin(names, list(CAT_OPS))
+    parent = ops["parent_idx"].to_numpy()
+    nested = np.where(parent >= 0, is_cat[np.clip(parent, 0, None)], False)
+    rows = np.flatnonzero(is_cat & ~nested)
+    if not len(rows):
+        return []
+    dims = ops["input_dims"].to_numpy()
+    if not any(_shapes(dims[r]) is not None for r in rows):
+        raise Skip("cat/stack inputs have no recorded shapes (this PyTorch version records "
+                   "TensorList inputs without dims)")  # fmt: skip
+    rows = rows[np.argsort(ops["ts_ns"].to_numpy()[rows], kind="stable")]
+    if trace.has_stack:
+        locs: list[Location | None] = calling_lines(trace, rows)
+        keep = [i for i, loc in enumerate(locs) if loc is not None]
+        rows = rows[keep]
+        keys: list[object] = [locs[i] for i in keep]
+    else:
+        tid = ops["tid"].to_numpy()
+        keys = [(int(tid[r]), str(names[r])) for r in rows]
+    min_calls = int(ctx.t("cat_in_loop.min_calls"))
+    chains = [c for c in _chains(trace, rows, keys) if len(c.rows) >= min_calls]
+    if not chains:
+        return []
+
+    outer = is_cat & ~nested  # a stack's kernels come from the cat inside it
+    costs = _call_costs(trace, np.asarray([r for c in chains for r in c.rows]), outer)
+    nst = n_steps(trace)
+    by_key: dict[object, dict[str, float]] = {}
+    for c in chains:
+        cc = [costs[r] for r in c.rows]
+        acc = by_key.setdefault(c.key, {"calls": 0, "chains": 0, "saving": 0.0, "time": 0.0,
+                                        "first": float(ops["ts_ns"].iat[c.rows[0]]),
+                                        "from": c.totals[0], "to": 0, "longest": 0})  # fmt: skip
+        acc["calls"] += len(c.rows)
+        acc["chains"] += 1
+        acc["saving"] += sum(cc) - cc[-1]
+        acc["time"] += sum(cc)
+        acc["from"] = min(acc["from"], c.totals[0])
+        acc["to"] = max(acc["to"], c.totals[-1])
+        acc["longest"] = max(acc["longest"], len(c.rows))
+    order = sorted(by_key, key=lambda k: -by_key[k]["saving"])
+    saving_ms = sum(v["saving"] for v in by_key.values()) / 1e6 / nst
+
+    def label(key: object) -> str:
+        if isinstance(key, Location):
+            return f"{key.file}:{key.line} ({key.function})"
+        return f"thread {key[0]} {key[1]}" if isinstance(key, tuple) else str(key)
+
+    evidence = [Evidence(
+        f"{label(k)}: {int(v['chains'])} growing chain(s), up to {int(v['longest'])} calls, "
+        f"{int(v['from'])} -> {int(v['to'])} elements", int(v["calls"]), ms(v["time"]),
+        trace.to_trace_us(v["first"]),
+    ) for k, v in ((k, by_key[k]) for k in order[:5])]  # fmt: skip
+    top = by_key[order[0]]
+    summary = (f"{label(order[0])} grows a tensor by repeated cat/stack ({int(top['longest'])} "
+               f"calls, {int(top['from'])} -> {int(top['to'])} elements), copying everything so "
+               f"far each time: about {saving_ms:.3f} ms per step to save.")  # fmt: skip
+    assumptions = (
+        "Per chain: measured cost of all calls minus the last (largest) call, about what one "
+        f"cat of the final list costs; divided by the {nst} step(s) in the trace.",
+        "A call's cost is the GPU time of its kernels, or its CPU time when it launched none; "
+        "allocation of the discarded intermediates is not counted.",
+    )
+    return [Draft(
+        id=ID, title=TITLE, est_savings_ms=round(saving_ms, 3),
+        confidence="high" if trace.has_stack else "medium",
+        summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
+        evidence=tuple(evidence),
+        locations=tuple(Location(k.file, k.line, k.function, int(by_key[k]["calls"]))
+                        for k in order[:5] if isinstance(k, Location)),
+        assumptions=assumptions,
+    )]  # fmt: skip

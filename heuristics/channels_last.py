@@ -1,0 +1,177 @@
+"""Conv nets in NCHW on Tensor Core GPUs: layout conversions around every convolution.
+
+**What it detects.** cuDNN's layout-conversion kernels (`nchwToNhwcKernel`, `nhwcToNchwKernel`)
+launched by convolution ops (forward and backward) on an NVIDIA GPU with Tensor Cores (compute
+capability 7.0+). Their presence means cuDNN picked channels-last (NHWC) kernels for
+convolutions whose tensors are NCHW, so it transposes the inputs, weights and gradients on every
+call. Without such kernels, run.json's `modules.channels_last == False` on a 16-bit (AMP) conv
+net is reported with a low-confidence estimate.
+
+**Why it costs time.** Each conversion reads and writes the whole tensor once more. Tensor Core
+convolution kernels are written for NHWC; keeping the model and its inputs channels-last lets
+cuDNN run them directly (NVIDIA and PyTorch report 8-35% faster conv nets with AMP).
+
+**How the saving is estimated.** Measured: the GPU time of the conversion kernels under conv
+ops per step (they disappear when model and input are channels-last); the further speed-up of
+the convolutions themselves is not counted. Reported only from 0.5% of the median step
+(`channels_last.min_pct`). From run.json alone (no conversions seen, 16-bit convolutions): 8% of
+the convolutions' GPU time, the low end of the published range, with low confidence.
+
+**How to fix.** `model = model.to(memory_format=torch.channels_last)` once, and
+`x = x.to(device, memory_format=torch.channels_last)` for each input batch (4-D tensors;
+`torch.channels_last_3d` for 5-D).
+
+**Known false positives.** FP32 models on GPUs without TF32 (V100) gain little from
+channels-last; use AMP first. Custom ops that require contiguous NCHW add their own conversions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence
+from advisor.registry import Context, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics import _checklist_a as h
+
+ID = "channels-last"
+TITLE = "Conv net in NCHW: layout conversions around convolutions"
+register("channels_last.min_pct", 0.5,
+         "report layout conversions from this % of the median step")  # fmt: skip
+register("channels_last.run_only_gain_pct", 8.0,
+         "% of conv GPU time assumed saved when only run.json shows NCHW (AMP conv nets)")  # fmt: skip
+HALF_TYPES = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
+SNIPPET = (
+    "model = model.to(device, memory_format=torch.channels_last)\n"
+    "for x, y in loader:\n"
+    "    x = x.to(device, memory_format=torch.channels_last, non_blocking=True)\n"
+    "    with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+    "        loss = loss_fn(model(x), y)"
+)
+
+
+def _short(name: str) -> str:
+    n = name.removeprefix("void ")
+    return n.split("<")[0].split("(")[0]
+
+
+def _half_convs(trace: Trace, ctx: Context, conv_rows: np.ndarray) -> bool:
+    types = trace.cpu_ops["input_types"].to_numpy()[conv_rows] if len(conv_rows) else []
+    for t in types:
+        if isinstance(t, list) and any(str(x) in HALF_TYPES for x in t[:2]):
+            return True
+    dts = ctx.run_get("forward", "autocast_dtypes", default=None) or []
+    return any(str(d) in ("float16", "bfloat16") for d in dts)
+
+
+@detector(ID, TITLE, gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    if h.tensor_core_gpu(trace) is False:
+        return []
+    k = h.in_steps(trace.kernels, trace)
+    if not len(k):
+        return []
+    conv_mask = h.ancestor_match(trace, lambda n: bool(h.CONV_RE.search(n)))
+    under_conv = h.gpu_rows_from(trace, k, conv_mask)
+    layout = k["name"].astype(str).str.contains(h.LAYOUT_KERNEL_RE).to_numpy()
+    attributed = bool((k["launch_idx"].to_numpy() >= 0).any() and len(conv_mask))
+    if attributed:
+        lk = k[layout & under_conv]
+    else:  # no launch links: take the conversions when the trace has convolution kernels
+        conv_named = k["name"].astype(str).str.contains(r"conv|fprop|dgrad|wgrad", case=False)
+        lk = k[layout] if conv_named.any() else k.iloc[0:0]
+    conv_k = k[under_conv & ~layout]
+    steps = h.n_steps(trace)
+    conv_ms = float(conv_k["dur_ns"].sum()) / 1e6 / steps
+    step_ms = ctx.step_ms_median
+    if len(lk):
+        conv_ms_ = float(lk["dur_ns"].sum()) / 1e6 / steps
+        if step_ms > 0 and 100.0 * conv_ms_ / step_ms >= ctx.t("channels_last.min_pct"):
+            return [_measured(trace, ctx, lk, conv_ms_, conv_ms, attributed)]
+    if ctx.run_get("modules", "channels_last", default=None) is not False or conv_ms <= 0:
+        return []
+    conv_ops = np.flatnonzero(trace.cpu_ops["name"].astype(str).isin(list(h.CONV_FWD_OPS)))
+    if not _half_convs(trace, ctx, conv_ops):
+        return []
+    gain = ctx.t("channels_last.run_only_gain_pct") / 100.0
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=gain * conv_ms,
+            confidence="low",
+            summary=(
+                f"The model runs its 16-bit convolutions in NCHW (run.json: channels_last is "
+                f"off); they take {conv_ms:.2f} ms of GPU time {h.per_step_words(trace)}."
+            ),
+            recommendation=_REC,
+            snippet=SNIPPET,
+            evidence=(
+                Evidence(
+                    "GPU kernels launched by convolution ops",
+                    len(conv_k),
+                    h.ms(conv_k["dur_ns"].sum()),
+                    trace.to_trace_us(int(conv_k["ts_ns"].min())),
+                ),
+            ),  # fmt: skip
+            locations=h.agg_locations(h.op_locations(ctx, conv_ops[:2000])),
+            assumptions=(
+                f"{gain * 100:g}% of the convolutions' GPU time: the low end of the 8-35% "
+                "published for channels-last with AMP on conv nets; not measured here",
+                f"divided over {steps} step(s)",
+            ),
+        )
+    ]
+
+
+_REC = (
+    "Convert the model and every input batch to channels-last memory format once, so cuDNN "
+    "runs its Tensor Core (NHWC) kernels directly instead of transposing around each "
+    "convolution; combine with AMP (bf16/fp16) for the largest gain."
+)
+
+
+def _measured(
+    trace: Trace, ctx: Context, lk: pd.DataFrame, layout_ms: float, conv_ms: float,
+    attributed: bool,
+) -> Draft:  # fmt: skip
+    steps = h.n_steps(trace)
+    rows = []
+    for name, g in lk.groupby(lk["name"].astype(str).map(_short), sort=False):
+        rows.append((int(g["dur_ns"].sum()),
+                     Evidence(f"{name} (layout conversion)", len(g), h.ms(g["dur_ns"].sum()),
+                              trace.to_trace_us(int(g["ts_ns"].min())))))  # fmt: skip
+    rows.sort(key=lambda r: -r[0])
+    op_of = h.issuing_ops(trace)
+    li = lk["launch_idx"].to_numpy()
+    ops = [int(op_of[i]) for i in li if i >= 0 and op_of[i] >= 0]
+    share = f", {100 * layout_ms / (layout_ms + conv_ms):.0f}% of the convolutions' GPU time" if (
+        conv_ms > 0) else ""  # fmt: skip
+    cl = ctx.run_get("modules", "channels_last", default=None)
+    summary = (
+        f"{len(lk) / steps:.0f} NCHW<->NHWC layout conversion kernels {h.per_step_words(trace)} "
+        f"around the convolutions take {layout_ms:.2f} ms on the GPU{share}: cuDNN runs these "
+        "convolutions channels-last and transposes the NCHW tensors on every call."
+    )
+    if cl is True:
+        summary += " run.json says the model is channels-last: convert the inputs too."
+    return Draft(
+        id=ID,
+        title=TITLE,
+        est_savings_ms=layout_ms,
+        confidence="medium" if attributed else "low",
+        summary=summary,
+        recommendation=_REC,
+        snippet=SNIPPET,
+        evidence=tuple(e for _, e in rows[:5]),
+        locations=h.agg_locations(h.op_locations(ctx, ops)),
+        assumptions=(
+            "saving = GPU time of the layout-conversion kernels"
+            + (" launched by convolution ops" if attributed else " (no launch links: all of them)"),
+            "the further speed-up of the convolutions in NHWC (8-35% with AMP, published) is "
+            "not counted",
+            f"divided over {steps} step(s)",
+        ),
+    )

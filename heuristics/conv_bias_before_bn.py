@@ -1,0 +1,229 @@
+"""Convolution with a bias directly followed by BatchNorm.
+
+**What it detects.** A convolution called with a bias (`aten::conv2d`/`aten::convolution`
+whose third Input Dims entry is not empty, or, without shapes, whose cuDNN path runs a separate
+`aten::add_` for the bias) whose very next operator at the same level is `aten::batch_norm`
+over the same number of channels. With run.json, the conv->BatchNorm module pairs seen during
+the forward pass (`modules.conv_bias_before_bn`) name the layers and where they were defined.
+
+**Why it costs time.** BatchNorm subtracts the per-channel mean, so a per-channel bias added
+just before it cancels out exactly: it changes nothing in the output, yet every step adds it
+(on cuDNN a separate elementwise kernel over the whole activation), computes its gradient in
+backward (a reduction over the activation) and updates it in the optimizer.
+
+**How the saving is estimated.** The GPU time of the bias-add kernels launched under these
+convolutions plus the GPU idle time while the host ran those adds, per step. The bias gradient
+and optimizer update are not counted, so the estimate is low. Where the add is fused into the
+convolution (CPU oneDNN) or not visible, the finding is informational (no saving claimed).
+
+**How to fix.** Build the layer with `bias=False`: `nn.Conv2d(cin, cout, k, bias=False)`
+followed by `nn.BatchNorm2d(cout)`. Pretrained weights: fold the bias into BatchNorm's
+running mean (`bn.running_mean -= conv.bias`) before dropping it.
+
+**Known false positives.** A BatchNorm in eval mode (frozen statistics) does not cancel the
+bias; folding is then still possible but the saving only applies at inference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence, Location
+from advisor.registry import Context, Skip, detector
+from advisor.trace.model import Trace
+from heuristics import _checklist_a as h
+
+ID = "conv-bias-before-bn"
+TITLE = "Convolution bias right before BatchNorm"
+BN_OPS = frozenset(
+    f"aten::{n}"
+    for n in (
+        "batch_norm",
+        "_batch_norm_impl_index",
+        "native_batch_norm",
+        "cudnn_batch_norm",
+        "miopen_batch_norm",
+        "_native_batch_norm_legit",
+    )  # fmt: skip
+)
+SNIPPET = (
+    "# before\n"
+    "nn.Conv2d(cin, cout, kernel_size=3, padding=1),\n"
+    "nn.BatchNorm2d(cout),\n"
+    "# after: BatchNorm's mean subtraction cancels the bias anyway\n"
+    "nn.Conv2d(cin, cout, kernel_size=3, padding=1, bias=False),\n"
+    "nn.BatchNorm2d(cout),"
+)
+
+
+def _pairs(trace: Trace) -> pd.DataFrame:
+    """Conv roots with a bias whose next sibling is BatchNorm: conv row, bn row, bias adds."""
+    cols = ["conv", "bn", "adds"]
+    ops = trace.cpu_ops
+    if not len(ops):
+        return pd.DataFrame(columns=cols)
+    names = ops["name"].astype(str).to_numpy()
+    parent = ops["parent_idx"].to_numpy()
+    is_conv = np.isin(names, list(h.CONV_FWD_OPS))
+    roots = np.flatnonzero(is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)],
+                                                False))  # fmt: skip
+    if not len(roots):
+        return pd.DataFrame(columns=cols)
+    # bias adds: aten::add_ ops whose outermost conv ancestor is a root
+    adds: dict[int, list[int]] = {}
+    for a in np.flatnonzero(names == "aten::add_"):
+        p, top = int(parent[a]), -1
+        for _ in range(16):
+            if p < 0:
+                break
+            if is_conv[p]:
+                top = p
+            p = int(parent[p])
+        if top >= 0:
+            adds.setdefault(top, []).append(int(a))
+    # next sibling of each op: same thread, same parent, next start
+    dims = ops["input_dims"].to_numpy()
+    order = np.lexsort((ops["ts_ns"].to_numpy(), parent, ops["tid"].to_numpy()))
+    nxt = np.full(len(ops), -1, dtype=np.int64)
+    same = (parent[order[1:]] == parent[order[:-1]]) & (
+        ops["tid"].to_numpy()[order[1:]] == ops["tid"].to_numpy()[order[:-1]])  # fmt: skip
+    nxt[order[:-1][same]] = order[1:][same]
+    rows = []
+    for r in roots:
+        b = int(nxt[r])
+        # BatchNorm in training mode first bumps num_batches_tracked (a 0-d aten::add_)
+        for _ in range(2):
+            if b >= 0 and names[b] == "aten::add_" and not h.arg_dims(dims[b], 0):
+                b = int(nxt[b])
+        if b < 0 or names[b] not in BN_OPS:
+            continue
+        bias = h.arg_dims(dims[r], 2)
+        has_shapes = h.dims_of(dims[r]) is not None
+        if has_shapes:
+            if not bias:
+                continue
+            w, x = h.arg_dims(dims[r], 1), h.arg_dims(dims[b], 0)
+            transposed = "transpose" in names[r]
+            if w and x and len(x) > 1 and not transposed and w[0] != x[1]:
+                continue
+        elif r not in adds:
+            continue
+        rows.append((int(r), b, adds.get(int(r), [])))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _run_sites(ctx: Context) -> list[Location]:
+    rows = ctx.run_get("modules", "conv_bias_before_bn", default=None)
+    return h.run_locations(rows, lambda r: f"{r.get('conv', 'conv')} -> {r.get('bn', 'bn')}")
+
+
+@detector(ID, TITLE)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    if not len(trace.cpu_ops) and ctx.run is None:
+        raise Skip("no CPU operator events and no run.json")
+    pairs = _pairs(trace)
+    sites = _run_sites(ctx)
+    run_pairs = ctx.run_get("modules", "conv_bias_before_bn", default=None)
+    n_run = len(run_pairs) if isinstance(run_pairs, list) else 0
+    if not len(pairs) and not n_run:
+        return []
+    steps = h.n_steps(trace)
+    ops = trace.cpu_ops
+    add_rows = np.array(sorted({a for lst in pairs["adds"] for a in lst}), dtype=np.int64)
+    gpu_ns, n_k, idle_ns = 0, 0, 0
+    per_add: dict[int, int] = {}
+    if len(add_rows) and trace.has_gpu:
+        mask = np.zeros(len(ops), dtype=bool)
+        mask[add_rows] = True
+        k = trace.kernels
+        ks = k[h.gpu_rows_from(trace, k, h.under(trace, mask))] if len(k) else k
+        gpu_ns, n_k = int(ks["dur_ns"].sum()), len(ks)
+        per_add = _kernel_ns_by_add(trace, ks, mask)
+        if n_k:
+            bs, be = h.busy_union(trace, h.main_gpu(trace))
+            _, idle_ns = h.idle_in_spans(bs, be, ops["ts_ns"].to_numpy()[add_rows],
+                                         ops["end_ns"].to_numpy()[add_rows])  # fmt: skip
+    saving_ms = (gpu_ns + idle_ns) / 1e6 / steps
+    per_step = len(pairs) / steps
+    locs = h.merge_locations(sites, h.agg_locations(h.op_locations(ctx, pairs["conv"])))
+    latent = saving_ms <= 0
+    if len(pairs):
+        summary = (
+            f"{per_step:.0f} convolution(s) with a bias feed BatchNorm directly "
+            f"{h.per_step_words(trace)}"
+        )
+        summary += (f"; the bias adds cost {n_k / steps:.0f} kernels, {gpu_ns / 1e6 / steps:.2f} "
+                    "ms on the GPU, and cancel out in BatchNorm." if n_k else
+                    "; BatchNorm cancels the bias, so computing it and its gradient is wasted "
+                    "(no separate bias kernel to measure here; on cuDNN it is one add kernel "
+                    "per convolution).")  # fmt: skip
+    else:
+        summary = (f"{n_run} Conv->BatchNorm pair(s) with a conv bias (run.json); the bias is "
+                   "cancelled by BatchNorm but its cost is not visible in this trace.")  # fmt: skip
+    if n_run and len(pairs):
+        summary += f" run.json lists {n_run} such module pair(s)."
+    assumptions = [
+        "saving = GPU time of the bias-add kernels under these convolutions + GPU idle time "
+        "while the host ran the adds" if not latent else
+        "no separate bias-add kernel measured (fused into the convolution or not in the "
+        "trace): informational, no saving claimed",
+        "bias gradient (backward reduction) and optimizer update not counted",
+        f"divided over {steps} step(s)",
+    ]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=0.0 if latent else saving_ms,
+            latent=latent,
+            confidence="high" if len(pairs) and trace.has_shapes else "medium",
+            summary=summary,
+            recommendation=(
+                "Create these convolutions with bias=False: the BatchNorm that follows removes "
+                "any per-channel offset, so the bias, its gradient and its optimizer update are "
+                "pure overhead. For pretrained weights fold the bias into BatchNorm's running "
+                "mean first."
+            ),
+            snippet=SNIPPET,
+            evidence=_evidence(trace, pairs, per_add if trace.has_gpu else None),
+            locations=locs,
+            assumptions=tuple(assumptions),
+        )
+    ]
+
+
+def _kernel_ns_by_add(trace: Trace, ks: pd.DataFrame, add_mask: np.ndarray) -> dict[int, int]:
+    """GPU ns per bias-add op (kernels attributed to the nearest add_ at or above the issuer)."""
+    op_of = h.issuing_ops(trace)
+    parent = trace.cpu_ops["parent_idx"].to_numpy()
+    out: dict[int, int] = {}
+    for li, dur in zip(ks["launch_idx"].to_numpy(), ks["dur_ns"].to_numpy(), strict=True):
+        o = int(op_of[li])
+        while o >= 0 and not add_mask[o]:
+            o = int(parent[o])
+        if o >= 0:
+            out[o] = out.get(o, 0) + int(dur)
+    return out
+
+
+def _evidence(
+    trace: Trace, pairs: pd.DataFrame, per_add: dict[int, int] | None
+) -> tuple[Evidence, ...]:
+    """Per conv weight shape: count and the GPU time of its bias adds (on a GPU trace)."""
+    if not len(pairs):
+        return ()
+    ops = trace.cpu_ops
+    labels = []
+    for c in pairs["conv"]:
+        w = h.arg_dims(ops["input_dims"].iat[c], 1)
+        what = "GPU time of the bias add" if per_add is not None else "bias fused, not timed"
+        labels.append(f"{ops['name'].iat[c]}{' weight ' + str(w) if w else ''} with bias "
+                      f"-> batch_norm ({what})")  # fmt: skip
+    rows = []
+    for label, g in pairs.assign(label=labels).groupby("label", sort=False):
+        add_ms = h.ms(sum((per_add or {}).get(a, 0) for lst in g["adds"] for a in lst))
+        first = int(ops["ts_ns"].iat[int(g["conv"].iloc[0])])
+        rows.append((len(g), Evidence(str(label), len(g), add_ms, trace.to_trace_us(first))))
+    rows.sort(key=lambda r: -r[0])
+    return tuple(e for _, e in rows[:5])

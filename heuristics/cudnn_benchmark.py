@@ -1,0 +1,131 @@
+"""Convolutions with static shapes while `torch.backends.cudnn.benchmark` is off.
+
+**What it detects.** run.json records `backends.cudnn_benchmark == False` while the trace runs
+convolutions whose input shapes (`Input Dims`, record_shapes) are the same in every profiled
+step. Without run.json the flag is unknown and the check is skipped; with deterministic cuDNN
+requested (`cudnn_deterministic`) it stays silent, since the user chose reproducibility.
+
+**Why it costs time.** With benchmark off, cuDNN picks each convolution's algorithm by
+heuristics. With it on, the first call of each new shape times the available algorithms and
+caches the fastest; when shapes never change, that one-off cost buys a faster kernel on every
+later step. Published speed-ups for convolution forward+backward are 1.27-1.70x.
+
+**How the saving is estimated.** GPU time of the kernels launched by convolution ops (forward
+and backward) per step x (1 - 1/1.27): the low end of the published range; the range goes up
+to 1 - 1/1.70. Confidence is low: modern cuDNN heuristics often already pick the fastest
+algorithm, and the gain is only certain after measuring.
+
+**How to fix.** `torch.backends.cudnn.benchmark = True` once at start-up, before the first
+convolution. Keep it off when input shapes change every step (variable image sizes, last
+partial batch without `drop_last=True`): each new shape is benchmarked again.
+
+**Known false positives.** Traces from one step cannot show that shapes repeat; a shape that
+changes only outside the profiled window (e.g. a final smaller batch) re-triggers tuning.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from advisor.findings import Draft, Evidence
+from advisor.registry import Context, Skip, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics import _checklist_a as h
+
+ID = "cudnn-benchmark"
+TITLE = "cuDNN autotuning off for static-shape convolutions"
+register("cudnn_benchmark.speedup_low", 1.27, "published low-end conv speed-up from benchmark=True")
+register("cudnn_benchmark.speedup_high", 1.70, "published high-end conv speed-up")
+
+
+def _static(trace: Trace, rows: np.ndarray) -> tuple[bool | None, int]:
+    """Whether every step with convolutions runs the same multiset of (op, Input Dims);
+    None when fewer than two steps have convolutions. Also the number of such steps."""
+    ops = trace.cpu_ops
+    per_step: dict[int, Counter[str]] = {}
+    names = ops["name"].astype(str).to_numpy()
+    dims = ops["input_dims"].to_numpy()
+    for r, st in zip(rows, ops["step"].to_numpy()[rows], strict=True):
+        per_step.setdefault(int(st), Counter())[f"{names[r]}{dims[r]!s}"] += 1
+    sigs = [per_step[s] for s in sorted(per_step) if s >= 0 or trace.meta.synthetic_steps]
+    if len(sigs) < 2:
+        return None, len(sigs)
+    return all(s == sigs[0] for s in sigs[1:]), len(sigs)
+
+
+@detector(ID, TITLE, needs=("run", "cpu_ops"), gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    flag = ctx.run_get("backends", "cudnn_benchmark")
+    if flag is None:
+        raise Skip("run.json has no backends.cudnn_benchmark")
+    if flag is not False or ctx.run_get("backends", "cudnn_deterministic") is True:
+        return []
+    ops = trace.cpu_ops
+    names = ops["name"].astype(str).to_numpy()
+    parent = ops["parent_idx"].to_numpy()
+    is_conv = np.isin(names, list(h.CONV_FWD_OPS))
+    roots = np.flatnonzero(is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)],
+                                                False))  # fmt: skip
+    roots = roots[ops["step"].to_numpy()[roots] >= 0] if not trace.meta.synthetic_steps else roots
+    if not len(roots):
+        return []
+    static, n_conv_steps = _static(trace, roots) if trace.has_shapes else (None, 0)
+    if static is False:
+        return []  # shapes change between steps: benchmarking would re-run for each new shape
+    k = h.in_steps(trace.kernels, trace)
+    conv_mask = h.ancestor_match(trace, lambda n: bool(h.CONV_RE.search(n)))
+    ck = k[h.gpu_rows_from(trace, k, conv_mask)] if len(k) else k
+    layout = ck["name"].astype(str).str.contains(h.LAYOUT_KERNEL_RE).to_numpy() if len(ck) else []
+    ck = ck[~np.asarray(layout, dtype=bool)] if len(ck) else ck
+    if not len(ck):
+        return []
+    steps = h.n_steps(trace)
+    conv_ms = float(ck["dur_ns"].sum()) / 1e6 / steps
+    lo_x, hi_x = ctx.t("cudnn_benchmark.speedup_low"), ctx.t("cudnn_benchmark.speedup_high")
+    low = conv_ms * (1 - 1 / lo_x)
+    high = conv_ms * (1 - 1 / hi_x)
+    shapes = (f"the same {len(roots) // max(1, n_conv_steps)} convolution shapes in each of "
+              f"{n_conv_steps} steps" if static else
+              "shapes that could not be compared across steps")  # fmt: skip
+    summary = (
+        f"torch.backends.cudnn.benchmark is off while convolutions take {conv_ms:.2f} ms of "
+        f"GPU time {h.per_step_words(trace)} with {shapes}."
+    )
+    top = ck.groupby(ck["name"].astype(str).map(lambda n: n.split("(")[0][:120]), sort=False)
+    ev = sorted(((int(g["dur_ns"].sum()), str(n), len(g), int(g["ts_ns"].min()))
+                 for n, g in top), reverse=True)[:4]  # fmt: skip
+    evidence = [Evidence(f"conv kernel {n}", c, h.ms(d), trace.to_trace_us(t)) for d, n, c, t in ev]
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=low,
+            est_savings_range_ms=(round(low, 3), round(high, 3)),
+            confidence="low",
+            summary=summary,
+            recommendation=(
+                "Set torch.backends.cudnn.benchmark = True before the first convolution so cuDNN "
+                "times its algorithms once per shape and keeps the fastest. Leave it off if "
+                "input shapes vary from step to step (or use drop_last=True for the last batch)."
+            ),
+            snippet=(
+                "import torch\n"
+                "torch.backends.cudnn.benchmark = True  # input shapes are fixed\n"
+                "loader = DataLoader(dataset, batch_size=64, drop_last=True)"
+            ),  # fmt: skip
+            evidence=tuple(evidence),
+            locations=h.agg_locations(h.op_locations(ctx, roots[:2000])),
+            assumptions=(
+                f"saving = conv GPU time x (1 - 1/{lo_x:g}); range up to x (1 - 1/{hi_x:g}): the "
+                "published 1.27-1.70x for static shapes, not measured on this model",
+                "static shapes: identical conv Input Dims in every profiled step"
+                if static
+                else "shapes could not be compared (one step or no record_shapes): lower confidence",
+                f"the one-off tuning on the first step is not counted; divided over {steps} "
+                "step(s)",
+            ),
+        )
+    ]

@@ -1,0 +1,193 @@
+"""nn.DataParallel: one process drives every GPU, re-copying the model each step.
+
+**What it detects.** ``torch.nn.DataParallel`` in use: its autograd Functions show in the trace
+as operators named ``Broadcast`` (the parameters copied to every GPU by ``replicate``),
+``Scatter`` (the input split across GPUs) and ``Gather`` (the outputs collected on GPU 0), with
+``BroadcastBackward``/``ReduceAddCoalesced`` in backward, or as Python frames in
+``torch/nn/parallel/data_parallel.py``; run.json ``modules.data_parallel`` when
+``advisor profile`` saw the wrapper. (``GatherBackward0``, with a digit, is ``torch.gather``'s
+backward and is not counted.)
+
+**Why it costs time.** Every step DataParallel broadcasts all parameters from GPU 0, scatters
+the batch, runs the replicas in Python threads that contend for the GIL, gathers the outputs
+on GPU 0 (which also computes the loss and reduces every gradient: GPU 0 becomes the
+bottleneck). DistributedDataParallel runs one process per GPU, keeps a model copy per process
+and overlaps its bucketed gradient all-reduce with backward; PyTorch recommends it even on a
+single node.
+
+**How the saving is estimated.** The host time of the ``Broadcast``, ``Scatter`` and ``Gather``
+ranges per step: work DDP does not do at all. Not counted (so the real gain is usually larger):
+the gradient reduction onto GPU 0, GIL contention among replica threads and GPU 0's extra load.
+
+**How to fix.** ``DistributedDataParallel`` with one process per GPU
+(``torchrun --nproc_per_node``).
+
+**Known false positives.** A user's own autograd Functions named exactly ``Broadcast`` and
+``Scatter``/``Gather`` (two of the three names are required without other evidence).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence, Location
+from advisor.locate import aggregate
+from advisor.registry import Context, Skip, detector
+from advisor.trace.model import Trace
+from heuristics._checklist_b import inherit, ms, n_steps, op_names, user_line
+
+ID = "data-parallel"
+TITLE = "nn.DataParallel instead of DistributedDataParallel"
+
+FORWARD = ("Broadcast", "Scatter", "Gather")
+BACKWARD = ("BroadcastBackward", "ScatterBackward", "GatherBackward", "ReduceAddCoalesced",
+            "ReduceAddCoalescedBackward")  # fmt: skip
+DP_FILE = "torch/nn/parallel/data_parallel.py"
+
+SNIPPET = """# torchrun --nproc_per_node=NUM_GPUS train.py
+import os, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("nccl")
+rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(rank)
+model = DDP(model.to(rank), device_ids=[rank])      # was: nn.DataParallel(model)
+sampler = torch.utils.data.distributed.DistributedSampler(dataset)
+loader = torch.utils.data.DataLoader(dataset, batch_size=per_gpu_batch, sampler=sampler)
+"""
+RECOMMENDATION = (
+    "Replace nn.DataParallel with DistributedDataParallel, one process per GPU (torchrun), even "
+    "on a single machine: no per-step model broadcast, scatter or gather, no GIL contention, "
+    "and the gradient all-reduce overlaps backward."
+)
+
+
+def _run_flag(ctx: Context) -> int:
+    v = ctx.run_get("modules", "data_parallel", default=None)
+    if isinstance(v, list | tuple | dict):
+        return len(v)
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int | float):
+        return int(v > 0)
+    return 0
+
+
+def _run_sites(ctx: Context) -> list[Location]:
+    """Where run.json saw the model wrapped (``modules.data_parallel_sites``)."""
+    raw = ctx.run_get("modules", "data_parallel_sites", default=None)
+    out = []
+    for site in raw if isinstance(raw, list) else []:
+        if not isinstance(site, dict):
+            continue
+        file, line = site.get("file"), site.get("line")
+        if isinstance(file, str) and isinstance(line, int):
+            out.append(Location(file, line, str(site.get("function") or "<module>")))
+    return out
+
+
+def _dp_frames(trace: Trace) -> int:
+    py = trace.python
+    if not len(py):
+        return 0
+    f = py["file"].astype(str).str.replace("\\", "/", regex=False)
+    return int(f.str.endswith(DP_FILE).sum())
+
+
+@detector(ID, TITLE)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    flagged = _run_flag(ctx)
+    if not len(trace.cpu_ops) and not flagged:
+        raise Skip("no CPU operator events in this trace and no run.json module facts")
+    names = op_names(trace) if len(trace.cpu_ops) else np.zeros(0, dtype=object)
+    fwd = np.isin(names, FORWARD)
+    bwd = np.isin(names, BACKWARD) | np.isin(
+        names, [f"autograd::engine::evaluate_function: {b}" for b in BACKWARD]
+    )
+    kinds = set(names[fwd].tolist())
+    frames = _dp_frames(trace)
+    seen = len(kinds) >= 2 or (len(kinds) >= 1 and (frames > 0 or flagged > 0))
+    if not seen or "Broadcast" not in kinds:  # no replication: one device, nothing to measure
+        if flagged or frames or seen:
+            where = ("run.json" if flagged else
+                     f"Python frames in {DP_FILE}" if frames else
+                     f"{'/'.join(sorted(kinds))} operators in the trace")  # fmt: skip
+            count = max(flagged, frames, int(fwd.sum()))
+            return [_latent(trace, where, count, _run_sites(ctx))]
+        return []
+
+    ops = trace.cpu_ops
+    parent = ops["parent_idx"].to_numpy()
+    # outermost DataParallel ranges only (a Scatter nested in another is counted once)
+    under_fwd = inherit(trace, fwd)
+    par_fwd = np.where(parent >= 0, under_fwd[np.clip(parent, 0, None)], False)
+    rows = np.flatnonzero(fwd & ~par_fwd & (ops["step"].to_numpy() >= 0))
+    if not len(rows):
+        rows = np.flatnonzero(fwd & ~par_fwd)
+    sel = ops.iloc[rows]
+    dur = sel["dur_ns"].to_numpy()
+    n_dev = max(2, int(trace.kernels["device"].nunique())) if len(trace.kernels) else 2
+    # DDP still copies each process's share of the batch: Scatter saves (n-1)/n of its time
+    weight = np.where(names[rows] == "Scatter", (n_dev - 1) / n_dev, 1.0)
+    per_step_ms = float((dur * weight).sum()) / 1e6 / n_steps(trace)
+    evidence = []
+    for name in FORWARD:
+        m = names[rows] == name
+        if m.any():
+            first = int(sel["ts_ns"].to_numpy()[m].min())
+            what = {"Broadcast": "Broadcast (replicate: parameters copied to every GPU)",
+                    "Scatter": "Scatter (batch split across GPUs)",
+                    "Gather": "Gather (outputs collected on GPU 0)"}[name]  # fmt: skip
+            evidence.append(Evidence(what, int(m.sum()), ms(dur[m].sum()),
+                                     trace.to_trace_us(first)))  # fmt: skip
+    if bwd.any():
+        own = np.isin(names, BACKWARD)
+        under = inherit(trace, own)
+        b = ops[own & ~np.where(parent >= 0, under[np.clip(parent, 0, None)], False)]
+        evidence.append(Evidence("gradient reduction onto GPU 0 in backward (not counted)",
+                                 len(b), ms(b["dur_ns"].sum())))  # fmt: skip
+    if flagged:
+        evidence.append(Evidence("run.json: nn.DataParallel wraps the model", flagged, 0.0))
+    locs = (*_run_sites(ctx), *aggregate(user_line(trace, int(r)) for r in rows[:200]))[:5]
+    counts = pd.Series(names[rows]).value_counts()
+    calls = int(counts.max()) if len(counts) else 0
+    summary = (f"nn.DataParallel replicates the model, scatters the batch and gathers outputs "
+               f"every step ({calls} call(s) in {n_steps(trace)} step(s)): {per_step_ms:.3f} ms "
+               f"per step of host time that DistributedDataParallel does not spend.")  # fmt: skip
+    assumptions = (
+        "Saving = host time of the Broadcast and Gather ranges (DDP does neither) plus "
+        f"{n_dev - 1}/{n_dev} of the Scatter range (each DDP process still copies its own "
+        f"share of the batch; {n_dev} GPUs), divided by the {n_steps(trace)} step(s) in the "
+        "trace.",
+        "Not counted: the gradient reduction onto GPU 0, GIL contention between replica "
+        "threads and GPU 0's extra load, so the real gain is usually larger.",
+    )
+    return [Draft(
+        id=ID, title=TITLE, est_savings_ms=round(per_step_ms, 3),
+        confidence="high" if (flagged or frames) else "medium",
+        summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
+        evidence=tuple(evidence[:5]), locations=locs, assumptions=assumptions,
+    )]  # fmt: skip
+
+
+def _latent(trace: Trace, where: str, count: int, sites: list[Location]) -> Draft:
+    gpu = (" over a single device (it only scatters the input)" if trace.has_gpu
+           else " (on a machine without GPUs it just calls the module)")  # fmt: skip
+    return Draft(
+        id=ID,
+        title=TITLE,
+        est_savings_ms=0.0,
+        confidence="medium",
+        latent=True,
+        summary=(
+            f"The model is wrapped in nn.DataParallel ({where}){gpu}; the trace shows no "
+            f"replication to measure, but on several GPUs every step pays for replicate, "
+            f"scatter and gather: use DistributedDataParallel there."
+        ),  # fmt: skip
+        recommendation=RECOMMENDATION,
+        snippet=SNIPPET,
+        evidence=(Evidence(f"nn.DataParallel seen in {where}", count, 0.0),),
+        locations=tuple(sites[:5]),
+        assumptions=("No measured cost in this trace: reported as information.",),
+    )

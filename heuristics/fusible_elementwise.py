@@ -1,0 +1,238 @@
+"""Chains of memory-bound elementwise kernels that torch.compile would fuse into one.
+
+**What it detects.** Three or more eager elementwise kernels (``vectorized_elementwise_kernel``,
+``unrolled_elementwise_kernel``, ``elementwise_kernel``: add, mul, activation functions and
+their backward) running back to back on one stream with no other kernel between them, and the
+same chain (by kernel functors) recurring in at least half of the steps. Fills, copies, index
+and scatter/gather kernels do not count, and neither do kernels from the optimizer step,
+``zero_grad``, gradient accumulation or DDP's reducer (other findings cover those).
+
+**Why it costs time.** Each elementwise kernel reads its inputs from GPU memory and writes its
+output back: a chain of k kernels moves about k times the bytes a fused kernel would, and pays
+k launches. Elementwise kernels are memory-bound, so their time follows the bytes moved.
+
+**How the saving is estimated.** Fusing k kernels into one keeps about 1/k of the traffic, so
+a chain saves (k-1)/k of its measured kernel time. Shorter kernels shorten the step only while
+the GPU is the bottleneck, so that figure is scaled by the GPU busy share of the steps (the
+unscaled figure is the top of the range). Launch overhead removed by fusion is not counted.
+Intermediates that backward needs are written anyway; torch.compile's partitioner recomputes
+most cheap elementwise ops instead of saving them.
+
+**How to fix.** ``torch.compile(model)`` (Inductor generates one Triton kernel per fused chain),
+or a fused implementation of the block (``F.gelu`` instead of a hand-written tanh formula,
+``torch.addcmul``, ``torch.lerp``).
+
+**Known false positives.** Independent small ops that merely run next to each other on the
+stream (the chain is not data-dependent): compile then batches fewer of them. Graph breaks
+inside the chain also stop fusion.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence
+from advisor.locate import aggregate
+from advisor.registry import Context, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics._checklist_b import (
+    gpu_busy_ns,
+    inherit,
+    kernel_op,
+    ms,
+    n_steps,
+    name_mask,
+    op_names,
+    ranges,
+    runtime_op,
+    user_line,
+)  # fmt: skip
+
+ID = "fusible-elementwise"
+TITLE = "Unfused chains of elementwise kernels"
+
+register("fusible_elementwise.min_chain", 3.0,
+         "back-to-back elementwise kernels that make a fusible chain")  # fmt: skip
+register("fusible_elementwise.min_step_share_pct", 50.0,
+         "% of steps a chain must recur in (repeated per step)")  # fmt: skip
+register("fusible_elementwise.min_savings_pct", 0.5,
+         "report only when the estimated saving reaches this % of the median step")  # fmt: skip
+COMPILED = re.compile(r"^CompiledFunction")
+
+EXCLUDE_NAMES = ("index_elementwise", "scatter_gather_elementwise", "FillFunctor", "copy_kernel")
+# launched by work other findings cover (optimizer, zero_grad, grad accumulation, DDP)
+EXCLUDE_OPS = re.compile(r"AccumulateGrad|^Optimizer\.|zero_grad|_foreach_|_fused_|reducer|"
+                         r"^c10d::|^nccl:|record_param_comms")  # fmt: skip
+EXCLUDE_RANGES = re.compile(r"^Optimizer\.|zero_grad")
+_GENERIC = frozenset(
+    "void at native detail gpu_kernel_impl gpu_kernel_impl_nocast BinaryFunctor AUnaryFunctor "
+    "BUnaryFunctor UnaryFunctor Array OffsetCalculator TrivialOffsetCalculator LoadWithoutCast "
+    "StoreWithoutCast LoadWithCast StoreWithCast float double long int operator lambda c10 Half "
+    "BFloat16 complex unsigned char bool short anonymous namespace binary_internal OpaqueType "
+    "true false const TensorIteratorBase TensorIterator".split()
+)  # fmt: skip
+_TOKEN = re.compile(r"[A-Za-z_]\w*")
+
+SNIPPET = """model = torch.compile(model)          # fuses elementwise chains into Triton kernels
+# or compile just the hot block:
+@torch.compile
+def bias_gelu(x, bias):
+    return torch.nn.functional.gelu(x + bias, approximate="tanh")
+"""
+RECOMMENDATION = (
+    "Compile the model (or the block) with torch.compile: Inductor fuses each chain of "
+    "elementwise ops into one kernel that reads the inputs once and writes the result once."
+)
+
+
+def short_name(kernel: str) -> str:
+    """``...vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>...`` -> ``add``."""
+    i = kernel.find("elementwise_kernel")
+    for tok in _TOKEN.findall(kernel[i + len("elementwise_kernel") :] if i >= 0 else kernel):
+        if tok in _GENERIC or tok.startswith("_"):
+            continue
+        for pre in ("CUDAFunctorOnSelf_", "CUDAFunctorOnOther_", "CUDAFunctor_", "launch_"):
+            tok = tok.removeprefix(pre)
+        for suf in ("_kernel_cuda", "_kernel_impl", "_kernel", "Functor"):
+            tok = tok.removesuffix(suf)
+        return (tok[0].lower() + tok[1:]) if tok else "elementwise"
+    return "elementwise"
+
+
+def _num(x: float) -> str:
+    """3.0 -> "3", 2.5 -> "2.5"."""
+    return f"{x:.1f}".removesuffix(".0")
+
+
+def _elementwise(trace: Trace) -> np.ndarray:
+    k = trace.kernels
+    names = pd.Series(k["name"].astype(str).to_numpy())
+    ew = np.array(names.str.contains("elementwise_kernel", regex=False), dtype=bool)
+    for bad in EXCLUDE_NAMES:
+        ew &= ~names.str.contains(bad, regex=False).to_numpy()
+    if not ew.any():
+        return ew
+    # context: the op that launched it, or a CPU range around the launch
+    ops_excl = inherit(trace, name_mask(op_names(trace), EXCLUDE_OPS)) if len(trace.cpu_ops) \
+        else np.zeros(0, dtype=bool)  # fmt: skip
+    kop = kernel_op(trace)
+    if len(ops_excl):
+        ew &= ~np.where(kop >= 0, ops_excl[np.clip(kop, 0, None)], False)
+    win = ranges(trace, EXCLUDE_RANGES)
+    rt = trace.runtime
+    li = k["launch_idx"].to_numpy()
+    if len(win) and len(rt):
+        rts, rtid = rt["ts_ns"].to_numpy(), rt["tid"].to_numpy()
+        in_win = np.zeros(len(rt), dtype=bool)
+        for w in win.itertuples(index=False):
+            in_win |= (rtid == w.tid) & (rts >= w.ts_ns) & (rts <= w.end_ns)
+        ew &= ~np.where(li >= 0, in_win[np.clip(li, 0, None)], False)
+    return ew
+
+
+def _chains(trace: Trace, ew: np.ndarray, min_chain: int) -> list[np.ndarray]:
+    k = trace.kernels
+    order = np.lexsort((k["ts_ns"].to_numpy(), k["stream"].to_numpy(), k["device"].to_numpy()))
+    dev, stream, step = (k[c].to_numpy()[order] for c in ("device", "stream", "step"))
+    e = ew[order]
+    same = np.r_[False, (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])
+                 & (step[1:] == step[:-1]) & e[1:] & e[:-1]]  # fmt: skip
+    out = []
+    start = None
+    for i in range(len(order) + 1):
+        if i < len(order) and e[i] and same[i]:
+            continue
+        if start is not None and i - start >= min_chain:
+            out.append(order[start:i])
+        start = i if i < len(order) and e[i] else None
+    return out
+
+
+@detector(ID, TITLE, needs=("kernels",), gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    ew = _elementwise(trace)
+    chains = _chains(trace, ew, int(ctx.t("fusible_elementwise.min_chain")))
+    if not chains:
+        return []
+    k = trace.kernels
+    kname = k["name"].astype(str).to_numpy()
+    dur = k["dur_ns"].to_numpy()
+    kstep = k["step"].to_numpy()
+    short = {n: short_name(n) for n in set(kname[np.concatenate(chains)])}
+    sig_chains: dict[tuple[str, ...], list[np.ndarray]] = defaultdict(list)
+    for c in chains:
+        sig_chains[tuple(short[n] for n in kname[c])].append(c)
+    real_steps = [int(s) for s in trace.steps["step"]] if not trace.meta.synthetic_steps else []
+    need = max(1, math.ceil(len(real_steps) * ctx.t("fusible_elementwise.min_step_share_pct")
+                            / 100.0))  # fmt: skip
+    kept = {s: cs for s, cs in sig_chains.items()
+            if len({int(kstep[c[0]]) for c in cs if kstep[c[0]] >= 0}) >= need
+            or not real_steps}  # fmt: skip
+    if not kept:
+        return []
+
+    nst = n_steps(trace)
+    full_ns = sum(float(dur[c].sum()) * (len(c) - 1) / len(c) for cs in kept.values() for c in cs)
+    st = trace.steps
+    span = int((st["end_ns"] - st["ts_ns"]).sum())
+    busy = sum(gpu_busy_ns(trace, int(a), int(b)) for a, b in zip(st["ts_ns"], st["end_ns"],
+                                                                   strict=True))  # fmt: skip
+    share = min(1.0, busy / span) if span > 0 else 1.0
+    saving_ms = full_ns * share / 1e6 / nst
+    full_ms = full_ns / 1e6 / nst
+    if saving_ms < ctx.t("fusible_elementwise.min_savings_pct") / 100.0 * ctx.step_ms_median:
+        return []
+
+    ranked = sorted(kept.items(), key=lambda kv: -sum(float(dur[c].sum()) for c in kv[1]))
+    n_chains = sum(len(cs) for cs in kept.values())
+    n_kernels = sum(len(c) for cs in kept.values() for c in cs)
+    evidence = []
+    for sig, cs in ranked[:5]:
+        what = " -> ".join(sig[:6]) + (f" ... ({len(sig)} kernels)" if len(sig) > 6 else "")
+        first = min(int(k["ts_ns"].iat[c[0]]) for c in cs)
+        evidence.append(Evidence(f"{what}, {_num(len(cs) / nst)} per step", len(cs),
+                                 ms(sum(float(dur[c].sum()) for c in cs)),
+                                 trace.to_trace_us(first)))  # fmt: skip
+    kop = kernel_op(trace)
+    firsts = [int(kop[c[0]]) for cs in kept.values() for c in cs[:20]]
+    locs = aggregate(user_line(trace, r) for r in firsts if r >= 0)
+    all_k = np.concatenate([c for cs in kept.values() for c in cs])
+    compiled = inherit(trace, name_mask(op_names(trace), COMPILED)) if len(trace.cpu_ops) \
+        else np.zeros(0, dtype=bool)  # fmt: skip
+    in_compiled = float(np.mean(np.where(kop[all_k] >= 0, compiled[np.clip(kop[all_k], 0, None)],
+                                         False))) if len(compiled) else 0.0  # fmt: skip
+    rec = RECOMMENDATION
+    if in_compiled >= 0.5:
+        rec = (
+            f"{in_compiled:.0%} of these kernels already run inside a compiled region "
+            "(CompiledFunction) whose backend did not fuse them (aot_eager or an old "
+            "torch.compile): use the default Inductor backend. " + RECOMMENDATION
+        )
+    lens = Counter(len(c) for cs in kept.values() for c in cs)
+    summary = (f"{_num(n_chains / nst)} chains of back-to-back elementwise kernels per step "
+               f"({n_kernels / nst:.0f} kernels, typical length {lens.most_common(1)[0][0]}) "
+               f"could each be one fused kernel: about {saving_ms:.3f} ms per step "
+               f"(up to {full_ms:.3f} ms if the GPU were the bottleneck throughout).")  # fmt: skip
+    assumptions = (
+        "A chain of k memory-bound kernels fused into one moves about 1/k of the bytes: "
+        "saving (k-1)/k of the chain's measured kernel time; launch overhead not counted.",
+        f"Scaled by the GPU busy share of the steps ({share:.0%}): shorter kernels shorten a "
+        f"step only while the GPU is the bottleneck; divided by the {nst} step(s) in the trace.",
+        "Chains must recur in at least "
+        f"{ctx.t('fusible_elementwise.min_step_share_pct'):g}% of the steps; optimizer, "
+        "zero_grad, gradient accumulation and DDP kernels are excluded.",
+    )
+    rt_linked = bool(len(trace.runtime)) and bool((runtime_op(trace) >= 0).any())
+    return [Draft(
+        id=ID, title=TITLE, est_savings_ms=round(saving_ms, 3),
+        confidence="medium" if real_steps and rt_linked else "low",
+        summary=summary, recommendation=rec, snippet=SNIPPET,
+        evidence=tuple(evidence), locations=locs, assumptions=assumptions,
+        est_savings_range_ms=(round(saving_ms, 3), round(full_ms, 3)),
+    )]  # fmt: skip

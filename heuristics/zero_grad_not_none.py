@@ -1,0 +1,200 @@
+"""`zero_grad()` that fills gradients with zeros instead of setting them to None.
+
+**What it detects.** `Optimizer.zero_grad` ranges (the profiler's
+`Optimizer.zero_grad#SGD.zero_grad` annotation) that run `aten::zero_`/`aten::fill_` on the
+gradients (one op, and on a GPU one fill kernel, per parameter) or `aten::_foreach_zero_` (one
+op per device and dtype, a few multi-tensor kernels). This is
+`zero_grad(set_to_none=False)`, or the default before torch 2.0. With run.json, `zero_grad`
+calls recorded with `set_to_none=False` (including `model.zero_grad`, which has no profiler
+annotation) are named even when the trace cannot measure them.
+
+**Why it costs time.** Every step pays a host-side op and a kernel launch per parameter plus a
+write of every gradient byte, and the next backward then reads and adds into those zeros
+instead of writing the gradient once.
+
+**How the saving is estimated.** The GPU time of the kernels and memsets launched by these ops
+plus the time the GPU sat idle while the host was inside them (on a CPU-only run: the ops' own
+CPU time). Per step, over the steps in the trace. The extra read in the next backward is not
+counted, so the estimate is low.
+
+**How to fix.** `optimizer.zero_grad(set_to_none=True)` (the default since torch 2.0), or
+`model.zero_grad(set_to_none=True)`.
+
+**Known false positives.** Code that reads `.grad` right after zeroing and expects a tensor of
+zeros (not None) needs a change; gradient accumulation works the same with None.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence, Location
+from advisor.registry import Context, detector
+from advisor.trace.model import Trace
+from heuristics import _checklist_a as h
+
+ID = "zero-grad-not-none"
+TITLE = "zero_grad() writes zeros instead of setting gradients to None"
+ZERO_OPS = frozenset({"aten::zero_", "aten::fill_", "aten::_foreach_zero_"})
+FOREACH = "aten::_foreach_zero_"
+PREFIX = "Optimizer.zero_grad"
+SNIPPET = (
+    "optimizer.zero_grad(set_to_none=True)  # the default since torch 2.0\n"
+    "# or, for the module API\n"
+    "model.zero_grad(set_to_none=True)"
+)
+
+
+def _ranges(trace: Trace) -> pd.DataFrame:
+    """zero_grad ranges on the host: annotations (current traces) or cpu ops (legacy)."""
+    parts = []
+    an = trace.annotations
+    if len(an):
+        a = an[an["name"].astype(str).str.startswith(PREFIX) & ~an["on_gpu"].astype(bool)]
+        parts.append(a[["name", "tid", "ts_ns", "end_ns", "step"]])
+    ops = trace.cpu_ops
+    if len(ops):
+        parts.append(ops[ops["name"].astype(str).str.startswith(PREFIX)][
+            ["name", "tid", "ts_ns", "end_ns", "step"]])  # fmt: skip
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=["name", "tid", "ts_ns", "end_ns", "step"])
+    return h.in_steps(pd.concat(parts, ignore_index=True), trace)
+
+
+def _zero_ops(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
+    """Rows of the outermost zero_/fill_ ops inside the ranges (same thread)."""
+    ops = trace.cpu_ops
+    if not len(ops) or not len(ranges):
+        return np.zeros(0, dtype=np.int64)
+    names = ops["name"].astype(str).to_numpy()
+    parent = ops["parent_idx"].to_numpy()
+    is_zero = np.isin(names, list(ZERO_OPS))
+    outer = is_zero & ~np.where(parent >= 0, is_zero[np.clip(parent, 0, None)], False)
+    cand = np.flatnonzero(outer)
+    ts = ops["ts_ns"].to_numpy()[cand]
+    end = ops["end_ns"].to_numpy()[cand]
+    tid = ops["tid"].to_numpy()[cand]
+    keep = np.zeros(len(cand), dtype=bool)
+    for r in ranges.itertuples(index=False):
+        keep |= (tid == r.tid) & (ts >= r.ts_ns) & (end <= r.end_ns)
+    return cand[keep]
+
+
+def _gradient_count(trace: Trace, zops: np.ndarray) -> tuple[int, bool]:
+    """Gradients zeroed: one per zero_/fill_, the list length for _foreach_zero_ (when shapes
+    were recorded). Also whether the count is known."""
+    ops = trace.cpu_ops
+    n, known = 0, True
+    for r in zops:
+        if str(ops["name"].iat[int(r)]) != FOREACH:
+            n += 1
+            continue
+        first = h.arg_dims(ops["input_dims"].iat[int(r)], 0)
+        if first and all(isinstance(x, list) for x in first):
+            n += len(first)
+        else:
+            n, known = n + 1, False
+    return n, known
+
+
+def _run_sites(ctx: Context) -> list[Location]:
+    rows = ctx.run_get("zero_grad", default=None)
+    bad = [r for r in rows or [] if isinstance(r, dict) and r.get("set_to_none") is False]
+    return h.run_locations(bad, lambda r: f"{r.get('owner', '')}.zero_grad(set_to_none=False)")
+
+
+@detector(ID, TITLE)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    ranges = _ranges(trace)
+    zops = _zero_ops(trace, ranges)
+    sites = _run_sites(ctx)
+    if not len(zops):
+        if not sites:
+            return []
+        return [_latent(sites)]
+    ops = trace.cpu_ops
+    steps = h.n_steps(trace)
+    host_ns = int(ops["dur_ns"].to_numpy()[zops].sum())
+    # GPU work these ops launched
+    mask = np.zeros(len(ops), dtype=bool)
+    mask[zops] = True
+    mask = h.under(trace, mask)
+    k = trace.kernels
+    mcp = trace.memcpy
+    k_sel = k[h.gpu_rows_from(trace, k, mask)] if len(k) else k
+    m_sel = mcp[h.gpu_rows_from(trace, mcp, mask)] if len(mcp) else mcp
+    gpu_ns = int(k_sel["dur_ns"].sum()) + int(m_sel["dur_ns"].sum())
+    n_gpu = len(k_sel) + len(m_sel)
+    if trace.has_gpu:
+        bs, be = h.busy_union(trace, h.main_gpu(trace))
+        _, idle_ns = h.idle_in_spans(bs, be, ops["ts_ns"].to_numpy()[zops],
+                                     ops["end_ns"].to_numpy()[zops])  # fmt: skip
+        save_ns = gpu_ns + idle_ns
+        how = ("saving = GPU time of the zeroing kernels/memsets + GPU idle time while the host "
+               "ran the zero_/fill_ ops")  # fmt: skip
+    else:
+        save_ns = host_ns
+        how = "CPU-only run: saving = CPU time of the zero_/fill_ ops"
+    saving_ms = save_ns / 1e6 / steps
+    per_step = len(zops) / steps
+    grads, known = _gradient_count(trace, zops)
+    per_range = grads / max(1, len(ranges))
+    what = f"{per_range:.0f} gradient(s)" if known else "the gradients"
+    summary = (
+        f"zero_grad() fills {what} with zeros each call: "
+        f"{per_step:.0f} zeroing op(s) {h.per_step_words(trace)} take "
+        f"{host_ns / 1e6 / steps:.2f} ms on the host"
+    )
+    if n_gpu:
+        summary += (f" and launch {n_gpu / steps:.0f} kernels/memsets taking "
+                    f"{gpu_ns / 1e6 / steps:.2f} ms on the GPU")  # fmt: skip
+    summary += "."
+    ev = [Evidence(f"zero_/fill_/_foreach_zero_ inside {ranges['name'].iloc[0]}", len(zops),
+                   h.ms(host_ns), trace.to_trace_us(int(ops["ts_ns"].iat[int(zops[0])])))]  # fmt: skip
+    for label, g in (("zeroing kernels", k_sel), ("memsets", m_sel)):
+        if len(g):
+            ev.append(Evidence(f"{label} launched by zero_grad", len(g), h.ms(g["dur_ns"].sum()),
+                               trace.to_trace_us(int(g["ts_ns"].min()))))  # fmt: skip
+    locs = h.merge_locations(sites, h.agg_locations(h.op_locations(ctx, zops[:2000])))
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=saving_ms,
+            confidence="high" if trace.has_gpu else "medium",
+            summary=summary,
+            recommendation=(
+                "Call optimizer.zero_grad(set_to_none=True) (the default since torch 2.0): the "
+                "gradients become None, nothing is launched, and the next backward writes them "
+                "instead of adding into zeros."
+            ),
+            snippet=SNIPPET,
+            evidence=tuple(ev),
+            locations=locs,
+            assumptions=(
+                how,
+                "the extra read of the zeroed gradients in the next backward is not counted",
+                f"divided over {steps} step(s)",
+            ),  # fmt: skip
+        )
+    ]
+
+
+def _latent(sites: list[Location]) -> Draft:
+    return Draft(
+        id=ID,
+        title=TITLE,
+        est_savings_ms=0.0,
+        latent=True,
+        confidence="medium",
+        summary=(
+            f"{len(sites)} zero_grad call(s) pass set_to_none=False (run.json); the trace has "
+            "no Optimizer.zero_grad range with zeroing ops to measure their cost."
+        ),
+        recommendation="Call zero_grad(set_to_none=True), the default since torch 2.0.",
+        snippet=SNIPPET,
+        locations=tuple(sites[:5]),
+        assumptions=("seen by advisor profile's zero_grad hook; cost not measured in this trace",),
+    )

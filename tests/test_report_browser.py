@@ -1,0 +1,138 @@
+"""report.html in real headless Chromium, as a person opens it: JavaScript on and off, light and
+dark, no console errors, no network, findings visible. Skipped when Chromium is not installed
+(``.ci/run`` installs it: ``apt-get install -y --no-install-recommends chromium``).
+
+Set ``ADVISOR_SCREENSHOTS=DIR`` to keep the screenshots for a look.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from advisor.pipeline import write_outputs
+from tests.report_browser import Browser, find_chromium
+from tests.report_samples import EVIL, gpu_builder, sample_report
+
+pytestmark = pytest.mark.slow
+
+CARDS_JS = """(() => [...document.querySelectorAll('details.card')].map(c => {
+  const r = c.querySelector('summary').getBoundingClientRect();
+  const body = c.querySelector('.card-body').getBoundingClientRect();
+  const cs = getComputedStyle(c);
+  return {title: c.querySelector('.ftitle').textContent, w: r.width, h: r.height,
+          body: body.height, visible: cs.visibility === 'visible' && cs.display !== 'none',
+          open: c.open};
+}))()"""
+STATE_JS = """(() => ({
+  copyShown: [...document.querySelectorAll('button.copy')].map(b => b.offsetParent !== null),
+  toolbarShown: [...document.querySelectorAll('.toolbar')].map(b => b.offsetParent !== null),
+  scripts: document.scripts.length,
+  text: document.body.innerText,
+  bg: getComputedStyle(document.body).backgroundColor,
+  charts: [...document.querySelectorAll('svg.svg-chart')].map(s => s.getBoundingClientRect().height),
+  width: document.documentElement.scrollWidth,
+}))()"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = find_chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    b = Browser(exe)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def report_url(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    src = gpu_builder(kernel_name=EVIL).write(tmp / "trace.json.gz")
+    report = sample_report(gpu_builder(kernel_name=EVIL).load())
+    report = type(report)(**{**report.__dict__, "run": {**report.run, "trace": str(src)}})
+    written = write_outputs(report, tmp / "run")
+    return written["report"].resolve().as_uri()
+
+
+def _shots_dir(tmp_path: Path) -> Path:
+    d = os.environ.get("ADVISOR_SCREENSHOTS")
+    if d:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        return Path(d)
+    return tmp_path
+
+
+def _check_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a real, non-blank page
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    im = Image.open(path).convert("L")
+    lo, hi = im.getextrema()
+    assert hi - lo > 100 and im.size[1] > 1500  # contrast and a full-length page
+
+
+def _check_cards(page) -> None:
+    cards = page.eval(CARDS_JS)
+    assert [c["title"] for c in cards] == ["Steps wait on the DataLoader",
+                                           "Host waits on the device",
+                                           f"{EVIL} & <b>kernels</b>", "Memory headroom"]  # fmt: skip
+    for c in cards:
+        assert c["visible"] and c["open"] and c["w"] > 500 and c["h"] > 20 and c["body"] > 50
+
+
+def test_javascript_on_light(browser, report_url, tmp_path):
+    page = browser.open(report_url, javascript=True)
+    _check_cards(page)
+    st = page.eval(STATE_JS)
+    assert all(st["copyShown"]) and len(st["copyShown"]) == 3 and all(st["toolbarShown"])
+    assert st["scripts"] == 1 and EVIL in st["text"]
+    assert st["bg"] == "rgb(255, 255, 255)"
+    assert len(st["charts"]) == 3 and all(h > 60 for h in st["charts"])
+    assert st["width"] <= 1200  # nothing overflows the window sideways
+    # sorting by severity keeps the info finding last; clicking '#' twice reverses the ranks
+    page.eval("document.querySelector('table.sortable th').click()")
+    page.eval("document.querySelector('table.sortable th').click()")
+    ranks = page.eval(
+        "[...document.querySelectorAll('table.sortable tbody tr')].map(r => r.cells[0].textContent)"
+    )
+    assert ranks == ["4", "3", "2", "1"]
+    page.eval("document.querySelector('[data-action=collapse]').click()")
+    assert page.eval("[...document.querySelectorAll('details.card')].every(d => !d.open)")
+    page.eval("document.querySelector('[data-action=expand]').click()")
+    _check_cards(page)
+    _check_png(page.screenshot(_shots_dir(tmp_path) / "report-light.png"))
+    assert page.problems() == []
+    assert all(u.startswith(("file:", "data:")) for u in page.requests()), page.requests()
+
+
+def test_javascript_off(browser, report_url, tmp_path):
+    page = browser.open(report_url, javascript=False)
+    _check_cards(page)
+    st = page.eval(STATE_JS)
+    assert st["copyShown"] == [False, False, False] and st["toolbarShown"] == [False]
+    assert "Why this costs time" in st["text"] and "chrome://tracing" in st["text"]
+    _check_png(page.screenshot(_shots_dir(tmp_path) / "report-nojs.png"))
+    assert page.problems() == []
+
+
+def test_dark_mode(browser, report_url, tmp_path):
+    page = browser.open(report_url, dark=True)
+    _check_cards(page)
+    assert page.eval(STATE_JS)["bg"] == "rgb(13, 17, 23)"
+    _check_png(page.screenshot(_shots_dir(tmp_path) / "report-dark.png"))
+    assert page.problems() == []
+
+
+def test_narrow_window(browser, report_url, tmp_path):
+    page = browser.open(report_url, width=420, height=900)
+    cards = page.eval(CARDS_JS)
+    assert all(c["visible"] and c["w"] > 300 for c in cards)
+    assert page.eval("document.documentElement.scrollWidth") <= 440
+    page.screenshot(_shots_dir(tmp_path) / "report-narrow.png")
+    assert page.problems() == []
