@@ -372,7 +372,13 @@ def _nest_ops(ops: pd.DataFrame) -> None:
 
 
 def _op_index(rt: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
-    """Row in cpu_ops of the op that issued each runtime call (matched by External id)."""
+    """Row in cpu_ops of the op that issued each runtime call.
+
+    Matched by External id when the matched op is on the same thread and encloses the call in
+    time; otherwise (some 2.0-era traces set a runtime call's External id to its correlation
+    id, which may collide with an unrelated op's id) the innermost op on the same thread whose
+    time range encloses the call.
+    """
     out = np.full(len(rt), -1, dtype=np.int64)
     if not len(rt) or not len(ops):
         return out
@@ -384,6 +390,56 @@ def _op_index(rt: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
         o = o.iloc[np.argsort(ops["depth"].to_numpy()[valid], kind="stable")]
         o = o[~o.index.duplicated(keep="last")]
         out = o.reindex(rt["external_id"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64)
+    ok = out >= 0
+    if ok.any():
+        ok &= _encloses(ops, rt, np.clip(out, 0, None))
+    if not ok.all():
+        out = np.where(ok, out, _enclosing_op(rt, ops))
+    return out
+
+
+_ENCLOSE_TOL_NS = 1000  # clock rounding between op and runtime events
+
+
+def _encloses(ops: pd.DataFrame, rt: pd.DataFrame, cand: np.ndarray) -> np.ndarray:
+    """Whether cpu_ops rows ``cand`` are on each runtime call's thread and enclose it in time."""
+    tol = _ENCLOSE_TOL_NS
+    return (
+        (ops["tid"].to_numpy()[cand] == rt["tid"].to_numpy())
+        & (ops["pid"].to_numpy()[cand] == rt["pid"].to_numpy())
+        & (ops["ts_ns"].to_numpy()[cand] <= rt["ts_ns"].to_numpy() + tol)
+        & (ops["end_ns"].to_numpy()[cand] + tol >= rt["end_ns"].to_numpy())
+    )
+
+
+def _enclosing_op(rt: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
+    """The innermost cpu_ops row on the same thread whose range encloses each runtime call."""
+    out = np.full(len(rt), -1, dtype=np.int64)
+    parent = ops["parent_idx"].to_numpy()
+    o_key = ops["pid"].to_numpy(), ops["tid"].to_numpy()
+    r_key = rt["pid"].to_numpy(), rt["tid"].to_numpy()
+    o_ts = ops["ts_ns"].to_numpy()
+    o_end = ops["end_ns"].to_numpy()
+    r_ts = rt["ts_ns"].to_numpy()
+    r_end = rt["end_ns"].to_numpy()
+    tol = _ENCLOSE_TOL_NS
+    o_groups = pd.Series(np.arange(len(ops))).groupby(list(o_key), sort=False).indices
+    r_groups = pd.Series(np.arange(len(rt))).groupby(list(r_key), sort=False).indices
+    for key, r_rows in r_groups.items():
+        o_rows = o_groups.get(key)
+        if o_rows is None:
+            continue
+        # ops sorted by start, longest first on ties: the last op starting at or before a
+        # call is the innermost candidate; its ancestors include the op enclosing the call
+        order = o_rows[np.lexsort((-(o_end[o_rows] - o_ts[o_rows]), o_ts[o_rows]))]
+        pos = np.searchsorted(o_ts[order], r_ts[r_rows] + tol, side="right") - 1
+        cand = np.where(pos >= 0, order[np.clip(pos, 0, None)], -1)
+        for _ in range(256):
+            bad = (cand >= 0) & (o_end[np.clip(cand, 0, None)] + tol < r_end[r_rows])
+            if not bad.any():
+                break
+            cand = np.where(bad, parent[np.clip(cand, 0, None)], cand)
+        out[r_rows] = cand
     return out
 
 

@@ -1,0 +1,213 @@
+"""Matmul / convolution ops and kernels: which op a kernel belongs to, its dtype, whether it ran
+on Tensor Cores, GEMM dimensions. Shared by fp32-matmul and misaligned-dims. Not a detector.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.trace.model import Trace
+from heuristics._gpu_timeline import cached, op_chain, op_names
+
+GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
+                      "aten::_addmm_activation", "aten::_scaled_mm"})  # fmt: skip
+CONV_FWD = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution",
+                      "aten::_convolution", "aten::cudnn_convolution", "aten::miopen_convolution",
+                      "aten::mkldnn_convolution", "aten::conv_transpose1d",
+                      "aten::conv_transpose2d", "aten::conv_transpose3d",
+                      "aten::cudnn_convolution_transpose"})  # fmt: skip
+CONV_BWD = frozenset({"aten::convolution_backward", "aten::cudnn_convolution_backward"})
+
+# kernels doing the GEMM / convolution math (not layout, reduction or epilogue helpers)
+_COMPUTE = re.compile(r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
+                      r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet", re.I)  # fmt: skip
+_NOT_COMPUTE = re.compile(r"splitkreduce|nchwtonhwc|nhwctonchw|scalepacked|offsetskernel|computeoffsets|"
+                          r"epilogue|elementwise|reduce_kernel|bn_fw|bn_bw|gemv|copy|transpose_|"
+                          r"memset|fill|fbgemm|embedding|quantize|reduce_wgrad", re.I)  # fmt: skip
+_TENSOR_CORE = re.compile(r"tensorop|s1688|s16816|h1688|h16816|s884|h884|i8816|hmma|imma|xmma|"
+                          r"wgmma|gmma|tf32|bf16|fp16|f16f16|tensor\d+x\d+x\d+|e4m3|e5m2|nvjet|"
+                          r"_h\d*gemm|hgemm", re.I)  # fmt: skip
+# FP32 on CUDA cores even inside xmma/cutlass templates: cuBLAS 11+ names plain FP32 GEMMs
+# ``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...`` (ffma = FP32 fused multiply-add)
+_CUDA_CORE = re.compile(r"ffma|f32f32_f32f32_f32|_simt_|simt_s", re.I)
+_FP32_NAME = re.compile(r"sgemm|scudnn|<float|float,|gcgemm|cgemm|fft2d|simt_s|ffma|"
+                        r"f32f32_f32f32_f32", re.I)  # fmt: skip
+_OTHER_DTYPE = re.compile(r"dgemm|zgemm|double|__half|bfloat|int8|_i8|hgemm|half", re.I)
+_ARCH = (("sm100", (10, 0)), ("blackwell", (10, 0)), ("sm90", (9, 0)), ("hopper", (9, 0)),
+         ("sm89", (8, 9)), ("sm86", (8, 6)), ("sm80", (8, 0)), ("ampere", (8, 0)),
+         ("sm75", (7, 5)), ("turing", (7, 5)), ("sm70", (7, 0)), ("volta", (7, 0)),
+         ("maxwell", (5, 0)), ("kepler", (3, 5)))  # fmt: skip
+
+DTYPES = {"float": "float32", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
+          "double": "float64", "c10::Float8_e4m3fn": "float8", "c10::Float8_e5m2": "float8"}  # fmt: skip
+
+
+def is_compute_kernel(name: str) -> bool:
+    return bool(_COMPUTE.search(name)) and not _NOT_COMPUTE.search(name)
+
+
+def is_tensor_core(name: str) -> bool:
+    return bool(_TENSOR_CORE.search(name)) and not _CUDA_CORE.search(name)
+
+
+def looks_fp32(name: str) -> bool:
+    return bool(_FP32_NAME.search(name)) and not _OTHER_DTYPE.search(name)
+
+
+def other_dtype(name: str) -> bool:
+    return bool(_OTHER_DTYPE.search(name))
+
+
+def is_matmul_op(name: str) -> bool:
+    return name in GEMM_OPS or name in CONV_FWD or name in CONV_BWD
+
+
+def op_dtype(types: Any) -> str | None:
+    """The tensor dtype of an op from its ``Input type`` list (``float32``, ``float16``...)."""
+    if not isinstance(types, list | tuple):
+        return None
+    for t in types:
+        d = DTYPES.get(str(t))
+        if d:
+            return d
+    return None
+
+
+def arch_cc(trace: Trace) -> tuple[tuple[int, int] | None, bool]:
+    """(compute capability, inferred): from deviceProperties, else a lower bound from the
+    architecture named in kernel names (``volta_sgemm`` -> 7.0)."""
+    dev = trace.device()
+    if dev is not None and dev.compute_capability is not None:
+        return dev.compute_capability, False
+    if not len(trace.kernels):
+        return None, False
+    names = " ".join(map(str, trace.kernels["name"].cat.categories)).lower()
+    found = [cc for key, cc in _ARCH if key in names]
+    return (max(found), True) if found else (None, False)
+
+
+def kernel_ops(trace: Trace) -> np.ndarray:
+    """For each kernel row: the cpu_ops row of the matmul/conv op it belongs to, or -1.
+
+    GEMMs map to the innermost GEMM op (``aten::addmm`` under ``aten::linear``); convolutions
+    to the outermost convolution op of the forward call (``aten::conv2d``) or to the backward
+    convolution op."""
+    return cached(trace, "kernel_ops", lambda: _kernel_ops(trace))
+
+
+def _judged_op(chain: list[int], opn: np.ndarray) -> int:
+    for i in chain:
+        if opn[i] in GEMM_OPS:
+            return i
+    conv = [i for i in chain if opn[i] in CONV_FWD]
+    bwd = [i for i in chain if opn[i] in CONV_BWD]
+    if bwd:
+        return bwd[-1]
+    if conv:
+        return conv[-1]
+    return -1
+
+
+def _kernel_ops(trace: Trace) -> np.ndarray:
+    k = trace.kernels
+    out = np.full(len(k), -1, dtype=np.int64)
+    if not len(k) or not len(trace.runtime) or not len(trace.cpu_ops):
+        return out
+    li = k["launch_idx"].to_numpy()
+    rt_op = trace.runtime["op_idx"].to_numpy()
+    oi = np.where(li >= 0, rt_op[np.clip(li, 0, None)], -1)
+    opn = op_names(trace)
+    memo: dict[int, int] = {}
+    for j, o in enumerate(oi):
+        o = int(o)
+        if o < 0:
+            continue
+        if o not in memo:
+            memo[o] = _judged_op(op_chain(trace, o), opn)
+        out[j] = memo[o]
+    return out
+
+
+def matmul_kernels(trace: Trace) -> pd.DataFrame:
+    """Compute kernels of matmul/conv ops (or named like one): name, dur_ns, ts_ns, step,
+    op (cpu_ops row or -1), op_name, dtype (of the op, or None), tc (ran on Tensor Cores),
+    fp32 (FP32 on CUDA cores)."""
+    return cached(trace, "matmul_kernels", lambda: _matmul_kernels(trace))
+
+
+def _matmul_kernels(trace: Trace) -> pd.DataFrame:
+    k = trace.kernels
+    cols = ["name", "dur_ns", "ts_ns", "step", "op", "op_name", "dtype", "tc", "fp32"]
+    if not len(k):
+        return pd.DataFrame(columns=cols)
+    ops = kernel_ops(trace)
+    opn = op_names(trace)
+    types = trace.cpu_ops["input_types"].to_numpy() if len(trace.cpu_ops) else np.array([])
+    cats = [str(n) for n in k["name"].cat.categories]
+    codes = k["name"].cat.codes.to_numpy()
+    flags = np.array([(is_compute_kernel(n), is_tensor_core(n), looks_fp32(n), other_dtype(n))
+                      for n in cats], dtype=bool).reshape(-1, 4)[codes]  # fmt: skip
+    comp, tc, fp32_name, other = flags.T
+    keep = comp & ((ops >= 0) | fp32_name | tc)
+    idx = np.flatnonzero(keep)
+    o = ops[idx]
+    dtype_of: dict[int, str | None] = {int(i): op_dtype(types[i]) for i in np.unique(o) if i >= 0}
+    dtype = [dtype_of[int(i)] if i >= 0 else None for i in o]
+    dtype = [
+        ("float32" if d is None and fp32_name[j] else d) for d, j in zip(dtype, idx, strict=True)
+    ]
+    is32 = np.array([d == "float32" for d in dtype], dtype=bool)
+    fp32 = ~tc[idx] & ~other[idx] & is32 & (fp32_name[idx] | (o >= 0))
+    return pd.DataFrame({
+        "name": [cats[c] for c in codes[idx]],
+        "dur_ns": k["dur_ns"].to_numpy()[idx],
+        "ts_ns": k["ts_ns"].to_numpy()[idx],
+        "step": k["step"].to_numpy()[idx],
+        "op": o,
+        "op_name": [opn[i] if i >= 0 else "" for i in o],
+        "dtype": dtype,
+        "tc": tc[idx],
+        "fp32": fp32,
+    }, columns=cols)  # fmt: skip
+
+
+# ---------------------------------------------------------------- GEMM dimensions
+
+
+def gemm_dims(name: str, dims: Any) -> dict[str, int] | None:
+    """Named GEMM dimensions of an op call from its ``Input Dims``: M, N, K for matmuls;
+    C_in, C_out for convolutions. None when the shapes do not fit."""
+    if not isinstance(dims, list | tuple):
+        return None
+    d = [list(x) if isinstance(x, list | tuple) else [] for x in dims]
+    try:
+        if name in ("aten::mm", "aten::_scaled_mm") and len(d[0]) == 2 and len(d[1]) == 2:
+            return {"M": d[0][0], "K": d[0][1], "N": d[1][1]}
+        if name in ("aten::addmm", "aten::_addmm_activation") and len(d[1]) == 2 and len(d[2]) == 2:
+            return {"M": d[1][0], "K": d[1][1], "N": d[2][1]}
+        if name == "aten::bmm" and len(d[0]) == 3 and len(d[1]) == 3:
+            return {"M": d[0][1], "K": d[0][2], "N": d[1][2]}
+        if name in ("aten::baddbmm", "aten::addbmm") and len(d[1]) == 3 and len(d[2]) == 3:
+            return {"M": d[1][1], "K": d[1][2], "N": d[2][2]}
+        # convolutions: input [N, C_in, ...], weight [C_out, C_in / groups, ...]; grouped and
+        # depthwise convolutions are left out (they do not map to one large GEMM)
+        x, w = None, None
+        if name in CONV_FWD:
+            x, w = d[0], d[1]
+        elif name == "aten::convolution_backward":
+            x, w = d[1], d[2]
+        elif name == "aten::cudnn_convolution_backward":
+            x, w = d[0], d[2]
+        if x is not None and w is not None and len(x) >= 3 and len(w) >= 3 and x[1] == w[1]:
+            return {"C_in": x[1], "C_out": w[0]}
+    except (IndexError, TypeError):
+        return None
+    return None
+
+
+def pad_to(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple

@@ -1,0 +1,204 @@
+"""DataLoader stalls: the training loop waits for the next batch.
+
+**What it detects.** Time per step spent in ``enumerate(DataLoader)#...__next__`` (the range
+torch.profiler records around each batch fetch). ``_SingleProcessDataLoaderIter`` means
+``num_workers=0``: every batch is loaded, transformed and collated in the training process
+while the GPU waits. ``_MultiProcessingDataLoaderIter`` with long waits means the workers cannot
+keep up. With ``run.json`` (``advisor profile``) the DataLoader's settings and source line are
+named.
+
+**Why it costs time.** Data loading in the main process is serial with the step: the GPU idles
+while the host reads files, decodes and augments. Background workers prepare batches while the
+current step runs, so the fetch in the loop only takes a queue pop. Peers flag 5% of the step
+(moderate) and 20% (high).
+
+**How the saving is estimated.** On GPU traces the *exposed* loading time counts: the part of
+``__next__`` during which the GPU was idle (the rest overlapped with GPU work and costs
+nothing); on CPU-only traces the whole ``__next__`` time. With ``W`` recommended workers the
+remaining wait is ``max(0, B/W - R)``, where ``B`` is the time to produce one batch (the
+``__next__`` time with ``num_workers=0``) and ``R`` the rest of the step; the saving is the
+exposed time minus that remaining wait.
+
+**How to fix.** ``DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True)``:
+start with 4 workers per GPU, bounded by the CPU cores; raise ``prefetch_factor`` when batches
+vary in cost; make ``__getitem__`` cheaper (decode once, cache, move augmentation to the GPU).
+
+**Known false positives.** The first batches of an epoch (worker start-up) and steps right
+after an epoch boundary take longer; profile a steady-state window. On machines with few CPU
+cores, workers compete with the training process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from advisor.findings import Draft, Evidence, Location
+from advisor.locate import aggregate
+from advisor.registry import Context, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics._dataloader import SINGLE, dataloader_calls
+from heuristics._gpu_timeline import busy_by_device, fmt_ms, n_steps
+
+ID = "dataloader-stall"
+TITLE = "Training loop waits for the DataLoader"
+
+register("dataloader_stall.min_share_pct", 5.0,
+         "report when the exposed DataLoader time is at least this % of the step")  # fmt: skip
+register("dataloader_stall.workers_per_gpu", 4.0,
+         "num_workers recommended per GPU when run.json has no CPU count")  # fmt: skip
+
+
+def _cpu_count(ctx: Context) -> int | None:
+    for keys in (("cpu_count",), ("host", "cpu_count"), ("system", "cpu_count"),
+                 ("machine", "cpu_count"), ("host", "cpus")):  # fmt: skip
+        v = ctx.run_get(*keys)
+        if isinstance(v, int) and v > 0:
+            return v
+    if ctx.run_get("device", "type") == "cpu":
+        v = ctx.run_get("device", "count")
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+def _loader(ctx: Context, single: bool) -> dict[str, Any] | None:
+    """The run.json DataLoader entry that matches the iterator kind (the first one if several)."""
+    dls = ctx.run_get("dataloaders")
+    if not isinstance(dls, list):
+        return None
+    rows = [d for d in dls if isinstance(d, dict)]
+    match = [d for d in rows if (d.get("num_workers") == 0) == single]
+    pick = match or rows
+    return pick[0] if pick else None
+
+
+def _exposed_ns(trace: Trace, dl: Any) -> np.ndarray:
+    """Per call: the time inside ``__next__`` with no GPU activity on any device."""
+    starts = dl["ts_ns"].to_numpy(dtype=np.int64)
+    ends = dl["end_ns"].to_numpy(dtype=np.int64)
+    covered = np.zeros(len(dl), dtype=np.int64)
+    busy = busy_by_device(trace)
+    if busy:
+        from advisor.timeline import union
+        from heuristics._gpu_timeline import Busy
+
+        s = np.concatenate([b.starts for b in busy.values()])
+        e = np.concatenate([b.ends for b in busy.values()])
+        covered = Busy(-1, *union(s, e)).covered(starts, ends)
+    return ends - starts - covered
+
+
+@detector(ID, TITLE, needs=("cpu_ops",))
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    dl = dataloader_calls(trace)
+    if not len(dl):
+        return []
+    steps = n_steps(trace)
+    step_ms = float(trace.steps["dur_ns"].sum()) / 1e6 / steps
+    if step_ms <= 0:
+        return []
+    raw_ms = float(dl["dur_ns"].sum()) / 1e6 / steps
+    exposed = _exposed_ns(trace, dl)
+    exp_ms = float(exposed.sum()) / 1e6 / steps
+    share = 100.0 * exp_ms / step_ms
+    if share < ctx.t("dataloader_stall.min_share_pct"):
+        return []
+    single = bool((dl["it"] == SINGLE).mean() >= 0.5)
+    cfg = _loader(ctx, single)
+    cur = int(cfg["num_workers"]) if cfg and isinstance(cfg.get("num_workers"), int) else None
+    w0 = 0 if single else (cur or 0)
+    cpus = _cpu_count(ctx)
+    rec_w = int(ctx.t("dataloader_stall.workers_per_gpu"))
+    if cpus:
+        rec_w = max(1, min(rec_w, cpus - 1))
+    if w0 > 0:
+        rec_w = max(rec_w, 2 * w0) if not cpus else max(w0, min(2 * w0, cpus - 1))
+    rest_ms = max(0.0, step_ms - raw_ms)
+    batch_ms = raw_ms if w0 == 0 else w0 * (raw_ms + rest_ms)
+    left_ms = max(0.0, batch_ms / max(rec_w, 1) - rest_ms) if rec_w > w0 else exp_ms
+    saving = max(0.0, exp_ms - min(left_ms, exp_ms))
+
+    kind = "num_workers=0" if single else f"num_workers={w0 or '>0'}"
+    summary = (f"The loop waits {fmt_ms(exp_ms)} per step ({share:.0f}% of the step) for the "
+               f"next batch with the GPU idle ({kind}; `__next__` takes {fmt_ms(raw_ms)} per "
+               "step in total).")  # fmt: skip
+    if not trace.has_gpu:
+        summary = (f"Fetching batches takes {fmt_ms(exp_ms)} per step ({share:.0f}% of the step, "
+                   f"{kind}); the model waits for it on every step.")  # fmt: skip
+    rec, snippet = _advice(trace, cfg, single, w0, rec_w, cpus)
+    evidence = [Evidence(
+        what=f"enumerate(DataLoader)#{it}.__next__: exposed {fmt_ms(float(exposed[g.index].sum()) / 1e6 / steps)}/step",
+        count=len(g), total_ms=round(float(g["dur_ns"].sum()) / 1e6, 3),
+        example_ts_us=trace.to_trace_us(int(g.loc[g["dur_ns"].idxmax(), "ts_ns"])),
+    ) for it, g in dl.groupby("it", sort=False)]  # fmt: skip
+    locs: list[Location | None] = [
+        ctx.locator.for_op(int(r.op_idx))
+        if r.op_idx >= 0
+        else ctx.locator.at(int(r.tid), int(r.ts_ns))
+        for r in dl.itertuples(index=False)
+    ]
+    where = aggregate(locs)
+    if cfg and cfg.get("file") and isinstance(cfg.get("line"), int):
+        # where the DataLoader is built (run.json) first, then where it is iterated
+        where = (
+            Location(str(cfg["file"]), int(cfg["line"]), "DataLoader(...)", len(dl)),
+            *where[:4],
+        )
+    return [Draft(
+        id=ID, title=TITLE,
+        est_savings_ms=saving,
+        confidence="high" if single else "medium",
+        summary=summary,
+        recommendation=rec,
+        snippet=snippet,
+        evidence=tuple(evidence),
+        locations=where,
+        assumptions=(
+            "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
+            "CPU-only trace: all of it), per step.",
+            f"Saving with {rec_w} workers: exposed time minus max(0, B/{rec_w} - R), B = batch "
+            f"production time ({fmt_ms(batch_ms)}), R = rest of the step ({fmt_ms(rest_ms)}); "
+            "worker start-up and inter-process copies are not modeled.",
+            "gpu-idle's 'dataloader' share is this same idle time.",
+        ),
+        extra={"share_pct": round(share, 2), "raw_ms_per_step": round(raw_ms, 3)},
+    )]  # fmt: skip
+
+
+def _advice(trace: Trace, cfg: dict[str, Any] | None, single: bool, w0: int, rec_w: int,
+            cpus: int | None) -> tuple[str, str]:  # fmt: skip
+    bound = f" (this machine has {cpus} CPUs)" if cpus else " (4 per GPU is a common start)"
+    parts = []
+    if single:
+        parts.append(f"Load batches in background workers: `num_workers={rec_w}`{bound}.")
+    elif rec_w > w0:
+        parts.append(f"The {w0 or ''} workers cannot keep up: raise `num_workers` to {rec_w}"
+                     f"{bound} or make `__getitem__` cheaper.")  # fmt: skip
+    else:
+        parts.append("The workers cannot keep up and the CPUs are used: make `__getitem__` "
+                     "cheaper (decode once, cache, move augmentation to the GPU).")  # fmt: skip
+    pin = cfg.get("pin_memory") if cfg else None
+    if trace.has_gpu and pin is not True:
+        parts.append("Set `pin_memory=True` so batches are copied to the GPU asynchronously.")
+    if cfg is None or not cfg.get("persistent_workers"):
+        parts.append("`persistent_workers=True` keeps workers alive across epochs.")
+    if not single:
+        pf = cfg.get("prefetch_factor") if cfg else None
+        parts.append(f"Raise `prefetch_factor` (now {pf or 2}) if batch cost varies.")
+    if cfg:
+        desc = ", ".join(f"{k}={cfg.get(k)}" for k in ("batch_size", "num_workers", "pin_memory",
+                                                         "persistent_workers", "prefetch_factor")
+                         if k in cfg)  # fmt: skip
+        parts.append(f"Current settings: {desc}.")
+    bs = cfg.get("batch_size") if cfg else None
+    snippet = (
+        f"loader = DataLoader(dataset, batch_size={bs or 'batch_size'}, shuffle=True,\n"
+        f"                    num_workers={rec_w},\n"
+        f"                    pin_memory={trace.has_gpu},\n"
+        "                    persistent_workers=True,\n"
+        "                    prefetch_factor=4)"
+    )
+    return " ".join(parts), snippet

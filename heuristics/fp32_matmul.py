@@ -1,0 +1,205 @@
+"""FP32 matmuls and convolutions on a GPU with Tensor Cores.
+
+**What it detects.** Matrix multiplies (``mm``, ``addmm``, ``bmm``, ``linear``, ``matmul``...)
+and convolutions whose kernels ran in plain FP32 on the CUDA cores of a GPU that has Tensor
+Cores (compute capability 7.0 or newer). Judged from the ops' ``Input type`` (``float``) and
+the kernel names: ``sgemm``, ``scudnn``, ``implicit_convolve_sgemm``, ``*_engine<float...>``,
+``xmma_gemm_f32f32_f32f32_f32..._ffma``, FFT and Winograd FP32 kernels are CUDA-core FP32;
+names with ``tensorop``, ``s1688gemm``,
+``s16816gemm``, ``xmma``, ``hmma``, ``h884``, ``tf32``, ``bf16``, ``f16`` already ran on
+Tensor Cores and are left alone.
+
+**Why it costs time.** Tensor Cores multiply matrices several times faster than the CUDA
+cores: on an A100, TF32 peaks at 156 TFLOPS against 19.5 TFLOPS for FP32 (8x); on a V100 FP16
+Tensor Cores peak at 125 TFLOPS against 15.7 TFLOPS FP32 (8x); on an H100 SXM TF32 peaks at
+about 495 against 67 TFLOPS FP32. PyTorch keeps FP32 matmuls off the Tensor Cores by default
+(``torch.backends.cuda.matmul.allow_tf32 = False`` since 1.12).
+
+**How the saving is estimated.** FP32 matmul/conv kernel time per step x (1 - 1/speedup), with
+a conservative realized speedup well under the peak ratio: 2x on A100/H100/B200-class GPUs
+(TF32) and on V100/T4 (FP16 autocast), 1.5x on GeForce/workstation Ampere-Ada-Blackwell parts
+(cc 8.6/8.9/12.x, whose TF32 rate is close to their FP32 rate, so bf16 autocast is the fix).
+The range shown uses 1.3x to 3x. Elementwise speedups from autocast are not counted.
+
+**How to fix.** Compute capability 8.0+: ``torch.set_float32_matmul_precision("high")`` turns
+on TF32 for matmuls (``torch.backends.cudnn.allow_tf32`` already defaults to True for
+convolutions), or autocast to bfloat16 for a larger gain. Compute capability 7.x: TF32 does not
+exist; use ``torch.autocast("cuda", dtype=torch.float16)`` with a gradient scaler.
+
+**Known false positives.** Numerically sensitive code that must stay in full FP32 (TF32 keeps
+10 mantissa bits; most training is unaffected). Tiny matmuls that cuBLAS runs on CUDA cores
+even with TF32 on. Not reported on AMD GPUs (kernel names do not show the precision) nor on
+GPUs without Tensor Cores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advisor.findings import Confidence, Draft, Evidence, Location
+from advisor.locate import aggregate
+from advisor.registry import Context, Skip, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics._gpu_timeline import fmt_ms, n_steps
+from heuristics._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
+
+ID = "fp32-matmul"
+TITLE = "FP32 matmul/conv on Tensor Core GPU"
+
+register("fp32_matmul.min_share_pct", 2.0,
+         "report when FP32 matmul/conv kernels take at least this % of GPU kernel time")  # fmt: skip
+register("fp32_matmul.min_ms", 0.05,
+         "report only when FP32 matmul/conv kernels take at least this many ms per step")  # fmt: skip
+
+# conservative realized speedups of the recommended precision over FP32 CUDA cores
+_SPEEDUP = {(7, 0): 2.0, (7, 2): 2.0, (7, 5): 2.0, (8, 0): 2.0, (9, 0): 2.0, (10, 0): 2.0}
+_LOW, _HIGH = 1.3, 3.0
+
+
+def _speedup(cc: tuple[int, int]) -> float:
+    return _SPEEDUP.get(cc, 1.5)
+
+
+def _short(name: str, limit: int = 100) -> str:
+    return name if len(name) <= limit else name[: limit - 3].rstrip(", ") + "..."
+
+
+def _is_conv(op_name: str, kernel: str) -> bool:
+    if op_name:
+        return op_name in CONV_FWD or op_name in CONV_BWD
+    k = kernel.lower()
+    return any(s in k for s in ("cudnn", "conv", "winograd", "fft2d", "dgrad", "wgrad"))
+
+
+@detector(ID, TITLE, needs=("kernels",), gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    if trace.meta.platform == "rocm":
+        raise Skip("AMD GPU: kernel names do not tell whether matrix cores were used")
+    cc, inferred = arch_cc(trace)
+    if cc is None:
+        raise Skip("unknown GPU architecture (no deviceProperties and no arch in kernel names)")
+    if cc < (7, 0):
+        return []  # no Tensor Cores
+    mk = matmul_kernels(trace)
+    mk = mk[mk["step"].to_numpy() >= 0] if len(mk) else mk
+    if not len(mk) or not mk["fp32"].any():
+        return []
+    total_kernel_ns = int(trace.kernels.loc[trace.kernels["step"] >= 0, "dur_ns"].sum())
+    fp = mk[mk["fp32"].to_numpy(dtype=bool)]
+    fp32_ns = int(fp["dur_ns"].sum())
+    share = 100.0 * fp32_ns / total_kernel_ns if total_kernel_ns else 0.0
+    steps = n_steps(trace)
+    fp32_ms = fp32_ns / 1e6 / steps
+    if share < ctx.t("fp32_matmul.min_share_pct") or fp32_ms < ctx.t("fp32_matmul.min_ms"):
+        return []
+    s = _speedup(cc)
+    saving = fp32_ms * (1 - 1 / s)
+    conv = np.array([_is_conv(o, n) for o, n in zip(fp["op_name"], fp["name"], strict=True)])
+    conv_ms = float(fp["dur_ns"].to_numpy()[conv].sum()) / 1e6 / steps
+    mm_ms = fp32_ms - conv_ms
+    tc_f32 = mk[mk["tc"].to_numpy(dtype=bool) & (mk["dtype"] == "float32").to_numpy()]
+    tf32_seen = len(tc_f32) > 0
+    dev = trace.device()
+    gpu = dev.name if dev is not None and dev.name else "GPU"
+    split = ", ".join(f"{k} {fmt_ms(v)}" for k, v in (("matmul", mm_ms), ("convolution", conv_ms))
+                      if v > 0)  # fmt: skip
+    cc_s = f"{cc[0]}.{cc[1]}" + (" or newer, from kernel names" if inferred else "")
+    rec, snippet = _advice(cc, ctx, mm_ms, conv_ms, tf32_seen)
+
+    evidence = []
+    g = fp.groupby(["name", "op_name"], sort=False)["dur_ns"].agg(["size", "sum"]).reset_index()
+    for r in g.sort_values("sum", ascending=False).head(5).itertuples(index=False):
+        sel = fp[(fp["name"] == r.name) & (fp["op_name"] == r.op_name)]
+        via = f" via {r.op_name}" if r.op_name else ""
+        evidence.append(Evidence(
+            what=f"{_short(r.name)}{via}: FP32 on CUDA cores",
+            count=int(r.size), total_ms=round(float(r.sum) / 1e6, 3),
+            example_ts_us=trace.to_trace_us(int(sel["ts_ns"].iat[0])),
+        ))  # fmt: skip
+    locs: list[Location | None] = []
+    for o, n in fp["op"].value_counts().items():
+        if int(o) >= 0:
+            locs.extend([ctx.locator.for_op(int(o))] * int(n))
+    has_types = bool(fp["op"].ge(0).any())
+    conf: Confidence = (
+        "high" if has_types and not inferred else ("medium" if not inferred else "low")
+    )
+    return [Draft(
+        id=ID, title=TITLE,
+        est_savings_ms=saving,
+        est_savings_range_ms=(fp32_ms * (1 - 1 / _LOW), fp32_ms * (1 - 1 / _HIGH)),
+        confidence=conf,
+        summary=(f"{share:.0f}% of GPU kernel time ({fmt_ms(fp32_ms)} per step; {split}) runs "
+                 f"in FP32 on the CUDA cores of the {gpu} (compute capability {cc_s}), whose "
+                 f"Tensor Cores would run it about {s:g}x faster."),
+        recommendation=rec,
+        snippet=snippet,
+        evidence=tuple(evidence),
+        locations=aggregate(locs),
+        assumptions=(
+            f"Saving = FP32 matmul/conv kernel time x (1 - 1/{s:g}); {s:g}x is a conservative "
+            "realized speedup (peak ratios: A100 TF32 156 vs FP32 19.5 TFLOPS; V100 FP16 "
+            "Tensor Core 125 vs FP32 15.7 TFLOPS); the range uses 1.3x to 3x.",
+            "FP32 = ops with Input type float (or sgemm/scudnn/<float> kernel names) whose "
+            "kernel names show no Tensor Core use; layout, reduction and epilogue kernels are "
+            "not counted.",
+            "Elementwise and memory-bound kernels also speed up under autocast; not claimed.",
+            *(("Compute capability inferred from kernel names (no deviceProperties).",)
+              if inferred else ()),
+        ),
+    )]  # fmt: skip
+
+
+def _advice(
+    cc: tuple[int, int], ctx: Context, mm_ms: float, conv_ms: float, tf32_seen: bool
+) -> tuple[str, str]:
+    if cc < (8, 0):
+        rec = (f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
+               "TF32: run the forward pass and loss under "
+               '`torch.autocast("cuda", dtype=torch.float16)` and scale the loss with '
+               "`torch.amp.GradScaler` to keep small gradients from underflowing. Do not rely "
+               "on TF32 settings here; they have no effect before compute capability 8.0.")  # fmt: skip
+        snippet = (
+            'scaler = torch.amp.GradScaler("cuda")\n'
+            "for x, y in loader:\n"
+            "    optimizer.zero_grad(set_to_none=True)\n"
+            '    with torch.autocast("cuda", dtype=torch.float16):\n'
+            "        loss = loss_fn(model(x), y)\n"
+            "    scaler.scale(loss).backward()\n"
+            "    scaler.step(optimizer)\n"
+            "    scaler.update()"
+        )
+        return rec, snippet
+    prec = ctx.run_get("backends", "float32_matmul_precision")
+    mm_tf32 = ctx.run_get("backends", "matmul_allow_tf32")
+    cudnn_tf32 = ctx.run_get("backends", "cudnn_allow_tf32")
+    consumer = cc not in _SPEEDUP
+    parts = []
+    if mm_ms > 0:
+        if prec in ("high", "medium") or mm_tf32 is True or tf32_seen:
+            parts.append("TF32 is already allowed for matmuls, yet these ran on CUDA cores: "
+                         "autocast them to bfloat16.")  # fmt: skip
+        else:
+            parts.append('Allow TF32 for matmuls with `torch.set_float32_matmul_precision("high")`'
+                         " (off by default), or autocast to bfloat16.")  # fmt: skip
+    if conv_ms > 0:
+        if cudnn_tf32 is False:
+            parts.append("`torch.backends.cudnn.allow_tf32` is off in this run: turn it on for "
+                         "the convolutions.")  # fmt: skip
+        else:
+            parts.append("cuDNN already allows TF32 for convolutions by default, yet these "
+                         "ran in FP32: autocast to bfloat16 (with channels_last) to get them "
+                         "onto the Tensor Cores.")  # fmt: skip
+    if consumer:
+        parts.append("On this GPU class TF32 is barely faster than FP32; bfloat16 autocast is "
+                     "the fix that pays.")  # fmt: skip
+    snippet = (
+        'torch.set_float32_matmul_precision("high")   # TF32 matmuls (compute capability 8.0+)\n'
+        "torch.backends.cudnn.allow_tf32 = True        # TF32 convolutions (default)\n"
+        "# larger gain: bfloat16 autocast, no gradient scaler needed\n"
+        'with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+        "    loss = loss_fn(model(x), y)\n"
+        "loss.backward()"
+    )
+    return " ".join(parts), snippet

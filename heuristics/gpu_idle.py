@@ -1,0 +1,220 @@
+"""GPU idle time inside the steps, split by what the GPU was waiting for.
+
+**What it detects.** Time inside each step (``ProfilerStep`` range; for a trace without step
+markers, the span from the first to the last GPU activity) when the main GPU runs nothing: no
+kernel, copy or memset on any stream. Each idle gap is attributed to what the GPU waited on:
+
+- *dataloader*: the host was inside ``enumerate(DataLoader)#...__next__`` (see
+  ``dataloader-stall``);
+- *sync*: the host had blocked on the GPU and the GPU drained its queue (see ``sync-point``;
+  the same ``min(gap, wait)`` figure);
+- *host launch* (CPU-bound): the work that ends the gap was launched only after the GPU ran dry,
+  so the GPU waited for Python, the dispatcher and launch calls (see ``tiny-kernels``);
+- *other*: the work that ends the gap had already been queued: the GPU waited on something
+  else (an event from another stream, a collective waiting for other ranks, another device).
+
+**Why it costs time.** A step cannot finish faster than the GPU can work through it, but an
+idle GPU means the step is bound by something else. Peers flag a GPU less than 50% busy.
+
+**How the saving is estimated.** Only the part no other finding claims: half of the
+*host launch* idle time, minus the launch gaps ``tiny-kernels`` already reports. The dataloader
+and sync shares are the savings of ``dataloader-stall`` and ``sync-point``, and *other* has no
+single fix, so none of them is claimed here (no double counting).
+
+**How to fix.** Follow the finding named for the largest share. For host-bound steps: fewer,
+larger kernels (``torch.compile``, CUDA graphs via ``mode="reduce-overhead"``, larger batches),
+CPU preprocessing moved into DataLoader workers, no Python loops over tensors.
+
+**Known false positives.** Steps that are short by design (tiny models, inference at batch 1)
+are launch-bound by nature. A trace without step markers includes warm-up and setup time.
+Only the busiest device is analyzed in multi-GPU processes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advisor.findings import Draft, Evidence
+from advisor.registry import Context, detector
+from advisor.thresholds import register
+from advisor.timeline import gaps, union
+from advisor.trace.model import Trace
+from heuristics._dataloader import dataloader_calls, intervals
+from heuristics._gpu_timeline import Busy, busy_by_device, fmt_ms, main_device, n_steps
+from heuristics._launch import reported_gaps
+from heuristics._syncs import sync_events
+
+ID = "gpu-idle"
+TITLE = "GPU idle inside steps"
+
+register("gpu_idle.min_idle_pct", 10.0, "report when the GPU is idle this % of the step time")
+register("gpu_idle.host_fraction", 0.5,
+         "share of host-launch idle time claimed as saving (beyond tiny-kernels')")  # fmt: skip
+
+CATS = ("host", "dataloader", "sync", "other")
+LABELS = {
+    "host": "waiting for the host to launch work (CPU-bound)",
+    "dataloader": "waiting for the DataLoader",
+    "sync": "drained by a host-device sync",
+    "other": "work queued but waiting on another stream, device or rank",
+}
+FINDING = {"dataloader": "dataloader-stall", "sync": "sync-point", "host": "tiny-kernels"}
+
+
+def _windows(trace: Trace) -> list[tuple[int, int]]:
+    """The time ranges analyzed: the steps, or the device's active span for a synthetic step."""
+    st = trace.steps
+    return [(int(a), int(b)) for a, b in zip(st["ts_ns"], st["end_ns"], strict=True)]
+
+
+def _overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """ns of each gap [gs, ge) covered by the disjoint sorted intervals [s, e)."""
+    if not len(s):
+        return np.zeros(len(gs), dtype=np.int64)
+    return Busy(-1, s, e).covered(gs, ge)
+
+
+def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple:
+    """Intersection of two disjoint sorted interval sets."""
+    out_s, out_e = [], []
+    i = j = 0
+    (as_, ae), (bs, be) = a, b
+    while i < len(as_) and j < len(bs):
+        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
+        if lo < hi:
+            out_s.append(lo)
+            out_e.append(hi)
+        if ae[i] < be[j]:
+            i += 1
+        else:
+            j += 1
+    return np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
+
+
+@detector(ID, TITLE, gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    dev = main_device(trace)
+    if dev is None:
+        return []
+    busy = busy_by_device(trace)[dev]
+    wins = _windows(trace)
+    if trace.meta.synthetic_steps and len(busy.starts):
+        wins = [(int(busy.starts[0]), int(busy.ends[-1]))]
+    parts = [gaps(busy.starts, busy.ends, lo, hi) for lo, hi in wins]
+    gs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    ge = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    span_ns = sum(hi - lo for lo, hi in wins)
+    idle_ns = int(np.sum(ge - gs))
+    idle_pct = 100.0 * idle_ns / span_ns if span_ns > 0 else 0.0
+    if idle_pct < ctx.t("gpu_idle.min_idle_pct") or not len(gs):
+        return []
+
+    dl = intervals(dataloader_calls(trace))
+    ev = sync_events(trace)
+    ev = ev[(ev["device"] == dev) & (ev["caused_ns"] > 0)] if len(ev) else ev
+    sy = union(ev["idle_from_ns"].to_numpy(dtype=np.int64),
+               (ev["idle_from_ns"] + ev["caused_ns"]).to_numpy(dtype=np.int64)) if len(ev) \
+        else (np.zeros(0, np.int64), np.zeros(0, np.int64))  # fmt: skip
+    dl_ns = _overlap(gs, ge, *dl)
+    sync_ns = _overlap(gs, ge, *sy) - _overlap(gs, ge, *_intersect(dl, sy))
+    rest = ge - gs - dl_ns - sync_ns
+    host, tail = _launched_late(trace, dev, gs, ge)
+    by_cat = {
+        "host": np.where(host, rest, 0),
+        "dataloader": dl_ns,
+        "sync": sync_ns,
+        "other": np.where(host, 0, rest),
+    }
+    steps = n_steps(trace)
+    tot = {c: int(v.sum()) for c, v in by_cat.items()}
+    pct = {c: 100.0 * tot[c] / span_ns for c in CATS}
+    tiny = reported_gaps(trace, ctx)
+    tiny_ns = int(tiny.loc[tiny["device"] == dev, "gap_ns"].sum()) if len(tiny) else 0
+    frac = ctx.t("gpu_idle.host_fraction")
+    # idle after the trace's last GPU work: no launch shows what the host was doing
+    tail_ns = int(np.where(host & tail, rest, 0).sum())
+    saving_ms = frac * max(0, tot["host"] - tail_ns - tiny_ns) / 1e6 / steps
+    largest = max(CATS, key=lambda c: tot[c])
+    ref = FINDING.get(largest)
+    if largest == "host" and not tiny_ns:
+        ref = None
+    evidence = []
+    for c in sorted(CATS, key=lambda c: -tot[c]):
+        if tot[c] <= 0:
+            continue
+        v = by_cat[c]
+        k = int(np.argmax(v))
+        evidence.append(Evidence(
+            what=f"{LABELS[c]}: {pct[c]:.1f}% of step time",
+            count=int(np.count_nonzero(v)), total_ms=round(tot[c] / 1e6, 3),
+            example_ts_us=trace.to_trace_us(int(gs[k])),
+        ))  # fmt: skip
+    split = ", ".join(f"{pct[c]:.0f}% {c if c != 'host' else 'host launch'}"
+                      for c in sorted(CATS, key=lambda c: -tot[c]) if tot[c] > 0)  # fmt: skip
+    see = f" The largest share is {largest}: see {ref}." if ref else ""
+    span_word = "of the GPU's active span" if trace.meta.synthetic_steps else "of each step"
+    return [Draft(
+        id=ID, title=TITLE,
+        est_savings_ms=saving_ms,
+        confidence="medium" if not trace.meta.synthetic_steps else "low",
+        summary=(f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
+                 f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}"),
+        recommendation=_advice(largest, ref),
+        snippet=_SNIPPETS[largest],
+        evidence=tuple(evidence),
+        assumptions=(
+            "Idle = step time not covered by any kernel, copy or memset on the device (all "
+            "streams); a trace without step markers is measured from its first to its last "
+            "GPU activity.",
+            f"Saving = {frac:g} x host-launch idle time not already reported by tiny-kernels "
+            f"({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the {steps} step(s); idle "
+            "time after the trace's last GPU work is not claimed.",
+            "The dataloader and sync shares are the savings of dataloader-stall and sync-point "
+            "(the same figures); they are not claimed again here. 'other' is not claimed.",
+        ),
+        extra={"idle_pct": round(idle_pct, 2), "split_pct": {c: round(pct[c], 2) for c in CATS}},
+    )]  # fmt: skip
+
+
+def _launched_late(
+    trace: Trace, dev: int, gs: np.ndarray, ge: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap: (was the work that ended it launched only after the GPU ran dry, is no GPU work
+    left in the trace after it). A gap nothing follows counts as waiting for the host."""
+    act = trace.gpu_activity()
+    act = act[act["device"] == dev]
+    ts = act["ts_ns"].to_numpy()
+    li = act["launch_idx"].to_numpy()
+    rt_end = trace.runtime["end_ns"].to_numpy() if len(trace.runtime) else np.zeros(0, np.int64)
+    i = np.searchsorted(ts, ge, side="left")
+    ok = i < len(ts)
+    nxt = np.where(ok, li[np.clip(i, 0, len(ts) - 1)], -1) if len(ts) else np.full(len(ge), -1)
+    linked = nxt >= 0
+    end = np.where(linked, rt_end[np.clip(nxt, 0, None)], 0) if len(rt_end) else np.zeros(len(ge))
+    return np.asarray((linked & (end >= gs)) | ~ok, dtype=bool), np.asarray(~ok, dtype=bool)
+
+
+def _advice(largest: str, ref: str | None) -> str:
+    if largest == "dataloader":
+        return ("The GPU mostly waits for the next batch: load data in background workers "
+                "(see dataloader-stall: num_workers, pin_memory, persistent_workers).")  # fmt: skip
+    if largest == "sync":
+        return ("The GPU mostly idles after host-device syncs: remove or defer them "
+                "(see sync-point).")  # fmt: skip
+    if largest == "other":
+        return ("The GPU had work queued but waited: look at the example gap in Perfetto for "
+                "cross-stream events, collectives waiting for other ranks or another device.")  # fmt: skip
+    tk = " (see tiny-kernels)" if ref else ""
+    return ("The host cannot launch work fast enough: cut per-step CPU overhead with fewer, "
+            f"larger kernels{tk}: `torch.compile`, CUDA graphs "
+            '(`mode="reduce-overhead"`), larger batches; move CPU preprocessing into DataLoader '
+            "workers and avoid Python loops over tensors.")  # fmt: skip
+
+
+_SNIPPETS = {
+    "host": 'model = torch.compile(model, mode="reduce-overhead")  # fewer launches, CUDA graphs',
+    "dataloader": "loader = DataLoader(dataset, batch_size=bs, num_workers=4, pin_memory=True,\n"
+                  "                    persistent_workers=True)",
+    "sync": "running += loss.detach()        # instead of running += loss.item()",
+    "other": "# open the trace in Perfetto and look at the streams around the example timestamp",
+}  # fmt: skip

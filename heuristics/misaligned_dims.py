@@ -1,0 +1,195 @@
+"""Misaligned matmul/conv dimensions: sizes that keep Tensor Cores from running at full speed.
+
+**What it detects.** Matrix multiplies (``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``linear``) and
+convolutions whose GEMM dimensions (M, N, K; channels for convolutions) are not multiples of 8
+for 16-bit dtypes (float16/bfloat16), or of 4 for FP32 running as TF32 on compute capability
+8.0+. Vocabulary sizes (``nn.Linear(hidden, 30001)``), odd feature counts and batch sizes are
+the usual causes. Needs ``record_shapes=True``.
+
+**Why it costs time.** Tensor Core GEMM kernels load operands in 16-byte vectors: 8 elements
+of 16 bits or 4 of 32 bits. When a dimension is not a multiple of that, cuBLAS/cuDNN fall back
+to kernels with narrower loads (names ending in ``align1``/``align2``), pad internally, or skip
+the Tensor Cores; NVIDIA and peers report 1.3-4x for padding, e.g. a vocabulary of 33708
+padded to 33712.
+
+**How the saving is estimated.** The time of the GEMM/conv kernels launched by each misaligned
+op (matched through the launch correlation, child ops included) x 0.2: a conservative 1.25x
+speedup, below the 1.3-4x reported. The range shown is 10%-50% of that time. FP32 shapes count
+only where the kernels already run on Tensor Cores (TF32). On CPU-only traces the shapes are
+listed as information (0 ms): they will matter on a Tensor Core GPU with autocast.
+
+**How to fix.** Pad the dimension to the next multiple (64 is even better on A100/H100):
+vocabulary and output layers with extra unused rows (slice the logits), input features with
+zero columns once in the data pipeline, hidden sizes in the model config, and pick batch
+sizes that are multiples of 8.
+
+**Known false positives.** Dimensions below ``misaligned_dims.min_dim`` (default 16) are
+ignored (tiny GEMMs gain little); grouped and depthwise convolutions are skipped. Padding a
+dimension the kernels already handle well (cuDNN pads the first convolution's channels itself)
+gains less than estimated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence, Location
+from advisor.locate import aggregate
+from advisor.registry import Context, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics._gpu_timeline import fmt_ms, in_steps, n_steps, op_names
+from heuristics._matmul import (
+    CONV_BWD,
+    CONV_FWD,
+    GEMM_OPS,
+    arch_cc,
+    gemm_dims,
+    matmul_kernels,
+    op_dtype,
+    pad_to,
+)
+
+ID = "misaligned-dims"
+TITLE = "Matmul/conv dimensions not multiples of 8"
+
+register("misaligned_dims.min_dim", 16.0, "dimensions smaller than this are not checked")
+register("misaligned_dims.fraction", 0.2,
+         "share of a misaligned op's kernel time claimed as saving (1.25x speedup)")  # fmt: skip
+register("misaligned_dims.min_share_pct", 1.0,
+         "report when misaligned ops take at least this % of GPU kernel time")  # fmt: skip
+
+
+def _multiple(dtype: str | None, cc: tuple[int, int] | None, rocm: bool, latent: bool) -> int:
+    if latent:
+        return 8 if dtype in ("float16", "bfloat16", "float32") else 0
+    if dtype in ("float16", "bfloat16"):
+        return 8 if rocm or (cc is not None and cc >= (7, 0)) else 0
+    if dtype == "float8":
+        return 16
+    if dtype == "float32" and not rocm and cc is not None and cc >= (8, 0):
+        return 4
+    return 0
+
+
+def _candidates(trace: Trace) -> np.ndarray:
+    """cpu_ops rows to judge: GEMM ops, and the outermost op of each convolution call."""
+    opn = op_names(trace)
+    conv = np.array([n in CONV_FWD or n in CONV_BWD for n in opn], dtype=bool)
+    gemm = np.array([n in GEMM_OPS for n in opn], dtype=bool)
+    parent = trace.cpu_ops["parent_idx"].to_numpy()
+    outer_conv = conv & ~np.where(parent >= 0, conv[np.clip(parent, 0, None)], False)
+    keep = (gemm | outer_conv) & in_steps(trace, trace.cpu_ops["ts_ns"].to_numpy())
+    return np.flatnonzero(keep)
+
+
+def _dims_str(dims: Any) -> str:
+    return "x".join(str(d) for d in dims) if isinstance(dims, list | tuple) else str(dims)
+
+
+@detector(ID, TITLE, needs=("cpu_ops", "shapes"))
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    latent = not trace.has_gpu
+    cc, _ = arch_cc(trace)
+    rocm = trace.meta.platform == "rocm"
+    min_dim = ctx.t("misaligned_dims.min_dim")
+    ops = trace.cpu_ops
+    opn = op_names(trace)
+    mk = None if latent else matmul_kernels(trace)
+    rows = []
+    for i in _candidates(trace):
+        dtype = op_dtype(ops["input_types"].iat[i])
+        mult = _multiple(dtype, cc, rocm, latent)
+        if not mult:
+            continue
+        dims = gemm_dims(opn[i], ops["input_dims"].iat[i])
+        if not dims:
+            continue
+        bad = {k: v for k, v in dims.items() if v >= min_dim and v % mult}
+        if bad:
+            shape = " ".join(_dims_str(d) for d in ops["input_dims"].iat[i] if d)
+            rows.append((int(i), opn[i], shape, dtype, mult, bad))
+    if not rows:
+        return []
+    df = pd.DataFrame(rows, columns=["op", "name", "shape", "dtype", "mult", "bad"])
+    steps = n_steps(trace)
+    if latent:
+        df["ns"] = ops["dur_ns"].to_numpy()[df["op"].to_numpy()]
+    else:
+        assert mk is not None
+        use = mk[mk["tc"].to_numpy(dtype=bool) | (mk["dtype"] != "float32").to_numpy()]
+        per_op = use.groupby("op")["dur_ns"].sum()
+        df["ns"] = per_op.reindex(df["op"].to_numpy()).fillna(0).to_numpy(dtype=np.int64)
+        df = df[df["ns"] > 0]
+        total = int(trace.kernels.loc[trace.kernels["step"] >= 0, "dur_ns"].sum())
+        share = 100.0 * float(df["ns"].sum()) / total if total else 0.0
+        if not len(df) or share < ctx.t("misaligned_dims.min_share_pct"):
+            return []
+    groups = (df.groupby(["name", "shape", "dtype"], sort=False)
+              .agg(n=("op", "size"), ns=("ns", "sum"), op=("op", "first"), bad=("bad", "first"),
+                   mult=("mult", "first"))
+              .reset_index().sort_values("ns", ascending=False, kind="stable"))  # fmt: skip
+    evidence = []
+    for g in groups.head(5).itertuples(index=False):
+        fixes = "; ".join(f"{k}={v} -> {pad_to(v, g.mult)}" for k, v in g.bad.items())
+        evidence.append(Evidence(
+            what=f"{g.name} [{g.shape}] {g.dtype}: {fixes}",
+            count=int(g.n), total_ms=round(float(g.ns) / 1e6, 3),
+            example_ts_us=trace.to_trace_us(int(ops["ts_ns"].iat[int(g.op)])),
+        ))  # fmt: skip
+    locs: list[Location | None] = [ctx.locator.for_op(int(o)) for o in df["op"]]
+    top = groups.iloc[0]
+    k0, v0 = next(iter(top["bad"].items()))
+    example = f"{k0}={v0} -> {pad_to(v0, int(top['mult']))}"
+    kernel_ms = float(df["ns"].sum()) / 1e6 / steps
+    frac = ctx.t("misaligned_dims.fraction")
+    mults = sorted(set(groups["mult"]))
+    rule = " / ".join(f"{m}" for m in mults)
+    what = "the ops take {} of CPU time" if latent else "their GEMM/conv kernels take {}"
+    summary = (f"{len(groups)} matmul/conv shape(s) have dimensions that are not multiples of "
+               f"{rule} (e.g. {top['name']} {example}); "
+               f"{what.format(fmt_ms(kernel_ms))} per step.")  # fmt: skip
+    if latent:
+        summary += (" Free on this CPU run; on a Tensor Core GPU with fp16/bf16 autocast they "
+                    "fall back to slower kernels.")  # fmt: skip
+    return [Draft(
+        id=ID, title=TITLE,
+        est_savings_ms=0.0 if latent else kernel_ms * frac,
+        est_savings_range_ms=None if latent else (kernel_ms * 0.1, kernel_ms * 0.5),
+        confidence="medium" if not latent else "low",
+        latent=latent,
+        summary=summary,
+        recommendation=(
+            "Pad the listed dimensions to the next multiple (64 is even better on A100/H100): "
+            "vocabulary and output layers with extra unused rows (slice the logits), input "
+            "features with zero columns once in the data pipeline, hidden sizes in the model "
+            "config, and use batch sizes that are multiples of 8."
+        ),
+        snippet=_snippet(int(v0), int(top["mult"])),
+        evidence=tuple(evidence),
+        locations=aggregate(locs),
+        assumptions=(
+            (f"Saving = {frac:g} x the GEMM/conv kernel time of misaligned ops (a 1.25x "
+             "speedup; peers report 1.3-4x); the range is 10%-50%.") if not latent else
+            "CPU-only trace: no time claimed; checked with the 16-bit rule (multiples of 8).",
+            f"Rule: multiples of 8 for float16/bfloat16, of 4 for FP32 as TF32 (compute "
+            f"capability 8.0+); dimensions under {min_dim:g} are not checked.",
+            "FP32 shapes count only where their kernels already run on Tensor Cores (TF32).",
+        ),
+    )]  # fmt: skip
+
+
+def _snippet(v: int, mult: int) -> str:
+    p = pad_to(v, mult)
+    return (
+        f"def pad(n, m={mult}):\n"
+        "    return (n + m - 1) // m * m\n\n"
+        f"# e.g. an output/vocabulary size of {v}: compute {p} columns, use the first {v}\n"
+        f"head = nn.Linear(hidden, pad({v}))          # {v} -> {p}\n"
+        f"logits = head(x)[..., :{v}]\n"
+        "# input features: pad once in the data pipeline\n"
+        "x = torch.nn.functional.pad(x, (0, pad(x.shape[-1]) - x.shape[-1]))"
+    )

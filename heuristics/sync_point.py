@@ -1,0 +1,263 @@
+"""Sync points: places where the host stops and waits for the GPU.
+
+**What it detects.** Host-device synchronizations inside the profiled steps: explicit
+``torch.cuda.synchronize()`` / ``stream.synchronize()`` / ``event.synchronize()``
+(``cuda/hip{Device,Stream,Event}Synchronize``), and blocking device-to-host reads:
+``.item()``, ``float(t)``, ``.cpu()``, ``.tolist()``, ``.numpy()``, ``print(cuda_tensor)``,
+``torch.nonzero`` / boolean-mask indexing / ``unique`` (their output size depends on the data),
+and data-dependent Python branches such as ``if (t != 0).all():``. Each is traced back to the
+op that issued it (``aten::item``, ``aten::_local_scalar_dense``, ``aten::nonzero``,
+``aten::is_nonzero``, ``aten::to``/``copy_``) and to your source line when the trace has stacks.
+
+**Why it costs time.** PyTorch normally runs ahead of the GPU: the host queues kernels while the
+GPU works through earlier ones. A sync empties that queue: the host waits until the GPU has
+finished everything, and when the sync returns the GPU has nothing left to do until the host
+launches the next kernel. The GPU then idles for the whole time the host spends in Python and
+in launch overhead before the next kernel.
+
+**How the saving is estimated.** For each sync: ``G`` = the GPU idle gap from the moment the
+sync returns to the next GPU activity on that device; ``W`` = the GPU work the host waited for
+during the sync (how far ahead the host was). Without the sync the host would have stayed
+``W`` ahead, so the idle it causes is ``min(G, W)``. Summed over the trace and divided by the
+number of steps. The host's own waiting time is reported too, but it is not the saving (the GPU
+was working then).
+
+**How to fix.** Keep values on the GPU and read them rarely: accumulate losses and metrics as
+tensors and call ``.item()`` every N steps; replace data-dependent ``if`` on tensors by tensor
+ops (``torch.where``, masks); use fixed-size ops (``torch.where(mask, x, 0)`` instead of
+``x[mask]``, ``nonzero_static``, ``repeat_interleave(..., output_size=n)``); copy results with
+``.to("cpu", non_blocking=True)`` into pinned memory and synchronize on an event later; keep
+``torch.cuda.synchronize()`` out of the training loop. ``torch.cuda.set_sync_debug_mode("warn")``
+lists every sync with a stack trace.
+
+**Known false positives.** A sync you need once per step (e.g. a loss printed every step on
+purpose, or a CPU-side decision that really depends on the value) still costs the time shown
+here: the fix is then to do it less often. Syncs that only wait for host-to-device copies are
+reported by ``blocking-copy``, and cuDNN autotuning syncs (``cudnn.benchmark``, first
+iterations) are ignored. On CPU-only traces the ``.item()`` / ``nonzero`` calls are listed as
+information only: they cost nothing on a CPU but will block on a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Confidence, Draft, Evidence, Location
+from advisor.locate import aggregate
+from advisor.registry import Context, Skip, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics._gpu_timeline import fmt_ms, in_steps, n_steps, op_chain, op_names
+from heuristics._syncs import REASONS, classify, sync_events
+
+ID = "sync-point"
+TITLE = "Host-device synchronization points"
+
+register("sync_point.min_idle_ms", 0.01,
+         "report when the GPU idle the syncs cause is at least this many ms per step")  # fmt: skip
+register("sync_point.min_wait_ms", 0.1,
+         "also report when the host waits on syncs at least this many ms per step")  # fmt: skip
+
+FIXES: dict[str, tuple[str, str]] = {
+    "item": (
+        "Read scalars back rarely: accumulate losses and metrics as GPU tensors and call "
+        "`.item()` every N steps (or once per epoch).",
+        "running = torch.zeros((), device=device)\n"
+        "for step, (x, y) in enumerate(loader):\n"
+        "    loss = model(x).loss\n"
+        "    ...\n"
+        "    running += loss.detach()          # no sync\n"
+        "    if step % 100 == 0:\n"
+        "        print(running.item() / 100)   # one sync every 100 steps\n"
+        "        running.zero_()",
+    ),
+    "to_cpu": (
+        "Copy results to the host asynchronously into pinned memory and wait on an event "
+        "only when you need them (or copy less often).",
+        "host_buf = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)\n"
+        "host_buf.copy_(out, non_blocking=True)\n"
+        "done = torch.cuda.Event(); done.record()\n"
+        "...  # queue more GPU work here\n"
+        "done.synchronize(); use(host_buf)",
+    ),
+    "branch": (
+        "Do not branch in Python on GPU tensor values: express the condition with tensor ops "
+        "(`torch.where`, masks) or check it every N steps.",
+        "# before: if (t != 0).all(): x = x * 2\n"
+        "x = torch.where((t != 0).all(), x * 2, x)   # stays on the GPU, no sync",
+    ),
+    "nonzero": (
+        "Use fixed-size operations: mask with `torch.where` or multiplication instead of "
+        "boolean indexing, `nonzero_static(size=...)`, or pass `output_size` to "
+        "`repeat_interleave`.",
+        "# before: y = x[mask]            (nonzero: output size depends on the data)\n"
+        "y = torch.where(mask, x, torch.zeros_like(x))   # same shape, no sync",
+    ),
+    "equal": (
+        "Compare on the GPU and read the result rarely (`(a == b).all()` stays a tensor).",
+        "same = (a == b).all()   # a GPU tensor: no sync until you read it",
+    ),
+    "explicit": (
+        "Remove `torch.cuda.synchronize()` / `stream.synchronize()` from the step; to time "
+        "code use CUDA events and read them after the loop.",
+        "start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
+        "start.record(); train_step(); end.record()\n"
+        "# ... later, outside the hot loop:\n"
+        "torch.cuda.synchronize(); print(start.elapsed_time(end))",
+    ),
+    "op": (
+        "An op synchronizes internally; find an alternative that does not need the data on "
+        "the host, or call it less often.",
+        'torch.cuda.set_sync_debug_mode("warn")  # prints a stack for every sync',
+    ),
+}
+
+
+def _fix_key(kind: str) -> str:
+    return "explicit" if kind.startswith("explicit") else kind
+
+
+def _location(ctx: Context, op_idx: int, tid: int, ts_ns: int) -> Location | None:
+    loc = ctx.locator.for_op(op_idx) if op_idx >= 0 else None
+    return loc if loc is not None else ctx.locator.at(tid, ts_ns)
+
+
+@detector(ID, TITLE)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    if not trace.has_gpu:
+        return _latent(trace, ctx)
+    if not len(trace.runtime):
+        raise Skip("no CUDA/HIP runtime events in this trace")
+    ev = sync_events(trace)
+    if not len(ev):
+        return []
+    steps = n_steps(trace)
+    caused_ms = float(ev["caused_ns"].sum()) / 1e6 / steps
+    wait_ms = float(ev["wait_ns"].sum()) / 1e6 / steps
+    if caused_ms < ctx.t("sync_point.min_idle_ms") and wait_ms < ctx.t("sync_point.min_wait_ms"):
+        return []
+
+    locs: list[Location | None] = []
+    for r in ev.itertuples(index=False):
+        oi = int(r.reason_idx) if r.reason_idx >= 0 else int(r.op_idx)
+        locs.append(_location(ctx, oi, int(r.tid), int(r.start_ns)))
+    ev = ev.assign(loc=[f"{lc.file}:{lc.line}" if lc else "" for lc in locs])
+    groups = (
+        ev.groupby(["kind", "label", "loc"], sort=False)
+        .agg(
+            n=("wait_ns", "size"),
+            wait=("wait_ns", "sum"),
+            caused=("caused_ns", "sum"),
+            api=("api", "first"),
+            reason=("reason_idx", "first"),
+        )  # fmt: skip
+        .reset_index()
+        .sort_values(["caused", "wait", "n"], ascending=False, kind="stable")
+    )
+    opn = op_names(trace)
+    evidence = []
+    for g in groups.head(5).itertuples(index=False):
+        sel = ev[(ev["kind"] == g.kind) & (ev["loc"] == g.loc)]
+        ex = sel.loc[sel["caused_ns"].idxmax() if sel["caused_ns"].max() > 0 else sel.index[0]]
+        where = f" at {g.loc}" if g.loc else ""
+        op = f" [{opn[int(g.reason)]}]" if g.reason >= 0 else ""
+        evidence.append(Evidence(
+            what=f"{g.label}{op}{where} ({g.api}): {g.n / steps:g}/step, host blocked "
+                 f"{fmt_ms(g.wait / 1e6 / steps)}/step; total = GPU idle caused",
+            count=int(g.n),
+            total_ms=round(float(g.caused) / 1e6, 3),
+            example_ts_us=trace.to_trace_us(int(ex["start_ns"])),
+        ))  # fmt: skip
+    top = groups.iloc[0]
+    fix_text, snippet = FIXES[_fix_key(str(top["kind"]))]
+    kinds = list(dict.fromkeys(_fix_key(str(k)) for k in groups["kind"]))
+    extra = [FIXES[k][0] for k in kinds[1:3]]
+    per_step = len(ev) / steps
+    summary = (
+        f"{per_step:g} host-device sync(s) per step (mostly {top['label'].split(' (')[0]}) "
+        f"block the host {fmt_ms(wait_ms)} per step; the GPU then idles {fmt_ms(caused_ms)} "
+        "per step waiting for new work."
+    )
+    if caused_ms <= 0:
+        summary = (
+            f"{per_step:g} host-device sync(s) per step (mostly "
+            f"{top['label'].split(' (')[0]}) block the host {fmt_ms(wait_ms)} per step; here "
+            "the GPU had already run dry, so they cost no measurable GPU time."
+        )
+    rec = " ".join([fix_text, *extra,
+                    'Run once with `torch.cuda.set_sync_debug_mode("warn")` to list every sync.'])  # fmt: skip
+    has_loc = any(loc is not None for loc in locs)
+    confidence: Confidence = "low" if caused_ms <= 0 else ("high" if has_loc else "medium")
+    return [Draft(
+        id=ID, title=TITLE,
+        est_savings_ms=caused_ms,
+        confidence=confidence,
+        summary=summary,
+        recommendation=rec,
+        snippet=snippet,
+        evidence=tuple(evidence),
+        locations=aggregate(locs),
+        assumptions=(
+            "Saving = GPU idle each sync causes: min(idle gap from the sync's return to the "
+            "next GPU activity on its device, GPU work the host waited for during the sync), "
+            f"summed over the trace and divided by its {steps} step(s).",
+            "Removing a sync lets the host run ahead by at most the time it waited, so idle "
+            "time beyond that is not claimed (it is host-bound: see gpu-idle).",
+            "gpu-idle's 'sync' share is this same figure: the two savings overlap.",
+            "Syncs that only wait for host-to-device copies (blocking-copy) and cuDNN "
+            "autotuning syncs are not counted; large device-to-host copies also appear in "
+            "blocking-copy, which counts the copy window itself, not the idle after it.",
+        ),
+        extra={"host_wait_ms_per_step": round(wait_ms, 3)},
+    )]  # fmt: skip
+
+
+_LATENT_OPS = {n for kind, ops, _ in REASONS if kind != "to_cpu" for n in ops}
+
+
+def _latent(trace: Trace, ctx: Context) -> list[Draft]:
+    """CPU-only trace: scalar reads / nonzero that would block on a GPU (info, 0 ms)."""
+    if not len(trace.cpu_ops):
+        raise Skip("no CPU operator events in this trace")
+    opn = op_names(trace)
+    cand = np.flatnonzero(np.isin(opn, list(_LATENT_OPS)))
+    cand = cand[in_steps(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
+    if not len(cand):
+        return []
+    seen: dict[int, str] = {}
+    for i in cand:
+        kind, reason, _ = classify(op_chain(trace, int(i)), opn)
+        if reason >= 0 and kind not in ("op", "to_cpu"):
+            seen.setdefault(reason, kind)
+    if not seen:
+        return []
+    steps = n_steps(trace)
+    rows = pd.DataFrame({"idx": list(seen), "kind": list(seen.values())})
+    ops = trace.cpu_ops
+    locs = [ctx.locator.for_op(int(i)) for i in rows["idx"]]
+    labels = {k: lbl for k, _, lbl in REASONS}
+    evidence = []
+    for kind, g in rows.groupby("kind", sort=False):
+        first = int(g["idx"].iloc[0])
+        evidence.append(Evidence(
+            what=f"{labels[str(kind)]} [{opn[first]}]: {len(g) / steps:g}/step",
+            count=len(g), total_ms=round(float(ops["dur_ns"].to_numpy()[g["idx"]].sum()) / 1e6, 3),
+            example_ts_us=trace.to_trace_us(int(ops["ts_ns"].iat[first])),
+        ))  # fmt: skip
+    evidence.sort(key=lambda e: -e.count)
+    top = str(rows["kind"].value_counts().index[0])
+    fix_text, snippet = FIXES[top]
+    n = len(rows) / steps
+    return [Draft(
+        id=ID, title=TITLE, est_savings_ms=0.0, confidence="medium", latent=True,
+        summary=(f"{n:g} call(s) per step read tensor values back to Python ("
+                 f"{labels[top].split(' (')[0]}); free on this CPU run, but on a GPU each one "
+                 "stops the host until the GPU drains its queue."),  # fmt: skip
+        recommendation=fix_text + " This matters once the model runs on a GPU.",
+        snippet=snippet,
+        evidence=tuple(evidence[:5]),
+        locations=aggregate(locs),
+        assumptions=("CPU-only trace: no GPU time is claimed. On a GPU each call is a "
+                     "host-device sync costing the GPU's queue drain plus the relaunch gap.",),
+    )]  # fmt: skip
