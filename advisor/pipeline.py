@@ -67,7 +67,9 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     rdev_raw = rc.get("device")
     rdev: dict[str, Any] = rdev_raw if isinstance(rdev_raw, dict) else {}
     cc = rdev.get("compute_capability") or (dev.cc_str if dev else None)
+    notes = [n for n in rc.get("notes") or () if isinstance(n, str)]  # advisor profile's notes
     return {
+        **({"notes": notes} if notes else {}),
         "script": rc.get("script"),
         "argv": rc.get("argv"),
         "trace": str(trace.path),

@@ -157,6 +157,8 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
 def _notes(report: Report) -> list[dict[str, str]]:
     run = report.run
     notes = []
+    for text in run.get("notes") or ():  # how an ``advisor profile`` run went (run.json)
+        notes.append({"level": "info", "text": str(text)})
     if run.get("ended_early"):
         notes.append({"level": "warn", "text": "The run ended early "
                       f"({run.get('end_reason') or 'reason unknown'}): the figures cover only "

@@ -1,0 +1,180 @@
+"""Facts read once from the live process: versions, device, memory, backend flags, user frames.
+
+Everything here is called outside the profiled steps and never raises: a fact that cannot be
+read is recorded as ``None``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import sysconfig
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import advisor
+
+_SKIP_PREFIXES: tuple[str, ...] = ()
+
+
+def _skip_prefixes() -> tuple[str, ...]:
+    global _SKIP_PREFIXES
+    if not _SKIP_PREFIXES:
+        import torch
+
+        dirs = {
+            os.path.dirname(os.path.abspath(torch.__file__)),
+            os.path.dirname(os.path.abspath(advisor.__file__)),
+        }
+        for key in ("stdlib", "platstdlib"):
+            p = sysconfig.get_paths().get(key)
+            if p:
+                dirs.add(os.path.abspath(p))
+        _SKIP_PREFIXES = tuple(d + os.sep for d in dirs)
+    return _SKIP_PREFIXES
+
+
+def is_user_file(filename: str) -> bool:
+    """True for the user's own source files (not torch, not the advisor, not the stdlib)."""
+    if not filename or filename.startswith("<"):
+        return False
+    return not os.path.abspath(filename).startswith(_skip_prefixes())
+
+
+def user_site(depth: int = 2) -> dict[str, Any] | None:
+    """``{file, line, function}`` of the innermost user frame calling into us, or None."""
+    try:
+        f = sys._getframe(depth)
+    except ValueError:
+        return None
+    while f is not None:
+        code = f.f_code
+        if is_user_file(code.co_filename):
+            return {"file": code.co_filename, "line": f.f_lineno, "function": code.co_name}
+        f = f.f_back  # type: ignore[assignment]
+    return None
+
+
+def _safe(fn: Callable[[], Any]) -> Any:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn()
+    except Exception:  # noqa: BLE001 (a fact we cannot read is None)
+        return None
+
+
+def versions() -> dict[str, Any]:
+    import torch
+
+    cudnn = _safe(
+        lambda: torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    )
+    return {
+        "torch": str(torch.__version__),
+        "cuda": getattr(torch.version, "cuda", None),
+        "hip": getattr(torch.version, "hip", None),
+        "cudnn": cudnn,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+def cuda_in_use() -> bool:
+    """Whether the script has initialized CUDA. Never initializes it (``is_available()`` would,
+    freezing CUDA_VISIBLE_DEVICES before the script could set it)."""
+    import torch
+
+    return bool(_safe(torch.cuda.is_initialized))
+
+
+def device_facts() -> dict[str, Any]:
+    """The device the script used: the current CUDA device when CUDA was used, else the CPU."""
+    import torch
+
+    if cuda_in_use():
+        idx = _safe(torch.cuda.current_device) or 0
+        props = _safe(lambda: torch.cuda.get_device_properties(idx))
+        if props is not None:
+            return {
+                "type": "cuda",
+                "index": idx,
+                "count": _safe(torch.cuda.device_count),
+                "name": props.name,
+                "compute_capability": f"{props.major}.{props.minor}",
+                "total_memory_bytes": int(props.total_memory),
+                "multi_processor_count": getattr(props, "multi_processor_count", None),
+            }
+    mem = _safe(lambda: os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    name = _safe(_cpu_model) or platform.processor() or platform.machine() or "cpu"
+    return {
+        "type": "cpu",
+        "index": None,
+        "count": os.cpu_count(),
+        "name": name,
+        "compute_capability": None,
+        "total_memory_bytes": mem,
+        "multi_processor_count": None,
+        "cuda_available": bool(_safe(torch.cuda.is_available)),
+    }
+
+
+def host_facts() -> dict[str, Any]:
+    """The machine the script ran on: CPUs it may use (what num_workers should be sized to)."""
+    usable = _safe(lambda: len(os.sched_getaffinity(0)))
+    return {
+        "cpu_count": usable or os.cpu_count(),
+        "cpu_count_total": os.cpu_count(),
+        "cpu_model": _safe(_cpu_model),
+        "memory_bytes": _safe(lambda: os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
+    }
+
+
+def _cpu_model() -> str | None:
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip() or None
+    return None
+
+
+def reset_peak_memory() -> None:
+    import torch
+
+    if cuda_in_use():
+        _safe(torch.cuda.reset_peak_memory_stats)
+
+
+def peak_memory() -> dict[str, Any]:
+    import torch
+
+    if not cuda_in_use():
+        return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
+    return {
+        "peak_allocated_bytes": _safe(torch.cuda.max_memory_allocated),
+        "peak_reserved_bytes": _safe(torch.cuda.max_memory_reserved),
+    }
+
+
+def backend_facts() -> dict[str, Any]:
+    """cuDNN / matmul precision and determinism flags as the script left them."""
+    import torch
+
+    b = torch.backends
+    out = {
+        "cudnn_benchmark": _safe(lambda: bool(b.cudnn.benchmark)),
+        "cudnn_allow_tf32": _safe(lambda: bool(b.cudnn.allow_tf32)),
+        "cudnn_deterministic": _safe(lambda: bool(b.cudnn.deterministic)),
+        "matmul_allow_tf32": _safe(lambda: bool(b.cuda.matmul.allow_tf32)),
+        "matmul_allow_fp16_reduced_precision_reduction": _safe(
+            lambda: bool(b.cuda.matmul.allow_fp16_reduced_precision_reduction)
+        ),
+        "float32_matmul_precision": _safe(torch.get_float32_matmul_precision),
+        "deterministic": _safe(lambda: bool(torch.are_deterministic_algorithms_enabled())),
+    }
+    # the fp32_precision API of torch >= 2.9 (None where absent)
+    out["matmul_fp32_precision"] = _safe(lambda: str(b.cuda.matmul.fp32_precision))
+    out["cudnn_conv_fp32_precision"] = _safe(lambda: str(b.cudnn.conv.fp32_precision))  # type: ignore[attr-defined]
+    return out

@@ -1,0 +1,119 @@
+"""The output folder of ``advisor profile``: default name, the no-overwrite rule, atomic writes.
+
+An existing non-empty ``--out`` is refused unless ``--force``; even then only files an earlier
+advisor run wrote there are replaced, never the user's own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import AdvisorError
+
+TRACE_NAME = "trace.json.gz"
+RUN_NAME = "run.json"
+FINDINGS_NAME = "findings.json"
+REPORT_NAME = "report.html"
+ANNOTATED_NAME = "trace.annotated.json.gz"  # written by the analysis (advisor.render.annotate)
+OUTPUT_NAMES = (TRACE_NAME, RUN_NAME, FINDINGS_NAME, REPORT_NAME, ANNOTATED_NAME)
+
+
+def default_out_dir(stem: str, base: Path | None = None) -> Path:
+    """``./advisor-runs/<stem>-<YYYYmmdd-HHMMSS>/``, with ``-2``, ``-3``... when taken."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "run"
+    root = (base or Path.cwd()) / "advisor-runs"
+    name = f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+    cand = root / name
+    n = 2
+    while cand.exists():
+        cand = root / f"{name}-{n}"
+        n += 1
+    return cand
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _written_by_advisor(folder: Path, name: str) -> bool:
+    """Whether ``folder/name`` is output of an earlier advisor run (so --force may replace it)."""
+    path = folder / name
+    if name == RUN_NAME:
+        d = _json(path)
+        return d is not None and "advisor_version" in d and "end_reason" in d
+    if name == FINDINGS_NAME:
+        d = _json(path)
+        return d is not None and "advisor_version" in d and "schema_version" in d
+    if name == REPORT_NAME:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                return "torch-advisor" in fh.read(4096)
+        except OSError:
+            return False
+    if name == ANNOTATED_NAME:
+        return _written_by_advisor(folder, FINDINGS_NAME)
+    if name == TRACE_NAME:  # only a profile run (its run.json names the trace) owns the trace
+        d = _json(folder / RUN_NAME)
+        return d is not None and "advisor_version" in d and d.get("trace") == TRACE_NAME
+    return False
+
+
+def check_out_dir(out: Path, force: bool) -> None:
+    """Refuse an unusable ``out`` (one line, exit 1) before the script runs; create it."""
+    if out.exists() and not out.is_dir():
+        raise AdvisorError("exists and is not a directory", out)
+    if out.is_dir():
+        try:
+            entries = sorted(p.name for p in out.iterdir())
+        except OSError as err:
+            raise AdvisorError(f"cannot read output folder: {err.strerror or err}", out) from None
+        if entries and not force:
+            raise AdvisorError(
+                "output folder exists and is not empty (pick another --out, or --force to "
+                "replace an earlier advisor run there)",
+                out,
+            )
+        for name in OUTPUT_NAMES:
+            if (out / name).exists() and not _written_by_advisor(out, name):
+                raise AdvisorError(
+                    f"--force would overwrite {name}, which advisor did not write; "
+                    "pick another --out",
+                    out,
+                )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise AdvisorError(f"cannot create output folder: {err.strerror or err}", out) from None
+    probe = out / f".advisor-write-test-{time.time_ns()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise AdvisorError(f"output folder is not writable: {err.strerror or err}", out) from None
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON with sorted keys (strict JSON: no NaN), atomically."""
+    from advisor.pipeline import atomic_write
+
+    text = json.dumps(_finite(data), indent=2, sort_keys=True, default=str, allow_nan=False)
+    atomic_write(path, (text + "\n").encode("utf-8"))

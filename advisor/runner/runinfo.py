@@ -1,0 +1,151 @@
+"""Assemble run.json (the run context) and the notes the report shows about how the run went.
+
+The keys are described in ``docs/run-json.md``; the file is written with sorted keys.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from advisor import __version__
+from advisor.runner.capture import Capture, SessionConfig
+from advisor.runner.execute import Outcome, Target
+
+RUN_SCHEMA_VERSION = 1
+
+
+def _steps(a: int, b: int) -> str:
+    return f"step {a}" if a == b else f"steps {a}-{b}"
+
+
+def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
+    """Plain sentences for the report and the terminal about how the run ended and what the
+    trace holds."""
+    out: list[str] = []
+    g = cap.steps_seen
+    win = _steps(cfg.active_first, cfg.active_last)
+    reason = {
+        "exception": f"The script raised {outcome.error} after {g} step(s)",
+        "keyboard-interrupt": f"The run was interrupted (Ctrl-C) after {g} step(s)",
+        "sigterm": f"The run was terminated (SIGTERM) after {g} step(s)",
+        "sys-exit": f"The script exited with code {outcome.exit_code} after {g} step(s)",
+    }.get(outcome.end_reason)
+    if reason and outcome.ended_early:
+        out.append(f"{reason}; the report covers what was captured until then.")
+    if cap.scope == "window" and cap.stopped_after_window:
+        out.append(
+            f"Stopped the script after capturing the profiling window ({win}); "
+            "--run-to-end lets it finish."
+        )
+    elif cap.scope == "partial-window":
+        a, b = cap.window_steps
+        out.append(
+            f"The run ended inside the profiling window: {_steps(a, b)} of {win} were captured."
+        )
+    elif cap.scope == "pre-window" and cap.foreign_profiler_step is not None:
+        a, b = cap.window_steps
+        out.append(
+            f"The trace holds {_steps(a, b)}, recorded without Python stacks or GPU activity."
+        )
+    elif cap.scope == "pre-window":
+        a, b = cap.window_steps
+        out.append(
+            f"The run ended after {g} step(s), before the profiling window ({win}) began. The "
+            f"trace holds {_steps(a, b)}, recorded without Python stacks or GPU activity; early "
+            "steps include warm-up. For short runs lower --wait/--warmup/--active."
+        )
+    elif cap.scope == "whole-run":
+        bound = f" (the first {cfg.max_seconds:g} s, --max-seconds)" if cap.max_seconds_hit else ""
+        out.append(
+            "No steps were seen (no optimizer.step() and no advisor.step() call), so the whole "
+            f"run{bound} was captured as one step, without Python stacks or GPU activity. Call "
+            "advisor.step() once per iteration to profile steps."
+        )
+        if cap.max_seconds_hit:
+            out.append(
+                "Stopped the script when --max-seconds ran out; --run-to-end lets it continue."
+                if cap.stopped_after_window
+                else "The script ran on to its end without profiling after --max-seconds."
+            )
+    elif cap.scope == "none":
+        why = f": {cap.export_error}" if cap.export_error else ""
+        out.append(f"No trace could be written{why}.")
+    if cap.foreign_profiler_step is not None:
+        out.append(
+            f"The script started torch.profiler itself at step {cap.foreign_profiler_step}; "
+            "advisor's own profiling stopped there so the script's profiler could run."
+        )
+    return out
+
+
+def build_run_json(
+    *,
+    target: Target,
+    outcome: Outcome,
+    cap: Capture,
+    cfg: SessionConfig,
+    context: dict[str, Any],
+    env: dict[str, Any],
+    started_at: str,
+    ended_at: str,
+    duration_s: float,
+    cwd: str,
+    trace_name: str,
+) -> dict[str, Any]:
+    """The run.json document (see docs/run-json.md)."""
+    versions = env["versions"]
+    script = target.name if target.kind == "script" else None
+    return {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "advisor_version": __version__,
+        "script": target.display,
+        "script_path": os.path.abspath(script) if script else None,
+        "module": target.name if target.kind == "module" else None,
+        "argv": list(target.args),  # the script's arguments (the script itself is "script")
+        "cwd": cwd,
+        "pid": os.getpid(),
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "duration_s": round(duration_s, 3),
+        "exit_code": outcome.exit_code,
+        "ended_early": outcome.ended_early,
+        "end_reason": outcome.end_reason,
+        "error": outcome.error,
+        "no_steps": cap.steps_seen == 0,
+        "steps_seen": cap.steps_seen,
+        "step_source": cap.step_source,
+        "trace": trace_name if cap.trace_written else None,
+        "trace_scope": cap.scope,
+        "window_steps": list(cap.window_steps) or None,
+        "stopped_after_window": cap.stopped_after_window,
+        "max_seconds_hit": cap.max_seconds_hit,
+        "foreign_profiler": cap.foreign_profiler_step is not None,
+        "foreign_profiler_step": cap.foreign_profiler_step,
+        "export_error": cap.export_error,
+        "profile": {
+            "wait": cfg.wait,
+            "warmup": cfg.warmup,
+            "active": cfg.active,
+            "record_shapes": cfg.record_shapes,
+            "with_stack": cfg.with_stack,
+            "profile_memory": cfg.profile_memory,
+            "max_seconds": cfg.max_seconds,
+            "run_to_end": cfg.run_to_end,
+            "activities": cap.activities,
+        },
+        "torch": versions.get("torch"),
+        "cuda": versions.get("cuda"),
+        "versions": versions,
+        "device": env["device"],
+        "host": env.get("host") or {},
+        "memory": cap.memory or {"peak_allocated_bytes": None, "peak_reserved_bytes": None},
+        "backends": cap.backends or {},
+        "dataloaders": context.get("dataloaders", []),
+        "optimizers": context.get("optimizers", []),
+        "zero_grad": context.get("zero_grad", []),
+        "forward": context.get("forward", {}),
+        "modules": context.get("modules", {}),
+        "notes": notes(outcome, cap, cfg),
+        "timings_s": dict(sorted(cap.timings_s.items())),
+    }

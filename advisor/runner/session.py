@@ -1,0 +1,332 @@
+"""The profiler lifecycle of one ``advisor profile`` run.
+
+Steps are counted by a global optimizer step hook (the first optimizer that steps drives
+them) or by ``advisor.step()`` (which then takes over). Step 0 is everything before the first
+step: imports, setup and the first iteration; it is never part of the window.
+
+- **probe**: from the start of the script to the end of the ``wait`` steps a light profiler
+  records operators (with shapes and memory, without Python stacks, which are costly to collect
+  across imports, and without GPU activity, which would initialize CUDA before the script's
+  first line). It is the fallback trace: the whole run as one step when the script never
+  steps (bounded by ``max_seconds``), or the first steps when the run ends before the window.
+- **gap**: the probe is stopped inside the step hook, which runs inside the optimizer's own
+  ``record_function`` scope. The window's profiler starts one step later: starting a profiler
+  while a scope opened under another is still open makes torch write into freed memory when
+  that scope closes. This step is the first of the ``warmup`` steps (so there is at least one).
+- **window**: a second profiler with every option on runs the other warm-up steps, then records
+  ``active`` steps (``ProfilerStep#N`` markers, N counted from the script's first step), and
+  exports them to ``trace.json.gz`` the moment they are complete. Unless ``run_to_end``, the
+  script is then stopped by raising :class:`WindowCaptured` from the step hook.
+- **done**: nothing profiles any more; later steps run at native speed.
+- **yielded**: the script started torch.profiler itself. Only one profiler can run at a time,
+  so the advisor stops its own (keeping what it captured) and lets the script's run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import advisor
+from advisor.runner import facts
+from advisor.runner.capture import Capture, SessionConfig, export_trace
+from advisor.runner.context import ContextRecorder
+from advisor.runner.execute import WindowCaptured
+from advisor.runner.guards import ForeignProfilerWatch, MaxSecondsAlarm
+
+__all__ = ["Capture", "ProfileSession", "SessionConfig"]
+
+_MAX_STEP_TIMES = 20_000
+
+
+class ProfileSession:
+    def __init__(self, cfg: SessionConfig, trace_path: Path, recorder: ContextRecorder) -> None:
+        import torch
+        from torch.profiler import ProfilerAction, ProfilerActivity
+
+        self.cfg = cfg
+        self.cap = Capture()
+        self._torch = torch
+        self._action = ProfilerAction
+        self._cpu, self._cuda = ProfilerActivity.CPU, ProfilerActivity.CUDA
+        self._trace_path = trace_path
+        self._rec = recorder
+        self.phase = "idle"
+        self._probe: Any = None
+        self._window: Any = None
+        self._marker: Any = None
+        self._busy = False
+        self._explicit = False
+        self._primary: int | None = None
+        self._hook: Any = None
+        self._alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_alarm)
+        self._watch = ForeignProfilerWatch(
+            lambda: self.phase in ("probe", "gap", "window"), self._yield_to_foreign
+        )
+        self._own = self._watch.own
+        self._t0 = 0.0
+        self._t_window = 0.0
+        self._window_activities = ["cpu"]
+        self._probe_activities = ["cpu"]
+
+    # ------------------------------------------------------------------ helpers
+    def _time(self, key: str, t0: float) -> None:
+        t = self.cap.timings_s
+        t[key] = round(t.get(key, 0.0) + time.perf_counter() - t0, 6)
+
+    def _make(
+        self, with_stack: bool, cuda: bool, schedule: Any = None, on_ready: Any = None
+    ) -> Any:
+        from torch.profiler import profile
+
+        return profile(
+            activities=[self._cpu, self._cuda] if cuda else [self._cpu],
+            record_shapes=self.cfg.record_shapes,
+            profile_memory=self.cfg.profile_memory,
+            with_stack=with_stack,
+            schedule=schedule,
+            on_trace_ready=on_ready,
+        )
+
+    def _window_action(self, step: int) -> Any:
+        a = self._action
+        if step < self.cfg.active_first:
+            return a.WARMUP
+        if step < self.cfg.active_last:
+            return a.RECORD
+        return a.RECORD_AND_SAVE if step == self.cfg.active_last else a.NONE
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        t0 = self._t0 = time.perf_counter()
+        # CPU only: CUDA activities would initialize CUDA before the script's first line, and a
+        # script that sets CUDA_VISIBLE_DEVICES itself would then run on the wrong devices
+        cuda = facts.cuda_in_use()
+        self._probe_activities = ["cpu", "cuda"] if cuda else ["cpu"]
+        self._probe = self._make(with_stack=False, cuda=cuda)
+        with self._own():
+            self._probe.start()
+        self.phase = "probe"
+        self._time("profiler_start", t0)
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        hook = self._on_optimizer_step
+        disable = getattr(self._torch.compiler, "disable", None)
+        self._hook = register_optimizer_step_post_hook(disable(hook) if disable else hook)
+        advisor._step_hook = self._on_explicit_step
+        self._watch.install()
+        self._alarm.arm()
+
+    def _on_optimizer_step(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self._rec.on_optimizer(opt)
+        if self._explicit:
+            return
+        if self._primary is None:
+            self._primary = id(opt)
+            self.cap.step_source = "optimizer"
+        if id(opt) == self._primary:
+            self._step()
+
+    def _on_explicit_step(self) -> None:
+        if not self._explicit:
+            self._explicit = True
+            self.cap.step_source = "advisor.step"
+        self._step()
+
+    def _step(self) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        stop = False
+        try:
+            self.cap.steps_seen += 1
+            g = self.cap.steps_seen
+            if g <= _MAX_STEP_TIMES:
+                self.cap.step_times_s.append(time.perf_counter() - self._t0)
+            if self.phase == "probe":
+                if g == 1:
+                    self._alarm.disarm()
+                if g > self.cfg.wait:
+                    self._stop_probe()
+                    self._rec.end_forward_capture()
+                    self.phase = "gap"
+                else:
+                    self._probe_marker(g)
+            elif self.phase == "gap":
+                self._start_window(g)
+            elif self.phase == "window":
+                with self._own():
+                    self._window.step()
+                if g == self.cfg.active_first:
+                    facts.reset_peak_memory()
+                if self.cap.scope == "window":
+                    stop = self._window_done()
+        finally:
+            self._busy = False
+        if stop:
+            raise WindowCaptured()
+
+    def _probe_marker(self, step: int | None) -> None:
+        if self._marker is not None:
+            self._marker.__exit__(None, None, None)
+            self._marker = None
+        if step is not None:
+            self._marker = self._torch.autograd.profiler.record_function(f"ProfilerStep#{step}")
+            self._marker.__enter__()
+
+    def _stop_probe(self) -> None:
+        t0 = time.perf_counter()
+        self._probe_marker(None)
+        with self._own():
+            self._probe.stop()
+        self._time("probe_stop", t0)
+
+    def _start_window(self, g: int) -> None:
+        t0 = time.perf_counter()
+        cuda = facts.cuda_in_use()  # the script has set up its devices by now
+        self._window = self._make(
+            self.cfg.with_stack, cuda, lambda s: self._window_action(max(s, g)), self._on_ready
+        )
+        self._window_activities = ["cpu", "cuda"] if cuda else ["cpu"]
+        self._window.step_num = g
+        self.phase = "window"  # before start(): an interrupted start is still stopped
+        with self._own():
+            self._window.start()
+        if g == self.cfg.active_first:
+            facts.reset_peak_memory()
+        self._t_window = time.perf_counter()
+        self._time("window_start", t0)
+
+    def _on_ready(self, prof: Any) -> None:
+        """on_trace_ready of the window profiler: the active steps are complete (or cut short)."""
+        self._time("window", self._t_window)
+        g = self.cap.steps_seen
+        complete = g > self.cfg.active_last
+        last = self.cfg.active_last if complete else g
+        self.cap.window_steps = [self.cfg.active_first, last]
+        self.cap.memory = facts.peak_memory()
+        self.cap.backends = facts.backend_facts()
+        self._export(prof, "window" if complete else "partial-window")
+        if self.cap.trace_written:
+            self.cap.activities = self._window_activities
+
+    def _window_done(self) -> bool:
+        t0 = time.perf_counter()
+        with self._own():
+            self._window.stop()
+        self._window = None
+        self._probe = None  # the fallback is no longer needed
+        self.phase = "done"
+        self._time("window_stop", t0)
+        self.cap.stopped_after_window = not self.cfg.run_to_end
+        return not self.cfg.run_to_end
+
+    def _export(self, prof: Any, scope: str) -> None:
+        t0 = time.perf_counter()
+        error = export_trace(prof, self._trace_path)
+        if error is None:
+            self.cap.trace_written = True
+            self.cap.scope = scope
+        else:
+            self.cap.export_error = error
+        self._time("export", t0)
+
+    def _export_probe(self) -> None:
+        if self._probe is None:
+            return
+        g = self.cap.steps_seen
+        if g == 0:
+            self._export(self._probe, "whole-run")
+        else:
+            self.cap.window_steps = [1, min(g, self.cfg.wait)]
+            self._export(self._probe, "pre-window")
+        if self.cap.trace_written:
+            self.cap.activities = self._probe_activities
+        if self.cap.backends is None:
+            self.cap.backends = facts.backend_facts()
+        self.cap.memory = facts.peak_memory()
+        self._probe = None
+
+    def _stop_profiling(self) -> None:
+        """Stop whatever profiler runs and export the best trace there is."""
+        if self.phase == "probe":
+            self._stop_probe()
+            self._export_probe()
+        elif self.phase == "gap":
+            self._export_probe()
+        elif self.phase == "window":
+            in_active = self.cap.steps_seen >= self.cfg.active_first
+            t0 = time.perf_counter()
+            try:
+                with self._own():
+                    self._window.stop()  # exports a partial window through _on_ready
+            except Exception as err:  # noqa: BLE001 (e.g. a start that was interrupted)
+                self.cap.export_error = self.cap.export_error or f"{type(err).__name__}: {err}"
+            self._time("window_stop", t0)
+            self._window = None
+            if not in_active or not self.cap.trace_written:
+                self._export_probe()
+        self._rec.end_forward_capture()
+
+    def finish(self) -> Capture:
+        """Stop profiling, remove every hook, and return what was captured."""
+        self._alarm.disarm()
+        self._busy = True  # late signals and hooks from other threads do nothing now
+        try:
+            self._stop_profiling()
+        finally:
+            self.phase = "finished"
+            if self._hook is not None:
+                self._hook.remove()
+            if advisor._step_hook == self._on_explicit_step:
+                advisor._step_hook = None
+            self._watch.remove()
+        if self.cap.backends is None:
+            self.cap.backends = facts.backend_facts()
+        return self.cap
+
+    # ------------------------------------------------------------------ guards
+    def _on_alarm(self) -> None:
+        """--max-seconds ran out before the first step."""
+        if self._busy or self.phase != "probe" or self.cap.steps_seen:
+            return
+        self._busy = True
+        try:
+            self.cap.max_seconds_hit = True
+            self._stop_profiling()
+            self.phase = "done"
+        finally:
+            self._busy = False
+        self._alarm.disarm()
+        if not self.cfg.run_to_end:
+            self.cap.stopped_after_window = True
+            raise WindowCaptured()
+
+    def _yield_to_foreign(self) -> None:
+        """The script starts its own profiler: stop ours first, keeping what it captured."""
+        self._alarm.disarm()
+        self._busy = True
+        try:
+            self._stop_profiling()
+        finally:
+            self._busy = False
+            self.phase = "yielded"
+        g = self.cap.steps_seen
+        self.cap.foreign_profiler_step = g
+        covered = {
+            "window": "the profiled window",
+            "partial-window": "the part of the window recorded before that",
+            "pre-window": "the steps before that, without Python stacks or GPU activity",
+            "whole-run": "the run up to that point, as one step",
+        }.get(self.cap.scope, "nothing")
+        print(
+            f"advisor: your script starts torch.profiler itself (at step {g}). Only one profiler "
+            "can run at a time, so advisor stopped its own profiling there and lets yours run; "
+            f"the script runs to its end. advisor's report covers {covered}. To profile with "
+            "advisor, run without your profiler, or analyze your own trace with "
+            "`advisor analyze TRACE_OR_DIR`.",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -1,0 +1,51 @@
+"""``--tensorboard DIR``: the trace where TensorBoard's profiler plugin looks, plus the headline
+figures as scalars.
+
+The trace is copied to ``DIR/<host>_<pid>.<time_ns>.pt.trace.json.gz`` (the naming of
+``torch.profiler.tensorboard_trace_handler``); ``SummaryWriter(DIR)`` logs ``advisor/step_ms``,
+``advisor/gpu_busy_pct`` and ``advisor/est_savings_ms/<finding id>``. Nothing already in DIR is
+overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+
+def write_tensorboard(tb_dir: Path, trace_path: Path | None, findings_path: Path | None) -> Path:
+    """Write the trace copy and scalars into ``tb_dir``; returns the trace copy's path."""
+    tb_dir.mkdir(parents=True, exist_ok=True)
+    worker = f"{socket.gethostname()}_{os.getpid()}"
+    dest = tb_dir / f"{worker}.{time.time_ns()}.pt.trace.json.gz"
+    if trace_path is not None and trace_path.is_file():
+        with open(trace_path, "rb") as src, open(dest, "xb") as dst:  # "x": never overwrite
+            shutil.copyfileobj(src, dst, 1 << 20)
+    doc: dict[str, Any] = {}
+    if findings_path is not None:
+        try:
+            doc = json.loads(findings_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            doc = {}
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = doc.get("run") or {}
+    writer = SummaryWriter(log_dir=str(tb_dir))
+    try:
+        if isinstance(run.get("step_ms_median"), (int, float)):
+            writer.add_scalar("advisor/step_ms", float(run["step_ms_median"]), 0)
+        if isinstance(run.get("gpu_busy_pct"), (int, float)):
+            writer.add_scalar("advisor/gpu_busy_pct", float(run["gpu_busy_pct"]), 0)
+        for f in doc.get("findings") or []:
+            if isinstance(f, dict) and isinstance(f.get("est_savings_ms"), (int, float)):
+                writer.add_scalar(f"advisor/est_savings_ms/{f.get('id')}", f["est_savings_ms"], 0)
+        lines = [f"- **{f.get('id')}**: {f.get('summary')}" for f in doc.get("findings") or []]
+        writer.add_text("advisor/findings", "\n".join(lines) or "no problems found", 0)
+    finally:
+        writer.close()
+    return dest
