@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError
+from advisor.rankrun import RankEnv, foreign_entries, process_start_time
 
 TRACE_NAME = "trace.json.gz"
 RUN_NAME = "run.json"
@@ -21,6 +22,7 @@ FINDINGS_NAME = "findings.json"
 REPORT_NAME = "report.html"
 ANNOTATED_NAME = "trace.annotated.json.gz"  # written by the analysis (advisor.render.annotate)
 OUTPUT_NAMES = (TRACE_NAME, RUN_NAME, FINDINGS_NAME, REPORT_NAME, ANNOTATED_NAME)
+_RANK_NAME_RE = re.compile(r"^(trace|run)\.rank(\d+)\.json(?:\.gz)?$")
 
 
 def default_out_dir(stem: str, base: Path | None = None) -> Path:
@@ -47,7 +49,11 @@ def _json(path: Path) -> dict[str, Any] | None:
 def _written_by_advisor(folder: Path, name: str) -> bool:
     """Whether ``folder/name`` is output of an earlier advisor run (so --force may replace it)."""
     path = folder / name
-    if name == RUN_NAME:
+    m = _RANK_NAME_RE.match(name)
+    if m and m.group(1) == "trace":  # a rank's trace: owned when its run file names it
+        d = _json(folder / f"run.rank{m.group(2)}.json")
+        return d is not None and "advisor_version" in d and d.get("trace") == name
+    if m or name == RUN_NAME:
         d = _json(path)
         return d is not None and "advisor_version" in d and "end_reason" in d
     if name == FINDINGS_NAME:
@@ -67,22 +73,28 @@ def _written_by_advisor(folder: Path, name: str) -> bool:
     return False
 
 
-def check_out_dir(out: Path, force: bool) -> None:
-    """Refuse an unusable ``out`` (one line, exit 1) before the script runs; create it."""
+def check_out_dir(out: Path, force: bool, renv: RankEnv | None = None) -> None:
+    """Refuse an unusable ``out`` (one line, exit 1) before the script runs; create it.
+
+    Under torchrun (``renv``) every rank applies the rule to the same folder and ignores the
+    per-rank files other ranks of this launch may already have written there."""
     if out.exists() and not out.is_dir():
         raise AdvisorError("exists and is not a directory", out)
+    names = OUTPUT_NAMES if renv is None else (renv.trace_name, renv.run_name, *OUTPUT_NAMES[2:])
     if out.is_dir():
         try:
             entries = sorted(p.name for p in out.iterdir())
         except OSError as err:
             raise AdvisorError(f"cannot read output folder: {err.strerror or err}", out) from None
+        if renv is not None:
+            entries = foreign_entries(out, process_start_time())
         if entries and not force:
             raise AdvisorError(
                 "output folder exists and is not empty (pick another --out, or --force to "
                 "replace an earlier advisor run there)",
                 out,
             )
-        for name in OUTPUT_NAMES:
+        for name in names:
             if (out / name).exists() and not _written_by_advisor(out, name):
                 raise AdvisorError(
                     f"--force would overwrite {name}, which advisor did not write; "
