@@ -60,7 +60,9 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     """The ``run`` block of findings.json."""
     rc = run_ctx or {}
     dev = trace.device()
-    busy = main_device(trace)
+    # share of the steps' wall time the GPU was busy: every GPU activity counts here (HTA's
+    # window, which drops the last step, is for span figures such as inspect's idle %)
+    busy = main_device(trace, hta=False)
     sb = step_busy(trace, busy)
     total = int(sb["dur_ns"].sum()) if len(sb) else 0
     gpu_busy = round(100.0 * int(sb["busy_ns"].sum()) / total, 2) if busy and total else None

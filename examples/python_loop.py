@@ -22,12 +22,13 @@ def smooth_l1_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tens
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--batch", type=int, default=128)
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     for _ in range(args.steps):
-        x, y = torch.randn(128, 32, device=device), torch.randn(128, 4, device=device)
+        x, y = torch.randn(args.batch, 32, device=device), torch.randn(args.batch, 4, device=device)
         loss = smooth_l1_per_sample(model(x), y)
         opt.zero_grad()
         loss.backward()

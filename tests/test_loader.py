@@ -284,6 +284,9 @@ def test_locator_finds_the_enclosing_line_after_many_finished_frames() -> None:
         ("transformers/models/bert.py", False),
         ("/usr/lib/python3.11/site-packages/numpy/core.py", False),
         ("<built-in method item>", False),
+        ("test.py", True),
+        ("trace.py", True),
+        ("/work/venv/bin/advisor", False),
     ],
 )
 def test_user_files(file: str, user: bool) -> None:

@@ -55,6 +55,9 @@ def register(app: typer.Typer) -> None:
         max_trace_bytes: int = typer.Option(
             8 * 1024**3, "--max-trace-bytes", help="Refuse traces larger than this decompressed."
         ),
+        jobs: int = typer.Option(
+            0, "--jobs", "-j", help="Worker processes for per-rank traces (0: automatic)."
+        ),
     ) -> None:
         """Analyze a trace you already have and rank the fixes by time saved per step."""
         if show_thresholds:
@@ -73,7 +76,12 @@ def register(app: typer.Typer) -> None:
         prepare_out_dir(target, force)
         t0 = time.perf_counter()
         with progress(f"Analyzing {files[0].name}") as prog:
-            _, report = analyze_path(files[0] if len(files) == 1 else path, opts)
+            if len(files) > 1:  # one trace per rank: worker processes, merged report
+                from advisor.multirank import analyze_files
+
+                report, _ = analyze_files(files, opts, path, jobs=jobs or None)
+            else:
+                _, report = analyze_path(files[0], opts)
             prog.update("Writing the report")
             written = write_outputs(report, target, debug)
         code = finish(report, written, json_out, oo, open_, time.perf_counter() - t0)

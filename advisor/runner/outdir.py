@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError
+from advisor.rankrun import RankEnv, foreign_entries, process_start_time
 
 TRACE_NAME = "trace.json.gz"
 RUN_NAME = "run.json"
@@ -29,6 +30,7 @@ FINDINGS_NAME = "findings.json"
 REPORT_NAME = "report.html"
 ANNOTATED_NAME = "trace.annotated.json.gz"  # written by the analysis (advisor.render.annotate)
 OUTPUT_NAMES = (TRACE_NAME, RUN_NAME, FINDINGS_NAME, REPORT_NAME, ANNOTATED_NAME)
+_RANK_NAME_RE = re.compile(r"^(trace|run)\.rank(\d+)\.json(?:\.gz)?$")
 LOW_SPACE_BYTES = 256 * 1024**2  # warn below this: a trace with stacks takes tens of MB or more
 
 
@@ -56,7 +58,11 @@ def _json(path: Path) -> dict[str, Any] | None:
 def _written_by_advisor(folder: Path, name: str) -> bool:
     """Whether ``folder/name`` is output of an earlier advisor run (so --force may replace it)."""
     path = folder / name
-    if name == RUN_NAME:
+    m = _RANK_NAME_RE.match(name)
+    if m and m.group(1) == "trace":  # a rank's trace: owned when its run file names it
+        d = _json(folder / f"run.rank{m.group(2)}.json")
+        return d is not None and "advisor_version" in d and d.get("trace") == name
+    if m or name == RUN_NAME:
         d = _json(path)
         return d is not None and "advisor_version" in d and "end_reason" in d
     if name == FINDINGS_NAME:
@@ -76,22 +82,28 @@ def _written_by_advisor(folder: Path, name: str) -> bool:
     return False
 
 
-def check_out_dir(out: Path, force: bool) -> None:
-    """Refuse an unusable ``out`` (one line, exit 1) before the script runs; create it."""
+def check_out_dir(out: Path, force: bool, renv: RankEnv | None = None) -> None:
+    """Refuse an unusable ``out`` (one line, exit 1) before the script runs; create it.
+
+    Under torchrun (``renv``) every rank applies the rule to the same folder and ignores the
+    per-rank files other ranks of this launch may already have written there."""
     if out.exists() and not out.is_dir():
         raise AdvisorError("exists and is not a directory", out)
+    names = OUTPUT_NAMES if renv is None else (renv.trace_name, renv.run_name, *OUTPUT_NAMES[2:])
     if out.is_dir():
         try:
             entries = sorted(p.name for p in out.iterdir())
         except OSError as err:
             raise AdvisorError(f"cannot read output folder: {err.strerror or err}", out) from None
+        if renv is not None:
+            entries = foreign_entries(out, process_start_time())
         if entries and not force:
             raise AdvisorError(
                 "output folder exists and is not empty (pick another --out, or --force to "
                 "replace an earlier advisor run there)",
                 out,
             )
-        for name in OUTPUT_NAMES:
+        for name in names:
             if (out / name).exists() and not _written_by_advisor(out, name):
                 raise AdvisorError(
                     f"--force would overwrite {name}, which advisor did not write; "
@@ -99,8 +111,8 @@ def check_out_dir(out: Path, force: bool) -> None:
                     out,
                 )
     check_writable(out, "output folder")
-    if force:
-        _remove_earlier_run(out)
+    if force:  # under torchrun each rank clears only its own files (the others run alongside)
+        _remove_earlier_run(out, OUTPUT_NAMES if renv is None else names[:2])
     _warn_low_space(out)
 
 
@@ -110,7 +122,7 @@ def check_writable(folder: Path, what: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise AdvisorError(f"cannot create {what}: {err.strerror or err}", folder) from None
-    probe = folder / f".advisor-write-test-{os.getpid()}-{time.time_ns()}"
+    probe = folder / f".advisor-write-test-{time.time_ns()}"  # a name rankrun knows
     try:
         with open(probe, "xb") as fh:
             fh.write(b"advisor")
@@ -123,19 +135,20 @@ def check_writable(folder: Path, what: str) -> None:
             probe.unlink()
 
 
-def _remove_earlier_run(out: Path) -> None:
-    """--force: remove an earlier advisor run's outputs (checked to be ours) and the temporary
-    files of a run that was killed while writing (``.<output name>.*.tmp``)."""
-    owned = [n for n in OUTPUT_NAMES if (out / n).exists() and _written_by_advisor(out, n)]
-    for name in [n for n in owned if n != RUN_NAME] + [n for n in owned if n == RUN_NAME]:
-        try:  # run.json last: it is what marks the trace as ours
-            (out / name).unlink()
+def _remove_earlier_run(out: Path, names: tuple[str, ...]) -> None:
+    """--force: remove an earlier advisor run's ``names`` (checked to be ours) and the
+    temporary files of a run that was killed while writing them (``.<name>.*.tmp``)."""
+    owned = [n for n in names if (out / n).exists() and _written_by_advisor(out, n)]
+    owned.sort(key=lambda n: n.startswith("run."))  # run files last: they mark traces as ours
+    for name in owned:
+        try:
+            (out / name).unlink(missing_ok=True)
         except OSError as err:
             raise AdvisorError(
                 f"--force: cannot remove {name}: {err.strerror or err}", out
             ) from None
     for p in out.iterdir():
-        if any(p.name.startswith(f".{n}.") for n in OUTPUT_NAMES) and p.name.endswith(".tmp"):
+        if p.name.endswith(".tmp") and any(p.name.startswith(f".{n}.") for n in names):
             with contextlib.suppress(OSError):
                 p.unlink()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError
+from advisor.rankrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runner.execute import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
@@ -58,6 +59,7 @@ class ProfileOptions:
     fail_on: str | None = None
     analysis: Any = None  # advisor.pipeline.Options
     debug: bool = False
+    rank_timeout: float = 120.0  # torchrun: how long rank 0 waits for the other ranks
 
     def validate(self) -> None:
         for flag, v, low in (("--wait", self.wait, 0), ("--warmup", self.warmup, 0),
@@ -68,6 +70,8 @@ class ProfileOptions:
             raise AdvisorError(
                 f"--max-seconds must be 0 (no limit) or more, got {self.max_seconds}"
             )
+        if self.rank_timeout < 0:
+            raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
         if self.fail_on is not None and self.fail_on not in ("high", "medium", "low"):
             raise AdvisorError(f"--fail-on expects high, medium or low, got {self.fail_on!r}")
         if self.tensorboard is not None and self.tensorboard.exists():
@@ -87,8 +91,10 @@ def run_profile(opts: ProfileOptions) -> int:
     opts.validate()
     target = resolve_target(opts.script, opts.args, opts.module)
     cwd = os.getcwd()
-    out_dir = Path(os.path.abspath(opts.out or default_out_dir(target.stem)))
-    check_out_dir(out_dir, opts.force)
+    renv = rank_env()  # under torchrun: one trace per rank, rank 0 merges
+    default = default_rank_out_dir(target.stem, renv) if renv else default_out_dir(target.stem)
+    out_dir = Path(os.path.abspath(opts.out or default))
+    check_out_dir(out_dir, opts.force, renv)
     tb_dir = Path(os.path.abspath(opts.tensorboard)) if opts.tensorboard else None
     if tb_dir is not None:
         check_writable(tb_dir, "--tensorboard folder")
@@ -102,7 +108,7 @@ def run_profile(opts: ProfileOptions) -> int:
         profile_memory=opts.profile_memory, max_seconds=opts.max_seconds,
         run_to_end=opts.run_to_end,
     )  # fmt: skip
-    trace_path = out_dir / TRACE_NAME
+    trace_path = out_dir / (renv.trace_name if renv else TRACE_NAME)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t_start = time.perf_counter()
     recorder = ContextRecorder()
@@ -114,13 +120,13 @@ def run_profile(opts: ProfileOptions) -> int:
             try:
                 report, files, t_an, notes = _write_outputs(
                     opts, target, outcome, cap, cfg, context, started_at, t_run, cwd, out_dir,
-                    tb_dir,
+                    tb_dir, renv,
                 )  # fmt: skip
             except (OSError, AdvisorError) as err:
                 # the script has run: its exit code stands; what could be written stays
                 print(f"advisor: error: {write_error(err, out_dir, trace_path)}", file=sys.stderr)
                 return outcome.exit_code
-            _print_result(notes, report, files, cwd, opts)
+            _print_result(notes, report, files, cwd, opts, renv)
     except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
         return EXIT_SIGINT
@@ -171,27 +177,41 @@ def _run_script(
 def _write_outputs(
     opts: ProfileOptions, target: Any, outcome: Outcome, cap: Any, cfg: Any,
     context: dict[str, Any], started_at: str, t_run: float, cwd: str, out_dir: Path,
-    tb_dir: Path | None,
+    tb_dir: Path | None, renv: RankEnv | None,
 ) -> tuple[Any, dict[str, Path], dict[str, float], list[str]]:  # fmt: skip
-    """run.json, then the analysis (findings.json, report.html) and TensorBoard; returns the
-    report, the files written, the analysis timings and the run's notes."""
+    """run.json, then the analysis (findings.json, report.html; under torchrun rank 0 merges
+    the ranks) and TensorBoard; returns the report, the files written, the analysis timings
+    and the run's notes. Raises OSError / AdvisorError when the folder cannot take them."""
     from advisor.runner import facts
     from advisor.runner.analysis import _analyze_and_write
     from advisor.runner.runinfo import build_run_json
 
-    trace_path, run_json = out_dir / TRACE_NAME, out_dir / RUN_NAME
+    trace_name = renv.trace_name if renv else TRACE_NAME
+    trace_path, run_json = out_dir / trace_name, out_dir / (renv.run_name if renv else RUN_NAME)
     env = {"versions": facts.versions(), "device": facts.device_facts(),
            "host": facts.host_facts()}  # fmt: skip
     run = build_run_json(
         target=target, outcome=outcome, cap=cap, cfg=cfg, context=context, env=env,
         started_at=started_at,
         ended_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        duration_s=t_run, cwd=cwd, trace_name=TRACE_NAME,
+        duration_s=t_run, cwd=cwd, trace_name=trace_name,
     )  # fmt: skip
+    if renv is not None:
+        run["distributed"] = {"rank": renv.rank, "world_size": renv.world_size,
+                              "local_rank": renv.local_rank, "run_id": renv.run_id}  # fmt: skip
     write_json(run_json, run)
-    report, written, t_an = _analyze_and_write(
-        out_dir, trace_path, run_json, opts.analysis, opts.debug
-    )
+    if renv is None:
+        report, written, t_an = _analyze_and_write(
+            out_dir, trace_path, run_json, opts.analysis, opts.debug
+        )
+    elif renv.is_leader:
+        from advisor.runner.ranks import merge_ranks_and_write
+
+        report, written, t_an = merge_ranks_and_write(
+            out_dir, renv, opts.analysis, opts.debug, opts.rank_timeout
+        )
+    else:  # rank 0 writes the merged report
+        report, written, t_an = None, {}, {}
     files = {"trace": trace_path} if cap.trace_written and trace_path.is_file() else {}
     files.update({"run": run_json, **written})
     if tb_dir is not None:
@@ -207,13 +227,23 @@ def _write_outputs(
 
 
 def _print_result(
-    notes: list[str], report: Any, files: dict[str, Path], cwd: str, opts: ProfileOptions
+    notes: list[str],
+    report: Any,
+    files: dict[str, Path],
+    cwd: str,
+    opts: ProfileOptions,
+    renv: RankEnv | None = None,
 ) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass
+    if renv is not None and not renv.is_leader:
+        names = " and ".join(p.name for p in files.values())
+        print(f"advisor: rank {renv.rank} wrote {names} into {_shown(files['run'].parent, cwd)}; "
+              "rank 0 writes findings.json and report.html", file=sys.stderr, flush=True)  # fmt: skip
+        return
     out = sys.stderr if opts.json_out else sys.stdout
     if opts.json_out and report is not None:
         sys.stdout.buffer.write(report.to_json())
@@ -228,7 +258,10 @@ def _print_result(
     else:
         for name, path in shown.items():
             print(f"{name:>11}: {path}", file=out)
-    if "trace" in shown:
+    if renv is not None and "run" in shown:  # every rank's trace: analyze the folder
+        cmd = f"advisor analyze {shlex.quote(str(shown['run'].parent))}"
+        print(f"re-render with: {cmd}", file=out)
+    elif "trace" in shown:
         cmd = f"advisor analyze {shlex.quote(str(shown['trace']))}"
         print(f"re-render with: {cmd}", file=out)
     if opts.open_report and "report" in files:

@@ -7,7 +7,6 @@ rebasing, step assignment, correlation, nesting) is vectorized or runs once per 
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
 import numpy as np
@@ -62,6 +61,19 @@ _LIBRARY_TOPS = frozenset(
     "pytorch_lightning lightning_fabric deepspeed fairscale apex timm einops torchmetrics "
     "typer click rich jinja2 google absl tensorboard fsspec filelock sympy networkx".split()
 )
+
+# standard-library modules seen in profiler stacks. Not all of sys.stdlib_module_names: a user's
+# own script is written relative to its folder too ("train.py"), and may be called test.py,
+# trace.py or profile.py.
+_STDLIB_IN_STACKS = frozenset(
+    "typing contextlib threading runpy functools abc enum dataclasses copy copyreg inspect "
+    "importlib collections weakref multiprocessing concurrent queue selectors socket asyncio "
+    "json posixpath genericpath ntpath os random re warnings traceback logging tempfile shutil "
+    "pathlib codecs encodings pickle subprocess signal argparse linecache tokenize ast types "
+    "operator itertools heapq bisect numbers string textwrap pprint reprlib dis opcode".split()
+)
+# console-script launchers (frames of /path/to/bin/advisor etc.)
+_LAUNCHERS = frozenset({"advisor", "torchrun", "torch-advisor", "python", "python3"})
 
 OP_COLS = ["ts", "dur", "name", "pid", "tid", "external_id", "seq", "fwd_tid",
            "input_dims", "input_types", "call_stack"]  # fmt: skip
@@ -507,8 +519,10 @@ def is_user_file(file: str) -> bool:
     # "typing.py"; the first component then names a library or standard-library module
     if not f.startswith("/") and not (len(f) > 1 and f[1] == ":"):
         first = f.split("/", 1)[0].removesuffix(".py")
-        if first in _LIBRARY_TOPS or first in sys.stdlib_module_names:
+        if first in _LIBRARY_TOPS or first in _STDLIB_IN_STACKS:
             return False
+    if f.rsplit("/", 1)[-1] in _LAUNCHERS:
+        return False
     return not any(part in f for part in _NON_USER_PARTS)
 
 
