@@ -60,7 +60,9 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     """The ``run`` block of findings.json."""
     rc = run_ctx or {}
     dev = trace.device()
-    busy = main_device(trace)
+    # share of the steps' wall time the GPU was busy: every GPU activity counts here (HTA's
+    # window, which drops the last step, is for span figures such as inspect's idle %)
+    busy = main_device(trace, hta=False)
     sb = step_busy(trace, busy)
     total = int(sb["dur_ns"].sum()) if len(sb) else 0
     gpu_busy = round(100.0 * int(sb["busy_ns"].sum()) / total, 2) if busy and total else None
@@ -140,7 +142,9 @@ def _umask() -> int:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename: a
+    reader (or a process killed mid-way) never sees a partial ``path``; on failure the
+    temporary file is removed and an earlier ``path`` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -150,11 +154,14 @@ def atomic_write(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(err, OSError) and err.errno is not None and err.filename != str(path):
+            # name the file being written, not the temporary one (or none, for write())
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from err
         raise
 
 

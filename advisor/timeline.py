@@ -123,9 +123,10 @@ def device_busy(trace: Trace, hta: bool = True) -> list[DeviceBusy]:
     return out
 
 
-def main_device(trace: Trace) -> DeviceBusy | None:
-    """The device with the most busy time (single-GPU traces: the GPU)."""
-    devs = device_busy(trace)
+def main_device(trace: Trace, hta: bool = True) -> DeviceBusy | None:
+    """The device with the most busy time (single-GPU traces: the GPU); ``hta`` as in
+    :func:`device_busy` (False: every GPU activity, for figures measured inside the steps)."""
+    devs = device_busy(trace, hta)
     return max(devs, key=lambda d: d.busy_ns) if devs else None
 
 

@@ -93,3 +93,15 @@ def test_cli_json_and_text() -> None:
                           capture_output=True, text=True, check=True, env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"}).stdout  # fmt: skip
     assert "GPU busy" in text and "Top kernels" in text and "Memory copies" in text
     assert "Pageable" in text
+
+
+def test_run_summary_busy_counts_every_step() -> None:
+    """findings.json's gpu_busy_pct is the busy share of all captured steps, the last one too."""
+    from advisor.pipeline import run_summary
+
+    b = TraceBuilder()
+    for n, t0 in ((1, 0), (2, 1000)):
+        b.step(n, t0, 1000)
+        op = b.op("aten::mm", t0, 10)
+        b.launch(op, "cudaLaunchKernel", t0 + 1, 2, kernel="sgemm", gpu_ts=t0 + 500, gpu_dur=500)
+    assert run_summary(b.load(), None)["gpu_busy_pct"] == 50.0

@@ -92,8 +92,10 @@ def test_out_dir_rules(tmp_path: Path) -> None:
     write_json(a / "run.json", {"advisor_version": "0", "end_reason": "completed",
                                 "trace": "trace.json.gz", "x": float("nan")})  # fmt: skip
     (a / "trace.json.gz").write_bytes(b"")
-    check_out_dir(a, force=True)
+    (a / ".findings.json.x1y2.tmp").write_bytes(b"{")  # left by a killed run
     assert json.loads((a / "run.json").read_text())["x"] is None  # strict JSON
+    check_out_dir(a, force=True)  # the earlier run's outputs go before the script runs
+    assert sorted(os.listdir(a)) == ["mine.txt"]
     f = tmp_path / "file"
     f.write_text("")
     with pytest.raises(AdvisorError, match="not a directory"):

@@ -34,7 +34,7 @@ def test_plain_text_when_not_a_tty(monkeypatch):
     assert "\x1b[" not in out  # no escape codes in a pipe or a CI log
     lines = out.splitlines()
     assert lines[0] == "torch-advisor · train_example.py --epochs 1"
-    assert lines[1] == ("NVIDIA A100-SXM4-80GB · 3 steps · median step 1.00 ms · GPU busy 50.0% · "
+    assert lines[1] == ("NVIDIA A100-SXM4-80GB · 3 steps · median step 1.00 ms · GPU busy 58.0% · "
                         "peak memory 3.0 GiB")  # fmt: skip
     assert "HIGH" in out and "0.30 ms" in out and "Steps wait on the DataLoader" in out
     assert "train_example.py:6" in out

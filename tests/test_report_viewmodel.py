@@ -47,7 +47,7 @@ def test_golden_gpu_report():
     assert h["device"] == "NVIDIA A100-SXM4-80GB · compute capability 8.0 · 80.0 GiB"
     assert h["versions"] == "torch 2.5.1 · CUDA 12.4"
     facts = {f["label"]: f["value"] for f in h["facts"]}
-    assert facts == {"Steps captured": "3", "Median step": "1.00 ms", "GPU busy": "50.0%",
+    assert facts == {"Steps captured": "3", "Median step": "1.00 ms", "GPU busy": "58.0%",
                      "Peak memory": "3.0 GiB", "Possible saving": "≤ 0.520 ms"}  # fmt: skip
     assert [c["id"] for c in vm["findings"]] == ["dataloader-stall", "sync-point", "tiny-kernels",
                                                  "memory-headroom"]  # fmt: skip

@@ -59,6 +59,9 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Refuse traces larger than this decompressed (guards against gzip bombs).",
         ),
+        jobs: int = typer.Option(
+            0, "--jobs", "-j", help="Worker processes for per-rank traces (0: automatic)."
+        ),
     ) -> None:
         """Analyze a trace you already have and rank the fixes by time saved per step."""
         if show_thresholds:
@@ -66,21 +69,23 @@ def register(app: typer.Typer) -> None:
             return
         if path is None:
             raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
-        from advisor.trace import find_traces
-
-        files = find_traces(path)
         from advisor.pipeline import analyze_path, prepare_out_dir, write_outputs
         from advisor.render.terminal import progress
+        from advisor.trace import find_traces
 
         opts = options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes)
         oo = OutputOptions.parse(fail_on)
+        files = find_traces(path)
         target = out or default_out_dir(files[0])
         prepare_out_dir(target, force, create=False)  # refuse first; create after loading
         t0 = time.perf_counter()
         with progress(f"Analyzing {files[0].name}") as prog:
-            _, report = analyze_path(
-                files[0] if len(files) == 1 else path, opts, annotate_ahead=True
-            )
+            if len(files) > 1:  # one trace per rank: worker processes, merged report
+                from advisor.multirank import analyze_files
+
+                report, _ = analyze_files(files, opts, path, jobs=jobs or None)
+            else:
+                _, report = analyze_path(files[0], opts, annotate_ahead=True)
             prog.update("Writing the report")
             with output_guard(target):
                 prepare_out_dir(target, force)

@@ -87,6 +87,11 @@ def register(app: typer.Typer) -> None:
         debug: bool = typer.Option(
             False, "--debug", help="Include detector tracebacks in findings.json."
         ),
+        rank_timeout: float = typer.Option(
+            120.0,
+            "--rank-timeout",
+            help="Under torchrun: how long rank 0 waits for the other ranks' traces (seconds).",
+        ),
     ) -> None:
         from advisor.commands.common import options_from_cli
         from advisor.runner import ProfileOptions, run_profile
@@ -98,6 +103,7 @@ def register(app: typer.Typer) -> None:
             with_stack=with_stack, profile_memory=profile_memory, max_seconds=max_seconds,
             run_to_end=run_to_end, tensorboard=tensorboard, open_report=open_,
             json_out=json_out, fail_on=fail_on, analysis=analysis, debug=debug,
+            rank_timeout=rank_timeout,
         )  # fmt: skip
         code = run_profile(opts)
         sys.stdout.flush()

@@ -122,6 +122,10 @@ def print_summary(
         title.append(" · " + " ".join([str(script), *[str(a) for a in run.get("argv") or []]]))
     con.print(title)
     con.print(Text(headline(report)))
+    if run.get("ranks"):
+        from advisor.render.ranks import print_ranks
+
+        print_ranks(con, run)
     if run.get("ended_early"):
         con.print(Text(f"note: the run ended early ({run.get('end_reason') or 'reason unknown'})",
                        style="yellow"))  # fmt: skip

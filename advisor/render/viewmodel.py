@@ -214,15 +214,34 @@ def _header(report: Report, generated_at: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else f"{v:.1f}%"
+
+
 def _ranks(run: dict[str, Any]) -> list[dict[str, str]]:
     rows = []
     for r in run.get("ranks") or ():
         if isinstance(r, dict):
+            lag, exp = r.get("lag_ms_per_step"), r.get("exposed_comm_ms_per_step")
             rows.append({"rank": str(r.get("rank")),
                          "step": fmt_ms(float(r.get("step_ms_median") or 0.0)),
-                         "busy": "n/a" if r.get("gpu_busy_pct") is None else f"{r['gpu_busy_pct']:.1f}%",
-                         "comm": "n/a" if r.get("comm_pct") is None else f"{r['comm_pct']:.1f}%"})  # fmt: skip
+                         "busy": _pct(r.get("gpu_busy_pct")),
+                         "comm": _pct(r.get("comm_pct")),
+                         "overlap": _pct(r.get("comm_overlap_pct")),
+                         "exposed": "n/a" if exp is None else fmt_ms(float(exp)),
+                         "lag": "n/a" if lag is None else f"{lag:+.2f} ms",
+                         "trace": str(r.get("trace") or ""),
+                         "error": str(r.get("error") or "")})  # fmt: skip
     return rows
+
+
+def _ranks_note(run: dict[str, Any]) -> str | None:
+    missing = list(run.get("ranks_missing") or ())
+    if not missing:
+        return None
+    shown = ", ".join(str(m) for m in missing[:20]) + (", ..." if len(missing) > 20 else "")
+    return (f"No trace for {len(missing)} of {run.get('world_size')} rank(s): {shown}. "
+            "The figures cover the ranks analysed.")  # fmt: skip
 
 
 def _footer(report: Report, generated_at: str) -> dict[str, Any]:
@@ -253,6 +272,7 @@ def build_viewmodel(report: Report, generated_at: str,
     return {
         "header": _header(report, generated_at),
         "ranks": _ranks(report.run),
+        "ranks_note": _ranks_note(report.run),
         "charts": {
             "steps": steps_chart(steps),
             "util": util_chart(views.get("utilization"), steps),

@@ -2,7 +2,8 @@
 
 :func:`_analyze_and_write` never raises: when the analysis fails (or there is no trace), it
 still writes a valid findings.json and report.html that say what happened, so every run leaves
-all four files behind.
+all four files behind. Only a folder that cannot take the files (disk full, read-only) is an
+error, raised for the caller to report.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from advisor import __version__
+from advisor.errors import AdvisorError
 from advisor.runner.outdir import FINDINGS_NAME, REPORT_NAME, write_json
+
+
+class _CannotWrite(Exception):
+    def __init__(self, error: AdvisorError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _run_block(run_ctx: dict[str, Any], trace_path: Path) -> dict[str, Any]:
@@ -99,9 +107,14 @@ def _analyze_and_write(
             timings["analysis"] = time.perf_counter() - t0
             prog.update("Writing the report")
             t0 = time.perf_counter()
-            written = write_outputs(report, out_dir, debug)
+            try:
+                written = write_outputs(report, out_dir, debug)
+            except AdvisorError as err:  # the folder cannot take them (disk full, ...)
+                raise _CannotWrite(err) from err
             timings["report"] = time.perf_counter() - t0
         return report, written, timings
+    except _CannotWrite as err:
+        raise err.error from err.error.__context__  # the caller says so; no fallback to try
     except Exception as err:  # noqa: BLE001 (the run's outputs are written regardless)
         msg = f"analysis failed: {type(err).__name__}: {err}"
         print(f"advisor: {msg}", file=sys.stderr)

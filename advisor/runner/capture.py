@@ -56,14 +56,18 @@ class Capture:
 
 def export_trace(prof: Any, out: Path) -> str | None:
     """Write ``prof``'s trace to ``out`` (gzip) via temporary files and a rename; returns an
-    error line, or None when the trace was written."""
+    error line, or None when the trace was written. A failure (disk full, a kill) never leaves
+    a partial file under the final name; the temporary files are removed (but a SIGKILL)."""
     tmp_json = out.with_name(f".{out.name}.{os.getpid()}.json.tmp")
     tmp_gz = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         prof.export_chrome_trace(str(tmp_json))
-        with open(tmp_json, "rb") as src, gzip.open(tmp_gz, "wb", compresslevel=6) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        os.replace(tmp_gz, out)
+        with open(tmp_json, "rb") as src, open(tmp_gz, "wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp_gz, out)  # only a complete trace ever has the final name
         return None
     except Exception as err:  # noqa: BLE001 (reported in run.json, never fails the run)
         return f"{type(err).__name__}: {err}"

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 
 from advisor.errors import AdvisorError
+from advisor.runner.faults import classify
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
@@ -63,16 +64,17 @@ class Target:
 class Outcome:
     """How the script ended."""
 
-    # completed | window-captured | exception | sys-exit | keyboard-interrupt | sigterm
+    # completed | window-captured | exception | out-of-memory | dataloader-worker-died |
+    # sys-exit | keyboard-interrupt | sigterm
     end_reason: str
     exit_code: int
     error: str | None = None  # one line naming the exception, for run.json
 
     @property
     def ended_early(self) -> bool:
-        if self.end_reason in ("exception", "keyboard-interrupt", "sigterm"):
-            return True
-        return self.end_reason == "sys-exit" and self.exit_code != 0
+        if self.end_reason in ("completed", "window-captured"):
+            return False
+        return self.end_reason != "sys-exit" or self.exit_code != 0
 
 
 def resolve_target(name: str, args: list[str] | tuple[str, ...], module: bool) -> Target:
@@ -278,7 +280,7 @@ class ScriptRun:
             return Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
         except BaseException as exc:  # noqa: BLE001 (the user's uncaught exception, as Python does)
             _print_exception(exc)
-            return Outcome("exception", 1, _one_line(exc))
+            return Outcome(classify(exc), 1, _one_line(exc))
 
 
 def run_target(target: Target) -> Outcome:

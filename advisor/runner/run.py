@@ -7,17 +7,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import sys
-import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from advisor.errors import AdvisorError
+from advisor.rankrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runner.execute import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
@@ -26,7 +24,16 @@ from advisor.runner.execute import (
     Terminated,
     resolve_target,
 )
-from advisor.runner.outdir import RUN_NAME, TRACE_NAME, check_out_dir, default_out_dir, write_json
+from advisor.runner.outdir import (
+    RUN_NAME,
+    TRACE_NAME,
+    check_out_dir,
+    check_writable,
+    default_out_dir,
+    write_error,
+    write_json,
+)
+from advisor.runner.signals import RunSignals
 
 EXIT_FAIL_ON = 3
 
@@ -52,6 +59,7 @@ class ProfileOptions:
     fail_on: str | None = None
     analysis: Any = None  # advisor.pipeline.Options
     debug: bool = False
+    rank_timeout: float = 120.0  # torchrun: how long rank 0 waits for the other ranks
 
     def validate(self) -> None:
         for flag, v, low in (("--wait", self.wait, 0), ("--warmup", self.warmup, 0),
@@ -62,48 +70,13 @@ class ProfileOptions:
             raise AdvisorError(
                 f"--max-seconds must be 0 (no limit) or more, got {self.max_seconds}"
             )
+        if self.rank_timeout < 0:
+            raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
         if self.fail_on is not None and self.fail_on not in ("high", "medium", "low"):
             raise AdvisorError(f"--fail-on expects high, medium or low, got {self.fail_on!r}")
         if self.tensorboard is not None and self.tensorboard.exists():
             if not self.tensorboard.is_dir():
                 raise AdvisorError("--tensorboard: exists and is not a directory", self.tensorboard)
-
-
-class _Signals:
-    """SIGTERM raises Terminated into the script; while the outputs are written, Ctrl-C and
-    SIGTERM are held off (a second Ctrl-C abandons the report)."""
-
-    def __init__(self) -> None:
-        self._main = threading.current_thread() is threading.main_thread()
-        self._saved: dict[int, Any] = {}
-        self._ctrl_c = 0
-
-    def __enter__(self) -> _Signals:
-        if self._main:
-            self._saved[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._term_run)
-        return self
-
-    @staticmethod
-    def _term_run(signum: int, frame: FrameType | None) -> None:
-        raise Terminated()
-
-    def _late(self, signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGINT:
-            self._ctrl_c += 1
-            if self._ctrl_c > 1:
-                raise KeyboardInterrupt
-            print("advisor: writing the report; press Ctrl-C again to abandon it", file=sys.stderr)
-
-    def finalizing(self) -> None:
-        if not self._main:
-            return
-        signal.signal(signal.SIGTERM, self._late)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, self._late)
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._saved.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _shown(path: Path, cwd: str) -> str:
@@ -118,14 +91,15 @@ def run_profile(opts: ProfileOptions) -> int:
     opts.validate()
     target = resolve_target(opts.script, opts.args, opts.module)
     cwd = os.getcwd()
-    out_dir = Path(os.path.abspath(opts.out or default_out_dir(target.stem)))
-    check_out_dir(out_dir, opts.force)
+    renv = rank_env()  # under torchrun: one trace per rank, rank 0 merges
+    default = default_rank_out_dir(target.stem, renv) if renv else default_out_dir(target.stem)
+    out_dir = Path(os.path.abspath(opts.out or default))
+    check_out_dir(out_dir, opts.force, renv)
     tb_dir = Path(os.path.abspath(opts.tensorboard)) if opts.tensorboard else None
+    if tb_dir is not None:
+        check_writable(tb_dir, "--tensorboard folder")
 
-    from advisor.runner import facts
-    from advisor.runner.analysis import _analyze_and_write
     from advisor.runner.context import ContextRecorder
-    from advisor.runner.runinfo import build_run_json
     from advisor.runner.session import ProfileSession, SessionConfig
 
     cfg = SessionConfig(
@@ -134,56 +108,28 @@ def run_profile(opts: ProfileOptions) -> int:
         profile_memory=opts.profile_memory, max_seconds=opts.max_seconds,
         run_to_end=opts.run_to_end,
     )  # fmt: skip
-    trace_path = out_dir / TRACE_NAME
-    run_json = out_dir / RUN_NAME
+    trace_path = out_dir / (renv.trace_name if renv else TRACE_NAME)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t_start = time.perf_counter()
     recorder = ContextRecorder()
     session = ProfileSession(cfg, trace_path, recorder)
-    outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
-    with _Signals() as sigs:
-        with ScriptRun(target) as script_run:  # restores argv, sys.path, __main__ on exit
+    try:
+        with RunSignals() as sigs:
+            outcome, cap, context = _run_script(target, session, recorder, sigs)
+            t_run = time.perf_counter() - t_start
             try:
-                recorder.install()
-                session.start()
-                outcome = script_run.run()
-            except KeyboardInterrupt:
-                pass
-            except Terminated:
-                outcome = Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
-            finally:
-                sigs.finalizing()
-                cap = session.finish()
-                try:  # while the script's objects are still alive
-                    context = recorder.to_dict()
-                except Exception as err:  # noqa: BLE001 (facts are best effort)
-                    context = {"error": f"{type(err).__name__}: {err}"}
-                recorder.uninstall()
-        t_run = time.perf_counter() - t_start
-        env = {"versions": facts.versions(), "device": facts.device_facts(),
-               "host": facts.host_facts()}  # fmt: skip
-        run = build_run_json(
-            target=target, outcome=outcome, cap=cap, cfg=cfg, context=context, env=env,
-            started_at=started_at,
-            ended_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            duration_s=t_run, cwd=cwd, trace_name=TRACE_NAME,
-        )  # fmt: skip
-        write_json(run_json, run)
-        report, written, t_an = _analyze_and_write(
-            out_dir, trace_path, run_json, opts.analysis, opts.debug
-        )
-        files = {"trace": trace_path} if trace_path.is_file() else {}
-        files.update({"run": run_json, **written})
-        if tb_dir is not None:
-            try:
-                from advisor.runner.tensorboard import write_tensorboard
-
-                files["tensorboard"] = write_tensorboard(
-                    tb_dir, files.get("trace"), written.get("findings")
-                )
-            except Exception as err:  # noqa: BLE001 (an optional extra never fails the run)
-                print(f"advisor: --tensorboard: {type(err).__name__}: {err}", file=sys.stderr)
-        _print_result(run["notes"], report, files, cwd, opts)
+                report, files, t_an, notes = _write_outputs(
+                    opts, target, outcome, cap, cfg, context, started_at, t_run, cwd, out_dir,
+                    tb_dir, renv,
+                )  # fmt: skip
+            except (OSError, AdvisorError) as err:
+                # the script has run: its exit code stands; what could be written stays
+                print(f"advisor: error: {write_error(err, out_dir, trace_path)}", file=sys.stderr)
+                return outcome.exit_code
+            _print_result(notes, report, files, cwd, opts, renv)
+    except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
+        print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
+        return EXIT_SIGINT
     _write_timings(cap.timings_s, t_an, t_run, time.perf_counter() - t_start, cap)
     code = outcome.exit_code
     if code == 0 and report is not None and opts.fail_on:
@@ -194,14 +140,110 @@ def run_profile(opts: ProfileOptions) -> int:
     return code
 
 
+def _run_script(
+    target: Any, session: Any, recorder: Any, sigs: RunSignals
+) -> tuple[Outcome, Any, dict[str, Any]]:
+    """Run the script under the session; returns (how it ended, the capture, the context)."""
+    outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
+    session.stop_requested = lambda: sigs.terminated
+    with ScriptRun(target) as script_run:  # restores argv, sys.path, __main__ on exit
+        try:
+            recorder.install()
+            session.start()
+            outcome = script_run.run()
+        except KeyboardInterrupt:
+            pass
+        except Terminated:
+            outcome = Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
+        finally:
+            sigs.finalizing()
+            cap = session.finish()
+            try:  # while the script's objects are still alive
+                context = recorder.to_dict()
+            except Exception as err:  # noqa: BLE001 (facts are best effort)
+                context = {"error": f"{type(err).__name__}: {err}"}
+            recorder.uninstall()
+    if sigs.terminated:
+        # SIGTERM ended the run, even when its exception was lost: raised where Python ignores
+        # exceptions (a __del__, an at-fork hook) or caught by the script, which then failed
+        # (its DataLoader workers got SIGTERM too) or reached its next step
+        outcome = Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
+    elif sigs.sigterm_handled_by_script and outcome.end_reason in ("completed", "sys-exit"):
+        # the script's own SIGTERM handler ended the run (its exit code stands)
+        outcome = replace(outcome, end_reason="sigterm", error="SIGTERM (handled by the script)")
+    return outcome, cap, context
+
+
+def _write_outputs(
+    opts: ProfileOptions, target: Any, outcome: Outcome, cap: Any, cfg: Any,
+    context: dict[str, Any], started_at: str, t_run: float, cwd: str, out_dir: Path,
+    tb_dir: Path | None, renv: RankEnv | None,
+) -> tuple[Any, dict[str, Path], dict[str, float], list[str]]:  # fmt: skip
+    """run.json, then the analysis (findings.json, report.html; under torchrun rank 0 merges
+    the ranks) and TensorBoard; returns the report, the files written, the analysis timings
+    and the run's notes. Raises OSError / AdvisorError when the folder cannot take them."""
+    from advisor.runner import facts
+    from advisor.runner.analysis import _analyze_and_write
+    from advisor.runner.runinfo import build_run_json
+
+    trace_name = renv.trace_name if renv else TRACE_NAME
+    trace_path, run_json = out_dir / trace_name, out_dir / (renv.run_name if renv else RUN_NAME)
+    env = {"versions": facts.versions(), "device": facts.device_facts(),
+           "host": facts.host_facts()}  # fmt: skip
+    run = build_run_json(
+        target=target, outcome=outcome, cap=cap, cfg=cfg, context=context, env=env,
+        started_at=started_at,
+        ended_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        duration_s=t_run, cwd=cwd, trace_name=trace_name,
+    )  # fmt: skip
+    if renv is not None:
+        run["distributed"] = {"rank": renv.rank, "world_size": renv.world_size,
+                              "local_rank": renv.local_rank, "run_id": renv.run_id}  # fmt: skip
+    write_json(run_json, run)
+    if renv is None:
+        report, written, t_an = _analyze_and_write(
+            out_dir, trace_path, run_json, opts.analysis, opts.debug
+        )
+    elif renv.is_leader:
+        from advisor.runner.ranks import merge_ranks_and_write
+
+        report, written, t_an = merge_ranks_and_write(
+            out_dir, renv, opts.analysis, opts.debug, opts.rank_timeout
+        )
+    else:  # rank 0 writes the merged report
+        report, written, t_an = None, {}, {}
+    files = {"trace": trace_path} if cap.trace_written and trace_path.is_file() else {}
+    files.update({"run": run_json, **written})
+    if tb_dir is not None:
+        try:
+            from advisor.runner.tensorboard import write_tensorboard
+
+            files["tensorboard"] = write_tensorboard(
+                tb_dir, files.get("trace"), written.get("findings")
+            )
+        except Exception as err:  # noqa: BLE001 (an optional extra never fails the run)
+            print(f"advisor: --tensorboard: {type(err).__name__}: {err}", file=sys.stderr)
+    return report, files, t_an, list(run["notes"])
+
+
 def _print_result(
-    notes: list[str], report: Any, files: dict[str, Path], cwd: str, opts: ProfileOptions
+    notes: list[str],
+    report: Any,
+    files: dict[str, Path],
+    cwd: str,
+    opts: ProfileOptions,
+    renv: RankEnv | None = None,
 ) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass
+    if renv is not None and not renv.is_leader:
+        names = " and ".join(p.name for p in files.values())
+        print(f"advisor: rank {renv.rank} wrote {names} into {_shown(files['run'].parent, cwd)}; "
+              "rank 0 writes findings.json and report.html", file=sys.stderr, flush=True)  # fmt: skip
+        return
     out = sys.stderr if opts.json_out else sys.stdout
     if opts.json_out and report is not None:
         sys.stdout.buffer.write(report.to_json())
@@ -216,7 +258,10 @@ def _print_result(
     else:
         for name, path in shown.items():
             print(f"{name:>11}: {path}", file=out)
-    if "trace" in shown:
+    if renv is not None and "run" in shown:  # every rank's trace: analyze the folder
+        cmd = f"advisor analyze {shlex.quote(str(shown['run'].parent))}"
+        print(f"re-render with: {cmd}", file=out)
+    elif "trace" in shown:
         cmd = f"advisor analyze {shlex.quote(str(shown['trace']))}"
         print(f"re-render with: {cmd}", file=out)
     if opts.open_report and "report" in files:
@@ -238,7 +283,9 @@ def _write_timings(session_s: dict[str, float], analysis_s: dict[str, float], ru
     doc = {"session": session_s, "analysis": analysis_s, "run_s": run_s, "total_s": total_s,
            "steps_seen": cap.steps_seen, "step_times_s": cap.step_times_s,
            "window_steps": cap.window_steps}  # fmt: skip
+    from advisor.pipeline import atomic_write
+
     try:
-        Path(path).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        atomic_write(Path(path), json.dumps(doc, indent=1).encode("utf-8"))
     except OSError:
         pass

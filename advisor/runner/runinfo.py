@@ -10,7 +10,8 @@ from typing import Any
 
 from advisor import __version__
 from advisor.runner.capture import Capture, SessionConfig
-from advisor.runner.execute import Outcome, Target
+from advisor.runner.execute import EXIT_SIGTERM, Outcome, Target
+from advisor.runner.faults import remedy
 
 RUN_SCHEMA_VERSION = 1
 
@@ -25,14 +26,25 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
     out: list[str] = []
     g = cap.steps_seen
     win = _steps(cfg.active_first, cfg.active_last)
+    by_script = (
+        f"; the script's own handler ended it with exit code {outcome.exit_code}"
+        if outcome.end_reason == "sigterm" and outcome.exit_code != EXIT_SIGTERM
+        else ""
+    )
     reason = {
         "exception": f"The script raised {outcome.error} after {g} step(s)",
+        "out-of-memory": f"The script ran out of memory ({outcome.error}) after {g} step(s)",
+        "dataloader-worker-died": f"A DataLoader worker process died ({outcome.error}) "
+        f"after {g} step(s)",
         "keyboard-interrupt": f"The run was interrupted (Ctrl-C) after {g} step(s)",
-        "sigterm": f"The run was terminated (SIGTERM) after {g} step(s)",
+        "sigterm": f"The run was terminated (SIGTERM) after {g} step(s){by_script}",
         "sys-exit": f"The script exited with code {outcome.exit_code} after {g} step(s)",
     }.get(outcome.end_reason)
     if reason and outcome.ended_early:
         out.append(f"{reason}; the report covers what was captured until then.")
+        advice = remedy(outcome.end_reason, outcome.error)
+        if advice:
+            out.append(advice)
     if cap.scope == "window" and cap.stopped_after_window:
         out.append(
             f"Stopped the script after capturing the profiling window ({win}); "

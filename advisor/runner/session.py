@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ import advisor
 from advisor.runner import facts
 from advisor.runner.capture import Capture, SessionConfig, export_trace
 from advisor.runner.context import ContextRecorder
-from advisor.runner.execute import WindowCaptured
+from advisor.runner.execute import Terminated, WindowCaptured
 from advisor.runner.guards import ForeignProfilerWatch, MaxSecondsAlarm
 
 __all__ = ["Capture", "ProfileSession", "SessionConfig"]
@@ -70,6 +71,7 @@ class ProfileSession:
         self._t_window = 0.0
         self._window_activities = ["cpu"]
         self._probe_activities = ["cpu"]
+        self.stop_requested: Callable[[], bool] = lambda: False
 
     # ------------------------------------------------------------------ helpers
     def _time(self, key: str, t0: float) -> None:
@@ -138,6 +140,8 @@ class ProfileSession:
     def _step(self) -> None:
         if self._busy:
             return
+        if self.stop_requested():  # a SIGTERM whose exception the script swallowed
+            raise Terminated()
         self._busy = True
         stop = False
         try:

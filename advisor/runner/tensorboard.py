@@ -9,6 +9,8 @@ overwritten.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
@@ -18,14 +20,35 @@ from pathlib import Path
 from typing import Any
 
 
+def _copy_new(src: Path, dest: Path) -> None:
+    """Copy ``src`` to the new file ``dest`` atomically (a temporary name, then a hard link,
+    which never replaces an existing file); nothing is left under ``dest`` on failure."""
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        with open(src, "rb") as fin, open(tmp, "xb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+            fout.flush()
+            os.fsync(fout.fileno())
+        try:
+            os.link(tmp, dest)
+        except FileExistsError:
+            raise
+        except OSError:  # a filesystem without hard links
+            if dest.exists():
+                raise FileExistsError(errno.EEXIST, "exists", str(dest)) from None
+            os.replace(tmp, dest)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 def write_tensorboard(tb_dir: Path, trace_path: Path | None, findings_path: Path | None) -> Path:
     """Write the trace copy and scalars into ``tb_dir``; returns the trace copy's path."""
     tb_dir.mkdir(parents=True, exist_ok=True)
     worker = f"{socket.gethostname()}_{os.getpid()}"
     dest = tb_dir / f"{worker}.{time.time_ns()}.pt.trace.json.gz"
     if trace_path is not None and trace_path.is_file():
-        with open(trace_path, "rb") as src, open(dest, "xb") as dst:  # "x": never overwrite
-            shutil.copyfileobj(src, dst, 1 << 20)
+        _copy_new(trace_path, dest)
     doc: dict[str, Any] = {}
     if findings_path is not None:
         try:

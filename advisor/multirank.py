@@ -1,0 +1,257 @@
+"""Analyse several traces (one per rank) in worker processes and merge them into one Report.
+
+Each worker loads one trace, runs the detectors and returns a small :class:`~advisor.digest.Digest`
+(never the tables). Workers are bounded by CPU count (at most 4) and by a memory budget, so a
+128-rank job never has more than a few traces in memory. The merged report has ``run.ranks``
+(per-rank step time, GPU busy %, communication share), the findings of all ranks (each once,
+with the figures of the rank where it costs most) and the cross-rank ``straggler`` check.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+import struct
+import sys
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from advisor.digest import Digest, digest_file, failed_digest
+from advisor.errors import AdvisorError
+from advisor.findings import Draft, Finding
+from advisor.rank import rank, savings_bound_ms
+from advisor.registry import Skip, all_detectors
+from advisor.report import Errored, Report, Skipped
+from advisor.thresholds import Thresholds
+
+MAX_WORKERS = 4
+BYTES_PER_RAW_BYTE = 5  # peak worker memory per byte of decompressed JSON (measured ~3.5)
+WORKER_BASE_BYTES = 200 * 1024**2  # interpreter, pandas, numpy
+MEMORY_SHARE = 0.6  # of the available memory the workers may use together
+STRAGGLER = "straggler"
+
+
+def raw_size(path: Path) -> int:
+    """Decompressed size of a trace: the gzip trailer (ISIZE) or the file size."""
+    try:
+        size = path.stat().st_size
+        if path.name.endswith(".gz") and size >= 18:
+            with path.open("rb") as fh:
+                fh.seek(-4, os.SEEK_END)
+                isize = struct.unpack("<I", fh.read(4))[0]
+            # ISIZE is modulo 4 GiB: a value below the compressed size means it wrapped
+            return isize if isize >= size else size * 20
+        return size
+    except OSError:
+        return 0
+
+
+def mem_available() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 4 * 1024**3
+
+
+def plan_workers(raw_sizes: Sequence[int], jobs: int | None = None, cpus: int | None = None,
+                 available: int | None = None) -> int:  # fmt: skip
+    """How many worker processes: at most ``jobs`` (default min(cpus, 4)), never more than the
+    number of traces, and few enough that the largest trace fits in every worker at once."""
+    if len(raw_sizes) <= 1:
+        return 1
+    cap = jobs if jobs and jobs > 0 else min(cpus or os.cpu_count() or 1, MAX_WORKERS)
+    per = WORKER_BASE_BYTES + BYTES_PER_RAW_BYTE * max(raw_sizes)
+    budget = MEMORY_SHARE * (available if available is not None else mem_available())
+    return max(1, min(cap, len(raw_sizes), int(budget // per)))
+
+
+def _context() -> Any:
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        ctx.set_forkserver_preload(["advisor.digest", "advisor.pipeline"])
+    return ctx
+
+
+@contextmanager
+def _neutral_main() -> Iterator[None]:
+    """Hide ``__main__`` while workers start: forkserver/spawn children re-import the parent's
+    main module, which could be the user's training script (``advisor profile``) or any caller
+    without a ``__name__ == "__main__"`` guard. The workers need nothing from it."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
+               progress: Callable[[Digest], None] | None = None) -> list[Digest]:  # fmt: skip
+    """Digest every trace; in worker processes when more than one worker is planned."""
+    workers = plan_workers([raw_size(f) for f in files], jobs)
+    if workers <= 1:
+        out = []
+        for f in files:
+            out.append(digest_file(f, options))
+            if progress:
+                progress(out[-1])
+        return out
+    results: dict[int, Digest] = {}
+    with _neutral_main(), cf.ProcessPoolExecutor(max_workers=workers, mp_context=_context(),
+                                max_tasks_per_child=8) as pool:  # fmt: skip
+        futs = {pool.submit(digest_file, f, options): i for i, f in enumerate(files)}
+        for fut in cf.as_completed(futs):
+            i = futs[fut]
+            try:
+                results[i] = fut.result()
+            except Exception as err:  # noqa: BLE001 (a dead worker loses one rank, not the run)
+                why = "worker process died (out of memory?)" if isinstance(
+                    err, cf.process.BrokenProcessPool) else f"{type(err).__name__}: {err}"  # fmt: skip
+                results[i] = failed_digest(files[i], why)
+            if progress:
+                progress(results[i])
+    return [results[i] for i in range(len(files))]
+
+
+def _as_draft(f: Finding) -> Draft:
+    return Draft(id=f.id, title=f.title, est_savings_ms=f.est_savings_ms,
+                 confidence=f.confidence, summary=f.summary, recommendation=f.recommendation,
+                 snippet=f.snippet, evidence=f.evidence, locations=f.locations,
+                 assumptions=f.assumptions, est_savings_range_ms=f.est_savings_range_ms,
+                 latent=f.severity == "info")  # fmt: skip
+
+
+def _finding_key(f: Finding, seen: dict[tuple, int]) -> tuple:
+    loc = f.locations[0] if f.locations else None
+    base = (f.id, loc.file if loc else "", loc.line if loc else 0)
+    n = seen.get(base, 0)
+    seen[base] = n + 1
+    return base + (n,)
+
+
+def merge_findings(digests: Sequence[Digest]) -> list[Draft]:
+    """Each finding once (by id, first location and occurrence), with the figures of the
+    rank where it saves most, and which ranks showed it."""
+    groups: dict[tuple, list[tuple[Digest, Finding]]] = {}
+    for d in digests:
+        seen: dict[tuple, int] = {}
+        for fd in d.report.get("findings", ()):
+            f = Finding.from_dict(fd)
+            groups.setdefault(_finding_key(f, seen), []).append((d, f))
+    out = []
+    n = len(digests)
+    for members in groups.values():
+        d, f = max(members, key=lambda m: (m[1].est_savings_ms, -(m[0].rank or 0)))
+        if n > 1:
+            where = ", ".join(m[0].label for m in members[:8]) + (
+                " ..." if len(members) > 8 else ""
+            )
+            f = f.with_(summary=f"{f.summary} ({d.label}; seen on {len(members)} of {n}: {where})",
+                        assumptions=f.assumptions + (f"Figures from {d.label}.",))  # fmt: skip
+        out.append(_as_draft(f))
+    return out
+
+
+def merge(digests: Sequence[Digest], options: Any, root: Path,
+          world_size: int | None = None) -> Report:  # fmt: skip
+    """One Report for several digests (see the module doc)."""
+    ok = [d for d in digests if d.error is None]
+    if not ok:
+        raise AdvisorError(f"no trace could be read ({digests[0].error})", root)
+    from heuristics.straggler import detect_ranks, rank_lags
+
+    th = Thresholds(options.overrides)
+    all_steps = np.concatenate([d.step_ms for d in ok]) if ok else np.zeros(0)
+    step_ms = float(np.median(all_steps)) if len(all_steps) else 0.0
+    ranks = [d.rank for d in ok]
+    distinct = None not in ranks and len(set(ranks)) == len(ranks)
+    drafts = merge_findings(ok)
+    # a check is skipped only where it was skipped on every rank (reason from the first)
+    skipped: dict[str, str] = {}
+    for s in ok[0].report.get("skipped", ()):
+        if all(any(x["id"] == s["id"] for x in d.report.get("skipped", ())) for d in ok[1:]):
+            skipped[s["id"]] = s.get("reason", "")
+    errored = [Errored(e["id"], f"{d.label}: {e.get('error', '')}")
+               for d in ok for e in d.report.get("errored", ())]  # fmt: skip
+    lags: dict[int, float] = {}
+    if (options.only and STRAGGLER not in options.only) or STRAGGLER in options.skip:
+        pass  # the per-rank reports already say so
+    elif not distinct or len(ok) < 2:
+        skipped[STRAGGLER] = ("needs traces from two or more distinct ranks (rank from "
+                              "distributedInfo or the file name)")  # fmt: skip
+    else:
+        skipped.pop(STRAGGLER, None)
+        ordered = sorted(ok, key=lambda d: d.rank or 0)
+        try:
+            drafts += detect_ranks(ordered, th, step_ms)
+            lags = rank_lags(ordered)
+        except Skip as s:
+            skipped[STRAGGLER] = str(s)
+        except Exception as err:  # noqa: BLE001 (never sinks the report)
+            errored.append(Errored(STRAGGLER, f"{type(err).__name__}: {err}"))
+    findings = rank(drafts, step_ms, th)
+    run = run_block(digests, root, step_ms, world_size, lags)
+    run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
+    docs = {d.id: {"title": d.title, "doc": d.doc} for d in all_detectors()}
+    return Report(run=run, findings=tuple(findings),
+                  skipped=tuple(Skipped(i, r) for i, r in sorted(skipped.items())),
+                  errored=tuple(errored), thresholds=th.used(),
+                  views={"detectors": docs})  # fmt: skip
+
+
+def rank_row(d: Digest, lag_ms: float | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "rank": d.rank, "trace": Path(d.path).name, "steps": d.steps,
+        "step_ms_median": round(d.step_ms_median, 3), "gpu_busy_pct": d.gpu_busy_pct,
+        "comm_pct": d.comm_pct, "comm_overlap_pct": d.comm_overlap_pct,
+        "exposed_comm_ms_per_step": d.exposed_comm_ms_per_step,
+        "lag_ms_per_step": None if lag_ms is None else round(lag_ms, 3),
+        "findings": len(d.report.get("findings", ())),
+    }  # fmt: skip
+    if d.error is not None:
+        row["error"] = d.error
+    return row
+
+
+def run_block(digests: Sequence[Digest], root: Path, step_ms: float,
+              world_size: int | None, lags: dict[int, float]) -> dict[str, Any]:  # fmt: skip
+    ok = [d for d in digests if d.error is None]
+    first = min(ok, key=lambda d: (d.rank is None, d.rank or 0))
+    run = dict(first.report.get("run", {}))
+    world = world_size or max((d.world_size or 0 for d in ok), default=0) or None
+    known = {d.rank for d in digests if d.rank is not None}
+    busy = [d.gpu_busy_pct for d in ok if d.gpu_busy_pct is not None]
+    run.update({
+        "trace": str(root),
+        "rank": None,
+        "world_size": world,
+        "step_ms_median": round(step_ms, 3),
+        "gpu_busy_pct": round(float(np.mean(busy)), 2) if busy else None,
+        "steps_profiled": int(np.median([d.steps for d in ok])),
+        "ranks": [rank_row(d, lags.get(d.rank) if d.rank is not None else None)
+                  for d in sorted(digests, key=lambda d: (d.rank is None, d.rank or 0, d.path))],
+        "ranks_missing": sorted(set(range(world)) - known) if world and known else [],
+    })  # fmt: skip
+    return run
+
+
+def analyze_files(files: Sequence[Path], options: Any, root: Path, jobs: int | None = None,
+                  world_size: int | None = None) -> tuple[Report, list[Digest]]:  # fmt: skip
+    """Digest every trace (in parallel) and merge them: the multi-trace ``analyze``."""
+    digests = digest_all(files, options, jobs)
+    return merge(digests, options, root, world_size), digests

@@ -1,0 +1,40 @@
+"""Terminal table of the ranks of a multi-rank analysis (``run.ranks``), side by side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _f(v: Any, fmt: str) -> str:
+    return "–" if v is None else format(v, fmt)
+
+
+def print_ranks(con: Console, run: dict[str, Any], top: int = 16) -> None:
+    ranks = run.get("ranks") or []
+    if not ranks:
+        return
+    world = run.get("world_size")
+    missing = run.get("ranks_missing") or []
+    head = f"{len(ranks)} trace(s)" + (f" of {world} ranks" if world else "")
+    if missing:
+        head += f"; no trace for {len(missing)} rank(s)"
+    con.print(head)
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("rank", "step ms", "GPU busy %", "comm %", "overlap %", "exposed ms", "lag ms"):
+        t.add_column(col, justify="right")
+    t.add_column("trace")
+    # the slowest ranks first when there are many
+    rows = sorted(ranks, key=lambda r: -(r.get("lag_ms_per_step") or 0.0)) if len(ranks) > top \
+        else ranks  # fmt: skip
+    for r in rows[:top]:
+        t.add_row(_f(r.get("rank"), "d"), _f(r.get("step_ms_median"), ".2f"),
+                  _f(r.get("gpu_busy_pct"), ".1f"), _f(r.get("comm_pct"), ".1f"),
+                  _f(r.get("comm_overlap_pct"), ".1f"), _f(r.get("exposed_comm_ms_per_step"), ".2f"),
+                  _f(r.get("lag_ms_per_step"), ".2f"),
+                  str(r.get("trace")) + (f" (unreadable: {r['error']})" if r.get("error") else ""))  # fmt: skip
+    con.print(t)
+    if len(rows) > top:
+        con.print(f"... and {len(rows) - top} more ranks in the report")

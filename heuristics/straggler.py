@@ -1,0 +1,202 @@
+"""Stragglers: ranks that reach the collectives late, so every other rank waits for them.
+
+**What it detects.** A rank that is consistently the last one: it reaches the collectives
+(all-reduce, all-to-all, ...) later than the other ranks, or its steps take longer. The check
+needs one trace per rank (`advisor analyze DIR` with per-rank traces, or `advisor profile` under
+torchrun); on a single trace it is skipped.
+
+**Why it costs time.** In synchronous data-parallel training every rank waits inside each
+collective until the last rank arrives, so the whole job runs at the pace of its slowest rank:
+the others spend the straggler's lag idle, every step.
+
+**How the saving is estimated.** Collectives are matched across ranks by step, collective name,
+stream and order. For each collective a rank's lag is the smaller of two independent signals:
+its arrival (kernel start) after the median of the other ranks, and how much shorter its
+collective kernel is than theirs (the others' kernels include the wait for it; this signal does
+not depend on the hosts' clocks agreeing). Lags add up over a step's collectives; a rank's lag
+per step is that sum minus the other ranks' typical sum (so mutual, random waiting cancels), and
+the figure is the median over steps. Ranks whose step time exceeds the others' are reported too
+(low confidence). The others wait about the straggler's lag per step, so removing its cause
+saves that much (the largest lag when several ranks straggle).
+
+**How to fix.** Look at what differs on the slow rank: its own findings and its row in the
+per-rank table (a data-loading stall or host-side work on one rank only), uneven work (shards of
+different size, variable sequence lengths: use `DistributedSampler(drop_last=True)` and bucket by
+length), the machine (a slower or throttled GPU, another job or too many DataLoader workers on
+that node, CPU/NUMA placement). Open the straggler's trace next to another rank's at the
+timestamps in the evidence.
+
+**Known false positives.** Pipeline-parallel stages and ranks that do different work by design
+(a parameter-server rank, rank 0 doing extra logging or checkpointing on purpose) lag by design.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from advisor.findings import Draft, Evidence
+from advisor.registry import Context, Skip, detector
+from advisor.thresholds import Thresholds, register
+from advisor.trace.model import Trace
+
+ID = "straggler"
+register("straggler.min_lag_pct", 5.0, "report a rank lagging by this % of the median step")
+register("straggler.min_lag_ms", 0.5, "and by at least this many ms per step")
+
+SNIPPET = """\
+# Give every rank the same amount of work per step
+sampler = torch.utils.data.distributed.DistributedSampler(dataset, drop_last=True)
+loader = torch.utils.data.DataLoader(
+    dataset, batch_size=batch_size, sampler=sampler,
+    num_workers=4, pin_memory=True, persistent_workers=True,
+)
+for epoch in range(epochs):
+    sampler.set_epoch(epoch)   # new shuffle per epoch, same shard sizes on every rank
+    for batch in loader:
+        ...
+"""
+
+
+@detector(ID, "A slow rank holds the others back", needs=("steps",))
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    raise Skip("needs one trace per rank: analyze a folder of per-rank traces")
+
+
+def _others_median(m: np.ndarray) -> np.ndarray:
+    """For each row r: the median over the other rows (column-wise)."""
+    if m.shape[0] == 2:
+        return m[::-1].copy()
+    return np.repeat(np.median(m, axis=0, keepdims=True), m.shape[0], axis=0)
+
+
+def _keys(d: Any, with_stream: bool) -> list[tuple]:
+    c = d.collectives
+    seen: Counter[tuple] = Counter()
+    out = []
+    for i in range(len(c)):
+        base = (int(c.step[i]), c.name[i], int(c.stream[i]) if with_stream else 0)
+        out.append(base + (seen[base],))
+        seen[base] += 1
+    return out
+
+
+def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float], list[Any]]:
+    """Per-step net collective lag of each rank: (steps, {rank: median lag ms}, rows).
+
+    rows: (rank, step, lag_ms, count, worst_name, worst_ts_us) for each rank and step."""
+    keysets = [_keys(d, True) for d in digests]
+    common = set(keysets[0]).intersection(*keysets[1:])
+    if not common:
+        keysets = [_keys(d, False) for d in digests]
+        common = set(keysets[0]).intersection(*keysets[1:])
+    if not common:
+        return [], {}, []
+    cols = sorted(common)
+    idx = [{k: i for i, k in enumerate(ks)} for ks in keysets]
+    take = [np.array([ix[k] for k in cols]) for ix in idx]
+    start = np.stack([d.collectives.start_abs_ns[t] for d, t in zip(digests, take, strict=True)])
+    dur = np.stack([d.collectives.dur_ns[t] for d, t in zip(digests, take, strict=True)])
+    arrival = start - _others_median(start)
+    shorter = _others_median(dur) - dur
+    lag_ns = np.maximum(np.minimum(arrival, shorter), 0)
+    col_step = np.array([k[0] for k in cols])
+    steps = sorted(set(col_step.tolist()))
+    per_step = np.stack([lag_ns[:, col_step == s].sum(axis=1) for s in steps], axis=1) / 1e6
+    net = per_step - _others_median(per_step)
+    lags = {int(d.rank): float(np.median(net[i])) for i, d in enumerate(digests)}
+    rows = []
+    for i, d in enumerate(digests):
+        for j, s in enumerate(steps):
+            m = np.flatnonzero(col_step == s)
+            w = m[int(np.argmax(lag_ns[i, m]))]
+            rows.append((int(d.rank), s, float(net[i, j]), int(np.sum(lag_ns[i, m] > 0)),
+                         cols[w][1], float(d.collectives.ts_us[take[i][w]])))  # fmt: skip
+    return steps, lags, rows
+
+
+def step_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float], np.ndarray]:
+    """Median over common steps of each rank's step time above the other ranks'."""
+    common = set(digests[0].step_ids.tolist()).intersection(
+        *(d.step_ids.tolist() for d in digests[1:])
+    )
+    if not common:
+        return [], {}, np.zeros((0, 0))
+    steps = sorted(common)
+    t = np.stack([[d.step_ms[list(d.step_ids).index(s)] for s in steps] for d in digests])
+    excess = t - _others_median(t)
+    return steps, {int(d.rank): float(np.median(excess[i])) for i, d in enumerate(digests)}, excess
+
+
+def _combine(clag: dict[int, float], slag: dict[int, float]) -> dict[int, float]:
+    return {r: max(clag.get(r, 0.0), slag.get(r, 0.0)) for r in sorted(set(clag) | set(slag))}
+
+
+def rank_lags(digests: Sequence[Any]) -> dict[int, float]:
+    """Each rank's lag per step (ms; the larger of the collective and step-time measures)."""
+    if len(digests) < 2:
+        return {}
+    return _combine(collective_lags(digests)[1], step_lags(digests)[1])
+
+
+def detect_ranks(digests: Sequence[Any], th: Thresholds, step_ms: float) -> list[Draft]:
+    """The cross-rank check: digests of distinct, known ranks (two or more)."""
+    if len(digests) < 2:
+        raise Skip("needs traces from two or more ranks")
+    floor = max(th["straggler.min_lag_ms"], step_ms * th["straggler.min_lag_pct"] / 100.0)
+    csteps, clag, rows = collective_lags(digests)
+    ssteps, slag, excess = step_lags(digests)
+    if not csteps and not ssteps:
+        raise Skip("the ranks' traces share no step numbers or collectives to compare")
+    lag = _combine(clag, slag)
+    late = sorted((r for r in lag if lag[r] >= floor), key=lambda r: (-lag[r], r))
+    if not late:
+        return []
+    worst = late[0]
+    by_coll = clag.get(worst, 0.0) >= slag.get(worst, 0.0)
+    evidence: list[Evidence] = []
+    if by_coll:
+        for r, s, ms, n, name, ts in rows:
+            if r == worst and len(evidence) < 5:
+                evidence.append(Evidence(f"step {s}: rank {r} late at {n} collective(s), "
+                                         f"worst {name}", n, round(ms, 3), ts))  # fmt: skip
+        how = (
+            f"reaches the collectives {lag[worst]:.2f} ms per step after the other ranks "
+            f"(median over {len(csteps)} step(s)), while they wait inside them"
+        )
+    else:
+        i = [int(d.rank) for d in digests].index(worst)
+        for j, s in enumerate(ssteps[:5]):
+            evidence.append(Evidence(f"step {s}: rank {worst} step time above the others",
+                                     1, round(float(excess[i, j]), 3)))  # fmt: skip
+        how = (
+            f"takes {lag[worst]:.2f} ms longer per step than the other ranks "
+            f"(median over {len(ssteps)} step(s))"
+        )
+    others = (f"; also lagging: {', '.join(f'rank {r} ({lag[r]:.2f} ms)' for r in late[1:6])}"
+              if len(late) > 1 else "")  # fmt: skip
+    return [Draft(
+        id=ID,
+        title=f"Rank {worst} holds the other ranks back",
+        est_savings_ms=round(lag[worst], 3),
+        confidence="medium" if by_coll else "low",
+        summary=(f"Rank {worst} {how}: {lag[worst] / step_ms:.0%} of the {step_ms:.1f} ms "
+                 f"step{others}."),  # fmt: skip
+        recommendation=(f"Find what makes rank {worst} slower: compare its row in the per-rank "
+                        "table and its own findings with the others', check for uneven work per "
+                        "rank (shard sizes, sequence lengths) and for a slower or busier machine. "
+                        f"Open rank {worst}'s trace beside another rank's at the evidence "
+                        "timestamps."),  # fmt: skip
+        snippet=SNIPPET,
+        evidence=tuple(evidence),
+        assumptions=(
+            f"{len(digests)} ranks compared; lag = the smaller of arrival delay and shorter "
+            "collective time, summed per step, minus the other ranks' typical lag.",
+            "The others wait about this long per step for the straggler; removing its cause "
+            "saves that much.",
+        ),
+        extra={"lag_ms_by_rank": {int(r): round(v, 3) for r, v in sorted(lag.items())}},
+    )]  # fmt: skip
