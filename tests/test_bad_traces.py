@@ -86,7 +86,7 @@ CASES: list[tuple[str, Callable[[Path], Path], str]] = [
 ]
 
 
-@pytest.mark.parametrize("command", ["analyze", "inspect"])
+@pytest.mark.parametrize("command", ["analyze", "inspect", "diff"])
 @pytest.mark.parametrize(("case", "make", "words"), CASES, ids=[c[0] for c in CASES])
 def test_bad_trace_is_one_line_exit_1_and_no_output(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, case: str,
@@ -95,6 +95,11 @@ def test_bad_trace_is_one_line_exit_1_and_no_output(
     path = make(tmp_path)
     out = tmp_path / "out"
     argv = [command, str(path)] + (["--out", str(out)] if command == "analyze" else [])
+    if command == "diff":  # the bad trace as A, a good one as B
+        good = tmp_path / "good" / "good.json"
+        good.parent.mkdir()
+        good.write_bytes(_GOOD)
+        argv = [command, str(path), str(good), "--jobs", "1"]
     with pytest.raises(SystemExit) as ei:
         main(argv)
     err = capsys.readouterr().err
