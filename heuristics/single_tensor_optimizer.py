@@ -18,7 +18,8 @@ PyTorch, parameters on the CPU or a custom optimizer.
 (from its start to the end of its last kernel), capped at 90% of the range: the host work that
 kept the GPU waiting, less a tenth left for the foreach/fused launches. Time the GPU spent
 busy (the kernels themselves, or backward still running) is not counted. On CPU-only traces
-the per-parameter ops are reported as information (foreach brings less on a CPU; ``fused=True``
+the per-parameter ops are reported as information only when run.json shows ``foreach=False`` set
+explicitly (PyTorch's default is the per-parameter loop on a CPU but foreach on CUDA; ``fused=True``
 runs a fused CPU kernel for Adam, AdamW, SGD and Adagrad).
 
 **How to fix.** ``foreach=True``, or ``fused=True`` for Adam, AdamW, SGD and Adagrad on CUDA.
@@ -159,6 +160,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     & ~stats["cls"].str.contains("Fused|fused", regex=True)]  # fmt: skip
     flagged = flagged[[not (run_opts.get(c, {}).get("foreach") or run_opts.get(c, {}).get("fused"))
                        for c in flagged["cls"]]]  # fmt: skip
+    if not trace.has_gpu:
+        # torch's default is the per-parameter loop on the CPU but foreach on CUDA: on a CPU run
+        # only an explicit foreach=False (run.json) says the GPU run will loop per parameter too
+        flagged = flagged[[run_opts.get(c, {}).get("foreach") is False for c in flagged["cls"]]]
     if not len(flagged):
         return []
 

@@ -47,6 +47,7 @@ from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
+from advisor.timeline import union
 from advisor.trace.model import Trace
 from heuristics._gpu_timeline import fmt_ms, in_steps, n_steps, op_chain, op_names
 from heuristics._syncs import REASONS, classify, sync_events
@@ -216,6 +217,26 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 _LATENT_OPS = {n for kind, ops, _ in REASONS if kind != "to_cpu" for n in ops}
 
 
+def _in_optimizer(trace: Trace, ts_ns: np.ndarray) -> np.ndarray:
+    """Moments inside torch's own optimizer ranges (``Optimizer.step#Adam.step``...).
+
+    torch's single-tensor optimizers read their step counter with ``.item()``; that counter is a
+    CPU tensor even when the model is on a GPU, so those reads never synchronize.
+    """
+    ann = trace.annotations
+    if not len(ann) or not len(ts_ns):
+        return np.zeros(len(ts_ns), dtype=bool)
+    names = ann["name"]
+    cats = names.cat.categories if hasattr(names, "cat") else pd.Index(names.unique())
+    opt_names = [c for c in cats if str(c).startswith("Optimizer.")]
+    mask = names.isin(opt_names).to_numpy() & ~ann["on_gpu"].to_numpy(dtype=bool)
+    if not mask.any():
+        return np.zeros(len(ts_ns), dtype=bool)
+    lo, hi = union(ann["ts_ns"].to_numpy()[mask], ann["end_ns"].to_numpy()[mask])
+    i = np.searchsorted(lo, ts_ns, side="right") - 1
+    return (i >= 0) & (ts_ns < hi[np.clip(i, 0, None)])
+
+
 def _latent(trace: Trace, ctx: Context) -> list[Draft]:
     """CPU-only trace: scalar reads / nonzero that would block on a GPU (info, 0 ms)."""
     if not len(trace.cpu_ops):
@@ -223,6 +244,7 @@ def _latent(trace: Trace, ctx: Context) -> list[Draft]:
     opn = op_names(trace)
     cand = np.flatnonzero(np.isin(opn, list(_LATENT_OPS)))
     cand = cand[in_steps(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
+    cand = cand[~_in_optimizer(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
     if not len(cand):
         return []
     seen: dict[int, str] = {}

@@ -516,8 +516,13 @@ def test_foreach_fused_and_declared_optimizers_are_not_reported() -> None:
     assert finding(analyze(optimizer_trace(n=20).load(), OPT), OPT) is None  # too few
 
 
-def test_optimizer_on_cpu_only_trace_is_information() -> None:
-    f = finding(analyze(optimizer_trace(gpu=False).load(), OPT), OPT)
+def test_optimizer_on_cpu_only_trace_is_information_only_when_foreach_was_turned_off() -> None:
+    # torch loops per parameter by default on a CPU and uses foreach by default on CUDA
+    assert finding(analyze(optimizer_trace(gpu=False).load(), OPT), OPT) is None
+    default = {"optimizers": [{"class": "SGD", "foreach": None, "fused": None}]}
+    assert finding(analyze(optimizer_trace(gpu=False).load(), OPT, default), OPT) is None
+    forced = {"optimizers": [{"class": "SGD", "foreach": False, "fused": None}]}
+    f = finding(analyze(optimizer_trace(gpu=False).load(), OPT, forced), OPT)
     assert f is not None and f.severity == "info" and f.est_savings_ms == 0.0
     assert "No GPU activity" in f.summary
 

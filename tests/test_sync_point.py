@@ -101,6 +101,21 @@ def test_cpu_only_item_calls_are_latent_info() -> None:
     assert f.locations[0].line == 7
 
 
+def test_cpu_only_optimizer_step_counter_reads_are_not_reported() -> None:
+    """torch's single-tensor optimizers read their CPU step counter with .item(): no sync."""
+    b = TraceBuilder(cc=None)
+    b.step(1, 0, 1000)
+    b.frame("train.py", 7, "loop", 5, 900)
+    b.annotation("Optimizer.step#AdamW.step", 100, 300)
+    for i in range(4):
+        b.op("aten::item", 110 + i * 50, 10)
+        b.op("aten::_local_scalar_dense", 111 + i * 50, 8)
+    assert finding(run(b.load(), "sync-point"), "sync-point") is None
+    b.op("aten::item", 600, 10)  # the user's own .item() outside the optimizer still counts
+    f = finding(run(b.load(), "sync-point"), "sync-point")
+    assert f is not None and "1 call(s) per step" in f.summary
+
+
 def test_cpu_only_without_scalar_reads_has_no_finding() -> None:
     b = TraceBuilder(cc=None)
     b.step(1, 0, 100)
