@@ -158,12 +158,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
     flagged = stats[~stats["multi"] & (stats["per_param"] >= min_ops)
                     & ~stats["cls"].str.contains("Fused|fused", regex=True)]  # fmt: skip
-    flagged = flagged[[not (run_opts.get(c, {}).get("foreach") or run_opts.get(c, {}).get("fused"))
-                       for c in flagged["cls"]]]  # fmt: skip
+    declared = flagged["cls"].map(
+        lambda c: bool(run_opts.get(c, {}).get("foreach") or run_opts.get(c, {}).get("fused"))
+    )
+    flagged = flagged[~declared.astype(bool)]
     if not trace.has_gpu:
         # torch's default is the per-parameter loop on the CPU but foreach on CUDA: on a CPU run
         # only an explicit foreach=False (run.json) says the GPU run will loop per parameter too
-        flagged = flagged[[run_opts.get(c, {}).get("foreach") is False for c in flagged["cls"]]]
+        forced = flagged["cls"].map(lambda c: run_opts.get(c, {}).get("foreach") is False)
+        flagged = flagged[forced.astype(bool)]
     if not len(flagged):
         return []
 
