@@ -33,6 +33,9 @@ def test_golden_findings(sample: Path | None) -> None:
         pytest.skip("no sample traces")
     golden = GOLDEN / (sample.name.removesuffix(".json.gz") + ".findings.json")
     got = normalized(sample)
+    assert got["errored"] == [], (
+        "a detector errored on a sample trace; never bake that into a golden"
+    )
     if os.environ.get("UPDATE_GOLDEN") or not golden.exists():
         if not os.environ.get("UPDATE_GOLDEN"):
             pytest.fail(f"missing golden file {golden.name}; run with UPDATE_GOLDEN=1")
