@@ -95,13 +95,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from advisor.commands.common import options_from_cli
         from advisor.runner import ProfileOptions, run_profile
+        from advisor.runner.capture import SessionConfig
 
         analysis = options_from_cli(only, skip, set_, debug, no_source, 8 * 1024**3)
         opts = ProfileOptions(
             script=script, args=tuple(script_args or ()), module=module, out=out, force=force,
-            wait=wait, warmup=warmup, active=active, record_shapes=record_shapes,
-            with_stack=with_stack, profile_memory=profile_memory, max_seconds=max_seconds,
-            run_to_end=run_to_end, tensorboard=tensorboard, open_report=open_,
+            session=SessionConfig(
+                wait=wait, warmup=warmup, active=active, record_shapes=record_shapes,
+                with_stack=with_stack, profile_memory=profile_memory, max_seconds=max_seconds,
+                run_to_end=run_to_end,
+            ),
+            tensorboard=tensorboard, open_report=open_,
             json_out=json_out, fail_on=fail_on, analysis=analysis, debug=debug,
             rank_timeout=rank_timeout,
         )  # fmt: skip

@@ -9,13 +9,15 @@ import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from advisor.commands.common import EXIT_FAIL_ON, OutputOptions, fail_on_hit
 from advisor.errors import AdvisorError
 from advisor.rankrun import RankEnv, default_rank_out_dir, rank_env
+from advisor.runner.capture import SessionConfig
 from advisor.runner.execute import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
@@ -35,8 +37,6 @@ from advisor.runner.outdir import (
 )
 from advisor.runner.signals import RunSignals
 
-EXIT_FAIL_ON = 3
-
 
 @dataclass(frozen=True)
 class ProfileOptions:
@@ -45,14 +45,7 @@ class ProfileOptions:
     module: bool = False
     out: Path | None = None
     force: bool = False
-    wait: int = 2
-    warmup: int = 2
-    active: int = 5
-    record_shapes: bool = True
-    with_stack: bool = True
-    profile_memory: bool = True
-    max_seconds: float = 60.0
-    run_to_end: bool = False
+    session: SessionConfig = field(default_factory=SessionConfig)  # schedule and capture flags
     tensorboard: Path | None = None
     open_report: bool = False
     json_out: bool = False
@@ -62,18 +55,16 @@ class ProfileOptions:
     rank_timeout: float = 120.0  # torchrun: how long rank 0 waits for the other ranks
 
     def validate(self) -> None:
-        for flag, v, low in (("--wait", self.wait, 0), ("--warmup", self.warmup, 0),
-                             ("--active", self.active, 1)):  # fmt: skip
+        cfg = self.session
+        for flag, v, low in (("--wait", cfg.wait, 0), ("--warmup", cfg.warmup, 0),
+                             ("--active", cfg.active, 1)):  # fmt: skip
             if v < low:
                 raise AdvisorError(f"{flag} must be at least {low}, got {v}")
-        if self.max_seconds < 0:
-            raise AdvisorError(
-                f"--max-seconds must be 0 (no limit) or more, got {self.max_seconds}"
-            )
+        if cfg.max_seconds < 0:
+            raise AdvisorError(f"--max-seconds must be 0 (no limit) or more, got {cfg.max_seconds}")
         if self.rank_timeout < 0:
             raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
-        if self.fail_on is not None and self.fail_on not in ("high", "medium", "low"):
-            raise AdvisorError(f"--fail-on expects high, medium or low, got {self.fail_on!r}")
+        OutputOptions.parse(self.fail_on)
         if self.tensorboard is not None and self.tensorboard.exists():
             if not self.tensorboard.is_dir():
                 raise AdvisorError("--tensorboard: exists and is not a directory", self.tensorboard)
@@ -100,14 +91,9 @@ def run_profile(opts: ProfileOptions) -> int:
         check_writable(tb_dir, "--tensorboard folder")
 
     from advisor.runner.context import ContextRecorder
-    from advisor.runner.session import ProfileSession, SessionConfig
+    from advisor.runner.session import ProfileSession
 
-    cfg = SessionConfig(
-        wait=opts.wait, warmup=opts.warmup, active=opts.active,
-        record_shapes=opts.record_shapes, with_stack=opts.with_stack,
-        profile_memory=opts.profile_memory, max_seconds=opts.max_seconds,
-        run_to_end=opts.run_to_end,
-    )  # fmt: skip
+    cfg = opts.session
     trace_path = out_dir / (renv.trace_name if renv else TRACE_NAME)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t_start = time.perf_counter()
@@ -133,8 +119,6 @@ def run_profile(opts: ProfileOptions) -> int:
     _write_timings(cap.timings_s, t_an, t_run, time.perf_counter() - t_start, cap)
     code = outcome.exit_code
     if code == 0 and report is not None and opts.fail_on:
-        from advisor.commands.common import fail_on_hit
-
         if fail_on_hit(report, opts.fail_on):
             code = EXIT_FAIL_ON
     return code
