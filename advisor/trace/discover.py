@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import re
@@ -87,6 +88,23 @@ def load_bytes(data: bytes, name: str = "<memory>", require_events: bool = False
     return _load(Path(name), iter([data]), require_events)
 
 
+@contextlib.contextmanager
+def _loading(p: Path) -> Iterator[None]:
+    """Garbage collection off (the decoded data holds no cycles: collections would only walk the
+    heap) and deep nesting or exhausted memory reported as one-line TraceErrors."""
+    gc_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    except RecursionError:
+        raise TraceError("trace nested too deeply", p) from None
+    except MemoryError:
+        raise TraceError("out of memory while loading the trace", p) from None
+    finally:
+        if gc_enabled:
+            gc.enable()
+
+
 def decode_columns(
     p: Path, src: Iterator[bytes], require_events: bool
 ) -> tuple[Columns, dict[str, Any], int]:
@@ -95,17 +113,8 @@ def decode_columns(
     from advisor.trace.decode import decode_stream
 
     cols = Columns()
-    gc_enabled = gc.isenabled()
-    gc.disable()  # the decoded structs hold no cycles: collections would only walk the heap
-    try:
+    with _loading(p):
         header, size = decode_stream(p, src, cols.add)
-    except RecursionError:
-        raise TraceError("trace nested too deeply", p) from None
-    except MemoryError:
-        raise TraceError("out of memory while loading the trace", p) from None
-    finally:
-        if gc_enabled:
-            gc.enable()
     if require_events and not cols.events:
         raise TraceError("the trace holds no events", p)
     if cols.events and not cols.usable:
@@ -120,14 +129,5 @@ def _load(p: Path, src: Iterator[bytes] | None, require_events: bool,
     cols, header, size = decode_columns(
         p, src if src is not None else pieces(p, max_bytes), require_events
     )
-    gc_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _loading(p):
         return build_trace(Decoded(cols, header, size), str(p))
-    except RecursionError:
-        raise TraceError("trace nested too deeply", p) from None
-    except MemoryError:
-        raise TraceError("out of memory while loading the trace", p) from None
-    finally:
-        if gc_enabled:
-            gc.enable()
