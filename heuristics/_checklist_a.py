@@ -6,7 +6,6 @@ Not a detector (leading underscore). Pure functions over the trace tables; no de
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -17,6 +16,8 @@ from advisor.locate import aggregate
 from advisor.registry import Context
 from advisor.timeline import union
 from advisor.trace.model import Trace
+from heuristics._gpu_timeline import ms as ms  # re-exported for detectors
+from heuristics._gpu_timeline import n_steps as n_steps
 
 # ops of the convolution family, forward and backward (aten::conv2d, aten::_convolution,
 # aten::cudnn_convolution, aten::convolution_backward, CudnnConvolutionBackward0, ...)
@@ -60,15 +61,6 @@ BOOKKEEPING_CALLS = frozenset(
 COPY_CALL_RE = re.compile(r"^(cuda|hip)Memcpy")
 
 
-def ms(ns: float) -> float:
-    return round(float(ns) / 1e6, 3)
-
-
-def n_steps(trace: Trace) -> int:
-    """Steps in the trace (the divisor that turns totals into per-step figures)."""
-    return max(1, len(trace.steps))
-
-
 def per_step_words(trace: Trace) -> str:
     """ "per step", or how the figure reads when the trace has no step markers."""
     if trace.meta.synthetic_steps:
@@ -83,58 +75,10 @@ def in_steps(df: pd.DataFrame, trace: Trace) -> pd.DataFrame:
     return df[df["step"].to_numpy() >= 0]
 
 
-_issuers: dict[int, tuple[weakref.ref[Trace], np.ndarray]] = {}
-
-
 def issuing_ops(trace: Trace) -> np.ndarray:
-    """For each runtime row, the cpu_ops row that issued it (innermost enclosing op), or -1.
-
-    ``runtime.op_idx`` is trusted only when that op is on the same thread and encloses the call
-    (some 2.0-era traces reuse External ids, so the id match alone can name an unrelated op);
-    otherwise the innermost op on the same thread whose time range encloses the call.
-    Cached for the latest trace (a weak reference: the cache never keeps a trace alive).
-    """
-    hit = _issuers.get(id(trace))
-    if hit is not None and hit[0]() is trace:
-        return hit[1]
-    out = _issuing_ops(trace)
-    _issuers.clear()
-    _issuers[id(trace)] = (weakref.ref(trace), out)
-    return out
-
-
-def _issuing_ops(trace: Trace) -> np.ndarray:
-    rt, ops = trace.runtime, trace.cpu_ops
-    idx = rt["op_idx"].to_numpy(dtype=np.int64) if len(rt) else np.zeros(0, np.int64)
-    if not len(idx) or not len(ops):
-        return np.full(len(idx), -1, dtype=np.int64)
-    tol = 1000
-    o_tid, o_ts, o_end = (ops[c].to_numpy() for c in ("tid", "ts_ns", "end_ns"))
-    r_tid, r_ts, r_end = (rt[c].to_numpy() for c in ("tid", "ts_ns", "end_ns"))
-    c = np.clip(idx, 0, None)
-    ok = (idx >= 0) & (o_tid[c] == r_tid) & (o_ts[c] <= r_ts + tol) & (o_end[c] + tol >= r_end)
-    out = np.where(ok, idx, -1)
-    bad = np.flatnonzero(~ok)
-    if not len(bad):
-        return out
-    parent = ops["parent_idx"].to_numpy()
-    for t in np.unique(r_tid[bad]):
-        rows = bad[r_tid[bad] == t]
-        cand_ops = np.flatnonzero(o_tid == t)
-        if not len(cand_ops):
-            continue
-        # ops by start, longest first on ties: the last op starting at or before a call is the
-        # innermost candidate; walking up its parents reaches the op enclosing the call
-        cand_ops = cand_ops[np.lexsort((-(o_end[cand_ops] - o_ts[cand_ops]), o_ts[cand_ops]))]
-        pos = np.searchsorted(o_ts[cand_ops], r_ts[rows] + tol, side="right") - 1
-        cand = np.where(pos >= 0, cand_ops[np.clip(pos, 0, None)], -1)
-        for _ in range(256):
-            miss = (cand >= 0) & (o_end[np.clip(cand, 0, None)] + tol < r_end[rows])
-            if not miss.any():
-                break
-            cand = np.where(miss, parent[np.clip(cand, 0, None)], cand)
-        out[rows] = cand
-    return out
+    """For each runtime row, the cpu_ops row that issued it, or -1: the loader's ``op_idx``
+    (matched by External id only when that op encloses the call, else by time)."""
+    return trace.runtime["op_idx"].to_numpy(dtype=np.int64)
 
 
 def ancestor_match(trace: Trace, pred: Callable[[str], bool]) -> np.ndarray:

@@ -21,6 +21,8 @@ from advisor.findings import Location
 from advisor.timeline import covered_ns, union
 from advisor.trace.build import is_user_file, parse_frame
 from advisor.trace.model import Trace
+from heuristics._gpu_timeline import ms as ms  # re-exported for detectors
+from heuristics._gpu_timeline import n_steps as n_steps
 
 T = TypeVar("T")
 
@@ -64,15 +66,6 @@ _CACHE: dict[tuple[int, str], tuple[weakref.ref[Trace], Any]] = {}
 
 
 # ---------------------------------------------------------------- small conveniences
-
-
-def n_steps(trace: Trace) -> int:
-    """The per-step divisor: every step in the trace (1 for a trace without step markers)."""
-    return max(1, len(trace.steps))
-
-
-def ms(ns: float) -> float:
-    return round(float(ns) / 1e6, 3)
 
 
 def op_names(trace: Trace) -> np.ndarray:
@@ -119,36 +112,9 @@ def in_backward(trace: Trace) -> np.ndarray:
 
 
 def runtime_op(trace: Trace) -> np.ndarray:
-    """Per runtime row, the cpu_ops row that issued it: ``op_idx``, else the innermost op
-    enclosing the call on its thread (traces whose External ids do not link the two)."""
-
-    def make() -> np.ndarray:
-        rt, ops = trace.runtime, trace.cpu_ops
-        out = rt["op_idx"].to_numpy().astype(np.int64, copy=True)
-        miss = np.flatnonzero(out < 0)
-        if not len(miss) or not len(ops):
-            return out
-        ends = ops["end_ns"].to_numpy()
-        parent = ops["parent_idx"].to_numpy()
-        rt_tid = rt["tid"].to_numpy()[miss]
-        rt_ts = rt["ts_ns"].to_numpy()[miss]
-        for tid, g in ops.groupby("tid", sort=False):
-            q = np.flatnonzero(rt_tid == tid)
-            if not len(q):
-                continue
-            g = g.sort_values(["ts_ns", "depth"], kind="stable")
-            rows = g.index.to_numpy()
-            i = np.searchsorted(g["ts_ns"].to_numpy(), rt_ts[q], side="right") - 1
-            cand = np.where(i >= 0, rows[np.clip(i, 0, None)], -1)
-            for _ in range(int(ops["depth"].max()) + 2):
-                bad = (cand >= 0) & (ends[np.clip(cand, 0, None)] < rt_ts[q])
-                if not bad.any():
-                    break
-                cand[bad] = parent[cand[bad]]
-            out[miss[q]] = cand
-        return out
-
-    return _cached(trace, "runtime_op", make)
+    """Per runtime row, the cpu_ops row that issued it: the loader's ``op_idx`` (External id when
+    that op encloses the call, else the innermost op enclosing it on its thread)."""
+    return trace.runtime["op_idx"].to_numpy(dtype=np.int64)
 
 
 def kernel_op(trace: Trace) -> np.ndarray:

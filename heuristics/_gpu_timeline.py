@@ -120,7 +120,13 @@ def main_device(trace: Trace) -> int | None:
 
 
 def n_steps(trace: Trace) -> int:
+    """The per-step divisor: every step in the trace (1 for a trace without step markers)."""
     return max(1, len(trace.steps))
+
+
+def ms(ns: float) -> float:
+    """Nanoseconds as milliseconds, rounded to the microsecond (evidence rows)."""
+    return round(float(ns) / 1e6, 3)
 
 
 def per_step_ms(trace: Trace, total_ns: float) -> float:
