@@ -9,7 +9,6 @@ inside a window and the user's own frame around an op. They are computed once pe
 from __future__ import annotations
 
 import re
-import sys
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -34,14 +33,6 @@ BACKWARD_RE = re.compile(
 )
 
 # the first path component of frames that torch >= 2 writes relative to sys.path: libraries
-_LIBRARIES = frozenset(
-    "torch torchvision torchaudio torchtext torchrec torchdata functorch triton numpy scipy "
-    "pandas sklearn PIL cv2 transformers accelerate datasets tokenizers safetensors "
-    "huggingface_hub diffusers peft timm lightning pytorch_lightning lightning_fabric "
-    "deepspeed apex fbgemm_gpu einops tqdm typing_extensions hydra omegaconf wandb "
-    "tensorboard setuptools pkg_resources _pytest pytest advisor".split()
-)
-_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
 # thin torch wrappers between a user's line and the op (operators, torch-function modes)
 _WRAPPER_FILES = ("torch/_tensor.py", "torch/overrides.py", "torch/utils/_device.py",
@@ -70,19 +61,6 @@ _CACHE: dict[tuple[int, str], tuple[weakref.ref[Trace], Any]] = {}
 
 def op_names(trace: Trace) -> np.ndarray:
     return _cached(trace, "op_names", lambda: trace.cpu_ops["name"].astype(str).to_numpy())
-
-
-def user_file(file: str) -> bool:
-    """A file the user wrote: :func:`is_user_file` plus the relative paths torch >= 2 writes
-    for library and standard-library frames (``torch/nn/modules/linear.py``, ``typing.py``)."""
-    if not is_user_file(file):
-        return False
-    f = file.replace("\\", "/")
-    if f.startswith("/") or (len(f) > 2 and f[1] == ":"):
-        return True
-    top = f.split("/", 1)[0]
-    top = top[:-3] if top.endswith(".py") else top
-    return top not in _LIBRARIES and top not in _STDLIB
 
 
 # ---------------------------------------------------------------- op structure
@@ -292,7 +270,7 @@ def calling_line_at(trace: Trace, tid: int, ts: int, stack: object = None) -> Lo
         f = file.replace("\\", "/")
         if not f or f.startswith("<") or any(f.endswith(w) for w in _WRAPPER_FILES):
             continue
-        return Location(file, line, func) if user_file(file) else None
+        return Location(file, line, func) if is_user_file(file) else None
     return None
 
 
@@ -308,7 +286,7 @@ def calling_lines(trace: Trace, rows: np.ndarray) -> list[Location | None]:
 def user_line_at(trace: Trace, tid: int, ts: int, stack: object = None) -> Location | None:
     """The innermost user frame around (``tid``, ``ts``): the user's line that led there."""
     for file, line, func in _frames_for(trace, tid, ts, stack):
-        if user_file(file):
+        if is_user_file(file):
             return Location(file, line, func)
     return None
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from heuristics._checklist_b import runtime_op, user_file
+from advisor.trace.build import is_user_file as user_file
+from heuristics._checklist_b import runtime_op
 from heuristics.fusible_elementwise import short_name
 from tests.checklist_b_util import analyze, finding, skip_reason
 from tests.tracebuilder import PID, TID, TraceBuilder

@@ -22,7 +22,9 @@ _LIBRARY_TOPS = frozenset(
     "torch torchvision torchaudio torchtext triton advisor numpy pandas scipy sklearn PIL tqdm "
     "transformers accelerate datasets huggingface_hub safetensors tokenizers lightning "
     "pytorch_lightning lightning_fabric deepspeed fairscale apex timm einops torchmetrics "
-    "typer click rich jinja2 google absl tensorboard fsspec filelock sympy networkx".split()
+    "typer click rich jinja2 google absl tensorboard fsspec filelock sympy networkx torchrec "
+    "torchdata functorch cv2 diffusers peft fbgemm_gpu typing_extensions hydra omegaconf wandb "
+    "setuptools pkg_resources _pytest pytest".split()
 )
 # standard-library modules seen in profiler stacks. Not all of sys.stdlib_module_names: a user's
 # own script is written relative to its folder too ("train.py"), and may be called test.py,
