@@ -71,15 +71,17 @@ class Locator:
         """The user line that issued cpu_ops row ``op_idx`` (python frames, else Call stack)."""
         if op_idx < 0 or op_idx >= len(self._op_tid):
             return None
-        loc = self.at(int(self._op_tid[op_idx]), int(self._op_ts[op_idx]))
-        if loc is not None:
-            return loc
         assert self._op_stack is not None
-        stack = self._op_stack[op_idx]
-        if isinstance(stack, str):
-            return self._from_call_stack(stack)
-        # backward ops run on the autograd thread: no user frame there
-        return None
+        # backward ops run on the autograd thread: no user frame there (None)
+        return self.near(int(self._op_tid[op_idx]), int(self._op_ts[op_idx]),
+                         self._op_stack[op_idx])  # fmt: skip
+
+    def near(self, tid: int, ts_ns: int, call_stack: object = None) -> Location | None:
+        """:meth:`at`, else the first user frame of a legacy ``Call stack`` string."""
+        loc = self.at(tid, ts_ns)
+        if loc is None and isinstance(call_stack, str):
+            return self._from_call_stack(call_stack)
+        return loc
 
     def _from_call_stack(self, stack: str) -> Location | None:
         if stack in self._stack_cache:

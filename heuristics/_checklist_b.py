@@ -281,18 +281,3 @@ def calling_lines(trace: Trace, rows: np.ndarray) -> list[Location | None]:
     ts = ops["ts_ns"].to_numpy()
     stack = ops["call_stack"].to_numpy()
     return [calling_line_at(trace, int(tid[r]), int(ts[r]), stack[r]) for r in rows]
-
-
-def user_line_at(trace: Trace, tid: int, ts: int, stack: object = None) -> Location | None:
-    """The innermost user frame around (``tid``, ``ts``): the user's line that led there."""
-    for file, line, func in _frames_for(trace, tid, ts, stack):
-        if is_user_file(file):
-            return Location(file, line, func)
-    return None
-
-
-def user_line(trace: Trace, row: int) -> Location | None:
-    """:func:`user_line_at` for cpu_ops row ``row``."""
-    ops = trace.cpu_ops
-    return user_line_at(trace, int(ops["tid"].iat[row]), int(ops["ts_ns"].iat[row]),
-                        ops["call_stack"].iat[row])  # fmt: skip

@@ -35,7 +35,7 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.trace.model import Trace
-from heuristics._checklist_b import inherit, ms, n_steps, op_names, user_line
+from heuristics._checklist_b import inherit, ms, n_steps, op_names
 
 ID = "data-parallel"
 TITLE = "nn.DataParallel instead of DistributedDataParallel"
@@ -149,7 +149,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                                  len(b), ms(b["dur_ns"].sum())))  # fmt: skip
     if flagged:
         evidence.append(Evidence("run.json: nn.DataParallel wraps the model", flagged, 0.0))
-    locs = (*_run_sites(ctx), *aggregate(user_line(trace, int(r)) for r in rows[:200]))[:5]
+    locs = (*_run_sites(ctx), *aggregate(ctx.locator.for_op(int(r)) for r in rows[:200]))[:5]
     counts = pd.Series(names[rows]).value_counts()
     calls = int(counts.max()) if len(counts) else 0
     summary = (f"nn.DataParallel replicates the model, scatters the batch and gathers outputs "

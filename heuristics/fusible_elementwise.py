@@ -50,7 +50,6 @@ from heuristics._checklist_b import (
     op_names,
     ranges,
     runtime_op,
-    user_line,
 )  # fmt: skip
 
 ID = "fusible-elementwise"
@@ -200,7 +199,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                                  trace.to_trace_us(first)))  # fmt: skip
     kop = kernel_op(trace)
     firsts = [int(kop[c[0]]) for cs in kept.values() for c in cs[:20]]
-    locs = aggregate(user_line(trace, r) for r in firsts if r >= 0)
+    locs = aggregate(ctx.locator.for_op(int(r)) for r in firsts if r >= 0)
     all_k = np.concatenate([c for cs in kept.values() for c in cs])
     compiled = inherit(trace, name_mask(op_names(trace), COMPILED)) if len(trace.cpu_ops) \
         else np.zeros(0, dtype=bool)  # fmt: skip

@@ -41,7 +41,7 @@ from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._checklist_b import gpu_idle_ns, in_backward, n_steps, op_names, user_line
+from heuristics._checklist_b import gpu_idle_ns, in_backward, n_steps, op_names
 
 ID = "inference-without-no-grad"
 TITLE = "Inference with autograd recording"
@@ -104,11 +104,11 @@ def _inference_steps(trace: Trace, ctx: Context) -> tuple[pd.DataFrame, bool]:
     return out.reset_index(drop=True), bool(bw.any())
 
 
-def _trace_locations(trace: Trace, rows: np.ndarray) -> list[Location | None]:
+def _trace_locations(trace: Trace, ctx: Context, rows: np.ndarray) -> list[Location | None]:
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()
     top = rows[parent[rows] < 0] if len(rows) else rows
-    return [user_line(trace, int(r)) for r in (top if len(top) else rows)[:400]]
+    return [ctx.locator.for_op(int(r)) for r in (top if len(top) else rows)[:400]]
 
 
 def _from_run_only(mods: list[dict[str, Any]], training: bool) -> list[Draft]:
@@ -160,7 +160,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     bw = in_backward(trace)
     stepv = ops["step"].to_numpy()
     rows = np.flatnonzero(~bw & (seqv >= 0) & np.isin(stepv, steps["step"].to_numpy()))
-    locs = list(aggregate(_trace_locations(trace, rows)))
+    locs = list(aggregate(_trace_locations(trace, ctx, rows)))
     locs = (_run_locations(mods) + locs)[:5]
     first = int(steps["first_row"].min())
     names = op_names(trace)

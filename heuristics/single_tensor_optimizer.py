@@ -48,7 +48,6 @@ from heuristics._checklist_b import (
     n_steps,
     op_names,
     ranges,
-    user_line_at,
 )  # fmt: skip
 
 ID = "single-tensor-optimizer"
@@ -189,7 +188,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                                  int(flagged["kernels"].sum()), 0.0))  # fmt: skip
     snippet = _snippet(cls)
     stacks = _window_stacks(trace, flagged)
-    locs = aggregate(user_line_at(trace, int(t), int(ts), st) for t, ts, st in stacks)
+    locs = aggregate(ctx.locator.near(int(t), int(ts), st) for t, ts, st in stacks)
     made = run_opts.get(cls, {})
     if isinstance(made.get("file"), str) and isinstance(made.get("line"), int):
         locs = (Location(made["file"], made["line"], "optimizer created here"), *locs)[:5]
