@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Location
-from advisor.locate import aggregate
 from advisor.registry import Context
 from advisor.timeline import union
 from advisor.trace.model import Trace
@@ -198,10 +197,6 @@ def merge_locations(*groups: Iterable[Location | None], top: int = 5) -> tuple[L
             seen.add((loc.file, loc.line))
             out.append(loc)
     return tuple(out[:top])
-
-
-def agg_locations(locs: Iterable[Location | None]) -> tuple[Location, ...]:
-    return aggregate(locs)
 
 
 def tensor_core_gpu(trace: Trace) -> bool | None:

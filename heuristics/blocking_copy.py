@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence
+from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
@@ -142,7 +143,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         f"{save_ms:.2f} ms of it with the GPU running no kernel."
     )
     op_of = h.issuing_ops(trace)
-    locs = h.agg_locations(h.op_locations(ctx, [op_of[r] for r in ep["rt"] if op_of[r] >= 0]))
+    locs = aggregate(h.op_locations(ctx, [op_of[r] for r in ep["rt"] if op_of[r] >= 0]))
     return [
         Draft(
             id=ID,

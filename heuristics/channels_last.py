@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence
+from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
@@ -116,7 +117,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     trace.to_trace_us(int(conv_k["ts_ns"].min())),
                 ),
             ),  # fmt: skip
-            locations=h.agg_locations(h.op_locations(ctx, conv_ops[:2000])),
+            locations=aggregate(h.op_locations(ctx, conv_ops[:2000])),
             assumptions=(
                 f"{gain * 100:g}% of the convolutions' GPU time: the low end of the 8-35% "
                 "published for channels-last with AMP on conv nets; not measured here",
@@ -166,7 +167,7 @@ def _measured(
         recommendation=_REC,
         snippet=SNIPPET,
         evidence=tuple(e for _, e in rows[:5]),
-        locations=h.agg_locations(h.op_locations(ctx, ops)),
+        locations=aggregate(h.op_locations(ctx, ops)),
         assumptions=(
             "saving = GPU time of the layout-conversion kernels"
             + (" launched by convolution ops" if attributed else " (no launch links: all of them)"),

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence, Location
+from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.trace.model import Trace
 from heuristics import _checklist_a as h
@@ -146,7 +147,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                                          ops["end_ns"].to_numpy()[add_rows])  # fmt: skip
     saving_ms = (gpu_ns + idle_ns) / 1e6 / steps
     per_step = len(pairs) / steps
-    locs = h.merge_locations(sites, h.agg_locations(h.op_locations(ctx, pairs["conv"])))
+    locs = h.merge_locations(sites, aggregate(h.op_locations(ctx, pairs["conv"])))
     latent = saving_ms <= 0
     if len(pairs):
         summary = (

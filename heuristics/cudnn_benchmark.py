@@ -30,6 +30,7 @@ from collections import Counter
 import numpy as np
 
 from advisor.findings import Draft, Evidence
+from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
@@ -117,7 +118,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "loader = DataLoader(dataset, batch_size=64, drop_last=True)"
             ),  # fmt: skip
             evidence=tuple(evidence),
-            locations=h.agg_locations(h.op_locations(ctx, roots[:2000])),
+            locations=aggregate(h.op_locations(ctx, roots[:2000])),
             assumptions=(
                 f"saving = conv GPU time x (1 - 1/{lo_x:g}); range up to x (1 - 1/{hi_x:g}): the "
                 "published 1.27-1.70x for static shapes, not measured on this model",

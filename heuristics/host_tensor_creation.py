@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence
+from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
@@ -245,7 +246,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "x = torch.from_numpy(arr).pin_memory().to(device, non_blocking=True)"
             ),
             evidence=_evidence(trace, mt),
-            locations=h.agg_locations(h.op_locations(ctx, mt["root"])),
+            locations=aggregate(h.op_locations(ctx, mt["root"])),
             assumptions=(
                 "saving = copy time on the GPU + GPU idle time while the host ran the creation "
                 "op and the copy call - (5 us launch + bytes / 500 GB/s to create it on the GPU)",

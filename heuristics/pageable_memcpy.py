@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence, Location
+from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
@@ -175,4 +176,4 @@ def _locations(trace: Trace, ctx: Context, pg: pd.DataFrame) -> tuple[Location, 
     op_of_rt = h.issuing_ops(trace)
     li = pg["launch_idx"].to_numpy()
     ops = [int(op_of_rt[i]) for i in li if 0 <= i < len(op_of_rt) and op_of_rt[i] >= 0]
-    return h.agg_locations(h.op_locations(ctx, ops))
+    return aggregate(h.op_locations(ctx, ops))

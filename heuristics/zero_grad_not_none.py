@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence, Location
+from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.trace.model import Trace
 from heuristics import _checklist_a as h
@@ -157,7 +158,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if len(g):
             ev.append(Evidence(f"{label} launched by zero_grad", len(g), h.ms(g["dur_ns"].sum()),
                                trace.to_trace_us(int(g["ts_ns"].min()))))  # fmt: skip
-    locs = h.merge_locations(sites, h.agg_locations(h.op_locations(ctx, zops[:2000])))
+    locs = h.merge_locations(sites, aggregate(h.op_locations(ctx, zops[:2000])))
     return [
         Draft(
             id=ID,
