@@ -293,3 +293,14 @@ def test_user_files(file: str, user: bool) -> None:
     from advisor.trace.build import is_user_file
 
     assert is_user_file(file) is user
+
+
+def test_gpu_activity_is_built_once_and_callers_cannot_change_it() -> None:
+    t = _simple().load()
+    first = t.gpu_activity()
+    assert first["kind"].tolist() == ["kernel"] and first["ts_ns"].tolist() == [150_000]
+    first["kind"] = "changed"  # a caller adding or setting columns on its copy
+    first.loc[first.index[0], "ts_ns"] = -1
+    again = t.gpu_activity()
+    assert again["kind"].tolist() == ["kernel"] and again["ts_ns"].tolist() == [150_000]
+    assert t.gpu_activity().equals(again)

@@ -102,7 +102,17 @@ class Trace:
         return Path(self.meta.path)
 
     def gpu_activity(self) -> pd.DataFrame:
-        """Kernels, copies and memsets in one frame: ts_ns, end_ns, device, stream, kind, step."""
+        """Kernels, copies and memsets in one frame: ts_ns, end_ns, device, stream, kind, step.
+
+        Built once per trace (many detectors read it); each call returns a shallow copy, so a
+        caller that adds or sets columns never changes what the next caller sees."""
+        act = self.__dict__.get("_gpu_activity")
+        if act is None:
+            act = self._build_gpu_activity()
+            object.__setattr__(self, "_gpu_activity", act)  # frozen: cache outside the fields
+        return act.copy(deep=False)
+
+    def _build_gpu_activity(self) -> pd.DataFrame:
         cols = ["ts_ns", "end_ns", "device", "stream", "step", "launch_idx"]
         k = self.kernels[cols].assign(kind=np.where(self.kernels["is_comm"], "comm", "kernel"))
         m = self.memcpy[cols].assign(
