@@ -15,6 +15,7 @@ from advisor.findings import Location
 from advisor.registry import Context
 from advisor.timeline import union
 from advisor.trace.model import Trace
+from heuristics._gpu_timeline import Busy
 from heuristics._gpu_timeline import ms as ms  # re-exported for detectors
 from heuristics._gpu_timeline import n_steps as n_steps
 
@@ -91,6 +92,15 @@ def ancestor_match(trace: Trace, pred: Callable[[str], bool]) -> np.ndarray:
     return under(trace, base)
 
 
+def name_flags(names: pd.Series, pred: Callable[[str], bool]) -> np.ndarray:
+    """Per row: ``pred(str(name))``, evaluated once per distinct name (names are categorical;
+    a missing name reads "nan", as ``astype(str)`` writes a missing category)."""
+    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    cats = cat.cat.categories
+    hits = np.fromiter((bool(pred(str(n))) for n in cats), bool, len(cats))
+    return np.append(hits, bool(pred("nan")))[cat.cat.codes.to_numpy()]
+
+
 def under(trace: Trace, base: np.ndarray) -> np.ndarray:
     """Per cpu_ops row: ``base`` holds for the op or one of its ancestors."""
     ops = trace.cpu_ops
@@ -163,7 +173,8 @@ def idle_in_spans(
     (busy intervals bs/be) spent idle."""
     us, ue = union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
     span = int(np.sum(ue - us))
-    busy = sum(covered(bs, be, int(s), int(e)) for s, e in zip(us, ue, strict=True))
+    # one vectorized pass over all spans (integer ns: the same total as summing per span)
+    busy = int(np.sum(Busy(-1, bs, be).covered(us, ue))) if len(us) else 0
     return span, span - busy
 
 

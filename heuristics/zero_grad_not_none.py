@@ -69,9 +69,8 @@ def _zero_ops(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
     ops = trace.cpu_ops
     if not len(ops) or not len(ranges):
         return np.zeros(0, dtype=np.int64)
-    names = ops["name"].astype(str).to_numpy()
     parent = ops["parent_idx"].to_numpy()
-    is_zero = np.isin(names, list(ZERO_OPS))
+    is_zero = h.name_flags(ops["name"], ZERO_OPS.__contains__)
     outer = is_zero & ~np.where(parent >= 0, is_zero[np.clip(parent, 0, None)], False)
     cand = np.flatnonzero(outer)
     ts = ops["ts_ns"].to_numpy()[cand]
@@ -87,12 +86,11 @@ def _gradient_count(trace: Trace, zops: np.ndarray) -> tuple[int, bool]:
     """Gradients zeroed: one per zero_/fill_, the list length for _foreach_zero_ (when shapes
     were recorded). Also whether the count is known."""
     ops = trace.cpu_ops
-    n, known = 0, True
-    for r in zops:
-        if str(ops["name"].iat[int(r)]) != FOREACH:
-            n += 1
-            continue
-        first = h.arg_dims(ops["input_dims"].iat[int(r)], 0)
+    foreach = h.name_flags(ops["name"], FOREACH.__eq__)[zops]
+    n, known = int(np.count_nonzero(~foreach)), True  # one gradient per zero_/fill_
+    dims = ops["input_dims"].to_numpy()
+    for r in zops[foreach]:  # a few per step: one per device and dtype
+        first = h.arg_dims(dims[int(r)], 0)
         if first and all(isinstance(x, list) for x in first):
             n += len(first)
         else:
