@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 import numpy as np
@@ -84,7 +84,7 @@ def in_backward(trace: Trace) -> np.ndarray:
     """Per cpu_ops row: the op is backward work (an autograd node, or runs inside one)."""
 
     def make() -> np.ndarray:
-        return inherit(trace, name_mask(op_names(trace), BACKWARD_RE))
+        return inherit(trace, name_mask(trace.cpu_ops["name"], BACKWARD_RE))
 
     return _cached(trace, "in_backward", make)
 
@@ -120,8 +120,8 @@ def top_under(trace: Trace, rows: np.ndarray, targets: np.ndarray) -> np.ndarray
     return out
 
 
-def name_mask(values: Any, pattern: re.Pattern[str]) -> np.ndarray:
-    """``pattern.search`` over names, evaluated once per distinct name."""
+def _per_name(values: Any, test: Callable[[str], bool]) -> np.ndarray:
+    """``test`` over names (a categorical Series is fastest), evaluated once per distinct name."""
     if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
         cat = values.array if isinstance(values, pd.Series) else values
         codes, uniq = cat.codes, cat.categories
@@ -130,8 +130,18 @@ def name_mask(values: Any, pattern: re.Pattern[str]) -> np.ndarray:
         if not len(arr):
             return np.zeros(0, dtype=bool)
         codes, uniq = pd.factorize(arr)  # hashing, not sorting fixed-width strings
-    hits = np.fromiter((pattern.search(str(u)) is not None for u in uniq), bool, len(uniq))
+    hits = np.fromiter((bool(test(str(u))) for u in uniq), bool, len(uniq))
     return np.append(hits, False)[codes]  # code -1 (missing) never matches
+
+
+def name_mask(values: Any, pattern: re.Pattern[str]) -> np.ndarray:
+    """``pattern.search`` over names, evaluated once per distinct name."""
+    return _per_name(values, lambda n: pattern.search(n) is not None)
+
+
+def name_in(values: Any, names: Collection[str]) -> np.ndarray:
+    """Whether each name is one of ``names`` (``np.isin`` without comparing every row)."""
+    return _per_name(values, frozenset(names).__contains__)
 
 
 def ranges(trace: Trace, pattern: re.Pattern[str]) -> pd.DataFrame:
@@ -140,10 +150,10 @@ def ranges(trace: Trace, pattern: re.Pattern[str]) -> pd.DataFrame:
     an = trace.annotations
     if len(an):
         a = an[~an["on_gpu"].to_numpy(dtype=bool)]
-        parts.append(a[name_mask(a["name"].to_numpy(), pattern)])
+        parts.append(a[name_mask(a["name"], pattern)])
     ops = trace.cpu_ops
     if len(ops):
-        parts.append(ops[name_mask(op_names(trace), pattern)])
+        parts.append(ops[name_mask(ops["name"], pattern)])
     cols = ["name", "ts_ns", "end_ns", "tid", "step"]
     parts = [p[cols].assign(name=p["name"].astype(str)) for p in parts if len(p)]
     if not parts:

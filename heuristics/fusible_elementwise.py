@@ -47,7 +47,6 @@ from heuristics._checklist_b import (
     ms,
     n_steps,
     name_mask,
-    op_names,
     ranges,
     runtime_op,
 )  # fmt: skip
@@ -117,7 +116,8 @@ def _elementwise(trace: Trace) -> np.ndarray:
     if not ew.any():
         return ew
     # context: the op that launched it, or a CPU range around the launch
-    ops_excl = inherit(trace, name_mask(op_names(trace), EXCLUDE_OPS)) if len(trace.cpu_ops) \
+    ops_excl = inherit(trace, name_mask(trace.cpu_ops["name"], EXCLUDE_OPS)) \
+        if len(trace.cpu_ops) \
         else np.zeros(0, dtype=bool)  # fmt: skip
     kop = kernel_op(trace)
     if len(ops_excl):
@@ -138,18 +138,17 @@ def _chains(trace: Trace, ew: np.ndarray, min_chain: int) -> list[np.ndarray]:
     k = trace.kernels
     order = np.lexsort((k["ts_ns"].to_numpy(), k["stream"].to_numpy(), k["device"].to_numpy()))
     dev, stream, step = (k[c].to_numpy()[order] for c in ("device", "stream", "step"))
+    if not len(order):
+        return []
     e = ew[order]
     same = np.r_[False, (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])
                  & (step[1:] == step[:-1]) & e[1:] & e[:-1]]  # fmt: skip
-    out = []
-    start = None
-    for i in range(len(order) + 1):
-        if i < len(order) and e[i] and same[i]:
-            continue
-        if start is not None and i - start >= min_chain:
-            out.append(order[start:i])
-        start = i if i < len(order) and e[i] else None
-    return out
+    # a chain starts where a kernel does not continue the previous one and runs up to the
+    # next such break: maximal runs of linked elementwise kernels
+    brk = np.flatnonzero(~same)
+    stop = np.r_[brk[1:], len(order)]
+    keep = e[brk] & (stop - brk >= min_chain)
+    return [order[a:b] for a, b in zip(brk[keep], stop[keep], strict=True)]
 
 
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
@@ -188,12 +187,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
 
     ranked = sorted(kept.items(), key=lambda kv: -sum(float(dur[c].sum()) for c in kv[1]))
+    kts = k["ts_ns"].to_numpy()
     n_chains = sum(len(cs) for cs in kept.values())
     n_kernels = sum(len(c) for cs in kept.values() for c in cs)
     evidence = []
     for sig, cs in ranked[:5]:
         what = " -> ".join(sig[:6]) + (f" ... ({len(sig)} kernels)" if len(sig) > 6 else "")
-        first = min(int(k["ts_ns"].iat[c[0]]) for c in cs)
+        first = min(int(kts[c[0]]) for c in cs)
         evidence.append(Evidence(f"{what}, {_num(len(cs) / nst)} per step", len(cs),
                                  ms(sum(float(dur[c].sum()) for c in cs)),
                                  trace.to_trace_us(first)))  # fmt: skip
@@ -201,7 +201,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     firsts = [int(kop[c[0]]) for cs in kept.values() for c in cs[:20]]
     locs = aggregate(ctx.locator.for_op(int(r)) for r in firsts if r >= 0)
     all_k = np.concatenate([c for cs in kept.values() for c in cs])
-    compiled = inherit(trace, name_mask(op_names(trace), COMPILED)) if len(trace.cpu_ops) \
+    compiled = inherit(trace, name_mask(trace.cpu_ops["name"], COMPILED)) if len(trace.cpu_ops) \
         else np.zeros(0, dtype=bool)  # fmt: skip
     in_compiled = float(np.mean(np.where(kop[all_k] >= 0, compiled[np.clip(kop[all_k], 0, None)],
                                          False))) if len(compiled) else 0.0  # fmt: skip

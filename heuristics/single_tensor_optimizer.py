@@ -46,7 +46,8 @@ from heuristics._checklist_b import (
     kernel_op,
     ms,
     n_steps,
-    op_names,
+    name_in,
+    name_mask,
     ranges,
 )  # fmt: skip
 
@@ -88,10 +89,12 @@ def _run_optimizers(ctx: Context) -> list[dict[str, Any]]:
 def _window_stats(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
     """Per optimizer range: per-parameter ops, multi-tensor evidence, GPU idle inside it."""
     ops = trace.cpu_ops
-    names = op_names(trace)
     ts, end, tid = (ops[c].to_numpy() for c in ("ts_ns", "end_ns", "tid"))
     launched = np.zeros(len(ops), dtype=bool)
-    kname = trace.kernels["name"].astype(str).to_numpy() if len(trace.kernels) else np.zeros(0)
+    # per-row flags, each name tested once (names are categorical)
+    multi_op = name_mask(ops["name"], MULTI_OP_RE)
+    multi_kernel = name_mask(trace.kernels["name"], MULTI_KERNEL_RE) if len(trace.kernels) \
+        else np.zeros(0, dtype=bool)  # fmt: skip
     kop = kernel_op(trace) if len(trace.kernels) else np.zeros(0, np.int64)
     kend = trace.kernels["end_ns"].to_numpy() if len(trace.kernels) else np.zeros(0, np.int64)
     if len(kop):
@@ -102,19 +105,21 @@ def _window_stats(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
             child = np.flatnonzero(launched & (parent >= 0))
             launched[parent[child]] = True
     # old traces record an in-place op twice (aten::add_ inside aten::add_): count the outer
-    pp = np.isin(names, list(PER_PARAM))
+    pp = name_in(ops["name"], PER_PARAM)
     par = ops["parent_idx"].to_numpy()
     nested_pp = np.where(par >= 0, pp[np.clip(par, 0, None)], False)
     rows = []
     for w in win.itertuples(index=False):  # a handful of ranges per trace
-        inside = np.flatnonzero((tid == w.tid) & (ts >= w.ts_ns) & (end <= w.end_ns))
-        n = names[inside]
-        multi = bool(pd.Series(n).str.contains(MULTI_OP_RE).any())
-        per = inside[np.isin(n, list(PER_PARAM)) & ~nested_pp[inside]]
+        in_win = (tid == w.tid) & (ts >= w.ts_ns) & (end <= w.end_ns)
+        inside = np.flatnonzero(in_win)
+        multi = bool(multi_op[inside].any())
+        per = inside[pp[inside] & ~nested_pp[inside]]
         if trace.has_gpu:
             per = per[launched[per]]
-        k_in = np.flatnonzero(np.isin(kop, inside)) if len(kop) else np.zeros(0, np.int64)
-        if len(k_in) and pd.Series(kname[k_in]).str.contains(MULTI_KERNEL_RE).any():
+        # kernels launched by an op inside the range
+        k_in = np.flatnonzero((kop >= 0) & in_win[np.clip(kop, 0, None)]) if len(kop) and len(ops) \
+            else np.zeros(0, np.int64)  # fmt: skip
+        if len(k_in) and multi_kernel[k_in].any():
             multi = True
         hi = max(int(w.end_ns), int(kend[k_in].max()) if len(k_in) else 0)
         idle = gpu_idle_ns(trace, int(w.ts_ns), hi) if trace.has_gpu else 0

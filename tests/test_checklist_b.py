@@ -6,14 +6,19 @@ fusible-elementwise, memory-headroom (real traces: test_checklist_b_real.py).
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from advisor.trace.build import is_user_file as user_file
-from heuristics._checklist_b import runtime_op
-from heuristics.fusible_elementwise import short_name
+from heuristics._checklist_b import name_in, name_mask, runtime_op
+from heuristics.fusible_elementwise import _chains, short_name
 from tests.checklist_b_util import analyze, finding, skip_reason
 from tests.tracebuilder import PID, TID, TraceBuilder
 
@@ -50,6 +55,49 @@ def test_runtime_op_falls_back_to_the_enclosing_op_when_ids_do_not_link() -> Non
     # the loader itself now falls back to the innermost op around the call (same answer)
     assert t.runtime["op_idx"].tolist() == [1]
     assert runtime_op(t).tolist() == [1]  # the innermost op around the call
+
+
+def test_name_in_and_name_mask_match_per_row_tests() -> None:
+    names = ["aten::add_", "aten::mm", None, "aten::add_", "aten::_foreach_add_"]
+    for values in (pd.Series(names, dtype="category"), np.array(names, dtype=object)):
+        assert name_in(values, ["aten::add_", "aten::mul_"]).tolist() == [
+            True, False, False, True, False]  # fmt: skip
+        assert name_mask(values, re.compile("_foreach_|mm")).tolist() == [
+            False, True, False, False, True]  # fmt: skip
+    assert name_in(np.zeros(0, dtype=object), ["x"]).tolist() == []
+
+
+def _chains_by_loop(k: pd.DataFrame, ew: np.ndarray, min_chain: int) -> list[list[int]]:
+    """The per-kernel walk that _chains replaced (the definition of a chain)."""
+    order = np.lexsort((k["ts_ns"].to_numpy(), k["stream"].to_numpy(), k["device"].to_numpy()))
+    dev, stream, step = (k[c].to_numpy()[order] for c in ("device", "stream", "step"))
+    e = ew[order]
+    out, start = [], None
+    for i in range(len(order) + 1):
+        if (i < len(order) and e[i] and i > 0 and e[i - 1] and dev[i] == dev[i - 1]
+                and stream[i] == stream[i - 1] and step[i] == step[i - 1]):  # fmt: skip
+            continue
+        if start is not None and i - start >= min_chain:
+            out.append(order[start:i].tolist())
+        start = i if i < len(order) and e[i] else None
+    return out
+
+
+_kernel_rows = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.integers(-1, 2),
+                                  st.booleans()), max_size=60)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=_kernel_rows, min_chain=st.integers(1, 4))
+def test_chains_are_the_maximal_runs_of_linked_elementwise_kernels(
+    rows: list[tuple[int, int, int, bool]], min_chain: int
+) -> None:
+    k = pd.DataFrame({"ts_ns": np.arange(len(rows), dtype=np.int64) * 10,
+                      "device": [r[0] for r in rows], "stream": [r[1] for r in rows],
+                      "step": [r[2] for r in rows]}, dtype=np.int64)  # fmt: skip
+    ew = np.array([r[3] for r in rows], dtype=bool)
+    got = [c.tolist() for c in _chains(SimpleNamespace(kernels=k), ew, min_chain)]  # type: ignore[arg-type]
+    assert got == _chains_by_loop(k, ew, min_chain)
 
 
 def test_short_kernel_names() -> None:
