@@ -151,6 +151,13 @@ def _chains(trace: Trace, ew: np.ndarray, min_chain: int) -> list[np.ndarray]:
     return [order[a:b] for a, b in zip(brk[keep], stop[keep], strict=True)]
 
 
+def _chain_ns(dur: np.ndarray, chains: list[np.ndarray]) -> dict[int, float]:
+    """Kernel time of each chain, keyed by its first kernel row (chains are disjoint)."""
+    starts = np.r_[0, np.cumsum([len(c) for c in chains])[:-1]]
+    sums = np.add.reduceat(dur[np.concatenate(chains)], starts)  # int64: exact per chain
+    return {int(c[0]): float(t) for c, t in zip(chains, sums, strict=True)}
+
+
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ew = _elementwise(trace)
@@ -175,7 +182,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
 
     nst = n_steps(trace)
-    full_ns = sum(float(dur[c].sum()) * (len(c) - 1) / len(c) for cs in kept.values() for c in cs)
+    cns = _chain_ns(dur, chains)
+    full_ns = sum(cns[int(c[0])] * (len(c) - 1) / len(c) for cs in kept.values() for c in cs)
     st = trace.steps
     span = int((st["end_ns"] - st["ts_ns"]).sum())
     busy = sum(gpu_busy_ns(trace, int(a), int(b)) for a, b in zip(st["ts_ns"], st["end_ns"],
@@ -186,7 +194,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if saving_ms < ctx.t("fusible_elementwise.min_savings_pct") / 100.0 * ctx.step_ms_median:
         return []
 
-    ranked = sorted(kept.items(), key=lambda kv: -sum(float(dur[c].sum()) for c in kv[1]))
+    ranked = sorted(kept.items(), key=lambda kv: -sum(cns[int(c[0])] for c in kv[1]))
     kts = k["ts_ns"].to_numpy()
     n_chains = sum(len(cs) for cs in kept.values())
     n_kernels = sum(len(c) for cs in kept.values() for c in cs)
@@ -195,7 +203,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         what = " -> ".join(sig[:6]) + (f" ... ({len(sig)} kernels)" if len(sig) > 6 else "")
         first = min(int(kts[c[0]]) for c in cs)
         evidence.append(Evidence(f"{what}, {_num(len(cs) / nst)} per step", len(cs),
-                                 ms(sum(float(dur[c].sum()) for c in cs)),
+                                 ms(sum(cns[int(c[0])] for c in cs)),
                                  trace.to_trace_us(first)))  # fmt: skip
     kop = kernel_op(trace)
     firsts = [int(kop[c[0]]) for cs in kept.values() for c in cs[:20]]

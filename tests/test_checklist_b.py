@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from advisor.trace.build import is_user_file as user_file
 from heuristics._checklist_b import name_in, name_mask, runtime_op
-from heuristics.fusible_elementwise import _chains, short_name
+from heuristics.fusible_elementwise import _chain_ns, _chains, short_name
 from tests.checklist_b_util import analyze, finding, skip_reason
 from tests.tracebuilder import PID, TID, TraceBuilder
 
@@ -98,6 +98,12 @@ def test_chains_are_the_maximal_runs_of_linked_elementwise_kernels(
     ew = np.array([r[3] for r in rows], dtype=bool)
     got = [c.tolist() for c in _chains(SimpleNamespace(kernels=k), ew, min_chain)]  # type: ignore[arg-type]
     assert got == _chains_by_loop(k, ew, min_chain)
+
+
+def test_chain_ns_sums_each_chains_kernel_time() -> None:
+    dur = np.array([5, 7, 11, 13, 17, 19], dtype=np.int64)
+    chains = [np.array([4, 1, 2]), np.array([0]), np.array([5, 3])]
+    assert _chain_ns(dur, chains) == {4: 35.0, 0: 5.0, 5: 32.0}
 
 
 def test_short_kernel_names() -> None:
