@@ -265,6 +265,11 @@ class Columns:
         return _objects([seen.setdefault(s, s) for s in vals])
 
     # ---------------------------------------------------------------- result
+    def drop_caches(self) -> None:
+        """Forget the per-text dedup caches (decoding is over; they are not sent or kept)."""
+        self.raw = _RawValues()
+        self.strings = {}
+
     def concat(self, table: str) -> dict[str, np.ndarray]:
         """The table's columns over all chunks (empty arrays when it has no rows)."""
         parts = self.parts[table]
