@@ -133,7 +133,9 @@ def analyze_path(
     if annotate_ahead and Path(trace.meta.path).is_file():
         from advisor.render.annotate_stream import AHEAD_MAX_BYTES, prepare
 
-        if trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
+        if prefetch is not None and prefetch.tail_coming:  # the decoding child recompresses it
+            prepare(Path(trace.meta.path), opts.max_trace_bytes, prefetch.annotated_tail)
+        elif trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
             prepare(Path(trace.meta.path), opts.max_trace_bytes)
     return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
 

@@ -130,5 +130,118 @@ def test_analyze_with_and_without_the_child_writes_the_same_findings(
         d = json.loads((out / "findings.json").read_text())
         d.pop("generated_at", None)
         d["run"].pop("generated_at", None)
-        outs.append(d)
-    assert outs[0] == outs[1]
+        outs.append((d, (out / "trace.annotated.json.gz").read_bytes()))
+    assert outs[0][0] == outs[1][0]
+    assert outs[0][1] == outs[1][1]  # the child's recompressed tail: the very same gzip bytes
+
+
+@needs_fork
+def test_a_child_that_dies_before_the_annotated_tail_leaves_a_good_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.render import annotate_stream
+
+    def die(*a: object, **k: object) -> None:
+        os._exit(9)
+
+    monkeypatch.setattr(annotate_stream, "recompress", die)  # runs in the child only
+    pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
+    assert pre is not None
+    load_trace(SAMPLE, prefetch=pre)
+    assert pre.tail_coming
+    assert pre.annotated_tail() is None
+    assert pre not in prefetch._LIVE
+
+
+# ---------------------------------------------------------------- the console entry's early start
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["analyze", "T"], ("analyze", "T", 8 * 1024**3)),
+        (["analyze", "--out", "o", "T", "--force"], ("analyze", "T", 8 * 1024**3)),
+        (["analyze", "-o=o", "--max-trace-bytes", "99", "T"], ("analyze", "T", 99)),
+        (["analyze", "T", "--max-trace-bytes=77", "--json"], ("analyze", "T", 77)),
+        (["inspect", "--top", "3", "T"], ("inspect", "T", 8 * 1024**3)),
+        (["analyze", "T", "--help"], None),
+        (["analyze", "--list-thresholds", "T"], None),
+        (["analyze", "T", "T"], None),
+        (["analyze", "--out"], None),
+        (["analyze", "T", "--max-trace-bytes", "lots"], None),
+        (["analyze", "T", "--force=1"], None),
+        (["analyze", "--", "T"], None),
+        (["profile", "T"], None),
+        (["report", "T"], None),
+        (["analyze", "missing-file"], None),
+    ],
+)
+def test_early_target(
+    args: list[str], expected: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.entry import early_target
+
+    (tmp_path / "T").write_bytes(b"{}")
+    monkeypatch.chdir(tmp_path)
+    assert early_target(args) == expected
+
+
+def test_early_option_table_matches_the_commands() -> None:
+    """The entry's peek knows exactly the options of analyze/inspect that take a value (a new
+    option it does not know only disables the early start, but keep the table true)."""
+    import typer.main
+
+    from advisor.cli import app
+    from advisor.entry import FLAG_OPTIONS, VALUE_OPTIONS
+
+    group = typer.main.get_command(app)
+    for name in VALUE_OPTIONS:
+        cmd = group.commands[name]  # type: ignore[attr-defined]
+        values, flags = set(), set()
+        for p in cmd.params:
+            if p.param_type_name != "option":
+                continue
+            names = set(p.opts) | set(p.secondary_opts)
+            if p.is_flag:
+                flags |= names
+            else:
+                values |= names
+        assert values == set(VALUE_OPTIONS[name]), name
+        # every flag the peek accepts is a real flag of the command
+        assert set(FLAG_OPTIONS[name]) <= flags, name
+
+
+@needs_fork
+def test_claim_takes_over_only_a_matching_early_child(tmp_path: Path) -> None:
+    other = tmp_path / "copy.json.gz"
+    other.write_bytes(SAMPLE.read_bytes())
+    prefetch.start_early(SAMPLE, 1 << 40, annotate=True)
+    early = prefetch._EARLY[-1]
+    assert prefetch.claim(SAMPLE, 1 << 40, annotate=True) is early
+    early.cancel()
+    prefetch.start_early(SAMPLE, 1 << 40, annotate=True)
+    early = prefetch._EARLY[-1]
+    fresh = prefetch.claim(other, 1 << 40, annotate=True)  # another file: a new child
+    assert fresh is not None and fresh is not early and fresh.path == other
+    assert early not in prefetch._LIVE  # the early one was killed and reaped
+    _assert_same_tables_only(load_trace(other, prefetch=fresh), load_trace(SAMPLE))
+
+
+@needs_fork
+def test_the_console_entry_runs_analyze_with_an_early_child(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(SAMPLE), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (out / "findings.json").is_file() and (out / "trace.annotated.json.gz").is_file()
+    ann = load_trace(out / "trace.annotated.json.gz")
+    _assert_same_tables_only(ann, load_trace(SAMPLE))
+
+
+def _assert_same_tables_only(a: object, b: object) -> None:
+    ta, tb = _tables(a), _tables(b)
+    for k in ta:
+        pd.testing.assert_frame_equal(ta[k], tb[k], check_exact=True, obj=k)

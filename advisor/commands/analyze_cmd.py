@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
         prepare_out_dir(target, force, create=False)  # refuse first; create after loading
         t0 = time.perf_counter()
         # decode in a child process while this one imports pandas and the detectors
-        pre = prefetch.start(files[0], max_trace_bytes) if len(files) == 1 else None
+        pre = prefetch.claim(files[0], max_trace_bytes, annotate=True) if len(files) == 1 else None
         try:
             report, written = _analyze(files, path, target, force, pre, jobs, only, skip, set_,
                                        debug, no_source, max_trace_bytes)  # fmt: skip

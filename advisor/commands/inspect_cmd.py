@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         files = find_traces(path)
         # each trace decodes in a child process while this one imports pandas or summarizes the
         # trace before it
-        pre = prefetch.start(files[0], max_trace_bytes)
+        pre = prefetch.claim(files[0], max_trace_bytes)
         results = []
         try:
             from advisor.summary import inspect_trace
