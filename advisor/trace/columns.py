@@ -270,6 +270,15 @@ class Columns:
         self.raw = _RawValues()
         self.strings = {}
 
+    def consolidate(self) -> None:
+        """Join every column's chunks into one array now (the decoding child does this before
+        sending, so the parent receives one array per column and copies nothing)."""
+        for parts in self.parts.values():
+            for k, v in parts.items():
+                if len(v) > 1:
+                    parts[k] = [np.concatenate(v)]
+                    v.clear()
+
     def concat(self, table: str) -> dict[str, np.ndarray]:
         """The table's columns over all chunks (empty arrays when it has no rows)."""
         parts = self.parts[table]

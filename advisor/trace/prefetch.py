@@ -37,6 +37,7 @@ from typing import Any
 
 from advisor.errors import TraceError
 
+child_peak_rss = 0  # bytes: the largest peak RSS of a child collected so far (for benchmarks)
 _LIVE: set[Prefetch] = set()  # children not collected yet: killed at exit
 _EARLY: list[Prefetch] = []  # started by the console entry before the command line was parsed
 
@@ -112,7 +113,9 @@ class Prefetch:
             self._fh.close()
         self._fh = None
         with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(self.pid, 0)
+            _, _, usage = os.wait4(self.pid, 0)
+            global child_peak_rss
+            child_peak_rss = max(child_peak_rss, usage.ru_maxrss * 1024)
 
 
 def enabled() -> bool:
@@ -228,6 +231,7 @@ def _send_columns(path: Path, max_bytes: int, fh: Any, annotate: bool) -> int | 
 
         cols, header, raw = decode_columns(path, pieces(path, max_bytes), True)
         cols.drop_caches()
+        cols.consolidate()
         if annotate and raw <= AHEAD_MAX_BYTES:  # big traces: streamed after the detectors
             size = raw
         msg = ("ok", cols, header, raw, size is not None)
@@ -235,11 +239,8 @@ def _send_columns(path: Path, max_bytes: int, fh: Any, annotate: bool) -> int | 
         msg = ("error", err.problem, err.path)
     except BaseException as err:  # noqa: BLE001 (the parent decodes itself instead)
         msg = ("crash", f"{type(err).__name__}: {err}")
-    try:
-        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as err:  # noqa: BLE001
-        data, size = pickle.dumps(("crash", f"cannot send the columns: {err}")), None
-    del msg
-    fh.write(data)
+    # streamed into the pipe as the parent reads it (no second copy of the columns); a failure
+    # half-way leaves a broken pickle, which the parent takes as "decode yourself"
+    pickle.dump(msg, fh, protocol=pickle.HIGHEST_PROTOCOL)
     fh.flush()
     return size
