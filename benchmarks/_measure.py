@@ -20,6 +20,8 @@ DEFAULT_TRACE = (
 
 # Printed by every measured process at exit: its own peak RSS since exec (VmHWM). wait4's
 # ru_maxrss would also count the measuring parent's pages that a fork/vfork child starts with.
+# advisor's decoding child (advisor.trace.prefetch) is a second process with its own peak: the
+# parent prints it too ("child_hwm", from wait4), and the figures add the two.
 HWM = """
 import atexit as _atexit, sys as _sys
 def _hwm():
@@ -27,9 +29,12 @@ def _hwm():
         for _line in open("/proc/self/status"):
             if _line.startswith("VmHWM:"):
                 _sys.stderr.write(f"\\nhwm {int(_line.split()[1]) * 1024}\\n")
-                _sys.stderr.flush()
     except OSError:
         pass
+    _pre = _sys.modules.get("advisor.trace.prefetch")  # the decoding child's own peak (wait4)
+    if _pre is not None and _pre.child_peak_rss:
+        _sys.stderr.write(f"\\nchild_hwm {_pre.child_peak_rss}\\n")
+    _sys.stderr.flush()
 _atexit.register(_hwm)
 """
 
@@ -54,7 +59,7 @@ ADVISOR_CODE = (
     + """
 import sys
 sys.argv[0] = "advisor"
-from advisor.cli import main
+from advisor.entry import main
 main()
 """
 )
@@ -64,14 +69,16 @@ main()
 class Sample:
     wall_s: float
     cpu_s: float  # user + sys of the process
-    peak_rss_bytes: int
+    peak_rss_bytes: int  # the measured process's own peak
+    child_rss_bytes: int  # peak of advisor's decoding child (0: none); not in peak_rss_bytes
     inner_s: float | None  # what the process itself reported ("inner <seconds>"), if any
     rc: int
     output: str
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Sample:
-    """Run ``cmd`` to completion in a fresh process; its own peak RSS comes from wait4."""
+    """Run ``cmd`` to completion in a fresh process. CPU time (wait4) includes the children it
+    collected, e.g. the decoding child; peak RSS is the process's own (VmHWM, else wait4)."""
     full_env = {**os.environ, **(env or {})}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
@@ -83,12 +90,15 @@ def run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = No
     proc.returncode = os.waitstatus_to_exitcode(status)
     inner = None
     peak = ru.ru_maxrss * 1024
+    child = 0
     for line in out.splitlines():
         if line.startswith("inner "):
             inner = float(line.split()[1])
         elif line.startswith("hwm "):
             peak = int(line.split()[1])
-    return Sample(wall, ru.ru_utime + ru.ru_stime, peak, inner, proc.returncode, out)
+        elif line.startswith("child_hwm "):
+            child = int(line.split()[1])
+    return Sample(wall, ru.ru_utime + ru.ru_stime, peak, child, inner, proc.returncode, out)
 
 
 def median(values: list[float]) -> float:
