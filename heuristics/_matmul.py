@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import cached, op_chain, op_names
+from heuristics._gpu_timeline import cached, chain_match, name_flags, op_names
 
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
                       "aten::_addmm_activation", "aten::_scaled_mm"})  # fmt: skip
@@ -99,19 +99,6 @@ def kernel_ops(trace: Trace) -> np.ndarray:
     return cached(trace, "kernel_ops", lambda: _kernel_ops(trace))
 
 
-def _judged_op(chain: list[int], opn: np.ndarray) -> int:
-    for i in chain:
-        if opn[i] in GEMM_OPS:
-            return i
-    conv = [i for i in chain if opn[i] in CONV_FWD]
-    bwd = [i for i in chain if opn[i] in CONV_BWD]
-    if bwd:
-        return bwd[-1]
-    if conv:
-        return conv[-1]
-    return -1
-
-
 def _kernel_ops(trace: Trace) -> np.ndarray:
     k = trace.kernels
     out = np.full(len(k), -1, dtype=np.int64)
@@ -120,15 +107,18 @@ def _kernel_ops(trace: Trace) -> np.ndarray:
     li = k["launch_idx"].to_numpy()
     rt_op = trace.runtime["op_idx"].to_numpy()
     oi = np.where(li >= 0, rt_op[np.clip(li, 0, None)], -1)
-    opn = op_names(trace)
-    memo: dict[int, int] = {}
-    for j, o in enumerate(oi):
-        o = int(o)
-        if o < 0:
-            continue
-        if o not in memo:
-            memo[o] = _judged_op(op_chain(trace, o), opn)
-        out[j] = memo[o]
+    has = oi >= 0
+    if not has.any():
+        return out
+    # judge each distinct launching op once: the innermost GEMM op of its chain, else the
+    # outermost backward convolution, else the outermost forward convolution
+    uniq, inv = np.unique(oi[has], return_inverse=True)
+    names = trace.cpu_ops["name"]
+    gemm = chain_match(trace, uniq, name_flags(names, GEMM_OPS.__contains__))
+    bwd = chain_match(trace, uniq, name_flags(names, CONV_BWD.__contains__), outermost=True)
+    fwd = chain_match(trace, uniq, name_flags(names, CONV_FWD.__contains__), outermost=True)
+    judged = np.where(gemm >= 0, gemm, np.where(bwd >= 0, bwd, fwd))
+    out[has] = judged[inv.reshape(-1)]
     return out
 
 
