@@ -46,20 +46,34 @@ DTYPES = {"float": "float32", "c10::Half": "float16", "c10::BFloat16": "bfloat16
           "double": "float64", "c10::Float8_e4m3fn": "float8", "c10::Float8_e5m2": "float8"}  # fmt: skip
 
 
+# case-sensitive twins of the patterns above, for lowercased ASCII names: Python's re is
+# several times slower with re.I, and kernel names run to hundreds of characters
+_LOWER = {rx: re.compile(rx.pattern) for rx in (_COMPUTE, _NOT_COMPUTE, _TENSOR_CORE, _CUDA_CORE,
+                                                 _FP32_NAME, _OTHER_DTYPE)}  # fmt: skip
+
+
+def _found(rx: re.Pattern[str], name: str) -> bool:
+    """``rx.search(name)`` for one of the case-insensitive patterns above (the same answer:
+    for an ASCII name, ignoring case is matching its lowercase form)."""
+    if name.isascii():
+        return _LOWER[rx].search(name.lower()) is not None
+    return rx.search(name) is not None
+
+
 def is_compute_kernel(name: str) -> bool:
-    return bool(_COMPUTE.search(name)) and not _NOT_COMPUTE.search(name)
+    return _found(_COMPUTE, name) and not _found(_NOT_COMPUTE, name)
 
 
 def is_tensor_core(name: str) -> bool:
-    return bool(_TENSOR_CORE.search(name)) and not _CUDA_CORE.search(name)
+    return _found(_TENSOR_CORE, name) and not _found(_CUDA_CORE, name)
 
 
 def looks_fp32(name: str) -> bool:
-    return bool(_FP32_NAME.search(name)) and not _OTHER_DTYPE.search(name)
+    return _found(_FP32_NAME, name) and not _found(_OTHER_DTYPE, name)
 
 
 def other_dtype(name: str) -> bool:
-    return bool(_OTHER_DTYPE.search(name))
+    return _found(_OTHER_DTYPE, name)
 
 
 def is_matmul_op(name: str) -> bool:
