@@ -7,15 +7,14 @@ Each stage is a plain function; outputs are written atomically (temp name, then 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import AdvisorError
 from advisor.locate import Locator
+from advisor.outfiles import atomic_write
 from advisor.rank import rank, savings_bound_ms
 from advisor.registry import Context, all_detectors, run_detectors
 from advisor.report import Errored, Report, Skipped
@@ -24,6 +23,9 @@ from advisor.timeline import main_device, step_busy
 from advisor.trace import Trace, load_trace
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
 from advisor.views import build_views
+
+if TYPE_CHECKING:
+    from advisor.trace.prefetch import Prefetch
 
 
 @dataclass(frozen=True)
@@ -118,78 +120,27 @@ def analyze_trace(
 
 
 def analyze_path(
-    path: Path, options: Options | None = None, annotate_ahead: bool = False
+    path: Path,
+    options: Options | None = None,
+    annotate_ahead: bool = False,
+    prefetch: Prefetch | None = None,
 ) -> tuple[Trace, Report]:
-    """Load and analyze; ``annotate_ahead`` starts recompressing the trace for
+    """Load and analyze; ``prefetch``: ``path`` already decoding in a child process
+    (see :mod:`advisor.trace.prefetch`); ``annotate_ahead`` starts recompressing the trace for
     trace.annotated.json.gz in the background while the detectors run (see write_annotated)."""
     opts = options or Options()
-    trace = load_trace(path, opts.max_trace_bytes)
+    trace = load_trace(path, opts.max_trace_bytes, prefetch)
     if annotate_ahead and Path(trace.meta.path).is_file():
         from advisor.render.annotate_stream import AHEAD_MAX_BYTES, prepare
 
-        if trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
+        if prefetch is not None and prefetch.tail_coming:  # the decoding child recompresses it
+            prepare(Path(trace.meta.path), opts.max_trace_bytes, prefetch.annotated_tail)
+        elif trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
             prepare(Path(trace.meta.path), opts.max_trace_bytes)
     return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
 
 
 # ---------------------------------------------------------------- outputs
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename: a
-    reader (or a process killed mid-way) never sees a partial ``path``; on failure the
-    temporary file is removed and an earlier ``path`` is left as it was."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; reports are meant to be shared
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(err, OSError) and err.errno is not None and err.filename != str(path):
-            # name the file being written, not the temporary one (or none, for write())
-            raise OSError(err.errno, err.strerror or str(err), str(path)) from err
-        raise
-
-
-def prepare_out_dir(
-    out: Path, force: bool, allowed: set[str] | None = None, create: bool = True
-) -> None:
-    """Refuse an existing non-empty folder unless ``force`` (names in ``allowed`` are ours).
-
-    ``create=False`` only checks (call it before loading, so a refusal comes first and a bad
-    trace leaves no folder behind); then call again with ``create=True`` to write.
-    """
-    if out.exists() and not out.is_dir():
-        raise AdvisorError("exists and is not a directory", out)
-    if out.is_dir() and not force:
-        try:
-            extra = [p.name for p in out.iterdir() if not allowed or p.name not in allowed]
-        except OSError as err:
-            raise AdvisorError(f"cannot read output folder: {err.strerror or err}", out) from None
-        if extra:
-            raise AdvisorError("output folder exists and is not empty (use --force)", out)
-    if not create:
-        return
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise AdvisorError(f"cannot create output folder: {err.strerror or err}", out) from None
-    if not os.access(out, os.W_OK):
-        raise AdvisorError("output folder is not writable", out)
 
 
 Renderer = Callable[[Report, dict[str, Any]], bytes]

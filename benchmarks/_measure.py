@@ -54,7 +54,7 @@ ADVISOR_CODE = (
     + """
 import sys
 sys.argv[0] = "advisor"
-from advisor.cli import main
+from advisor.entry import main
 main()
 """
 )

@@ -57,7 +57,7 @@ TORCH_CHECK = (
     HWM
     + """
 import sys
-from advisor.cli import main
+from advisor.entry import main
 try:
     main(sys.argv[1:])
 except SystemExit:

@@ -446,7 +446,7 @@ def test_interrupted_writes_leave_no_partial_file(
     under the final name, leaves an earlier version as it was, and cleans its temporary."""
     import errno
 
-    from advisor.pipeline import atomic_write
+    from advisor.outfiles import atomic_write
 
     target = tmp_path / "findings.json"
     target.write_bytes(b'{"earlier": "complete"}')

@@ -33,10 +33,24 @@ def register(app: typer.Typer) -> None:
         """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""
         import orjson
 
-        from advisor.summary import inspect_trace
-        from advisor.trace import find_traces, load_trace
+        from advisor.trace import find_traces, load_trace, prefetch
 
-        results = [inspect_trace(load_trace(f, max_trace_bytes), top) for f in find_traces(path)]
+        files = find_traces(path)
+        # each trace decodes in a child process while this one imports pandas or summarizes the
+        # trace before it
+        pre = prefetch.claim(files[0], max_trace_bytes)
+        results = []
+        try:
+            from advisor.summary import inspect_trace
+
+            for i, f in enumerate(files):
+                trace = load_trace(f, max_trace_bytes, pre)
+                pre = prefetch.start(files[i + 1], max_trace_bytes) if i + 1 < len(files) else None
+                results.append(inspect_trace(trace, top))
+                del trace
+        finally:
+            if pre is not None:
+                pre.cancel()
         if json_out:
             data = results[0] if len(results) == 1 else {"traces": results}
             typer.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))

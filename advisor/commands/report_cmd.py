@@ -37,7 +37,7 @@ def rerender(path: Path, out: Path | None = None, no_source: bool = False) -> Pa
     import os
 
     from advisor.errors import AdvisorError
-    from advisor.pipeline import atomic_write
+    from advisor.outfiles import atomic_write
     from advisor.render.annotate import ANNOTATED_NAME
     from advisor.render.html import render_html
 

@@ -24,7 +24,8 @@ import struct
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -49,85 +50,110 @@ _OVERLAP = 64  # bytes kept between pieces so a pattern split across two is stil
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, no mtime, OS unknown
 
 
-class Prepared:
-    """The tail of one trace, recompressed in a background thread."""
+@dataclass
+class Tail:
+    """The text before the splice point, and the raw deflate of all the text after it."""
 
-    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> None:
+    head: bytes
+    chunks: list[bytes]
+    crc: int  # CRC-32 of the text after the splice point
+    length: int  # its length in bytes
+    empty: bool  # the events array is empty: no comma after the findings
+
+
+def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+               stop: Callable[[], bool] = lambda: False) -> Tail | None:  # fmt: skip
+    """Gunzip ``path`` and recompress the text after the splice point; None when this path can't
+    (no events key, a findings track already there, an unreadable file) or ``stop()`` said so."""
+    z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
+    buf = b""
+    at: int | None = None
+    head = b""
+    first: bytes | None = None  # first non-space byte after the splice point
+    prev = b""
+    crc = 0
+    total = 0
+    out: list[bytes] = []
+    for piece in _batched(pieces(path, max_bytes)):
+        if stop():
+            return None
+        if at is None:
+            buf += piece
+            at = _splice_at(buf)
+            if at is None:
+                if len(buf) > _HEAD_LIMIT:
+                    return None
+                continue
+            if _taken(buf):
+                return None
+            head = buf[:at]
+            piece = buf[at:]
+            prev = buf[-_OVERLAP:]
+            buf = b""
+        elif _taken(prev + piece[:_OVERLAP]) or _taken(piece):  # no copy of the piece
+            return None
+        else:
+            prev = piece[-_OVERLAP:]
+        if first is None and piece.strip():
+            first = piece.lstrip()[:1]
+        crc = zlib.crc32(piece, crc)
+        total += len(piece)
+        chunk = z.compress(piece)
+        if chunk:
+            out.append(chunk)
+    if at is None or stop():  # cancelled: the text may be incomplete
+        return None
+    out.append(z.flush(zlib.Z_FINISH))
+    return Tail(head, out, crc, total, first == b"]")
+
+
+class Prepared:
+    """The tail of one trace, recompressed in a background thread, or by ``source`` (a call that
+    returns the :class:`Tail` made elsewhere, e.g. by the process that decoded the trace)."""
+
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+                 source: Callable[[], Tail | None] | None = None) -> None:  # fmt: skip
         self.path = path
         self.max_bytes = max_bytes
-        self.head = b""  # text before the splice point
-        self.tail: list[bytes] = []  # raw deflate of the text after it (not finished)
-        self.tail_crc = 0
-        self.tail_len = 0
-        self.empty = False  # the events array is empty: no comma after the findings
-        self.usable = False
+        self._tail: Tail | None = None
         self._stop = False
-        self._thread = threading.Thread(target=self._run, name="advisor-annotate", daemon=True)
-        self._thread.start()
+        self._source = source
+        self._thread: threading.Thread | None = None
+        if source is None:
+            self._thread = threading.Thread(target=self._run, name="advisor-annotate", daemon=True)
+            self._thread.start()
 
     def cancel(self) -> None:
         self._stop = True
 
     def _run(self) -> None:
         try:
-            self.usable = self._stream()
+            self._tail = recompress(self.path, self.max_bytes, lambda: self._stop)
         except BaseException:  # noqa: BLE001 (the copy is a convenience: never fail the run)
-            self.usable = False
+            self._tail = None
 
-    def _stream(self) -> bool:
-        z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
-        buf = b""
-        at: int | None = None
-        first: bytes | None = None  # first non-space byte after the splice point
-        prev = b""
-        crc = 0
-        total = 0
-        out = self.tail
-        for piece in _batched(pieces(self.path, self.max_bytes)):
-            if self._stop:
-                return False
-            if at is None:
-                buf += piece
-                at = _splice_at(buf)
-                if at is None:
-                    if len(buf) > _HEAD_LIMIT:
-                        return False
-                    continue
-                if _taken(buf):
-                    return False
-                self.head = buf[:at]
-                piece = buf[at:]
-                prev = buf[-_OVERLAP:]
-                buf = b""
-            elif _taken(prev + piece[:_OVERLAP]) or _taken(piece):  # no copy of the piece
-                return False
-            else:
-                prev = piece[-_OVERLAP:]
-            if first is None and piece.strip():
-                first = piece.lstrip()[:1]
-            crc = zlib.crc32(piece, crc)
-            total += len(piece)
-            chunk = z.compress(piece)
-            if chunk:
-                out.append(chunk)
-        if at is None or self._stop:  # cancelled: the text may be incomplete
-            return False
-        out.append(z.flush(zlib.Z_FINISH))
-        self.tail_crc, self.tail_len = crc, total
-        self.empty = first == b"]"
-        return True
+    def _wait(self) -> Tail | None:
+        if self._thread is not None:
+            self._thread.join()
+        elif self._source is not None:
+            source, self._source = self._source, None
+            try:
+                self._tail = source()
+            except Exception:  # noqa: BLE001
+                self._tail = None
+        return self._tail
 
     def write(self, report: Report, target: Path) -> bool:
         """Write the annotated copy to ``target`` (atomically); False when this path can't."""
-        self._thread.join()
-        if not self.usable:
+        tail = self._wait()
+        if tail is None:
             return False
         ours = b",".join(orjson.dumps(e) for e in finding_events(report, FINDINGS_PID))
-        head = self.head + ours + (b"" if self.empty else b",")
+        head = tail.head + ours + (b"" if tail.empty else b",")
         z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
         head_deflate = z.compress(head) + z.flush(zlib.Z_SYNC_FLUSH)
-        crc = crc32_combine(zlib.crc32(head), self.tail_crc, self.tail_len)
-        size = (len(head) + self.tail_len) & 0xFFFFFFFF
+        crc = crc32_combine(zlib.crc32(head), tail.crc, tail.length)
+        size = (len(head) + tail.length) & 0xFFFFFFFF
         trailer = struct.pack("<II", crc, size)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -138,7 +164,7 @@ class Prepared:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(_GZIP_HEADER)
                 fh.write(head_deflate)
-                for chunk in self.tail:
+                for chunk in tail.chunks:
                     fh.write(chunk)
                 fh.write(trailer)
                 fh.flush()
@@ -191,12 +217,14 @@ _JOBS: dict[str, Prepared] = {}
 _LOCK = threading.Lock()
 
 
-def prepare(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> None:
-    """Start recompressing ``path`` in the background (call once the trace has loaded)."""
+def prepare(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+            source: Callable[[], Tail | None] | None = None) -> None:  # fmt: skip
+    """Start recompressing ``path`` in the background (call once the trace has loaded), or
+    register ``source``, which will deliver the recompressed tail made elsewhere."""
     key = str(Path(path).resolve())
     with _LOCK:
         if key not in _JOBS:
-            _JOBS[key] = Prepared(Path(path), max_bytes)
+            _JOBS[key] = Prepared(Path(path), max_bytes, source)
 
 
 def take(path: Path) -> Prepared | None:

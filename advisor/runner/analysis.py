@@ -63,7 +63,7 @@ def _minimal_outputs(
         "errored": errored,
     }
     write_json(out_dir / FINDINGS_NAME, doc)
-    from advisor.pipeline import atomic_write
+    from advisor.outfiles import atomic_write
 
     items = "".join(f"<p>{html.escape(n)}</p>" for n in [*notes, *([error] if error else [])])
     page = (

@@ -204,7 +204,7 @@ def _finite(v: Any) -> Any:
 
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as indented JSON with sorted keys (strict JSON: no NaN), atomically."""
-    from advisor.pipeline import atomic_write
+    from advisor.outfiles import atomic_write
 
     text = json.dumps(_finite(data), indent=2, sort_keys=True, default=str, allow_nan=False)
     atomic_write(path, (text + "\n").encode("utf-8"))

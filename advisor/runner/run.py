@@ -267,7 +267,7 @@ def _write_timings(session_s: dict[str, float], analysis_s: dict[str, float], ru
     doc = {"session": session_s, "analysis": analysis_s, "run_s": run_s, "total_s": total_s,
            "steps_seen": cap.steps_seen, "step_times_s": cap.step_times_s,
            "window_steps": cap.window_steps}  # fmt: skip
-    from advisor.pipeline import atomic_write
+    from advisor.outfiles import atomic_write
 
     try:
         atomic_write(Path(path), json.dumps(doc, indent=1).encode("utf-8"))

@@ -265,6 +265,11 @@ class Columns:
         return _objects([seen.setdefault(s, s) for s in vals])
 
     # ---------------------------------------------------------------- result
+    def drop_caches(self) -> None:
+        """Forget the per-text dedup caches (decoding is over; they are not sent or kept)."""
+        self.raw = _RawValues()
+        self.strings = {}
+
     def concat(self, table: str) -> dict[str, np.ndarray]:
         """The table's columns over all chunks (empty arrays when it has no rows)."""
         parts = self.parts[table]
@@ -299,9 +304,11 @@ def _factorize(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
 
     A dict is as fast as pandas here, and keeps this module free of the pandas import (a
     decoding child process starts without it)."""
-    seen: dict[Any, int] = {}
-    codes = [seen.setdefault(v, len(seen)) for v in values]
-    return np.array(codes, dtype=np.int64), list(seen)
+    uniq = list(dict.fromkeys(values))  # two C-level passes instead of a Python loop
+    if len(uniq) == 1:
+        return np.zeros(len(values), dtype=np.int64), uniq
+    index = {v: i for i, v in enumerate(uniq)}
+    return np.fromiter(map(index.__getitem__, values), np.int64, len(values)), uniq
 
 
 def _take(evs: list[Event], idx: np.ndarray) -> list[Event]:

@@ -16,6 +16,7 @@ from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
 if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
     from advisor.trace.columns import Columns
     from advisor.trace.model import Trace
+    from advisor.trace.prefetch import Prefetch
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
 _SKIP_NAMES = ("run.json", "findings.json", "trace.annotated.json.gz")
@@ -66,9 +67,15 @@ def rank_from_name(f: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def load_trace(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Trace:
+def load_trace(
+    path: str | os.PathLike[str],
+    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+    prefetch: Prefetch | None = None,
+) -> Trace:
     """Load one trace file into a :class:`~advisor.trace.model.Trace`.
 
+    ``prefetch``: the same file already decoding in a child process
+    (:func:`advisor.trace.prefetch.start`); its columns are used when it delivers them.
     Raises :class:`~advisor.errors.TraceError` (one line naming the file) for unreadable input.
     """
     p = Path(path)
@@ -80,6 +87,14 @@ def load_trace(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_TRACE_
                 p,
             )
         p = files[0]
+    if prefetch is not None:
+        got = prefetch.result()
+        if got is not None:
+            from advisor.trace.build import Decoded, build_trace
+
+            cols, header, size = got
+            with _loading(p):
+                return build_trace(Decoded(cols, header, size), str(p))
     return _load(p, None, True, max_bytes)
 
 

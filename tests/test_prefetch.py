@@ -1,0 +1,247 @@
+"""The decoding child process (advisor.trace.prefetch): same tables, same errors, safe fallbacks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from advisor.cli import main
+from advisor.errors import TraceError
+from advisor.trace import load_trace, prefetch
+from tests.tracebuilder import TraceBuilder
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_traces" / "misaligned_dims.cpu.json.gz"
+SHARED = ROOT.parent / "shared" / "traces" / "hta" / "negative_queue_length_values_check"
+
+needs_fork = pytest.mark.skipif(not prefetch.enabled(), reason="no fork here (or threads running)")
+
+
+def _tables(trace: object) -> dict[str, pd.DataFrame]:
+    return {k: v for k, v in vars(trace).items() if isinstance(v, pd.DataFrame)}
+
+
+def _assert_same(a: object, b: object) -> None:
+    ta, tb = _tables(a), _tables(b)
+    assert ta.keys() == tb.keys() and ta
+    for k in ta:
+        pd.testing.assert_frame_equal(ta[k], tb[k], check_exact=True, obj=k)
+    assert a.meta == b.meta  # type: ignore[attr-defined]
+
+
+def _gpu_trace() -> bytes:
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    op = b.op("aten::mm", 10, 30, dims=[[8, 16], [16, 8]], types=["float", "float"])
+    b.launch(op, "cudaLaunchKernel", 12, 5, kernel="volta_sgemm_128x64_nn", gpu_ts=50, gpu_dur=20)
+    return json.dumps(b.to_dict()).encode()
+
+
+@needs_fork
+@pytest.mark.parametrize("which", ["sample", "shared", "built"])
+def test_child_decode_builds_the_same_tables(which: str, tmp_path: Path) -> None:
+    if which == "sample":
+        path = SAMPLE
+    elif which == "shared":
+        if not SHARED.is_dir():
+            pytest.skip("../shared/traces not present")
+        path = next(p for p in sorted(SHARED.iterdir()) if p.name.endswith((".json", ".json.gz")))
+    else:
+        path = tmp_path / "t.json.gz"
+        path.write_bytes(gzip.compress(_gpu_trace()))
+    pre = prefetch.start(path, 1 << 40)
+    assert pre is not None
+    _assert_same(load_trace(path, prefetch=pre), load_trace(path))
+
+
+@needs_fork
+def test_child_trace_error_is_raised_in_the_parent_with_the_same_line(tmp_path: Path) -> None:
+    bad = tmp_path / "cut.json.gz"
+    bad.write_bytes(gzip.compress(_gpu_trace())[:-12])  # truncated gzip stream
+    with pytest.raises(TraceError) as direct:
+        load_trace(bad)
+    pre = prefetch.start(bad, 1 << 40)
+    assert pre is not None
+    with pytest.raises(TraceError) as via_child:
+        load_trace(bad, prefetch=pre)
+    assert str(via_child.value) == str(direct.value)
+    assert str(bad) in str(via_child.value)
+
+
+@needs_fork
+def test_size_guard_applies_in_the_child(tmp_path: Path) -> None:
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(_gpu_trace()))
+    pre = prefetch.start(p, 64)
+    assert pre is not None
+    with pytest.raises(TraceError, match="max-trace-bytes"):
+        load_trace(p, 64, prefetch=pre)
+
+
+@needs_fork
+def test_a_child_that_dies_costs_only_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child killed before it answers (OOM killer, a bug) leaves the parent to decode itself."""
+    monkeypatch.setattr(prefetch, "_child", lambda *a: os._exit(9))
+    pre = prefetch.start(SAMPLE, 1 << 40)
+    assert pre is not None
+    assert pre.result() is None
+    pre = prefetch.start(SAMPLE, 1 << 40)
+    _assert_same(load_trace(SAMPLE, prefetch=pre), load_trace(SAMPLE))
+
+
+@needs_fork
+def test_cancel_kills_and_reaps_the_child() -> None:
+    pre = prefetch.start(SAMPLE, 1 << 40)
+    assert pre is not None
+    pre.cancel()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pre.pid, os.WNOHANG)  # already reaped: no zombie left behind
+    assert pre.result() is None  # a cancelled prefetch never answers
+
+
+def test_no_fork_when_disabled_or_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADVISOR_NO_FORK", "1")
+    assert prefetch.start(SAMPLE, 1 << 40) is None
+    monkeypatch.delenv("ADVISOR_NO_FORK")
+    monkeypatch.setattr(prefetch.threading, "active_count", lambda: 2)
+    assert prefetch.start(SAMPLE, 1 << 40) is None
+
+
+def test_no_child_for_a_missing_file(tmp_path: Path) -> None:
+    assert prefetch.start(tmp_path / "nope.json", 1 << 40) is None
+
+
+@needs_fork
+def test_analyze_with_and_without_the_child_writes_the_same_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outs = []
+    for fork in ("", "1"):
+        monkeypatch.setenv("ADVISOR_NO_FORK", fork)
+        out = tmp_path / f"out{fork or 0}"
+        with pytest.raises(SystemExit) as ex:
+            main(["analyze", str(SAMPLE), "--out", str(out)])
+        assert ex.value.code == 0
+        d = json.loads((out / "findings.json").read_text())
+        d.pop("generated_at", None)
+        d["run"].pop("generated_at", None)
+        outs.append((d, (out / "trace.annotated.json.gz").read_bytes()))
+    assert outs[0][0] == outs[1][0]
+    assert outs[0][1] == outs[1][1]  # the child's recompressed tail: the very same gzip bytes
+
+
+@needs_fork
+def test_a_child_that_dies_before_the_annotated_tail_leaves_a_good_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.render import annotate_stream
+
+    def die(*a: object, **k: object) -> None:
+        os._exit(9)
+
+    monkeypatch.setattr(annotate_stream, "recompress", die)  # runs in the child only
+    pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
+    assert pre is not None
+    load_trace(SAMPLE, prefetch=pre)
+    assert pre.tail_coming
+    assert pre.annotated_tail() is None
+    assert pre not in prefetch._LIVE
+
+
+# ---------------------------------------------------------------- the console entry's early start
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["analyze", "T"], ("analyze", "T", 8 * 1024**3)),
+        (["analyze", "--out", "o", "T", "--force"], ("analyze", "T", 8 * 1024**3)),
+        (["analyze", "-o=o", "--max-trace-bytes", "99", "T"], ("analyze", "T", 99)),
+        (["analyze", "T", "--max-trace-bytes=77", "--json"], ("analyze", "T", 77)),
+        (["inspect", "--top", "3", "T"], ("inspect", "T", 8 * 1024**3)),
+        (["analyze", "T", "--help"], None),
+        (["analyze", "--list-thresholds", "T"], None),
+        (["analyze", "T", "T"], None),
+        (["analyze", "--out"], None),
+        (["analyze", "T", "--max-trace-bytes", "lots"], None),
+        (["analyze", "T", "--force=1"], None),
+        (["analyze", "--", "T"], None),
+        (["profile", "T"], None),
+        (["report", "T"], None),
+        (["analyze", "missing-file"], None),
+    ],
+)
+def test_early_target(
+    args: list[str], expected: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.entry import early_target
+
+    (tmp_path / "T").write_bytes(b"{}")
+    monkeypatch.chdir(tmp_path)
+    assert early_target(args) == expected
+
+
+def test_early_option_table_matches_the_commands() -> None:
+    """The entry's peek knows exactly the options of analyze/inspect that take a value (a new
+    option it does not know only disables the early start, but keep the table true)."""
+    import typer.main
+
+    from advisor.cli import app
+    from advisor.entry import FLAG_OPTIONS, VALUE_OPTIONS
+
+    group = typer.main.get_command(app)
+    for name in VALUE_OPTIONS:
+        cmd = group.commands[name]  # type: ignore[attr-defined]
+        values, flags = set(), set()
+        for p in cmd.params:
+            if p.param_type_name != "option":
+                continue
+            names = set(p.opts) | set(p.secondary_opts)
+            if p.is_flag:
+                flags |= names
+            else:
+                values |= names
+        assert values == set(VALUE_OPTIONS[name]), name
+        # every flag the peek accepts is a real flag of the command
+        assert set(FLAG_OPTIONS[name]) <= flags, name
+
+
+@needs_fork
+def test_claim_takes_over_only_a_matching_early_child(tmp_path: Path) -> None:
+    other = tmp_path / "copy.json.gz"
+    other.write_bytes(SAMPLE.read_bytes())
+    prefetch.start_early(SAMPLE, 1 << 40, annotate=True)
+    early = prefetch._EARLY[-1]
+    assert prefetch.claim(SAMPLE, 1 << 40, annotate=True) is early
+    early.cancel()
+    prefetch.start_early(SAMPLE, 1 << 40, annotate=True)
+    early = prefetch._EARLY[-1]
+    fresh = prefetch.claim(other, 1 << 40, annotate=True)  # another file: a new child
+    assert fresh is not None and fresh is not early and fresh.path == other
+    assert early not in prefetch._LIVE  # the early one was killed and reaped
+    _assert_same_tables_only(load_trace(other, prefetch=fresh), load_trace(SAMPLE))
+
+
+@needs_fork
+def test_the_console_entry_runs_analyze_with_an_early_child(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(SAMPLE), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (out / "findings.json").is_file() and (out / "trace.annotated.json.gz").is_file()
+    ann = load_trace(out / "trace.annotated.json.gz")
+    _assert_same_tables_only(ann, load_trace(SAMPLE))
+
+
+def _assert_same_tables_only(a: object, b: object) -> None:
+    ta, tb = _tables(a), _tables(b)
+    for k in ta:
+        pd.testing.assert_frame_equal(ta[k], tb[k], check_exact=True, obj=k)
