@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+import pandas as pd
 
 from advisor.timeline import union
 from advisor.trace.model import Trace
@@ -156,6 +157,46 @@ def op_chain(trace: Trace, op_idx: int, limit: int = 32) -> list[int]:
         out.append(i)
         i = int(parent[i])
     return out
+
+
+def chain_match(
+    trace: Trace, rows: np.ndarray, hit: np.ndarray, outermost: bool = False, limit: int = 32
+) -> np.ndarray:
+    """For each cpu_ops row in ``rows``: the row of the innermost (or ``outermost``) op of its
+    ``op_chain`` whose ``hit`` flag is set, or -1 when none is.
+
+    Vectorized ``op_chain``: the same walk up ``parent_idx`` (self first, at most ``limit``
+    ops, stopping at the first row outside the table), one numpy step per level for all rows
+    at once. ``hit`` is a bool per cpu_ops row (e.g. from ``name_flags``)."""
+    parent = cached(trace, "parent_arr", lambda: trace.cpu_ops["parent_idx"].to_numpy(np.int64))
+    n = len(parent)
+    cur = np.asarray(rows, dtype=np.int64).copy()
+    found = np.full(len(cur), -1, dtype=np.int64)
+    for _ in range(limit):
+        ok = (cur >= 0) & (cur < n)
+        if not ok.any():
+            break
+        safe = np.where(ok, cur, 0)
+        match = ok & hit[safe]
+        if not outermost:
+            match &= found < 0
+        found[match] = cur[match]
+        cur = np.where(ok, parent[safe], -1)
+    return found
+
+
+def name_flags(names: pd.Series, pred: Callable[[str], bool]) -> np.ndarray:
+    """``pred(name)`` for each row of a name column, evaluated once per distinct name
+    (on the categories of a categorical column, else on the unique values); a missing name
+    never matches."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        # one flag per category plus a False at the end that a missing name (code -1) picks
+        cats = names.cat.categories
+        flags = np.array([bool(pred(str(c))) for c in cats] + [False], dtype=bool)
+        return flags[names.cat.codes.to_numpy()]
+    uniq, inv = np.unique(names.astype(str).to_numpy(dtype=str), return_inverse=True)
+    flags = np.array([bool(pred(str(u))) for u in uniq], dtype=bool)
+    return flags[inv.reshape(-1)] if len(uniq) else np.zeros(len(names), dtype=bool)
 
 
 def op_names(trace: Trace) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import cached, op_chain, op_names
+from heuristics._gpu_timeline import cached, chain_match, name_flags, op_names
 
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
                       "aten::_addmm_activation", "aten::_scaled_mm"})  # fmt: skip
@@ -46,20 +46,34 @@ DTYPES = {"float": "float32", "c10::Half": "float16", "c10::BFloat16": "bfloat16
           "double": "float64", "c10::Float8_e4m3fn": "float8", "c10::Float8_e5m2": "float8"}  # fmt: skip
 
 
+# case-sensitive twins of the patterns above, for lowercased ASCII names: Python's re is
+# several times slower with re.I, and kernel names run to hundreds of characters
+_LOWER = {rx: re.compile(rx.pattern) for rx in (_COMPUTE, _NOT_COMPUTE, _TENSOR_CORE, _CUDA_CORE,
+                                                 _FP32_NAME, _OTHER_DTYPE)}  # fmt: skip
+
+
+def _found(rx: re.Pattern[str], name: str) -> bool:
+    """``rx.search(name)`` for one of the case-insensitive patterns above (the same answer:
+    for an ASCII name, ignoring case is matching its lowercase form)."""
+    if name.isascii():
+        return _LOWER[rx].search(name.lower()) is not None
+    return rx.search(name) is not None
+
+
 def is_compute_kernel(name: str) -> bool:
-    return bool(_COMPUTE.search(name)) and not _NOT_COMPUTE.search(name)
+    return _found(_COMPUTE, name) and not _found(_NOT_COMPUTE, name)
 
 
 def is_tensor_core(name: str) -> bool:
-    return bool(_TENSOR_CORE.search(name)) and not _CUDA_CORE.search(name)
+    return _found(_TENSOR_CORE, name) and not _found(_CUDA_CORE, name)
 
 
 def looks_fp32(name: str) -> bool:
-    return bool(_FP32_NAME.search(name)) and not _OTHER_DTYPE.search(name)
+    return _found(_FP32_NAME, name) and not _found(_OTHER_DTYPE, name)
 
 
 def other_dtype(name: str) -> bool:
-    return bool(_OTHER_DTYPE.search(name))
+    return _found(_OTHER_DTYPE, name)
 
 
 def is_matmul_op(name: str) -> bool:
@@ -99,19 +113,6 @@ def kernel_ops(trace: Trace) -> np.ndarray:
     return cached(trace, "kernel_ops", lambda: _kernel_ops(trace))
 
 
-def _judged_op(chain: list[int], opn: np.ndarray) -> int:
-    for i in chain:
-        if opn[i] in GEMM_OPS:
-            return i
-    conv = [i for i in chain if opn[i] in CONV_FWD]
-    bwd = [i for i in chain if opn[i] in CONV_BWD]
-    if bwd:
-        return bwd[-1]
-    if conv:
-        return conv[-1]
-    return -1
-
-
 def _kernel_ops(trace: Trace) -> np.ndarray:
     k = trace.kernels
     out = np.full(len(k), -1, dtype=np.int64)
@@ -120,15 +121,18 @@ def _kernel_ops(trace: Trace) -> np.ndarray:
     li = k["launch_idx"].to_numpy()
     rt_op = trace.runtime["op_idx"].to_numpy()
     oi = np.where(li >= 0, rt_op[np.clip(li, 0, None)], -1)
-    opn = op_names(trace)
-    memo: dict[int, int] = {}
-    for j, o in enumerate(oi):
-        o = int(o)
-        if o < 0:
-            continue
-        if o not in memo:
-            memo[o] = _judged_op(op_chain(trace, o), opn)
-        out[j] = memo[o]
+    has = oi >= 0
+    if not has.any():
+        return out
+    # judge each distinct launching op once: the innermost GEMM op of its chain, else the
+    # outermost backward convolution, else the outermost forward convolution
+    uniq, inv = np.unique(oi[has], return_inverse=True)
+    names = trace.cpu_ops["name"]
+    gemm = chain_match(trace, uniq, name_flags(names, GEMM_OPS.__contains__))
+    bwd = chain_match(trace, uniq, name_flags(names, CONV_BWD.__contains__), outermost=True)
+    fwd = chain_match(trace, uniq, name_flags(names, CONV_FWD.__contains__), outermost=True)
+    judged = np.where(gemm >= 0, gemm, np.where(bwd >= 0, bwd, fwd))
+    out[has] = judged[inv.reshape(-1)]
     return out
 
 

@@ -29,6 +29,7 @@ from heuristics._gpu_timeline import (
     cached,
     in_steps,
     main_device,
+    name_flags,
     op_chain,
     op_names,
 )
@@ -93,9 +94,9 @@ def _build(trace: Trace) -> pd.DataFrame:
     if not len(rt) or not trace.has_gpu:
         return pd.DataFrame(columns=COLUMNS)
     names = rt["name"].astype(str).to_numpy()
-    is_call = np.array([bool(SYNC_CALL_RE.match(n)) for n in names])
-    is_sync_copy = np.array([bool(SYNC_COPY_RE.match(n)) for n in names])
-    is_async_copy = np.array([bool(ASYNC_COPY_RE.match(n)) for n in names])
+    is_call = name_flags(rt["name"], lambda n: bool(SYNC_CALL_RE.match(n)))
+    is_sync_copy = name_flags(rt["name"], lambda n: bool(SYNC_COPY_RE.match(n)))
+    is_async_copy = name_flags(rt["name"], lambda n: bool(ASYNC_COPY_RE.match(n)))
 
     # copies each runtime call launched: kind and destination
     mc = trace.memcpy

@@ -95,7 +95,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     s = _speedup(cc)
     saving = fp32_ms * (1 - 1 / s)
-    conv = np.array([_is_conv(o, n) for o, n in zip(fp["op_name"], fp["name"], strict=True)])
+    conv = np.array([_is_conv(o, n)
+                     for o, n in zip(fp["op_name"].tolist(), fp["name"].tolist(), strict=True)],
+                    dtype=bool)  # fmt: skip
     conv_ms = float(fp["dur_ns"].to_numpy()[conv].sum()) / 1e6 / steps
     mm_ms = fp32_ms - conv_ms
     tc_f32 = mk[mk["tc"].to_numpy(dtype=bool) & (mk["dtype"] == "float32").to_numpy()]

@@ -41,7 +41,7 @@ from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import fmt_ms, in_steps, n_steps, op_names
+from heuristics._gpu_timeline import fmt_ms, in_steps, n_steps, name_flags, op_names
 from heuristics._matmul import (
     CONV_BWD,
     CONV_FWD,
@@ -77,9 +77,9 @@ def _multiple(dtype: str | None, cc: tuple[int, int] | None, rocm: bool, latent:
 
 def _candidates(trace: Trace) -> np.ndarray:
     """cpu_ops rows to judge: GEMM ops, and the outermost op of each convolution call."""
-    opn = op_names(trace)
-    conv = np.array([n in CONV_FWD or n in CONV_BWD for n in opn], dtype=bool)
-    gemm = np.array([n in GEMM_OPS for n in opn], dtype=bool)
+    names = trace.cpu_ops["name"]
+    conv = name_flags(names, lambda n: n in CONV_FWD or n in CONV_BWD)
+    gemm = name_flags(names, GEMM_OPS.__contains__)
     parent = trace.cpu_ops["parent_idx"].to_numpy()
     outer_conv = conv & ~np.where(parent >= 0, conv[np.clip(parent, 0, None)], False)
     keep = (gemm | outer_conv) & in_steps(trace, trace.cpu_ops["ts_ns"].to_numpy())
@@ -99,18 +99,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ops = trace.cpu_ops
     opn = op_names(trace)
     mk = None if latent else matmul_kernels(trace)
+    types = ops["input_types"].to_numpy()
+    input_dims = ops["input_dims"].to_numpy()
     rows = []
-    for i in _candidates(trace):
-        dtype = op_dtype(ops["input_types"].iat[i])
+    for i in _candidates(trace).tolist():
+        dtype = op_dtype(types[i])
         mult = _multiple(dtype, cc, rocm, latent)
         if not mult:
             continue
-        dims = gemm_dims(opn[i], ops["input_dims"].iat[i])
+        dims = gemm_dims(opn[i], input_dims[i])
         if not dims:
             continue
         bad = {k: v for k, v in dims.items() if v >= min_dim and v % mult}
         if bad:
-            shape = " ".join(_dims_str(d) for d in ops["input_dims"].iat[i] if d)
+            shape = " ".join(_dims_str(d) for d in input_dims[i] if d)
             rows.append((int(i), opn[i], shape, dtype, mult, bad))
     if not rows:
         return []

@@ -49,7 +49,14 @@ from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.timeline import union
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import fmt_ms, in_steps, n_steps, op_chain, op_names
+from heuristics._gpu_timeline import (
+    fmt_ms,
+    in_steps,
+    n_steps,
+    name_flags,
+    op_chain,
+    op_names,
+)
 from heuristics._syncs import REASONS, classify, sync_events
 
 ID = "sync-point"
@@ -242,7 +249,7 @@ def _latent(trace: Trace, ctx: Context) -> list[Draft]:
     if not len(trace.cpu_ops):
         raise Skip("no CPU operator events in this trace")
     opn = op_names(trace)
-    cand = np.flatnonzero(np.isin(opn, list(_LATENT_OPS)))
+    cand = np.flatnonzero(name_flags(trace.cpu_ops["name"], _LATENT_OPS.__contains__))
     cand = cand[in_steps(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
     cand = cand[~_in_optimizer(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
     if not len(cand):

@@ -37,7 +37,7 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import fmt_ms, n_steps, op_chain, op_names
+from heuristics._gpu_timeline import chain_match, fmt_ms, n_steps, name_flags, op_names
 from heuristics._launch import reported_gaps
 
 ID = "tiny-kernels"
@@ -53,20 +53,29 @@ def _us(v: float) -> str:
     return "<1 us" if v < 1.0 else f"{v:.1f} us"
 
 
-def _group_of(trace: Trace, op_idx: int, opn: np.ndarray) -> tuple[str, int]:
-    """(label, op row for the source line): the outermost op under the step, plus its
-    optimizer/annotation context."""
-    if op_idx < 0:
-        return "(no CPU op recorded)", -1
-    chain = [i for i in op_chain(trace, op_idx) if not opn[i].startswith("ProfilerStep#")]
-    if not chain:
-        return "(no CPU op recorded)", -1
-    aten = [i for i in chain if "::" in opn[i] and not opn[i].startswith(_AUTOGRAD)]
-    outer = chain[-1]
-    name = opn[outer].replace("autograd::engine::evaluate_function: ", "backward: ")
-    if aten and aten[-1] != outer:
-        return f"{opn[aten[-1]]} in {name}", aten[-1]
-    return name, outer
+def _groups_of(trace: Trace, op_idx: np.ndarray, opn: np.ndarray) -> list[tuple[str, int]]:
+    """Per launching op row: (label, op row for the source line): the outermost op under the
+    step, plus the outermost aten op inside it when that is a different op."""
+    ops = trace.cpu_ops
+    out = [("(no CPU op recorded)", -1)] * len(op_idx)
+    if not len(op_idx) or not len(ops):
+        return out
+    names = ops["name"]
+    not_step = ~name_flags(names, lambda n: n.startswith("ProfilerStep#"))
+    is_aten = not_step & name_flags(names, lambda n: "::" in n and not n.startswith(_AUTOGRAD))
+    outer = chain_match(trace, op_idx, not_step, outermost=True)
+    aten = chain_match(trace, op_idx, is_aten, outermost=True)
+    memo: dict[tuple[int, int], tuple[str, int]] = {}
+    for j, (o, a) in enumerate(zip(outer.tolist(), aten.tolist(), strict=True)):
+        if o < 0:
+            continue
+        hit = memo.get((o, a))
+        if hit is None:
+            name = opn[o].replace("autograd::engine::evaluate_function: ", "backward: ")
+            hit = (f"{opn[a]} in {name}", a) if a >= 0 and a != o else (name, o)
+            memo[(o, a)] = hit
+        out[j] = hit
+    return out
 
 
 def _contexts(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> list[str]:
@@ -78,23 +87,25 @@ def _contexts(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> list[str]:
     names = a["name"].astype(str)
     keep = ~a["on_gpu"].to_numpy(dtype=bool) & ~names.str.startswith("ProfilerStep#").to_numpy()
     a = a[keep]
-    by_tid = {}  # plain arrays per thread: the loop below runs once per launch
+    tids = np.asarray(tids)
+    ts = np.asarray(ts, dtype=np.int64)
     for t, g in a.groupby("tid"):
-        g = g.sort_values("ts_ns", kind="stable")
-        by_tid[int(t)] = (g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(),
-                          g["name"].astype(str).to_numpy())  # fmt: skip
-    for j, (tid, t) in enumerate(zip(tids, ts, strict=True)):
-        entry = by_tid.get(int(tid))
-        if entry is None:
+        sel = np.flatnonzero(tids == int(t))
+        if not len(sel):
             continue
-        starts, ends, names = entry
-        i = int(np.searchsorted(starts, t, side="right")) - 1
+        g = g.sort_values("ts_ns", kind="stable")
+        starts, ends = g["ts_ns"].to_numpy(), g["end_ns"].to_numpy()
+        at = ts[sel]
+        i = np.searchsorted(starts, at, side="right") - 1
         for _ in range(64):  # nested ranges: walk back to the innermost one that encloses t
-            if i < 0 or ends[i] >= t:
+            back = (i >= 0) & (ends[np.clip(i, 0, None)] < at)
+            if not back.any():
                 break
-            i -= 1
-        if i >= 0 and ends[i] >= t:
-            out[j] = str(names[i])
+            i[back] -= 1
+        inside = (i >= 0) & (ends[np.clip(i, 0, None)] >= at)
+        gnames = g["name"].astype(str).to_numpy()
+        for j, k in zip(sel[inside].tolist(), i[inside].tolist(), strict=True):
+            out[j] = str(gnames[k])
     return out
 
 
@@ -117,12 +128,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     launch_us = rt["dur_ns"].to_numpy()[li] / 1000.0
     groups: dict[str, list[int]] = {}
     src: dict[str, int] = {}
-    memo: dict[int, tuple[str, int]] = {}
     where_all = _contexts(trace, rt_tid, rt_ts)
-    for j, oi in enumerate(op_idx):
-        if int(oi) not in memo:
-            memo[int(oi)] = _group_of(trace, int(oi), opn)
-        label, row = memo[int(oi)]
+    for j, (label, row) in enumerate(_groups_of(trace, op_idx, opn)):
         where = where_all[j]
         if where and where not in label:
             label = f"{label} in {where}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.flagship_util import finding, run, skipped
@@ -94,3 +96,16 @@ def test_missing_data() -> None:
     cpu.step(1, 0, 100)
     cpu.op("aten::mm", 1, 10, types=F32)
     assert skipped(run(cpu.load(), "fp32-matmul"), "fp32-matmul") == "no GPU activity in this trace"
+
+
+def test_lowercase_pattern_twins_match_like_the_case_insensitive_patterns() -> None:
+    from heuristics._matmul import _LOWER, _found
+
+    names = ["volta_SGEMM_128x64_NN", "sm80_XMMA_gemm_F32F32_F32F32_F32_tn_n_FFMA",
+             "void cutlass::Kernel<cutlass_80_TensorOp_s1688gemm_bf16>", "Memset (Device)",
+             "ampere_fp16_s16816gemm_fp16_256x128_ldg8_f2f_stages_32x3_nn", "",
+             "kelvin_\u212a_sgemm", "long_\u017f_gemm", "h\u0130gemm"]  # fmt: skip
+    for rx, lower in _LOWER.items():
+        assert rx.flags & re.IGNORECASE and rx.pattern == rx.pattern.lower() == lower.pattern
+        for n in names:
+            assert _found(rx, n) == bool(rx.search(n)), (rx.pattern, n)

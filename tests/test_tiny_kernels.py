@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from advisor.trace.model import Trace
+from heuristics.tiny_kernels import _contexts
 from tests.flagship_util import finding, run, skipped
-from tests.tracebuilder import TraceBuilder
+from tests.tracebuilder import TID, TraceBuilder
 
 
 def _stretch(n_kernels: int = 50, kernel_us: float = 3.0, queued: bool = False,
@@ -67,3 +70,45 @@ def test_missing_data() -> None:
     for i in range(60):
         b.kernel("k", 10 + i * 15, 3)
     assert finding(run(b.load(), "tiny-kernels"), "tiny-kernels") is None
+
+
+def _contexts_reference(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> list[str]:
+    """The per-launch walk that tiny_kernels._contexts vectorizes (searchsorted per launch,
+    then back at most 64 ranges to the innermost one enclosing the launch)."""
+    a = trace.annotations
+    a = a[~a["on_gpu"].to_numpy(dtype=bool)
+          & ~a["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()]  # fmt: skip
+    out = []
+    for tid, t in zip(tids, ts, strict=True):
+        g = a[a["tid"] == tid].sort_values("ts_ns", kind="stable")
+        starts, ends, names = g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(), g["name"].tolist()
+        i = int(np.searchsorted(starts, t, side="right")) - 1
+        for _ in range(64):
+            if i < 0 or ends[i] >= t:
+                break
+            i -= 1
+        out.append(str(names[i]) if i >= 0 and ends[i] >= t else "")
+    return out
+
+
+def test_contexts_innermost_enclosing_annotation() -> None:
+    b = TraceBuilder()
+    b.step(1, 0, 20_000)
+    b.annotation("outer", 0, 10_000)
+    b.annotation("inner", 100, 100)
+    b.annotation("later", 300, 100)
+    b.annotation("gpu-side", 0, 10_000, gpu=True)
+    for k in range(70):  # more finished siblings than the 64-range walk-back
+        b.annotation(f"sib{k}", 2_000 + 10 * k, 5)
+    b.annotation("other-thread", 0, 500, tid=2)
+    tr = b.load()
+    cases = [(TID, 150, "inner"), (TID, 250, "outer"), (TID, 350, "later"),
+             (TID, 2_012, "sib1"), (TID, 2_017, "outer"),
+             (TID, 2_703, ""),  # 70 finished ranges to walk back over: past the limit
+             (TID, 15_000, ""), (TID, -5, ""), (2, 100, "other-thread"), (2, 900, ""),
+             (3, 100, ""), (7, 100, "")]  # fmt: skip
+    tids = np.array([c[0] for c in cases])
+    ts = np.array([c[1] * 1000 for c in cases], dtype=np.int64)
+    got = _contexts(tr, tids, ts)
+    assert got == [c[2] for c in cases]
+    assert got == _contexts_reference(tr, tids, ts)
