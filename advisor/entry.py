@@ -72,9 +72,22 @@ def early_target(args: list[str]) -> tuple[str, str, int] | None:
     return cmd, paths[0], max_bytes
 
 
+# Commands that only read traces and write reports build millions of objects (imports, tables)
+# and almost no reference cycles: the cyclic collector would only rescan them, about 0.05-0.08 s
+# on a 50 MB trace, and frees next to nothing (about a thousand objects over a 1 GB trace, same
+# peak memory). It stays off there. Not for ``profile``: the user's script runs in this process
+# and keeps Python's defaults.
+READ_ONLY_COMMANDS = frozenset({"analyze", "inspect", "report", "diff"})
+
+
 def main(argv: list[str] | None = None) -> None:
     """The ``advisor`` console script (``argv``: the arguments, default ``sys.argv[1:]``)."""
-    target = early_target(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in READ_ONLY_COMMANDS:
+        import gc
+
+        gc.disable()
+    target = early_target(args)
     if target is not None:
         from pathlib import Path
 

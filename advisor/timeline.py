@@ -102,6 +102,15 @@ def device_busy(trace: Trace, hta: bool = True) -> list[DeviceBusy]:
     With ``hta`` (the default) the activity is first restricted by :func:`hta_window`, so the
     figures agree with Holistic Trace Analysis' temporal breakdown.
     """
+    key = "_device_busy_hta" if hta else "_device_busy_all"
+    done: list[DeviceBusy] | None = trace.__dict__.get(key)
+    if done is None:
+        done = _device_busy(trace, hta)
+        object.__setattr__(trace, key, done)  # built once per trace (frozen: outside the fields)
+    return list(done)
+
+
+def _device_busy(trace: Trace, hta: bool) -> list[DeviceBusy]:
     act = trace.gpu_activity()
     out: list[DeviceBusy] = []
     if not len(act):
@@ -118,6 +127,8 @@ def device_busy(trace: Trace, hta: bool = True) -> list[DeviceBusy]:
             m = (g["kind"] == kind).to_numpy()
             us, ue = union(s[m], e[m])
             parts[kind] = int(np.sum(ue - us))
+        bs.setflags(write=False)  # shared by every caller of the cached result
+        be.setflags(write=False)
         out.append(DeviceBusy(int(dev), lo, hi, int(np.sum(be - bs)), parts["kernel"],
                               parts["comm"], parts["memcpy"], parts["memset"], bs, be))  # fmt: skip
     return out

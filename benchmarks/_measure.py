@@ -135,3 +135,44 @@ def advisor_env() -> dict[str, str]:
 
 def python() -> str:
     return sys.executable
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc/<pid>/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def peak_tree_pss(cmd: list[str], env: dict[str, str] | None = None, every_s: float = 0.003) -> int:
+    """Run ``cmd`` and sample the proportional set size (PSS: shared pages split between the
+    processes sharing them) of it and all its descendants together; the largest sum seen.
+
+    This is the memory the whole command holds at once, counting pages that a forked child
+    shares with its parent once. The polling costs CPU, so time a command in other runs."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})  # fmt: skip
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, sum(_pss(p) for p in _tree(proc.pid)))
+        time.sleep(every_s)
+    return peak

@@ -33,6 +33,7 @@ from _measure import (  # noqa: E402
     advisor_env,
     mb,
     median,
+    peak_tree_pss,
     python,
     raw_size,
     run,
@@ -120,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
                 figures[name].append(s)
         _report(trace, raw, figures, args.repeat)
+        tree = [peak_tree_pss([python(), "-c", ADVISOR_CODE, "analyze", str(trace), "--out",
+                               str(work / "out"), "--force"], env=env) for _ in range(3)]  # fmt: skip
+        pss = median([float(x) for x in tree])
+        print(f"advisor analyze, memory of all its processes at once (PSS sampled every 3 ms, "
+              f"3 separate runs): peak {mb(pss)} ({pss / raw:.2f}x raw)")  # fmt: skip
         _startup(env, trace, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
