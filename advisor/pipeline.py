@@ -129,6 +129,8 @@ def analyze_path(
     (see :mod:`advisor.trace.prefetch`); ``annotate_ahead`` starts recompressing the trace for
     trace.annotated.json.gz in the background while the detectors run (see write_annotated)."""
     opts = options or Options()
+    if prefetch is not None:
+        _import_writers()  # while the child may still be decoding: no wait later
     trace = load_trace(path, opts.max_trace_bytes, prefetch)
     if annotate_ahead and Path(trace.meta.path).is_file():
         from advisor.render.annotate_stream import AHEAD_MAX_BYTES, prepare
@@ -138,6 +140,13 @@ def analyze_path(
         elif trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
             prepare(Path(trace.meta.path), opts.max_trace_bytes)
     return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
+
+
+def _import_writers() -> None:
+    """Import what writing the outputs needs (jinja2, the report's view model): a few
+    hundredths of a second that cost nothing while a decoding child is still at work."""
+    import advisor.render.annotate_stream
+    import advisor.render.html  # noqa: F401
 
 
 # ---------------------------------------------------------------- outputs
