@@ -30,6 +30,7 @@ from pathlib import Path
 
 import orjson
 
+from advisor import fastzlib
 from advisor.render.annotate import (
     _EVENTS_KEY,
     _PID_TAKEN,
@@ -65,7 +66,7 @@ def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
                stop: Callable[[], bool] = lambda: False) -> Tail | None:  # fmt: skip
     """Gunzip ``path`` and recompress the text after the splice point; None when this path can't
     (no events key, a findings track already there, an unreadable file) or ``stop()`` said so."""
-    z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
+    z = fastzlib.raw_deflate_obj()
     buf = b""
     at: int | None = None
     head = b""
@@ -96,7 +97,7 @@ def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
             prev = piece[-_OVERLAP:]
         if first is None and piece.strip():
             first = piece.lstrip()[:1]
-        crc = zlib.crc32(piece, crc)
+        crc = fastzlib.crc32(piece, crc)
         total += len(piece)
         chunk = z.compress(piece)
         if chunk:

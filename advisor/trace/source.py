@@ -8,11 +8,11 @@ decompressed (the gzip bomb guard).
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from advisor import fastzlib
 from advisor.errors import TraceError
 
 DEFAULT_MAX_TRACE_BYTES = 8 * 1024**3  # decompressed-size guard (gzip bombs); generous
@@ -52,16 +52,20 @@ def pieces(path: Path, max_bytes: int) -> Iterator[bytes]:
 
 def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]:
     """Decompress gzip members (concatenated members too), a bounded piece at a time."""
-    d = zlib.decompressobj(wbits=31)
+    d = fastzlib.gunzip_obj()
     total = 0
     try:
         while True:
-            if not data:
-                data = fh.read(_READ_BYTES)
-                if not data:
-                    raise TraceError("truncated gzip file (stream ends early)", path)
-            out = d.decompress(data, _PIECE_BYTES)
-            data = d.unconsumed_tail
+            if data:
+                out = d.decompress(data, _PIECE_BYTES)
+                data = d.unconsumed_tail
+            else:  # output still pending from input already taken (ISA-L holds some inside)
+                out = d.decompress(b"", _PIECE_BYTES)
+                if not out and not d.eof:
+                    data = fh.read(_READ_BYTES)
+                    if not data:
+                        raise TraceError("truncated gzip file (stream ends early)", path)
+                    continue
             total += len(out)
             if total > max_bytes:
                 raise TraceError(
@@ -76,8 +80,8 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
                     if not more:
                         return
                     data = more.lstrip(b"\0")
-                d = zlib.decompressobj(wbits=31)
-    except zlib.error as err:
+                d = fastzlib.gunzip_obj()
+    except fastzlib.ERRORS as err:
         raise TraceError(f"corrupt gzip data ({err})", path) from None
 
 
