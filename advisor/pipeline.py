@@ -135,7 +135,7 @@ def analyze_path(
     if annotate_ahead and Path(trace.meta.path).is_file():
         from advisor.render.annotate_stream import AHEAD_MAX_BYTES, prepare
 
-        if prefetch is not None and prefetch.tail_coming:  # the decoding child recompresses it
+        if prefetch is not None and prefetch.tail_coming:  # the copier child recompressed it
             prepare(Path(trace.meta.path), opts.max_trace_bytes, prefetch.annotated_tail)
         elif trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
             prepare(Path(trace.meta.path), opts.max_trace_bytes)

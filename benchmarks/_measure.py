@@ -176,3 +176,13 @@ def peak_tree_pss(cmd: list[str], env: dict[str, str] | None = None, every_s: fl
         peak = max(peak, sum(_pss(p) for p in _tree(proc.pid)))
         time.sleep(every_s)
     return peak
+
+
+def compile_checkout() -> None:
+    """Write the bytecode of this checkout's modules, as ``pip install`` does for users: with
+    PYTHONDONTWRITEBYTECODE set (or stale .pyc files after an edit) every run would otherwise
+    recompile the sources it imports and measure that."""
+    import compileall
+
+    for pkg in ("advisor", "heuristics"):
+        compileall.compile_dir(str(REPO / pkg), quiet=1)

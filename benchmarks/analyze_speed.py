@@ -31,6 +31,7 @@ from _measure import (  # noqa: E402
     HWM,
     Sample,
     advisor_env,
+    compile_checkout,
     mb,
     median,
     peak_tree_pss,
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             (hta_dir / trace.name).symlink_to(trace)
         figures: dict[str, list[Sample]] = {"advisor": [], "floor": [], "hta": []}
         env = advisor_env()
+        compile_checkout()
 
         def advisor() -> Sample:
             return run([python(), "-c", ADVISOR_CODE, "analyze", str(trace), "--out",

@@ -20,6 +20,7 @@ from _measure import (  # noqa: E402
     HWM,
     Sample,
     advisor_env,
+    compile_checkout,
     mb,
     median,
     python,
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
     env = advisor_env()
+    compile_checkout()
     print(f"{'trace':<34} {'raw':>7} | {'load':>7} {'floor':>7} {'ratio':>6} | "
           f"{'load RSS':>9} {'x raw':>6} | {'floor RSS':>9} {'x raw':>6}")  # fmt: skip
     ok = True

@@ -86,7 +86,7 @@ def test_size_guard_applies_in_the_child(tmp_path: Path) -> None:
 @needs_fork
 def test_a_child_that_dies_costs_only_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A child killed before it answers (OOM killer, a bug) leaves the parent to decode itself."""
-    monkeypatch.setattr(prefetch, "_child", lambda *a: os._exit(9))
+    monkeypatch.setattr(prefetch, "_decode", lambda *a: os._exit(9))
     pre = prefetch.start(SAMPLE, 1 << 40)
     assert pre is not None
     assert pre.result() is None
@@ -95,15 +95,33 @@ def test_a_child_that_dies_costs_only_time(tmp_path: Path, monkeypatch: pytest.M
 
 
 @needs_fork
-def test_cancel_kills_and_reaps_the_child() -> None:
-    pre = prefetch.start(SAMPLE, 1 << 40)
+def test_cancel_kills_and_reaps_the_children() -> None:
+    pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
     assert pre is not None
+    pids = [pre._decoder.pid, pre._copier.pid]  # type: ignore[union-attr]
     pre.cancel()
-    with pytest.raises(ChildProcessError):
-        os.waitpid(pre.pid, os.WNOHANG)  # already reaped: no zombie left behind
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie left behind
     assert pre.result() is None  # a cancelled prefetch never answers
+    assert not prefetch._LIVE
 
 
+@needs_fork
+def test_children_are_collected_once_their_work_is_taken() -> None:
+    pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
+    assert pre is not None
+    assert len(prefetch._LIVE) == 2
+    load_trace(SAMPLE, prefetch=pre)
+    assert len(prefetch._LIVE) == 1  # the decoder is gone; the copier works while we analyze
+    assert pre.tail_coming
+    tail = pre.annotated_tail()
+    assert tail is not None and not pre.tail_coming and not prefetch._LIVE
+    assert b"".join(tail.chunks)  # the recompressed text, read back from the spool
+    assert prefetch.child_peak_rss > 0
+
+
+@needs_fork
 def test_no_fork_when_disabled_or_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADVISOR_NO_FORK", "1")
     assert prefetch.start(SAMPLE, 1 << 40) is None
@@ -136,7 +154,7 @@ def test_analyze_with_and_without_the_child_writes_the_same_findings(
 
 
 @needs_fork
-def test_a_child_that_dies_before_the_annotated_tail_leaves_a_good_copy(
+def test_a_copier_that_dies_leaves_the_copy_to_the_parent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from advisor.render import annotate_stream
@@ -144,13 +162,18 @@ def test_a_child_that_dies_before_the_annotated_tail_leaves_a_good_copy(
     def die(*a: object, **k: object) -> None:
         os._exit(9)
 
-    monkeypatch.setattr(annotate_stream, "recompress", die)  # runs in the child only
+    monkeypatch.setattr(annotate_stream, "recompress", die)  # runs in the copier only
     pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
     assert pre is not None
     load_trace(SAMPLE, prefetch=pre)
-    assert pre.tail_coming
     assert pre.annotated_tail() is None
-    assert pre not in prefetch._LIVE
+    assert not prefetch._LIVE
+    monkeypatch.undo()
+    out = tmp_path / "out"  # and analyze still writes a good annotated copy without it
+    monkeypatch.setattr(prefetch, "_copy", lambda *a: os._exit(9))
+    with pytest.raises(SystemExit):
+        main(["analyze", str(SAMPLE), "--out", str(out)])
+    assert load_trace(out / "trace.annotated.json.gz").meta.event_count > 0
 
 
 # ---------------------------------------------------------------- the console entry's early start
@@ -223,7 +246,7 @@ def test_claim_takes_over_only_a_matching_early_child(tmp_path: Path) -> None:
     early = prefetch._EARLY[-1]
     fresh = prefetch.claim(other, 1 << 40, annotate=True)  # another file: a new child
     assert fresh is not None and fresh is not early and fresh.path == other
-    assert early not in prefetch._LIVE  # the early one was killed and reaped
+    assert early._decoder is None and len(prefetch._LIVE) == 2  # only the fresh pair is left
     _assert_same_tables_only(load_trace(other, prefetch=fresh), load_trace(SAMPLE))
 
 

@@ -24,7 +24,7 @@ import struct
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,16 +56,19 @@ class Tail:
     """The text before the splice point, and the raw deflate of all the text after it."""
 
     head: bytes
-    chunks: list[bytes]
+    chunks: Iterable[bytes]  # a list, or blocks read back from a file
     crc: int  # CRC-32 of the text after the splice point
     length: int  # its length in bytes
     empty: bool  # the events array is empty: no comma after the findings
 
 
 def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-               stop: Callable[[], bool] = lambda: False) -> Tail | None:  # fmt: skip
+               stop: Callable[[], bool] = lambda: False, max_text: int | None = None,
+               sink: Callable[[bytes], object] | None = None) -> Tail | None:  # fmt: skip
     """Gunzip ``path`` and recompress the text after the splice point; None when this path can't
-    (no events key, a findings track already there, an unreadable file) or ``stop()`` said so."""
+    (no events key, a findings track already there, an unreadable file), ``stop()`` said so, or
+    the text is longer than ``max_text``. ``sink`` takes the deflate chunks as they are made
+    (the Tail then holds none); by default they are kept in ``Tail.chunks``."""
     z = fastzlib.raw_deflate_obj()
     buf = b""
     at: int | None = None
@@ -75,6 +78,7 @@ def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
     crc = 0
     total = 0
     out: list[bytes] = []
+    put = sink if sink is not None else out.append
     for piece in _batched(pieces(path, max_bytes)):
         if stop():
             return None
@@ -99,12 +103,14 @@ def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
             first = piece.lstrip()[:1]
         crc = fastzlib.crc32(piece, crc)
         total += len(piece)
+        if max_text is not None and total > max_text:
+            return None
         chunk = z.compress(piece)
         if chunk:
-            out.append(chunk)
+            put(chunk)
     if at is None or stop():  # cancelled: the text may be incomplete
         return None
-    out.append(z.flush(zlib.Z_FINISH))
+    put(z.flush(zlib.Z_FINISH))
     return Tail(head, out, crc, total, first == b"]")
 
 
