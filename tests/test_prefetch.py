@@ -184,7 +184,8 @@ def test_a_copier_that_dies_leaves_the_copy_to_the_parent(
     [
         (["analyze", "T"], ("analyze", "T", 8 * 1024**3)),
         (["analyze", "--out", "o", "T", "--force"], ("analyze", "T", 8 * 1024**3)),
-        (["analyze", "-o=o", "--max-trace-bytes", "99", "T"], ("analyze", "T", 99)),
+        (["analyze", "--out=o", "--max-trace-bytes", "99", "T"], ("analyze", "T", 99)),
+        (["analyze", "-o=o", "T"], None),  # click reads the value "=o": typer decides
         (["analyze", "T", "--max-trace-bytes=77", "--json"], ("analyze", "T", 77)),
         (["inspect", "--top", "3", "T"], ("inspect", "T", 8 * 1024**3)),
         (["analyze", "T", "--help"], None),
@@ -268,3 +269,88 @@ def _assert_same_tables_only(a: object, b: object) -> None:
     ta, tb = _tables(a), _tables(b)
     for k in ta:
         pd.testing.assert_frame_equal(ta[k], tb[k], check_exact=True, obj=k)
+
+
+# ---------------------------------------------------------------- the typer-free fast path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "T"],
+        ["analyze", "T", "--out", "o", "--force"],
+        ["analyze", "--out=o", "T", "--json", "--no-source", "--debug", "--open"],
+        ["analyze", "-o", "o", "T", "--only", "sync-point,gpu-idle", "--only", "tiny-kernels"],
+        ["analyze", "T", "--skip", "gpu-idle", "--set", "gpu_idle.min_gap_us=5"],
+        ["analyze", "T", "--fail-on", "medium", "--max-trace-bytes", "123", "-j", "3"],
+        ["analyze", "T", "--jobs=2", "--max-trace-bytes=9", "--fail-on=high"],
+        ["analyze", "T", "--fail-on", "nonsense"],  # the command itself refuses it, both ways
+    ],
+)
+def test_fast_path_parses_like_typer(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.cli import app
+    from advisor.commands import analyze_cmd
+    from advisor.commands.analyze_run import AnalyzeArgs
+    from advisor.entry import fast_analyze
+
+    (tmp_path / "T").write_bytes(b"{}")
+    monkeypatch.chdir(tmp_path)
+    seen: list[AnalyzeArgs] = []
+    monkeypatch.setattr(analyze_cmd, "run_analyze", seen.append)
+    app(args=args, prog_name="advisor", standalone_mode=False)
+    fields = fast_analyze(args)
+    assert fields is not None
+    fields["path"] = Path(str(fields["path"]))
+    if "out" in fields:
+        fields["out"] = Path(str(fields["out"]))
+    assert AnalyzeArgs(**fields) == seen[0]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "T", "--help"],
+        ["analyze", "--list-thresholds"],
+        ["analyze", "T", "--out", "a", "--out", "b"],  # repeated: typer's rule applies
+        ["analyze", "T", "--max-trace-bytes", "0"],  # out of range: typer's message
+        ["analyze", "T", "--max-trace-bytes", "many"],
+        ["analyze", "T", "-o=x"],  # click reads the value "=x"
+        ["analyze", "T", "--out", "--force"],
+        ["analyze", "T", "--unknown"],
+        ["analyze", "T", "U"],
+        ["analyze", "DIR"],  # folders (several ranks) go through typer
+        ["analyze", "missing"],
+        ["inspect", "T"],
+        ["profile", "T"],
+    ],
+)
+def test_fast_path_leaves_everything_else_to_typer(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.entry import fast_analyze
+
+    (tmp_path / "T").write_bytes(b"{}")
+    (tmp_path / "U").write_bytes(b"{}")
+    (tmp_path / "DIR").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert fast_analyze(args) is None
+
+
+def test_fast_path_never_imports_typer(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: print('typer' in sys.modules, 'pydantic' in sys.modules))\n"
+        "from advisor.entry import main\n"
+        "main()\n"
+    )
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-c", code, "analyze", str(SAMPLE), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False False"
+    assert (out / "report.html").is_file()

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from advisor.commands.common import (
-    OutputOptions,
-    default_out_dir,
-    finish,
-    list_thresholds,
-    options_from_cli,
-    output_guard,
-)
-
-if TYPE_CHECKING:
-    from advisor.report import Report
-    from advisor.trace.prefetch import Prefetch
+from advisor.commands.analyze_run import AnalyzeArgs, run_analyze
+from advisor.commands.common import list_thresholds
 
 
 def register(app: typer.Typer) -> None:
@@ -74,43 +61,7 @@ def register(app: typer.Typer) -> None:
             return
         if path is None:
             raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
-        from advisor.outfiles import prepare_out_dir
-        from advisor.trace import find_traces, prefetch
-
-        oo = OutputOptions.parse(fail_on)
-        files = find_traces(path)
-        target = out or default_out_dir(files[0])
-        prepare_out_dir(target, force, create=False)  # refuse first; create after loading
-        t0 = time.perf_counter()
-        # decode in a child process while this one imports pandas and the detectors
-        pre = prefetch.claim(files[0], max_trace_bytes, annotate=True) if len(files) == 1 else None
-        try:
-            report, written = _analyze(files, path, target, force, pre, jobs, only, skip, set_,
-                                       debug, no_source, max_trace_bytes)  # fmt: skip
-        finally:
-            if pre is not None:
-                pre.cancel()
-        code = finish(report, written, json_out, oo, open_, time.perf_counter() - t0)
-        sys.exit(code)
-
-
-def _analyze(files: list[Path], path: Path, target: Path, force: bool, pre: Prefetch | None,
-             jobs: int, only: list[str], skip: list[str], set_: list[str], debug: bool,
-             no_source: bool, max_trace_bytes: int) -> tuple[Report, dict[str, Path]]:  # fmt: skip
-    from advisor.outfiles import prepare_out_dir
-    from advisor.pipeline import analyze_path, write_outputs
-    from advisor.render.terminal import progress
-
-    opts = options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes)
-    with progress(f"Analyzing {files[0].name}") as prog:
-        if len(files) > 1:  # one trace per rank: worker processes, merged report
-            from advisor.multirank import analyze_files
-
-            report, _ = analyze_files(files, opts, path, jobs=jobs or None)
-        else:
-            _, report = analyze_path(files[0], opts, annotate_ahead=True, prefetch=pre)
-        prog.update("Writing the report")
-        with output_guard(target):
-            prepare_out_dir(target, force)
-            written = write_outputs(report, target, debug)
-    return report, written
+        run_analyze(AnalyzeArgs(path=path, out=out, force=force, json_out=json_out,
+                                fail_on=fail_on, only=only, skip=skip, set_=set_, open_=open_,
+                                no_source=no_source, debug=debug,
+                                max_trace_bytes=max_trace_bytes, jobs=jobs))  # fmt: skip
