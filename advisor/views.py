@@ -98,7 +98,12 @@ def _dataloader(trace: Trace) -> Coverage:
     return Coverage.of(frames)
 
 
-def step_breakdown(trace: Trace) -> list[dict[str, Any]]:
+_UNSET: Any = object()
+
+
+def step_breakdown(trace: Trace, layers: Any = _UNSET) -> list[dict[str, Any]]:
+    """Per step: compute, communication, copies, data loading, idle (``layers``: the
+    :func:`_gpu_layers` of the trace, when the caller has them already)."""
     st = trace.steps.head(MAX_STEPS)
     if not len(st):
         return []
@@ -106,7 +111,7 @@ def step_breakdown(trace: Trace) -> list[dict[str, Any]]:
     hi = st["end_ns"].to_numpy(dtype=np.int64)
     dur = hi - lo
     dl = _dataloader(trace)
-    layers = _gpu_layers(trace)
+    layers = _gpu_layers(trace) if layers is _UNSET else layers
     zero = np.zeros(len(st), dtype=np.int64)
     if layers is None:
         compute = comm = memcpy = idle = zero
@@ -136,8 +141,9 @@ def _window_ns(trace: Trace) -> tuple[int, int]:
     return 0, 0
 
 
-def utilization(trace: Trace, buckets: int = UTIL_BUCKETS) -> dict[str, Any] | None:
-    layers = _gpu_layers(trace)
+def utilization(trace: Trace, buckets: int = UTIL_BUCKETS,
+                layers: Any = _UNSET) -> dict[str, Any] | None:  # fmt: skip
+    layers = _gpu_layers(trace) if layers is _UNSET else layers
     lo, hi = _window_ns(trace)
     if layers is None or hi <= lo:
         return None
@@ -259,6 +265,7 @@ def build_views(
     found = list(findings)
     ids = {f.id for f in found}
     lo, hi = _window_ns(trace)
+    layers = _gpu_layers(trace)  # once for both charts
     views: dict[str, Any] = {
         "version": VIEWS_VERSION,
         "device": device_view(trace, run_ctx),
@@ -268,9 +275,9 @@ def build_views(
             "window_us": [trace.to_trace_us(lo), trace.to_trace_us(hi)],
             "recorded_at": _recorded_at(trace, run_ctx),
         },
-        "steps": step_breakdown(trace),
+        "steps": step_breakdown(trace, layers),
         "steps_total": int(len(trace.steps)),
-        "utilization": utilization(trace),
+        "utilization": utilization(trace, layers=layers),
         "detectors": {
             i: ({"title": t, "doc": d} if i in ids else {"title": t})
             for i, (t, d) in sorted(detectors.items())

@@ -44,6 +44,13 @@ def cached(trace: Trace, key: str, fn: Callable[[], T]) -> T:
     return value
 
 
+def release(trace: Trace) -> None:
+    """Drop what :func:`cached` holds for ``trace`` (the detectors are done with it): its
+    derived tables would otherwise live as long as the trace, through the report writing."""
+    for k in [k for k, (ref, _) in _CACHE.items() if ref() is trace or ref() is None]:
+        del _CACHE[k]
+
+
 @dataclass(frozen=True)
 class Busy:
     """Disjoint, sorted busy intervals of one device (union of kernels, copies, memsets)."""

@@ -56,6 +56,9 @@ def test_child_decode_builds_the_same_tables(which: str, tmp_path: Path) -> None
         path.write_bytes(gzip.compress(_gpu_trace()))
     pre = prefetch.start(path, 1 << 40)
     assert pre is not None
+    got = pre.result()  # the child's own columns, not the in-process fallback
+    assert got is not None
+    pre = prefetch.start(path, 1 << 40)
     _assert_same(load_trace(path, prefetch=pre), load_trace(path))
 
 
@@ -92,6 +95,23 @@ def test_a_child_that_dies_costs_only_time(tmp_path: Path, monkeypatch: pytest.M
     assert pre.result() is None
     pre = prefetch.start(SAMPLE, 1 << 40)
     _assert_same(load_trace(SAMPLE, prefetch=pre), load_trace(SAMPLE))
+
+
+@needs_fork
+def test_a_child_that_fails_says_so_under_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from advisor.trace import discover
+
+    def broken(*a: object, **k: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(discover, "decode_columns", broken)  # the child's copy only matters
+    monkeypatch.setenv("ADVISOR_DEBUG", "1")
+    pre = prefetch.start(SAMPLE, 1 << 40)
+    assert pre is not None
+    assert pre.result() is None
+    assert "decoding child failed (RuntimeError: boom)" in capsys.readouterr().err
 
 
 @needs_fork

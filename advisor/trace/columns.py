@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any
 
@@ -58,6 +58,13 @@ TABLES: dict[str, tuple[int, ...]] = {
     "memcpy": (K_MEMCPY, K_MEMSET),
     "syncs": (K_SYNC,),
 }
+# columns that hold codes into Columns.values while decoding
+OBJECT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "cpu_ops": ("input_dims", "input_types", "call_stack"),
+    "kernels": ("grid", "block"),
+    "memcpy": ("argkind",),
+    "syncs": ("sync_kind",),
+}
 # Times beyond these are corrupt: rebased nanoseconds must fit int64 (about 9.2e18).
 TS_LIMIT_US = 4e15  # |ts| (microseconds; epoch times are about 1.7e15)
 DUR_LIMIT_US = 1e12  # about 11.6 days
@@ -67,16 +74,11 @@ _PH, _CAT, _NAME, _TS, _DUR = (attrgetter(k) for k in ("ph", "cat", "name", "ts"
 _PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
 
 
-class _RawValues(dict[bytes, Any]):
-    """Raw JSON text -> decoded value, decoded once per distinct text."""
-
-    def __missing__(self, key: bytes) -> Any:
-        try:
-            value = msgspec.json.decode(key)
-        except (msgspec.DecodeError, RecursionError):
-            value = None
-        self[key] = value
-        return value
+def _decode_raw(text: bytes) -> Any:
+    try:
+        return msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 class Columns:
@@ -86,8 +88,13 @@ class Columns:
         self.parts: dict[str, dict[str, list[np.ndarray]]] = {t: {} for t in (*TABLES, "memory")}
         self.names: dict[str, int] = {}
         self.id_codes: dict[str, int] = {}  # non-numeric pid/tid strings -> negative codes
-        self.raw = _RawValues()
-        self.strings: dict[Any, Any] = {}
+        # object columns (shapes, grids, call stacks...) hold integer codes into ``values``
+        # until ``concat``: each distinct raw JSON text is decoded once, each distinct string
+        # kept once, and the columns travel between processes as plain integer arrays
+        self.values: list[Any] = []
+        self.value_ids: dict[Any, int] = {}  # raw JSON bytes, or ("s", str), -> code
+        # called with the pieces of every chunk (taken out of here) when set
+        self.spill: Callable[[dict[str, dict[str, list[np.ndarray]]]], None] | None = None
         self.events = 0
         self.usable = 0
         self.skipped = 0
@@ -141,6 +148,10 @@ class Columns:
         not_x = np.flatnonzero(kind == K_NOT_X)
         if len(not_x):
             self._memory(_take(evs, not_x), ts[not_x])
+        if self.spill is not None:
+            parts = self.take_parts()
+            if parts:
+                self.spill(parts)
 
     # ---------------------------------------------------------------- tables
     def _put(self, table: str, **cols: np.ndarray) -> None:
@@ -195,7 +206,7 @@ class Columns:
     def _memcpy(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
         a = list(map(_ARGS, evs))
         argkind = self._raws(map(attrgetter("kind"), a))
-        argkind[kind == K_MEMSET] = "Memset"
+        argkind[kind == K_MEMSET] = self._code(("s", "Memset"), "Memset")
         self._put("memcpy", **self._common(evs, ts, dur), device=self._device(evs, a),
                   stream=_streams(a), correlation=_ints(a, "correlation"), external_id=_ext(a),
                   bytes=_floats(a, "nbytes"), argkind=argkind)  # fmt: skip
@@ -251,39 +262,64 @@ class Columns:
         return np.array(out, dtype=np.int64)
 
     def _raws(self, values: Iterable[msgspec.Raw]) -> np.ndarray:
+        """Codes of raw JSON values (-1: absent), each distinct text decoded once."""
         raws = list(values)
         if raws.count(NULL) == len(raws):  # none given: skip the per-value work
-            return np.full(len(raws), None, dtype=object)
-        raw = self.raw
-        return _objects([None if r is NULL else raw[bytes(r)] for r in raws])
+            return np.full(len(raws), -1, dtype=np.int64)
+        ids = self.value_ids
+        keys = [b"" if r is NULL else bytes(r) for r in raws]  # b"": absent (never valid JSON)
+        for key in set(keys).difference(ids):
+            if key:
+                self._code(key, _decode_raw(key))
+        ids[b""] = -1
+        try:
+            return np.fromiter(map(ids.__getitem__, keys), np.int64, len(keys))
+        finally:
+            del ids[b""]
 
     def _strs(self, values: Iterable[Any]) -> np.ndarray:
+        """Codes of optional strings (-1: None), each distinct string kept once."""
         vals = list(values)
         if vals.count(None) == len(vals):
-            return np.full(len(vals), None, dtype=object)
-        seen = self.strings
-        return _objects([seen.setdefault(s, s) for s in vals])
+            return np.full(len(vals), -1, dtype=np.int64)
+        code = self._code
+        return np.array([-1 if v is None else code(("s", v), v) for v in vals], dtype=np.int64)
+
+    def _code(self, key: Any, value: Any) -> int:
+        code = self.value_ids.get(key)
+        if code is None:
+            code = self.value_ids[key] = len(self.values)
+            self.values.append(value)
+        return code
 
     # ---------------------------------------------------------------- result
-    def drop_caches(self) -> None:
-        """Forget the per-text dedup caches (decoding is over; they are not sent or kept)."""
-        self.raw = _RawValues()
-        self.strings = {}
+    def take_parts(self) -> dict[str, dict[str, list[np.ndarray]]]:
+        """The column pieces added so far (removed from here): how a decoding child sends a
+        trace as it goes, so it never holds the whole (see :mod:`advisor.trace.prefetch`)."""
+        out = {t: parts for t, parts in self.parts.items() if parts}
+        self.parts = {t: {} for t in self.parts}
+        return out
 
-    def consolidate(self) -> None:
-        """Join every column's chunks into one array now (the decoding child does this before
-        sending, so the parent receives one array per column and copies nothing)."""
-        for parts in self.parts.values():
-            for k, v in parts.items():
-                if len(v) > 1:
-                    parts[k] = [np.concatenate(v)]
-                    v.clear()
+    def put_parts(self, parts: dict[str, dict[str, list[np.ndarray]]]) -> None:
+        """Append pieces taken from another Columns (the same trace, in order)."""
+        for t, cols in parts.items():
+            mine = self.parts[t]
+            for k, v in cols.items():
+                mine.setdefault(k, []).extend(v)
 
     def concat(self, table: str) -> dict[str, np.ndarray]:
-        """The table's columns over all chunks (empty arrays when it has no rows)."""
+        """The table's columns over all chunks (empty arrays when it has no rows); object
+        columns come back as the values themselves (None where absent)."""
         parts = self.parts[table]
         out = {k: (v[0] if len(v) == 1 else np.concatenate(v)) for k, v in parts.items()}
         parts.clear()
+        coded = [k for k in OBJECT_COLUMNS.get(table, ()) if k in out]
+        if coded:
+            lookup = np.empty(len(self.values) + 1, dtype=object)  # code -1: the None at the end
+            for i, v in enumerate(self.values):
+                lookup[i] = v  # one by one: a list value stays one element
+            for k in coded:
+                out[k] = lookup[out[k]]
         return out
 
     def name_list(self) -> np.ndarray:

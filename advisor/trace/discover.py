@@ -121,13 +121,14 @@ def _loading(p: Path) -> Iterator[None]:
 
 
 def decode_columns(
-    p: Path, src: Iterator[bytes], require_events: bool
+    p: Path, src: Iterator[bytes], require_events: bool, cols: Columns | None = None
 ) -> tuple[Columns, dict[str, Any], int]:
-    """The trace's columns, header and text size (no pandas involved)."""
+    """The trace's columns, header and text size (no pandas involved); ``cols``: the Columns to
+    fill (e.g. one that sends its pieces elsewhere as it goes)."""
     from advisor.trace.columns import Columns
     from advisor.trace.decode import decode_stream
 
-    cols = Columns()
+    cols = cols if cols is not None else Columns()
     with _loading(p):
         header, size = decode_stream(p, src, cols.add)
     if require_events and not cols.events:

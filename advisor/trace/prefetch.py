@@ -60,11 +60,11 @@ class _Child:
         _LIVE.add(self)
 
     def bulk(self) -> Any:
-        """The object the child pickled into its spool (after its message said so)."""
+        """The columns the decoder spooled (after its message said they are complete)."""
         spool = self.take_spool()
         try:
             spool.seek(0)
-            return pickle.load(spool)
+            return _read_columns(spool)
         finally:
             spool.close()
 
@@ -139,6 +139,9 @@ class Prefetch:
         if kind == "error":
             problem, path = payload
             raise TraceError(problem, path)
+        if os.environ.get("ADVISOR_DEBUG"):  # a bug in the child: say so, then decode here
+            print(f"advisor: decoding child failed ({payload[0]}); decoding in this process",
+                  file=sys.stderr)  # fmt: skip
         return None
 
     @property
@@ -279,17 +282,18 @@ def _die_with(parent: int) -> None:
 
 
 def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int | None) -> None:
-    """The decoder: the columns go to the spool, a status to the pipe; then it wakes the copier
-    (``go``), which recompresses while the parent runs the detectors, on the core this frees."""
+    """The decoder: the columns go to the spool chunk by chunk as they are decoded (this process
+    never holds the whole trace), then the rest of the Columns; a status goes to the pipe. Then it
+    wakes the copier (``go``), which recompresses while the parent runs the detectors, on the
+    core this frees."""
     msg: tuple[Any, ...]
     try:
         from advisor.trace.discover import decode_columns
         from advisor.trace.source import pieces
 
-        cols, header, raw = decode_columns(path, pieces(path, max_bytes), True)
-        cols.drop_caches()
-        cols.consolidate()
-        pickle.dump((cols, header, raw), spool, protocol=pickle.HIGHEST_PROTOCOL)
+        cols, header, raw = decode_columns(path, pieces(path, max_bytes), True, _spilling(spool))
+        cols.spill = None
+        pickle.dump(("end", cols, header, raw), spool, protocol=pickle.HIGHEST_PROTOCOL)
         spool.flush()
         msg = ("ok",)
     except TraceError as err:
@@ -301,6 +305,29 @@ def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int |
             os.write(go, b"g")
             os.close(go)
     pickle.dump(msg, fh)
+
+
+def _spilling(spool: BinaryIO) -> Any:
+    """Columns whose pieces go to the spool after every chunk."""
+    from advisor.trace.columns import Columns
+
+    cols = Columns()
+    cols.spill = lambda parts: pickle.dump(("part", parts), spool, pickle.HIGHEST_PROTOCOL)
+    return cols
+
+
+def _read_columns(spool: BinaryIO) -> tuple[Any, dict[str, Any], int]:
+    """The decoder's spool back into one Columns (pieces in order, then the rest)."""
+    parts: list[Any] = []
+    while True:
+        kind, *payload = pickle.load(spool)
+        if kind == "part":
+            parts.append(payload[0])
+            continue
+        cols, header, raw = payload
+        for p in parts:
+            cols.put_parts(p)
+        return cols, header, raw
 
 
 def _copy(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int) -> None:
