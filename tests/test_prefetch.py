@@ -63,6 +63,28 @@ def test_child_decode_builds_the_same_tables(which: str, tmp_path: Path) -> None
 
 
 @needs_fork
+@pytest.mark.parametrize("spill_bytes", [1, 1 << 14])
+def test_columns_sent_in_many_pieces_build_the_same_tables(
+    spill_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.trace import columns, decode
+
+    monkeypatch.setattr(columns, "SPILL_BYTES", spill_bytes)  # every chunk, or a few together
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 1 << 14)  # many chunks
+    path = SAMPLE
+    pre = prefetch.start(path, 1 << 40)
+    assert pre is not None
+    got = pre.result()
+    assert got is not None
+    monkeypatch.undo()
+    _assert_same(load_trace(path, prefetch=prefetch.start(path, 1 << 40)), load_trace(path))
+    from advisor.trace.build import Decoded, build_trace
+
+    cols, header, size = got
+    _assert_same_tables_only(build_trace(Decoded(cols, header, size), str(path)), load_trace(path))
+
+
+@needs_fork
 def test_child_trace_error_is_raised_in_the_parent_with_the_same_line(tmp_path: Path) -> None:
     bad = tmp_path / "cut.json.gz"
     bad.write_bytes(gzip.compress(_gpu_trace())[:-12])  # truncated gzip stream

@@ -58,6 +58,7 @@ TABLES: dict[str, tuple[int, ...]] = {
     "memcpy": (K_MEMCPY, K_MEMSET),
     "syncs": (K_SYNC,),
 }
+SPILL_BYTES = 16 << 20  # a decoding child sends its columns in pieces of about this size
 # columns that hold codes into Columns.values while decoding
 OBJECT_COLUMNS: dict[str, tuple[str, ...]] = {
     "cpu_ops": ("input_dims", "input_types", "call_stack"),
@@ -93,7 +94,7 @@ class Columns:
         # kept once, and the columns travel between processes as plain integer arrays
         self.values: list[Any] = []
         self.value_ids: dict[Any, int] = {}  # raw JSON bytes, or ("s", str), -> code
-        # called with the pieces of every chunk (taken out of here) when set
+        # when set: called with the pieces held (taken out of here) every SPILL_BYTES and by flush
         self.spill: Callable[[dict[str, dict[str, list[np.ndarray]]]], None] | None = None
         self.events = 0
         self.usable = 0
@@ -148,10 +149,8 @@ class Columns:
         not_x = np.flatnonzero(kind == K_NOT_X)
         if len(not_x):
             self._memory(_take(evs, not_x), ts[not_x])
-        if self.spill is not None:
-            parts = self.take_parts()
-            if parts:
-                self.spill(parts)
+        if self.spill is not None and self._held_bytes() >= SPILL_BYTES:
+            self.flush()
 
     # ---------------------------------------------------------------- tables
     def _put(self, table: str, **cols: np.ndarray) -> None:
@@ -293,6 +292,21 @@ class Columns:
         return code
 
     # ---------------------------------------------------------------- result
+    def _held_bytes(self) -> int:
+        return sum(a.nbytes for cols in self.parts.values() for v in cols.values() for a in v)
+
+    def flush(self) -> None:
+        """Hand the pieces held so far to ``spill``, each column joined into one array (large
+        blocks: the receiving process can give their memory back once it joins them)."""
+        if self.spill is None:
+            return
+        parts = self.take_parts()
+        for cols in parts.values():
+            for k, v in cols.items():
+                cols[k] = [_join(v)]
+        if parts:
+            self.spill(parts)
+
     def take_parts(self) -> dict[str, dict[str, list[np.ndarray]]]:
         """The column pieces added so far (removed from here): how a decoding child sends a
         trace as it goes, so it never holds the whole (see :mod:`advisor.trace.prefetch`)."""
@@ -311,7 +325,7 @@ class Columns:
         """The table's columns over all chunks (empty arrays when it has no rows); object
         columns come back as the values themselves (None where absent)."""
         parts = self.parts[table]
-        out = {k: (v[0] if len(v) == 1 else np.concatenate(v)) for k, v in parts.items()}
+        out = {k: _join(v) for k, v in parts.items()}
         parts.clear()
         coded = [k for k in OBJECT_COLUMNS.get(table, ()) if k in out]
         if coded:
@@ -326,6 +340,20 @@ class Columns:
         out = np.empty(len(self.names), dtype=object)
         out[:] = list(self.names)
         return out
+
+
+def _join(pieces: list[np.ndarray]) -> np.ndarray:
+    """The pieces end to end, each freed as soon as it is copied (memory: the result plus one
+    piece, not twice the column as with ``np.concatenate``); empties ``pieces``."""
+    if len(pieces) == 1:
+        return pieces.pop()
+    out = np.empty(sum(len(p) for p in pieces), dtype=np.result_type(*pieces))
+    end = len(out)
+    while pieces:
+        p = pieces.pop()
+        out[end - len(p) : end] = p
+        end -= len(p)
+    return out
 
 
 def _kind(cat: str | None) -> int:

@@ -282,8 +282,9 @@ def _die_with(parent: int) -> None:
 
 
 def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int | None) -> None:
-    """The decoder: the columns go to the spool chunk by chunk as they are decoded (this process
-    never holds the whole trace), then the rest of the Columns; a status goes to the pipe. Then it
+    """The decoder: the columns go to the spool in pieces of about 16 MB as they are decoded (this
+    process never holds a big trace whole), then the rest of the Columns; a status goes to the
+    pipe. Then it
     wakes the copier (``go``), which recompresses while the parent runs the detectors, on the
     core this frees."""
     msg: tuple[Any, ...]
@@ -292,6 +293,7 @@ def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int |
         from advisor.trace.source import pieces
 
         cols, header, raw = decode_columns(path, pieces(path, max_bytes), True, _spilling(spool))
+        cols.flush()
         cols.spill = None
         pickle.dump(("end", cols, header, raw), spool, protocol=pickle.HIGHEST_PROTOCOL)
         spool.flush()
