@@ -58,7 +58,7 @@ TABLES: dict[str, tuple[int, ...]] = {
     "memcpy": (K_MEMCPY, K_MEMSET),
     "syncs": (K_SYNC,),
 }
-SPILL_BYTES = 16 << 20  # a decoding child sends its columns in pieces of about this size
+SPILL_BYTES = 4 << 20  # a decoding child sends its columns in pieces of about this size
 # columns that hold codes into Columns.values while decoding
 OBJECT_COLUMNS: dict[str, tuple[str, ...]] = {
     "cpu_ops": ("input_dims", "input_types", "call_stack"),
