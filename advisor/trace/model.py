@@ -114,10 +114,12 @@ class Trace:
 
     def _build_gpu_activity(self) -> pd.DataFrame:
         cols = ["ts_ns", "end_ns", "device", "stream", "step", "launch_idx"]
-        k = self.kernels[cols].assign(kind=np.where(self.kernels["is_comm"], "comm", "kernel"))
-        m = self.memcpy[cols].assign(
-            kind=np.where(self.memcpy["kind"].astype(str) == "Memset", "memset", "memcpy")
-        )
+        # kind: a categorical (one byte a row, not one string object a row)
+        kinds = pd.CategoricalDtype(["comm", "kernel", "memcpy", "memset"])
+        k_codes = np.where(self.kernels["is_comm"].to_numpy(dtype=bool), 0, 1)
+        m_codes = np.where(self.memcpy["kind"].astype(str).to_numpy() == "Memset", 3, 2)
+        k = self.kernels[cols].assign(kind=pd.Categorical.from_codes(k_codes, dtype=kinds))
+        m = self.memcpy[cols].assign(kind=pd.Categorical.from_codes(m_codes, dtype=kinds))
         parts = [p for p in (k, m) if len(p)]
         if not parts:
             return k.iloc[0:0]
