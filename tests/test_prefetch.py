@@ -199,12 +199,12 @@ def test_analyze_with_and_without_the_child_writes_the_same_findings(
 def test_a_copier_that_dies_leaves_the_copy_to_the_parent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from advisor.render import annotate_stream
+    from advisor.render import tail
 
     def die(*a: object, **k: object) -> None:
         os._exit(9)
 
-    monkeypatch.setattr(annotate_stream, "recompress", die)  # runs in the copier only
+    monkeypatch.setattr(tail, "recompress", die)  # runs in the copier only
     pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
     assert pre is not None
     load_trace(SAMPLE, prefetch=pre)

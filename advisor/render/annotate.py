@@ -13,7 +13,6 @@ annotated trace replaces the old track.
 from __future__ import annotations
 
 import json
-import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -21,17 +20,16 @@ from typing import Any
 import orjson
 
 from advisor.findings import Finding
+from advisor.render.tail import CATEGORY, FINDINGS_PID
+from advisor.render.tail import EVENTS_KEY as _EVENTS_KEY
+from advisor.render.tail import PID_TAKEN as _PID_TAKEN
 from advisor.report import Report
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, read_bytes
 
-CATEGORY = "advisor_finding"
 PROCESS_NAME = "torch-advisor findings"
 ANNOTATED_NAME = "trace.annotated.json.gz"
 MAX_NAME_CHARS = 160
-FINDINGS_PID = 2_000_000_000  # above any OS pid (Linux caps them at 2^22) and device id
 GZIP_LEVEL = 3  # the copy is a convenience: fast beats the last 20% of size
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_PID_TAKEN = re.compile(rb'"pid"\s*:\s*"?2000000000\b')
 
 
 def _saving(f: Finding) -> str:

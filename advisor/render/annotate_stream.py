@@ -24,94 +24,19 @@ import struct
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
-from advisor import fastzlib
-from advisor.render.annotate import (
-    _EVENTS_KEY,
-    _PID_TAKEN,
-    CATEGORY,
-    FINDINGS_PID,
-    GZIP_LEVEL,
-    finding_events,
-)
+from advisor.render.annotate import FINDINGS_PID, GZIP_LEVEL, finding_events
+from advisor.render.tail import AHEAD_MAX_BYTES, Tail, recompress
 from advisor.report import Report
-from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
-# Recompress in a thread while the detectors run only up to this much text: beyond it, the thread
-# and the detectors slow each other down (GIL hand-offs, a shared core) more than the overlap
-# gains, and the copy is streamed after the detectors instead.
-AHEAD_MAX_BYTES = 256 << 20
-_HEAD_LIMIT = 64 << 20  # the events key must show up within this much text
-_OVERLAP = 64  # bytes kept between pieces so a pattern split across two is still found
+__all__ = ["AHEAD_MAX_BYTES", "Prepared", "Tail", "crc32_combine", "prepare", "recompress", "take"]
+
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, no mtime, OS unknown
-
-
-@dataclass
-class Tail:
-    """The text before the splice point, and the raw deflate of all the text after it."""
-
-    head: bytes
-    chunks: Iterable[bytes]  # a list, or blocks read back from a file
-    crc: int  # CRC-32 of the text after the splice point
-    length: int  # its length in bytes
-    empty: bool  # the events array is empty: no comma after the findings
-
-
-def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-               stop: Callable[[], bool] = lambda: False, max_text: int | None = None,
-               sink: Callable[[bytes], object] | None = None) -> Tail | None:  # fmt: skip
-    """Gunzip ``path`` and recompress the text after the splice point; None when this path can't
-    (no events key, a findings track already there, an unreadable file), ``stop()`` said so, or
-    the text is longer than ``max_text``. ``sink`` takes the deflate chunks as they are made
-    (the Tail then holds none); by default they are kept in ``Tail.chunks``."""
-    z = fastzlib.raw_deflate_obj()
-    buf = b""
-    at: int | None = None
-    head = b""
-    first: bytes | None = None  # first non-space byte after the splice point
-    prev = b""
-    crc = 0
-    total = 0
-    out: list[bytes] = []
-    put = sink if sink is not None else out.append
-    for piece in _batched(pieces(path, max_bytes)):
-        if stop():
-            return None
-        if at is None:
-            buf += piece
-            at = _splice_at(buf)
-            if at is None:
-                if len(buf) > _HEAD_LIMIT:
-                    return None
-                continue
-            if _taken(buf):
-                return None
-            head = buf[:at]
-            piece = buf[at:]
-            prev = buf[-_OVERLAP:]
-            buf = b""
-        elif _taken(prev + piece[:_OVERLAP]) or _taken(piece):  # no copy of the piece
-            return None
-        else:
-            prev = piece[-_OVERLAP:]
-        if first is None and piece.strip():
-            first = piece.lstrip()[:1]
-        crc = fastzlib.crc32(piece, crc)
-        total += len(piece)
-        if max_text is not None and total > max_text:
-            return None
-        chunk = z.compress(piece)
-        if chunk:
-            put(chunk)
-    if at is None or stop():  # cancelled: the text may be incomplete
-        return None
-    put(z.flush(zlib.Z_FINISH))
-    return Tail(head, out, crc, total, first == b"]")
 
 
 class Prepared:
@@ -184,38 +109,6 @@ class Prepared:
                 pass
             raise
         return True
-
-
-def _splice_at(text: bytes) -> int | None:
-    head = text.lstrip()[:1]
-    if head == b"[":
-        return text.index(b"[") + 1
-    if head != b"{":
-        return None
-    m = _EVENTS_KEY.search(text)
-    return m.end() if m else None
-
-
-def _taken(text: bytes) -> bool:
-    """The text already holds a findings track, or an event uses the findings pid."""
-    if CATEGORY.encode() in text:
-        return True
-    return str(FINDINGS_PID).encode() in text and _PID_TAKEN.search(text) is not None
-
-
-def _batched(src: Iterator[bytes], size: int = 1 << 20) -> Iterator[bytes]:
-    """Pieces joined into blocks of about ``size``: fewer, longer zlib calls, so this thread
-    takes the GIL rarely and leaves the detectors running at full speed."""
-    parts: list[bytes] = []
-    n = 0
-    for piece in src:
-        parts.append(piece)
-        n += len(piece)
-        if n >= size:
-            yield b"".join(parts)
-            parts, n = [], 0
-    if parts:
-        yield b"".join(parts)
 
 
 # ---------------------------------------------------------------- jobs per trace path

@@ -10,7 +10,7 @@ The parent builds the tables from them exactly as from an in-process decode, so 
 findings and errors are the same either way.
 
 For ``analyze``, a second small child, the *copier*, recompresses the trace's text for
-``trace.annotated.json.gz`` at the same time (:func:`advisor.render.annotate_stream.recompress`);
+``trace.annotated.json.gz`` at the same time (:func:`advisor.render.tail.recompress`);
 the parent collects its result together with the columns. Both children are done and gone by the
 time the parent runs the detectors, so their memory never adds to the parent's peak.
 
@@ -150,7 +150,7 @@ class Prefetch:
         return self._copier is not None
 
     def annotated_tail(self) -> Any:
-        """The copier's :class:`~advisor.render.annotate_stream.Tail` (waits for it), or None
+        """The copier's :class:`~advisor.render.tail.Tail` (waits for it), or None
         when it could not make one."""
         copier, self._copier = self._copier, None
         return _spooled_tail(copier) if copier is not None else None
@@ -340,7 +340,7 @@ def _copy(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int) ->
         os.read(go, 1)
         os.close(go)
     try:
-        from advisor.render.annotate_stream import AHEAD_MAX_BYTES, recompress
+        from advisor.render.tail import AHEAD_MAX_BYTES, recompress
 
         # beyond AHEAD_MAX_BYTES of text the copy is streamed after the detectors instead
         tail = recompress(path, max_bytes, max_text=AHEAD_MAX_BYTES, sink=spool.write)
