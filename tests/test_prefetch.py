@@ -63,13 +63,13 @@ def test_child_decode_builds_the_same_tables(which: str, tmp_path: Path) -> None
 
 
 @needs_fork
-@pytest.mark.parametrize("spill_bytes", [1, 1 << 14])
+@pytest.mark.parametrize("spill_rows", [1, 300])
 def test_columns_sent_in_many_pieces_build_the_same_tables(
-    spill_bytes: int, monkeypatch: pytest.MonkeyPatch
+    spill_rows: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from advisor.trace import columns, decode
 
-    monkeypatch.setattr(columns, "SPILL_BYTES", spill_bytes)  # every chunk, or a few together
+    monkeypatch.setattr(columns, "SPILL_ROWS", spill_rows)  # every chunk, or a few together
     monkeypatch.setattr(decode, "CHUNK_BYTES", 1 << 14)  # many chunks
     path = SAMPLE
     pre = prefetch.start(path, 1 << 40)

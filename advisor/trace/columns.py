@@ -58,7 +58,9 @@ TABLES: dict[str, tuple[int, ...]] = {
     "memcpy": (K_MEMCPY, K_MEMSET),
     "syncs": (K_SYNC,),
 }
-SPILL_BYTES = 4 << 20  # a decoding child sends its columns in pieces of about this size
+# A decoding child sends a table's columns in pieces of this many rows: big enough that every
+# numeric piece (256 KB) gets its own mapping in the receiver, freed for good once joined.
+SPILL_ROWS = 32768
 # columns that hold codes into Columns.values while decoding
 OBJECT_COLUMNS: dict[str, tuple[str, ...]] = {
     "cpu_ops": ("input_dims", "input_types", "call_stack"),
@@ -94,7 +96,7 @@ class Columns:
         # kept once, and the columns travel between processes as plain integer arrays
         self.values: list[Any] = []
         self.value_ids: dict[Any, int] = {}  # raw JSON bytes, or ("s", str), -> code
-        # when set: called with the pieces held (taken out of here) every SPILL_BYTES and by flush
+        # when set: called with a table's pieces (taken out of here) every SPILL_ROWS, and by flush
         self.spill: Callable[[dict[str, dict[str, list[np.ndarray]]]], None] | None = None
         self.events = 0
         self.usable = 0
@@ -149,8 +151,11 @@ class Columns:
         not_x = np.flatnonzero(kind == K_NOT_X)
         if len(not_x):
             self._memory(_take(evs, not_x), ts[not_x])
-        if self.spill is not None and self._held_bytes() >= SPILL_BYTES:
-            self.flush()
+        if self.spill is not None:
+            for table, parts in self.parts.items():
+                held = parts.get("ts")
+                if held and sum(len(a) for a in held) >= SPILL_ROWS:
+                    self.flush(table)
 
     # ---------------------------------------------------------------- tables
     def _put(self, table: str, **cols: np.ndarray) -> None:
@@ -292,26 +297,26 @@ class Columns:
         return code
 
     # ---------------------------------------------------------------- result
-    def _held_bytes(self) -> int:
-        return sum(a.nbytes for cols in self.parts.values() for v in cols.values() for a in v)
-
-    def flush(self) -> None:
-        """Hand the pieces held so far to ``spill``, each column joined into one array (large
-        blocks: the receiving process can give their memory back once it joins them)."""
+    def flush(self, table: str | None = None) -> None:
+        """Hand the pieces held so far (of ``table``, or of every table) to ``spill``, each column
+        joined into one array."""
         if self.spill is None:
             return
-        parts = self.take_parts()
+        parts = self.take_parts(table)
         for cols in parts.values():
             for k, v in cols.items():
                 cols[k] = [_join(v)]
         if parts:
             self.spill(parts)
 
-    def take_parts(self) -> dict[str, dict[str, list[np.ndarray]]]:
-        """The column pieces added so far (removed from here): how a decoding child sends a
-        trace as it goes, so it never holds the whole (see :mod:`advisor.trace.prefetch`)."""
-        out = {t: parts for t, parts in self.parts.items() if parts}
-        self.parts = {t: {} for t in self.parts}
+    def take_parts(self, table: str | None = None) -> dict[str, dict[str, list[np.ndarray]]]:
+        """The column pieces added so far (of ``table``, or all; removed from here): how a
+        decoding child sends a trace as it goes, so it never holds the whole (see
+        :mod:`advisor.trace.prefetch`)."""
+        names = [table] if table is not None else list(self.parts)
+        out = {t: self.parts[t] for t in names if self.parts[t]}
+        for t in out:
+            self.parts[t] = {}
         return out
 
     def put_parts(self, parts: dict[str, dict[str, list[np.ndarray]]]) -> None:

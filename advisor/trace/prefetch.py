@@ -282,9 +282,9 @@ def _die_with(parent: int) -> None:
 
 
 def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int | None) -> None:
-    """The decoder: the columns go to the spool in pieces of about 4 MB as they are decoded (this
-    process never holds a big trace whole), then the rest of the Columns; a status goes to the
-    pipe. Then it
+    """The decoder: the columns go to the spool in pieces of SPILL_ROWS rows as they are decoded
+    (this process never holds a big trace whole), then the rest of the Columns; a status goes to
+    the pipe. Then it
     wakes the copier (``go``), which recompresses while the parent runs the detectors, on the
     core this frees."""
     msg: tuple[Any, ...]
