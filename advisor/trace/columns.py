@@ -59,8 +59,8 @@ TABLES: dict[str, tuple[int, ...]] = {
     "syncs": (K_SYNC,),
 }
 # A decoding child sends a table's columns in pieces of this many rows: big enough that every
-# numeric piece (256 KB) gets its own mapping in the receiver, freed for good once joined.
-SPILL_ROWS = 32768
+# numeric piece (128 KiB) gets its own mapping in the receiver, freed for good once joined.
+SPILL_ROWS = 16384
 # columns that hold codes into Columns.values while decoding
 OBJECT_COLUMNS: dict[str, tuple[str, ...]] = {
     "cpu_ops": ("input_dims", "input_types", "call_stack"),
