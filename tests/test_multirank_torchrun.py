@@ -56,6 +56,12 @@ def test_torchrun_gloo_ranks_straggler(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     traces.mkdir()
     p = _torchrun(tmp_path, str(script), str(traces))
+    if p.returncode != 0 and "Signal 6 (SIGABRT)" in p.stderr:
+        # torch's own gloo/profiler run (no advisor code in it) was seen to abort once on a
+        # loaded 2-core CI machine; the traces are this test's input, so make them again
+        for f in traces.iterdir():
+            f.unlink()
+        p = _torchrun(tmp_path, str(script), str(traces))
     assert p.returncode == 0, p.stderr[-2000:]
     assert sorted(x.name for x in traces.iterdir()) == ["trace.rank0.json", "trace.rank1.json"]
     a = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(traces), "--out",
