@@ -396,3 +396,82 @@ def test_fast_path_never_imports_typer(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "False False"
     assert (out / "report.html").is_file()
+
+
+@needs_fork
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
+    """SIGKILL leaves no atexit to run: the kernel ends the children (PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys, time\n"
+        "from advisor.trace import prefetch\n"
+        "prefetch._decode = lambda *a: time.sleep(60)\n"  # a decoder that would work on
+        f"pre = prefetch.start(__import__('pathlib').Path({str(SAMPLE)!r}), 1 << 40, True)\n"
+        "print(pre._decoder.pid, pre._copier.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    pids = [int(x) for x in p.stdout.readline().split()]
+    assert len(pids) == 2
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=10)
+
+    def running(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+
+    deadline = time.monotonic() + 5
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(running, pids))
+
+
+@needs_fork
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads /proc")
+def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the whole process group): exit 130, one line, no output, no child left."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys, time\n"
+        "from advisor.trace import prefetch\n"
+        "def slow(*a):\n"
+        "    time.sleep(60)\n"
+        "prefetch._decode = slow\n"
+        "sys.argv = ['advisor'] + sys.argv[1:]\n"
+        "from advisor.entry import main\n"
+        "main()\n"
+    )
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-c", code, "analyze", str(SAMPLE), "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    kids: list[str] = []
+    while len(kids) < 2 and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            kids = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+        time.sleep(0.05)
+    time.sleep(1.0)  # the parent is waiting for the columns by now
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130
+    assert err.strip().splitlines() == ["advisor: interrupted"]
+    assert not out.exists()
+    time.sleep(0.3)
+    for k in kids:
+        status = Path(f"/proc/{k}/status")
+        assert not status.exists() or "\nState:\tZ" in status.read_text()
