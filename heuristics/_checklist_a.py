@@ -15,6 +15,7 @@ from advisor.findings import Location
 from advisor.registry import Context
 from advisor.timeline import union
 from advisor.trace.model import Trace
+from heuristics import _gpu_timeline
 from heuristics._gpu_timeline import Busy
 from heuristics._gpu_timeline import ms as ms  # re-exported for detectors
 from heuristics._gpu_timeline import n_steps as n_steps
@@ -93,12 +94,9 @@ def ancestor_match(trace: Trace, pred: Callable[[str], bool]) -> np.ndarray:
 
 
 def name_flags(names: pd.Series, pred: Callable[[str], bool]) -> np.ndarray:
-    """Per row: ``pred(str(name))``, evaluated once per distinct name (names are categorical;
-    a missing name reads "nan", as ``astype(str)`` writes a missing category)."""
-    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
-    cats = cat.cat.categories
-    hits = np.fromiter((bool(pred(str(n))) for n in cats), bool, len(cats))
-    return np.append(hits, bool(pred("nan")))[cat.cat.codes.to_numpy()]
+    """Per row: ``pred(str(name))``, evaluated once per distinct name; a missing name reads
+    "nan", as ``astype(str)`` writes a missing category."""
+    return _gpu_timeline.name_flags(names, pred, missing=bool(pred("nan")))
 
 
 def under(trace: Trace, base: np.ndarray) -> np.ndarray:

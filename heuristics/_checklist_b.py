@@ -22,6 +22,7 @@ from advisor.trace.build import is_user_file, parse_frame
 from advisor.trace.model import Trace
 from heuristics._gpu_timeline import ms as ms  # re-exported for detectors
 from heuristics._gpu_timeline import n_steps as n_steps
+from heuristics._gpu_timeline import name_flags
 
 T = TypeVar("T")
 
@@ -120,28 +121,14 @@ def top_under(trace: Trace, rows: np.ndarray, targets: np.ndarray) -> np.ndarray
     return out
 
 
-def _per_name(values: Any, test: Callable[[str], bool]) -> np.ndarray:
-    """``test`` over names (a categorical Series is fastest), evaluated once per distinct name."""
-    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
-        cat = values.array if isinstance(values, pd.Series) else values
-        codes, uniq = cat.codes, cat.categories
-    else:
-        arr = np.asarray(values, dtype=object)
-        if not len(arr):
-            return np.zeros(0, dtype=bool)
-        codes, uniq = pd.factorize(arr)  # hashing, not sorting fixed-width strings
-    hits = np.fromiter((bool(test(str(u))) for u in uniq), bool, len(uniq))
-    return np.append(hits, False)[codes]  # code -1 (missing) never matches
-
-
 def name_mask(values: Any, pattern: re.Pattern[str]) -> np.ndarray:
     """``pattern.search`` over names, evaluated once per distinct name."""
-    return _per_name(values, lambda n: pattern.search(n) is not None)
+    return name_flags(values, lambda n: pattern.search(n) is not None)
 
 
 def name_in(values: Any, names: Collection[str]) -> np.ndarray:
     """Whether each name is one of ``names`` (``np.isin`` without comparing every row)."""
-    return _per_name(values, frozenset(names).__contains__)
+    return name_flags(values, frozenset(names).__contains__)
 
 
 def ranges(trace: Trace, pattern: re.Pattern[str]) -> pd.DataFrame:

@@ -192,18 +192,20 @@ def chain_match(
     return found
 
 
-def name_flags(names: pd.Series, pred: Callable[[str], bool]) -> np.ndarray:
-    """``pred(name)`` for each row of a name column, evaluated once per distinct name
-    (on the categories of a categorical column, else on the unique values); a missing name
-    never matches."""
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        # one flag per category plus a False at the end that a missing name (code -1) picks
-        cats = names.cat.categories
-        flags = np.array([bool(pred(str(c))) for c in cats] + [False], dtype=bool)
-        return flags[names.cat.codes.to_numpy()]
-    uniq, inv = np.unique(names.astype(str).to_numpy(dtype=str), return_inverse=True)
-    flags = np.array([bool(pred(str(u))) for u in uniq], dtype=bool)
-    return flags[inv.reshape(-1)] if len(uniq) else np.zeros(len(names), dtype=bool)
+def name_flags(names: Any, pred: Callable[[str], bool], missing: bool = False) -> np.ndarray:
+    """``pred(name)`` for each row of a name column (a Series, a Categorical or any sequence),
+    evaluated once per distinct name (on the categories of a categorical, else on the factorized
+    values); a missing name gives ``missing``."""
+    if isinstance(getattr(names, "dtype", None), pd.CategoricalDtype):
+        cat = names.array if isinstance(names, pd.Series) else names
+        codes, uniq = cat.codes, cat.categories
+    else:
+        arr = np.asarray(names, dtype=object)
+        if not len(arr):
+            return np.zeros(0, dtype=bool)
+        codes, uniq = pd.factorize(arr)  # hashing, not sorting fixed-width strings
+    hits = np.fromiter((bool(pred(str(u))) for u in uniq), bool, len(uniq))
+    return np.append(hits, missing)[np.asarray(codes)]  # code -1: the missing flag at the end
 
 
 def op_names(trace: Trace) -> np.ndarray:
