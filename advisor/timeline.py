@@ -102,11 +102,7 @@ def device_busy(trace: Trace, hta: bool = True) -> list[DeviceBusy]:
     With ``hta`` (the default) the activity is first restricted by :func:`hta_window`, so the
     figures agree with Holistic Trace Analysis' temporal breakdown.
     """
-    key = "_device_busy_hta" if hta else "_device_busy_all"
-    done: list[DeviceBusy] | None = trace.__dict__.get(key)
-    if done is None:
-        done = _device_busy(trace, hta)
-        object.__setattr__(trace, key, done)  # built once per trace (frozen: outside the fields)
+    done = trace.memo(f"device_busy_{hta}", lambda: _device_busy(trace, hta))
     return list(done)
 
 

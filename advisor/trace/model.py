@@ -25,6 +25,7 @@ Tables (columns beyond the common ones):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,11 +107,16 @@ class Trace:
 
         Built once per trace (many detectors read it); each call returns a shallow copy, so a
         caller that adds or sets columns never changes what the next caller sees."""
-        act = self.__dict__.get("_gpu_activity")
-        if act is None:
-            act = self._build_gpu_activity()
-            object.__setattr__(self, "_gpu_activity", act)  # frozen: cache outside the fields
+        act: pd.DataFrame = self.memo("gpu_activity", self._build_gpu_activity)
         return act.copy(deep=False)
+
+    def memo(self, key: str, build: Callable[[], Any]) -> Any:
+        """``build()`` once per trace, kept with it (outside the frozen fields) under ``key``:
+        derived tables that several readers share."""
+        attr = "_memo_" + key
+        if attr not in self.__dict__:
+            object.__setattr__(self, attr, build())
+        return self.__dict__[attr]
 
     def _build_gpu_activity(self) -> pd.DataFrame:
         cols = ["ts_ns", "end_ns", "device", "stream", "step", "launch_idx"]
