@@ -8,6 +8,7 @@ import typer
 
 from advisor.commands.analyze_run import AnalyzeArgs, run_analyze
 from advisor.commands.common import list_thresholds
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +47,7 @@ def register(app: typer.Typer) -> None:
             False, "--debug", help="Include detector tracebacks in findings.json."
         ),
         max_trace_bytes: int = typer.Option(
-            8 * 1024**3,
+            DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
             min=1,
             help="Refuse traces larger than this decompressed (guards against gzip bombs).",

@@ -16,12 +16,11 @@ from advisor.commands.common import (
     options_from_cli,
     output_guard,
 )
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 if TYPE_CHECKING:
     from advisor.report import Report
     from advisor.trace.prefetch import Prefetch
-
-DEFAULT_MAX_TRACE_BYTES = 8 * 1024**3
 
 
 @dataclass

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
+
 
 def register(app: typer.Typer) -> None:
     @app.command("diff")
@@ -22,7 +24,9 @@ def register(app: typer.Typer) -> None:
         set_: list[str] = typer.Option([], "--set", help="Override a threshold: key=value."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0: automatic)."),
         max_trace_bytes: int = typer.Option(
-            8 * 1024**3, "--max-trace-bytes", help="Refuse traces larger than this decompressed."
+            DEFAULT_MAX_TRACE_BYTES,
+            "--max-trace-bytes",
+            help="Refuse traces larger than this decompressed.",
         ),
     ) -> None:
         """Compare two runs: step time, time per category, kernels and findings before/after."""

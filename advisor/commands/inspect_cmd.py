@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
+
 
 def _fmt_bytes(n: int | None) -> str:
     if n is None:
@@ -24,7 +26,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         top: int = typer.Option(10, "--top", min=1, help="Rows in the top kernels/ops tables."),
         max_trace_bytes: int = typer.Option(
-            8 * 1024**3,
+            DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
             min=1,
             help="Refuse traces larger than this decompressed (guards against gzip bombs).",

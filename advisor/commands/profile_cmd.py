@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
+
 _HELP = """Run SCRIPT (or -m MODULE) under torch.profiler and rank the fixes by time saved per step.
 
 Steps are found without code changes through a global optimizer.step() hook; loops without an
@@ -97,7 +99,7 @@ def register(app: typer.Typer) -> None:
         from advisor.runner import ProfileOptions, run_profile
         from advisor.runner.capture import SessionConfig
 
-        analysis = options_from_cli(only, skip, set_, debug, no_source, 8 * 1024**3)
+        analysis = options_from_cli(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
         opts = ProfileOptions(
             script=script, args=tuple(script_args or ()), module=module, out=out, force=force,
             session=SessionConfig(

@@ -18,6 +18,7 @@ from typing import Any
 from advisor import __version__
 from advisor.errors import AdvisorError
 from advisor.runner.outdir import FINDINGS_NAME, REPORT_NAME, write_json
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 
 class _CannotWrite(Exception):
@@ -100,7 +101,9 @@ def _analyze_and_write(
         with progress(f"Analyzing {trace_path.name}") as prog:
             t0 = time.perf_counter()
             if trace_path.is_file():
-                trace = load_trace(trace_path, getattr(options, "max_trace_bytes", 8 * 1024**3))
+                trace = load_trace(
+                    trace_path, getattr(options, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
+                )
                 report = analyze_trace(trace, run_ctx, options)
             else:
                 report = Report(run=_run_block(run_ctx, trace_path), findings=())
