@@ -85,6 +85,24 @@ def test_columns_sent_in_many_pieces_build_the_same_tables(
 
 
 @needs_fork
+def test_an_early_child_without_its_copier_is_still_claimed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real, calls = prefetch._fork, []
+
+    def copier_fails(job: object, close: int = -1) -> object:
+        calls.append(job)
+        return real(job, close) if len(calls) == 1 else None  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prefetch, "_fork", copier_fails)
+    prefetch.start_early(SAMPLE, 1 << 40, annotate=True)
+    early = prefetch._EARLY[-1]
+    assert not early.tail_coming  # no copier: the annotated copy is made the usual way
+    assert prefetch.claim(SAMPLE, 1 << 40, annotate=True) is early  # not a second decode
+    early.cancel()
+
+
+@needs_fork
 def test_child_trace_error_is_raised_in_the_parent_with_the_same_line(tmp_path: Path) -> None:
     bad = tmp_path / "cut.json.gz"
     bad.write_bytes(gzip.compress(_gpu_trace())[:-12])  # truncated gzip stream

@@ -116,11 +116,11 @@ class Prefetch:
     """One trace decoding in a child process (and recompressing in another when ``annotate``):
     :meth:`result` collects the columns, :meth:`annotated_tail` the recompressed text."""
 
-    def __init__(self, path: Path, max_bytes: int, decoder: _Child,
-                 copier: _Child | None) -> None:  # fmt: skip
+    def __init__(self, path: Path, max_bytes: int, decoder: _Child, copier: _Child | None,
+                 annotate: bool) -> None:  # fmt: skip
         self.path = path
         self.max_bytes = max_bytes
-        self.annotate = copier is not None
+        self.annotate = annotate  # asked for, even when the copier could not be forked
         self._decoder: _Child | None = decoder
         self._copier = copier
 
@@ -176,22 +176,21 @@ def start(path: Path, max_bytes: int, annotate: bool = False) -> Prefetch | None
     if not enabled() or not Path(path).is_file():
         return None
     p = Path(path)
-    if not annotate:
-        decoder = _fork(lambda fh, spool: _decode(p, max_bytes, fh, spool, None))
-        return Prefetch(p, max_bytes, decoder, None) if decoder is not None else None
     try:
-        go_r, go_w = os.pipe()  # the decoder tells the copier when to start
+        go_r, go_w = os.pipe() if annotate else (-1, -1)  # the decoder tells the copier to start
     except OSError:
         return None
+    go = go_w if annotate else None
     try:
-        decoder = _fork(lambda fh, spool: _decode(p, max_bytes, fh, spool, go_w), go_r)
+        decoder = _fork(lambda fh, spool: _decode(p, max_bytes, fh, spool, go), go_r)
         copier = None
-        if decoder is not None:
+        if decoder is not None and annotate:
             copier = _fork(lambda fh, spool: _copy(p, max_bytes, fh, spool, go_r), go_w)
     finally:
-        os.close(go_r)
-        os.close(go_w)
-    return Prefetch(p, max_bytes, decoder, copier) if decoder is not None else None
+        for fd in (go_r, go_w):
+            if fd >= 0:
+                os.close(fd)
+    return Prefetch(p, max_bytes, decoder, copier, annotate) if decoder is not None else None
 
 
 def start_early(path: Path, max_bytes: int, annotate: bool) -> None:
