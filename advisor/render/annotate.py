@@ -20,9 +20,8 @@ from typing import Any
 import orjson
 
 from advisor.findings import Finding
-from advisor.render.tail import CATEGORY, FINDINGS_PID
-from advisor.render.tail import EVENTS_KEY as _EVENTS_KEY
-from advisor.render.tail import PID_TAKEN as _PID_TAKEN
+from advisor.render.tail import CATEGORY, FINDINGS_PID, taken
+from advisor.render.tail import splice_at as _splice_at
 from advisor.report import Report
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, read_bytes
 
@@ -119,15 +118,6 @@ def _free_pid(events: list[Any]) -> int:
     return max(ints, default=0) + 1
 
 
-def _splice_at(raw: bytes) -> int | None:
-    """Offset just inside the events array (after its ``[``), or None when unsure."""
-    head = raw.lstrip()[:1]
-    if head == b"[":
-        return raw.index(b"[") + 1
-    m = _EVENTS_KEY.search(raw)
-    return m.end() if m else None
-
-
 def _gzip(parts: list[bytes]) -> bytes:
     z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # wbits 31: gzip container
     return b"".join([*(z.compress(p) for p in parts), z.flush()])
@@ -142,7 +132,7 @@ def annotate(trace_path: Path, report: Report, max_bytes: int = DEFAULT_MAX_TRAC
     """
     raw = read_bytes(trace_path, max_bytes)
     at = _splice_at(raw)
-    if at is not None and CATEGORY.encode() not in raw and not _PID_TAKEN.search(raw):
+    if at is not None and not taken(raw):
         ours = b",".join(orjson.dumps(e) for e in finding_events(report, FINDINGS_PID))
         empty = raw[at:].lstrip()[:1] == b"]"
         return _gzip([raw[:at], ours, b"" if empty else b",", raw[at:]])

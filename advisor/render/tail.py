@@ -61,18 +61,18 @@ def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
             return None
         if at is None:
             buf += piece
-            at = _splice_at(buf)
+            at = splice_at(buf)
             if at is None:
                 if len(buf) > _HEAD_LIMIT:
                     return None
                 continue
-            if _taken(buf):
+            if taken(buf):
                 return None
             head = buf[:at]
             piece = buf[at:]
             prev = buf[-_OVERLAP:]
             buf = b""
-        elif _taken(prev + piece[:_OVERLAP]) or _taken(piece):  # no copy of the piece
+        elif taken(prev + piece[:_OVERLAP]) or taken(piece):  # no copy of the piece
             return None
         else:
             prev = piece[-_OVERLAP:]
@@ -91,17 +91,15 @@ def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
     return Tail(head, out, crc, total, first == b"]")
 
 
-def _splice_at(text: bytes) -> int | None:
-    head = text.lstrip()[:1]
-    if head == b"[":
+def splice_at(text: bytes) -> int | None:
+    """Offset just inside the events array (after its ``[``), or None when unsure."""
+    if text.lstrip()[:1] == b"[":
         return text.index(b"[") + 1
-    if head != b"{":
-        return None
     m = EVENTS_KEY.search(text)
     return m.end() if m else None
 
 
-def _taken(text: bytes) -> bool:
+def taken(text: bytes) -> bool:
     """The text already holds a findings track, or an event uses the findings pid."""
     if CATEGORY.encode() in text:
         return True
