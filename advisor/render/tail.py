@@ -20,8 +20,8 @@ CATEGORY = "advisor_finding"
 FINDINGS_PID = 2_000_000_000  # above any OS pid (Linux caps them at 2^22) and device id
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 PID_TAKEN = re.compile(rb'"pid"\s*:\s*"?2000000000\b')
-# Recompress in a thread while the detectors run only up to this much text: beyond it, the thread
-# and the detectors slow each other down (GIL hand-offs, a shared core) more than the overlap
+# Recompress ahead (the copier child, or a thread while the detectors run) only up to this much
+# text: beyond it the ahead copy would hold too much, or slow the detectors more than the overlap
 # gains, and the copy is streamed after the detectors instead.
 AHEAD_MAX_BYTES = 256 << 20
 _HEAD_LIMIT = 64 << 20  # the events key must show up within this much text
