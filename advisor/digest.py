@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.comm import collective_name, comm_stats, covered_by, cpu_collectives
+from advisor.derive.steps import steady_trace
 from advisor.timeline import main_device, union
 from advisor.trace.discover import rank_from_name
 from advisor.trace.model import Trace
@@ -114,6 +115,7 @@ def digest_file(path: str | Path, options: Any = None) -> Digest:
 def digest_trace(trace: Trace, report: dict[str, Any], rank: int | None = None) -> Digest:
     if rank is None:
         rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(trace.path)
+    trace = steady_trace(trace)  # the per-step figures come from the steady steps
     steps = trace.steps
     cats = categories_ms(trace)
     cs = comm_stats(trace)

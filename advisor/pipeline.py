@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor.derive.steps import steady_steps, steady_trace
 from advisor.errors import AdvisorError
 from advisor.locate import Locator
 from advisor.outfiles import atomic_write
@@ -83,6 +84,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
         "compute_capability": cc,
         "steps_profiled": int(len(trace.steps)),
         "steps_synthetic": bool(trace.meta.synthetic_steps),
+        **_steady_block(trace),
         "step_ms_median": round(trace.median_step_ms(), 3),
         "gpu_busy_pct": gpu_busy,
         "ended_early": bool(rc.get("ended_early", False)),
@@ -94,6 +96,17 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def _steady_block(trace: Trace) -> dict[str, Any]:
+    """How the steps were found and what was left out, when not simply every ProfilerStep."""
+    ss = steady_steps(trace)
+    if ss.source in ("ProfilerStep", "whole trace") and not ss.excluded:
+        return {}
+    return {"steps_source": ss.source,
+            "steps_excluded": [{"step": e.step, "start_ms": round(e.start_ns / 1e6, 3),
+                                "ms": round(e.dur_ns / 1e6, 3), "reason": e.reason}
+                               for e in ss.excluded]}  # fmt: skip
+
+
 def analyze_trace(
     trace: Trace, run_ctx: dict[str, Any] | None, options: Options | None = None
 ) -> Report:
@@ -101,6 +114,7 @@ def analyze_trace(
     th = Thresholds(opts.overrides)
     all_detectors()  # detectors declare their thresholds when imported
     th.validate()
+    trace = steady_trace(trace)  # the one switch: every per-step figure reads steady steps
     step_ms = trace.median_step_ms()
     ctx = Context(run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace))
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)

@@ -4,7 +4,9 @@
 - ``est_savings_pct`` = saving / median step.
 - severity: ``high`` at >= rank.high_pct, ``medium`` at >= rank.medium_pct, else ``low``;
   ``info`` for latent drafts (a pattern with no measured cost here, e.g. on a CPU-only run).
-- order: saving descending, then severity, then id and first location (deterministic).
+- order: saving descending, then severity, then id and first location (deterministic);
+  findings in ``READ_FIRST`` (about how to read the others, with no per-step saving: e.g.
+  ``one-time-init``) come before all.
 Savings overlap (removing a sync also removes part of the idle time), so the total shown is
 ``min(sum, median step)``: :func:`savings_bound_ms`.
 """
@@ -52,9 +54,13 @@ def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
     )
 
 
+READ_FIRST = ("one-time-init",)
+
+
 def _key(f: Finding) -> tuple:
     loc = f.locations[0] if f.locations else None
     return (
+        f.id not in READ_FIRST,
         -f.est_savings_ms,
         SEVERITIES.index(f.severity),
         f.id,

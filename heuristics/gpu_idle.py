@@ -17,7 +17,9 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 idle GPU means the step is bound by something else. Peers flag a GPU less than 50% busy.
 
 **How the saving is estimated.** Only the part no other finding claims: half of the
-*host launch* idle time, minus the launch gaps ``tiny-kernels`` already reports. The dataloader
+*host launch* idle time, minus the launch gaps ``tiny-kernels`` already reports. Only the
+steady steps are measured (set-up before them is ``one-time-init``); a trace that cannot be
+split into iterations gets no claim, since its span mixes set-up with the loop. The dataloader
 and sync shares are the savings of ``dataloader-stall`` and ``sync-point``, and *other* has no
 single fix, so none of them is claimed here (no double counting).
 
@@ -26,7 +28,7 @@ larger kernels (``torch.compile``, CUDA graphs via ``mode="reduce-overhead"``, l
 CPU preprocessing moved into DataLoader workers, no Python loops over tensors.
 
 **Known false positives.** Steps that are short by design (tiny models, inference at batch 1)
-are launch-bound by nature. A trace without step markers includes warm-up and setup time.
+are launch-bound by nature.
 Only the busiest device is analyzed in multi-GPU processes.
 """
 
@@ -134,6 +136,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # idle after the trace's last GPU work: no launch shows what the host was doing
     tail_ns = int(np.where(host & tail, rest, 0).sum())
     saving_ms = frac * max(0, tot["host"] - tail_ns - tiny_ns) / 1e6 / steps
+    if trace.meta.synthetic_steps:
+        # no iterations: the span mixes set-up, teardown and the loop, and nothing says how
+        # much of the host's time a launch-side fix would remove (no claim; see one-time-init)
+        saving_ms = 0.0
     largest = max(CATS, key=lambda c: tot[c])
     ref = FINDING.get(largest)
     if largest == "host" and not tiny_ns:
@@ -168,7 +174,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "GPU activity.",
             f"Saving = {frac:g} x host-launch idle time not already reported by tiny-kernels "
             f"({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the {steps} step(s); idle "
-            "time after the trace's last GPU work is not claimed.",
+            "time after the trace's last GPU work is not claimed"
+            + ("; none is claimed in a trace with no iterations (set-up and loop are mixed)."
+               if trace.meta.synthetic_steps else "."),
+            "Only the steady steps are measured: set-up outside them (see one-time-init) is "
+            "not idle time of a step.",
             "The dataloader and sync shares are the savings of dataloader-stall and sync-point "
             "(the same figures); they are not claimed again here. 'other' is not claimed.",
         ),

@@ -125,5 +125,7 @@ def test_no_saving_on_traces_without_gpu_kernels(rel: str) -> None:
 def test_alexnet_forward_benchmark_runs_with_grad_enabled() -> None:
     f = finding(report(ALEXNET), "inference-without-no-grad")
     assert f is not None
-    assert "about 49 autograd nodes" in f.summary  # forward passes, no backward anywhere
+    # forward passes, no backward anywhere; the steady step is the measured forward alone
+    # (the warm-up forward is one-time-init), so its 24 nodes, not both forwards' 49
+    assert "about 24 autograd nodes" in f.summary
     assert f.est_savings_ms <= 0.05 and f.severity == "low"

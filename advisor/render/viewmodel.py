@@ -169,6 +169,7 @@ def _notes(report: Report) -> list[dict[str, str]]:
     if run.get("steps_synthetic"):
         notes.append({"level": "info", "text": "No ProfilerStep markers: the whole trace is "
                       "treated as one step (profile with a schedule to get per-step figures)."})  # fmt: skip
+    notes += _step_notes(run)
     total = int(report.views.get("steps_total") or 0)
     shown = len(report.views.get("steps") or ())
     if total > shown > 0:
@@ -181,6 +182,24 @@ def _notes(report: Report) -> list[dict[str, str]]:
     if report.errored:
         notes.append({"level": "warn", "text": f"{len(report.errored)} check(s) failed with an "
                       "error and are listed at the bottom; the other results are unaffected."})  # fmt: skip
+    return notes
+
+
+def _step_notes(run: dict[str, Any]) -> list[dict[str, str]]:
+    """How the steady steps were found and what was left out; what the trace is missing."""
+    notes = []
+    left = [e for e in run.get("steps_excluded") or () if isinstance(e, dict)]
+    if run.get("steps_source") and run["steps_source"] != "ProfilerStep":
+        notes.append({"level": "info", "text": "No ProfilerStep markers: steps were found from "
+                      f"{run['steps_source']} markers."})  # fmt: skip
+    if left:
+        ms = sum(float(e.get("ms") or 0.0) for e in left)
+        notes.append({"level": "info", "text": f"{fmt_ms(ms)} of the window is left out of the "
+                      "per-step figures: " + "; ".join(str(e.get("reason")) for e in left) + "."})  # fmt: skip
+    for q in run.get("trace_quality") or ():
+        if isinstance(q, dict):
+            notes.append({"level": "warn", "text": f"Trace quality: {q.get('what')} "
+                          f"{q.get('effect')}"})  # fmt: skip
     return notes
 
 

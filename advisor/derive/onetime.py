@@ -1,0 +1,125 @@
+"""Work that happens once per process, not once per step: what a profiling window that starts
+at the top of a script captures before the training loop settles.
+
+Each row of :func:`one_time_events` is one such event with the kind of one-time work it is:
+
+- ``context``: CUDA context and library initialization: the calls that create it
+  (``cudaGetDeviceCount``, ``cuInit``, ``cudaDeviceGetStreamPriorityRange``, ``cudaFree(0)``-
+  style calls, stream/event/handle creation) when they take long (>= ``LONG_CALL_NS``); a long
+  first copy or launch is not counted (in a window opened mid-run it waits on earlier work);
+- ``module-load``: first-launch module loading: ``cuModuleLoad*``/``cuLibraryLoad*`` calls and
+  launch calls (``cudaLaunchKernel``...) that take >= ``LONG_LAUNCH_NS`` (lazy loading);
+- ``autotune``: cuDNN autotuning (``cudnnFind*`` calls or ranges);
+- ``alloc``: caching-allocator growth (``cudaMalloc``, ``cudaMallocHost``, ``cudaHostAlloc``);
+- ``compile``: torch.compile compilation ranges (dynamo/inductor compile, not the compiled
+  region's execution).
+
+Host-to-device uploads are one-time only where they fall outside the steady steps; that is
+decided by :mod:`advisor.derive.steps`, not here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from advisor.trace.model import Trace
+
+LONG_CALL_NS = 1_000_000  # a runtime call this long at the start of a process is initialization
+LONG_LAUNCH_NS = 1_000_000  # a launch call this long is loading the kernel's module
+
+KINDS = ("context", "module-load", "autotune", "alloc", "compile")
+LABELS = {
+    "context": "CUDA context and library initialization",
+    "module-load": "first-launch module loading",
+    "autotune": "cuDNN autotuning",
+    "alloc": "caching-allocator growth (cudaMalloc)",
+    "compile": "torch.compile compilation",
+    "upload": "one-off host-to-device uploads (e.g. model.to(device))",
+}
+
+_CONTEXT_RE = re.compile(
+    r"^(cu|hip)(da)?(Init|DevicePrimaryCtx|CtxCreate|GetDeviceCount|GetDeviceProperties|"
+    r"DeviceGetStreamPriorityRange|SetDevice|Free$|StreamCreate|EventCreate|DeviceGetAttribute|"
+    r"RuntimeGetVersion|DriverGetVersion)|^(cublas|cudnn|cusparse|cusolver)Create"
+)
+_MODULE_RE = re.compile(r"^(cu|hip)(ModuleLoad|LibraryLoad|ModuleGetFunction|LibraryGetKernel)")
+_LAUNCH_RE = re.compile(r"^(cu|hip)(da)?(LaunchKernel|ExtLaunch|LaunchCooperative|ModuleLaunch)")
+_AUTOTUNE_RE = re.compile(r"cudnnFind|miopenFind", re.IGNORECASE)
+_ALLOC_RE = re.compile(r"^(cu|hip)(da)?(Malloc|MemAlloc|HostAlloc|MallocHost|MallocAsync)")
+_COMPILE_RE = re.compile(
+    r"compile_inner|compile_fx|call_user_compiler|inductor_compile|_compile\.compile|"
+    r"dynamo_timed|TorchDynamo compile|aot_autograd|compile_to_module|async_compile",
+    re.IGNORECASE,
+)
+
+
+def _kind_per_name(names: pd.Categorical, rules: list[tuple[str, re.Pattern[str]]]) -> np.ndarray:
+    """Per row: the index in KINDS of the first rule its name matches, or -1."""
+    cats = [str(c) for c in names.categories]
+    per_cat = np.full(len(cats) + 1, -1, dtype=np.int64)
+    for i, c in enumerate(cats):
+        for kind, rx in rules:
+            if rx.search(c):
+                per_cat[i] = KINDS.index(kind)
+                break
+    return per_cat[np.asarray(names.codes)]
+
+
+def one_time_events(trace: Trace) -> pd.DataFrame:
+    """Rows: source (runtime, cpu_ops, annotations), row, ts_ns, end_ns, dur_ns, kind, name."""
+    return trace.memo("one_time_events", lambda: _build(trace)).copy(deep=False)  # type: ignore[no-any-return]
+
+
+def _build(trace: Trace) -> pd.DataFrame:
+    parts = []
+    rt = trace.runtime
+    if len(rt):
+        kind = _kind_per_name(rt["name"].array, [
+            ("module-load", _MODULE_RE), ("context", _CONTEXT_RE), ("autotune", _AUTOTUNE_RE),
+            ("alloc", _ALLOC_RE)])  # fmt: skip
+        dur = rt["dur_ns"].to_numpy()
+        ctx_code = KINDS.index("context")
+        # stream/event creation and cudaFree are everyday calls: only long ones initialize
+        kind = np.where((kind == ctx_code) & (dur < LONG_CALL_NS), -1, kind)
+        launch = _kind_per_name(rt["name"].array, [("module-load", _LAUNCH_RE)])
+        kind = np.where((kind < 0) & (launch >= 0) & (dur >= LONG_LAUNCH_NS), launch, kind)
+        parts.append(_rows(rt, "runtime", kind))
+    for src, df in (("cpu_ops", trace.cpu_ops), ("annotations", trace.annotations)):
+        if len(df):
+            kind = _kind_per_name(
+                df["name"].array, [("compile", _COMPILE_RE), ("autotune", _AUTOTUNE_RE)]
+            )
+            parts.append(_rows(df, src, kind))
+    out = pd.concat(parts, ignore_index=True) if parts else _rows(rt, "runtime", np.zeros(0))
+    return _outermost(out.sort_values("ts_ns", kind="stable").reset_index(drop=True))
+
+
+def _rows(df: pd.DataFrame, src: str, kind: np.ndarray) -> pd.DataFrame:
+    hit = np.flatnonzero(np.asarray(kind) >= 0)
+    return pd.DataFrame({
+        "source": src, "row": hit,
+        "ts_ns": df["ts_ns"].to_numpy()[hit], "end_ns": df["end_ns"].to_numpy()[hit],
+        "dur_ns": df["dur_ns"].to_numpy()[hit],
+        "kind": [KINDS[int(k)] for k in np.asarray(kind)[hit]],
+        "name": [str(n) for n in df["name"].to_numpy()[hit]] if len(hit) else [],
+    })  # fmt: skip
+
+
+def _outermost(ev: pd.DataFrame) -> pd.DataFrame:
+    """Drop events inside an earlier, longer one (a compile range holds its own mallocs), so
+    the totals count each nanosecond once."""
+    if not len(ev):
+        return ev
+    ends = ev["end_ns"].to_numpy()
+    prev_max = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], ends[:-1]]))
+    return ev[ev["end_ns"].to_numpy() > prev_max].reset_index(drop=True)
+
+
+def total_ns(ev: pd.DataFrame, lo: int, hi: int) -> int:
+    """ns of one-time events that start inside [lo, hi)."""
+    ts = ev["ts_ns"].to_numpy()
+    m = (ts >= lo) & (ts < hi)
+    return int(ev["dur_ns"].to_numpy()[m].sum())

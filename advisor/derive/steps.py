@@ -1,0 +1,232 @@
+"""Steps and steady state: which iterations of the window the per-step figures come from.
+
+The iterations are the ``ProfilerStep#N`` ranges when the trace has them. Without them, the
+first repeated marker that splits the window into iterations is used, in this order:
+
+- ``DataLoader.__next__`` ranges (an iteration runs from one batch fetch to the next);
+- ``Optimizer.step#...`` ranges (an iteration ends where the optimizer step ends);
+- the outermost user ranges named ``...forward...`` (an iteration starts at each forward).
+
+The last iteration ends where the host's work on the marker's thread and the GPU work it
+launched end. Leading iterations that carry one-time work (:mod:`advisor.derive.onetime`:
+context creation, module loading, autotuning, allocator growth, compilation) and are longer
+than the iterations after them are left out, as is everything before the first iteration; the
+rest are the *steady steps*. A trace with fewer than two markers stays one synthetic step.
+
+:func:`steady_trace` gives the trace with its ``steps`` table and every table's ``step``
+column set from the steady steps: the one place the pipeline switches over, so every detector,
+the run summary and the views read steady steps only (work outside them has ``step == -1``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from advisor.derive.onetime import one_time_events, total_ns
+from advisor.trace.links import assign_steps, gpu_steps
+from advisor.trace.model import Trace
+
+FIRST_STEP_SLOW = 1.2  # a leading iteration this much longer than the median of the rest...
+FIRST_STEP_ONE_TIME = 0.1  # ...holding one-time work of this share of that median is warm-up
+_FORWARD_RE = re.compile(r"forward", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A part of the window kept out of the per-step figures."""
+
+    start_ns: int
+    end_ns: int
+    reason: str
+    step: int | None = None  # the iteration's number, None for time outside every iteration
+
+    @property
+    def dur_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class StepSet:
+    """The steady steps (``steps``: step, ts_ns, dur_ns, end_ns, synthetic) and what was left
+    out; ``source`` names the markers the iterations came from."""
+
+    source: str
+    steps: pd.DataFrame
+    excluded: tuple[Excluded, ...]
+
+    @property
+    def synthetic(self) -> bool:
+        return self.source == "whole trace"
+
+    @property
+    def ids(self) -> list[int]:
+        return [int(s) for s in self.steps["step"]]
+
+    def median_ms(self) -> float:
+        d = self.steps["dur_ns"].to_numpy()
+        return float(np.median(d)) / 1e6 if len(d) else 0.0
+
+
+# (source label, name predicate, iteration boundary: at each marker's "start" (the last
+# iteration runs until the thread's work ends), its "end", or its start with the last iteration
+# ending with the marker's "range" and the GPU work launched inside it)
+_MARKERS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
+    ("DataLoader.__next__", lambda n: "DataLoader" in n and "__next__" in n, "start"),
+    ("Optimizer.step", lambda n: n.startswith("Optimizer.step#"), "end"),
+    ("forward ranges", lambda n: bool(_FORWARD_RE.search(n)) and "backward" not in n.lower()
+     and not n.startswith(("aten::", "nn.Module", "autograd::")), "range"),
+)  # fmt: skip
+
+
+def steady_steps(trace: Trace) -> StepSet:
+    """The steady steps of ``trace`` (computed once per trace)."""
+    return trace.memo("step_set", lambda: _steady(trace))  # type: ignore[no-any-return]
+
+
+def steady_trace(trace: Trace) -> Trace:
+    """``trace`` with its steps and ``step`` columns from :func:`steady_steps` (itself when the
+    steps are unchanged)."""
+    return trace.memo("steady_trace", lambda: _retag(trace, steady_steps(trace)))  # type: ignore[no-any-return]
+
+
+def _steady(trace: Trace) -> StepSet:
+    if not trace.meta.synthetic_steps:
+        its, source = trace.steps, "ProfilerStep"
+    else:
+        found = _marker_iterations(trace)
+        if found is None:
+            return StepSet("whole trace", trace.steps, ())
+        its, source = found
+    # a trace's last ProfilerStep is often cut short by the profiler's stop: keep two
+    keep, excluded = _drop_warmup(trace, its, 2 if source == "ProfilerStep" else 1)
+    out: list[Excluded] = []
+    if len(keep) and source != "ProfilerStep":
+        first = int(its["ts_ns"].iloc[0])
+        if first > 0:
+            out.append(Excluded(0, first, "before the first iteration"))
+    return StepSet(source, keep, tuple(out + excluded))
+
+
+def _drop_warmup(trace: Trace, its: pd.DataFrame, min_left: int
+                 ) -> tuple[pd.DataFrame, list[Excluded]]:  # fmt: skip
+    """Leave out leading iterations that are slow and hold one-time work (at most half of them,
+    keeping ``min_left``)."""
+    ev = one_time_events(trace)
+    dur = its["dur_ns"].to_numpy()
+    i, out = 0, []
+    while len(its) - i > min_left and i < max(1, len(its) // 2):
+        rest = float(np.median(dur[i + 1 :]))
+        lo, hi = int(its["ts_ns"].iloc[i]), int(its["end_ns"].iloc[i])
+        once = total_ns(ev, lo, hi)
+        if not (dur[i] > FIRST_STEP_SLOW * rest and once >= FIRST_STEP_ONE_TIME * rest):
+            break
+        kinds = sorted(set(ev.loc[(ev["ts_ns"] >= lo) & (ev["ts_ns"] < hi), "kind"]))
+        out.append(Excluded(lo, hi, f"warm-up iteration: {once / 1e6:.1f} ms of one-time work "
+                            f"({', '.join(kinds)})", int(its["step"].iloc[i])))  # fmt: skip
+        i += 1
+    return (its.iloc[i:].reset_index(drop=True) if i else its), out
+
+
+def _marker_iterations(trace: Trace) -> tuple[pd.DataFrame, str] | None:
+    for label, pred, boundary in _MARKERS:
+        ts, end, tid = _markers(trace, pred)
+        if len(ts) < 2:
+            continue
+        if boundary in ("start", "range"):
+            starts = ts
+            until = int(end[-1]) if boundary == "range" else None
+            ends = np.append(ts[1:], max(int(end[-1]), _work_end(trace, tid, int(ts[-1]), until)))
+        else:
+            starts = np.insert(end[:-1], 0, _thread_start(trace, tid, int(ts[0])))
+            ends = end
+        st = pd.DataFrame({"step": np.arange(len(starts), dtype=np.int64),
+                           "ts_ns": starts.astype(np.int64), "dur_ns": (ends - starts).astype(np.int64),
+                           "end_ns": ends.astype(np.int64), "synthetic": False})  # fmt: skip
+        return st, label
+    return None
+
+
+def _markers(trace: Trace, pred: Callable[[str], bool]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Starts and ends of the outermost marker ranges on the thread with the most of them."""
+    parts = []
+    for df in (trace.annotations, trace.cpu_ops):
+        if not len(df):
+            continue
+        cat = df["name"].array
+        hit = np.array([pred(str(c)) for c in cat.categories] + [False], dtype=bool)
+        m = hit[np.asarray(cat.codes)]
+        if "on_gpu" in df:
+            m &= ~df["on_gpu"].to_numpy(dtype=bool)
+        if m.any():
+            parts.append(df.loc[m, ["ts_ns", "end_ns", "tid"]])
+    empty = np.zeros(0, np.int64)
+    if not parts:
+        return empty, empty, -1
+    rows = pd.concat(parts, ignore_index=True)
+    tid = int(rows["tid"].value_counts().index[0])
+    rows = rows[rows["tid"] == tid].sort_values(["ts_ns", "end_ns"], ascending=[True, False])
+    ts, end = rows["ts_ns"].to_numpy(), rows["end_ns"].to_numpy()
+    prev_end = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[:-1]]))
+    top = ts >= prev_end  # not inside an earlier marker
+    return ts[top], end[top], tid
+
+
+def _work_end(trace: Trace, tid: int, start: int, until: int | None = None) -> int:
+    """Where the host's work on ``tid`` from ``start`` on (started before ``until`` if given),
+    and the GPU work it launched, ends."""
+    end = start
+    stop = until if until is not None else np.iinfo(np.int64).max
+    for df in (trace.cpu_ops, trace.runtime):
+        if len(df):
+            ts = df["ts_ns"].to_numpy()
+            m = (df["tid"].to_numpy() == tid) & (ts >= start) & (ts < stop)
+            if m.any():
+                end = max(end, int(df["end_ns"].to_numpy()[m].max()))
+    act = trace.gpu_activity()
+    if len(act) and len(trace.runtime):
+        li = act["launch_idx"].to_numpy()
+        rts = trace.runtime["ts_ns"].to_numpy()
+        lt = rts[np.clip(li, 0, None)]
+        m = (li >= 0) & (lt >= start) & (lt < stop)
+        if m.any():
+            end = max(end, int(act["end_ns"].to_numpy()[m].max()))
+    return end
+
+
+def _thread_start(trace: Trace, tid: int, before: int) -> int:
+    """Where the host's work on ``tid`` begins (the first iteration's start)."""
+    first = before
+    for df in (trace.cpu_ops, trace.runtime):
+        if len(df):
+            ts = df["ts_ns"].to_numpy()[df["tid"].to_numpy() == tid]
+            first = min(first, int(ts.min())) if len(ts) else first
+    return first
+
+
+def _retag(trace: Trace, ss: StepSet) -> Trace:
+    if ss.steps is trace.steps:
+        return trace
+    st = ss.steps.reset_index(drop=True)
+    tables = {}
+    for name in ("cpu_ops", "annotations", "python", "runtime", "syncs", "memory"):
+        df = getattr(trace, name).copy(deep=False)
+        df["step"] = assign_steps(df["ts_ns"].to_numpy(), st)
+        tables[name] = df
+    rt_steps = tables["runtime"]["step"].to_numpy()
+    for name in ("kernels", "memcpy"):
+        df = getattr(trace, name).copy(deep=False)
+        df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps, st)
+        tables[name] = df
+    meta = replace(trace.meta, synthetic_steps=ss.synthetic)
+    out = replace(trace, meta=meta, steps=st, **tables)
+    for k, v in trace.__dict__.items():  # derived tables that do not depend on the steps
+        if k in ("_memo_one_time_events",):
+            object.__setattr__(out, k, v)
+    object.__setattr__(out, "_memo_step_set", ss)
+    object.__setattr__(out, "_memo_steady_trace", out)
+    return out

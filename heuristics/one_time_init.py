@@ -1,0 +1,134 @@
+"""One-time work in the profiled window: set-up that happens once, not once per step.
+
+**What it detects.** What the window captured that a training loop does only once: CUDA
+context and library initialization (the first runtime calls of the process, ``cudaFree(0)``,
+``cuInit``, handle and stream creation taking milliseconds to seconds), first-launch module
+loading (``cuModuleLoad*``, launch calls lasting a millisecond or more), cuDNN autotuning
+(``cudnnFind*``), caching-allocator growth (``cudaMalloc``), torch.compile compilation
+(dynamo/inductor compile ranges) and one-off host-to-device uploads such as
+``model.to(device)``, when they fall outside the steady steps (see ``advisor.derive.steps``:
+the time before the first iteration and leading warm-up iterations are left out).
+
+**Why it matters.** None of this recurs, so none of it is a per-step cost: the per-step figures
+of every other finding (the median step, idle time, copies, syncs) come from the steady steps
+only. A window without step markers that starts at the top of a script is mostly this work (the
+CUDA context alone can take tens of seconds), and would otherwise read as seconds of idle GPU
+per step or a weight upload blocking every step.
+
+**How the saving is estimated.** No per-step saving is claimed (``est_savings_ms`` is 0): the
+total is shown so you can tell how much of the window was set-up. The finding is listed first
+because it says how to read the others.
+
+**How to fix.** Nothing to fix in the model; profile past it: start recording after a few
+iterations with a profiler schedule (``wait``/``warmup`` steps) and mark each step with
+``prof.step()``, or run ``advisor profile --warmup N``. For torch.compile, let the first calls
+compile before the window opens.
+
+**Known limits.** When the trace has no markers that split it into iterations, the one-time
+work stays inside its single step: the finding then says so and the other figures include it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advisor.derive.onetime import KINDS, LABELS, one_time_events
+from advisor.derive.steps import steady_steps
+from advisor.findings import Draft, Evidence
+from advisor.registry import Context, detector
+from advisor.thresholds import register
+from advisor.trace.links import assign_steps
+from advisor.trace.model import Trace
+
+ID = "one-time-init"
+TITLE = "One-time set-up captured in the profiled window"
+
+register("one_time_init.min_pct", 10.0,
+         "report one-time work from this % of the median steady step")  # fmt: skip
+
+
+@detector(ID, TITLE)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    ss = steady_steps(trace)
+    ev = one_time_events(trace)
+    inside = assign_steps(ev["ts_ns"].to_numpy(), ss.steps) >= 0
+    kept_in = ss.synthetic  # no iterations: the one-time work could not be left out
+    ev = ev if kept_in else ev[~inside]
+    up = _uploads(trace) if not kept_in else None
+    by_kind = {k: (int((ev["kind"] == k).sum()), int(ev.loc[ev["kind"] == k, "dur_ns"].sum()))
+               for k in KINDS}  # fmt: skip
+    once_ns = sum(ns for _, ns in by_kind.values()) + (up[1] if up else 0)
+    step_ms = ss.median_ms()
+    if once_ns <= 0 or once_ns / 1e6 < ctx.t("one_time_init.min_pct") / 100.0 * step_ms:
+        return []
+    excluded_ns = sum(e.dur_ns for e in ss.excluded)
+    evidence = []
+    for k in sorted(KINDS, key=lambda k: -by_kind[k][1]):
+        n, ns = by_kind[k]
+        if n:
+            rows = ev[ev["kind"] == k]
+            top = rows.iloc[int(np.argmax(rows["dur_ns"].to_numpy()))]
+            evidence.append(Evidence(f"{LABELS[k]} (longest: {top['name']})", n,
+                                     round(ns / 1e6, 3), trace.to_trace_us(int(top["ts_ns"]))))  # fmt: skip
+    if up and up[0]:
+        evidence.append(Evidence(f"{LABELS['upload']}: {up[2] / 1e6:.1f} MB", up[0],
+                                 round(up[1] / 1e6, 3), trace.to_trace_us(up[3])))  # fmt: skip
+    for e in ss.excluded:
+        evidence.append(Evidence(f"left out of the steps: {e.reason}", 1, round(e.dur_ns / 1e6, 3),
+                                 trace.to_trace_us(e.start_ns)))  # fmt: skip
+    parts = ", ".join(f"{LABELS[k]} {_fmt(by_kind[k][1])}"
+                      for k in sorted(KINDS, key=lambda k: -by_kind[k][1]) if by_kind[k][0])  # fmt: skip
+    if up and up[0]:
+        parts += f", {LABELS['upload']} {_fmt(up[1])}"
+    if kept_in:
+        where = ("The trace has no markers that split it into iterations, so this work is inside "
+                 "its single step and the per-step figures include it.")  # fmt: skip
+    else:
+        where = (f"It is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
+                 f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} "
+                 f"(median {step_ms:.2f} ms) remain.")  # fmt: skip
+    return [Draft(
+        id=ID, title=TITLE, est_savings_ms=0.0, severity="info",
+        confidence="medium" if kept_in else "high",
+        summary=f"The window captured {_fmt(once_ns)} of one-time work ({parts}). {where}",
+        recommendation=(
+            "Nothing to fix in the model: profile past the set-up. Open the profiler window "
+            "after a few iterations with a schedule (wait/warmup steps) and call prof.step() "
+            "every iteration, or run `advisor profile --warmup N`; with torch.compile, let the "
+            "first calls compile before the window opens."),
+        snippet=_SNIPPET,
+        evidence=tuple(evidence),
+        assumptions=(
+            "One-time work: long first runtime calls (context creation), module loading and "
+            "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, and host-to-device "
+            "copies in the parts of the window left out of the steady steps.",
+            "No per-step saving is claimed; the total is the time those events took.",
+        ),
+        extra={"one_time_ms": round(once_ns / 1e6, 3), "excluded_ms": round(excluded_ns / 1e6, 3)},
+    )]  # fmt: skip
+
+
+def _uploads(trace: Trace) -> tuple[int, int, float, int] | None:
+    """(count, ns, bytes, first ts) of host-to-device copies outside the steady steps."""
+    m = trace.memcpy
+    if not len(m):
+        return None
+    sel = (m["kind"].astype(str).to_numpy() == "HtoD") & (m["step"].to_numpy() < 0)
+    if not sel.any():
+        return None
+    return (int(sel.sum()), int(m["dur_ns"].to_numpy()[sel].sum()),
+            float(m["bytes"].to_numpy()[sel].sum()), int(m["ts_ns"].to_numpy()[sel].min()))  # fmt: skip
+
+
+def _fmt(ns: float) -> str:
+    ms = ns / 1e6
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.1f} ms"
+
+
+_SNIPPET = """\
+sched = torch.profiler.schedule(wait=1, warmup=2, active=3)  # skip the set-up iterations
+with torch.profiler.profile(schedule=sched, on_trace_ready=handler) as prof:
+    for batch in loader:
+        train_step(batch)
+        prof.step()
+# or: advisor profile --warmup 3 train.py"""
