@@ -112,15 +112,21 @@ def comm_stats(trace: Trace) -> CommStats | None:
     return best
 
 
-def per_kernel_exposed(trace: Trace, device: int) -> pd.DataFrame:
-    """The communication kernels of ``device`` in the HTA window with the part of each that no
-    computation kernel covers: columns name, collective, ts_ns, dur_ns, exposed_ns, launch_idx."""
+def compute_union(trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray]:
+    """The union of computation kernels of ``device`` in the HTA window (disjoint, sorted)."""
     act = comm_activity(trace)
     act = act[act["device"] == device]
     kind = act["kind"].to_numpy()
-    ks, ke = union(
+    return union(
         act["ts_ns"].to_numpy()[kind == "kernel"], act["end_ns"].to_numpy()[kind == "kernel"]
     )
+
+
+def per_kernel_exposed(trace: Trace, device: int) -> pd.DataFrame:
+    """The communication kernels of ``device`` in the HTA window with the part of each that no
+    computation kernel covers: columns name, collective, stream, step, ts_ns, dur_ns,
+    exposed_ns, launch_idx."""
+    ks, ke = compute_union(trace, device)
     k = trace.kernels
     k = k[k["is_comm"].to_numpy() & (k["device"] == device).to_numpy()]
     if len(trace.runtime):
@@ -135,6 +141,8 @@ def per_kernel_exposed(trace: Trace, device: int) -> pd.DataFrame:
     return pd.DataFrame({
         "name": names.to_numpy(),
         "collective": [collective_name(x) for x in names],
+        "stream": k["stream"].to_numpy(),
+        "step": k["step"].to_numpy(),
         "ts_ns": s,
         "dur_ns": e - s,
         "exposed_ns": exposed,
@@ -164,3 +172,15 @@ def cpu_collectives(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame(columns=["name", "tid", "ts_ns", "end_ns", "dur_ns", "step"])
     out = pd.concat(parts, ignore_index=True)
     return out.drop_duplicates(["name", "tid", "ts_ns"]).sort_values("ts_ns", kind="stable")
+
+
+_DDP_MARKS = ("DistributedDataParallel.forward", "reducer::", "Reducer", "DDP::")
+
+
+def has_ddp_reducer(trace: Trace) -> bool:
+    """A DDP reducer runs in this trace (``DistributedDataParallel.forward`` ranges or the
+    reducer's own ops, e.g. ``torch::distributed::reducer::mul_out``)."""
+    for df in (trace.annotations, trace.cpu_ops):
+        if len(df) and any(m in str(c) for c in df["name"].array.categories for m in _DDP_MARKS):
+            return True
+    return False

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.comm import collective_name, comm_stats, covered_by, cpu_collectives
+from advisor.derive.peerwait import single_rank_transfer_ns
 from advisor.derive.steps import steady_trace
 from advisor.timeline import main_device, union
 from advisor.trace.discover import rank_from_name
@@ -35,6 +36,8 @@ class Collectives:
     start_abs_ns: np.ndarray  # int64, the file's own clock in ns
     dur_ns: np.ndarray  # int64
     ts_us: np.ndarray  # float64, the file's own timestamp (to find it in Perfetto)
+    exposed_ns: np.ndarray | None = None  # int64, the part no computation kernel covers (GPU)
+    transfer_ns: np.ndarray | None = None  # int64, one-rank transfer estimate (derive.peerwait)
 
     def __len__(self) -> int:
         return len(self.step)
@@ -137,6 +140,11 @@ def digest_trace(trace: Trace, report: dict[str, Any], rank: int | None = None) 
         ops=_op_totals(trace),
         collectives=collectives(trace),
         device=dev.name if dev else None,
+        extra={
+            "free_compute_ms": round((cs.compute_ns - cs.overlap_ns) / 1e6 / max(cs.steps, 1), 3)
+        }
+        if cs
+        else {},
     )
 
 
@@ -246,10 +254,14 @@ def collectives(trace: Trace) -> Collectives:
     """Communication kernels inside steps (or gloo ranges on CPU runs), ordered by start."""
     k = trace.kernels
     origin_ns = int(round(trace.meta.origin_us * 1000.0))
+    exposed = transfer = None
     if len(k) and k["is_comm"].any():
         c = k[k["is_comm"].to_numpy() & (k["step"].to_numpy() >= 0)].sort_values("ts_ns")
         names = [collective_name(str(x)) for x in c["name"]]
         stream = c["stream"].to_numpy(dtype=np.int64)
+        exposed = _exposed(trace, c)
+        transfer = single_rank_transfer_ns([str(x) for x in c["name"]], stream,
+                                           c["dur_ns"].to_numpy())  # fmt: skip
     else:
         c = cpu_collectives(trace)
         c = c[c["step"].to_numpy() >= 0]
@@ -263,4 +275,20 @@ def collectives(trace: Trace) -> Collectives:
         start_abs_ns=ts + origin_ns,
         dur_ns=c["dur_ns"].to_numpy(dtype=np.int64),
         ts_us=np.round(trace.meta.origin_us + ts / 1000.0, 3),
+        exposed_ns=exposed,
+        transfer_ns=transfer,
     )
+
+
+def _exposed(trace: Trace, c: pd.DataFrame) -> np.ndarray:
+    """ns of each communication kernel in ``c`` that no computation kernel of its device covers."""
+    act = trace.gpu_activity()
+    out = np.zeros(len(c), dtype=np.int64)
+    dev = c["device"].to_numpy()
+    s, e = c["ts_ns"].to_numpy(), c["end_ns"].to_numpy()
+    for d in np.unique(dev):
+        a = act[(act["device"] == d).to_numpy() & (act["kind"] == "kernel").to_numpy()]
+        ks, ke = union(a["ts_ns"].to_numpy(), a["end_ns"].to_numpy())
+        m = dev == d
+        out[m] = (e[m] - s[m]) - covered_by(ks, ke, s[m], e[m])
+    return out

@@ -173,6 +173,7 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     ok = [d for d in digests if d.error is None]
     if not ok:
         raise AdvisorError(f"no trace could be read ({digests[0].error})", root)
+    from heuristics._comm_ranks import refine as refine_comm_overlap
     from heuristics.straggler import detect_ranks, rank_lags
 
     th = Thresholds(options.overrides)
@@ -189,6 +190,8 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     errored = [Errored(e["id"], f"{d.label}: {e.get('error', '')}")
                for d in ok for e in d.report.get("errored", ())]  # fmt: skip
     lags: dict[int, float] = {}
+    if distinct and len(ok) >= 2:  # waiting for a peer is not exposed communication
+        drafts = refine_comm_overlap(drafts, sorted(ok, key=lambda d: d.rank or 0))
     if (options.only and STRAGGLER not in options.only) or STRAGGLER in options.skip:
         pass  # the per-rank reports already say so
     elif not distinct or len(ok) < 2:

@@ -32,12 +32,12 @@ timestamps in the evidence.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from advisor.derive.peerwait import align
 from advisor.findings import Draft, Evidence
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import Thresholds, register
@@ -73,31 +73,13 @@ def _others_median(m: np.ndarray) -> np.ndarray:
     return np.repeat(np.median(m, axis=0, keepdims=True), m.shape[0], axis=0)
 
 
-def _keys(d: Any, with_stream: bool) -> list[tuple]:
-    c = d.collectives
-    seen: Counter[tuple] = Counter()
-    out = []
-    for i in range(len(c)):
-        base = (int(c.step[i]), c.name[i], int(c.stream[i]) if with_stream else 0)
-        out.append(base + (seen[base],))
-        seen[base] += 1
-    return out
-
-
 def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float], list[Any]]:
     """Per-step net collective lag of each rank: (steps, {rank: median lag ms}, rows).
 
     rows: (rank, step, lag_ms, count, worst_name, worst_ts_us) for each rank and step."""
-    keysets = [_keys(d, True) for d in digests]
-    common = set(keysets[0]).intersection(*keysets[1:])
-    if not common:
-        keysets = [_keys(d, False) for d in digests]
-        common = set(keysets[0]).intersection(*keysets[1:])
-    if not common:
+    cols, take = align([d.collectives for d in digests])
+    if not cols:
         return [], {}, []
-    cols = sorted(common)
-    idx = [{k: i for i, k in enumerate(ks)} for ks in keysets]
-    take = [np.array([ix[k] for k in cols]) for ix in idx]
     start = np.stack([d.collectives.start_abs_ns[t] for d, t in zip(digests, take, strict=True)])
     dur = np.stack([d.collectives.dur_ns[t] for d, t in zip(digests, take, strict=True)])
     arrival = start - _others_median(start)

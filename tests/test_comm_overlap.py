@@ -115,5 +115,11 @@ def test_df_index_resolver_reports_unhidden_allreduce() -> None:
 
     trace = load_trace(shared_trace("hta/df_index_resolver/df_index_resolver.json.gz"))
     (f,) = _run(trace).findings
-    assert f.severity == "high" and "AllReduce" in f.summary
-    assert 50 < f.est_savings_ms < 70  # ~59.6 ms of exposed all-reduce per step
+    # 59.6 ms of all-reduce per step runs with no compute beside it, but it is 404 per-parameter
+    # c10d::allreduce_ calls from a compiled backward (no DDP reducer), most of each kernel
+    # waiting for the other ranks (HTA: the step is 100% CPU-bound): only ~1.6 ms is transfer
+    assert "AllReduce" in f.summary and "59.57 ms of communication per step" in f.summary
+    assert 0.5 < f.est_savings_ms <= 2.0
+    assert "bucket_cap_mb" not in f.recommendation and "bucket_cap_mb" not in f.snippet
+    assert "404 collectives per step with no DDP reducer" in f.recommendation
+    assert "unbucketed-collectives" in f.recommendation and "waiting" in f.recommendation
