@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from advisor.derive.peerwait import align
+from advisor.derive.quality import rank_skew
 from advisor.digest import Digest, digest_file, failed_digest
 from advisor.errors import AdvisorError
 from advisor.findings import Draft, Finding
@@ -249,8 +251,28 @@ def run_block(digests: Sequence[Digest], root: Path, step_ms: float,
         "ranks": [rank_row(d, lags.get(d.rank) if d.rank is not None else None)
                   for d in sorted(digests, key=lambda d: (d.rank is None, d.rank or 0, d.path))],
         "ranks_missing": sorted(set(range(world)) - known) if world and known else [],
+        "trace_quality": ranks_quality(ok),
     })  # fmt: skip
     return run
+
+
+def ranks_quality(digests: Sequence[Digest]) -> list[dict[str, str]]:
+    """Each rank's trace-quality notes (labelled), and clock skew between the ranks."""
+    out = [{"what": f"{d.label}: {q.get('what')}", "effect": str(q.get("effect"))}
+           for d in digests for q in d.report.get("run", {}).get("trace_quality") or ()]  # fmt: skip
+    ranked = sorted((d for d in digests if d.rank is not None), key=lambda d: d.rank or 0)
+    if len(ranked) >= 2:
+        colls = [d.collectives for d in ranked]
+        cols, take = align(colls)
+        if cols:
+            ends = np.stack(
+                [c.start_abs_ns[t] + c.dur_ns[t] for c, t in zip(colls, take, strict=True)]
+            )
+            dur = np.stack([c.dur_ns[t] for c, t in zip(colls, take, strict=True)])
+            skew = rank_skew(ends, dur, [int(d.rank or 0) for d in ranked])
+            if skew is not None:
+                out.append(skew.to_dict())
+    return out
 
 
 def analyze_files(files: Sequence[Path], options: Any, root: Path, jobs: int | None = None,

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from advisor.comm import covered_by
+from advisor.derive.quality import Issue, affected_spans, trace_quality
 from advisor.derive.steps import steady_steps, steady_trace
 from advisor.errors import AdvisorError
+from advisor.findings import Draft
 from advisor.locate import Locator
 from advisor.outfiles import atomic_write
 from advisor.rank import rank, savings_bound_ms
@@ -68,7 +73,17 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     busy = main_device(trace, hta=False)
     sb = step_busy(trace, busy)
     total = int(sb["dur_ns"].sum()) if len(sb) else 0
-    gpu_busy = round(100.0 * int(sb["busy_ns"].sum()) / total, 2) if busy and total else None
+    busy_ns = int(sb["busy_ns"].sum()) if len(sb) else 0
+    hole_s, hole_e = affected_spans(trace)
+    if len(hole_s) and len(sb):  # no claim from what the trace did not record
+        st = trace.steps
+        lo, hi = st["ts_ns"].to_numpy(), st["end_ns"].to_numpy()
+        total -= int(covered_by(hole_s, hole_e, lo, hi).sum())
+        if busy:
+            bs, be = busy.busy_starts, busy.busy_ends
+            cut_s, cut_e = np.maximum(hole_s, lo.min()), np.minimum(hole_e, hi.max())
+            busy_ns -= int(covered_by(bs, be, cut_s, np.maximum(cut_e, cut_s)).sum())
+    gpu_busy = round(100.0 * busy_ns / total, 2) if busy and total > 0 else None
     rdev_raw = rc.get("device")
     rdev: dict[str, Any] = rdev_raw if isinstance(rdev_raw, dict) else {}
     cc = rdev.get("compute_capability") or (dev.cc_str if dev else None)
@@ -93,7 +108,25 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
         "rank": trace.meta.rank,
         "world_size": trace.meta.world_size,
         "events_skipped": int(trace.meta.skipped_events),
+        "trace_quality": [i.to_dict() for i in trace_quality(trace)],
     }
+
+
+# findings whose figures rest on the GPU timeline: a trace missing part of it lowers them
+TIMELINE_FINDINGS = frozenset({"gpu-idle", "comm-overlap", "tiny-kernels", "sync-point",
+                               "dataloader-stall", "blocking-copy", "single-tensor-optimizer"})  # fmt: skip
+
+
+def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
+    """Low confidence, with the reason, for timeline findings when the timeline has holes."""
+    holes = [i for i in issues if i.kind in ("graph", "lost-launch")]
+    if not holes:
+        return drafts
+    why = "The trace is missing part of the GPU timeline (see run.trace_quality): " + " ".join(
+        i.what for i in holes
+    )
+    return [replace(d, confidence="low", assumptions=d.assumptions + (why,))
+            if d.id in TIMELINE_FINDINGS else d for d in drafts]  # fmt: skip
 
 
 def _steady_block(trace: Trace) -> dict[str, Any]:
@@ -118,7 +151,7 @@ def analyze_trace(
     step_ms = trace.median_step_ms()
     ctx = Context(run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace))
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
-    findings = rank(outcome.drafts, step_ms, th)
+    findings = rank(lower_confidence(outcome.drafts, trace_quality(trace)), step_ms, th)
     run = run_summary(trace, run_ctx)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.derive.quality import affected_spans
 from advisor.findings import Draft, Evidence
 from advisor.registry import Context, detector
 from advisor.thresholds import register
@@ -99,6 +100,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if dev is None:
         return []
     busy = busy_by_device(trace)[dev]
+    hs, he = affected_spans(trace)
+    if len(hs):  # spans the trace did not fully record (graph replays) are not idle
+        busy = Busy(dev, *union(np.r_[busy.starts, hs], np.r_[busy.ends, he]))
     wins = _windows(trace)
     if trace.meta.synthetic_steps and len(busy.starts):
         wins = [(int(busy.starts[0]), int(busy.ends[-1]))]
@@ -179,6 +183,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                if trace.meta.synthetic_steps else "."),
             "Only the steady steps are measured: set-up outside them (see one-time-init) is "
             "not idle time of a step.",
+            *(("Spans the trace did not fully record (CUDA-graph replays, see "
+               "run.trace_quality) are counted as busy, not idle.",) if len(hs) else ()),
             "The dataloader and sync shares are the savings of dataloader-stall and sync-point "
             "(the same figures); they are not claimed again here. 'other' is not claimed.",
         ),

@@ -1,0 +1,176 @@
+"""Trace quality: parts of the timeline the trace does not hold, so no figure may rest on them.
+
+- **CUDA-graph replays with few recorded kernels.** CUPTI often records only some of the
+  kernels of a graph replay (``cudaGraphLaunch``/``hipGraphLaunch``): the replay's span (its
+  first recorded kernel's start to its last one's end) then looks mostly idle although the
+  graph ran there. Replays whose recorded kernels cover less than ``GRAPH_MIN_COVER`` of their
+  span are *affected spans*: busy %, gpu-idle's split and overlap are computed outside them.
+- **Dropped events.** Events the loader skipped (missing or wrong-typed fields, negative
+  durations), and launch calls whose GPU work is not in the trace (flows with no target).
+- **GPU activity before its launch**: the GPU's and the host's clocks disagree.
+
+Between ranks (several traces), clock skew is found where the same collective's ends disagree by
+more than its duration (:func:`rank_skew`). How to get a complete trace: profile a window with
+CUDA graphs off, or use Nsight Systems with ``--cuda-graph-trace=node``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from advisor.comm import covered_by
+from advisor.timeline import union
+from advisor.trace.model import Trace
+
+GRAPH_MIN_COVER = 0.5  # recorded kernels covering less of a replay's span: part is missing
+LOST_LAUNCH_MIN_SHARE = 0.05  # launch calls without their GPU work from this share...
+LOST_LAUNCH_MIN_COUNT = 10  # ...and this count
+_LAUNCHES = ("LaunchKernel", "GraphLaunch", "LaunchCooperativeKernel", "MemcpyAsync",
+             "MemsetAsync", "ModuleLaunchKernel", "ExtLaunchKernel")  # fmt: skip
+COMPLETE = ("profile a window with CUDA graphs off (e.g. torch.compile without "
+            '"reduce-overhead", or before graph capture), or use Nsight Systems with '
+            "--cuda-graph-trace=node")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Issue:
+    what: str
+    effect: str
+    kind: str  # "graph", "dropped", "lost-launch", "clock"
+    span_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    span_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def to_dict(self) -> dict[str, str]:
+        return {"what": self.what, "effect": self.effect}
+
+
+def trace_quality(trace: Trace) -> list[Issue]:
+    """What this trace is missing (computed once per trace)."""
+    return list(trace.memo("trace_quality", lambda: tuple(_issues(trace))))
+
+
+def affected_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the time ranges whose GPU timeline is incomplete (disjoint, sorted)."""
+    parts = [i for i in trace_quality(trace) if len(i.span_starts)]
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return union(np.concatenate([i.span_starts for i in parts]),
+                 np.concatenate([i.span_ends for i in parts]))  # fmt: skip
+
+
+def _issues(trace: Trace) -> list[Issue]:
+    out = []
+    g = _graph_replays(trace)
+    if g is not None:
+        out.append(g)
+    if trace.meta.skipped_events:
+        out.append(Issue(
+            f"{trace.meta.skipped_events:,} trace events were dropped while loading (missing "
+            "or wrong-typed fields, negative durations).",
+            "Figures do not include them; the rest of the trace is unaffected.", "dropped"))  # fmt: skip
+    lost = _lost_launches(trace)
+    if lost is not None:
+        out.append(lost)
+    early = _before_launch(trace)
+    if early is not None:
+        out.append(early)
+    return out
+
+
+def _graph_replays(trace: Trace) -> Issue | None:
+    rt = trace.runtime
+    if not len(rt):
+        return None
+    names = rt["name"].astype(str)
+    rows = np.flatnonzero(names.str.contains("GraphLaunch", regex=False).to_numpy())
+    if not len(rows):
+        return None
+    act = trace.gpu_activity()
+    li = act["launch_idx"].to_numpy()
+    sel = np.isin(li, rows)
+    a = act[sel]
+    if not len(a):
+        return Issue(f"{len(rows)} CUDA-graph replays (cudaGraphLaunch) have no recorded GPU "
+                     "work at all.", "The GPU work of the graphs is missing from the timeline: "
+                     f"idle time around them is not measured idle. For a complete trace, "
+                     f"{COMPLETE}.", "graph")  # fmt: skip
+    grp = a.groupby(a["launch_idx"].to_numpy(), sort=True)
+    lo, hi = grp["ts_ns"].min().to_numpy(), grp["end_ns"].max().to_numpy()
+    n = grp.size().to_numpy()
+    bs, be = union(a["ts_ns"].to_numpy(), a["end_ns"].to_numpy())
+    cov = covered_by(bs, be, lo, hi)
+    span = hi - lo
+    share = float(cov.sum()) / float(span.sum()) if span.sum() > 0 else 1.0
+    bad = cov < GRAPH_MIN_COVER * np.maximum(span, 1)
+    if share >= GRAPH_MIN_COVER and not bad.any():
+        return None
+    ss, se = union(lo[bad], hi[bad])
+    return Issue(
+        f"{len(rows)} CUDA-graph replays (cudaGraphLaunch) show only {int(n.min())}-{int(n.max())} "
+        f"recorded kernels each; the recorded kernels cover {100 * share:.0f}% of the replay "
+        f"spans ({float(span.sum()) / 1e6:.1f} ms): CUPTI did not record the rest of the graphs.",
+        f"GPU busy %, gpu-idle's idle split and communication overlap are computed outside "
+        f"the {len(ss)} affected span(s) ({float(np.sum(se - ss)) / 1e6:.1f} ms), and findings "
+        f"that rest on the GPU timeline have lower confidence. For a complete trace, "
+        f"{COMPLETE}.", "graph", ss, se)  # fmt: skip
+
+
+def _lost_launches(trace: Trace) -> Issue | None:
+    rt = trace.runtime
+    if not len(rt):
+        return None
+    names = rt["name"].astype(str)
+    is_launch = names.str.contains("|".join(_LAUNCHES)).to_numpy()
+    linked = np.zeros(len(rt), dtype=bool)
+    for df in (trace.kernels, trace.memcpy):
+        li = df["launch_idx"].to_numpy()
+        linked[li[li >= 0]] = True
+    lost = is_launch & ~linked
+    n, total = int(lost.sum()), int(is_launch.sum())
+    if n < LOST_LAUNCH_MIN_COUNT or n < LOST_LAUNCH_MIN_SHARE * total:
+        return None
+    return Issue(
+        f"{n:,} of {total:,} launch calls have no GPU work in the trace (flows with no target).",
+        "Their kernels or copies were not recorded (the profiler's buffer filled, or the window "
+        "ended first): GPU busy time is undercounted there.", "lost-launch")  # fmt: skip
+
+
+def _before_launch(trace: Trace) -> Issue | None:
+    rt = trace.runtime
+    if not len(rt):
+        return None
+    rts = rt["ts_ns"].to_numpy()
+    n = 0
+    worst = 0
+    for df in (trace.kernels, trace.memcpy):
+        li = df["launch_idx"].to_numpy()
+        m = li >= 0
+        early = rts[li[m]] - df["ts_ns"].to_numpy()[m]
+        n += int((early > 0).sum())
+        worst = max(worst, int(early.max()) if len(early) else 0)
+    if n == 0:
+        return None
+    return Issue(
+        f"{n:,} GPU activities start before the call that launched them (up to "
+        f"{worst / 1e6:.3f} ms): the GPU's and the host's clocks disagree.",
+        "Launch delays and host-GPU waits near them are unreliable by that much.", "clock")  # fmt: skip
+
+
+def rank_skew(ends_ns: np.ndarray, dur_ns: np.ndarray, ranks: list[int]) -> Issue | None:
+    """Clock skew between ranks: copies of the same collective (columns, matched by order)
+    whose ends (rows: ranks) disagree by more than the shorter's duration at most instances."""
+    if ends_ns.shape[0] < 2 or ends_ns.shape[1] == 0:
+        return None
+    spread = ends_ns.max(axis=0) - ends_ns.min(axis=0)
+    off = np.median(ends_ns - np.median(ends_ns, axis=0, keepdims=True), axis=1)
+    if np.mean(spread > dur_ns.min(axis=0)) <= 0.5:
+        return None
+    far = int(np.argmax(np.abs(off)))
+    return Issue(
+        f"The ranks' clocks disagree: the same collectives end up to "
+        f"{float(spread.max()) / 1e6:.3f} ms apart, more than they last (rank {ranks[far]} is "
+        f"{float(off[far]) / 1e6:+.3f} ms off the others' median).",
+        "Cross-rank arrival times are unreliable by that much; straggler relies on the "
+        "collectives' durations, which need no common clock.", "clock")  # fmt: skip
