@@ -30,6 +30,8 @@ work stays inside its single step: the finding then says so and the other figure
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from advisor.derive.onetime import KINDS, LABELS, one_time_events
@@ -73,6 +75,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if up and up[0]:
         evidence.append(Evidence(f"{LABELS['upload']}: {up[2] / 1e6:.1f} MB", up[0],
                                  round(up[1] / 1e6, 3), trace.to_trace_us(up[3])))  # fmt: skip
+    tried = _tried_once(trace) if not kept_in else None
+    if tried is not None:
+        evidence.append(tried)
     for e in ss.excluded:
         evidence.append(Evidence(f"left out of the steps: {e.reason}", 1, round(e.dur_ns / 1e6, 3),
                                  trace.to_trace_us(e.start_ns)))  # fmt: skip
@@ -118,6 +123,27 @@ def _uploads(trace: Trace) -> tuple[int, int, float, int] | None:
         return None
     return (int(sel.sum()), int(m["dur_ns"].to_numpy()[sel].sum()),
             float(m["bytes"].to_numpy()[sel].sum()), int(m["ts_ns"].to_numpy()[sel].min()))  # fmt: skip
+
+
+_CONV_RE = re.compile(r"conv|cudnn|winograd|implicit_gemm|fft|precomputed", re.IGNORECASE)
+
+
+def _tried_once(trace: Trace) -> Evidence | None:
+    """Convolution kernels that ran only outside the steady steps: cuDNN trying algorithms
+    (autotuning) on the first iterations."""
+    k = trace.kernels
+    if not len(k):
+        return None
+    names = k["name"].astype(str)
+    out = k["step"].to_numpy() < 0
+    steady = set(names[~out].unique())
+    m = out & names.str.contains(_CONV_RE).to_numpy() & ~names.isin(steady).to_numpy()
+    if not m.any():
+        return None
+    ts = int(k["ts_ns"].to_numpy()[m].min())
+    return Evidence("convolution kernels that ran only before the steady steps (cuDNN trying "
+                    "algorithms)", int(m.sum()), round(float(k["dur_ns"].to_numpy()[m].sum()) / 1e6, 3),
+                    trace.to_trace_us(ts))  # fmt: skip
 
 
 def _fmt(ns: float) -> str:

@@ -87,9 +87,12 @@ def test_negative_queue_figures() -> None:
     # only ~0.5 ms per step of GPU idle follows them
     assert "6 host-device sync(s) per step" in sp.summary
     assert 0.2 < sp.est_savings_ms < 2.0
-    # HTA: 69.4% idle over the whole span; mostly work queued behind other streams
+    # HTA: 69.4% idle over the whole span; mostly work queued behind other streams. 64% of the
+    # steps look idle, but 70 CUDA-graph replays recorded only 26% of their spans: counting the
+    # unrecorded replay spans as busy (trace quality) leaves 43% measured idle, low confidence
     idle_pct = float(gi.summary.split("idle ")[1].split("%")[0])
-    assert 55 <= idle_pct <= 75, gi.summary  # ours: 64% inside the steps
+    assert 38 <= idle_pct <= 48, gi.summary
+    assert gi.confidence == "low"
     assert "other" in gi.summary.split(":")[1].split(",")[0]
 
 

@@ -26,6 +26,9 @@ def _warm_loop(markers: str = "dataloader") -> TraceBuilder:
     up = b.op("aten::to", 8200, 8100)
     b.launch(up, "cudaMemcpy", 8210, 8000, memcpy=("Memcpy HtoD (Pageable -> Device)", 100 << 20),
              gpu_ts=8250, gpu_dur=7900)  # fmt: skip
+    conv = b.op("aten::cudnn_convolution", 16_500, 900)  # cuDNN trying an algorithm, once
+    b.launch(conv, "cudaLaunchKernel", 16_510, 5, kernel="cudnn::winograd_try", gpu_ts=16_600,
+             gpu_dur=700)  # fmt: skip
     for i, t in enumerate(starts):
         if markers == "dataloader":
             b.annotation(DL, t + 1, 100)
@@ -65,6 +68,8 @@ def test_one_time_init_ranks_first_and_no_per_step_claim_from_set_up() -> None:
     assert "CUDA context" in f.summary and "cudaMalloc" in f.summary and "upload" in f.summary
     assert rep.run["step_ms_median"] == pytest.approx(1.0, abs=0.15)
     assert rep.run["steps_source"] == "DataLoader.__next__"
+    (tried,) = [e for e in f.evidence if "cuDNN trying algorithms" in e.what]
+    assert tried.count == 1 and tried.total_ms == pytest.approx(0.7)
     # the one-off 100 MB pageable upload is no per-step copy problem
     for other in ("pageable-memcpy", "blocking-copy"):
         assert finding(rep, other) is None

@@ -71,7 +71,7 @@ def test_gpu_work_before_its_launch_is_clock_disagreement() -> None:
     b = TraceBuilder()
     b.step(1, 0, 1000)
     op = b.op("aten::add", 100, 50)
-    b.launch(op, "cudaLaunchKernel", 110, 5, kernel="k", gpu_ts=60, gpu_dur=10)
+    b.launch(op, "cudaLaunchKernel", 110, 5, kernel="k", gpu_ts=60, gpu_dur=10)  # 50 us early
     (issue,) = trace_quality(b.load())
     assert issue.kind == "clock" and "start before the call that launched them" in issue.what
 

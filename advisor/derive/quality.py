@@ -7,7 +7,8 @@
   span are *affected spans*: busy %, gpu-idle's split and overlap are computed outside them.
 - **Dropped events.** Events the loader skipped (missing or wrong-typed fields, negative
   durations), and launch calls whose GPU work is not in the trace (flows with no target).
-- **GPU activity before its launch**: the GPU's and the host's clocks disagree.
+- **GPU activity before its launch** (by more than ``EARLY_TOL_NS``): the GPU's and the host's
+  clocks disagree.
 
 Between ranks (several traces), clock skew is found where the same collective's ends disagree by
 more than its duration (:func:`rank_skew`). How to get a complete trace: profile a window with
@@ -27,6 +28,7 @@ from advisor.trace.model import Trace
 GRAPH_MIN_COVER = 0.5  # recorded kernels covering less of a replay's span: part is missing
 LOST_LAUNCH_MIN_SHARE = 0.05  # launch calls without their GPU work from this share...
 LOST_LAUNCH_MIN_COUNT = 10  # ...and this count
+EARLY_TOL_NS = 10_000  # GPU work starting this much before its launch call: clocks disagree
 _LAUNCHES = ("LaunchKernel", "GraphLaunch", "LaunchCooperativeKernel", "MemcpyAsync",
              "MemsetAsync", "ModuleLaunchKernel", "ExtLaunchKernel")  # fmt: skip
 COMPLETE = ("profile a window with CUDA graphs off (e.g. torch.compile without "
@@ -148,7 +150,7 @@ def _before_launch(trace: Trace) -> Issue | None:
         li = df["launch_idx"].to_numpy()
         m = li >= 0
         early = rts[li[m]] - df["ts_ns"].to_numpy()[m]
-        n += int((early > 0).sum())
+        n += int((early > EARLY_TOL_NS).sum())
         worst = max(worst, int(early.max()) if len(early) else 0)
     if n == 0:
         return None
