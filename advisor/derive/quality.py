@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from advisor.comm import covered_by
 from advisor.timeline import union
@@ -85,8 +86,7 @@ def _graph_replays(trace: Trace) -> Issue | None:
     rt = trace.runtime
     if not len(rt):
         return None
-    names = rt["name"].astype(str)
-    rows = np.flatnonzero(names.str.contains("GraphLaunch", regex=False).to_numpy())
+    rows = np.flatnonzero(_name_has(rt, ("GraphLaunch",)))
     if not len(rows):
         return None
     act = trace.gpu_activity()
@@ -119,12 +119,18 @@ def _graph_replays(trace: Trace) -> Issue | None:
         f"{COMPLETE}.", "graph", ss, se)  # fmt: skip
 
 
+def _name_has(df: pd.DataFrame, parts: tuple[str, ...]) -> np.ndarray:
+    """Per row: its (categorical) name contains one of ``parts`` (tested once per name)."""
+    cat = df["name"].array
+    hit = np.array([any(p in str(c) for p in parts) for c in cat.categories] + [False], dtype=bool)
+    return hit[np.asarray(cat.codes)]
+
+
 def _lost_launches(trace: Trace) -> Issue | None:
     rt = trace.runtime
     if not len(rt):
         return None
-    names = rt["name"].astype(str)
-    is_launch = names.str.contains("|".join(_LAUNCHES)).to_numpy()
+    is_launch = _name_has(rt, _LAUNCHES)
     linked = np.zeros(len(rt), dtype=bool)
     for df in (trace.kernels, trace.memcpy):
         li = df["launch_idx"].to_numpy()
