@@ -29,6 +29,7 @@ from advisor.trace.model import Trace
 GRAPH_MIN_COVER = 0.5  # recorded kernels covering less of a replay's span: part is missing
 LOST_LAUNCH_MIN_SHARE = 0.05  # launch calls without their GPU work from this share...
 LOST_LAUNCH_MIN_COUNT = 10  # ...and this count
+SKEW_TOL_NS = 1_000_000  # ends of one collective agree this well once the offset is removed
 EARLY_TOL_NS = 10_000  # GPU work starting this much before its launch call: clocks disagree
 _LAUNCHES = ("LaunchKernel", "GraphLaunch", "LaunchCooperativeKernel", "MemcpyAsync",
              "MemsetAsync", "ModuleLaunchKernel", "ExtLaunchKernel")  # fmt: skip
@@ -168,17 +169,22 @@ def _before_launch(trace: Trace) -> Issue | None:
 
 def rank_skew(ends_ns: np.ndarray, dur_ns: np.ndarray, ranks: list[int]) -> Issue | None:
     """Clock skew between ranks: copies of the same collective (columns, matched by order)
-    whose ends (rows: ranks) disagree by more than the shorter's duration at most instances."""
+    end together on a common clock, so a consistent offset of one rank's ends (rows), larger
+    than the collectives last, is its clock's. Inconsistent differences (collectives of other
+    process groups matched by order) say nothing and are not reported."""
     if ends_ns.shape[0] < 2 or ends_ns.shape[1] == 0:
         return None
-    spread = ends_ns.max(axis=0) - ends_ns.min(axis=0)
-    off = np.median(ends_ns - np.median(ends_ns, axis=0, keepdims=True), axis=1)
-    if np.mean(spread > dur_ns.min(axis=0)) <= 0.5:
+    rel = ends_ns - np.median(ends_ns, axis=0, keepdims=True)
+    off = np.median(rel, axis=1)
+    consistent = np.abs(rel - off[:, None]) <= SKEW_TOL_NS
+    gap = float(off.max() - off.min())
+    if np.mean(consistent.all(axis=0)) <= 0.5 or gap <= float(np.median(dur_ns)):
         return None
     far = int(np.argmax(np.abs(off)))
     return Issue(
-        f"The ranks' clocks disagree: the same collectives end up to "
-        f"{float(spread.max()) / 1e6:.3f} ms apart, more than they last (rank {ranks[far]} is "
-        f"{float(off[far]) / 1e6:+.3f} ms off the others' median).",
+        f"The ranks' clocks disagree: the same collectives end {gap / 1e6:.3f} ms apart, more "
+        f"than they last (rank {ranks[far]} is {float(off[far]) / 1e6:+.3f} ms off the "
+        "others' median).",
         "Cross-rank arrival times are unreliable by that much; straggler relies on the "
-        "collectives' durations, which need no common clock.", "clock")  # fmt: skip
+        "collectives' durations, which need no common clock; comm-overlap aligns the ranks on "
+        "the collectives' ends.", "clock")  # fmt: skip
