@@ -120,3 +120,27 @@ def test_resnet50_autograd_api_steps_from_dataloader() -> None:
     assert rep.findings[0].id == "one-time-init"
     g = finding(rep, "gpu-idle")
     assert g is None or g.est_savings_ms < 0.2 * rep.run["step_ms_median"]
+
+
+def test_compile_and_module_load_are_one_time_work() -> None:
+    b = _warm_loop()
+    b.annotation("_compile.compile_inner (dynamo_timed)", 17_500, 2_000)  # in iteration 0
+    b.runtime("cuModuleLoadData", 19_550, 400)
+    rep = _analyze(b)
+    f = rep.findings[0]
+    assert f.id == "one-time-init"
+    assert "torch.compile compilation 2.0 ms" in f.summary
+    assert "first-launch module loading 0.4 ms" in f.summary
+
+
+def test_one_time_work_in_a_trace_without_iterations_is_named_as_included() -> None:
+    b = TraceBuilder()
+    b.runtime("cudaGetDeviceCount", 10, 20_000)  # context creation, then a short loop
+    for i in range(3):
+        a = b.op("aten::add", 21_000 + i * 500.0, 20)
+        b.launch(a, "cudaLaunchKernel", 21_005 + i * 500.0, 10, kernel="k",
+                 gpu_ts=21_030 + i * 500.0, gpu_dur=400)  # fmt: skip
+    rep = _analyze(b)
+    f = rep.findings[0]
+    assert f.id == "one-time-init" and f.confidence == "medium"
+    assert "inside its single step and the per-step figures include it" in f.summary
