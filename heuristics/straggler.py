@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.derive.peerwait import align
+from advisor.derive.peerwait import matched
 from advisor.findings import Draft, Evidence
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import Thresholds, register
@@ -77,15 +77,14 @@ def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float]
     """Per-step net collective lag of each rank: (steps, {rank: median lag ms}, rows).
 
     rows: (rank, step, lag_ms, count, worst_name, worst_ts_us) for each rank and step."""
-    cols, take = align([d.collectives for d in digests])
-    if not cols:
+    take, col_step, col_name = matched([d.collectives for d in digests])
+    if not len(col_step):
         return [], {}, []
     start = np.stack([d.collectives.start_abs_ns[t] for d, t in zip(digests, take, strict=True)])
     dur = np.stack([d.collectives.dur_ns[t] for d, t in zip(digests, take, strict=True)])
     arrival = start - _others_median(start)
     shorter = _others_median(dur) - dur
     lag_ns = np.maximum(np.minimum(arrival, shorter), 0)
-    col_step = np.array([k[0] for k in cols])
     steps = sorted(set(col_step.tolist()))
     per_step = np.stack([lag_ns[:, col_step == s].sum(axis=1) for s in steps], axis=1) / 1e6
     net = per_step - _others_median(per_step)
@@ -96,7 +95,7 @@ def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float]
             m = np.flatnonzero(col_step == s)
             w = m[int(np.argmax(lag_ns[i, m]))]
             rows.append((int(d.rank), s, float(net[i, j]), int(np.sum(lag_ns[i, m] > 0)),
-                         cols[w][1], float(d.collectives.ts_us[take[i][w]])))  # fmt: skip
+                         col_name[w], float(d.collectives.ts_us[take[i][w]])))  # fmt: skip
     return steps, lags, rows
 
 

@@ -126,6 +126,20 @@ def _nearest(ref_n: np.ndarray, ref_end: np.ndarray, n: np.ndarray, end: np.ndar
     return idx, diff
 
 
+def matched(colls: Sequence[Any]) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
+    """The collective instances every rank ran: per rank its rows, and each instance's step and
+    name (from the first rank). Matched by end time (:func:`match_by_end`), else, when no end
+    agrees, by step, name, stream and order (:func:`align`)."""
+    m = match_by_end([c.name for c in colls], [c.start_abs_ns for c in colls],
+                     [c.dur_ns for c in colls])  # fmt: skip
+    if m.shape[1]:
+        rows = [np.asarray(r, dtype=np.int64) for r in m]
+    else:
+        rows = align(colls)[1]
+    first = colls[0]
+    return rows, np.asarray(first.step)[rows[0]], [first.name[int(i)] for i in rows[0]]
+
+
 def clock_offsets_ns(start_ns: np.ndarray, dur_ns: np.ndarray) -> np.ndarray:
     """Per rank (rows), how far its clock runs ahead of the others', from the collectives'
     ends (columns), which coincide on every rank up to the last transfer step."""
