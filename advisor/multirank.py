@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.derive.peerwait import align
+from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
 from advisor.digest import Digest, digest_file, failed_digest
 from advisor.errors import AdvisorError
@@ -263,8 +263,8 @@ def ranks_quality(digests: Sequence[Digest]) -> list[dict[str, str]]:
     ranked = sorted((d for d in digests if d.rank is not None), key=lambda d: d.rank or 0)
     if len(ranked) >= 2:
         colls = [d.collectives for d in ranked]
-        cols, take = align(colls)
-        if cols:
+        take, steps, _ = matched(colls)
+        if len(steps):
             ends = np.stack(
                 [c.start_abs_ns[t] + c.dur_ns[t] for c, t in zip(colls, take, strict=True)]
             )

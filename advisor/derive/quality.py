@@ -168,10 +168,10 @@ def _before_launch(trace: Trace) -> Issue | None:
 
 
 def rank_skew(ends_ns: np.ndarray, dur_ns: np.ndarray, ranks: list[int]) -> Issue | None:
-    """Clock skew between ranks: copies of the same collective (columns, matched by order)
+    """Clock skew between ranks: copies of the same collective (columns, matched across ranks)
     end together on a common clock, so a consistent offset of one rank's ends (rows), larger
     than the collectives last, is its clock's. Inconsistent differences (collectives of other
-    process groups matched by order) say nothing and are not reported."""
+    process groups paired by mistake) say nothing and are not reported."""
     if ends_ns.shape[0] < 2 or ends_ns.shape[1] == 0:
         return None
     rel = ends_ns - np.median(ends_ns, axis=0, keepdims=True)

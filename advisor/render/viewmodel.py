@@ -137,7 +137,8 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
     steps = run.get("steps_profiled")
     facts = [
         {"label": "Steps captured", "value": f"{steps}" if steps is not None else "unknown",
-         "note": "whole trace = 1 step" if run.get("steps_synthetic") else ""},
+         "note": "whole trace = 1 step" if run.get("steps_synthetic") else
+         (f"from {run['steps_source']}" if run.get("steps_source") else "")},
         {"label": "Median step", "value": fmt_ms(float(run.get("step_ms_median") or 0.0)),
          "note": ""},
         {"label": "GPU busy", "value": "n/a" if run.get("gpu_busy_pct") is None
