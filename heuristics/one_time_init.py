@@ -90,7 +90,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                  "its single step and the per-step figures include it.")  # fmt: skip
     else:
         where = (f"It is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
-                 f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} "
+                 f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} ranges "
                  f"(median {step_ms:.2f} ms) remain.")  # fmt: skip
     return [Draft(
         id=ID, title=TITLE, est_savings_ms=0.0, severity="info",

@@ -78,7 +78,7 @@ class StepSet:
 _MARKERS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
     ("DataLoader.__next__", lambda n: "DataLoader" in n and "__next__" in n, "start"),
     ("Optimizer.step", lambda n: n.startswith("Optimizer.step#"), "end"),
-    ("forward ranges", lambda n: bool(_FORWARD_RE.search(n)) and "backward" not in n.lower()
+    ("forward", lambda n: bool(_FORWARD_RE.search(n)) and "backward" not in n.lower()
      and not n.startswith(("aten::", "nn.Module", "autograd::")), "range"),
 )  # fmt: skip
 

@@ -138,7 +138,7 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
     facts = [
         {"label": "Steps captured", "value": f"{steps}" if steps is not None else "unknown",
          "note": "whole trace = 1 step" if run.get("steps_synthetic") else
-         (f"from {run['steps_source']}" if run.get("steps_source") else "")},
+         (f"from {run['steps_source']} ranges" if run.get("steps_source") else "")},
         {"label": "Median step", "value": fmt_ms(float(run.get("step_ms_median") or 0.0)),
          "note": ""},
         {"label": "GPU busy", "value": "n/a" if run.get("gpu_busy_pct") is None
@@ -192,7 +192,7 @@ def _step_notes(run: dict[str, Any]) -> list[dict[str, str]]:
     left = [e for e in run.get("steps_excluded") or () if isinstance(e, dict)]
     if run.get("steps_source") and run["steps_source"] != "ProfilerStep":
         notes.append({"level": "info", "text": "No ProfilerStep markers: steps were found from "
-                      f"{run['steps_source']} markers."})  # fmt: skip
+                      f"{run['steps_source']} ranges."})  # fmt: skip
     if left:
         ms = sum(float(e.get("ms") or 0.0) for e in left)
         notes.append({"level": "info", "text": f"{fmt_ms(ms)} of the window is left out of the "
