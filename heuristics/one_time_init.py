@@ -55,8 +55,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ev = one_time_events(trace)
     inside = assign_steps(ev["ts_ns"].to_numpy(), ss.steps) >= 0
     kept_in = ss.synthetic  # no iterations: the one-time work could not be left out
-    ev = ev if kept_in else ev[~inside]
-    up = _uploads(trace) if not kept_in else None
+    # set-up happens before the last steady step ends; what follows it is teardown
+    end = int(ss.steps["end_ns"].max()) if len(ss.steps) else 0
+    ev = ev if kept_in else ev[~inside & (ev["ts_ns"].to_numpy() < end)]
+    up = _uploads(trace, end) if not kept_in else None
     by_kind = {k: (int((ev["kind"] == k).sum()), int(ev.loc[ev["kind"] == k, "dur_ns"].sum()))
                for k in KINDS}  # fmt: skip
     once_ns = sum(ns for _, ns in by_kind.values()) + (up[1] if up else 0)
@@ -113,12 +115,14 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )]  # fmt: skip
 
 
-def _uploads(trace: Trace) -> tuple[int, int, float, int] | None:
-    """(count, ns, bytes, first ts) of host-to-device copies outside the steady steps."""
+def _uploads(trace: Trace, before_ns: int) -> tuple[int, int, float, int] | None:
+    """(count, ns, bytes, first ts) of host-to-device copies outside the steady steps, before
+    ``before_ns``."""
     m = trace.memcpy
     if not len(m):
         return None
     sel = (m["kind"].astype(str).to_numpy() == "HtoD") & (m["step"].to_numpy() < 0)
+    sel &= m["ts_ns"].to_numpy() < before_ns
     if not sel.any():
         return None
     return (int(sel.sum()), int(m["dur_ns"].to_numpy()[sel].sum()),
