@@ -88,3 +88,36 @@ def _build(trace: Trace, max_kernel_us: float, max_gap_us: float) -> pd.DataFram
     if not out:
         return pd.DataFrame(columns=COLUMNS)
     return pd.concat(out, ignore_index=True)
+
+
+def launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Host time spent issuing GPU work: the union of the outermost ``aten::`` call trees that
+    launched a kernel, copy or memset (dispatch, framework and launch cost), as disjoint sorted
+    intervals. Python between calls and user ranges around them are not part of it."""
+    return cached(trace, "launching_calls", lambda: _launching_calls(trace))
+
+
+def _launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    ops, rt = trace.cpu_ops, trace.runtime
+    empty = np.zeros(0, np.int64)
+    if not len(ops) or not len(rt):
+        return empty, empty
+    used = np.zeros(len(rt), dtype=bool)
+    for df in (trace.kernels, trace.memcpy):
+        li = df["launch_idx"].to_numpy()
+        used[li[li >= 0]] = True
+    idx = rt["op_idx"].to_numpy()[used]
+    idx = np.unique(idx[idx >= 0])
+    parent = ops["parent_idx"].to_numpy()
+    cat = ops["name"].array
+    aten = np.array([str(c).startswith("aten::") for c in cat.categories] + [False], dtype=bool)
+    is_aten = aten[np.asarray(cat.codes)]
+    for _ in range(64):  # climb while the parent is an aten op too (aten calls nest shallowly)
+        p = parent[idx]
+        up = (p >= 0) & is_aten[np.clip(p, 0, None)] & is_aten[idx]
+        if not up.any():
+            break
+        idx = np.unique(np.where(up, p, idx))
+    from advisor.timeline import union
+
+    return union(ops["ts_ns"].to_numpy()[idx], ops["end_ns"].to_numpy()[idx])

@@ -17,7 +17,10 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 idle GPU means the step is bound by something else. Peers flag a GPU less than 50% busy.
 
 **How the saving is estimated.** Only the part no other finding claims: half of the
-*host launch* idle time, minus the launch gaps ``tiny-kernels`` already reports. Only the
+*host launch* idle time during which the host was inside ``aten::`` calls that launch GPU work
+(their dispatch and launch cost, which fewer, larger kernels or CUDA graphs remove; Python and
+other host work in the gap are not claimed), minus the launch gaps ``tiny-kernels`` already
+reports. Only the
 steady steps are measured (set-up before them is ``one-time-init``); a trace that cannot be
 split into iterations gets no claim, since its span mixes set-up with the loop. The dataloader
 and sync shares are the savings of ``dataloader-stall`` and ``sync-point``, and *other* has no
@@ -44,7 +47,7 @@ from advisor.timeline import gaps, union
 from advisor.trace.model import Trace
 from heuristics._dataloader import dataloader_calls, intervals
 from heuristics._gpu_timeline import Busy, busy_by_device, fmt_ms, main_device, n_steps
-from heuristics._launch import reported_gaps
+from heuristics._launch import launching_calls, reported_gaps
 from heuristics._syncs import sync_events
 
 ID = "gpu-idle"
@@ -138,8 +141,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     tiny_ns = int(tiny.loc[tiny["device"] == dev, "gap_ns"].sum()) if len(tiny) else 0
     frac = ctx.t("gpu_idle.host_fraction")
     # idle after the trace's last GPU work: no launch shows what the host was doing
-    tail_ns = int(np.where(host & tail, rest, 0).sum())
-    saving_ms = frac * max(0, tot["host"] - tail_ns - tiny_ns) / 1e6 / steps
+    # only the host time spent issuing GPU work (aten calls that launch) is what fewer, larger
+    # kernels or CUDA graphs remove; Python and other host work in the gap is not claimed
+    issuing = np.minimum(rest, _overlap(gs, ge, *launching_calls(trace)))
+    claim_ns = int(np.where(host & ~tail, issuing, 0).sum())
+    saving_ms = frac * max(0, claim_ns - tiny_ns) / 1e6 / steps
     if trace.meta.synthetic_steps:
         # no iterations: the span mixes set-up, teardown and the loop, and nothing says how
         # much of the host's time a launch-side fix would remove (no claim; see one-time-init)
@@ -176,9 +182,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "Idle = step time not covered by any kernel, copy or memset on the device (all "
             "streams); a trace without step markers is measured from its first to its last "
             "GPU activity.",
-            f"Saving = {frac:g} x host-launch idle time not already reported by tiny-kernels "
-            f"({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the {steps} step(s); idle "
-            "time after the trace's last GPU work is not claimed"
+            f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
+            f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
+            "Python and other host work in the gaps is not claimed), minus the launch gaps "
+            f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the "
+            f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
             + ("; none is claimed in a trace with no iterations (set-up and loop are mixed)."
                if trace.meta.synthetic_steps else "."),
             "Only the steady steps are measured: set-up outside them (see one-time-init) is "
