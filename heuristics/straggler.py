@@ -9,8 +9,9 @@ torchrun); on a single trace it is skipped.
 collective until the last rank arrives, so the whole job runs at the pace of its slowest rank:
 the others spend the straggler's lag idle, every step.
 
-**How the saving is estimated.** Collectives are matched across ranks by step, collective name,
-stream and order. For each collective a rank's lag is the smaller of two independent signals:
+**How the saving is estimated.** Collectives are matched across ranks by name and end time
+(copies of one collective end together; instances of process groups a rank is not in stay
+out), or by step, name, stream and order when no ends agree. For each collective a rank's lag is the smaller of two independent signals:
 its arrival (kernel start) after the median of the other ranks, and how much shorter its
 collective kernel is than theirs (the others' kernels include the wait for it; this signal does
 not depend on the hosts' clocks agreeing). Lags add up over a step's collectives; a rank's lag
