@@ -11,9 +11,9 @@ the others spend the straggler's lag idle, every step.
 
 **How the saving is estimated.** Collectives are matched across ranks by name and end time
 (copies of one collective end together; instances of process groups a rank is not in stay
-out), or by step, name, stream and order when no ends agree. For each collective a rank's lag is the smaller of two independent signals:
-its arrival (kernel start) after the median of the other ranks, and how much shorter its
-collective kernel is than theirs (the others' kernels include the wait for it; this signal does
+out), or by step, name, stream and order when no ends agree. For each collective a rank's lag
+is the smaller of two independent signals: its arrival (kernel start) after the median of the
+other ranks, and how much shorter its collective kernel is than theirs (the others' kernels include the wait for it; this signal does
 not depend on the hosts' clocks agreeing). Lags add up over a step's collectives; a rank's lag
 per step is that sum minus the other ranks' typical sum (so mutual, random waiting cancels), and
 the figure is the median over steps. Ranks whose step time exceeds the others' are reported too
