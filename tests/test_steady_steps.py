@@ -144,3 +144,29 @@ def test_one_time_work_in_a_trace_without_iterations_is_named_as_included() -> N
     f = rep.findings[0]
     assert f.id == "one-time-init" and f.confidence == "medium"
     assert "inside its single step and the per-step figures include it" in f.summary
+
+
+@pytest.mark.parametrize(("n", "left_out"), [(4, 1), (2, 0)])
+def test_profiler_step_with_allocator_growth_is_left_out(n: int, left_out: int) -> None:
+    # ProfilerStep#1 takes 5 ms, 3 ms of it in cudaMalloc; the others take 1 ms. With two steps
+    # only, both stay (the last ProfilerStep is often cut short: two are kept)
+    b = TraceBuilder()
+    t = 0.0
+    for s in range(n):
+        dur = 5000.0 if s == 0 else 1000.0
+        b.step(s + 1, t, dur)
+        if s == 0:
+            b.runtime("cudaMalloc", t + 10, 3000)
+        a = b.op("aten::mm", t + dur - 900, 50)
+        b.launch(a, "cudaLaunchKernel", t + dur - 890, 10, kernel="k", gpu_ts=t + dur - 800,
+                 gpu_dur=600)  # fmt: skip
+        t += dur
+    rep = _analyze(b)
+    assert rep.run["steps_profiled"] == n - left_out
+    if left_out:
+        assert rep.run["steps_source"] == "ProfilerStep"
+        (ex,) = rep.run["steps_excluded"]
+        assert ex["step"] == 1 and "alloc" in ex["reason"]
+        assert rep.run["step_ms_median"] == pytest.approx(1.0)
+    else:
+        assert "steps_excluded" not in rep.run

@@ -123,7 +123,8 @@ def _drop_warmup(trace: Trace, its: pd.DataFrame, min_left: int
         rest = float(np.median(dur[i + 1 :]))
         lo, hi = int(its["ts_ns"].iloc[i]), int(its["end_ns"].iloc[i])
         once = total_ns(ev, lo, hi)
-        if not (dur[i] > FIRST_STEP_SLOW * rest and once >= FIRST_STEP_ONE_TIME * rest):
+        if not (rest > 0 and once > 0 and dur[i] > FIRST_STEP_SLOW * rest
+                and once >= FIRST_STEP_ONE_TIME * rest):  # fmt: skip
             break
         kinds = sorted(set(ev.loc[(ev["ts_ns"] >= lo) & (ev["ts_ns"] < hi), "kind"]))
         out.append(Excluded(lo, hi, f"warm-up iteration: {once / 1e6:.1f} ms of one-time work "
