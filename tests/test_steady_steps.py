@@ -170,3 +170,16 @@ def test_profiler_step_with_allocator_growth_is_left_out(n: int, left_out: int) 
         assert rep.run["step_ms_median"] == pytest.approx(1.0)
     else:
         assert "steps_excluded" not in rep.run
+
+
+def test_very_long_first_call_is_context_creation_but_a_first_wait_is_not() -> None:
+    from advisor.derive.onetime import one_time_events
+
+    b = TraceBuilder()
+    b.runtime("cudaGetLastError", 0, 150_000)  # 150 ms: the call that created the context
+    b.runtime("cudaStreamSynchronize", 200_000, 150_000)  # a long wait, not set-up
+    ev = one_time_events(b.load())
+    assert ev["name"].tolist() == ["cudaGetLastError"] and ev["kind"].tolist() == ["context"]
+    b2 = TraceBuilder()
+    b2.runtime("cudaMemcpyAsync", 0, 150_000)  # first in a window opened mid-run: waits
+    assert not len(one_time_events(b2.load()))

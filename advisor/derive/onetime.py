@@ -5,8 +5,9 @@ Each row of :func:`one_time_events` is one such event with the kind of one-time 
 
 - ``context``: CUDA context and library initialization: the calls that create it
   (``cudaGetDeviceCount``, ``cuInit``, ``cudaDeviceGetStreamPriorityRange``, ``cudaFree(0)``-
-  style calls, stream/event/handle creation) when they take long (>= ``LONG_CALL_NS``); a long
-  first copy or launch is not counted (in a window opened mid-run it waits on earlier work);
+  style calls, stream/event/handle creation) when they take long (>= ``LONG_CALL_NS``), and a
+  process's first runtime call when it is very long (>= ``LONG_FIRST_NS``) unless it waits on
+  the GPU (a copy or sync first in a window opened mid-run waits on earlier work);
 - ``module-load``: first-launch module loading: ``cuModuleLoad*``/``cuLibraryLoad*`` calls and
   launch calls (``cudaLaunchKernel``...) that take >= ``LONG_LAUNCH_NS`` (lazy loading);
 - ``autotune``: cuDNN autotuning (``cudnnFind*`` calls or ranges);
@@ -29,6 +30,7 @@ from advisor.trace.model import Trace
 
 LONG_CALL_NS = 1_000_000  # a runtime call this long at the start of a process is initialization
 LONG_LAUNCH_NS = 1_000_000  # a launch call this long is loading the kernel's module
+LONG_FIRST_NS = 100_000_000  # a process's first runtime call this long is creating the context
 
 KINDS = ("context", "module-load", "autotune", "alloc", "compile")
 LABELS = {
@@ -45,6 +47,7 @@ _CONTEXT_RE = re.compile(
     r"DeviceGetStreamPriorityRange|SetDevice|Free$|StreamCreate|EventCreate|DeviceGetAttribute|"
     r"RuntimeGetVersion|DriverGetVersion)|^(cublas|cudnn|cusparse|cusolver)Create"
 )
+_WAITS_RE = re.compile(r"Synchronize|Memcpy|Memset|EventQuery|StreamWait|StreamQuery")
 _MODULE_RE = re.compile(r"^(cu|hip)(ModuleLoad|LibraryLoad|ModuleGetFunction|LibraryGetKernel)")
 _LAUNCH_RE = re.compile(r"^(cu|hip)(da)?(LaunchKernel|ExtLaunch|LaunchCooperative|ModuleLaunch)")
 _AUTOTUNE_RE = re.compile(r"cudnnFind|miopenFind", re.IGNORECASE)
@@ -86,6 +89,12 @@ def _build(trace: Trace) -> pd.DataFrame:
         kind = np.where((kind == ctx_code) & (dur < LONG_CALL_NS), -1, kind)
         launch = _kind_per_name(rt["name"].array, [("module-load", _LAUNCH_RE)])
         kind = np.where((kind < 0) & (launch >= 0) & (dur >= LONG_LAUNCH_NS), launch, kind)
+        # a very long first call of a process creates the context, whatever its name; calls
+        # that wait on the GPU (a window opened mid-run) are not counted
+        first = rt.groupby("pid", sort=False)["ts_ns"].idxmin().to_numpy()
+        waits = _kind_per_name(rt["name"].array, [("context", _WAITS_RE)])[first] >= 0
+        first = first[(dur[first] >= LONG_FIRST_NS) & ~waits & (kind[first] < 0)]
+        kind[first] = ctx_code
         parts.append(_rows(rt, "runtime", kind))
     for src, df in (("cpu_ops", trace.cpu_ops), ("annotations", trace.annotations)):
         if len(df):
