@@ -67,7 +67,7 @@ flat = _flatten_dense_tensors(grads)
 dist.all_reduce(flat)
 for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
     g.copy_(synced)
-# or wrap the model in DistributedDataParallel, which buckets (bucket_cap_mb) for you
+# or wrap the model in DistributedDataParallel, which buckets gradients for you
 """
 WAIT_SNIPPET = """\
 # waiting for the slowest rank: compare the ranks side by side
@@ -92,6 +92,14 @@ def comm_pattern(trace: Trace, ctx: Context, k: pd.DataFrame, steps: int, wait_m
     g = k.groupby("collective", sort=False)["exposed_ns"].sum().sort_values(ascending=False)
     top = str(g.index[0]) if len(g) else "AllReduce"
     kinds, advice, snippets = [], [], []
+    # the most specific advice first: per-parameter collectives, then a late peer
+    if not ddp and per_step >= ctx.t("comm_overlap.per_param_min_per_step"):
+        kinds.append("per-parameter")
+        advice.append(f"{per_step:.0f} collectives per step with no DDP reducer: one per "
+                      "parameter. Bucket or coalesce them (see unbucketed-collectives): wrap the "
+                      "model in DistributedDataParallel, or flatten the gradients into a few "
+                      "buffers before all_reduce.")  # fmt: skip
+        snippets.append(COALESCE_SNIPPET)
     if wait_ms > transfer_ms:
         kinds.append("peer-wait")
         extra = (" For all-to-all, uneven splits (embedding lookups or tokens routed unevenly) "
@@ -101,13 +109,6 @@ def comm_pattern(trace: Trace, ctx: Context, k: pd.DataFrame, steps: int, wait_m
                       "(analyze the folder with every rank's trace; see straggler) and what "
                       f"delays it (uneven work, data loading, host-side work).{extra}")  # fmt: skip
         snippets.append(WAIT_SNIPPET)
-    if not ddp and per_step >= ctx.t("comm_overlap.per_param_min_per_step"):
-        kinds.append("per-parameter")
-        advice.append(f"{per_step:.0f} collectives per step with no DDP reducer: one per "
-                      "parameter. Bucket or coalesce them (see unbucketed-collectives): wrap the "
-                      "model in DistributedDataParallel, or flatten the gradients into a few "
-                      "buffers before all_reduce.")  # fmt: skip
-        snippets.append(COALESCE_SNIPPET)
     if transfer_ms > 0 and "per-parameter" not in kinds:
         kinds.append("overlap")
         how = _DDP if ddp and top == "AllReduce" else _OVERLAP.get(top, _OVERLAP["AllReduce"])
