@@ -126,3 +126,9 @@ def test_trace_filter_ranks_end_aligned_all_to_all(tmp_path: Path) -> None:
     assert not any("clocks disagree" in q["what"] for q in report.run["trace_quality"])
     single = analyze_trace(__import__("advisor.trace").trace.load_trace(files[0]), None, ONLY)
     assert f.est_savings_ms < single.findings[0].est_savings_ms  # waiting is not claimed
+
+
+def test_ddp_from_run_json_gets_bucket_advice() -> None:
+    run = {"modules": {"distributed_data_parallel": True}}
+    (f,) = analyze_trace(_many_small(ddp=False).load(), run, ONLY).findings
+    assert "bucket_cap_mb" in f.recommendation and "no DDP reducer" not in f.recommendation
