@@ -177,7 +177,7 @@ def _notes(report: Report) -> list[dict[str, str]]:
         notes.append(
             {"level": "info", "text": f"The charts show the first {shown} of {total} steps."}
         )
-    if run.get("events_skipped"):
+    if run.get("events_skipped") and "trace_quality" not in run:  # else a trace-quality note
         notes.append({"level": "info", "text": f"{run['events_skipped']:,} malformed trace "
                       "events were skipped while loading."})  # fmt: skip
     if report.errored:
@@ -188,8 +188,7 @@ def _notes(report: Report) -> list[dict[str, str]]:
 
 def _step_notes(run: dict[str, Any]) -> list[dict[str, str]]:
     """How the steady steps were found and what was left out; what the trace is missing."""
-    notes = []
-    left = [e for e in run.get("steps_excluded") or () if isinstance(e, dict)]
+    notes, left = [], [e for e in run.get("steps_excluded") or () if isinstance(e, dict)]
     if run.get("steps_source") and run["steps_source"] != "ProfilerStep":
         notes.append({"level": "info", "text": "No ProfilerStep markers: steps were found from "
                       f"{run['steps_source']} ranges."})  # fmt: skip
