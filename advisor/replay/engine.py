@@ -59,9 +59,14 @@ class Replayed:
     g_end: np.ndarray
     bounds: np.ndarray  # replayed step boundaries
 
+    busy: np.ndarray  # per step: the GPU time its launches take on their busiest stream
+
     @property
     def step_ns(self) -> np.ndarray:
-        return np.diff(self.bounds)
+        """Each step's replayed time: from its boundary to the next, and never less than the
+        GPU time of its own launches on one stream (a host that runs ahead of the GPU is held
+        back by the queue, and by the syncs, over the steps)."""
+        return np.maximum(np.diff(self.bounds), self.busy)
 
 
 def replay(gr: Graph, mods: Mods) -> Replayed:
@@ -122,12 +127,17 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
                 E[i] = e if e > t else t
     hs, he = np.asarray(S, dtype=np.int64), np.asarray(E, dtype=np.int64)
     gs, ge = np.asarray(GS, dtype=np.int64), np.asarray(GE, dtype=np.int64)
-    return Replayed(hs, he, gs, ge, _bounds(gr, hs, he, ge))
+    bounds = _bounds(gr, hs, he, ge)
+    n = max(len(bounds) - 1, 0)
+    k = gr.g_key >= 0
+    busy = np.bincount(gr.g_key[k], weights=(ge - gs)[k], minlength=n * gr.n_streams)
+    busy = busy[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1) if n else np.zeros(0)
+    return Replayed(hs, he, gs, ge, bounds, busy.astype(np.int64))
 
 
 def _bounds(gr: Graph, hs: np.ndarray, he: np.ndarray, ge: np.ndarray) -> np.ndarray:
     b = gr.bounds.copy()
-    if len(b) < 2:
+    if len(b) < 2 or not len(hs):
         return b
     a, ok = gr.anchor, gr.anchor >= 0
     at = np.where(gr.anchor_end, he[np.clip(a, 0, None)], hs[np.clip(a, 0, None)])

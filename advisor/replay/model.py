@@ -95,6 +95,8 @@ class Graph:
     launch_latency_ns: int
     main_tid: int
     start_ns: int  # the window's start: a thread's first call in it starts h_gap after it
+    g_key: np.ndarray  # step * n_streams + stream code of each activity launched in a step, -1
+    n_streams: int
 
     @property
     def n_h(self) -> int:
@@ -223,7 +225,7 @@ def _build(trace: Trace) -> Graph:
     L0 = int(np.percentile(lat[good], 5)) if good.any() else 0
     go = np.lexsort((g_ts, g_stream))
     g_prev = np.full(n_g, -1, dtype=np.int64)
-    same = np.r_[False, g_stream[go][1:] == g_stream[go][:-1]]
+    same = np.r_[False, g_stream[go][1:] == g_stream[go][:-1]] if n_g else np.zeros(0, bool)
     g_prev[go[same]] = go[np.flatnonzero(same) - 1]
     pend = np.where(g_prev >= 0, g_end[np.clip(g_prev, 0, None)], NEG)
     c_launch = np.where(g_launch >= 0, lts + L0, NEG)
@@ -302,6 +304,13 @@ def _build(trace: Trace) -> Graph:
         h_fixed[:] = True
         g_fixed[:] = True
 
+    # which step launched each activity (its GPU time counts against that step's throughput)
+    sc, _ = pd.factorize(g_stream)
+    n_streams = max(int(sc.max()) + 1, 1) if n_g else 1
+    when = np.where(g_launch >= 0, lts, g_ts)
+    sidx = np.searchsorted(st["ts_ns"].to_numpy(np.int64), when, side="right") - 1 if len(st) else np.full(n_g, -1)
+    inside = (sidx >= 0) & (when < hi) & ~g_fixed
+    g_key = np.where(inside, sidx * n_streams + sc, -1).astype(np.int64)
     order = _order(h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed,
                    g_stream)  # fmt: skip
     bounds, anchor, anchor_off, anchor_end, last_gpu, last_off, main_tid = _anchors(
@@ -314,7 +323,8 @@ def _build(trace: Trace) -> Graph:
                  g_prev=g_prev, g_offp=g_offp, g_dep=g_dep, g_offd=g_offd, g_resid=resid,
                  g_bind=g_bind, g_fixed=g_fixed, order=order, bounds=bounds, anchor=anchor,
                  anchor_off=anchor_off, anchor_end=anchor_end, last_gpu=last_gpu, last_gpu_off=last_off,
-                 launch_latency_ns=L0, main_tid=main_tid, start_ns=lo)  # fmt: skip
+                 launch_latency_ns=L0, main_tid=main_tid, start_ns=lo,
+                 g_key=g_key, n_streams=n_streams)  # fmt: skip
 
 
 def _order(h_tid: np.ndarray, h_ts: np.ndarray, h_end: np.ndarray, h_fixed: np.ndarray,

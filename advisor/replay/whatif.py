@@ -66,7 +66,7 @@ def base(trace: Trace) -> Replayed:
 
 def replayable(trace: Trace) -> bool:
     gr = graph(trace)
-    return len(gr.bounds) >= 2 and bool((gr.anchor >= 0).any())
+    return gr.n_h > 0 and gr.n_g > 0 and len(gr.bounds) >= 2 and bool((gr.anchor >= 0).any())
 
 
 def replay_with(trace: Trace, fix: Fix, level: Level = "mid") -> Replayed:
@@ -78,10 +78,9 @@ def replay_with(trace: Trace, fix: Fix, level: Level = "mid") -> Replayed:
 
 def whatif(trace: Trace, fix: Fix) -> Saving:
     """The saving of ``fix`` on the steady steps of ``trace`` (see the module doc)."""
-    b = base(trace)
-    before = b.step_ns.astype(float)
-    if not replayable(trace) or not len(before):
+    if not replayable(trace):
         return Saving(0.0, 0.0, 0.0, (), 0.0, 0.0, fix, replayed=False)
+    before = base(trace).step_ns.astype(float)
     out: dict[str, tuple[float, np.ndarray, float]] = {}
     for level in ("mid", "low", "high") if fix.uncertain else ("mid",):
         after = replay_with(trace, fix, level).step_ns.astype(float)  # type: ignore[arg-type]
