@@ -36,6 +36,7 @@ class Mods:
     g_launch: np.ndarray
     g_offp: np.ndarray
     g_offd: np.ndarray
+    b_off: np.ndarray  # each step boundary's offset from its anchor call
 
     @staticmethod
     def of(gr: Graph, calibrated: bool = True) -> Mods:
@@ -48,7 +49,8 @@ class Mods:
         return Mods(h_dur=gr.h_end - gr.h_ts, h_gap=gr.h_gap.copy(), h_qoff=gr.h_qoff.copy(),
                     h_base=gr.h_base.copy(), h_tail=gr.h_tail.copy(),
                     h_await=gr.h_await.copy(), g_dur=gr.g_end - gr.g_ts, g_offl=offl,
-                    g_launch=gr.g_launch.copy(), g_offp=offp, g_offd=offd)  # fmt: skip
+                    g_launch=gr.g_launch.copy(), g_offp=offp, g_offd=offd,
+                    b_off=gr.anchor_off.copy())  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
                 E[i] = e if e > t else t
     hs, he = np.asarray(S, dtype=np.int64), np.asarray(E, dtype=np.int64)
     gs, ge = np.asarray(GS, dtype=np.int64), np.asarray(GE, dtype=np.int64)
-    bounds = _bounds(gr, hs, he, ge)
+    bounds = _bounds(gr, mods, hs, he, ge)
     n = max(len(bounds) - 1, 0)
     k = gr.g_key >= 0
     busy = np.bincount(gr.g_key[k], weights=(ge - gs)[k], minlength=n * gr.n_streams)
@@ -135,13 +137,13 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
     return Replayed(hs, he, gs, ge, bounds, busy.astype(np.int64))
 
 
-def _bounds(gr: Graph, hs: np.ndarray, he: np.ndarray, ge: np.ndarray) -> np.ndarray:
+def _bounds(gr: Graph, mods: Mods, hs: np.ndarray, he: np.ndarray, ge: np.ndarray) -> np.ndarray:
     b = gr.bounds.copy()
     if len(b) < 2 or not len(hs):
         return b
     a, ok = gr.anchor, gr.anchor >= 0
     at = np.where(gr.anchor_end, he[np.clip(a, 0, None)], hs[np.clip(a, 0, None)])
-    b[ok] = at[ok] + gr.anchor_off[ok]
+    b[ok] = at[ok] + mods.b_off[ok]
     if gr.last_gpu >= 0:  # the last step also ends with the GPU work it launched
         b[-1] = max(int(b[-1]), int(ge[gr.last_gpu]) + gr.last_gpu_off)
     return b

@@ -132,6 +132,13 @@ class ShrinkHost(Fix):
             cut_call = covered_by(us, ue, gr.h_ts[idx], gr.h_end[idx])
             plain = ~gr.h_sync[idx]
             mods.h_dur[idx[plain]] -= (cut_call[plain] * (1 - keep)).astype(np.int64)
+            # host time between a step boundary's anchor call and the boundary
+            a = gr.anchor
+            am = (a >= 0) & gr.anchor_end
+            am &= on[np.clip(a, 0, None)]
+            if am.any():
+                cut = covered_by(us, ue, gr.h_end[a[am]], gr.bounds[am])
+                mods.b_off[am] -= (np.minimum(cut, mods.b_off[am]) * (1 - keep)).astype(np.int64)
             # a hand-off's delay is host work on the resuming thread
             hq = idx[gr.h_q[idx] >= 0]
             if len(hq):

@@ -387,9 +387,10 @@ def _anchors(trace: Trace, st: pd.DataFrame, h_tid: np.ndarray, h_ts: np.ndarray
     ends_at[ok] = h_end[a] <= bounds[ok]
     last_gpu, last_off, last = -1, 0, len(bounds) - 1
     inwin = np.flatnonzero(~g_fixed & (g_end <= bounds[last]) & (g_end >= bounds[last - 1]))
-    if len(inwin):
+    if len(inwin):  # a step that ends with its GPU work (markers other than ProfilerStep)
         lg = int(inwin[np.argmax(g_end[inwin])])
-        last_gpu, last_off = lg, int(bounds[last] - g_end[lg])
+        if bounds[last] - g_end[lg] <= CLOCK_TOL_NS:
+            last_gpu, last_off = lg, int(bounds[last] - g_end[lg])
     return bounds, anchor, off, ends_at, last_gpu, last_off, int(main)
 
 
