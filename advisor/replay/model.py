@@ -281,7 +281,16 @@ def _build(trace: Trace) -> Graph:
         oc = own[copy_h]
         has = oc >= 0
         ce = g_end[np.clip(oc, 0, None)]
-        blocking = has & (ce <= h_end[copy_h] + CLOCK_TOL_NS) & (ce > h_ts[copy_h])
+        # a device-to-host copy into pageable memory (or by cudaMemcpy) blocks the host by
+        # CUDA's rules; any copy that ended before its call returned did too
+        dtoh = np.zeros(n_g, dtype=bool)
+        if len(mc):
+            mk = (g["src"].to_numpy() == 1) & (g["kind"].to_numpy() == 2)
+            rows = g["row"].to_numpy()[mk]
+            dtoh[np.flatnonzero(mk)] = ((mc["kind"].astype(str).to_numpy()[rows] == "DtoH")
+                                        & (mc["dst"].astype(str).to_numpy()[rows] != "Pinned"))  # fmt: skip
+        blocking = has & (ce > h_ts[copy_h])
+        blocking &= (ce <= h_end[copy_h] + CLOCK_TOL_NS) | dtoh[np.clip(oc, 0, None)]
         h_await[copy_h[blocking]] = oc[blocking]
     h_sync = h_await >= 0
     aend = g_end[np.clip(h_await, 0, None)] if n_g else np.zeros(n_h, np.int64)
