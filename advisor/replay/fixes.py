@@ -230,9 +230,16 @@ class HideComm(Fix):
 
     kernels: Any
     wait_ns: Any = None
+    share: float = 1.0  # of the transfer hidden
+    low: float | None = None  # share hidden at the low-saving end
     label: str = "overlap communication"
 
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None
+
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        share = _pick(self.share, self.low, None, level)
         rows = _rows(self.kernels)
         nodes = gr.kernel_nodes(rows)
         if not len(nodes):
@@ -243,7 +250,9 @@ class HideComm(Fix):
             w = np.array([keep_ns.get(int(r), 0) for r in gr.g_row[nodes]], dtype=np.int64)
         else:
             w = comm_wait_ns(trace, gr.g_row[nodes])
-        mods.g_dur[nodes] = np.minimum(mods.g_dur[nodes], np.maximum(w, 0))
+        d = mods.g_dur[nodes]
+        w = np.minimum(np.maximum(w, 0), d)
+        mods.g_dur[nodes] = (w + (d - w) * (1.0 - share)).astype(np.int64)
 
 
 def comm_wait_ns(trace: Trace, rows: np.ndarray) -> np.ndarray:
