@@ -197,9 +197,16 @@ class GraphLaunch(Fix):
 
     kernels: Any
     host_keep: float = 1.0
+    low: float | None = None  # host_keep at the low-saving end
+    high: float | None = None
     label: str = "CUDA graphs"
 
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None or self.high is not None
+
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        host_keep = _pick(self.host_keep, self.low, self.high, level)
         nodes = gr.kernel_nodes(_rows(self.kernels))
         nodes = nodes[~gr.g_fixed[nodes]]
         if not len(nodes):
@@ -210,12 +217,12 @@ class GraphLaunch(Fix):
         h = np.unique(h[h >= 0])
         h = h[~gr.h_sync[h]]
         mods.h_dur[h] = np.minimum(mods.h_dur[h], GRAPH_LAUNCH_NS)
-        if self.host_keep < 1.0:  # host time between two captured launches on a thread
+        if host_keep < 1.0:  # host time between two captured launches on a thread
             hs = np.zeros(gr.n_h, dtype=bool)
             hs[h] = True
             inner = h[gr.h_prev[h] >= 0]
             inner = inner[hs[gr.h_prev[inner]]]
-            mods.h_gap[inner] = (mods.h_gap[inner] * self.host_keep).astype(np.int64)
+            mods.h_gap[inner] = (mods.h_gap[inner] * host_keep).astype(np.int64)
         prev = gr.g_prev[nodes]
         chained = nodes[(prev >= 0) & sel[np.clip(prev, 0, None)]]
         mods.g_launch[chained] = -1  # the graph's own order, not the host, starts them
