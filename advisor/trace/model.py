@@ -112,7 +112,9 @@ class Trace:
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
         """``build()`` once per trace, kept with it (outside the frozen fields) under ``key``:
-        derived tables that several readers share."""
+        derived tables that several readers share. The one cache of derived data: modules
+        that derive facts from a trace keep them here, under keys named after their module;
+        they live as long as the trace (callers drop the trace before writing outputs)."""
         attr = "_memo_" + key
         if attr not in self.__dict__:
             object.__setattr__(self, attr, build())
