@@ -90,11 +90,11 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
     hs_base = n_h + n_g
     more = gr.h_await_more
     neg = -(1 << 62)
-    start = gr.start_ns
+    origin = gr.h_origin.tolist()
     for ev in gr.order:
         if ev < n_h:
             p = prev[ev]
-            s = E[p] + gap[ev] if p >= 0 else start + gap[ev]
+            s = E[p] + gap[ev] if p >= 0 else origin[ev] + gap[ev]
             qq = q[ev]
             if qq >= 0:
                 t = E[qq] + qoff[ev]
