@@ -13,7 +13,7 @@ for). Each stretch of the path is counted as:
 - ``peer``: communication kernels waiting for a peer (one-rank estimate: the part beyond the
   shortest instance of the same collective, see :mod:`advisor.derive.peerwait`).
 
-``run.bound`` gives the median shares over the replayed steady steps (at most three, those
+``run.bound`` gives the median shares over the replayed steady steps (at most eight, those
 closest to the median step) and the largest (``by``); HTA's
 critical-path analysis calls a step CPU-bound or GPU-bound in the same way.
 """

@@ -49,7 +49,7 @@ CROSS_STREAM_TOL_NS = 20_000  # ...whose activity ended at most this long before
 CLOCK_TOL_NS = 20_000
 THROTTLE_MIN_NS = 50_000  # a launch call this long (and THROTTLE_X x the median) may be
 THROTTLE_X = 10.0  # ...waiting for the launch queue
-MAX_REPLAY_STEPS = 3
+MAX_REPLAY_STEPS = 8
 NEG = -(1 << 62)
 
 
