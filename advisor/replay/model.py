@@ -100,7 +100,9 @@ class Graph:
     launch_latency_ns: int
     main_tid: int
     start_ns: int  # the window's start
-    h_origin: np.ndarray  # start of each call's step: a thread's first call in it starts h_gap after it
+    h_origin: (
+        np.ndarray
+    )  # start of each call's step: a thread's first call in it starts h_gap after it
     chosen: np.ndarray  # bool per step: replayed (the others keep their measured times)
     g_key: np.ndarray  # step * n_streams + stream code of each activity launched in a step, -1
     n_streams: int
