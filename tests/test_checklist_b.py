@@ -351,7 +351,7 @@ def loop_trace(per_step: int = 250, file: str = "train.py", steps: int = 2,
         if gpu_busy:
             op = b.op("aten::mm", t0 + 9_995, 1)
             b.launch(op, "cudaLaunchKernel", t0 + 9_995, 1, kernel="gemm", gpu_ts=t0,
-                     gpu_dur=9_000)  # fmt: skip
+                     gpu_dur=9_990)  # fmt: skip
     return b
 
 
@@ -392,8 +392,9 @@ def test_python_loop_counts_scalar_arithmetic_on_0dim_tensors_only() -> None:
 def test_python_loop_saving_is_capped_by_gpu_idle_time() -> None:
     f = finding(analyze(loop_trace(gpu_busy=True).load(), PL), PL)
     assert f is not None
-    # the loop runs 5..3005 us; the GPU is busy 0..9000 us: nothing to gain
-    assert f.est_savings_ms == 0.0
+    # the loop runs 5..3005 us; the GPU is busy 0..9990 us of each 10 ms step: the step cannot
+    # get shorter than its GPU work, whatever the host saves
+    assert f.est_savings_ms < 0.02
 
 
 def test_python_loop_needs_stacks() -> None:
