@@ -212,10 +212,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                f"calls, {int(top['from'])} -> {int(top['to'])} elements), copying everything so "
                f"far each time: about {saving_ms:.3f} ms per step to save.")  # fmt: skip
     assumptions = (
-        ("Per chain: every call but the last (largest), about what one cat of the final list "
-         "costs, removed with its kernels. " + rep.assumption) if rep is not None and rep.replayed
-        else ("Per chain: measured cost of all calls minus the last (largest) call, about what "
-              f"one cat of the final list costs; divided by the {nst} step(s) in the trace."),
+        (
+            "Per chain: every call but the last (largest), about what one cat of the final list "
+            "costs, removed with its kernels. " + rep.assumption
+        )
+        if rep is not None and rep.replayed
+        else (
+            "Per chain: measured cost of all calls minus the last (largest) call, about what "
+            f"one cat of the final list costs; divided by the {nst} step(s) in the trace."
+        ),
         "A call's cost is the GPU time of its kernels, or its CPU time when it launched none; "
         "allocation of the discarded intermediates is not counted.",
     )

@@ -174,7 +174,8 @@ def _measured(
         summary += " run.json says the model is channels-last: convert the inputs too."
     fields: dict = {"est_savings_ms": layout_ms}
     how = "saving = GPU time of the layout-conversion kernels" + (
-        " launched by convolution ops" if attributed else " (no launch links: all of them)")
+        " launched by convolution ops" if attributed else " (no launch links: all of them)"
+    )
     rep = ctx.whatif(ScaleGpu(kernels=lk.index.to_numpy(), speedup=float("inf"),
                               label="no layout conversions"))  # fmt: skip
     if rep.replayed:

@@ -99,8 +99,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                               label="cudnn.benchmark"))  # fmt: skip
     if rep.replayed:
         fields = rep.draft_fields()
-        how = (f"The convolution kernels run {lo_x:g}x faster (up to {hi_x:g}x: the published "
-               "1.27-1.70x for static shapes, not measured on this model). " + rep.assumption)
+        how = (
+            f"The convolution kernels run {lo_x:g}x faster (up to {hi_x:g}x: the published "
+            "1.27-1.70x for static shapes, not measured on this model). " + rep.assumption
+        )
     shapes = (f"the same {len(roots) // max(1, n_conv_steps)} convolution shapes in each of "
               f"{n_conv_steps} steps" if static else
               "shapes that could not be compared across steps")  # fmt: skip

@@ -160,8 +160,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if latent:
         summary += (" Free on this CPU run; on a Tensor Core GPU with fp16/bf16 autocast they "
                     "fall back to slower kernels.")  # fmt: skip
-    fields: dict = {"est_savings_ms": 0.0 if latent else kernel_ms * frac,
-                    "est_savings_range_ms": None if latent else (kernel_ms * 0.1, kernel_ms * 0.5)}
+    fields: dict = {
+        "est_savings_ms": 0.0 if latent else kernel_ms * frac,
+        "est_savings_range_ms": None if latent else (kernel_ms * 0.1, kernel_ms * 0.5),
+    }
     how = (f"Saving = {frac:g} x the GEMM/conv kernel time of misaligned ops (a 1.25x "
            "speedup; peers report 1.3-4x); the range is 10%-50%.")  # fmt: skip
     if not latent and mk is not None:

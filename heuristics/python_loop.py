@@ -175,9 +175,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "(python_loop.min_ops_per_step), called directly from the user's code.",
     ]
     if rep is not None and rep.replayed:
-        assumptions[0] = ("The per-element ops from each line in each step, but the longest "
-                          "(a vectorized version still runs about one op), removed from the "
-                          "host; Python interpreter time between them is kept. " + rep.assumption)
+        assumptions[0] = (
+            "The per-element ops from each line in each step, but the longest "
+            "(a vectorized version still runs about one op), removed from the "
+            "host; Python interpreter time between them is kept. " + rep.assumption
+        )
         assumptions.append("Waits inside .item() overlap the sync-point finding.")
     elif trace.has_gpu:
         assumptions.append("GPU trace: each loop's saving is capped at the GPU idle time while "
