@@ -98,7 +98,8 @@ def test_df_index_resolver_figures() -> None:
     assert 9.0 <= opt.est_savings_ms <= 12.6
     fuse = finding(rep, "fusible-elementwise")
     assert fuse is not None
-    assert 4.0 <= fuse.est_savings_ms <= 8.5  # measured 6.33 ms (11.0 ms unscaled)
+    # 11.0 ms of kernel time per step would go, but the host limits the step: ~0 replayed
+    assert fuse.est_savings_ms <= 1.0
     assert fuse.est_savings_range_ms is not None and fuse.est_savings_range_ms[1] > 9.0
     assert "CompiledFunction" in fuse.recommendation  # AOTAutograd without a fusing backend
     mem = finding(rep, "memory-headroom")
@@ -118,7 +119,10 @@ def test_foreach_and_fused_optimizers_are_not_flagged(rel: str) -> None:
 def test_control_trace_elementwise_chains() -> None:
     f = finding(report(CONTROL), "fusible-elementwise")
     assert f is not None
-    assert 1.5 <= f.est_savings_ms <= 4.0  # measured 2.71 ms of a 76.8 ms step
+    # 3.24 ms of kernel time per step would go (top of the range); replayed, the step (bound by
+    # the host and the waits for peers, not these kernels) is hardly shorter
+    assert f.est_savings_range_ms is not None and 2.5 <= f.est_savings_range_ms[1] <= 4.0
+    assert f.est_savings_ms <= 1.0
     assert any("sigmoid_backward" in e.what for e in f.evidence)
 
 
