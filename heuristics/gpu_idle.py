@@ -85,20 +85,19 @@ def _overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np
 
 
 def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple:
-    """Intersection of two disjoint sorted interval sets."""
-    out_s, out_e = [], []
-    i = j = 0
+    """Intersection of two disjoint sorted interval sets (where both cover)."""
     (as_, ae), (bs, be) = a, b
-    while i < len(as_) and j < len(bs):
-        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
-        if lo < hi:
-            out_s.append(lo)
-            out_e.append(hi)
-        if ae[i] < be[j]:
-            i += 1
-        else:
-            j += 1
-    return np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
+    if not len(as_) or not len(bs):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    pts = np.concatenate([as_, ae, bs, be]).astype(np.int64)
+    step = np.concatenate([np.ones(len(as_)), -np.ones(len(ae)), np.ones(len(bs)),
+                           -np.ones(len(be))]).astype(np.int64)  # fmt: skip
+    o = np.lexsort((step, pts))  # at one point, ends before starts (half-open intervals)
+    pts, depth = pts[o], np.cumsum(step[o])
+    both = np.flatnonzero(depth[:-1] == 2)
+    lo, hi = pts[both], pts[both + 1]
+    keep = hi > lo
+    return lo[keep], hi[keep]
 
 
 @detector(ID, TITLE, gpu_only=True)

@@ -13,8 +13,8 @@ for). Each stretch of the path is counted as:
 - ``peer``: communication kernels waiting for a peer (one-rank estimate: the part beyond the
   shortest instance of the same collective, see :mod:`advisor.derive.peerwait`).
 
-``run.bound`` gives the median shares over the replayed steady steps (at most eight, those
-closest to the median step) and the largest (``by``); HTA's
+``run.bound`` gives the median shares over the three replayed steady steps closest to the
+median step and the largest (``by``); HTA's
 critical-path analysis calls a step CPU-bound or GPU-bound in the same way.
 """
 
@@ -29,6 +29,7 @@ from advisor.replay.model import Graph, graph
 from advisor.trace.model import Trace
 
 KINDS = ("host", "gpu", "comm", "copies", "peer")
+WALK_STEPS = 3  # the replayed steps closest to the median whose critical paths are walked
 _GPU_KIND = {0: "comm", 1: "gpu", 2: "copies", 3: "copies"}
 
 
@@ -45,7 +46,10 @@ def step_bound(trace: Trace) -> dict[str, Any] | None:
                                 gr.g_end[comm] - gr.g_ts[comm])  # fmt: skip
     rows = []
     steps = trace.steps["step"].to_numpy()
-    for k in np.flatnonzero(gr.chosen).tolist():
+    d = np.diff(gr.bounds)
+    ks = np.flatnonzero(gr.chosen)
+    ks = np.sort(ks[np.argsort(np.abs(d[ks] - np.median(d[ks])), kind="stable")[:WALK_STEPS]])
+    for k in ks.tolist():
         got = _walk(gr, wait, k)
         if got is None:
             continue

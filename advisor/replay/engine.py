@@ -71,27 +71,24 @@ class Replayed:
         return np.maximum(np.diff(self.bounds), self.busy)
 
 
-def replay(gr: Graph, mods: Mods) -> Replayed:
-    """Replay the graph with ``mods`` (see the module doc)."""
+def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
+    """Replay the graph with ``mods`` (see the module doc); ``one_step``: only the step closest
+    to the median (``gr.one_step``), the others keep their measured times."""
     n_h, n_g = gr.n_h, gr.n_g
-    S = gr.h_ts.tolist()
-    E = gr.h_end.tolist()
-    GS = gr.g_ts.tolist()
-    GE = gr.g_end.tolist()
-    prev, gap = gr.h_prev.tolist(), mods.h_gap.tolist()
-    q, qoff = gr.h_q.tolist(), mods.h_qoff.tolist()
-    hdur = mods.h_dur.tolist()
+    c = _constants(gr)
+    S, E, GS, GE = c["S"][:], c["E"][:], c["GS"][:], c["GE"][:]
+    prev, q, gp, gd, origin = c["prev"], c["q"], c["gp"], c["gd"], c["origin"]
+    ref = _mods_lists(gr)
+    m = {k: ref[k][1] if np.array_equal(getattr(mods, k), ref[k][0]) else getattr(mods, k).tolist()
+         for k in ref}  # fmt: skip
+    gap, qoff, hdur = m["h_gap"], m["h_qoff"], m["h_dur"]
+    await_, base, tail = m["h_await"], m["h_base"], m["h_tail"]
+    gl, offl, offp, offd, gdur = m["g_launch"], m["g_offl"], m["g_offp"], m["g_offd"], m["g_dur"]
     sync = (gr.h_sync & (mods.h_await >= 0)).tolist()
-    await_, base, tail = mods.h_await.tolist(), mods.h_base.tolist(), mods.h_tail.tolist()
-    gl, offl = mods.g_launch.tolist(), mods.g_offl.tolist()
-    gp, offp = gr.g_prev.tolist(), mods.g_offp.tolist()
-    gd, offd = gr.g_dep.tolist(), mods.g_offd.tolist()
-    gdur = mods.g_dur.tolist()
     hs_base = n_h + n_g
     more = gr.h_await_more
     neg = -(1 << 62)
-    origin = gr.h_origin.tolist()
-    for ev in gr.order:
+    for ev in gr.order_one if one_step else gr.order:
         if ev < n_h:
             p = prev[ev]
             s = E[p] + gap[ev] if p >= 0 else origin[ev] + gap[ev]
@@ -129,8 +126,8 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
                 t = GE[a] + tail[i]
                 if t > e:
                     e = t
-                for c in more.get(i, ()):  # a device sync waits for every stream
-                    t = GE[c] + tail[i]
+                for w in more.get(i, ()):  # a device sync waits for every stream
+                    t = GE[w] + tail[i]
                     if t > e:
                         e = t
                 E[i] = e
@@ -142,6 +139,30 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
     per: np.ndarray = np.bincount(gr.g_key[k], weights=(ge - gs)[k], minlength=n * gr.n_streams)
     busy = per[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1) if n else np.zeros(0)
     return Replayed(hs, he, gs, ge, bounds, np.asarray(busy, dtype=np.int64))
+
+
+def _mods_lists(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
+    """The unchanged replay's arrays and their lists: a fix's arrays equal to them are not
+    converted again."""
+    key = "_replay_mods_lists"
+    if key not in gr.__dict__:
+        m0 = Mods.of(gr)
+        gr.__dict__[key] = {k: (getattr(m0, k), getattr(m0, k).tolist())
+                            for k in ("h_gap", "h_qoff", "h_dur", "h_await", "h_base", "h_tail",
+                                      "g_launch", "g_offl", "g_offp", "g_offd", "g_dur")}  # fmt: skip
+    return gr.__dict__[key]  # type: ignore[no-any-return]
+
+
+def _constants(gr: Graph) -> dict[str, list[int]]:
+    """The graph's fixed arrays as Python lists (the replay loop indexes lists), once."""
+    key = "_replay_lists"
+    if key not in gr.__dict__:
+        gr.__dict__[key] = {
+            "S": gr.h_ts.tolist(), "E": gr.h_end.tolist(), "GS": gr.g_ts.tolist(),
+            "GE": gr.g_end.tolist(), "prev": gr.h_prev.tolist(), "q": gr.h_q.tolist(),
+            "gp": gr.g_prev.tolist(), "gd": gr.g_dep.tolist(), "origin": gr.h_origin.tolist(),
+        }  # fmt: skip
+    return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
 def _bounds(gr: Graph, mods: Mods, hs: np.ndarray, he: np.ndarray, ge: np.ndarray) -> np.ndarray:

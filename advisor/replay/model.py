@@ -50,6 +50,7 @@ CLOCK_TOL_NS = 20_000
 THROTTLE_MIN_NS = 50_000  # a launch call this long (and THROTTLE_X x the median) may be
 THROTTLE_X = 10.0  # ...waiting for the launch queue
 MAX_REPLAY_STEPS = 8
+MAX_REPLAY_EVENTS = 30_000  # host calls and GPU activities replayed (about 30 ms a replay)
 NEG = -(1 << 62)
 
 
@@ -90,6 +91,8 @@ class Graph:
     g_bind: np.ndarray  # 0 launch, 1 stream, 2 cross-stream, -1 none (kept at its time)
     g_fixed: np.ndarray
     order: list[int]  # event codes: host start i, n_h + GPU j, n_h + n_g + sync end i
+    order_one: list[int]  # the events of the step closest to the median only
+    one_step: int  # that step's index
     # steps (steady): boundaries and the host anchors that place them in the replay
     bounds: np.ndarray  # step starts then the last end (len n_steps + 1)
     anchor: np.ndarray  # the main thread's last call before each boundary, -1
@@ -152,13 +155,22 @@ def _flags(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
     return hit[np.asarray(cat.codes)]
 
 
-def _chosen(st: pd.DataFrame) -> np.ndarray:
-    """The steps replayed: at most MAX_REPLAY_STEPS, those closest to the median step (the
-    replay's cost stays bounded on long windows; the saving is a median anyway)."""
+def _chosen(st: pd.DataFrame, times: np.ndarray) -> np.ndarray:
+    """The steps replayed: those closest to the median step, as many as fit in
+    MAX_REPLAY_EVENTS nodes (``times``: every node's start), at least one and at most
+    MAX_REPLAY_STEPS: the replay's cost stays bounded; the saving is a median anyway."""
     d = st["dur_ns"].to_numpy(np.int64)
     out = np.zeros(len(d), dtype=bool)
-    if len(d):
-        out[np.argsort(np.abs(d - np.median(d)), kind="stable")[:MAX_REPLAY_STEPS]] = True
+    if not len(d):
+        return out
+    k = np.searchsorted(st["ts_ns"].to_numpy(np.int64), times, side="right") - 1
+    n = np.bincount(k[k >= 0], minlength=len(d))[: len(d)]
+    total = 0
+    for i in np.argsort(np.abs(d - np.median(d)), kind="stable")[:MAX_REPLAY_STEPS].tolist():
+        if out.any() and total + n[i] > MAX_REPLAY_EVENTS:
+            break
+        out[i] = True
+        total += int(n[i])
     return out
 
 
@@ -185,6 +197,7 @@ def _empty() -> Graph:
                                                                   "anchor_end") else np.int64)
                         if "ndarray" in t else (1 if f.name == "n_streams" else -1))  # fmt: skip
     vals["chosen"] = np.zeros(0, dtype=bool)
+    vals["one_step"] = -1
     return Graph(**vals)  # type: ignore[arg-type]
 
 
@@ -368,7 +381,7 @@ def _build(trace: Trace) -> Graph:
 
     # ---- the replayed window: the steady steps
     hi = int(st["end_ns"].max()) if len(st) else 0
-    chosen = _chosen(st)
+    chosen = _chosen(st, np.concatenate([h_ts, g_ts]))
     h_in, h_origin = _in_steps(st, chosen, h_ts)
     h_fixed = ~h_in
     # a thread's first call in a replayed step follows the step's start (host time before it
@@ -395,6 +408,17 @@ def _build(trace: Trace) -> Graph:
     g_key = np.where(inside, sidx * n_streams + sc, -1).astype(np.int64)
     order = _order(h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed,
                    g_stream)  # fmt: skip
+    # the events of the one step closest to the median alone (the range ends replay only it)
+    h_k = np.searchsorted(st["ts_ns"].to_numpy(np.int64), h_ts, side="right") - 1 if len(st) \
+        else np.full(n_h, -1)  # fmt: skip
+    mid = int(np.argmin(np.abs(st["dur_ns"].to_numpy() - np.median(st["dur_ns"].to_numpy())))) \
+        if len(st) else -1  # fmt: skip
+    g_k = np.where(g_launch >= 0, h_k[np.clip(g_launch, 0, None)], sidx)
+    codes = np.asarray(order, dtype=np.int64)
+    ev_k = np.where(codes < n_h, h_k[np.clip(codes, 0, n_h - 1)],
+                    np.where(codes < n_h + n_g, g_k[np.clip(codes - n_h, 0, max(n_g - 1, 0))],
+                             h_k[np.clip(codes - n_h - n_g, 0, n_h - 1)]))  # fmt: skip
+    order_one = codes[ev_k == mid].tolist() if len(codes) else []
     bounds, anchor, anchor_off, anchor_end, last_gpu, last_off, main_tid = _anchors(
         trace, st, h_tid, h_ts, h_end, tid_raw, g_launch, g_end, g_fixed)  # fmt: skip
     return Graph(h_rt=h_rt, h_tid=h_tid, h_traw=tid_raw, h_ts=h_ts, h_end=h_end, h_prev=h_prev, h_gap=h_gap,
@@ -403,7 +427,8 @@ def _build(trace: Trace) -> Graph:
                  g_row=g["row"].to_numpy(np.int64), g_ts=g_ts, g_end=g_end, g_stream=g_stream,
                  g_kind=g["kind"].to_numpy(np.int64), g_launch=g_launch, g_offl=g_offl,
                  g_prev=g_prev, g_offp=g_offp, g_dep=g_dep, g_offd=g_offd, g_resid=resid,
-                 g_bind=g_bind, g_fixed=g_fixed, order=order, bounds=bounds, anchor=anchor,
+                 g_bind=g_bind, g_fixed=g_fixed, order=order,
+                 order_one=order_one, one_step=mid, bounds=bounds, anchor=anchor,
                  anchor_off=anchor_off, anchor_end=anchor_end, last_gpu=last_gpu, last_gpu_off=last_off,
                  launch_latency_ns=L0, main_tid=main_tid, start_ns=lo,
         h_origin=h_origin, chosen=chosen,

@@ -71,11 +71,16 @@ def replayable(trace: Trace) -> bool:
     return gr.n_h > 0 and gr.n_g > 0 and len(gr.bounds) >= 2 and bool((gr.anchor >= 0).any())
 
 
-def replay_with(trace: Trace, fix: Fix, level: Level = "mid") -> Replayed:
+def replay_with(trace: Trace, fix: Fix, level: Level = "mid", one_step: bool = False) -> Replayed:
     gr = graph(trace)
     mods = Mods.of(gr)
     fix.apply(trace, gr, mods, level)
-    return replay(gr, mods)
+    return replay(gr, mods, one_step)
+
+
+def _base_one(trace: Trace) -> Replayed:
+    gr = graph(trace)
+    return trace.memo("replay_base_one", lambda: replay(gr, Mods.of(gr), True))  # type: ignore[no-any-return]
 
 
 def whatif(trace: Trace, fix: Fix) -> Saving:
@@ -85,9 +90,28 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
     chosen = graph(trace).chosen
     before = base(trace).step_ns.astype(float)[chosen]
     out: dict[str, tuple[float, np.ndarray, float]] = {}
+    one_mid: list[float] = []
     for level in ("mid", "low", "high") if fix.uncertain else ("mid",):
-        if level == "low" and out["mid"][0] <= 0:
-            out[level] = out["mid"]  # a smaller effect cannot save more than nothing
+        if level != "mid":
+            if out["mid"][0] <= 0:
+                # nothing saved at the estimate: the fix's work is off the critical path, and
+                # the range ends are not replayed (a smaller effect saves nothing either)
+                out[level] = out["mid"]
+                continue
+            # the range ends: the step closest to the median only, scaled to the estimate's
+            # median (the range is about the effect, not about which step)
+            k = graph(trace).one_step
+            b1 = float(_base_one(trace).step_ns[k])
+            a1 = float(replay_with(trace, fix, level, True).step_ns[k])  # type: ignore[arg-type]
+            m1 = (
+                float(replay_with(trace, fix, "mid", True).step_ns[k])
+                if not one_mid
+                else one_mid[0]
+            )
+            one_mid[:] = [m1]
+            saved1, mid1 = max(b1 - a1, 0.0) / 1e6, max(b1 - m1, 0.0) / 1e6
+            ms = out["mid"][0] * saved1 / mid1 if mid1 > 0 else saved1
+            out[level] = (ms, out["mid"][1], out["mid"][2])
             continue
         after = replay_with(trace, fix, level).step_ns.astype(float)[chosen]  # type: ignore[arg-type]
         per = np.maximum(before - after, 0.0) / 1e6
