@@ -4,7 +4,8 @@ Each worker loads one trace, runs the detectors and returns a small :class:`~adv
 (never the tables). Workers are bounded by CPU count (at most 4) and by a memory budget, so a
 128-rank job never has more than a few traces in memory. The merged report has ``run.ranks``
 (per-rank step time, GPU busy %, communication share), the findings of all ranks (each once,
-with the figures of the rank where it costs most) and the cross-rank ``straggler`` check.
+with the figures of the rank where it costs most) and the detectors' cross-rank checks
+(:func:`advisor.registry.across_ranks`: ``straggler``, ``comm-overlap``'s measured wait).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from advisor.derive.lag import rank_lags
 from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
 from advisor.digest import Digest, digest_file, failed_digest
 from advisor.errors import AdvisorError
 from advisor.findings import Draft, Finding
 from advisor.rank import rank, savings_bound_ms
-from advisor.registry import Skip, all_detectors
+from advisor.registry import RanksContext, Skip, all_detectors, rank_checks
 from advisor.report import Errored, Report, Skipped
 from advisor.thresholds import Thresholds
 
@@ -36,7 +38,6 @@ MAX_WORKERS = 4
 BYTES_PER_RAW_BYTE = 5  # peak worker memory per byte of decompressed JSON (measured ~3.5)
 WORKER_BASE_BYTES = 200 * 1024**2  # interpreter, pandas, numpy
 MEMORY_SHARE = 0.6  # of the available memory the workers may use together
-STRAGGLER = "straggler"
 
 
 def raw_size(path: Path) -> int:
@@ -175,9 +176,6 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     ok = [d for d in digests if d.error is None]
     if not ok:
         raise AdvisorError(f"no trace could be read ({digests[0].error})", root)
-    from heuristics._comm_ranks import refine as refine_comm_overlap
-    from heuristics.straggler import detect_ranks, rank_lags
-
     th = Thresholds(options.overrides)
     all_steps = np.concatenate([d.step_ms for d in ok]) if ok else np.zeros(0)
     step_ms = float(np.median(all_steps)) if len(all_steps) else 0.0
@@ -192,23 +190,30 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     errored = [Errored(e["id"], f"{d.label}: {e.get('error', '')}")
                for d in ok for e in d.report.get("errored", ())]  # fmt: skip
     lags: dict[int, float] = {}
-    if distinct and len(ok) >= 2:  # waiting for a peer is not exposed communication
-        drafts = refine_comm_overlap(drafts, sorted(ok, key=lambda d: d.rank or 0))
-    if (options.only and STRAGGLER not in options.only) or STRAGGLER in options.skip:
-        pass  # the per-rank reports already say so
-    elif not distinct or len(ok) < 2:
-        skipped[STRAGGLER] = ("needs traces from two or more distinct ranks (rank from "
-                              "distributedInfo or the file name)")  # fmt: skip
-    else:
-        skipped.pop(STRAGGLER, None)
-        ordered = sorted(ok, key=lambda d: d.rank or 0)
+    ordered = sorted(ok, key=lambda d: d.rank or 0)
+    across = distinct and len(ok) >= 2
+    if across:
         try:
-            drafts += detect_ranks(ordered, th, step_ms)
             lags = rank_lags(ordered)
+        except Exception:  # noqa: BLE001 (the table's lag column stays empty)
+            lags = {}
+    rctx = RanksContext(th, step_ms)
+    for check in rank_checks():
+        if (options.only and check.id not in options.only) or check.id in options.skip:
+            continue  # the per-rank reports already say so
+        if not across:
+            if check.only_across:
+                skipped[check.id] = ("needs traces from two or more distinct ranks (rank from "
+                                     "distributedInfo or the file name)")  # fmt: skip
+            continue
+        if check.only_across:
+            skipped.pop(check.id, None)
+        try:
+            drafts = check.func(drafts, ordered, rctx)
         except Skip as s:
-            skipped[STRAGGLER] = str(s)
+            skipped[check.id] = str(s)
         except Exception as err:  # noqa: BLE001 (never sinks the report)
-            errored.append(Errored(STRAGGLER, f"{type(err).__name__}: {err}"))
+            errored.append(Errored(check.id, f"{type(err).__name__}: {err}"))
     findings = rank(drafts, step_ms, th)
     run = run_block(digests, root, step_ms, world_size, lags)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)

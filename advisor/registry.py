@@ -3,6 +3,11 @@
 A detector is a pure function ``(trace, ctx) -> list[Draft]`` in its own module under
 ``heuristics/``, registered with :func:`detector`. Its module docstring is the user-facing
 explanation (what, why it costs time, how the saving is estimated, how to fix it).
+
+A detector may also look across ranks (several traces of one job): :func:`across_ranks`
+registers ``(drafts, digests, ctx) -> drafts`` for its id, which the multi-rank merge
+(:mod:`advisor.multirank`) calls with the merged drafts and every rank's
+:class:`~advisor.digest.Digest`; it returns the drafts with its own added or refined.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +52,31 @@ class Context:
 
 
 DetectFn = Callable[[Trace, Context], list[Draft]]
+
+
+@dataclass(frozen=True)
+class RanksContext:
+    """What a cross-rank check gets besides the drafts and digests."""
+
+    thresholds: Thresholds
+    step_ms_median: float  # over every rank's steps
+
+    def t(self, key: str) -> float:
+        return self.thresholds[key]
+
+
+RanksFn = Callable[[list[Draft], Sequence[Any], RanksContext], list[Draft]]
+
+
+@dataclass(frozen=True)
+class RankCheck:
+    """The cross-rank part of detector ``id``. ``only_across``: the detector finds nothing in
+    one trace (its single-trace run skips), so it is skipped without two or more ranks."""
+
+    id: str
+    func: RanksFn
+    only_across: bool
+
 
 NEEDS: dict[str, tuple[Callable[[Trace, Context], bool], str]] = {
     "gpu": (lambda t, c: t.has_gpu, "no GPU activity in this trace"),
@@ -89,6 +119,7 @@ class Detector:
 
 
 _REGISTRY: dict[str, Detector] = {}
+_RANK_CHECKS: dict[str, RankCheck] = {}
 
 
 def detector(
@@ -111,6 +142,24 @@ def detector(
         return func
 
     return wrap
+
+
+def across_ranks(id: str, only_across: bool = False) -> Callable[[RanksFn], RanksFn]:
+    """Register ``func`` as the cross-rank check of detector ``id`` (see the module doc)."""
+
+    def wrap(func: RanksFn) -> RanksFn:
+        if id in _RANK_CHECKS and _RANK_CHECKS[id].func is not func:
+            raise ValueError(f"cross-rank check {id} registered twice")
+        _RANK_CHECKS[id] = RankCheck(id, func, only_across)
+        return func
+
+    return wrap
+
+
+def rank_checks() -> list[RankCheck]:
+    """Every registered cross-rank check, sorted by id (after loading the detectors)."""
+    all_detectors()
+    return [_RANK_CHECKS[k] for k in sorted(_RANK_CHECKS)]
 
 
 _loaded = False

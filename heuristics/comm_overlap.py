@@ -50,6 +50,7 @@ from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
 from heuristics._comm_advice import comm_pattern
+from heuristics._comm_ranks import refine as refine  # registers the cross-rank split
 
 ID = "comm-overlap"
 register("comm_overlap.min_exposed_pct", 3.0,
