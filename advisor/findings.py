@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -101,3 +102,20 @@ class Draft:
     latent: bool = False
     severity: Severity | None = None  # force a severity (rarely needed)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_fail_on(level: str | None) -> str | None:
+    """A ``--fail-on`` level as given (None: not set); a one-line error for anything else."""
+    if level is not None and level not in SEVERITIES[:3]:  # "info" never fails a run
+        from advisor.errors import AdvisorError
+
+        raise AdvisorError(f"--fail-on expects high, medium or low, got {level!r}")
+    return level
+
+
+def fails_at(findings: Iterable[Finding], level: str | None) -> bool:
+    """Whether a finding at or above severity ``level`` exists (``--fail-on``)."""
+    if level is None:
+        return False
+    limit = SEVERITIES.index(level)  # type: ignore[arg-type]
+    return any(SEVERITIES.index(f.severity) <= limit for f in findings)

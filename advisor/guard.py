@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from advisor.errors import AdvisorError
 
+EXIT_FAIL_ON = 3  # --fail-on: a finding at or above the level exists
+
 # Commands that only read traces and write their own outputs: once those are written and
 # flushed, the process ends without tearing down every module and table (~0.1 s per run).
 # Never ``profile``: the user's script may rely on the normal interpreter shutdown.

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.commands.common import (
-    OutputOptions,
     default_out_dir,
     finish,
     options_from_cli,
     output_guard,
 )
+from advisor.findings import check_fail_on
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def run_analyze(a: AnalyzeArgs) -> None:
     from advisor.outfiles import prepare_out_dir
     from advisor.trace import find_traces, prefetch
 
-    oo = OutputOptions.parse(a.fail_on)
+    check_fail_on(a.fail_on)
     files = find_traces(a.path)
     target = a.out or default_out_dir(files[0])
     prepare_out_dir(target, a.force, create=False)  # refuse first; create after loading
@@ -61,7 +61,7 @@ def run_analyze(a: AnalyzeArgs) -> None:
     finally:
         if pre is not None:
             pre.cancel()
-    code = finish(report, written, a.json_out, oo, a.open_, time.perf_counter() - t0)
+    code = finish(report, written, a.json_out, a.fail_on, a.open_, time.perf_counter() - t0)
     sys.exit(code)
 
 

@@ -14,8 +14,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from advisor.commands.common import EXIT_FAIL_ON, OutputOptions, fail_on_hit
 from advisor.errors import AdvisorError
+from advisor.findings import check_fail_on, fails_at
+from advisor.guard import EXIT_FAIL_ON
 from advisor.rankrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runner.capture import SessionConfig
 from advisor.runner.execute import (
@@ -64,7 +65,7 @@ class ProfileOptions:
             raise AdvisorError(f"--max-seconds must be 0 (no limit) or more, got {cfg.max_seconds}")
         if self.rank_timeout < 0:
             raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
-        OutputOptions.parse(self.fail_on)
+        check_fail_on(self.fail_on)
         if self.tensorboard is not None and self.tensorboard.exists():
             if not self.tensorboard.is_dir():
                 raise AdvisorError("--tensorboard: exists and is not a directory", self.tensorboard)
@@ -119,7 +120,7 @@ def run_profile(opts: ProfileOptions) -> int:
     _write_timings(cap.timings_s, t_an, t_run, time.perf_counter() - t_start, cap)
     code = outcome.exit_code
     if code == 0 and report is not None and opts.fail_on:
-        if fail_on_hit(report, opts.fail_on):
+        if fails_at(report.findings, opts.fail_on):
             code = EXIT_FAIL_ON
     return code
 
