@@ -4,10 +4,39 @@ its ``--out`` before it starts loading anything."""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
 
 from advisor.errors import AdvisorError
+
+
+def default_out_dir(stem: str, base: Path | None = None, when: float | None = None,
+                    tag: str | None = None) -> Path:  # fmt: skip
+    """The default ``--out`` of every command: ``<base or cwd>/advisor-runs/<stem>-<time>``
+    (``when``, default now, as YYYYmmdd-HHMMSS), then ``-<tag>`` when given. Without a tag,
+    ``-2``, ``-3``... when the name is taken; with one (the ranks of one launch all name the
+    same folder) the name is as is."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "run"
+    name = f"{safe}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(when))}"
+    root = (base or Path.cwd()) / "advisor-runs"
+    if tag is not None:
+        return root / f"{name}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', tag)}"
+    cand = root / name
+    n = 2
+    while cand.exists():
+        cand = root / f"{name}-{n}"
+        n += 1
+    return cand
+
+
+def trace_stem(path: Path) -> str:
+    """A trace's file name without its trace suffixes (``.pt.trace.json.gz`` and the like)."""
+    stem = path.name
+    for suf in (".gz", ".json", ".trace", ".pt"):
+        stem = stem.removesuffix(suf)
+    return stem or "trace"
 
 
 def _umask() -> int:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from advisor.errors import AdvisorError
+from advisor.outfiles import default_out_dir
 from advisor.runner.execute import Target, resolve_target, run_target
-from advisor.runner.outdir import check_out_dir, default_out_dir, write_json
+from advisor.runner.outdir import check_out_dir, write_json
 
 REPO = Path(__file__).resolve().parent.parent
 

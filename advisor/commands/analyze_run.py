@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.commands.common import (
-    default_out_dir,
     finish,
     options_from_cli,
     output_guard,
@@ -44,12 +43,12 @@ class AnalyzeArgs:
 
 def run_analyze(a: AnalyzeArgs) -> None:
     """Analyze, write the outputs, print the summary; ends with ``SystemExit(code)``."""
-    from advisor.outfiles import prepare_out_dir
+    from advisor.outfiles import default_out_dir, prepare_out_dir, trace_stem
     from advisor.trace import find_traces, prefetch
 
     check_fail_on(a.fail_on)
     files = find_traces(a.path)
-    target = a.out or default_out_dir(files[0])
+    target = a.out or default_out_dir(trace_stem(files[0]))
     prepare_out_dir(target, a.force, create=False)  # refuse first; create after loading
     t0 = time.perf_counter()
     # decode in a child process while this one imports pandas and the detectors

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import shutil
 import sys
-import time
 import webbrowser
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,14 +32,6 @@ def options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes):  # ty
     )
     opts.validate()
     return opts
-
-
-def default_out_dir(trace: Path) -> Path:
-    stem = trace.name
-    for suf in (".gz", ".json", ".trace", ".pt"):
-        stem = stem.removesuffix(suf)
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem) or "trace"
-    return Path("advisor-runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def finish(report: Report, written: dict[str, Path], json_out: bool, fail_on: str | None,

@@ -34,19 +34,6 @@ _RANK_NAME_RE = re.compile(r"^(trace|run)\.rank(\d+)\.json(?:\.gz)?$")
 LOW_SPACE_BYTES = 256 * 1024**2  # warn below this: a trace with stacks takes tens of MB or more
 
 
-def default_out_dir(stem: str, base: Path | None = None) -> Path:
-    """``./advisor-runs/<stem>-<YYYYmmdd-HHMMSS>/``, with ``-2``, ``-3``... when taken."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "run"
-    root = (base or Path.cwd()) / "advisor-runs"
-    name = f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-    cand = root / name
-    n = 2
-    while cand.exists():
-        cand = root / f"{name}-{n}"
-        n += 1
-    return cand
-
-
 def _json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -17,6 +17,7 @@ from typing import Any
 from advisor.errors import AdvisorError
 from advisor.findings import check_fail_on, fails_at
 from advisor.guard import EXIT_FAIL_ON
+from advisor.outfiles import default_out_dir
 from advisor.rankrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runner.capture import SessionConfig
 from advisor.runner.execute import (
@@ -32,7 +33,6 @@ from advisor.runner.outdir import (
     TRACE_NAME,
     check_out_dir,
     check_writable,
-    default_out_dir,
     write_error,
     write_json,
 )
