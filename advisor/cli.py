@@ -5,12 +5,12 @@ Imports stay lazy so ``advisor --help`` and ``advisor analyze`` never import tor
 
 from __future__ import annotations
 
-import sys
+from typing import Any
 
 import typer
 
 from advisor import __version__
-from advisor.guard import FAST_EXIT, fast_exit, guarded
+from advisor.guard import guarded
 
 app = typer.Typer(
     name="advisor",
@@ -54,19 +54,24 @@ def _register() -> None:
 _register()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the console script.
+def main(argv: list[str] | None = None, early: Any = None) -> None:
+    """Entry point of the console script (``early``: the trace decoding started before the
+    line was parsed, :mod:`advisor.entry`; the command's context object).
 
     Exit codes: 0 ok, 1 advisor error (one line on stderr naming the file and the problem, no
     traceback), 2 usage error, 3 ``--fail-on`` hit, 130 interrupted; ``advisor profile`` passes
     the user script's own code through. An unexpected internal error is also one line (exit 1);
     ``ADVISOR_DEBUG=1`` shows its traceback.
     """
-    args = sys.argv[1:] if argv is None else argv
-    fast = argv is None and bool(args) and args[0] in FAST_EXIT
+    guarded(lambda: _run(argv, early))
+
+
+def _run(argv: list[str] | None, early: Any) -> None:
     try:
-        guarded(lambda: app(args=argv, prog_name="advisor", standalone_mode=True))
+        app(args=argv, prog_name="advisor", standalone_mode=True, obj=early)
     except SystemExit as done:
-        if fast:
-            fast_exit(done.code)
+        # typer turns Ctrl-C into a silent exit 130: let guarded say "interrupted" as usual
+        cause = getattr(done.__context__, "__cause__", None)
+        if done.code == 130 and isinstance(cause, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
         raise

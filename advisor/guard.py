@@ -1,42 +1,15 @@
-"""How every command ends: one line for an error, exit codes, and the fast exit.
-
-Kept free of typer so the console entry's fast path (:mod:`advisor.entry`) shares it.
-"""
+"""How every command ends: one line for an error, and the exit codes."""
 
 from __future__ import annotations
 
-import atexit
-import os
 import sys
 import traceback
 from collections.abc import Callable
 
+from advisor import settings
 from advisor.errors import AdvisorError
 
 EXIT_FAIL_ON = 3  # --fail-on: a finding at or above the level exists
-
-# Commands that only read traces and write their own outputs: once those are written and
-# flushed, the process ends without tearing down every module and table (~0.1 s per run).
-# Never ``profile``: the user's script may rely on the normal interpreter shutdown.
-FAST_EXIT = frozenset({"analyze", "inspect", "report", "diff"})
-
-
-def fast_exit(code: object) -> None:
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        print(code, file=sys.stderr)
-        status = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    atexit._run_exitfuncs()
-    os._exit(status)
-
 
 def guarded(run: Callable[[], object]) -> None:
     """Run a command; every failure becomes one line on stderr and an exit code."""
@@ -54,7 +27,7 @@ def guarded(run: Callable[[], object]) -> None:
         where = f"{err.filename}: " if getattr(err, "filename", None) else ""
         _fail(f"error: {where}{err.strerror or err}")
     except Exception as err:  # noqa: BLE001 (a bug: still one line, traceback on request)
-        if os.environ.get("ADVISOR_DEBUG"):
+        if settings.debug():
             traceback.print_exc()
         _fail(
             f"internal error: {type(err).__name__}: {_one_line(str(err))} "

@@ -30,6 +30,7 @@ from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
 from advisor.views import build_views
 
 if TYPE_CHECKING:
+    from advisor.render.annotate_stream import AheadCopy
     from advisor.trace.prefetch import Prefetch
 
 
@@ -168,23 +169,18 @@ def analyze_trace(
 def analyze_path(
     path: Path,
     options: Options | None = None,
-    annotate_ahead: bool = False,
+    ahead: AheadCopy | None = None,
     prefetch: Prefetch | None = None,
 ) -> tuple[Trace, Report]:
     """Load and analyze; ``prefetch``: ``path`` already decoding in a child process
-    (see :mod:`advisor.trace.prefetch`); ``annotate_ahead`` starts recompressing the trace for
+    (see :mod:`advisor.trace.prefetch`); ``ahead``: start recompressing the trace for
     trace.annotated.json.gz in the background while the detectors run (see write_annotated)."""
     opts = options or Options()
     if prefetch is not None:
         _import_writers()  # while the child may still be decoding: no wait later
     trace = load_trace(path, opts.max_trace_bytes, prefetch)
-    if annotate_ahead and Path(trace.meta.path).is_file():
-        from advisor.render.annotate_stream import AHEAD_MAX_BYTES, prepare
-
-        if prefetch is not None and prefetch.tail_coming:  # the copier child recompressed it
-            prepare(Path(trace.meta.path), opts.max_trace_bytes, prefetch.annotated_tail)
-        elif trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
-            prepare(Path(trace.meta.path), opts.max_trace_bytes)
+    if ahead is not None:
+        ahead.start(Path(trace.meta.path), trace.meta.raw_bytes, opts.max_trace_bytes)
     return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
 
 
@@ -207,16 +203,18 @@ def write_outputs(
     debug: bool = False,
     extra: dict[str, Any] | None = None,
     annotate_trace: bool = True,
+    ahead: AheadCopy | None = None,
 ) -> dict[str, Path]:
     """Write findings.json, trace.annotated.json.gz (when the trace file is readable) and
-    report.html into ``out``; returns what was written (report, findings, annotated)."""
+    report.html into ``out``; returns what was written (report, findings, annotated).
+    ``ahead``: the annotated copy started while the detectors ran (:func:`analyze_path`)."""
     from advisor.render.html import render_html
 
     written: dict[str, Path] = {}
     try:
         atomic_write(out / "findings.json", report.to_json(debug))
         written["findings"] = out / "findings.json"
-        annotated = write_annotated(report, out) if annotate_trace else None
+        annotated = write_annotated(report, out, ahead) if annotate_trace else None
         if annotated is not None:
             written["annotated"] = annotated
         ctx = {"annotated_trace": annotated.name if annotated else None, **(extra or {})}
@@ -230,7 +228,7 @@ def write_outputs(
 IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may rewrite it whole
 
 
-def write_annotated(report: Report, out: Path) -> Path | None:
+def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -> Path | None:
     """``out/trace.annotated.json.gz``: the analyzed trace plus a findings track (never the
     original file); None when the trace file cannot be read back."""
     from advisor.render.annotate import ANNOTATED_NAME, annotate
@@ -239,9 +237,7 @@ def write_annotated(report: Report, out: Path) -> Path | None:
     target = out / ANNOTATED_NAME
     if not src.is_file():
         return None
-    from advisor.render.annotate_stream import take
-
-    job = take(src)
+    job = ahead.take(src) if ahead is not None else None
     try:
         if src.resolve() == target.resolve():
             if job is not None:

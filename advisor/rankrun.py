@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from advisor import settings
+
 RANK_FILE_RE = re.compile(
     r"^(?:\.?(?:trace\.rank\d+\.json\.gz|run\.rank\d+\.json)(?:\..*)?|\.advisor-write-test-\d+)$"
 )
@@ -56,7 +58,7 @@ def _int(env: Mapping[str, str], key: str) -> int | None:
 def rank_env(env: Mapping[str, str] | None = None) -> RankEnv | None:
     """RANK / WORLD_SIZE / LOCAL_RANK as torchrun sets them; None for a single process
     (no WORLD_SIZE, or a world of one)."""
-    e = os.environ if env is None else env
+    e = settings.torchrun_env(env)
     world = _int(e, "WORLD_SIZE")
     rank = _int(e, "RANK")
     if world is None or rank is None or world <= 1 or not 0 <= rank < world:

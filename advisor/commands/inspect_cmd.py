@@ -22,6 +22,7 @@ def _fmt_bytes(n: int | None) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("inspect")
     def inspect_command(
+        ctx: typer.Context,
         path: Path = typer.Argument(..., help="A trace (.json/.json.gz) or a folder of traces."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         top: int = typer.Option(10, "--top", min=1, help="Rows in the top kernels/ops tables."),
@@ -40,7 +41,7 @@ def register(app: typer.Typer) -> None:
         files = find_traces(path)
         # each trace decodes in a child process while this one imports pandas or summarizes the
         # trace before it
-        pre = prefetch.claim(files[0], max_trace_bytes)
+        pre = prefetch.take_over(ctx.obj, files[0], max_trace_bytes)
         results = []
         try:
             from advisor.summary import inspect_trace

@@ -7,7 +7,6 @@ Plain text (no colour, no box drawing, fixed width) when the stream is not a TTY
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from advisor import settings
 from advisor.findings import Finding
 from advisor.report import Report
 
@@ -30,7 +30,7 @@ def console(file: TextIO | None = None, markup: bool = True) -> Console:
     return Console(
         file=f,
         force_terminal=tty,
-        no_color=bool(os.environ.get("NO_COLOR")) or not tty,
+        no_color=settings.no_color() or not tty,
         highlight=False,
         markup=markup,
         emoji=False,
@@ -62,7 +62,7 @@ def progress(message: str, file: TextIO | None = None) -> Iterator[_Progress]:
     if not _isatty(f):
         yield _Progress()
         return
-    con = Console(file=f, no_color=bool(os.environ.get("NO_COLOR")), markup=False)
+    con = Console(file=f, no_color=settings.no_color(), markup=False)
     with con.status(Text(message)) as st:
         yield _Progress(st)
 

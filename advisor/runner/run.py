@@ -4,7 +4,6 @@ run.json, analyze, report. The exit code is the script's own.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -117,7 +116,6 @@ def run_profile(opts: ProfileOptions) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
         return EXIT_SIGINT
-    _write_timings(cap.timings_s, t_an, t_run, time.perf_counter() - t_start, cap)
     code = outcome.exit_code
     if code == 0 and report is not None and opts.fail_on:
         if fails_at(report.findings, opts.fail_on):
@@ -257,20 +255,3 @@ def _print_result(
         except Exception:  # noqa: BLE001 (a missing browser never fails the run)
             pass
     out.flush()
-
-
-def _write_timings(session_s: dict[str, float], analysis_s: dict[str, float], run_s: float,
-                   total_s: float, cap: Any) -> None:  # fmt: skip
-    """For benchmarks/profile_overhead.py: phase timings when ADVISOR_TIMINGS_FILE is set."""
-    path = os.environ.get("ADVISOR_TIMINGS_FILE")
-    if not path:
-        return
-    doc = {"session": session_s, "analysis": analysis_s, "run_s": run_s, "total_s": total_s,
-           "steps_seen": cap.steps_seen, "step_times_s": cap.step_times_s,
-           "window_steps": cap.window_steps}  # fmt: skip
-    from advisor.outfiles import atomic_write
-
-    try:
-        atomic_write(Path(path), json.dumps(doc, indent=1).encode("utf-8"))
-    except OSError:
-        pass
