@@ -11,6 +11,7 @@ from advisor.errors import AdvisorError
 
 EXIT_FAIL_ON = 3  # --fail-on: a finding at or above the level exists
 
+
 def guarded(run: Callable[[], object]) -> None:
     """Run a command; every failure becomes one line on stderr and an exit code."""
     try:

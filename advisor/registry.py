@@ -162,11 +162,18 @@ def rank_checks() -> list[RankCheck]:
     return [_RANK_CHECKS[k] for k in sorted(_RANK_CHECKS)]
 
 
+# Third-party detectors: a distribution declares an entry point in this group whose value is a
+# module (``[project.entry-points."torch_advisor.detectors"] my_check = "my_pkg.my_check"``);
+# importing it registers its detectors with :func:`detector` (docs/plugins.md).
+ENTRY_POINT_GROUP = "torch_advisor.detectors"
+
 _loaded = False
+_PLUGIN_ERRORS: dict[str, str] = {}  # entry point name -> why it could not be loaded
 
 
 def all_detectors() -> list[Detector]:
-    """Every registered detector (imports each module of ``heuristics`` once), sorted by id."""
+    """Every registered detector (imports each module of ``heuristics`` and each plugin's
+    module once), sorted by id."""
     global _loaded
     if not _loaded:
         import heuristics
@@ -174,8 +181,25 @@ def all_detectors() -> list[Detector]:
         for info in pkgutil.iter_modules(heuristics.__path__):
             if not info.name.startswith("_"):
                 importlib.import_module(f"heuristics.{info.name}")
+        _load_plugins()
         _loaded = True
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def _load_plugins() -> None:
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            ep.load()
+        except Exception as err:  # noqa: BLE001 (a broken plugin never sinks the report)
+            _PLUGIN_ERRORS[ep.name] = f"cannot load plugin {ep.value}: {type(err).__name__}: {err}"
+
+
+def plugin_errors() -> list[tuple[str, str]]:
+    """(entry point name, one-line error) of the plugins that could not be loaded."""
+    all_detectors()
+    return sorted(_PLUGIN_ERRORS.items())
 
 
 @dataclass(frozen=True)
@@ -193,7 +217,7 @@ def run_detectors(
 ) -> Outcome:
     drafts: list[Draft] = []
     skipped: list[tuple[str, str]] = []
-    errored: list[tuple[str, str, str]] = []
+    errored: list[tuple[str, str, str]] = [(n, e, "") for n, e in plugin_errors()]
     for det in all_detectors():
         if only and det.id not in only:
             continue

@@ -9,9 +9,9 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
 - ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``TORCHELASTIC_RUN_ID``: set by torchrun, read by
   ``advisor profile`` (:func:`advisor.rankrun.rank_env`) to write one trace per rank and merge them on rank 0.
 
-Test-only switches (read by the test suite, never by the product): ``ADVISOR_UPDATE_GOLDEN=1``
-rewrites the golden files, ``ADVISOR_SCREENSHOTS=DIR`` keeps the report browser test's
-screenshots.
+Test-only switches (read by the test suite, never by the product): ``UPDATE_GOLDEN=1`` and
+``ADVISOR_UPDATE_GOLDEN=1`` rewrite the findings and view-model goldens,
+``ADVISOR_SCREENSHOTS=DIR`` keeps the report browser test's screenshots.
 """
 
 from __future__ import annotations
