@@ -146,7 +146,7 @@ class Trace:
         """A rebased time back in the file's own microsecond clock (to find it in Perfetto)."""
         return round(self.meta.origin_us + float(ts_ns) / 1000.0, 3)
 
-    def device(self, device_id: int | None) -> Device | None:
+    def device(self, device_id: int | None = None) -> Device | None:
         """The deviceProperties entry of ``device_id`` (callers pass
         :func:`advisor.timeline.main_device`); the first listed device when the id is None or
         not listed."""
