@@ -76,7 +76,10 @@ def test_alexnet_weight_upload_is_one_time_not_pageable_memcpy() -> None:
 def test_nccl_conv_net_layout_conversions() -> None:
     rep = report(NCCL)
     f = one(rep, "channels-last")
-    assert f.est_savings_ms == pytest.approx(5.04, abs=0.1)
+    # the conversions take 5.04 ms of GPU time per step, but the host limits these steps (100%
+    # of the critical path): replayed without them the step is not shorter
+    assert f.est_savings_ms <= 0.5
+    assert rep.run["bound"]["by"] == "host"
     assert f.confidence == "medium"
     assert {e.what.split(" ")[0] for e in f.evidence} == {
         "cudnn::ops::nchwToNhwcKernel",
