@@ -8,6 +8,8 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
   ``dataloader-stall``);
 - *sync*: the host had blocked on the GPU and the GPU drained its queue (see ``sync-point``;
   the same ``min(gap, wait)`` figure);
+- *allocator*: the host was inside ``cudaMalloc``/``cudaFree`` (``hip*``) calls (see
+  ``allocator-churn``; the same figure);
 - *host launch* (CPU-bound): the work that ends the gap was launched only after the GPU ran dry,
   so the GPU waited for Python, the dispatcher and launch calls (see ``tiny-kernels``);
 - *other*: the work that ends the gap had already been queued: the GPU waited on something
@@ -22,9 +24,10 @@ idle GPU means the step is bound by something else. Peers flag a GPU less than 5
 other host work in the gap are not claimed), minus the launch gaps ``tiny-kernels`` already
 reports. Only the
 steady steps are measured (set-up before them is ``one-time-init``); a trace that cannot be
-split into iterations gets no claim, since its span mixes set-up with the loop. The dataloader
-and sync shares are the savings of ``dataloader-stall`` and ``sync-point``, and *other* has no
-single fix, so none of them is claimed here (no double counting).
+split into iterations gets no claim, since its span mixes set-up with the loop. The dataloader,
+sync and allocator shares are the savings of ``dataloader-stall``, ``sync-point`` and
+``allocator-churn``, and *other* has no single fix, so none of them is claimed here (no double
+counting).
 
 **How to fix.** Follow the finding named for the largest share. For host-bound steps: fewer,
 larger kernels (``torch.compile``, CUDA graphs via ``mode="reduce-overhead"``, larger batches),
@@ -45,6 +48,7 @@ from advisor.registry import Context, detector
 from advisor.thresholds import register
 from advisor.timeline import gaps, union
 from advisor.trace.model import Trace
+from heuristics._allocator import allocator_spans
 from heuristics._dataloader import dataloader_calls, intervals
 from heuristics._gpu_timeline import Busy, busy_by_device, fmt_ms, main_device, n_steps
 from heuristics._launch import launching_calls, reported_gaps
@@ -57,14 +61,16 @@ register("gpu_idle.min_idle_pct", 10.0, "report when the GPU is idle this % of t
 register("gpu_idle.host_fraction", 0.5,
          "share of host-launch idle time claimed as saving (beyond tiny-kernels')")  # fmt: skip
 
-CATS = ("host", "dataloader", "sync", "other")
+CATS = ("host", "allocator", "dataloader", "sync", "other")
 LABELS = {
     "host": "waiting for the host to launch work (CPU-bound)",
+    "allocator": "waiting while the host was in cudaMalloc/cudaFree (allocator)",
     "dataloader": "waiting for the DataLoader",
     "sync": "drained by a host-device sync",
     "other": "work queued but waiting on another stream, device or rank",
 }
-FINDING = {"dataloader": "dataloader-stall", "sync": "sync-point", "host": "tiny-kernels"}
+FINDING = {"dataloader": "dataloader-stall", "sync": "sync-point", "host": "tiny-kernels",
+           "allocator": "allocator-churn"}
 
 
 def _windows(trace: Trace) -> list[tuple[int, int]]:
@@ -126,10 +132,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         else (np.zeros(0, np.int64), np.zeros(0, np.int64))  # fmt: skip
     dl_ns = _overlap(gs, ge, *dl)
     sync_ns = _overlap(gs, ge, *sy) - _overlap(gs, ge, *_intersect(dl, sy))
-    rest = ge - gs - dl_ns - sync_ns
+    # allocator calls in the rest of the gap (host stuck in the driver, not launching)
+    alloc_ns = np.minimum(_overlap(gs, ge, *allocator_spans(trace)), ge - gs - dl_ns - sync_ns)
+    rest = ge - gs - dl_ns - sync_ns - alloc_ns
     host, tail = _launched_late(trace, dev, gs, ge)
     by_cat = {
         "host": np.where(host, rest, 0),
+        "allocator": alloc_ns,
         "dataloader": dl_ns,
         "sync": sync_ns,
         "other": np.where(host, 0, rest),
@@ -193,8 +202,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "not idle time of a step.",
             *(("Spans the trace did not fully record (CUDA-graph replays, see "
                "run.trace_quality) are counted as busy, not idle.",) if len(hs) else ()),
-            "The dataloader and sync shares are the savings of dataloader-stall and sync-point "
-            "(the same figures); they are not claimed again here. 'other' is not claimed.",
+            "The dataloader, sync and allocator shares are the savings of dataloader-stall, "
+            "sync-point and allocator-churn (the same figures); they are not claimed again "
+            "here. 'other' is not claimed.",
         ),
         extra={"idle_pct": round(idle_pct, 2), "split_pct": {c: round(pct[c], 2) for c in CATS}},
     )]  # fmt: skip
@@ -225,6 +235,10 @@ def _advice(largest: str, ref: str | None) -> str:
     if largest == "sync":
         return ("The GPU mostly idles after host-device syncs: remove or defer them "
                 "(see sync-point).")  # fmt: skip
+    if largest == "allocator":
+        return ("The GPU mostly idles while the host allocates or frees device memory through "
+                "the driver (see allocator-churn: no empty_cache in the loop, caching "
+                "allocator on, expandable_segments).")  # fmt: skip
     if largest == "other":
         return ("The GPU had work queued but waited: look at the example gap in Perfetto for "
                 "cross-stream events, collectives waiting for other ranks or another device.")  # fmt: skip
@@ -240,5 +254,7 @@ _SNIPPETS = {
     "dataloader": "loader = DataLoader(dataset, batch_size=bs, num_workers=4, pin_memory=True,\n"
                   "                    persistent_workers=True)",
     "sync": "running += loss.detach()        # instead of running += loss.item()",
+    "allocator": "# no torch.cuda.empty_cache() in the loop; run with\n"
+                 "# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
     "other": "# open the trace in Perfetto and look at the streams around the example timestamp",
 }  # fmt: skip
