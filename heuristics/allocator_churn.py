@@ -133,8 +133,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "microsecond. Host time in the calls while the GPU stayed busy, and cudaFree's "
             "device-wide wait, are not claimed.",
         ),
-        extra={"allocator_calls_per_step": round(per_step, 1),
-               "allocator_host_ms_per_step": round(host_ns / 1e6 / steps, 3)},
     )]  # fmt: skip
 
 
