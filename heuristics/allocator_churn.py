@@ -70,11 +70,15 @@ def _cause(calls: pd.DataFrame, sites: list[Location], off: bool, steps: int) ->
     if sites:
         return "run.json shows torch.cuda.empty_cache() called while the script ran"
     if mallocs / steps >= 50 and frees >= 0.5 * mallocs:
-        return ("nearly every allocation goes to the driver and is freed again: the caching "
-                "allocator looks switched off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)")
+        return (
+            "nearly every allocation goes to the driver and is freed again: the caching "
+            "allocator looks switched off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)"
+        )
     if mallocs > frees:
-        return ("memory freed before the step (torch.cuda.empty_cache() or a cache clear) is "
-                "requested from the driver again")
+        return (
+            "memory freed before the step (torch.cuda.empty_cache() or a cache clear) is "
+            "requested from the driver again"
+        )
     return "memory is returned to the driver and requested again every step"
 
 

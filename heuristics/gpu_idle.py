@@ -69,8 +69,12 @@ LABELS = {
     "sync": "drained by a host-device sync",
     "other": "work queued but waiting on another stream, device or rank",
 }
-FINDING = {"dataloader": "dataloader-stall", "sync": "sync-point", "host": "tiny-kernels",
-           "allocator": "allocator-churn"}
+FINDING = {
+    "dataloader": "dataloader-stall",
+    "sync": "sync-point",
+    "host": "tiny-kernels",
+    "allocator": "allocator-churn",
+}
 
 
 def _windows(trace: Trace) -> list[tuple[int, int]]:
