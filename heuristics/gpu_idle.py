@@ -53,6 +53,7 @@ from heuristics._dataloader import dataloader_calls, intervals
 from heuristics._gpu_timeline import Busy, busy_by_device, fmt_ms, main_device, n_steps
 from heuristics._launch import launching_calls, reported_gaps
 from heuristics._syncs import sync_events
+from heuristics.host_overhead import excess_idle_ns
 
 ID = "gpu-idle"
 TITLE = "GPU idle inside steps"
@@ -158,14 +159,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # kernels or CUDA graphs remove; Python and other host work in the gap is not claimed
     issuing = np.minimum(rest, _overlap(gs, ge, *launching_calls(trace)))
     claim_ns = int(np.where(host & ~tail, issuing, 0).sum())
-    saving_ms = frac * max(0, claim_ns - tiny_ns) / 1e6 / steps
+    # host-launch idle due to operators costing far more than typical is host-overhead's
+    over_ns = excess_idle_ns(trace, ctx)
+    saving_ms = frac * max(0, claim_ns - tiny_ns - over_ns) / 1e6 / steps
     if trace.meta.synthetic_steps:
         # no iterations: the span mixes set-up, teardown and the loop, and nothing says how
         # much of the host's time a launch-side fix would remove (no claim; see one-time-init)
         saving_ms = 0.0
     largest = max(CATS, key=lambda c: tot[c])
     ref = FINDING.get(largest)
-    if largest == "host" and not tiny_ns:
+    if largest == "host" and over_ns:
+        ref = "host-overhead"
+    elif largest == "host" and not tiny_ns:
         ref = None
     evidence = []
     for c in sorted(CATS, key=lambda c: -tot[c]):
@@ -198,7 +203,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
             f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
             "Python and other host work in the gaps is not claimed), minus the launch gaps "
-            f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the "
+            f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step) and the share "
+            f"host-overhead reports ({fmt_ms(over_ns / 1e6 / steps)} per step), divided by the "
             f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
             + ("; none is claimed in a trace with no iterations (set-up and loop are mixed)."
                if trace.meta.synthetic_steps else "."),
@@ -246,6 +252,11 @@ def _advice(largest: str, ref: str | None) -> str:
     if largest == "other":
         return ("The GPU had work queued but waited: look at the example gap in Perfetto for "
                 "cross-stream events, collectives waiting for other ranks or another device.")  # fmt: skip
+    if ref == "host-overhead":
+        return ("The host cannot launch work fast enough because every operator costs it far "
+                "more than usual: check the CPU (affinity, governor, other jobs) and debug modes "
+                "first (see host-overhead), then issue fewer operators (`torch.compile`, CUDA "
+                "graphs).")  # fmt: skip
     tk = " (see tiny-kernels)" if ref else ""
     return ("The host cannot launch work fast enough: cut per-step CPU overhead with fewer, "
             f"larger kernels{tk}: `torch.compile`, CUDA graphs "

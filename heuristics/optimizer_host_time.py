@@ -126,7 +126,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         setting = (f" (run.json: {opt.get('param_tensors', '?')} parameter tensors"
                    + (f" in {groups} group(s)" if isinstance(groups, int) else "")
                    + f", foreach={opt.get('foreach')}, fused={opt.get('fused')})")  # fmt: skip
-    summary = (f"{names} hold the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step) "
+    verb = "holds" if len(by_cls) == 1 else "hold"
+    summary = (f"{names} {verb} the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step) "
                f"while launching {fmt_ms(gpu_ms)} of GPU work{setting}; the GPU idles "
                f"{fmt_ms(float(rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them.")  # fmt: skip
     locs = _locations(trace, ctx, rest, opt)

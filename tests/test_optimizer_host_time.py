@@ -39,7 +39,7 @@ def test_host_bound_multi_tensor_optimizer_is_reported() -> None:
     f = one(analyze(_trace().load(), ID), ID)
     # per step: 1000 us of host, 40 x 2 us of GPU work; idle 920 us, half claimed
     assert f.est_savings_ms == pytest.approx(0.46, abs=0.002)
-    assert "Shampoo.step hold the host 1.00 ms per step (10% of the step)" in f.summary
+    assert "Shampoo.step holds the host 1.00 ms per step (10% of the step)" in f.summary
     assert "launching 80 us of GPU work" in f.summary
     assert f.evidence[0].count == 2 and f.evidence[0].total_ms == pytest.approx(2.0)
     assert f.locations[0].file == "train.py" and f.locations[0].line == 88
