@@ -84,8 +84,6 @@ TRACE_FILTER = [
     "hta/trace_filter/sampled_rank-1.json.gz",
 ]
 NW0 = "kineto/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
-NW4 = ["kineto/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
-       "kineto/resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz"]  # fmt: skip
 
 
 @pytest.mark.shared
@@ -111,10 +109,3 @@ def test_resnet50_sgd_is_reported_once_as_single_tensor_optimizer() -> None:
     rep = analyze_trace(trace, None, Options(only=BOTH))
     assert not found(rep, ID)
     assert one(rep, "single-tensor-optimizer")
-
-
-@pytest.mark.shared
-@pytest.mark.parametrize("rel", NW4)
-def test_silent_on_resnet50_num_workers_4(rel: str) -> None:
-    rep = analyze_trace(load_trace(shared_trace(rel)), None, Options(only=frozenset({ID})))
-    assert not found(rep, ID)
