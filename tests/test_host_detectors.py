@@ -1,5 +1,5 @@
-"""host-overhead, allocator-churn and optimizer-host-time stay silent where nothing is wrong:
-the CPU-only sample traces and the num_workers=4 ResNet-50 traces (issue 17)."""
+"""host-overhead, allocator-churn and optimizer-host-time: registered and documented, and silent
+where nothing is wrong (the CPU-only sample traces, the num_workers=4 ResNet-50 traces)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from advisor.pipeline import Options, analyze_trace
+from advisor.registry import all_detectors
+from advisor.thresholds import THRESHOLDS
 from advisor.trace import load_trace
 from tests.checklist_a_helpers import found
 from tests.conftest import shared_trace
@@ -18,6 +20,21 @@ NW4 = [
     "kineto/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
     "kineto/resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz",
 ]
+
+
+SECTIONS = ["**What it detects.**", "**Why it costs time.**", "**How the saving is estimated.**",
+            "**How to fix.**", "**Known false positives.**"]  # fmt: skip
+
+
+@pytest.mark.parametrize("det_id", sorted(IDS))
+def test_registered_documented_and_listed(det_id: str) -> None:
+    det = {d.id: d for d in all_detectors()}[det_id]
+    assert all(s in det.doc for s in SECTIONS), det_id
+    mod = det_id.replace("-", "_")
+    assert det.func.__module__ == "heuristics." + mod and det.gpu_only
+    assert any(k.startswith(mod + ".") for k in THRESHOLDS)
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"| `{det_id}` |" in readme
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
