@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from advisor.timeline import union
+from advisor.timeline import subtract, union
 from advisor.trace.model import Trace
 from heuristics._gpu_timeline import cached, name_flags
 
@@ -53,3 +53,22 @@ def allocator_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, np.int64)
         return empty, empty
     return union(calls["ts_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64))
+
+
+def without_allocator(trace: Trace, starts: np.ndarray, ends: np.ndarray,
+                      tids: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:  # fmt: skip
+    """Host ranges (per thread when ``tids`` is given) less the allocator calls inside them:
+    what a fix other than allocator-churn's can shrink."""
+    a_s, a_e = allocator_spans(trace)
+    if tids is None:
+        s, e = subtract(*union(starts, ends), a_s, a_e)
+        return s, e, None
+    parts = []
+    for t in np.unique(tids):
+        m = tids == t
+        s, e = subtract(*union(starts[m], ends[m]), a_s, a_e)
+        parts.append((s, e, np.full(len(s), t, dtype=np.asarray(tids).dtype)))
+    if not parts:
+        return starts, ends, tids
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]

@@ -17,11 +17,12 @@ range is never reported twice.
 step's own kernels take less time than the host needs to issue them, the GPU drains and waits
 for the next forward to be launched.
 
-**How the saving is estimated.** Per step, half (``optimizer_host_time.fraction``) of the time
-the GPU sat idle inside the optimizer's ranges (from each range's start to the end of the last
-kernel it launched): the share of the host-bound time a cheaper step is assumed to give back.
-It never exceeds the host time above the GPU work launched. Time the GPU was busy (the update
-kernels, or backward still running) is not counted.
+**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with half
+(``optimizer_host_time.fraction``) of the host time inside these optimizer ranges removed, the
+range going from a quarter to three quarters: how much a cheaper step gives back depends on the
+fix. The update kernels keep their GPU time. The saving is what the step loses in the replay:
+nothing where the GPU limits the step. Where the replay cannot place the steps: that share of
+the GPU idle time inside the ranges, at most the host time above the GPU work launched.
 
 **How to fix.** ``foreach=True`` or ``fused=True`` where the optimizer has them; fewer
 parameter groups (one group per distinct hyper-parameter set, not per layer); merge small
@@ -45,6 +46,7 @@ import pandas as pd
 from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
+from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.trace.model import Trace
 from heuristics._gpu_timeline import fmt_ms, ms, n_steps
@@ -107,6 +109,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     excess = np.maximum(rest["dur_ns"].to_numpy() - rest["gpu_ns"].to_numpy(), 0)
     claim = np.minimum(rest["idle_ns"].to_numpy() * frac, excess)
     saving_ms = float(claim.sum()) / 1e6 / steps
+    r_ts = rest["ts_ns"].to_numpy()
+    rep = ctx.whatif(ShrinkHost(r_ts, r_ts + rest["dur_ns"].to_numpy(), rest["tid"].to_numpy(),
+                                keep=1.0 - frac, low=1.0 - frac / 2,
+                                high=max(0.0, 1.0 - 1.5 * frac), label="cheaper optimizer step"))  # fmt: skip
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     by_cls = rest.groupby("cls", sort=False).agg(n=("dur_ns", "size"), host=("dur_ns", "sum"),
                                                  gpu=("gpu_ns", "sum"), idle=("idle_ns", "sum"),
                                                  ts=("ts_ns", "min"), k=("kernels", "sum"))  # fmt: skip
@@ -129,19 +136,24 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     verb = "holds" if len(by_cls) == 1 else "hold"
     summary = (f"{names} {verb} the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step) "
                f"while launching {fmt_ms(gpu_ms)} of GPU work{setting}; the GPU idles "
-               f"{fmt_ms(float(rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them.")  # fmt: skip
+               f"{fmt_ms(float(rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them"
+               + (f"; replayed with {frac:.0%} of that host time gone, the step is "
+                  f"{fmt_ms(rep.ms)} shorter." if rep.replayed else "."))  # fmt: skip
     locs = _locations(trace, ctx, rest, opt)
     return [Draft(
-        id=ID, title=TITLE, est_savings_ms=round(saving_ms, 3),
+        id=ID, title=TITLE, **fields,
         confidence="medium" if host_ms > 2 * gpu_ms else "low",
         summary=summary, recommendation=_advice(top, groups), snippet=_snippet(top),
         evidence=tuple(ev), locations=locs,
         assumptions=(
             f"Host time = the Optimizer.step ranges inside the {steps} steady step(s); GPU work "
             "= the kernels, copies and memsets launched from inside them.",
+            f"A cheaper step removes {frac:.0%} of the host time inside the ranges (range "
+            f"{frac / 2:.0%}-{min(1.0, 1.5 * frac):.0%}; optimizer_host_time.fraction); the "
+            "update kernels keep their GPU time.",
+            rep.assumption if rep.replayed else
             f"Saving = {frac:g} x the GPU idle time inside the ranges (start to the end of their "
-            "last kernel), at most the host time above the GPU work; "
-            "optimizer_host_time.fraction is the share a cheaper step is assumed to remove.",
+            "last kernel), at most the host time above the GPU work.",
             "Ranges with per-parameter ops and no foreach/fused kernel are single-tensor-"
             "optimizer's and are not counted here.",
         ),
