@@ -235,6 +235,11 @@ def _fires(costs: pd.DataFrame, ctx: Context) -> bool:
     return len(costs) >= 2 and float(costs["ratio"].median()) >= ctx.t("host_overhead.min_ratio")
 
 
+def slow_host(trace: Trace, ctx: Context) -> bool:
+    """Whether this detector reports the trace (every operator far above its typical cost)."""
+    return _fires(op_costs(trace, ctx.t("host_overhead.min_calls")), ctx)
+
+
 def _causes(trace: Trace, ctx: Context) -> str:
     out = []
     if ctx.run_get("backends", "detect_anomaly") is True:

@@ -50,6 +50,7 @@ from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.trace.model import Trace
 from heuristics._gpu_timeline import fmt_ms, ms, n_steps
+from heuristics.host_overhead import slow_host
 from heuristics.single_tensor_optimizer import optimizer_ranges, per_parameter
 
 ID = "optimizer-host-time"
@@ -143,7 +144,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     return [Draft(
         id=ID, title=TITLE, **fields,
         confidence="medium" if host_ms > 2 * gpu_ms else "low",
-        summary=summary, recommendation=_advice(top, groups), snippet=_snippet(top),
+        summary=summary, snippet=_snippet(top),
+        recommendation=(("Every operator is slow on this host (see host-overhead): fix that "
+                         "first. ") if slow_host(trace, ctx) else "") + _advice(top, groups),
         evidence=tuple(ev), locations=locs,
         assumptions=(
             f"Host time = the Optimizer.step ranges inside the {steps} steady step(s); GPU work "
