@@ -17,7 +17,7 @@ import pandas as pd
 
 from advisor.timeline import subtract, union
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import cached, name_flags
+from heuristics._ops import name_flags
 
 CALL_RE = re.compile(
     r"^(cu|hip)(da)?(Malloc|Free|MemAlloc|MemFree|HostAlloc|MallocHost|FreeHost|HostMalloc|"
@@ -33,7 +33,7 @@ def is_allocator_call(name: str) -> bool:
 
 def allocator_calls(trace: Trace) -> pd.DataFrame:
     """Runtime rows of allocator calls inside the steps (all of them for a synthetic step)."""
-    return cached(trace, "allocator_calls", lambda: _calls(trace))  # type: ignore[no-any-return]
+    return trace.memo("allocator.calls", lambda: _calls(trace))  # type: ignore[no-any-return]
 
 
 def _calls(trace: Trace) -> pd.DataFrame:

@@ -36,14 +36,14 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
+from advisor.locate import aggregate, run_locations
 from advisor.registry import Context, detector
 from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
+from advisor.timeline import busy_by_device, main_device
 from advisor.trace.model import Trace
 from heuristics._allocator import FREE_RE, HOST_RE, allocator_calls, allocator_spans
-from heuristics._checklist_a import run_locations
-from heuristics._gpu_timeline import busy_by_device, fmt_ms, main_device, ms, n_steps
+from heuristics._per_step import fmt_ms, ms, n_steps
 
 ID = "allocator-churn"
 TITLE = "cudaMalloc/cudaFree inside steady steps"

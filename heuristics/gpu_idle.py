@@ -19,9 +19,10 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 idle GPU means the step is bound by something else. Peers flag a GPU less than 50% busy.
 
 **How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with
-half of the host time spent inside ``aten::`` calls that launch GPU work removed (their dispatch
-and launch cost, which fewer, larger kernels or CUDA graphs remove; Python and other host work
-is not touched); the range removes a quarter to three quarters. The saving is what the step
+half of the host time spent inside ``aten::`` calls that launch GPU work, while the GPU sat
+idle waiting for them, removed (their dispatch and launch cost, which fewer, larger kernels or
+CUDA graphs remove; Python and other host work is not touched); the range removes a quarter to
+three quarters. The saving is what the step
 loses: nothing when the GPU limits it. Where the replay cannot place the steps: half of the
 *host launch* idle time spent in those calls, minus the launch gaps ``tiny-kernels`` reports
 and the share ``host-overhead`` reports. Allocator calls inside those calls are left to
@@ -46,17 +47,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.derive.dataloader import fetches
 from advisor.derive.quality import affected_spans
 from advisor.findings import Draft, Evidence
 from advisor.registry import Context, detector
 from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
-from advisor.timeline import gaps, union
+from advisor.timeline import Busy, Intervals, busy_by_device, main_device, union
 from advisor.trace.model import Trace
 from heuristics._allocator import allocator_spans, without_allocator
-from heuristics._dataloader import dataloader_calls, intervals
-from heuristics._gpu_timeline import Busy, busy_by_device, fmt_ms, main_device, n_steps
 from heuristics._launch import launching_calls, reported_gaps
+from heuristics._per_step import fmt_ms, in_steps, n_steps
 from heuristics._syncs import sync_events
 from heuristics.host_overhead import excess_idle_ns
 
@@ -93,7 +94,7 @@ def _overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np
     """ns of each gap [gs, ge) covered by the disjoint sorted intervals [s, e)."""
     if not len(s):
         return np.zeros(len(gs), dtype=np.int64)
-    return Busy(-1, s, e).covered(gs, ge)
+    return Intervals(s, e).covered(gs, ge)
 
 
 def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple:
@@ -121,11 +122,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     busy = busy_by_device(trace)[dev]
     hs, he = affected_spans(trace)
     if len(hs):  # spans the trace did not fully record (graph replays) are not idle
-        busy = Busy(dev, *union(np.r_[busy.starts, hs], np.r_[busy.ends, he]))
+        busy = Busy(*union(np.r_[busy.starts, hs], np.r_[busy.ends, he]), device=dev)
     wins = _windows(trace)
     if trace.meta.synthetic_steps and len(busy.starts):
         wins = [(int(busy.starts[0]), int(busy.ends[-1]))]
-    parts = [gaps(busy.starts, busy.ends, lo, hi) for lo, hi in wins]
+    parts = [busy.gaps(lo, hi) for lo, hi in wins]
     gs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     ge = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     span_ns = sum(hi - lo for lo, hi in wins)
@@ -134,7 +135,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if idle_pct < ctx.t("gpu_idle.min_idle_pct") or not len(gs):
         return []
 
-    dl = intervals(dataloader_calls(trace))
+    calls = fetches(trace)
+    calls = calls[in_steps(trace, calls["ts_ns"].to_numpy(np.int64))]
+    dl = union(calls["ts_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64))
     ev = sync_events(trace)
     ev = ev[(ev["device"] == dev) & (ev["caused_ns"] > 0)] if len(ev) else ev
     sy = union(ev["idle_from_ns"].to_numpy(dtype=np.int64),
@@ -167,7 +170,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # host-launch idle due to operators costing far more than typical is host-overhead's
     over_ns = excess_idle_ns(trace, ctx)
     saving_ms = frac * max(0, claim_ns - tiny_ns - over_ns) / 1e6 / steps
-    ls, le, _ = without_allocator(trace, *launching_calls(trace))  # allocator-churn's time
+    # the launching calls' host time while the GPU waited for it (host-launch idle gaps), less
+    # the allocator calls inside them (allocator-churn's)
+    hm = host & ~tail
+    ls, le, _ = without_allocator(trace, *_intersect(launching_calls(trace), (gs[hm], ge[hm])))
     rep = ctx.whatif(ShrinkHost(ls, le, keep=1.0 - frac, low=1.0 - frac / 2,
                                 high=max(0.0, 1.0 - 1.5 * frac), label="less launch overhead"))  # fmt: skip
     fields: dict = {"est_savings_ms": saving_ms}
@@ -213,7 +219,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "Idle = step time not covered by any kernel, copy or memset on the device (all "
             "streams); a trace without step markers is measured from its first to its last "
             "GPU activity.",
-            (f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work "
+            (f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
+             f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
              f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
              "launch gaps" + (" and host-overhead's claim. " if over_ns else ". ")
              + rep.assumption) if "extra" in fields else

@@ -53,11 +53,11 @@ from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
-from advisor.timeline import union
+from advisor.timeline import Intervals, busy_by_device, main_device, union
 from advisor.trace.model import Trace
 from heuristics._allocator import allocator_spans, without_allocator
-from heuristics._gpu_timeline import Busy, busy_by_device, cached, fmt_ms, main_device, n_steps
 from heuristics._launch import launching_calls
+from heuristics._per_step import fmt_ms, n_steps
 
 ID = "host-overhead"
 TITLE = "High host cost per operator (CPU cannot launch fast enough)"
@@ -129,11 +129,11 @@ def idle_in_launching_ns(trace: Trace) -> int:
         idle = int(np.sum(e - s - busy.covered(s, e)))
         a_s, a_e = allocator_spans(trace)
         if len(a_s):  # allocator time inside those calls is allocator-churn's
-            inter = Busy(-1, a_s, a_e).covered(s, e)
+            inter = Intervals(a_s, a_e).covered(s, e)
             idle -= int(np.sum(np.minimum(inter, e - s - busy.covered(s, e))))
         return max(idle, 0)
 
-    return cached(trace, "idle_in_launching_ns", make)
+    return trace.memo("host_overhead.idle_in_launching", make)  # type: ignore[no-any-return]
 
 
 def excess_idle_ns(trace: Trace, ctx: Context) -> int:
@@ -157,7 +157,7 @@ def _framework_ns(trace: Trace) -> int:
     inside = 0
     if len(rt) and len(s):
         rs, re_ = union(rt["ts_ns"].to_numpy(), rt["end_ns"].to_numpy())
-        inside = int(Busy(-1, rs, re_).covered(s, e).sum())
+        inside = int(Intervals(rs, re_).covered(s, e).sum())
     return int(np.sum(e - s)) - inside
 
 

@@ -49,7 +49,7 @@ from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import fmt_ms, ms, n_steps
+from heuristics._per_step import fmt_ms, ms, n_steps
 from heuristics.host_overhead import slow_host
 from heuristics.single_tensor_optimizer import optimizer_ranges, per_parameter
 

@@ -82,7 +82,7 @@ def test_missing_data() -> None:
     assert not found(rep, ID) and skip_reason(rep, ID)
     b = TraceBuilder()
     b.step(1, 0, 100)
-    b.kernel("k", 10, 5)
+    b.launch(None, "cudaLaunchKernel", 10, 2, kernel="k", gpu_dur=5)
     assert "CPU operator" in (skip_reason(analyze(b.load(), ID), ID) or "")
 
 

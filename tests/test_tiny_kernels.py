@@ -36,8 +36,8 @@ def test_launch_bound_tiny_kernels_report_the_gaps() -> None:
     assert f is not None
     # 49 launch-bound kernels per step (the first follows a long gap: not counted), replayed as
     # a CUDA graph: each 8 us launch call costs 1 us and half the 7 us between calls goes too
-    assert f.est_savings_ms == pytest.approx(49 * 0.0105, abs=0.002)
-    assert f.est_savings_range_ms == pytest.approx((49 * 0.007, 49 * 0.014), abs=0.002)
+    assert f.est_savings_ms == pytest.approx(49 * 0.0105, abs=0.01)
+    assert f.est_savings_range_ms == pytest.approx((49 * 0.007, 49 * 0.014), abs=0.01)
     assert f.summary.startswith("49 tiny kernels per step")
     assert "Optimizer.step#SGD.step" in f.evidence[0].what and f.evidence[0].count == 147
     assert "fused=True" in f.recommendation + f.snippet
