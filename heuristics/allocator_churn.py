@@ -129,8 +129,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     host_only = bool(names.str.contains(HOST_RE).all())
     summary = (f"{per_step:.0f} allocator call(s) per steady step ({', '.join(_counts(names, steps))}) "
                f"hold the host {fmt_ms(host_ms)} in the median step ({share:.0f}% of the "
-               f"step); the GPU idles {fmt_ms(saving_ms)} per step meanwhile.{replayed} Likely "
-               f"cause: {cause}.")  # fmt: skip
+               f"step); the GPU idles {fmt_ms(saving_ms)} per step on average meanwhile.{replayed} "
+               f"Likely cause: {cause}.")  # fmt: skip
     locs = tuple((*sites, *_locations(trace, ctx, calls))[:5])
     return [Draft(
         id=ID, title=TITLE, **fields,

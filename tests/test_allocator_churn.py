@@ -40,7 +40,7 @@ def test_malloc_every_step_is_reported_with_the_idle_it_causes() -> None:
     # per step: 300 us in cudaMalloc, the GPU idle meanwhile: the replayed step loses all of it
     assert f.est_savings_ms == pytest.approx(0.3, abs=0.002)
     assert f.est_savings_range_ms == pytest.approx((0.15, 0.3), abs=0.002)  # half stays
-    assert "the GPU idles 295 us per step meanwhile" in f.summary
+    assert "the GPU idles 295 us per step on average meanwhile" in f.summary
     assert any(a.startswith("Replayed:") for a in f.assumptions)
     assert f.evidence[0].what == "cudaMalloc calls inside steady steps"
     assert f.evidence[0].count == 3 and f.evidence[0].total_ms == pytest.approx(0.9)
