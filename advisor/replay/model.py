@@ -147,8 +147,24 @@ def _flags(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
     return hit[np.asarray(cat.codes)]
 
 
+def _empty() -> Graph:
+    """The graph of a trace with nothing to replay (no host calls or no GPU work)."""
+    from dataclasses import fields
+
+    vals: dict[str, object] = {}
+    for f in fields(Graph):
+        t = str(f.type)
+        vals[f.name] = ({} if t.startswith("dict") else [] if t.startswith("list")
+                        else np.zeros(0, dtype=bool if f.name in ("h_sync", "h_fixed", "g_fixed",
+                                                                  "anchor_end") else np.int64)
+                        if "ndarray" in t else (1 if f.name == "n_streams" else -1))  # fmt: skip
+    return Graph(**vals)  # type: ignore[arg-type]
+
+
 def _build(trace: Trace) -> Graph:
     rt, k, mc = trace.runtime, trace.kernels, trace.memcpy
+    if not len(rt) or not (len(k) or len(mc)):
+        return _empty()
     st = trace.steps
     lo = int(st["ts_ns"].min()) if len(st) else 0
     # ---- GPU activities
@@ -173,6 +189,8 @@ def _build(trace: Trace) -> Graph:
     is_copy_call = _flags(rt["name"], COPY_CALL_RE) if n_rt else np.zeros(0, bool)
     keep = launched | is_sync_call
     h_rt = np.flatnonzero(keep)
+    if not len(h_rt):
+        return _empty()
     h_ts = rt["ts_ns"].to_numpy(np.int64)[h_rt]
     h_end = rt["end_ns"].to_numpy(np.int64)[h_rt]
     pid = rt["pid"].to_numpy()[h_rt]
@@ -220,8 +238,9 @@ def _build(trace: Trace) -> Graph:
     h_gap = np.where(h_q >= 0, 0, h_gap)  # the thread waited for the other one
 
     # ---- GPU edges
-    g_launch = np.where(li >= 0, rt_to_h[np.clip(li, 0, None)], -1)
-    g_launch = np.where(li >= 0, g_launch, -1)
+    ok_l = (li >= 0) & (li < n_rt)
+    g_launch = np.full(len(li), -1, dtype=np.int64)
+    g_launch[ok_l] = rt_to_h[li[ok_l]]
     n_g = len(g_ts)
     lts = np.where(g_launch >= 0, h_ts[np.clip(g_launch, 0, None)], NEG)
     lat = g_ts - lts
