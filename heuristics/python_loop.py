@@ -12,10 +12,10 @@ for one element of work, plus the interpreter's loop overhead between ops; on a 
 ``.item()`` also waits for the device (see sync-point). A vectorized expression does the same
 work in one op.
 
-**How the saving is estimated.** The measured time of those ops per step, minus the longest
-one (a vectorized version still runs about one op): Python interpreter time between the ops
-is not counted, so the estimate is low. On GPU traces each loop's saving is capped at the GPU
-idle time while it ran (host work hidden behind a busy GPU saves nothing). On CPU-only traces
+**How the saving is estimated.** Those ops, but the longest one per line and step (a
+vectorized version still runs about one op), are removed: Python interpreter time between the
+ops is not counted, so the estimate is low. On GPU traces the steady steps are replayed without
+them (see docs/savings.md): host work hidden behind a busy GPU saves nothing. On CPU-only traces
 this is measured CPU time.
 
 **How to fix.** Vectorize: whole-tensor arithmetic, broadcasting, boolean masks
@@ -36,6 +36,7 @@ import pandas as pd
 
 from advisor.findings import Draft, Evidence, Location
 from advisor.registry import Context, detector
+from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.timeline import main_busy
 from advisor.trace.model import Trace
@@ -122,10 +123,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
 
     per_line: dict[Location, dict[str, float]] = {}
+    cut: list[np.ndarray] = []  # the ops a vectorized version would not run
     for (loc, _s), rs in groups.items():
         if loc not in storm_lines:
             continue
         a = np.asarray(rs)
+        cut.append(np.delete(a, int(np.argmax(dur[a]))))
         cost = float(dur[a].sum() - dur[a].max())
         if trace.has_gpu:
             cost = min(cost, float(main_busy(trace).idle_ns(int(ts[a].min()), int(end[a].max()))))
@@ -142,6 +145,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     nst = n_steps(trace)
     order = sorted(per_line, key=lambda k: -per_line[k]["saving_ns"])
     saving_ms = sum(v["saving_ns"] for v in per_line.values()) / 1e6 / nst
+    rep = None
+    if trace.has_gpu:
+        c = np.concatenate(cut)
+        rep = ctx.whatif(ShrinkHost(ts[c], end[c], ops["tid"].to_numpy()[c], keep=0.0,
+                                    label="vectorized loops"))  # fmt: skip
+        saving_ms = rep.ms if rep.replayed else saving_ms
     evidence = []
     for loc in order[:5]:
         v = per_line[loc]
@@ -165,13 +174,21 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         f"Only lines issuing at least {min_ops:g} such ops in a step "
         "(python_loop.min_ops_per_step), called directly from the user's code.",
     ]
-    if trace.has_gpu:
+    if rep is not None and rep.replayed:
+        assumptions[0] = (
+            "The per-element ops from each line in each step, but the longest "
+            "(a vectorized version still runs about one op), removed from the "
+            "host; Python interpreter time between them is kept. " + rep.assumption
+        )
+        assumptions.append("Waits inside .item() overlap the sync-point finding.")
+    elif trace.has_gpu:
         assumptions.append("GPU trace: each loop's saving is capped at the GPU idle time while "
                            "it ran; waits inside .item() overlap the sync-point finding.")  # fmt: skip
     else:
         assumptions.append("CPU-only trace: this is measured CPU time.")
     return [Draft(
         id=ID, title=TITLE, est_savings_ms=round(saving_ms, 3),
+        extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
         confidence="high" if top["max_step"] >= 4 * min_ops else "medium",
         summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
         evidence=tuple(evidence),
