@@ -61,6 +61,7 @@ def main():
             loss = nn.functional.cross_entropy(model(x), y)
             opt.zero_grad(set_to_none=False)
             loss.backward()
+            torch.cuda.empty_cache()  # a no-op without CUDA; recorded in run.json
             try:
                 opt.step()
             except Exception:
@@ -151,7 +152,8 @@ def train_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _write(d / "proj", "train.py", TRAIN, NUM_WORKERS=2)
     _write(d / "proj", "helper.py", "VALUE = 42\n")
     t0 = time.perf_counter()
-    p = advisor(d, *FAST, "--out", "out", "proj/train.py", "--lr", "0.1", "--out", "theirs", "-m")
+    p = advisor(d, *FAST, "--out", "out", "proj/train.py", "--lr", "0.1", "--out", "theirs", "-m",
+                env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})  # fmt: skip
     run, findings = outputs(d / "out")
     return {"p": p, "dir": d, "run": run, "findings": findings, "s": time.perf_counter() - t0}
 
@@ -211,6 +213,13 @@ def test_run_json_content(train_run: dict[str, Any]) -> None:
     assert mods["param_dtypes"] == {"float32": sum(p for p in [8 * 27 + 8, 16, 5120 + 10])}
     assert mods["data_parallel"] is False and mods["compiled"] is False
     assert {"owner": "Optimizer", "set_to_none": False}.items() <= run["zero_grad"][0].items()
+    assert opt["param_groups"] == 1
+    (ec,) = run["allocator"]["empty_cache"]
+    assert ec["line"] == _line(TRAIN, "torch.cuda.empty_cache()") and ec["calls"] >= 5
+    assert run["allocator"]["alloc_conf"] == "expandable_segments:True"
+    assert run["allocator"]["caching_disabled"] is False
+    assert run["backends"]["detect_anomaly"] is False
+    assert run["backends"]["cuda_launch_blocking"] is False
 
 
 def test_run_to_end_and_force_over_previous_run(train_run: dict[str, Any], tmp_path: Path) -> None:

@@ -125,3 +125,21 @@ def test_help_does_not_import_torch() -> None:
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "--run-to-end" in p.stdout and "SCRIPT_ARGS" in p.stdout
+
+
+def test_allocator_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from advisor.runner.context import allocator_env
+
+    for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+              "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING"):  # fmt: skip
+        monkeypatch.delenv(k, raising=False)
+    assert allocator_env() == {"alloc_conf": None, "caching_disabled": False,
+                               "no_memory_caching_env": None}  # fmt: skip
+    monkeypatch.setenv("PYTORCH_HIP_ALLOC_CONF", "expandable_segments:True")
+    monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "0")  # "0" leaves the pool on
+    env = allocator_env()
+    assert env["alloc_conf"] == "expandable_segments:True" and env["caching_disabled"] is False
+    assert env["no_memory_caching_env"] == "0"
+    monkeypatch.delenv("PYTORCH_NO_CUDA_MEMORY_CACHING")
+    monkeypatch.setenv("PYTORCH_NO_HIP_MEMORY_CACHING", "1")
+    assert allocator_env()["caching_disabled"] is True

@@ -156,6 +156,7 @@ def build_run_json(
         "dataloaders": context.get("dataloaders", []),
         "optimizers": context.get("optimizers", []),
         "zero_grad": context.get("zero_grad", []),
+        "allocator": context.get("allocator", {}),
         "forward": context.get("forward", {}),
         "modules": context.get("modules", {}),
         "notes": notes(outcome, cap, cfg),
