@@ -1,0 +1,206 @@
+"""Device copies: storms of device-to-device copies (``copy_``, ``clone``, ``contiguous``) per step.
+
+**What it detects.** Steps that run many device-to-device copies (by default 100 or more per
+step taking at least 1% of the step, ``device_copies.min_per_step``/``min_pct``): ``Memcpy DtoD``
+transfers and copy kernels (``direct_copy_kernel``, ``copy_kernel``, fused ``clone`` kernels).
+Each copy is traced back to the op that launched it and the ops around it, which name the cause:
+a compiled region (``CompiledFunction``/``CompiledFunctionBackward``), the DDP reducer copying
+gradients between buckets and ``.grad``, ``AccumulateGrad``, ``clone``, ``contiguous`` or a
+dtype/device conversion. Concatenation is left to ``cat-in-loop``.
+
+**Why it costs time.** A copy moves bytes and computes nothing: it reads and writes the whole
+tensor through device memory, takes a kernel launch and host time for the op, and delays the
+kernels queued behind it. Hundreds of small copies per step cost mostly their fixed overhead.
+
+**How the saving is estimated.** The GPU time of the copies per step (median over the steps),
+half of it claimed: some copies are needed (a layout change the next kernel requires), and
+which ones cannot be told from the trace. The range is a quarter to all of it. Host time of
+the copy ops is not counted, so on a host-bound step the real gain can be larger.
+
+**How to fix.** By cause: in a compiled region, look for ``copy_``/``clone`` nodes in the graph
+(``TORCH_LOGS="aot_graphs"``): inputs or buffers mutated inside the compiled function are written
+back with a copy, and outputs that alias inputs are cloned; mutate outside, return fresh tensors.
+DDP: ``gradient_as_bucket_view=True`` makes gradients views into the buckets (no copy each way).
+``AccumulateGrad``: gradients whose strides differ from their parameter's are copied; keep
+parameters contiguous (or channels_last throughout) and ``zero_grad(set_to_none=True)``.
+``clone``/``contiguous``: drop clones of tensors that are never mutated, keep one memory format
+instead of ``permute(...).contiguous()`` round trips. Many ``copy_`` calls into preallocated
+tensors: one ``torch._foreach_copy_`` over the lists.
+
+**Known false positives.** Copies that an op needs and that no rewrite removes (the first
+layout change into channels_last, a ``clone`` before an in-place op) are counted as well; the
+claim is halved for that reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence
+from advisor.locate import aggregate
+from advisor.registry import Context, detector
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics._gpu_timeline import fmt_ms, n_steps, op_chain, op_names
+
+ID = "device-copies"
+TITLE = "Storms of device-to-device copies"
+
+register("device_copies.min_per_step", 100.0, "report from this many DtoD copies per step")
+register("device_copies.min_pct", 1.0, "and when they take this % of the median step")
+register("device_copies.fraction", 0.5, "share of the copies' GPU time claimed as saving")
+
+_COPY_KERNEL = re.compile(r"copy_kernel|direct_copy|triton_\w*clone|[^a-z]clone[^a-z]", re.I)
+_NOT_COPY = re.compile(r"CatArray|nccl|rccl|gemm", re.I)
+_COPY_OPS = ("aten::copy_", "aten::clone", "aten::contiguous", "aten::_to_copy", "aten::to")
+
+# (cause, marker found in the launching op chain), first match wins
+_CAUSES = (
+    ("compiled", ("CompiledFunction", "Torch-Compiled Region", "CompiledAutograd")),
+    ("ddp-bucket", ("reducer::", "Reducer")),
+    ("accumulate-grad", ("AccumulateGrad",)),
+    ("contiguous", ("aten::contiguous",)),
+    ("conversion", ("aten::_to_copy",)),
+    ("clone", ("aten::clone",)),
+)
+_FIX = {
+    "compiled": "inside a compiled region: inputs or buffers mutated in the compiled function "
+    "are written back with copy_, and outputs aliasing inputs are cloned; list the copy_/clone "
+    'nodes with TORCH_LOGS="aot_graphs", mutate outside the compiled function and return fresh '
+    "tensors",
+    "ddp-bucket": "the DDP reducer copies gradients into and out of its buckets: "
+    "DistributedDataParallel(..., gradient_as_bucket_view=True) makes gradients views of the "
+    "buckets",
+    "accumulate-grad": "AccumulateGrad copies gradients whose strides differ from their "
+    "parameter's: keep parameters contiguous (or channels_last throughout) and zero_grad("
+    "set_to_none=True)",
+    "contiguous": ".contiguous() after permute/transpose: keep one memory format, or use ops "
+    "that take strided input",
+    "conversion": "dtype/device conversions (.to, .float(), .half()) every step: convert once "
+    "(model.to(dtype)) or let autocast handle it",
+    "clone": "clone() of tensors that are never mutated afterwards: drop the clone",
+    "copy": "copy_ into preallocated tensors one by one: one torch._foreach_copy_(dsts, srcs)",
+}
+
+
+def _cause(names: list[str]) -> str:
+    for cause, marks in _CAUSES:
+        if any(m in n for n in names for m in marks):
+            return cause
+    return "copy"
+
+
+def copy_activity(trace: Trace) -> pd.DataFrame:
+    """DtoD memcpys and copy kernels inside steps: columns kind, step, ts_ns, dur_ns, bytes
+    (memcpys only, else 0), launch_idx."""
+    m = trace.memcpy
+    m = m[(m["kind"].astype(str) == "DtoD").to_numpy() & (m["step"] >= 0).to_numpy()]
+    k = trace.kernels
+    if len(k):
+        names = k["name"].astype(str)
+        hit = names.str.contains(_COPY_KERNEL) & ~names.str.contains(_NOT_COPY)
+        k = k[hit.to_numpy() & ~k["is_comm"].to_numpy(dtype=bool) & (k["step"] >= 0).to_numpy()]
+    cols = ["step", "ts_ns", "dur_ns", "launch_idx"]
+    parts = [m[cols].assign(kind="memcpy", bytes=m["bytes"].to_numpy()),
+             k[cols].assign(kind="kernel", bytes=0)]  # fmt: skip
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=[*cols, "kind", "bytes"])
+    return pd.concat(parts, ignore_index=True)
+
+
+@detector(ID, TITLE, needs=("gpu",), gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    act = copy_activity(trace)
+    steps = n_steps(trace)
+    if not len(act):
+        return []
+    per_step = len(act) / steps
+    by_step = act.groupby("step")["dur_ns"].sum()
+    gpu_ms = float(by_step.reindex(trace.steps["step"], fill_value=0).median()) / 1e6
+    step_ms = ctx.step_ms_median
+    if per_step < ctx.t("device_copies.min_per_step") or step_ms <= 0:
+        return []
+    if 100.0 * gpu_ms / step_ms < ctx.t("device_copies.min_pct"):
+        return []
+    li = act["launch_idx"].to_numpy()
+    rt_op = trace.runtime["op_idx"].to_numpy() if len(trace.runtime) else np.zeros(0, np.int64)
+    op = np.where(li >= 0, rt_op[np.clip(li, 0, max(len(rt_op) - 1, 0))], -1) if len(rt_op) else li
+    opn = op_names(trace)
+    label: dict[int, tuple[str, str, str]] = {}  # op row -> (cause, copy op, context op)
+    for i in np.unique(op[op >= 0]).tolist():
+        chain = [str(opn[j]) for j in op_chain(trace, i)]
+        inner = next((n for n in chain if n in _COPY_OPS), chain[0])
+        inner = next((n for n in chain if n in _COPY_OPS[1:]), inner)  # clone over its copy_
+        context = next((n for n in reversed(chain) if n not in _COPY_OPS), chain[-1])
+        label[i] = (_cause(chain), inner, context)
+    none = ("copy", "(no launching op)", "")
+    lab = [label.get(int(i), none) for i in op]
+    act = act.assign(op=op, cause=[x[0] for x in lab], copy_op=[x[1] for x in lab],
+                     context=[x[2] for x in lab])  # fmt: skip
+    g = (act.groupby(["cause", "copy_op", "context"], sort=False)
+         .agg(n=("dur_ns", "size"), ns=("dur_ns", "sum"), nbytes=("bytes", "sum"),
+              ts=("ts_ns", "first"), op=("op", "first"))
+         .reset_index().sort_values("ns", ascending=False, kind="stable"))  # fmt: skip
+    evidence = []
+    for r in g.head(5).itertuples(index=False):
+        where = f" in {r.context}" if r.context and r.context != r.copy_op else ""
+        size = f", {r.nbytes / steps / 1e6:.1f} MB per step" if r.nbytes else ""
+        evidence.append(Evidence(
+            f"{r.copy_op}{where} ({r.cause}): {r.n / steps:.0f} per step{size}",
+            int(r.n), round(float(r.ns) / 1e6, 3), trace.to_trace_us(int(r.ts))))  # fmt: skip
+    causes = act.groupby("cause")["dur_ns"].sum().sort_values(ascending=False)
+    fixes = [f"{_FIX[c]}." for c in causes.index[:3]]
+    top = g.iloc[0]
+    frac = ctx.t("device_copies.fraction")
+    saving = gpu_ms * frac
+    mc = act[act["kind"] == "memcpy"]
+    locations = aggregate(ctx.locator.for_op(int(i)) for i in act["op"] if i >= 0)
+    where = f" in {top['context']}" if top["context"] and top["context"] != top["copy_op"] else ""
+    return [Draft(
+        id=ID, title=TITLE,
+        est_savings_ms=round(saving, 3),
+        est_savings_range_ms=(round(gpu_ms / 4, 3), round(gpu_ms, 3)),
+        confidence="low",
+        summary=(f"{per_step:.0f} device-to-device copies per step ({len(mc) / steps:.0f} DtoD "
+                 f"memcpys, {(len(act) - len(mc)) / steps:.0f} copy kernels) take "
+                 f"{fmt_ms(gpu_ms)} of GPU time per step ({gpu_ms / step_ms:.1%} of the "
+                 f"{fmt_ms(step_ms)} step). Most from {top['copy_op']}{where} "
+                 f"({top['n'] / steps:.0f} per step)."),  # fmt: skip
+        recommendation="Remove the copies at their source: " + " ".join(fixes),
+        snippet=_snippet(str(causes.index[0])),
+        evidence=tuple(evidence),
+        locations=locations,
+        assumptions=(
+            f"Saving = {frac:g} x the copies' GPU time per step (median over {steps} steps); "
+            "some copies are needed and the trace cannot tell which; range: a quarter to all.",
+            "Host time of the copy ops is not counted.",
+        ),
+    )]  # fmt: skip
+
+
+_SNIPPETS = {
+    "compiled": '# find the copies the compiled graph adds\n#   TORCH_LOGS="aot_graphs" python '
+    "train.py   (look for copy_ / clone nodes)\n@torch.compile\ndef step(x, buf):\n"
+    "    y = model(x)\n    return y, y.sum()        # return new tensors ...\nout, s = step(x, "
+    "buf)\nbuf.add_(s)                  # ... and mutate inputs/buffers outside\n",
+    "ddp-bucket": "model = torch.nn.parallel.DistributedDataParallel(\n    model, "
+    "device_ids=[local_rank],\n    gradient_as_bucket_view=True,   # gradients are views of "
+    "the buckets: no copies\n)\n",
+    "accumulate-grad": "model = model.to(memory_format=torch.channels_last)  # params and "
+    "grads in one layout\noptimizer.zero_grad(set_to_none=True)\n",
+    "contiguous": "# keep one layout instead of permute(...).contiguous() round trips\n"
+    "x = x.to(memory_format=torch.channels_last)   # once, at the input\n",
+    "conversion": "model = model.to(device, dtype=torch.bfloat16)   # convert once\n"
+    "with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = model(x)\n",
+    "clone": "# before: y = x.clone(); f(y)   (y is never modified)\ny = x\nf(y)\n",
+    "copy": "# one kernel for a list of copies instead of one per tensor\n"
+    "torch._foreach_copy_(dst_tensors, src_tensors)\n",
+}
+
+
+def _snippet(cause: str) -> str:
+    return _SNIPPETS.get(cause, _SNIPPETS["copy"])
