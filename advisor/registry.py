@@ -12,12 +12,16 @@ import pkgutil
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.findings import Draft
 from advisor.locate import Locator
 from advisor.thresholds import Thresholds
 from advisor.trace.model import Trace
+
+if TYPE_CHECKING:
+    from advisor.replay.fixes import Fix
+    from advisor.replay.whatif import Saving
 
 
 class Skip(Exception):  # noqa: N818 (a signal, not an error)
@@ -32,6 +36,17 @@ class Context:
     thresholds: Thresholds
     step_ms_median: float
     locator: Locator
+    trace: Trace | None = None  # the steady trace the detectors read (for the replay)
+
+    def whatif(self, fix: Fix, trace: Trace | None = None) -> Saving:
+        """The per-step saving of ``fix`` (:mod:`advisor.replay.fixes`), replayed on the steady
+        steps of ``trace`` (default: the trace this context was made for)."""
+        from advisor.replay.whatif import whatif
+
+        tr = trace if trace is not None else self.trace
+        if tr is None:
+            raise ValueError("Context.whatif needs the trace (Context(trace=...))")
+        return whatif(tr, fix)
 
     def t(self, key: str) -> float:
         return self.thresholds[key]

@@ -139,13 +139,13 @@ def _kernel_ops(trace: Trace) -> np.ndarray:
 def matmul_kernels(trace: Trace) -> pd.DataFrame:
     """Compute kernels of matmul/conv ops (or named like one): name, dur_ns, ts_ns, step,
     op (cpu_ops row or -1), op_name, dtype (of the op, or None), tc (ran on Tensor Cores),
-    fp32 (FP32 on CUDA cores)."""
+    fp32 (FP32 on CUDA cores), row (of ``trace.kernels``)."""
     return cached(trace, "matmul_kernels", lambda: _matmul_kernels(trace))
 
 
 def _matmul_kernels(trace: Trace) -> pd.DataFrame:
     k = trace.kernels
-    cols = ["name", "dur_ns", "ts_ns", "step", "op", "op_name", "dtype", "tc", "fp32"]
+    cols = ["name", "dur_ns", "ts_ns", "step", "op", "op_name", "dtype", "tc", "fp32", "row"]
     if not len(k):
         return pd.DataFrame(columns=cols)
     ops = kernel_ops(trace)
@@ -176,6 +176,7 @@ def _matmul_kernels(trace: Trace) -> pd.DataFrame:
         "dtype": dtype,
         "tc": tc[idx],
         "fp32": fp32,
+        "row": idx,
     }, columns=cols)  # fmt: skip
 
 

@@ -12,12 +12,12 @@ while the host reads files, decodes and augments. Background workers prepare bat
 current step runs, so the fetch in the loop only takes a queue pop. Peers flag 5% of the step
 (moderate) and 20% (high).
 
-**How the saving is estimated.** On GPU traces the *exposed* loading time counts: the part of
-``__next__`` during which the GPU was idle (the rest overlapped with GPU work and costs
-nothing); on CPU-only traces the whole ``__next__`` time. With ``W`` recommended workers the
-remaining wait is ``max(0, B/W - R)``, where ``B`` is the time to produce one batch (the
-``__next__`` time with ``num_workers=0``) and ``R`` the rest of the step; the saving is the
-exposed time minus that remaining wait.
+**How the saving is estimated.** With ``W`` recommended workers the remaining wait per step
+is ``max(0, B/W - R)``, where ``B`` is the time to produce one batch (the ``__next__`` time with
+``num_workers=0``) and ``R`` the rest of the step. On GPU traces the steady steps are replayed
+(see docs/savings.md) with the ``__next__`` ranges shrunk to that remaining wait: the GPU work
+queued before still has to run, so the saving is what the step really loses, not the time
+removed from the host. On CPU-only traces: the *exposed* time minus the remaining wait.
 
 **How to fix.** ``DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True)``:
 start with 4 workers per GPU, bounded by the CPU cores; raise ``prefetch_factor`` when batches
@@ -37,6 +37,7 @@ import numpy as np
 from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
+from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.trace.model import Trace
 from heuristics._dataloader import SINGLE, dataloader_calls
@@ -120,6 +121,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     batch_ms = raw_ms if w0 == 0 else w0 * (raw_ms + rest_ms)
     left_ms = max(0.0, batch_ms / max(rec_w, 1) - rest_ms) if rec_w > w0 else exp_ms
     saving = max(0.0, exp_ms - min(left_ms, exp_ms))
+    keep = min(1.0, left_ms / raw_ms) if raw_ms > 0 else 1.0
+    rep = ctx.whatif(ShrinkHost(dl["ts_ns"].to_numpy(), dl["end_ns"].to_numpy(),
+                                dl["tid"].to_numpy(), keep=keep,
+                                label=f"{rec_w} DataLoader workers"))  # fmt: skip
+    if trace.has_gpu and rep.replayed:
+        saving = rep.ms
 
     kind = "num_workers=0" if single else f"num_workers={w0 or '>0'}"
     summary = (f"The loop waits {fmt_ms(exp_ms)} per step ({share:.0f}% of the step) for the "
@@ -163,8 +170,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             f"production time ({fmt_ms(batch_ms)}), R = rest of the step ({fmt_ms(rest_ms)}); "
             "worker start-up and inter-process copies are not modeled.",
             "gpu-idle's 'dataloader' share is this same idle time.",
+            *((rep.assumption,) if trace.has_gpu and rep.replayed else ()),
         ),
-        extra={"share_pct": round(share, 2), "raw_ms_per_step": round(raw_ms, 3)},
+        extra={"share_pct": round(share, 2), "raw_ms_per_step": round(raw_ms, 3),
+               **({"fix": rep.fix} if trace.has_gpu and rep.replayed else {})},
     )]  # fmt: skip
 
 

@@ -15,11 +15,13 @@ Tensor Cores peak at 125 TFLOPS against 15.7 TFLOPS FP32 (8x); on an H100 SXM TF
 about 495 against 67 TFLOPS FP32. PyTorch keeps FP32 matmuls off the Tensor Cores by default
 (``torch.backends.cuda.matmul.allow_tf32 = False`` since 1.12).
 
-**How the saving is estimated.** FP32 matmul/conv kernel time per step x (1 - 1/speedup), with
-a conservative realized speedup well under the peak ratio: 2x on A100/H100/B200-class GPUs
-(TF32) and on V100/T4 (FP16 autocast), 1.5x on GeForce/workstation Ampere-Ada-Blackwell parts
-(cc 8.6/8.9/12.x, whose TF32 rate is close to their FP32 rate, so bf16 autocast is the fix).
-The range shown uses 1.3x to 3x. Elementwise speedups from autocast are not counted.
+**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with
+these kernels made faster by a conservative realized speedup well under the peak ratio: 2x on
+A100/H100/B200-class GPUs (TF32) and on V100/T4 (FP16 autocast), 1.5x on GeForce/workstation
+Ampere-Ada-Blackwell parts (cc 8.6/8.9/12.x, whose TF32 rate is close to their FP32 rate, so
+bf16 autocast is the fix); the range replays 1.3x and 3x. The saving is the step time the
+replay loses: on a step the host limits, faster kernels save little or nothing. Elementwise
+speedups from autocast are not counted.
 
 **How to fix.** Compute capability 8.0+: ``torch.set_float32_matmul_precision("high")`` turns
 on TF32 for matmuls (``torch.backends.cudnn.allow_tf32`` already defaults to True for
@@ -41,6 +43,7 @@ from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
+from advisor.replay.fixes import ScaleGpu
 from heuristics._gpu_timeline import fmt_ms, n_steps
 from heuristics._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
 
@@ -94,7 +97,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if share < ctx.t("fp32_matmul.min_share_pct") or fp32_ms < ctx.t("fp32_matmul.min_ms"):
         return []
     s = _speedup(cc)
-    saving = fp32_ms * (1 - 1 / s)
+    naive = fp32_ms * (1 - 1 / s)
+    rep = ctx.whatif(ScaleGpu(kernels=fp["row"].to_numpy(), speedup=s, low=_LOW, high=_HIGH,
+                              label="FP32 matmul/conv on Tensor Cores"))  # fmt: skip
+    # the host limits the steps: no step time to gain now (the GPU time freed is still shown)
+    latent = rep.replayed and max(rep.ms, rep.high_ms) < ctx.t("fp32_matmul.min_ms")
     conv = np.array([_is_conv(o, n)
                      for o, n in zip(fp["op_name"].tolist(), fp["name"].tolist(), strict=True)],
                     dtype=bool)  # fmt: skip
@@ -127,22 +134,33 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     conf: Confidence = (
         "high" if has_types and not inferred else ("medium" if not inferred else "low")
     )
+    if rep.replayed:
+        fields = rep.draft_fields()
+        limit = (f" The steps replayed with these kernels {s:g}x faster are "
+                 f"{fmt_ms(rep.ms)} shorter (of the {fmt_ms(naive)} of kernel time saved): "
+                 + ("the GPU limits the step." if rep.ms >= 0.7 * naive else
+                    "the host, not these kernels, limits most of the step."))  # fmt: skip
+    else:
+        fields = {"est_savings_ms": naive,
+                  "est_savings_range_ms": (fp32_ms * (1 - 1 / _LOW), fp32_ms * (1 - 1 / _HIGH))}
+        limit = ""
     return [Draft(
         id=ID, title=TITLE,
-        est_savings_ms=saving,
-        est_savings_range_ms=(fp32_ms * (1 - 1 / _LOW), fp32_ms * (1 - 1 / _HIGH)),
+        **fields,
+        latent=latent,
         confidence=conf,
         summary=(f"{share:.0f}% of GPU kernel time ({fmt_ms(fp32_ms)} per step; {split}) runs "
                  f"in FP32 on the CUDA cores of the {gpu} (compute capability {cc_s}), whose "
-                 f"Tensor Cores would run it about {s:g}x faster."),
+                 f"Tensor Cores would run it about {s:g}x faster.{limit}"),
         recommendation=rec,
         snippet=snippet,
         evidence=tuple(evidence),
         locations=aggregate(locs),
         assumptions=(
-            f"Saving = FP32 matmul/conv kernel time x (1 - 1/{s:g}); {s:g}x is a conservative "
-            "realized speedup (peak ratios: A100 TF32 156 vs FP32 19.5 TFLOPS; V100 FP16 "
-            "Tensor Core 125 vs FP32 15.7 TFLOPS); the range uses 1.3x to 3x.",
+            f"These kernels run {s:g}x faster, a conservative realized speedup (peak ratios: "
+            "A100 TF32 156 vs FP32 19.5 TFLOPS; V100 FP16 Tensor Core 125 vs FP32 15.7 "
+            "TFLOPS); the range uses 1.3x to 3x.",
+            rep.assumption,
             "FP32 = ops with Input type float (or sgemm/scudnn/<float> kernel names) whose "
             "kernel names show no Tensor Core use; layout, reduction and epilogue kernels are "
             "not counted.",

@@ -14,10 +14,13 @@ implementation batches every parameter into a few multi-tensor kernels and the f
 one; PyTorch uses foreach by default on CUDA, so this pattern means ``foreach=False``, an old
 PyTorch, parameters on the CPU or a custom optimizer.
 
-**How the saving is estimated.** Per step, the GPU idle time inside the optimizer's range
-(from its start to the end of its last kernel), capped at 90% of the range: the host work that
-kept the GPU waiting, less a tenth left for the foreach/fused launches. Time the GPU spent
-busy (the kernels themselves, or backward still running) is not counted. On CPU-only traces
+**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with the
+host time inside the optimizer's ranges cut to a tenth (``single_tensor_optimizer.residual_pct``,
+left for the foreach/fused launches); the update kernels keep their GPU time. The saving is
+what the step loses in the replay: the whole host time saved when the host limits the step
+(the GPU drains its queue meanwhile), less when backward's kernels are still running. On
+traces the replay cannot place, the GPU idle time inside the ranges, capped at 90% of them,
+is used instead. On CPU-only traces
 the per-parameter ops are reported as information only when run.json shows ``foreach=False`` set
 explicitly (PyTorch's default is the per-parameter loop on a CPU but foreach on CUDA; ``fused=True``
 runs a fused CPU kernel for Adam, AdamW, SGD and Adagrad).
@@ -39,6 +42,7 @@ import pandas as pd
 from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
+from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.trace.model import Trace
 from heuristics._checklist_b import (
@@ -213,23 +217,32 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         )]  # fmt: skip
 
     keep = 1.0 - ctx.t("single_tensor_optimizer.residual_pct") / 100.0
+    f_ts = flagged["ts_ns"].to_numpy()
+    rep = ctx.whatif(ShrinkHost(f_ts, f_ts + flagged["dur_ns"].to_numpy(),
+                                flagged["tid"].to_numpy(), keep=1.0 - keep,
+                                label="foreach/fused optimizer"))  # fmt: skip
     saving_ns = np.minimum(flagged["idle_ns"].to_numpy(), keep * flagged["dur_ns"].to_numpy())
     saving_ms = float(saving_ns.sum()) / 1e6 / nst
     per_opt_ms = float(saving_ns.mean()) / 1e6
     also = "" if len(flagged) == nst else f", {saving_ms:.3f} ms per profiled step"
+    tail = (f"about {per_opt_ms:.3f} ms to save per optimizer step{also}" if not rep.replayed
+            else f"replayed with {keep:.0%} of that host time gone, the step is "
+                 f"{rep.ms:.3f} ms shorter")  # fmt: skip
     summary = (f"{cls}.step launches about {per_step_ops:.0f} per-parameter ops with no "
                f"foreach/fused kernel{setting}; the GPU idles {ms(flagged['idle_ns'].mean())} ms "
-               f"of the {opt_ms:.3f} ms optimizer range: about {per_opt_ms:.3f} ms to save per "
-               f"optimizer step{also}.")  # fmt: skip
+               f"of the {opt_ms:.3f} ms optimizer range: {tail}.")  # fmt: skip
     assumptions = (
-        "Saving per optimizer range = GPU idle time inside it (start to the end of its last "
-        f"kernel), at most {keep:.0%} of the range (single_tensor_optimizer.residual_pct left "
-        f"for the multi-tensor launches); summed and divided by the {nst} step(s) in the trace.",
+        (rep.assumption if rep.replayed else
+         "Saving per optimizer range = GPU idle time inside it (start to the end of its last "
+         f"kernel), at most {keep:.0%} of the range; summed and divided by the {nst} step(s)."),
+        f"{keep:.0%} of the host time inside the optimizer ranges goes away "
+        "(single_tensor_optimizer.residual_pct is left for the multi-tensor launches).",
         "GPU time of the update kernels themselves is assumed unchanged (fused kernels are "
         "usually faster too).",
-    )
+    )  # fmt: skip
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     return [Draft(
-        id=ID, title=TITLE, est_savings_ms=round(saving_ms, 3),
+        id=ID, title=TITLE, **fields,
         confidence="high" if per_step_ops >= 3 * min_ops else "medium",
         summary=summary, recommendation=rec, snippet=snippet, evidence=tuple(evidence),
         locations=locs, assumptions=assumptions,

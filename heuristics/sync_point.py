@@ -15,12 +15,13 @@ finished everything, and when the sync returns the GPU has nothing left to do un
 launches the next kernel. The GPU then idles for the whole time the host spends in Python and
 in launch overhead before the next kernel.
 
-**How the saving is estimated.** For each sync: ``G`` = the GPU idle gap from the moment the
-sync returns to the next GPU activity on that device; ``W`` = the GPU work the host waited for
-during the sync (how far ahead the host was). Without the sync the host would have stayed
-``W`` ahead, so the idle it causes is ``min(G, W)``. Summed over the trace and divided by the
-number of steps. The host's own waiting time is reported too, but it is not the saving (the GPU
-was working then).
+**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with these
+syncs removed: the host no longer waits, runs ahead and keeps the GPU's queue full; the saving
+is what the step loses in the replay (the GPU idle the syncs caused when the GPU limits the
+step, up to the host's waiting when the host does). For traces the replay cannot place: for
+each sync ``G`` = the GPU idle gap from the moment the sync returns to the next GPU activity,
+``W`` = the GPU work the host waited for, and the idle it causes is ``min(G, W)``, summed and
+divided by the number of steps.
 
 **How to fix.** Keep values on the GPU and read them rarely: accumulate losses and metrics as
 tensors and call ``.item()`` every N steps; replace data-dependent ``if`` on tensors by tensor
@@ -46,6 +47,7 @@ import pandas as pd
 from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
+from advisor.replay.fixes import DropSyncs
 from advisor.thresholds import register
 from advisor.timeline import union
 from advisor.trace.model import Trace
@@ -145,6 +147,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     wait_ms = float(ev["wait_ns"].sum()) / 1e6 / steps
     if caused_ms < ctx.t("sync_point.min_idle_ms") and wait_ms < ctx.t("sync_point.min_wait_ms"):
         return []
+    rep = ctx.whatif(DropSyncs(_runtime_rows(trace, ev), label="no syncs in the loop"))
+    if rep.replayed:
+        caused_ms = rep.ms
 
     locs: list[Location | None] = []
     for r in ev.itertuples(index=False):
@@ -187,11 +192,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         f"block the host {fmt_ms(wait_ms)} per step; the GPU then idles {fmt_ms(caused_ms)} "
         "per step waiting for new work."
     )
+    if rep.replayed:
+        summary = (
+            f"{per_step:g} host-device sync(s) per step (mostly {top['label'].split(' (')[0]}) "
+            f"block the host {fmt_ms(wait_ms)} per step; replayed without them, the step is "
+            f"{fmt_ms(caused_ms)} shorter."
+        )
     if caused_ms <= 0:
         summary = (
             f"{per_step:g} host-device sync(s) per step (mostly "
             f"{top['label'].split(' (')[0]}) block the host {fmt_ms(wait_ms)} per step; here "
-            "the GPU had already run dry, so they cost no measurable GPU time."
+            "the GPU had already run dry or the host limits the step, so removing them would "
+            "not shorten it."
         )
     rec = " ".join([fix_text, *extra,
                     'Run once with `torch.cuda.set_sync_debug_mode("warn")` to list every sync.'])  # fmt: skip
@@ -207,18 +219,34 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         evidence=tuple(evidence),
         locations=aggregate(locs),
         assumptions=(
-            "Saving = GPU idle each sync causes: min(idle gap from the sync's return to the "
-            "next GPU activity on its device, GPU work the host waited for during the sync), "
-            f"summed over the trace and divided by its {steps} step(s).",
-            "Removing a sync lets the host run ahead by at most the time it waited, so idle "
-            "time beyond that is not claimed (it is host-bound: see gpu-idle).",
-            "gpu-idle's 'sync' share is this same figure: the two savings overlap.",
+            *((rep.assumption,) if rep.replayed else (
+                "Saving = GPU idle each sync causes: min(idle gap from the sync's return to the "
+                "next GPU activity on its device, GPU work the host waited for during the sync), "
+                f"summed over the trace and divided by its {steps} step(s).",
+                "Removing a sync lets the host run ahead by at most the time it waited, so idle "
+                "time beyond that is not claimed (it is host-bound: see gpu-idle).")),
+            "gpu-idle's 'sync' share overlaps this figure.",
             "Syncs that only wait for host-to-device copies (blocking-copy) and cuDNN "
             "autotuning syncs are not counted; large device-to-host copies also appear in "
             "blocking-copy, which counts the copy window itself, not the idle after it.",
         ),
-        extra={"host_wait_ms_per_step": round(wait_ms, 3)},
+        extra={"host_wait_ms_per_step": round(wait_ms, 3),
+               **({"fix": rep.fix} if rep.replayed else {})},
     )]  # fmt: skip
+
+
+def _runtime_rows(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
+    """Rows of ``trace.runtime`` inside the sync events (same thread, within their span)."""
+    rt = trace.runtime
+    ts, tid = rt["ts_ns"].to_numpy(), rt["tid"].to_numpy()
+    order = np.argsort(ts, kind="stable")
+    sts = ts[order]
+    out = []
+    for s, e, t in zip(ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["tid"].to_numpy(),
+                       strict=True):  # fmt: skip
+        rows = order[np.searchsorted(sts, s, "left"):np.searchsorted(sts, e, "right")]
+        out.append(rows[tid[rows] == t])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
 _LATENT_OPS = {n for kind, ops, _ in REASONS if kind != "to_cpu" for n in ops}

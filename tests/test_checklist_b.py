@@ -510,7 +510,7 @@ OPT = "single-tensor-optimizer"
 def optimizer_trace(cls: str = "SGD", op: str = "aten::add_", n: int = 60, gpu: bool = True,
                     kernel: str = "vectorized_elementwise_kernel<4, add>",
                     legacy: bool = False, busy_until: float = 0.0,
-                    launch: bool = True) -> TraceBuilder:  # fmt: skip
+                    launch: bool = True, sync_after: bool = False) -> TraceBuilder:  # fmt: skip
     b = TraceBuilder(cc=(8, 0) if gpu else None)
     for s in range(2):
         t0 = s * 10_000.0
@@ -533,23 +533,27 @@ def optimizer_trace(cls: str = "SGD", op: str = "aten::add_", n: int = 60, gpu: 
             if gpu and launch:
                 b.launch(o, "cudaLaunchKernel", w0 + 6 + i * 16, 5, kernel=kernel,
                          gpu_ts=gpu_ts, gpu_dur=2)  # fmt: skip
+        if sync_after:  # `loss.item()` after the step: the host waits for the GPU's queue
+            end = max(w0 + 1_000, w0 - 5 + busy_until + n * 2)
+            b.runtime("cudaDeviceSynchronize", w0 + 1_000, end - w0 - 1_000 + 5)
     return b
 
 
 def test_single_tensor_optimizer_saving_is_gpu_idle_in_the_step() -> None:
     f = finding(analyze(optimizer_trace().load(), OPT), OPT)
     assert f is not None
-    # range 5000..6000 us, kernels 60 x 2 us inside it: idle 880 us (< 90% of 1000)
-    assert f.est_savings_ms == pytest.approx(0.88, abs=0.001)
+    # range 5000..6000 us of host time, nothing waits for the GPU: 90% of it is saved
+    assert f.est_savings_ms == pytest.approx(0.9, abs=0.01)
     assert "fused=True" in f.snippet and "torch.optim.SGD" in f.snippet
     assert "60 per-parameter ops" in f.summary
     assert f.locations[0].file == "train.py"
 
 
 def test_optimizer_behind_a_busy_gpu_saves_only_the_idle_part() -> None:
-    f = finding(analyze(optimizer_trace(busy_until=900).load(), OPT), OPT)
-    assert f is not None
-    assert f.est_savings_ms < 0.2  # backward kept the GPU busy through most of the range
+    f = finding(analyze(optimizer_trace(busy_until=900, sync_after=True).load(), OPT), OPT)
+    # backward kept the GPU busy through most of the range and the host waits for the GPU
+    # right after it: the replayed step is hardly shorter
+    assert f is None or f.est_savings_ms < 0.2
 
 
 def test_foreach_fused_and_declared_optimizers_are_not_reported() -> None:
@@ -584,7 +588,7 @@ def test_optimizer_on_cpu_only_trace_is_information_only_when_foreach_was_turned
 
 def test_legacy_optimizer_operator_ranges_work() -> None:
     f = finding(analyze(optimizer_trace(legacy=True).load(), OPT), OPT)
-    assert f is not None and f.est_savings_ms == pytest.approx(0.88, abs=0.001)
+    assert f is not None and f.est_savings_ms == pytest.approx(0.9, abs=0.01)
 
 
 def test_no_optimizer_step_is_skipped() -> None:

@@ -46,7 +46,9 @@ def test_single_process_loader_stall_on_gpu() -> None:
 
 def test_exposed_time_excludes_gpu_overlap() -> None:
     f = finding(run(_loop(301, gpu_overlap_us=200).load(), "dataloader-stall"), "dataloader-stall")
-    assert f is not None and f.est_savings_ms == pytest.approx(0.1, abs=0.002)
+    # replayed without the fetch, each step is held by its GPU work (about 0.88 ms of 1 ms)
+    assert f is not None and f.est_savings_ms == pytest.approx(0.12, abs=0.01)
+    assert any(a.startswith("Replayed:") for a in f.assumptions)
 
 
 def test_run_json_settings_and_cpu_bound() -> None:

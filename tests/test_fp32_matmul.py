@@ -14,7 +14,8 @@ F32 = ["float", "float"]
 
 def _mm(kernel: str, cc: tuple[int, int] | None = (8, 0), types: list[str] | None = None,
         name: str = "NVIDIA A100-SXM4-80GB", op: str = "aten::mm") -> TraceBuilder:  # fmt: skip
-    """3 steps of 2 ms: one matmul op per step launching a 500 us kernel."""
+    """3 steps of 2 ms: one matmul op per step launching a 500 us kernel the host then waits
+    for (the kernel's time is on the step's critical path)."""
     b = TraceBuilder(cc=cc, gpu_name=name)
     for s in range(3):
         t = s * 2000.0
@@ -22,6 +23,7 @@ def _mm(kernel: str, cc: tuple[int, int] | None = (8, 0), types: list[str] | Non
         b.frame("model.py", 12, "forward", t + 5, 100)
         o = b.op(op, t + 10, 50, dims=[[256, 512], [512, 256]], types=types or F32)
         b.launch(o, "cudaLaunchKernel", t + 20, 5, kernel=kernel, gpu_ts=t + 30, gpu_dur=500)
+        b.runtime("cudaDeviceSynchronize", t + 40, 495)
     return b
 
 

@@ -38,8 +38,9 @@ def test_item_sync_costs_the_idle_gap_it_causes() -> None:
     rep = run(_item_steps().load(), "sync-point")
     f = finding(rep, "sync-point")
     assert f is not None
-    # min(gap after the sync = 710 - 427 us, work waited for = 378 + 2 us) per step
-    assert f.est_savings_ms == pytest.approx(0.283, abs=0.002)
+    # replayed without the sync the host no longer waits the 380 us; each step's GPU work
+    # (452 us) stays below its host time (620 us), so the whole wait is saved
+    assert f.est_savings_ms == pytest.approx(0.38, abs=0.005)
     assert f.locations[0].file == "train.py" and f.locations[0].line == 42
     assert f.locations[0].count == 3
     assert f.evidence[0].count == 3 and "aten::item" in f.evidence[0].what

@@ -1,0 +1,1 @@
+"""What-if replay of the steady steps: the step model, the replay, fixes and the bound."""

@@ -1,0 +1,279 @@
+"""Fixes as transformations of the step graph (what a detector's recommendation would change).
+
+Each fix changes a :class:`~advisor.replay.engine.Mods` at one of three levels: ``"mid"`` (the
+detector's estimate), ``"low"`` and ``"high"`` (the ends of its range where the effect itself is
+uncertain, e.g. a kernel speedup). Rows are rows of the trace's own tables (``trace.kernels``,
+``trace.memcpy``, ``trace.runtime``), as integer positions or boolean masks.
+
+- :class:`ScaleGpu`: these kernels/copies run ``speedup`` times faster (``inf``: gone).
+- :class:`ShrinkHost`: host time inside these ranges (per thread) keeps ``keep`` of itself
+  (0: removed), launch and other calls inside included; the GPU work stays.
+- :class:`DropSyncs`: these runtime calls no longer wait for the GPU.
+- :class:`AsyncCopies`: the calls launching these copies no longer wait for them.
+- :class:`GraphLaunch`: these kernels are launched as one CUDA graph: their launch calls cost
+  ``launch_ns``, the kernels follow each other on their stream without waiting for the host.
+- :class:`HideComm`: the transfer part of these collectives overlaps compute (the waiting for
+  a peer stays).
+- :class:`Combined`: several fixes at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from advisor.comm import covered_by
+from advisor.replay.engine import Mods
+from advisor.replay.model import Graph
+from advisor.timeline import union
+from advisor.trace.model import Trace
+
+Level = Literal["mid", "low", "high"]
+GRAPH_LAUNCH_NS = 1_000  # a kernel node's share of one cudaGraphLaunch
+GRAPH_GAP_NS = 1_000  # gap between consecutive kernels of a graph
+
+
+def _rows(rows: Any) -> np.ndarray:
+    if rows is None:
+        return np.zeros(0, dtype=np.int64)
+    a = np.asarray(rows)
+    if a.dtype == bool:
+        return np.flatnonzero(a)
+    return a.astype(np.int64).ravel()
+
+
+class Fix:
+    """Base class: ``apply`` changes ``mods`` for ``level``; ``uncertain`` fixes get a range."""
+
+    label = "fix"
+
+    @property
+    def uncertain(self) -> bool:
+        return False
+
+    def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        raise NotImplementedError
+
+
+def _pick(mid: float, low: float | None, high: float | None, level: Level) -> float:
+    if level == "low" and low is not None:
+        return low
+    if level == "high" and high is not None:
+        return high
+    return mid
+
+
+@dataclass
+class ScaleGpu(Fix):
+    """These GPU activities run ``speedup`` times faster; ``low``/``high``: the range ends
+    (the speedups giving the smallest and largest saving)."""
+
+    kernels: Any = None
+    memcpy: Any = None
+    speedup: float = 2.0
+    low: float | None = None
+    high: float | None = None
+    label: str = "scale GPU work"
+
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None or self.high is not None
+
+    def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        s = _pick(self.speedup, self.low, self.high, level)
+        nodes = np.concatenate([gr.kernel_nodes(_rows(self.kernels)),
+                                gr.memcpy_nodes(_rows(self.memcpy))])  # fmt: skip
+        if s == float("inf"):
+            mods.g_dur[nodes] = 0
+        elif s > 0:
+            mods.g_dur[nodes] = (mods.g_dur[nodes] / s).astype(np.int64)
+
+
+@dataclass
+class ShrinkHost(Fix):
+    """Host time inside [starts, ends) keeps ``keep`` of itself; ``tids``: the trace's thread
+    id of each range (None: every thread)."""
+
+    starts: Any
+    ends: Any
+    tids: Any = None
+    keep: float = 0.0
+    low: float | None = None  # keep at the low-saving end (larger than ``keep``)
+    high: float | None = None
+    label: str = "shrink host time"
+
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None or self.high is not None
+
+    def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        keep = _pick(self.keep, self.low, self.high, level)
+        st = np.asarray(self.starts, dtype=np.int64).ravel()
+        en = np.asarray(self.ends, dtype=np.int64).ravel()
+        if not len(st) or not gr.n_h:
+            return
+        tids = None if self.tids is None else np.asarray(self.tids).ravel()
+        groups = [(None, np.ones(len(st), bool))] if tids is None else \
+            [(t, tids == t) for t in np.unique(tids)]  # fmt: skip
+        prev_end = np.where(gr.h_prev >= 0, gr.h_end[np.clip(gr.h_prev, 0, None)], gr.start_ns)
+        for t, m in groups:
+            us, ue = union(st[m], en[m])
+            on = (~gr.h_fixed) & (True if t is None else gr.h_traw == t)
+            idx = np.flatnonzero(on)
+            if not len(idx):
+                continue
+            gap_lo = np.minimum(prev_end[idx], gr.h_ts[idx])
+            cut_gap = covered_by(us, ue, gap_lo, gr.h_ts[idx])
+            cut_gap = np.minimum(cut_gap, mods.h_gap[idx])
+            mods.h_gap[idx] -= (cut_gap * (1 - keep)).astype(np.int64)
+            cut_call = covered_by(us, ue, gr.h_ts[idx], gr.h_end[idx])
+            plain = ~gr.h_sync[idx]
+            mods.h_dur[idx[plain]] -= (cut_call[plain] * (1 - keep)).astype(np.int64)
+            # host time between a step boundary's anchor call and the boundary
+            a = gr.anchor
+            am = (a >= 0) & gr.anchor_end
+            am &= on[np.clip(a, 0, None)]
+            if am.any():
+                cut = covered_by(us, ue, gr.h_end[a[am]], gr.bounds[am])
+                mods.b_off[am] -= (np.minimum(cut, mods.b_off[am]) * (1 - keep)).astype(np.int64)
+            # a hand-off's delay is host work on the resuming thread
+            hq = idx[gr.h_q[idx] >= 0]
+            if len(hq):
+                qend = gr.h_end[gr.h_q[hq]]
+                cut = np.minimum(covered_by(us, ue, np.minimum(qend, gr.h_ts[hq]), gr.h_ts[hq]),
+                                 mods.h_qoff[hq])  # fmt: skip
+                mods.h_qoff[hq] -= (cut * (1 - keep)).astype(np.int64)
+
+
+@dataclass
+class DropSyncs(Fix):
+    """These runtime calls (rows of ``trace.runtime``) stop waiting for the GPU."""
+
+    runtime: Any
+    label: str = "drop syncs"
+
+    def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        _drop(gr, mods, gr.host_nodes(_rows(self.runtime)))
+
+
+def _drop(gr: Graph, mods: Mods, nodes: np.ndarray) -> None:
+    nodes = nodes[gr.h_sync[nodes] & ~gr.h_fixed[nodes]]
+    mods.h_await[nodes] = -1
+    mods.h_dur[nodes] = mods.h_base[nodes]
+
+
+@dataclass
+class AsyncCopies(Fix):
+    """The calls launching these copies (rows of ``trace.memcpy``) return without waiting
+    (pinned memory and ``non_blocking=True``); ``speedup``: the copies' own speedup."""
+
+    memcpy: Any
+    speedup: float = 1.0
+    low: float | None = None
+    high: float | None = None
+    label: str = "asynchronous copies"
+
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None or self.high is not None
+
+    def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        nodes = gr.memcpy_nodes(_rows(self.memcpy))
+        launch = mods.g_launch[nodes]
+        _drop(gr, mods, np.unique(launch[launch >= 0]))
+        s = _pick(self.speedup, self.low, self.high, level)
+        if s > 1:
+            mods.g_dur[nodes] = (mods.g_dur[nodes] / s).astype(np.int64)
+
+
+@dataclass
+class GraphLaunch(Fix):
+    """These kernels (rows of ``trace.kernels``) launched as CUDA graphs; ``host_keep``: the
+    share of the host time between their launches that remains (captured Python and dispatch
+    go away with a graph; 1.0 keeps it)."""
+
+    kernels: Any
+    host_keep: float = 1.0
+    label: str = "CUDA graphs"
+
+    def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        nodes = gr.kernel_nodes(_rows(self.kernels))
+        nodes = nodes[~gr.g_fixed[nodes]]
+        if not len(nodes):
+            return
+        sel = np.zeros(gr.n_g, dtype=bool)
+        sel[nodes] = True
+        h = mods.g_launch[nodes]
+        h = np.unique(h[h >= 0])
+        h = h[~gr.h_sync[h]]
+        mods.h_dur[h] = np.minimum(mods.h_dur[h], GRAPH_LAUNCH_NS)
+        if self.host_keep < 1.0:  # host time between two captured launches on a thread
+            hs = np.zeros(gr.n_h, dtype=bool)
+            hs[h] = True
+            inner = h[gr.h_prev[h] >= 0]
+            inner = inner[hs[gr.h_prev[inner]]]
+            mods.h_gap[inner] = (mods.h_gap[inner] * self.host_keep).astype(np.int64)
+        prev = gr.g_prev[nodes]
+        chained = nodes[(prev >= 0) & sel[np.clip(prev, 0, None)]]
+        mods.g_launch[chained] = -1  # the graph's own order, not the host, starts them
+        mods.g_offp[chained] = np.minimum(mods.g_offp[chained], GRAPH_GAP_NS)
+
+
+@dataclass
+class HideComm(Fix):
+    """The transfer part of these collectives (rows of ``trace.kernels``) hidden under compute;
+    ``wait_ns``: each one's waiting for a peer (default: the one-rank estimate of
+    :func:`advisor.derive.peerwait.single_rank_transfer_ns`)."""
+
+    kernels: Any
+    wait_ns: Any = None
+    label: str = "overlap communication"
+
+    def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        rows = _rows(self.kernels)
+        nodes = gr.kernel_nodes(rows)
+        if not len(nodes):
+            return
+        if self.wait_ns is not None:
+            wait = np.asarray(self.wait_ns, dtype=np.int64).ravel()
+            keep_ns = dict(zip(rows.tolist(), wait.tolist(), strict=False))
+            w = np.array([keep_ns.get(int(r), 0) for r in gr.g_row[nodes]], dtype=np.int64)
+        else:
+            w = comm_wait_ns(trace, gr.g_row[nodes])
+        mods.g_dur[nodes] = np.minimum(mods.g_dur[nodes], np.maximum(w, 0))
+
+
+def comm_wait_ns(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """One-rank estimate of each collective kernel's waiting for a peer (``trace.kernels`` rows)."""
+    from advisor.derive.peerwait import single_rank_transfer_ns
+
+    k = trace.kernels
+    comm = k["is_comm"].to_numpy(dtype=bool)
+    ci = np.flatnonzero(comm)
+    if not len(ci):
+        return np.zeros(len(rows), dtype=np.int64)
+    d = k["dur_ns"].to_numpy(np.int64)[ci]
+    tr = single_rank_transfer_ns(k["name"].astype(str).to_numpy()[ci],
+                                 np.asarray(k["stream"].to_numpy()[ci]), d)  # fmt: skip
+    wait = np.zeros(len(k), dtype=np.int64)
+    wait[ci] = d - tr
+    return wait[np.asarray(rows, dtype=np.int64)]
+
+
+@dataclass
+class Combined(Fix):
+    """Several fixes at once, applied in order."""
+
+    fixes: Sequence[Fix] = field(default_factory=tuple)
+    label: str = "all fixes"
+
+    @property
+    def uncertain(self) -> bool:
+        return any(f.uncertain for f in self.fixes)
+
+    def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        for f in self.fixes:
+            f.apply(trace, gr, mods, level)

@@ -1,0 +1,419 @@
+"""The step model: a dependency graph of the steady steps, built once per trace.
+
+Nodes are the host's *runtime calls* that matter to the GPU (launches of kernels and copies,
+synchronizations, blocking copies) and the GPU activities (kernels, copies, memsets). Every
+other host time (Python, operator dispatch, other runtime calls) is the *gap* before the next
+call on the same thread: host work, replayed as measured unless a fix shrinks it.
+
+Edges (each with an offset in ns):
+
+- **host order**: a call starts ``gap`` after the previous call on its thread ended;
+- **hand-off**: a thread that sat idle while another thread of the process worked (the main
+  thread during the autograd thread's backward, and back) starts when the other thread's last
+  call before it ended, plus the measured delay;
+- **launch**: a GPU activity starts no earlier than its launch call started plus the launch
+  latency (correlation id);
+- **stream order**: no earlier than the previous activity on its stream ended;
+- **cross-stream wait**: an activity that started well after both of those, right after an
+  activity on another stream of its device ended (cudaStreamWaitEvent / event waits), waits
+  for that one;
+- **sync**: ``cuda{Stream,Device,Event}Synchronize`` and blocking copies (``cudaMemcpy``, and
+  ``cudaMemcpyAsync`` whose copy finished before the call returned) end when the GPU work they
+  waited for ended, plus the measured return time.
+
+Each node's *binding* edge (the one that decided its measured start) carries the measured
+offset; the others their natural minimum (the trace's launch latency, zero gap). Delays the
+graph cannot explain stay as measured delays on the binding edge (``residual_ns``), so the
+unchanged replay gives back the measured times; :func:`advisor.replay.engine.replay` with
+``calibrated=False`` drops them, which measures how much of the step the graph explains.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from advisor.trace.model import Trace
+
+SYNC_CALL_RE = re.compile(
+    r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx|Thread)Synchronize$|^cu(?:Stream|Ctx|Event)Synchronize$"
+)
+COPY_CALL_RE = re.compile(r"^(?:cuda|hip)Memcpy")
+HANDOFF_NS = 2_000_000  # a thread resuming this soon after another thread's call: a hand-off
+CROSS_STREAM_MIN_NS = 5_000  # an unexplained start delay above this looks for another stream
+CROSS_STREAM_TOL_NS = 20_000  # ...whose activity ended at most this long before the start
+CLOCK_TOL_NS = 20_000
+NEG = -(1 << 62)
+
+
+@dataclass
+class Graph:
+    """Per-node arrays (host calls ``h_*``, GPU activities ``g_*``) and the replay order."""
+
+    # host calls (rows of trace.runtime in ``h_rt``)
+    h_rt: np.ndarray
+    h_tid: np.ndarray  # thread code (per process and thread id)
+    h_traw: np.ndarray  # the trace's own tid
+    h_ts: np.ndarray
+    h_end: np.ndarray
+    h_prev: np.ndarray  # previous call on the same thread, -1
+    h_gap: np.ndarray  # host time before this call on its thread (offset of the host edge)
+    h_q: np.ndarray  # hand-off: call on another thread, -1
+    h_qoff: np.ndarray
+    h_await: np.ndarray  # GPU activity a sync waits for, -1
+    h_tail: np.ndarray  # return time after that activity ended
+    h_base: np.ndarray  # duration when nothing is to wait for
+    h_sync: np.ndarray  # bool: a synchronization or blocking copy
+    h_fixed: np.ndarray  # bool: before the replayed window (kept at measured times)
+    # GPU activities: kernels rows then memcpy rows (``g_src`` 0/1, ``g_row``)
+    g_src: np.ndarray
+    g_row: np.ndarray
+    g_ts: np.ndarray
+    g_end: np.ndarray
+    g_stream: np.ndarray  # device * 2**32 + stream
+    g_kind: np.ndarray  # 0 comm, 1 kernel, 2 memcpy, 3 memset
+    g_launch: np.ndarray  # host call index, -1
+    g_offl: np.ndarray
+    g_prev: np.ndarray
+    g_offp: np.ndarray
+    g_dep: np.ndarray
+    g_offd: np.ndarray
+    g_resid: np.ndarray  # the measured delay nothing explains (on the binding edge)
+    g_bind: np.ndarray  # 0 launch, 1 stream, 2 cross-stream, -1 none (kept at its time)
+    g_fixed: np.ndarray
+    order: list[int]  # event codes: host start i, n_h + GPU j, n_h + n_g + sync end i
+    # steps (steady): boundaries and the host anchors that place them in the replay
+    bounds: np.ndarray  # step starts then the last end (len n_steps + 1)
+    anchor: np.ndarray  # the main thread's last call before each boundary, -1
+    anchor_off: np.ndarray  # the boundary is this long after its end (or start)
+    anchor_end: np.ndarray  # bool: measured from the call's end (it ended before the boundary)
+    last_gpu: int  # GPU activity that ends the last step, -1
+    last_gpu_off: int
+    launch_latency_ns: int
+    main_tid: int
+    start_ns: int  # the window's start: a thread's first call in it starts h_gap after it
+    g_key: np.ndarray  # step * n_streams + stream code of each activity launched in a step, -1
+    n_streams: int
+
+    @property
+    def n_h(self) -> int:
+        return len(self.h_ts)
+
+    @property
+    def n_g(self) -> int:
+        return len(self.g_ts)
+
+    def kernel_nodes(self, rows: np.ndarray) -> np.ndarray:
+        """GPU node indices of ``trace.kernels`` rows (those in the graph)."""
+        return self._nodes(0, rows)
+
+    def memcpy_nodes(self, rows: np.ndarray) -> np.ndarray:
+        return self._nodes(1, rows)
+
+    def _nodes(self, src: int, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        m = self.g_src == src
+        idx = np.flatnonzero(m)
+        pos = np.searchsorted(self.g_row[idx], rows)  # g_row is sorted within a source
+        pos = np.clip(pos, 0, max(len(idx) - 1, 0))
+        ok = (len(idx) > 0) & (self.g_row[idx[pos]] == rows) if len(idx) else np.zeros(0, bool)
+        return idx[pos[ok]] if len(idx) else np.zeros(0, dtype=np.int64)
+
+    def host_nodes(self, runtime_rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(runtime_rows, dtype=np.int64)
+        pos = np.clip(np.searchsorted(self.h_rt, rows), 0, max(self.n_h - 1, 0))
+        ok = self.h_rt[pos] == rows if self.n_h else np.zeros(0, bool)
+        return pos[ok]
+
+
+def graph(trace: Trace) -> Graph:
+    """The step graph of ``trace`` (a steady trace: see :func:`advisor.derive.steps.steady_trace`),
+    built once."""
+    return trace.memo("replay_graph", lambda: _build(trace))  # type: ignore[no-any-return]
+
+
+def _flags(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
+    cat = names.astype("category").array
+    hit = np.array([bool(rx.match(str(c))) for c in cat.categories] + [False], dtype=bool)
+    return hit[np.asarray(cat.codes)]
+
+
+def _build(trace: Trace) -> Graph:
+    rt, k, mc = trace.runtime, trace.kernels, trace.memcpy
+    st = trace.steps
+    lo = int(st["ts_ns"].min()) if len(st) else 0
+    # ---- GPU activities
+    kcols = ["ts_ns", "end_ns", "device", "stream", "launch_idx"]
+    kk = k[kcols].assign(src=0, row=np.arange(len(k)),
+                         kind=np.where(k["is_comm"].to_numpy(dtype=bool), 0, 1))  # fmt: skip
+    mm = mc[kcols].assign(src=1, row=np.arange(len(mc)),
+                          kind=np.where(mc["kind"].astype(str).to_numpy() == "Memset", 3, 2))  # fmt: skip
+    g = pd.concat([p for p in (kk, mm) if len(p)] or [kk], ignore_index=True)
+    g_ts = g["ts_ns"].to_numpy(np.int64)
+    g_end = g["end_ns"].to_numpy(np.int64)
+    dev = g["device"].fillna(-1).to_numpy(np.int64)
+    strm = pd.to_numeric(g["stream"], errors="coerce").fillna(-1).to_numpy(np.int64)
+    g_stream = dev * (1 << 32) + strm
+    li = g["launch_idx"].to_numpy(np.int64)
+
+    # ---- host calls that matter: launches, syncs, blocking copies
+    n_rt = len(rt)
+    launched = np.zeros(n_rt, dtype=bool)
+    launched[li[li >= 0]] = True
+    is_sync_call = _flags(rt["name"], SYNC_CALL_RE) if n_rt else np.zeros(0, bool)
+    is_copy_call = _flags(rt["name"], COPY_CALL_RE) if n_rt else np.zeros(0, bool)
+    keep = launched | is_sync_call
+    h_rt = np.flatnonzero(keep)
+    h_ts = rt["ts_ns"].to_numpy(np.int64)[h_rt]
+    h_end = rt["end_ns"].to_numpy(np.int64)[h_rt]
+    pid = rt["pid"].to_numpy()[h_rt]
+    tid_raw = rt["tid"].to_numpy()[h_rt]
+    # a thread is (pid, tid); sort host calls by start
+    o = np.lexsort((h_end, h_ts))
+    h_rt, h_ts, h_end, pid, tid_raw = h_rt[o], h_ts[o], h_end[o], pid[o], tid_raw[o]
+    thr_codes, h_tid = np.unique(np.stack([pd.factorize(pid)[0], pd.factorize(tid_raw)[0]]),
+                                 axis=1, return_inverse=True)  # fmt: skip
+    h_tid = h_tid.astype(np.int64).ravel()
+    pcode = pd.factorize(pid)[0]
+    n_h = len(h_ts)
+    rt_to_h = np.full(n_rt, -1, dtype=np.int64)
+    rt_to_h[h_rt] = np.arange(n_h)
+
+    # host order and gaps, per thread
+    h_prev = np.full(n_h, -1, dtype=np.int64)
+    for t in np.unique(h_tid):
+        idx = np.flatnonzero(h_tid == t)
+        h_prev[idx[1:]] = idx[:-1]
+    prev_end = np.where(h_prev >= 0, h_end[np.clip(h_prev, 0, None)], h_ts)
+    h_gap = np.maximum(h_ts - prev_end, 0)
+
+    # hand-offs between threads of one process
+    h_q = np.full(n_h, -1, dtype=np.int64)
+    threads = np.unique(h_tid)
+    if len(threads) > 1:
+        best_end = np.full(n_h, NEG, dtype=np.int64)
+        for t in threads:
+            idx = np.flatnonzero(h_tid == t)
+            ends = np.maximum.accumulate(h_end[idx])
+            j = np.searchsorted(ends, h_ts, side="right") - 1
+            cand = np.where(j >= 0, idx[np.clip(j, 0, None)], -1)
+            other = (h_tid != t) & (cand >= 0)
+            other &= pcode == pcode[np.clip(cand, 0, None)]
+            ce = h_end[np.clip(cand, 0, None)]
+            better = other & (ce > best_end)
+            h_q[better], best_end[better] = cand[better], ce[better]
+        ok = h_q >= 0
+        off = h_ts - best_end
+        own = h_ts - prev_end
+        ok &= (off <= HANDOFF_NS) & ((h_prev < 0) | ((best_end > prev_end) & (own > 3 * off)))
+        h_q[~ok] = -1
+    h_qoff = np.where(h_q >= 0, h_ts - h_end[np.clip(h_q, 0, None)], 0)
+    h_gap = np.where(h_q >= 0, 0, h_gap)  # the thread waited for the other one
+
+    # ---- GPU edges
+    g_launch = np.where(li >= 0, rt_to_h[np.clip(li, 0, None)], -1)
+    g_launch = np.where(li >= 0, g_launch, -1)
+    n_g = len(g_ts)
+    lts = np.where(g_launch >= 0, h_ts[np.clip(g_launch, 0, None)], NEG)
+    lat = g_ts - lts
+    good = (g_launch >= 0) & (lat >= 0)
+    L0 = int(np.percentile(lat[good], 5)) if good.any() else 0
+    go = np.lexsort((g_ts, g_stream))
+    g_prev = np.full(n_g, -1, dtype=np.int64)
+    same = np.r_[False, g_stream[go][1:] == g_stream[go][:-1]] if n_g else np.zeros(0, bool)
+    g_prev[go[same]] = go[np.flatnonzero(same) - 1]
+    pend = np.where(g_prev >= 0, g_end[np.clip(g_prev, 0, None)], NEG)
+    c_launch = np.where(g_launch >= 0, lts + L0, NEG)
+    natural = np.maximum(c_launch, pend)
+    resid = np.where(natural > NEG, g_ts - natural, 0)
+    # cross-stream waits: a late start right after another stream's activity on the device
+    g_dep = np.full(n_g, -1, dtype=np.int64)
+    late = np.flatnonzero(resid > CROSS_STREAM_MIN_NS)
+    if len(late):
+        eo = np.argsort(g_end, kind="stable")
+        ends_sorted = g_end[eo]
+        for j in late.tolist():
+            hi = np.searchsorted(ends_sorted, g_ts[j] + 1, side="left")
+            lo_i = np.searchsorted(ends_sorted, g_ts[j] - CROSS_STREAM_TOL_NS, side="left")
+            for c in eo[lo_i:hi][::-1].tolist():
+                if g_stream[c] != g_stream[j] and g_stream[c] >> 32 == g_stream[j] >> 32:
+                    g_dep[j] = c
+                    break
+    dend = np.where(g_dep >= 0, g_end[np.clip(g_dep, 0, None)], NEG)
+    natural = np.maximum(natural, dend)
+    resid = np.where(natural > NEG, np.maximum(g_ts - natural, 0), 0)
+    cands = np.stack([c_launch, pend, dend])
+    g_bind = np.where(natural > NEG, np.argmax(cands, axis=0), -1)
+    g_offl = np.full(n_g, L0, dtype=np.int64)
+    g_offp = np.zeros(n_g, dtype=np.int64)
+    g_offd = np.zeros(n_g, dtype=np.int64)
+    # the binding edge gives back the measured start (also when the clocks disagree)
+    g_offl = np.where(g_bind == 0, g_ts - lts, np.minimum(g_offl, g_ts - lts))
+    g_offp = np.where(g_bind == 1, g_ts - pend, np.minimum(0, g_ts - pend))
+    g_offd = np.where(g_bind == 2, g_ts - dend, np.minimum(0, g_ts - dend))
+    g_offl = np.where(g_launch >= 0, g_offl, 0)
+    g_offp = np.where(g_prev >= 0, g_offp, 0)
+    g_offd = np.where(g_dep >= 0, g_offd, 0)
+
+    # ---- syncs and blocking copies: what they waited for
+    h_await = np.full(n_h, -1, dtype=np.int64)
+    sync_rows = np.flatnonzero(is_sync_call[h_rt]) if n_h else np.zeros(0, np.int64)
+    if len(sync_rows) and n_g:
+        lo_order = np.argsort(np.where(g_launch >= 0, lts, g_ts), kind="stable")
+        lsorted = np.where(g_launch >= 0, lts, g_ts)[lo_order]
+        for i in sync_rows.tolist():
+            n = np.searchsorted(lsorted, h_ts[i], side="left")
+            cand = lo_order[max(0, n - 4000) : n]
+            e = g_end[cand]
+            e = np.where(e <= h_end[i] + CLOCK_TOL_NS, e, NEG)
+            if len(e) and e.max() > h_ts[i]:
+                h_await[i] = cand[int(np.argmax(e))]
+    copy_h = np.flatnonzero(is_copy_call[h_rt]) if n_h else np.zeros(0, np.int64)
+    if len(copy_h):
+        own = np.full(n_h, -1, dtype=np.int64)
+        ok = g_launch >= 0
+        own[g_launch[ok]] = np.flatnonzero(ok)
+        oc = own[copy_h]
+        has = oc >= 0
+        ce = g_end[np.clip(oc, 0, None)]
+        # a device-to-host copy into pageable memory (or by cudaMemcpy) blocks the host by
+        # CUDA's rules; any copy that ended before its call returned did too
+        dtoh = np.zeros(n_g, dtype=bool)
+        if len(mc):
+            mk = (g["src"].to_numpy() == 1) & (g["kind"].to_numpy() == 2)
+            rows = g["row"].to_numpy()[mk]
+            dtoh[np.flatnonzero(mk)] = ((mc["kind"].astype(str).to_numpy()[rows] == "DtoH")
+                                        & (mc["dst"].astype(str).to_numpy()[rows] != "Pinned"))  # fmt: skip
+        blocking = has & (ce > h_ts[copy_h])
+        blocking &= (ce <= h_end[copy_h] + CLOCK_TOL_NS) | dtoh[np.clip(oc, 0, None)]
+        h_await[copy_h[blocking]] = oc[blocking]
+    h_sync = h_await >= 0
+    aend = g_end[np.clip(h_await, 0, None)] if n_g else np.zeros(n_h, np.int64)
+    h_tail = np.where(h_sync, np.maximum(h_end - aend, 0), 0)
+    h_base = np.where(h_sync & (aend > h_ts), h_tail, h_end - h_ts)
+    h_tail = np.where(h_sync & (aend > h_ts), h_tail, h_end - aend)
+
+    # ---- the replayed window: the steady steps
+    hi = int(st["end_ns"].max()) if len(st) else 0
+    h_fixed = (h_ts < lo) | (h_ts >= hi)
+    # a thread's first call in the window follows the window's start (host time before it
+    # in the first step is host work a fix may shrink)
+    first = (~h_fixed) & ((h_prev < 0) | h_fixed[np.clip(h_prev, 0, None)]) & (h_q < 0)
+    h_prev[first] = -1
+    h_gap[first] = np.maximum(h_ts[first] - lo, 0)
+    g_fixed = np.where(
+        g_launch >= 0, h_fixed[np.clip(g_launch, 0, None)], (g_ts < lo) | (g_ts >= hi)
+    )
+    if not len(st):
+        h_fixed[:] = True
+        g_fixed[:] = True
+
+    # which step launched each activity (its GPU time counts against that step's throughput)
+    sc, _ = pd.factorize(g_stream)
+    n_streams = max(int(sc.max()) + 1, 1) if n_g else 1
+    when = np.where(g_launch >= 0, lts, g_ts)
+    sidx = np.searchsorted(st["ts_ns"].to_numpy(np.int64), when, side="right") - 1 if len(st) else np.full(n_g, -1)
+    inside = (sidx >= 0) & (when < hi) & ~g_fixed
+    g_key = np.where(inside, sidx * n_streams + sc, -1).astype(np.int64)
+    order = _order(h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed,
+                   g_stream)  # fmt: skip
+    bounds, anchor, anchor_off, anchor_end, last_gpu, last_off, main_tid = _anchors(
+        trace, st, h_tid, h_ts, h_end, tid_raw, g_launch, g_end, g_fixed)  # fmt: skip
+    return Graph(h_rt=h_rt, h_tid=h_tid, h_traw=tid_raw, h_ts=h_ts, h_end=h_end, h_prev=h_prev, h_gap=h_gap,
+                 h_q=h_q, h_qoff=h_qoff, h_await=h_await, h_tail=h_tail, h_base=h_base,
+                 h_sync=h_sync, h_fixed=h_fixed, g_src=g["src"].to_numpy(np.int64),
+                 g_row=g["row"].to_numpy(np.int64), g_ts=g_ts, g_end=g_end, g_stream=g_stream,
+                 g_kind=g["kind"].to_numpy(np.int64), g_launch=g_launch, g_offl=g_offl,
+                 g_prev=g_prev, g_offp=g_offp, g_dep=g_dep, g_offd=g_offd, g_resid=resid,
+                 g_bind=g_bind, g_fixed=g_fixed, order=order, bounds=bounds, anchor=anchor,
+                 anchor_off=anchor_off, anchor_end=anchor_end, last_gpu=last_gpu, last_gpu_off=last_off,
+                 launch_latency_ns=L0, main_tid=main_tid, start_ns=lo,
+                 g_key=g_key, n_streams=n_streams)  # fmt: skip
+
+
+def _order(h_tid: np.ndarray, h_ts: np.ndarray, h_end: np.ndarray, h_fixed: np.ndarray,
+           h_sync: np.ndarray, h_await: np.ndarray, g_ts: np.ndarray, g_launch: np.ndarray,
+           g_fixed: np.ndarray, g_stream: np.ndarray) -> list[int]:  # fmt: skip
+    """Replay order: every node after the nodes it reads. Measured times, with each key moved
+    past a predecessor's when the clocks put the predecessor later (keys never decrease along
+    a thread or a stream; a sync ends after what it waited for started)."""
+    n_h, n_g = len(h_ts), len(g_ts)
+    go = np.lexsort((g_ts, g_stream))
+    gseg = np.cumsum(np.r_[True, g_stream[go][1:] != g_stream[go][:-1]]) if n_g else go
+    ho = np.lexsort((h_ts, h_tid))
+    hseg = np.repeat(h_tid[ho], 2)
+    hs_key, he_key = h_ts.copy(), h_ts.copy()
+    gk = g_ts.copy()
+    for _ in range(2):
+        if n_g:
+            gk = np.maximum(g_ts, np.where(g_launch >= 0, hs_key[np.clip(g_launch, 0, None)], g_ts))
+            gk[go] = pd.Series(gk[go]).groupby(gseg).cummax().to_numpy()
+            aw = np.clip(h_await, 0, None)
+            he_key = np.where(h_sync, np.maximum(h_end, gk[aw] + 1), hs_key)
+        seq = np.stack([hs_key[ho], he_key[ho]], axis=1).ravel()
+        seq = pd.Series(seq).groupby(hseg).cummax().to_numpy().reshape(-1, 2)
+        hs_key[ho], he_key[ho] = seq[:, 0], seq[:, 1]
+    hs = np.flatnonzero(~h_fixed)
+    gs = np.flatnonzero(~g_fixed)
+    ss = np.flatnonzero(h_sync & ~h_fixed)
+    keys = np.concatenate([hs_key[hs], gk[gs], he_key[ss]])
+    kind = np.concatenate([np.ones(len(hs)), np.full(len(gs), 2), np.zeros(len(ss))])
+    code = np.concatenate([hs, n_h + gs, n_h + n_g + ss])
+    o = np.lexsort((kind, keys))
+    return code[o].tolist()  # type: ignore[no-any-return]
+
+
+def _anchors(trace: Trace, st: pd.DataFrame, h_tid: np.ndarray, h_ts: np.ndarray,
+             h_end: np.ndarray, tid_raw: np.ndarray, g_launch: np.ndarray, g_end: np.ndarray,
+             g_fixed: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:  # fmt: skip
+    """Step boundaries and the host calls on the main thread that place them in the replay."""
+    n = len(st)
+    bounds = (
+        np.r_[st["ts_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)[-1:]]
+        if n
+        else np.zeros(0, np.int64)
+    )
+    anchor = np.full(len(bounds), -1, dtype=np.int64)
+    off = np.zeros(len(bounds), dtype=np.int64)
+    if not len(h_ts) or not n:
+        return bounds, anchor, off, np.zeros(len(bounds), bool), -1, 0, -1
+    main = _main_thread(trace, h_tid, tid_raw, h_ts, int(bounds[0]), int(bounds[-1]))
+    idx = np.flatnonzero(h_tid == main)
+    # each boundary follows the main thread's last call before it: host work shrunk after
+    # that call (at the start of the next step) moves the next boundary, not this one
+    j = np.searchsorted(h_ts[idx], bounds, side="left") - 1
+    ok = j >= 0
+    anchor[ok] = idx[j[ok]]
+    a = anchor[ok]
+    off[ok] = bounds[ok] - np.where(h_end[a] <= bounds[ok], h_end[a], h_ts[a])
+    ends_at = np.zeros(len(bounds), dtype=bool)
+    ends_at[ok] = h_end[a] <= bounds[ok]
+    last_gpu, last_off, last = -1, 0, len(bounds) - 1
+    inwin = np.flatnonzero(~g_fixed & (g_end <= bounds[last]) & (g_end >= bounds[last - 1]))
+    if len(inwin):  # a step that ends with its GPU work (markers other than ProfilerStep)
+        lg = int(inwin[np.argmax(g_end[inwin])])
+        if bounds[last] - g_end[lg] <= CLOCK_TOL_NS:
+            last_gpu, last_off = lg, int(bounds[last] - g_end[lg])
+    return bounds, anchor, off, ends_at, last_gpu, last_off, int(main)
+
+
+def _main_thread(trace: Trace, h_tid: np.ndarray, tid_raw: np.ndarray, h_ts: np.ndarray,
+                 lo: int, hi: int) -> int:  # fmt: skip
+    """The thread the step markers are on (else the one with the most calls in the window)."""
+    ann = trace.annotations
+    if len(ann) and not trace.meta.synthetic_steps:
+        m = ann["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
+        if m.any():
+            t = ann["tid"].to_numpy()[m][0]
+            hit = np.flatnonzero(tid_raw == t)
+            if len(hit):
+                return int(h_tid[hit[0]])
+    inw = (h_ts >= lo) & (h_ts < hi)
+    vals = h_tid[inw] if inw.any() else h_tid
+    return int(np.bincount(vals).argmax())
