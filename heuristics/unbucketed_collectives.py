@@ -17,10 +17,13 @@ GPU idles between them; a slow host on one rank makes every other rank wait insi
 step (the outermost ``c10d::``/``nccl:`` op of each launch), the window from the first call
 to the end of the last collective kernel, and the GPU idle time inside that window. With
 bucketing, about one call per ten parameters remains (DDP's 25 MB buckets usually hold far
-more, so this errs low); the host time of the calls that disappear is the saving, capped at
-the GPU idle time in the window (only time the GPU spent waiting can be won back). The low
-end of the range is half of it. Message sizes are not in most traces, so the transfer time
-itself is assumed unchanged.
+more, so this errs low): the steps are replayed (``advisor/replay``) with the host time of the
+collective calls cut to that share, so the saving counts only where the host issuing them
+held the step back; the range replays a quarter of the calls removed (low) and all but one
+(high). Without a replayable step, the host time saved capped at the GPU idle time in the
+window is shown instead. The collectives' own kernels are left as they are (message sizes are
+not in most traces, and the waiting inside them is the other ranks' host, which coalescing on
+every rank shrinks too: the saving errs low).
 
 **How to fix.** The advice follows the source. Collectives traced into a compiled backward:
 keep DDP outside ``torch.compile`` (``torch.compile(DDP(model))``), whose reducer buckets
@@ -40,6 +43,7 @@ sizes would tell them apart, but most traces do not record them.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,6 +52,7 @@ from advisor.comm import collective_name, has_ddp_reducer
 from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
+from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.timeline import union
 from advisor.trace.model import Trace
@@ -135,9 +140,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     window_ms, idle_ms = _window(trace, mine, int(mine["device"].iat[0]))
     per_bucket = max(1.0, ctx.t("unbucketed_collectives.params_per_bucket"))
     left = math.ceil(per_step / per_bucket)
-    saved_host = host_ms * (1.0 - left / per_step) if per_step > 0 else 0.0
-    saving = max(0.0, min(saved_host, idle_ms))
-    if saving < ctx.t("unbucketed_collectives.min_ms"):
+    keep = left / per_step
+    saving = max(0.0, min(host_ms * (1.0 - keep), idle_ms))
+    ops = trace.cpu_ops
+    rep = ctx.whatif(ShrinkHost(ops["ts_ns"].to_numpy()[uniq], ops["end_ns"].to_numpy()[uniq],
+                                ops["tid"].to_numpy()[uniq], keep=keep, low=0.75,
+                                high=1.0 / per_step, label="bucketed collectives"))  # fmt: skip
+    fields: dict[str, Any] = {"est_savings_ms": round(saving, 3),
+                              "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3))}  # fmt: skip
+    how = (f"Without a replayable step: the host time saved, capped at the GPU idle time inside "
+           f"the collective window ({fmt_ms(idle_ms)}); low end: half of it.")  # fmt: skip
+    if rep.replayed:
+        fields, how = rep.draft_fields(), rep.assumption
+    if fields["est_savings_ms"] < ctx.t("unbucketed_collectives.min_ms"):
         return []
     ddp = has_ddp_reducer(trace) or bool(ctx.run_get("modules", "distributed_data_parallel"))
     source, via = collective_source(trace, uniq, ddp)
@@ -156,8 +171,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     locations = aggregate(ctx.locator.for_op(int(i)) for i in uniq[:2000])
     return [Draft(
         id=ID, title=TITLE,
-        est_savings_ms=round(saving, 3),
-        est_savings_range_ms=(round(saving / 2, 3), round(saving, 3)),
         confidence="medium" if source != "ddp" else "low",
         summary=(f"{per_step:.0f} separate {kind} collectives per step ({call}), "
                  f"{advice.source_text}: {fmt_ms(host_ms)} of host time per step issuing them "
@@ -169,13 +182,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         evidence=tuple(evidence),
         locations=locations,
         assumptions=(
-            f"Bucketing leaves about one call per {per_bucket:g} collectives ({left} per step); "
-            "the host time of the others is saved, capped at the GPU idle time inside the "
-            f"collective window ({fmt_ms(idle_ms)}); low end: half of it.",
-            "Message sizes are not in the trace: transfer time is assumed unchanged.",
+            f"Bucketing leaves about one call per {per_bucket:g} collectives ({left} per step): "
+            f"their host time keeps {keep:.0%} of itself (range: 75% to one call per step).",
+            how,
+            "Message sizes are not in the trace: the collective kernels are left unchanged.",
             f"Source: {source} (DDP reducer {'present' if ddp else 'absent'}).",
         ),
-        extra={"per_step": round(per_step, 1), "host_ms": round(host_ms, 3),
-               "window_ms": round(window_ms, 3), "idle_ms": round(idle_ms, 3),
-               "source": source},  # fmt: skip
+        **fields,
     )]  # fmt: skip
