@@ -12,10 +12,12 @@ dtype/device conversion. Concatenation is left to ``cat-in-loop``.
 tensor through device memory, takes a kernel launch and host time for the op, and delays the
 kernels queued behind it. Hundreds of small copies per step cost mostly their fixed overhead.
 
-**How the saving is estimated.** The GPU time of the copies per step (median over the steps),
-half of it claimed: some copies are needed (a layout change the next kernel requires), and
-which ones cannot be told from the trace. The range is a quarter to all of it. Host time of
-the copy ops is not counted, so on a host-bound step the real gain can be larger.
+**How the saving is estimated.** Half of the copies are assumed avoidable (some are needed, a
+layout change the next kernel requires, and the trace cannot tell which): the steps are replayed
+(``advisor/replay``) with the copies' GPU time halved and the host time of their ops halved, so
+the saving counts only what held the step back; the range replays a quarter and all of them
+removed. Without a replayable step, half the copies' GPU time per step (median over the steps)
+is shown instead.
 
 **How to fix.** By cause: in a compiled region, look for ``copy_``/``clone`` nodes in the graph
 (``TORCH_LOGS="aot_graphs"``): inputs or buffers mutated inside the compiled function are written
@@ -35,6 +37,7 @@ claim is halved for that reason.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +45,7 @@ import pandas as pd
 from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
+from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.thresholds import register
 from advisor.trace.model import Trace
 from heuristics._gpu_timeline import fmt_ms, n_steps, op_chain, op_names
@@ -51,7 +55,8 @@ TITLE = "Storms of device-to-device copies"
 
 register("device_copies.min_per_step", 100.0, "report from this many DtoD copies per step")
 register("device_copies.min_pct", 1.0, "and when they take this % of the median step")
-register("device_copies.fraction", 0.5, "share of the copies' GPU time claimed as saving")
+register("device_copies.fraction", 0.5, "share of the copies assumed avoidable")
+register("device_copies.min_ms", 0.1, "report from this saving per step (ms)")
 
 _COPY_KERNEL = re.compile(r"copy_kernel|direct_copy|triton_\w*clone|[^a-z]clone[^a-z]", re.I)
 _NOT_COPY = re.compile(r"CatArray|nccl|rccl|gemm", re.I)
@@ -95,20 +100,22 @@ def _cause(names: list[str]) -> str:
 
 def copy_activity(trace: Trace) -> pd.DataFrame:
     """DtoD memcpys and copy kernels inside steps: columns kind, step, ts_ns, dur_ns, bytes
-    (memcpys only, else 0), launch_idx."""
+    (memcpys only, else 0), launch_idx, row (position in ``trace.memcpy`` or ``trace.kernels``)."""
     m = trace.memcpy
-    m = m[(m["kind"].astype(str) == "DtoD").to_numpy() & (m["step"] >= 0).to_numpy()]
+    msel = (m["kind"].astype(str) == "DtoD").to_numpy() & (m["step"] >= 0).to_numpy()
     k = trace.kernels
+    ksel = np.zeros(len(k), dtype=bool)
     if len(k):
         names = k["name"].astype(str)
         hit = names.str.contains(_COPY_KERNEL) & ~names.str.contains(_NOT_COPY)
-        k = k[hit.to_numpy() & ~k["is_comm"].to_numpy(dtype=bool) & (k["step"] >= 0).to_numpy()]
+        ksel = hit.to_numpy() & ~k["is_comm"].to_numpy(dtype=bool) & (k["step"] >= 0).to_numpy()
     cols = ["step", "ts_ns", "dur_ns", "launch_idx"]
-    parts = [m[cols].assign(kind="memcpy", bytes=m["bytes"].to_numpy()),
-             k[cols].assign(kind="kernel", bytes=0)]  # fmt: skip
+    parts = [m[msel][cols].assign(kind="memcpy", bytes=m["bytes"].to_numpy()[msel],
+                                  row=np.flatnonzero(msel)),
+             k[ksel][cols].assign(kind="kernel", bytes=0, row=np.flatnonzero(ksel))]  # fmt: skip
     parts = [p for p in parts if len(p)]
     if not parts:
-        return pd.DataFrame(columns=[*cols, "kind", "bytes"])
+        return pd.DataFrame(columns=[*cols, "kind", "bytes", "row"])
     return pd.concat(parts, ignore_index=True)
 
 
@@ -131,12 +138,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     op = np.where(li >= 0, rt_op[np.clip(li, 0, max(len(rt_op) - 1, 0))], -1) if len(rt_op) else li
     opn = op_names(trace)
     label: dict[int, tuple[str, str, str]] = {}  # op row -> (cause, copy op, context op)
+    copy_rows: set[int] = set()  # the copy ops (clone over its copy_), for their host time
     for i in np.unique(op[op >= 0]).tolist():
-        chain = [str(opn[j]) for j in op_chain(trace, i)]
-        inner = next((n for n in chain if n in _COPY_OPS), chain[0])
-        inner = next((n for n in chain if n in _COPY_OPS[1:]), inner)  # clone over its copy_
+        rows = op_chain(trace, i)
+        chain = [str(opn[j]) for j in rows]
+        at = next((j for j, n in enumerate(chain) if n in _COPY_OPS), 0)
+        at = next((j for j, n in enumerate(chain) if n in _COPY_OPS[1:]), at)
+        copy_rows.add(int(rows[at]))
         context = next((n for n in reversed(chain) if n not in _COPY_OPS), chain[-1])
-        label[i] = (_cause(chain), inner, context)
+        label[i] = (_cause(chain), chain[at], context)
     none = ("copy", "(no launching op)", "")
     lab = [label.get(int(i), none) for i in op]
     act = act.assign(op=op, cause=[x[0] for x in lab], copy_op=[x[1] for x in lab],
@@ -156,30 +166,58 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     fixes = [f"{_FIX[c]}." for c in causes.index[:3]]
     top = g.iloc[0]
     frac = ctx.t("device_copies.fraction")
-    saving = gpu_ms * frac
+    host_ms = float(trace.cpu_ops["dur_ns"].to_numpy()[sorted(copy_rows)].sum()) / 1e6 / steps
+    fields, how = _value(trace, ctx, act, sorted(copy_rows), frac, gpu_ms)
+    rng = fields["est_savings_range_ms"]
+    if max(fields["est_savings_ms"], rng[1] if rng else 0.0) < ctx.t("device_copies.min_ms"):
+        return []
     mc = act[act["kind"] == "memcpy"]
     locations = aggregate(ctx.locator.for_op(int(i)) for i in act["op"] if i >= 0)
     where = f" in {top['context']}" if top["context"] and top["context"] != top["copy_op"] else ""
     return [Draft(
         id=ID, title=TITLE,
-        est_savings_ms=round(saving, 3),
-        est_savings_range_ms=(round(gpu_ms / 4, 3), round(gpu_ms, 3)),
         confidence="low",
         summary=(f"{per_step:.0f} device-to-device copies per step ({len(mc) / steps:.0f} DtoD "
                  f"memcpys, {(len(act) - len(mc)) / steps:.0f} copy kernels) take "
                  f"{fmt_ms(gpu_ms)} of GPU time per step ({gpu_ms / step_ms:.1%} of the "
-                 f"{fmt_ms(step_ms)} step). Most from {top['copy_op']}{where} "
+                 f"{fmt_ms(step_ms)} step), and their ops {fmt_ms(host_ms)} of host time. "
+                 f"Most from {top['copy_op']}{where} "
                  f"({top['n'] / steps:.0f} per step)."),  # fmt: skip
         recommendation="Remove the copies at their source: " + " ".join(fixes),
         snippet=_snippet(str(causes.index[0])),
         evidence=tuple(evidence),
         locations=locations,
         assumptions=(
-            f"Saving = {frac:g} x the copies' GPU time per step (median over {steps} steps); "
-            "some copies are needed and the trace cannot tell which; range: a quarter to all.",
-            "Host time of the copy ops is not counted.",
+            f"{frac:.0%} of the copies assumed avoidable (their GPU time and the host time of "
+            "their ops); some copies are needed and the trace cannot tell which; range: a "
+            "quarter to all of them.",
+            how,
         ),
+        **fields,
     )]  # fmt: skip
+
+
+def _value(trace: Trace, ctx: Context, act: pd.DataFrame, copy_ops: list[int], frac: float,
+           gpu_ms: float) -> tuple[dict[str, Any], str]:  # fmt: skip
+    """The saving of removing ``frac`` of the copies, replayed; without a replayable step, that
+    share of their GPU time."""
+    ops = trace.cpu_ops
+    rows = np.asarray(copy_ops, dtype=np.int64)
+    kern = act.loc[act["kind"] == "kernel", "row"].to_numpy(np.int64)
+    mem = act.loc[act["kind"] == "memcpy", "row"].to_numpy(np.int64)
+    speed = 1.0 / (1.0 - frac) if frac < 1 else float("inf")
+    fix = Combined([
+        ScaleGpu(kernels=kern, memcpy=mem, speedup=speed, low=4 / 3, high=float("inf")),
+        ShrinkHost(ops["ts_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows],
+                   ops["tid"].to_numpy()[rows], keep=1.0 - frac, low=0.75, high=0.0),
+    ], label="fewer device copies")  # fmt: skip
+    rep = ctx.whatif(fix) if len(trace.runtime) else None  # no launches: nothing to replay
+    if rep is not None and rep.replayed:
+        return rep.draft_fields(), rep.assumption
+    fields = {"est_savings_ms": round(gpu_ms * frac, 3),
+              "est_savings_range_ms": (round(gpu_ms / 4, 3), round(gpu_ms, 3))}  # fmt: skip
+    return fields, (f"Not replayed (no steady step the replay can place): {frac:g} x the "
+                    "copies' GPU time per step (median over the steps).")  # fmt: skip
 
 
 _SNIPPETS = {
