@@ -125,9 +125,10 @@ def compute_union(trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray]:
 def per_kernel_exposed(trace: Trace, device: int) -> pd.DataFrame:
     """The communication kernels of ``device`` in the HTA window with the part of each that no
     computation kernel covers: columns name, collective, stream, step, ts_ns, dur_ns,
-    exposed_ns, launch_idx."""
+    exposed_ns, launch_idx, row (of ``trace.kernels``)."""
     ks, ke = compute_union(trace, device)
     k = trace.kernels
+    k = k.assign(row=np.arange(len(k)))
     k = k[k["is_comm"].to_numpy() & (k["device"] == device).to_numpy()]
     if len(trace.runtime):
         k = k[k["launch_idx"] >= 0]
@@ -147,6 +148,7 @@ def per_kernel_exposed(trace: Trace, device: int) -> pd.DataFrame:
         "dur_ns": e - s,
         "exposed_ns": exposed,
         "launch_idx": k["launch_idx"].to_numpy(),
+        "row": k["row"].to_numpy(),
     })  # fmt: skip
 
 

@@ -141,11 +141,23 @@ def digest_trace(trace: Trace, report: dict[str, Any], rank: int | None = None) 
         collectives=collectives(trace),
         device=dev.name if dev else None,
         extra={
-            "free_compute_ms": round((cs.compute_ns - cs.overlap_ns) / 1e6 / max(cs.steps, 1), 3)
+            "free_compute_ms": round((cs.compute_ns - cs.overlap_ns) / 1e6 / max(cs.steps, 1), 3),
+            **_comm_replay(trace),
         }
         if cs
         else {},
     )
+
+
+def _comm_replay(trace: Trace) -> dict[str, float]:
+    """``comm_hidden_replay_ms``: what the steps lose in the replay with every collective
+    hidden entirely (waiting included): no overlap can save more on this rank."""
+    from advisor.replay.fixes import HideComm
+    from advisor.replay.whatif import whatif
+
+    rows = np.flatnonzero(trace.kernels["is_comm"].to_numpy(dtype=bool))
+    s = whatif(trace, HideComm(rows, wait_ns=np.zeros(len(rows), dtype=np.int64)))
+    return {"comm_hidden_replay_ms": s.ms} if s.replayed else {}
 
 
 def _step_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:

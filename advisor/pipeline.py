@@ -21,8 +21,10 @@ from advisor.errors import AdvisorError
 from advisor.findings import Draft
 from advisor.locate import Locator
 from advisor.outfiles import atomic_write
-from advisor.rank import rank, savings_bound_ms
+from advisor.rank import rank
 from advisor.registry import Context, all_detectors, run_detectors
+from advisor.replay.bound import step_bound
+from advisor.replay.whatif import combined_bound_ms
 from advisor.report import Errored, Report, Skipped
 from advisor.thresholds import Thresholds
 from advisor.timeline import main_device, step_busy
@@ -155,7 +157,10 @@ def analyze_trace(
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
     findings = rank(lower_confidence(outcome.drafts, trace_quality(trace)), step_ms, th)
     run = run_summary(trace, run_ctx)
-    run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
+    run["est_savings_bound_ms"], replayed = combined_bound_ms(trace, outcome.drafts, findings,
+                                                              step_ms)  # fmt: skip
+    run["est_savings_bound_how"] = "replayed together" if replayed else "sum, capped at the step"
+    run["bound"] = step_bound(trace)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
     views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source)
     return Report(

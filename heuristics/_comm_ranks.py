@@ -62,8 +62,10 @@ def refine(drafts: list[Draft], digests: Sequence[Any]) -> list[Draft]:
     if sp is None:
         return drafts
     tr, wt = sp["transfer_ms"], sp["wait_ms"]
-    # a rank's saving: its exposed transfer, capped at its compute that could hide it
-    per = [max(0.0, min(t, float(d.extra.get("free_compute_ms", float("inf")))))
+    # a rank's saving: its exposed transfer, capped at its compute that could hide it and at
+    # what its replayed steps lose with all its communication hidden (nothing, host-bound)
+    per = [max(0.0, min(t, float(d.extra.get("free_compute_ms", float("inf"))),
+                        float(d.extra.get("comm_hidden_replay_ms", float("inf")))))
            for t, d in zip(tr, digests, strict=True)]  # fmt: skip
     b = int(np.argmax(per))
     saving = round(per[b], 3)
@@ -89,6 +91,8 @@ def refine(drafts: list[Draft], digests: Sequence[Any]) -> list[Draft]:
             "the one-rank estimate (the last rank here may wait for one that is not)"
             if sp["partial"] else f"all {len(rk)} ranks are here")  # fmt: skip
     assumptions = tuple(a for a in old.assumptions if not a.startswith("One rank:")) + (
+        "Each rank's claim is capped at what its replayed steps lose with all of its "
+        "communication hidden (see docs/savings.md).",
         f"{sp['matched']} collective instances matched across ranks by name and end time (their "
         f"ends differ by at most {sp['max_end_gap_ms']:.2f} ms, their starts by up to "
         f"{sp['max_start_gap_ms']:.2f} ms); a rank's wait is the time from its start to the last "

@@ -41,9 +41,9 @@ import numpy as np
 from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
+from advisor.replay.fixes import ScaleGpu
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from advisor.replay.fixes import ScaleGpu
 from heuristics._gpu_timeline import fmt_ms, n_steps
 from heuristics._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
 

@@ -16,11 +16,13 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 **Why it costs time.** A step cannot finish faster than the GPU can work through it, but an
 idle GPU means the step is bound by something else. Peers flag a GPU less than 50% busy.
 
-**How the saving is estimated.** Only the part no other finding claims: half of the
-*host launch* idle time during which the host was inside ``aten::`` calls that launch GPU work
-(their dispatch and launch cost, which fewer, larger kernels or CUDA graphs remove; Python and
-other host work in the gap are not claimed), minus the launch gaps ``tiny-kernels`` already
-reports. Only the
+**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with
+half of the host time spent inside ``aten::`` calls that launch GPU work removed (their dispatch
+and launch cost, which fewer, larger kernels or CUDA graphs remove; Python and other host work
+is not touched); the range removes a quarter to three quarters. The saving is what the step
+loses: nothing when the GPU limits it. Where the replay cannot place the steps: half of the
+*host launch* idle time spent in those calls, minus the launch gaps ``tiny-kernels`` reports.
+Only the
 steady steps are measured (set-up before them is ``one-time-init``); a trace that cannot be
 split into iterations gets no claim, since its span mixes set-up with the loop. The dataloader
 and sync shares are the savings of ``dataloader-stall`` and ``sync-point``, and *other* has no
@@ -42,6 +44,7 @@ import numpy as np
 from advisor.derive.quality import affected_spans
 from advisor.findings import Draft, Evidence
 from advisor.registry import Context, detector
+from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.timeline import gaps, union
 from advisor.trace.model import Trace
@@ -146,10 +149,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     issuing = np.minimum(rest, _overlap(gs, ge, *launching_calls(trace)))
     claim_ns = int(np.where(host & ~tail, issuing, 0).sum())
     saving_ms = frac * max(0, claim_ns - tiny_ns) / 1e6 / steps
+    ls, le = launching_calls(trace)
+    rep = ctx.whatif(ShrinkHost(ls, le, keep=1.0 - frac, low=1.0 - frac / 2,
+                                high=max(0.0, 1.0 - 1.5 * frac), label="less launch overhead"))  # fmt: skip
+    fields: dict = {"est_savings_ms": saving_ms}
+    if rep.replayed and len(ls):
+        fields = rep.draft_fields()
+        saving_ms = rep.ms
     if trace.meta.synthetic_steps:
         # no iterations: the span mixes set-up, teardown and the loop, and nothing says how
         # much of the host's time a launch-side fix would remove (no claim; see one-time-init)
         saving_ms = 0.0
+        fields = {"est_savings_ms": 0.0}
     largest = max(CATS, key=lambda c: tot[c])
     ref = FINDING.get(largest)
     if largest == "host" and not tiny_ns:
@@ -171,7 +182,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     span_word = "of the GPU's active span" if trace.meta.synthetic_steps else "of each step"
     return [Draft(
         id=ID, title=TITLE,
-        est_savings_ms=saving_ms,
+        **{k: v for k, v in fields.items() if k != "extra"},
         confidence="medium" if not trace.meta.synthetic_steps else "low",
         summary=(f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
                  f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}"),
@@ -182,13 +193,16 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "Idle = step time not covered by any kernel, copy or memset on the device (all "
             "streams); a trace without step markers is measured from its first to its last "
             "GPU activity.",
-            f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
-            f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
-            "Python and other host work in the gaps is not claimed), minus the launch gaps "
-            f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the "
-            f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
-            + ("; none is claimed in a trace with no iterations (set-up and loop are mixed)."
-               if trace.meta.synthetic_steps else "."),
+            (f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work "
+             f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
+             "launch gaps. " + rep.assumption) if "extra" in fields else
+            (f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
+             f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
+             "Python and other host work in the gaps is not claimed), minus the launch gaps "
+             f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the "
+             f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
+             + ("; none is claimed in a trace with no iterations (set-up and loop are mixed)."
+                if trace.meta.synthetic_steps else ".")),
             "Only the steady steps are measured: set-up outside them (see one-time-init) is "
             "not idle time of a step.",
             *(("Spans the trace did not fully record (CUDA-graph replays, see "
@@ -196,7 +210,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "The dataloader and sync shares are the savings of dataloader-stall and sync-point "
             "(the same figures); they are not claimed again here. 'other' is not claimed.",
         ),
-        extra={"idle_pct": round(idle_pct, 2), "split_pct": {c: round(pct[c], 2) for c in CATS}},
+        extra={"idle_pct": round(idle_pct, 2), "split_pct": {c: round(pct[c], 2) for c in CATS},
+               **fields.get("extra", {})},
     )]  # fmt: skip
 
 

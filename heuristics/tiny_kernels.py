@@ -36,6 +36,7 @@ import numpy as np
 from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
+from advisor.replay.fixes import GraphLaunch
 from advisor.trace.model import Trace
 from heuristics._gpu_timeline import chain_match, fmt_ms, n_steps, name_flags, op_names
 from heuristics._launch import reported_gaps
@@ -171,9 +172,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                "`optimizer.zero_grad(set_to_none=True)` drops them (see zero-grad-not-none). "
                + rec)  # fmt: skip
         snippet = "optimizer.zero_grad(set_to_none=True)\n" + snippet
+    rep = ctx.whatif(GraphLaunch(lg["k_idx"].to_numpy(), host_keep=0.5, low=1.0, high=0.0,
+                                 label="CUDA graphs for the tiny kernels"))  # fmt: skip
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": gap_ms}
     return [Draft(
         id=ID, title=TITLE,
-        est_savings_ms=gap_ms,
+        **fields,
         confidence="medium" if in_opt < 0.5 else "high",
         summary=(f"{per_step:.0f} tiny kernels per step (median {_us(med_k)}; their launch calls "
                  f"take {_us(med_launch)}) leave the GPU idle {fmt_ms(gap_ms)} per step "
@@ -186,8 +190,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             f"Tiny = shorter than {max_k:g} us or than its own launch call; only gaps of at "
             f"most {ctx.t('tiny_kernels.max_gap_us'):g} us whose launch was still in progress "
             "when the GPU ran dry are counted.",
-            f"Saving = those gaps summed and divided by the {steps} step(s): CUDA graphs remove "
-            "them; fusion removes most. The kernels' own run time is not claimed.",
+            (rep.assumption + " The kernels' own run time is not claimed.") if rep.replayed else
+            (f"Saving = those gaps summed and divided by the {steps} step(s): CUDA graphs "
+             "remove them; fusion removes most. The kernels' own run time is not claimed."),
             "These gaps are part of gpu-idle's 'host launch' share; gpu-idle does not claim them.",
         ),
     )]  # fmt: skip

@@ -34,7 +34,7 @@ def test_coverage_of_disjoint_intervals() -> None:
 
 def test_exposed_allreduce_is_reported_per_step() -> None:
     # compute 0.1-6 ms, all-reduce 6-9 ms of each 10 ms step: 3 ms exposed per step
-    trace = rank_builder(0, arrive_us=6_000, end_us=9_000).load()
+    trace = rank_builder(0, arrive_us=6_000, end_us=9_000, sync=True).load()
     cs = comm_stats(trace)
     assert cs is not None and cs.overlap_pct == 0.0 and cs.steps == 3
     assert cs.exposed_ms_per_step == pytest.approx(3.0)
@@ -49,7 +49,7 @@ def test_exposed_allreduce_is_reported_per_step() -> None:
 
 def test_partial_overlap_matches_hta_definition() -> None:
     # compute until 7.5 ms covers half of the 6-9 ms all-reduce
-    trace = rank_builder(0, arrive_us=6_000, end_us=9_000, compute_end_us=7_500).load()
+    trace = rank_builder(0, arrive_us=6_000, end_us=9_000, compute_end_us=7_500, sync=True).load()
     cs = comm_stats(trace)
     assert cs is not None and cs.overlap_pct == pytest.approx(50.0)
     (f,) = _run(trace).findings
@@ -117,9 +117,10 @@ def test_df_index_resolver_reports_unhidden_allreduce() -> None:
     (f,) = _run(trace).findings
     # 59.6 ms of all-reduce per step runs with no compute beside it, but it is 404 per-parameter
     # c10d::allreduce_ calls from a compiled backward (no DDP reducer), most of each kernel
-    # waiting for the other ranks (HTA: the step is 100% CPU-bound): only ~1.6 ms is transfer
+    # waiting for the other ranks (HTA: the step is 100% CPU-bound): only ~1.6 ms is transfer,
+    # and the replay, the host limiting the step, saves next to nothing by hiding it
     assert "AllReduce" in f.summary and "59.57 ms of communication per step" in f.summary
-    assert 0.5 < f.est_savings_ms <= 2.0
+    assert f.est_savings_ms <= 2.0
     assert "bucket_cap_mb" not in f.recommendation and "bucket_cap_mb" not in f.snippet
     assert "404 collectives per step with no DDP reducer" in f.recommendation
     assert "unbucketed-collectives" in f.recommendation and "waiting" in f.recommendation

@@ -21,7 +21,7 @@ ONLY = Options(only=frozenset({"comm-overlap"}))
 def _merged(tmp_path: Path, arrive: dict[int, float]):  # noqa: ANN202
     """Two ranks, 4 steps of 10 ms: compute until each rank's arrival, then an all-reduce that
     ends at 9 ms on both (ends align, as NCCL's do)."""
-    b = {r: rank_builder(r, 2, arrive_us=a, end_us=9_000) for r, a in arrive.items()}
+    b = {r: rank_builder(r, 2, arrive_us=a, end_us=9_000, sync=True) for r, a in arrive.items()}
     report, _ = analyze_files(write_ranks(tmp_path, b), ONLY, tmp_path, jobs=1)
     (f,) = [f for f in report.findings if f.id == "comm-overlap"]
     return f
@@ -57,6 +57,7 @@ def test_single_rank_shortest_instance_is_the_transfer() -> None:
         op2 = b.op("c10d::allreduce_", t0 + 5_100, 40)
         b.launch(op2, "cudaLaunchKernel", t0 + 5_110, 5, kernel=ALLREDUCE, gpu_ts=t0 + 5_200,
                  gpu_dur=dur, stream=20)  # fmt: skip
+        b.runtime("cudaDeviceSynchronize", t0 + 5_120, 100 + dur)  # the host waits for it
     (f,) = analyze_trace(b.load(), None, ONLY).findings
     assert f.est_savings_ms == pytest.approx(1.0, abs=0.01)  # 3 x 1 ms transfer / 3 steps
     assert "about 1.00 ms is waiting for other ranks" in f.summary
@@ -125,7 +126,8 @@ def test_trace_filter_ranks_end_aligned_all_to_all(tmp_path: Path) -> None:
     # collectives of other process groups matched by order are not read as clock skew
     assert not any("clocks disagree" in q["what"] for q in report.run["trace_quality"])
     single = analyze_trace(__import__("advisor.trace").trace.load_trace(files[0]), None, ONLY)
-    assert f.est_savings_ms < single.findings[0].est_savings_ms  # waiting is not claimed
+    # waiting is not claimed (and the replay finds the steps limited elsewhere)
+    assert f.est_savings_ms <= single.findings[0].est_savings_ms
 
 
 def test_ddp_from_run_json_gets_bucket_advice() -> None:

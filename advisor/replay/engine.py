@@ -88,6 +88,7 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
     gd, offd = gr.g_dep.tolist(), mods.g_offd.tolist()
     gdur = mods.g_dur.tolist()
     hs_base = n_h + n_g
+    more = gr.h_await_more
     neg = -(1 << 62)
     start = gr.start_ns
     for ev in gr.order:
@@ -126,7 +127,13 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
             if a >= 0:  # (a dropped sync ended at its start's visit: its own time only)
                 e = S[i] + base[i]
                 t = GE[a] + tail[i]
-                E[i] = e if e > t else t
+                if t > e:
+                    e = t
+                for c in more.get(i, ()):  # a device sync waits for every stream
+                    t = GE[c] + tail[i]
+                    if t > e:
+                        e = t
+                E[i] = e
     hs, he = np.asarray(S, dtype=np.int64), np.asarray(E, dtype=np.int64)
     gs, ge = np.asarray(GS, dtype=np.int64), np.asarray(GE, dtype=np.int64)
     bounds = _bounds(gr, mods, hs, he, ge)

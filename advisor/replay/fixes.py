@@ -197,9 +197,16 @@ class GraphLaunch(Fix):
 
     kernels: Any
     host_keep: float = 1.0
+    low: float | None = None  # host_keep at the low-saving end
+    high: float | None = None
     label: str = "CUDA graphs"
 
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None or self.high is not None
+
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        host_keep = _pick(self.host_keep, self.low, self.high, level)
         nodes = gr.kernel_nodes(_rows(self.kernels))
         nodes = nodes[~gr.g_fixed[nodes]]
         if not len(nodes):
@@ -210,12 +217,12 @@ class GraphLaunch(Fix):
         h = np.unique(h[h >= 0])
         h = h[~gr.h_sync[h]]
         mods.h_dur[h] = np.minimum(mods.h_dur[h], GRAPH_LAUNCH_NS)
-        if self.host_keep < 1.0:  # host time between two captured launches on a thread
+        if host_keep < 1.0:  # host time between two captured launches on a thread
             hs = np.zeros(gr.n_h, dtype=bool)
             hs[h] = True
             inner = h[gr.h_prev[h] >= 0]
             inner = inner[hs[gr.h_prev[inner]]]
-            mods.h_gap[inner] = (mods.h_gap[inner] * self.host_keep).astype(np.int64)
+            mods.h_gap[inner] = (mods.h_gap[inner] * host_keep).astype(np.int64)
         prev = gr.g_prev[nodes]
         chained = nodes[(prev >= 0) & sel[np.clip(prev, 0, None)]]
         mods.g_launch[chained] = -1  # the graph's own order, not the host, starts them
@@ -230,9 +237,16 @@ class HideComm(Fix):
 
     kernels: Any
     wait_ns: Any = None
+    share: float = 1.0  # of the transfer hidden
+    low: float | None = None  # share hidden at the low-saving end
     label: str = "overlap communication"
 
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None
+
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
+        share = _pick(self.share, self.low, None, level)
         rows = _rows(self.kernels)
         nodes = gr.kernel_nodes(rows)
         if not len(nodes):
@@ -243,7 +257,9 @@ class HideComm(Fix):
             w = np.array([keep_ns.get(int(r), 0) for r in gr.g_row[nodes]], dtype=np.int64)
         else:
             w = comm_wait_ns(trace, gr.g_row[nodes])
-        mods.g_dur[nodes] = np.minimum(mods.g_dur[nodes], np.maximum(w, 0))
+        d = mods.g_dur[nodes]
+        w = np.minimum(np.maximum(w, 0), d)
+        mods.g_dur[nodes] = (w + (d - w) * (1.0 - share)).astype(np.int64)
 
 
 def comm_wait_ns(trace: Trace, rows: np.ndarray) -> np.ndarray:

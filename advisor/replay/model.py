@@ -42,10 +42,13 @@ SYNC_CALL_RE = re.compile(
     r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx|Thread)Synchronize$|^cu(?:Stream|Ctx|Event)Synchronize$"
 )
 COPY_CALL_RE = re.compile(r"^(?:cuda|hip)Memcpy")
+DEVICE_SYNC_RE = re.compile(r"^(?:cuda|hip)(?:Device|Ctx|Thread)Synchronize$|^cuCtxSynchronize$")
 HANDOFF_NS = 2_000_000  # a thread resuming this soon after another thread's call: a hand-off
 CROSS_STREAM_MIN_NS = 5_000  # an unexplained start delay above this looks for another stream
 CROSS_STREAM_TOL_NS = 20_000  # ...whose activity ended at most this long before the start
 CLOCK_TOL_NS = 20_000
+THROTTLE_MIN_NS = 50_000  # a launch call this long (and THROTTLE_X x the median) may be
+THROTTLE_X = 10.0  # ...waiting for the launch queue
 NEG = -(1 << 62)
 
 
@@ -64,6 +67,7 @@ class Graph:
     h_q: np.ndarray  # hand-off: call on another thread, -1
     h_qoff: np.ndarray
     h_await: np.ndarray  # GPU activity a sync waits for, -1
+    h_await_more: dict[int, list[int]]  # a device sync: the last activity of each other stream
     h_tail: np.ndarray  # return time after that activity ended
     h_base: np.ndarray  # duration when nothing is to wait for
     h_sync: np.ndarray  # bool: a synchronization or blocking copy
@@ -262,7 +266,16 @@ def _build(trace: Trace) -> Graph:
 
     # ---- syncs and blocking copies: what they waited for
     h_await = np.full(n_h, -1, dtype=np.int64)
+    await_more: dict[int, list[int]] = {}
+    is_device_sync = _flags(rt["name"], DEVICE_SYNC_RE)[h_rt] if n_h else np.zeros(0, bool)
     sync_rows = np.flatnonzero(is_sync_call[h_rt]) if n_h else np.zeros(0, np.int64)
+    # a launch that takes far longer than launches do waits for a slot in a full launch queue:
+    # it returns when earlier GPU work ends (back-pressure from the GPU)
+    lcall = np.flatnonzero(launched[h_rt] & ~is_copy_call[h_rt]) if n_h else np.zeros(0, np.int64)
+    if len(lcall):
+        ld = (h_end - h_ts)[lcall]
+        slow = lcall[ld > max(THROTTLE_MIN_NS, THROTTLE_X * float(np.median(ld)))]
+        sync_rows = np.union1d(sync_rows, slow)
     if len(sync_rows) and n_g:
         lo_order = np.argsort(np.where(g_launch >= 0, lts, g_ts), kind="stable")
         lsorted = np.where(g_launch >= 0, lts, g_ts)[lo_order]
@@ -273,6 +286,13 @@ def _build(trace: Trace) -> Graph:
             e = np.where(e <= h_end[i] + CLOCK_TOL_NS, e, NEG)
             if len(e) and e.max() > h_ts[i]:
                 h_await[i] = cand[int(np.argmax(e))]
+                if is_device_sync[i]:  # every stream's last activity launched before it
+                    cs = g_stream[cand]
+                    last = pd.Series(np.arange(len(cand))).groupby(cs).last().to_numpy()
+                    more = [int(cand[x]) for x in last if cand[x] != h_await[i]
+                            and e[x] > NEG]  # fmt: skip
+                    if more:
+                        await_more[i] = more
     copy_h = np.flatnonzero(is_copy_call[h_rt]) if n_h else np.zeros(0, np.int64)
     if len(copy_h):
         own = np.full(n_h, -1, dtype=np.int64)
@@ -294,9 +314,11 @@ def _build(trace: Trace) -> Graph:
         h_await[copy_h[blocking]] = oc[blocking]
     h_sync = h_await >= 0
     aend = g_end[np.clip(h_await, 0, None)] if n_g else np.zeros(n_h, np.int64)
-    h_tail = np.where(h_sync, np.maximum(h_end - aend, 0), 0)
-    h_base = np.where(h_sync & (aend > h_ts), h_tail, h_end - h_ts)
-    h_tail = np.where(h_sync & (aend > h_ts), h_tail, h_end - aend)
+    # the return time after the awaited work ended (negative where the GPU clock runs ahead
+    # of the host's: the measured end is kept); with nothing to wait for, the call's own time
+    h_tail = np.where(h_sync, h_end - aend, 0)
+    waited = h_sync & (aend > h_ts)
+    h_base = np.where(waited, np.clip(h_tail, 0, h_end - h_ts), h_end - h_ts)
 
     # ---- the replayed window: the steady steps
     hi = int(st["end_ns"].max()) if len(st) else 0
@@ -317,7 +339,11 @@ def _build(trace: Trace) -> Graph:
     sc, _ = pd.factorize(g_stream)
     n_streams = max(int(sc.max()) + 1, 1) if n_g else 1
     when = np.where(g_launch >= 0, lts, g_ts)
-    sidx = np.searchsorted(st["ts_ns"].to_numpy(np.int64), when, side="right") - 1 if len(st) else np.full(n_g, -1)
+    sidx = (
+        np.searchsorted(st["ts_ns"].to_numpy(np.int64), when, side="right") - 1
+        if len(st)
+        else np.full(n_g, -1)
+    )
     inside = (sidx >= 0) & (when < hi) & ~g_fixed
     g_key = np.where(inside, sidx * n_streams + sc, -1).astype(np.int64)
     order = _order(h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed,
@@ -325,7 +351,7 @@ def _build(trace: Trace) -> Graph:
     bounds, anchor, anchor_off, anchor_end, last_gpu, last_off, main_tid = _anchors(
         trace, st, h_tid, h_ts, h_end, tid_raw, g_launch, g_end, g_fixed)  # fmt: skip
     return Graph(h_rt=h_rt, h_tid=h_tid, h_traw=tid_raw, h_ts=h_ts, h_end=h_end, h_prev=h_prev, h_gap=h_gap,
-                 h_q=h_q, h_qoff=h_qoff, h_await=h_await, h_tail=h_tail, h_base=h_base,
+                 h_q=h_q, h_qoff=h_qoff, h_await=h_await, h_await_more=await_more, h_tail=h_tail, h_base=h_base,
                  h_sync=h_sync, h_fixed=h_fixed, g_src=g["src"].to_numpy(np.int64),
                  g_row=g["row"].to_numpy(np.int64), g_ts=g_ts, g_end=g_end, g_stream=g_stream,
                  g_kind=g["kind"].to_numpy(np.int64), g_launch=g_launch, g_offl=g_offl,

@@ -8,13 +8,15 @@ speedups) are replayed at both ends too. Detectors reach it as ``ctx.whatif(fix)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from advisor.findings import Draft, Finding
 from advisor.replay.engine import Mods, Replayed, replay
-from advisor.replay.fixes import Fix, Level
+from advisor.replay.fixes import Combined, Fix, Level
 from advisor.replay.model import graph
 from advisor.trace.model import Trace
 
@@ -93,3 +95,21 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
                   per_step_ms=tuple(round(float(x), 3) for x in per),
                   measured_ms=round(float(np.median(before)) / 1e6, 3),
                   replayed_ms=round(rep, 3), fix=fix)  # fmt: skip
+
+
+def combined_bound_ms(trace: Trace, drafts: Sequence[Draft], findings: Sequence[Finding],
+                      step_ms: float) -> tuple[float, bool]:  # fmt: skip
+    """The headline "together at most X ms": every reported finding's fix replayed at once,
+    plus the savings of findings that carry no fix, never above the step. Second value: True
+    when a combined replay was made (else the capped sum)."""
+    from advisor.rank import savings_bound_ms
+
+    shown = {f.id for f in findings if f.est_savings_ms > 0}
+    fixes = [d.extra["fix"] for d in drafts
+             if d.id in shown and not d.latent and isinstance(d.extra.get("fix"), Fix)]  # fmt: skip
+    if not fixes or not replayable(trace):
+        return savings_bound_ms(list(findings), step_ms), False
+    with_fix = {d.id for d in drafts if isinstance(d.extra.get("fix"), Fix)}
+    rest = sum(f.est_savings_ms for f in findings if f.id not in with_fix)
+    both = whatif(trace, Combined(fixes)).ms + rest
+    return round(min(both, step_ms) if step_ms > 0 else both, 3), True
