@@ -83,15 +83,16 @@ def test_missing_data() -> None:
         cpu.op("aten::clone", 10 + i * 4, 3)
     rep = analyze_trace(cpu.load(), None, ONLY)
     assert rep.findings == () and rep.skipped[0].reason == "no GPU activity in this trace"
-    # copies with no launching op: still counted, named as such
+    # copies launched outside any op: still counted, named as such, no source line
     b = TraceBuilder()
-    b.step(1, 0, 10_000)
-    for i in range(120):
-        b.memcpy("Memcpy DtoD (Device -> Device)", 100 + i * 30, 20, 4096)
+    for s in range(3):
+        b.step(s + 1, s * 4_000, 4_000)
+        for i in range(120):
+            b.launch(None, "cudaMemcpyAsync", s * 4_000 + 10 + i * 30, 5, gpu_dur=20,
+                     memcpy=("Memcpy DtoD (Device -> Device)", 4096))  # fmt: skip
     (f,) = analyze_trace(b.load(), None, ONLY).findings
     assert "(no launching op)" in f.summary and f.locations == ()
-    assert f.est_savings_ms == pytest.approx(1.2)  # not replayed: half of 120 x 20 us
-    assert any(a.startswith("Not replayed") for a in f.assumptions)
+    assert 0 < f.est_savings_ms <= 1.2  # at most half of 120 x 20 us
 
 
 # ---- real traces
