@@ -134,9 +134,10 @@ class BucketAdvice:
     snippet: str
 
 
-def collective_source(trace: Trace, ops: Any, ddp: bool) -> tuple[str, str]:
+def collective_source(trace: Trace, ops: Any, ddp: bool, fsdp: bool = False) -> tuple[str, str]:
     """Where the collective calls ``ops`` (cpu_ops rows) come from: ("compiled", "fsdp",
-    "ddp" or "manual", the enclosing op or range that shows it, "" when none)."""
+    "ddp" or "manual", the enclosing op or range that shows it, "" when none); ``fsdp``:
+    run.json saw an FSDP module."""
     names = trace.cpu_ops["name"].astype(str).to_numpy() if len(trace.cpu_ops) else []
     parent = trace.cpu_ops["parent_idx"].to_numpy() if len(trace.cpu_ops) else []
     seen: dict[str, int] = {}
@@ -151,9 +152,11 @@ def collective_source(trace: Trace, ops: Any, ddp: bool) -> tuple[str, str]:
             return src, min(hit, key=len)
     cats = [str(c) for df in (trace.annotations, trace.cpu_ops) if len(df)
             for c in df["name"].array.categories]  # fmt: skip
-    fsdp = [c for c in cats if any(m in c for m in FSDP_MARKS)]
+    fsdp_ranges = [c for c in cats if any(m in c for m in FSDP_MARKS)]
+    if fsdp_ranges:
+        return "fsdp", min(fsdp_ranges, key=len)
     if fsdp:
-        return "fsdp", min(fsdp, key=len)
+        return "fsdp", "an FSDP module (run.json)"
     return ("ddp", "a DDP reducer") if ddp else ("manual", "")
 
 

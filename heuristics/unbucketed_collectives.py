@@ -4,8 +4,9 @@
 per step, ``unbucketed_collectives.min_per_step``) on the GPU that communicates most:
 typically one ``c10d::allreduce_`` per gradient, where bucketing or coalescing would send a
 few large messages. Where the calls come from decides the fix, so the launching op chain is
-read: a compiled region (``CompiledFunction``/``CompiledFunctionBackward``), an FSDP unit,
-a DDP reducer, or plain ``torch.distributed`` calls.
+read: a compiled region (``CompiledFunction``/``CompiledFunctionBackward``), an FSDP unit
+(its ranges, or run.json's ``modules.fully_sharded_data_parallel``), a DDP reducer, or plain
+``torch.distributed`` calls.
 
 **Why it costs time.** Every collective pays a fixed price whatever its size: a host call
 through the process group (tens to hundreds of microseconds), a kernel launch and NCCL's
@@ -155,7 +156,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if fields["est_savings_ms"] < ctx.t("unbucketed_collectives.min_ms"):
         return []
     ddp = has_ddp_reducer(trace) or bool(ctx.run_get("modules", "distributed_data_parallel"))
-    source, via = collective_source(trace, uniq, ddp)
+    fsdp = bool(ctx.run_get("modules", "fully_sharded_data_parallel"))
+    source, via = collective_source(trace, uniq, ddp, fsdp)
     advice = bucketing_advice(source, kind)
     call = pd.Series(opn[uniq]).value_counts().index[0] if len(uniq) else kind
     first = mine.iloc[0]

@@ -95,6 +95,29 @@ def test_fsdp_and_ddp_sources() -> None:
     assert g.confidence == "low"
 
 
+def test_run_json_fsdp_fact_picks_the_wrap_policy_advice() -> None:
+    run = {"modules": {"fully_sharded_data_parallel": True}}
+    (f,) = _find(analyze_trace(_per_param().load(), run, ONLY))
+    assert "FSDP units" in f.summary and "wrap policy" in f.recommendation
+    assert any(e.what == "launched from an FSDP module (run.json)" for e in f.evidence)
+
+
+def test_module_observer_records_fsdp() -> None:
+    import torch
+
+    from advisor.runner.modules import ModuleObserver
+
+    class FullyShardedDataParallel(torch.nn.Module):  # the wrapper's class name is enough
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return x
+
+    obs = ModuleObserver()
+    obs.pre_hook(torch.nn.Linear(2, 2), (torch.zeros(1, 2),))
+    assert obs.module_facts({}, [])["fully_sharded_data_parallel"] is False
+    obs.pre_hook(FullyShardedDataParallel(), (torch.zeros(1),))
+    assert obs.module_facts({}, [])["fully_sharded_data_parallel"] is True
+
+
 def test_few_collectives_are_not_reported() -> None:
     assert _find(analyze_trace(_per_param(n=20).load(), None, ONLY)) == []
     over = Options(only=ONLY.only, overrides={"unbucketed_collectives.min_per_step": 10.0})
