@@ -48,7 +48,7 @@ from advisor.registry import Context, detector
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import fmt_ms, n_steps, op_chain, op_names
+from heuristics._gpu_timeline import fmt_ms, n_steps, name_flags, op_chain, op_names
 
 ID = "device-copies"
 TITLE = "Storms of device-to-device copies"
@@ -106,9 +106,10 @@ def copy_activity(trace: Trace) -> pd.DataFrame:
     k = trace.kernels
     ksel = np.zeros(len(k), dtype=bool)
     if len(k):
-        names = k["name"].astype(str)
-        hit = names.str.contains(_COPY_KERNEL) & ~names.str.contains(_NOT_COPY)
-        ksel = hit.to_numpy() & ~k["is_comm"].to_numpy(dtype=bool) & (k["step"] >= 0).to_numpy()
+        hit = name_flags(
+            k["name"], lambda n: bool(_COPY_KERNEL.search(n)) and not _NOT_COPY.search(n)
+        )
+        ksel = hit & ~k["is_comm"].to_numpy(dtype=bool) & (k["step"] >= 0).to_numpy()
     cols = ["step", "ts_ns", "dur_ns", "launch_idx"]
     parts = [m[msel][cols].assign(kind="memcpy", bytes=m["bytes"].to_numpy()[msel],
                                   row=np.flatnonzero(msel)),
