@@ -40,6 +40,10 @@ class Peak:
     mem_gbs: float
     units: int  # SMs or CUs, when the trace does not say
 
+    @property
+    def unit(self) -> str:
+        return "CUs" if self.name.startswith("MI") else "SMs"
+
     def tflops(self, dtype: str | None, tensor_core: bool) -> float:
         """Peak for a kernel of ``dtype`` (float32 counts as TF32 when on Tensor Cores)."""
         if dtype in ("float16", "bfloat16"):

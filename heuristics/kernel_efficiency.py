@@ -140,10 +140,14 @@ def _causes(w: Work, dtype: str | None, tc: bool, peak: Peak, units: int) -> lis
             out.append(f"head dim {e} padded to {pad} by the kernel: {1 - e / pad:.0%} of the "
                        "math is wasted")  # fmt: skip
         if w.tiles < units:
-            out.append(f"too few query blocks: {w.tiles} (batch x heads x L/128) for {units} SMs")
+            out.append(
+                f"too few query blocks: {w.tiles} (batch x heads x L/128) for {units} {peak.unit}"
+            )
         return out or ["a large attention shape whose kernel is slow"]
     if w.tiles < units:
-        out.append(f"too few tiles: {w.tiles} 128x128 output tiles for {units} SMs (small M*N)")
+        out.append(
+            f"too few tiles: {w.tiles} 128x128 output tiles for {units} {peak.unit} (small M*N)"
+        )
     ai = w.flops / w.nbytes if w.nbytes else 0.0
     if ai < ridge:
         out.append(f"memory-bound (tall-skinny / small K): {ai:.0f} FLOP/byte, under the "
@@ -247,7 +251,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         confidence="medium",
         latent=latent,
         summary=(f"{len(g)} op shape(s) run below {target:.0%} of the {peak.name} roofline "
-                 f"({units} SMs): their kernels take {fmt_ms(kernel_ms)} per step, and kernels at "
+                 f"({units} {peak.unit}): their kernels take {fmt_ms(kernel_ms)} per step, and kernels at "
                  f"{target:.0%} of the roofline would take {fmt_ms(saving)} less. Most: "
                  f"{top['name']} [{top['shape']}] at {top['eff']:.0%}, "
                  f"{top['causes'][0]}.{host_bound}"),  # fmt: skip

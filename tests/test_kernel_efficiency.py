@@ -65,6 +65,7 @@ def test_peak_table_rows() -> None:
     assert peak_for(dev("NVIDIA GeForce RTX 3090", 24)) is None
     assert H100_SXM.tflops("bfloat16", True) == 989.5 and H100_SXM.tflops("float32", False) == 67
     assert A100_40.tflops("float32", True) == 156.0 and V100.tflops("float32", True) == 15.7
+    assert MI300X.unit == "CUs" and V100.unit == "SMs"
 
 
 def test_work_from_shapes() -> None:
