@@ -48,7 +48,8 @@ from advisor.registry import Context, detector
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import fmt_ms, n_steps, name_flags, op_chain, op_names
+from heuristics._ops import name_flags, op_chain, op_names
+from heuristics._per_step import fmt_ms, n_steps
 
 ID = "device-copies"
 TITLE = "Storms of device-to-device copies"

@@ -59,10 +59,12 @@ from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.thresholds import register
+from advisor.timeline import main_device
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import chain_match, fmt_ms, n_steps, name_flags, op_names
 from heuristics._matmul import CONV_FWD, matmul_kernels, op_dtype
+from heuristics._ops import chain_match, name_flags, op_names
 from heuristics._peaks import Peak, peak_for
+from heuristics._per_step import fmt_ms, n_steps
 from heuristics._roofline import ATTN_OPS, ELEMENTWISE, REDUCTIONS, Work, op_work
 
 ID = "kernel-efficiency"
@@ -170,7 +172,7 @@ def _shape(dims: Any) -> str:
 
 @detector(ID, TITLE, needs=("kernels", "cpu_ops", "shapes"), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    dev = trace.device()
+    dev = trace.device(main_device(trace))
     peak = peak_for(dev)
     if peak is None:
         raise Skip(f"no peak figures for {dev.name if dev else 'this device'} (table: V100, "

@@ -58,7 +58,8 @@ from advisor.thresholds import register
 from advisor.timeline import union
 from advisor.trace.model import Trace
 from heuristics._comm_advice import bucketing_advice, collective_source
-from heuristics._gpu_timeline import chain_match, fmt_ms, n_steps, name_flags, op_names
+from heuristics._ops import chain_match, name_flags, op_names
+from heuristics._per_step import fmt_ms, n_steps
 
 ID = "unbucketed-collectives"
 TITLE = "Many small collectives per step instead of a few buckets"
