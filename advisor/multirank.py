@@ -212,6 +212,16 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     findings = rank(drafts, step_ms, th)
     run = run_block(digests, root, step_ms, world_size, lags)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
+    per_rank = [d.report.get("run", {}) for d in ok]
+    if per_rank and all(r.get("est_savings_bound_how") == "replayed together" for r in per_rank):
+        # no rank's steps get shorter than its own replay of all its fixes allows
+        replayed = max(float(r.get("est_savings_bound_ms") or 0.0) for r in per_rank)
+        run["est_savings_bound_ms"] = round(min(run["est_savings_bound_ms"], replayed), 3)
+        run["est_savings_bound_how"] = "replayed together"
+    bounds = [r.get("bound") for r in per_rank if isinstance(r.get("bound"), dict)]
+    if bounds:  # the slowest rank's critical path
+        slow = int(np.argmax([float(d.step_ms_median) for d in ok]))
+        run["bound"] = per_rank[slow].get("bound") or bounds[0]
     docs = {d.id: {"title": d.title, "doc": d.doc} for d in all_detectors()}
     return Report(run=run, findings=tuple(findings),
                   skipped=tuple(Skipped(i, r) for i, r in sorted(skipped.items())),

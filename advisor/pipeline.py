@@ -151,8 +151,9 @@ def analyze_trace(
     th.validate()
     trace = steady_trace(trace)  # the one switch: every per-step figure reads steady steps
     step_ms = trace.median_step_ms()
-    ctx = Context(run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace),
-                  trace=trace)
+    ctx = Context(
+        run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace
+    )
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
     findings = rank(lower_confidence(outcome.drafts, trace_quality(trace)), step_ms, th)
     run = run_summary(trace, run_ctx)

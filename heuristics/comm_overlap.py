@@ -94,8 +94,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         how = (f"Replayed with that transfer hidden under compute, the step is "
                f"{rep.ms:.2f} ms shorter.")  # fmt: skip
     else:
-        fields = {"est_savings_ms": round(saving, 3),
-                  "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3))}
+        fields = {
+            "est_savings_ms": round(saving, 3),
+            "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3)),
+        }
         how = ""
     pattern = comm_pattern(trace, ctx, k, steps, wait_ms, transfer_ms)
     g = k.groupby("collective", sort=False).agg(

@@ -142,8 +142,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                  + ("the GPU limits the step." if rep.ms >= 0.7 * naive else
                     "the host, not these kernels, limits most of the step."))  # fmt: skip
     else:
-        fields = {"est_savings_ms": naive,
-                  "est_savings_range_ms": (fp32_ms * (1 - 1 / _LOW), fp32_ms * (1 - 1 / _HIGH))}
+        fields = {
+            "est_savings_ms": naive,
+            "est_savings_range_ms": (fp32_ms * (1 - 1 / _LOW), fp32_ms * (1 - 1 / _HIGH)),
+        }
         limit = ""
     return [Draft(
         id=ID, title=TITLE,

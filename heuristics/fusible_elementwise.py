@@ -12,9 +12,11 @@ output back: a chain of k kernels moves about k times the bytes a fused kernel w
 k launches. Elementwise kernels are memory-bound, so their time follows the bytes moved.
 
 **How the saving is estimated.** Fusing k kernels into one keeps about 1/k of the traffic, so
-a chain saves (k-1)/k of its measured kernel time. Shorter kernels shorten the step only while
-the GPU is the bottleneck, so that figure is scaled by the GPU busy share of the steps (the
-unscaled figure is the top of the range). Launch overhead removed by fusion is not counted.
+a chain's kernels run k times faster together. The steady steps are replayed with that (see
+docs/savings.md): shorter kernels shorten the step only where the GPU is the bottleneck, and
+the saving is what the step loses; the top of the range is the kernel time removed. Where the
+replay cannot place the steps, that time is scaled by the GPU busy share of the steps. Launch
+overhead removed by fusion is not counted.
 Intermediates that backward needs are written anyway; torch.compile's partitioner recomputes
 most cheap elementwise ops instead of saving them.
 
@@ -38,6 +40,7 @@ import numpy as np
 from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
+from advisor.replay.fixes import Combined, ScaleGpu
 from advisor.thresholds import register
 from advisor.timeline import main_busy
 from advisor.trace.model import Trace
@@ -187,6 +190,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if saving_ms < ctx.t("fusible_elementwise.min_savings_pct") / 100.0 * ctx.step_ms_median:
         return []
 
+    by_len: dict[int, list[np.ndarray]] = defaultdict(list)
+    for cs in kept.values():
+        for c in cs:
+            by_len[len(c)].append(c)
+    rep = ctx.whatif(Combined([ScaleGpu(kernels=np.concatenate(v), speedup=float(n))
+                               for n, v in sorted(by_len.items())], label="fused chains"))  # fmt: skip
+    how = (f"Scaled by the GPU busy share of the steps ({share:.0%}): shorter kernels shorten a "
+           f"step only while the GPU is the bottleneck; divided by the {nst} step(s) in the "
+           "trace.")  # fmt: skip
+    if rep.replayed:
+        saving_ms = rep.ms
+        how = rep.assumption
     ranked = sorted(kept.items(), key=lambda kv: -sum(cns[int(c[0])] for c in kv[1]))
     kts = k["ts_ns"].to_numpy()
     n_chains = sum(len(cs) for cs in kept.values())
@@ -221,8 +236,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     assumptions = (
         "A chain of k memory-bound kernels fused into one moves about 1/k of the bytes: "
         "saving (k-1)/k of the chain's measured kernel time; launch overhead not counted.",
-        f"Scaled by the GPU busy share of the steps ({share:.0%}): shorter kernels shorten a "
-        f"step only while the GPU is the bottleneck; divided by the {nst} step(s) in the trace.",
+        how,
         "Chains must recur in at least "
         f"{ctx.t('fusible_elementwise.min_step_share_pct'):g}% of the steps; optimizer, "
         "zero_grad, gradient accumulation and DDP kernels are excluded.",
@@ -233,5 +247,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         confidence="medium" if real_steps and rt_linked else "low",
         summary=summary, recommendation=rec, snippet=SNIPPET,
         evidence=tuple(evidence), locations=locs, assumptions=assumptions,
-        est_savings_range_ms=(round(saving_ms, 3), round(full_ms, 3)),
+        est_savings_range_ms=(round(saving_ms, 3), round(max(full_ms, saving_ms), 3)),
+        extra={"fix": rep.fix} if rep.replayed else {},
     )]  # fmt: skip

@@ -17,9 +17,10 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 idle GPU means the step is bound by something else. Peers flag a GPU less than 50% busy.
 
 **How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with
-half of the host time spent inside ``aten::`` calls that launch GPU work removed (their dispatch
-and launch cost, which fewer, larger kernels or CUDA graphs remove; Python and other host work
-is not touched); the range removes a quarter to three quarters. The saving is what the step
+half of the host time spent inside ``aten::`` calls that launch GPU work, while the GPU sat
+idle waiting for them, removed (their dispatch and launch cost, which fewer, larger kernels or
+CUDA graphs remove; Python and other host work is not touched); the range removes a quarter to
+three quarters. The saving is what the step
 loses: nothing when the GPU limits it. Where the replay cannot place the steps: half of the
 *host launch* idle time spent in those calls, minus the launch gaps ``tiny-kernels`` reports.
 Only the
@@ -151,7 +152,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     issuing = np.minimum(rest, _overlap(gs, ge, *launching_calls(trace)))
     claim_ns = int(np.where(host & ~tail, issuing, 0).sum())
     saving_ms = frac * max(0, claim_ns - tiny_ns) / 1e6 / steps
-    ls, le = launching_calls(trace)
+    # the launching calls' host time while the GPU waited for it (host-launch idle gaps)
+    hm = host & ~tail
+    ls, le = _intersect(launching_calls(trace), (gs[hm], ge[hm]))
     rep = ctx.whatif(ShrinkHost(ls, le, keep=1.0 - frac, low=1.0 - frac / 2,
                                 high=max(0.0, 1.0 - 1.5 * frac), label="less launch overhead"))  # fmt: skip
     fields: dict = {"est_savings_ms": saving_ms}
@@ -195,7 +198,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "Idle = step time not covered by any kernel, copy or memset on the device (all "
             "streams); a trace without step markers is measured from its first to its last "
             "GPU activity.",
-            (f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work "
+            (f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
+             f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
              f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
              "launch gaps. " + rep.assumption) if "extra" in fields else
             (f"Saving = {frac:g} x the host-launch idle time during which the host was inside "

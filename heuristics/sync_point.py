@@ -238,7 +238,7 @@ def _runtime_rows(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
     out = []
     for s, e, t in zip(ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["tid"].to_numpy(),
                        strict=True):  # fmt: skip
-        rows = order[np.searchsorted(sts, s, "left"):np.searchsorted(sts, e, "right")]
+        rows = order[np.searchsorted(sts, s, "left") : np.searchsorted(sts, e, "right")]
         out.append(rows[tid[rows] == t])
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 

@@ -24,10 +24,12 @@ def _trace(steps: int = 3, vary: bool = False, shapes: bool = True,
         if gpu:
             b.launch(c, "cudaLaunchKernel", t0 + 30, 5, kernel="implicit_gemm_fprop",
                      gpu_ts=t0 + 200, gpu_dur=600)  # fmt: skip
+            b.runtime("cudaDeviceSynchronize", t0 + 40, 765)  # the GPU work is on the step's path
         bw = b.op("aten::convolution_backward", t0 + 1000, 100)
         if gpu:
             b.launch(bw, "cudaLaunchKernel", t0 + 1010, 5, kernel="dgrad_engine",
                      gpu_ts=t0 + 1200, gpu_dur=400)  # fmt: skip
+            b.runtime("cudaDeviceSynchronize", t0 + 1020, 585)
             mm = b.op("aten::mm", t0 + 2000, 50)  # not a convolution
             b.launch(mm, "cudaLaunchKernel", t0 + 2010, 5, kernel="sgemm", gpu_ts=t0 + 2100,
                      gpu_dur=900)  # fmt: skip

@@ -58,8 +58,11 @@ def test_resnet50_single_tensor_sgd_is_found_but_mostly_hidden_behind_backward()
     f = finding(rep, "single-tensor-optimizer")
     assert f is not None
     assert "SGD.step launches about 483 per-parameter ops" in f.summary
-    assert 0.5 <= f.est_savings_ms <= 1.5  # measured 0.83 ms: the GPU is busy with backward
-    assert f.severity == "low"
+    # 18.8 ms of host time per step in Optimizer.step; replayed with 90% of it gone the step is
+    # ~16.6 ms shorter (removing the whole range saves 16.3-18.4 ms): the GPU drains its queue
+    # during the next batch's fetch anyway (issue 14: within 25% of the replay, 16.3 ms)
+    assert 16.3 * 0.75 <= f.est_savings_ms <= 16.3 * 1.25
+    assert any(a.startswith("Replayed:") for a in f.assumptions)
     assert "fused=True" in f.snippet
     assert f.locations and f.locations[0].file == "resnet50_profiler_api.py"
     kernels = [e for e in f.evidence if e.what.startswith("kernels launched")][0]
@@ -81,14 +84,18 @@ def test_legacy_2020_operator_ranges_find_the_optimizer() -> None:
     assert f is not None
     # 2020 traces record each in-place op twice (add_ inside add_): counted once
     assert "SGD.step launches about 483 per-parameter ops" in f.summary
-    assert 2.0 <= f.est_savings_ms <= 6.0  # measured 3.99 ms
+    # replayed: more than the 3.99 ms of GPU idle inside the ranges, less than their host time
+    opt_ms = f.evidence[0].total_ms / f.evidence[0].count
+    assert 3.99 < f.est_savings_ms <= opt_ms
 
 
 def test_df_index_resolver_figures() -> None:
     rep = report(DF)
     opt = finding(rep, "single-tensor-optimizer")
     assert opt is not None and "404 per-parameter ops" in opt.summary
-    assert 6.0 <= opt.est_savings_ms <= 8.5  # measured 7.34 ms of 345.8 ms
+    # host-bound (HTA: 100% CPU): replayed with 90% of the optimizer's host time gone, the step
+    # loses ~11.3 ms (removing the ranges entirely: 12.6 ms)
+    assert 9.0 <= opt.est_savings_ms <= 12.6
     fuse = finding(rep, "fusible-elementwise")
     assert fuse is not None
     assert 4.0 <= fuse.est_savings_ms <= 8.5  # measured 6.33 ms (11.0 ms unscaled)

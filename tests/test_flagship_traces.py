@@ -27,6 +27,12 @@ TB_DATALOADER = {
     NW0 + "worker0.1623143089861.pt.trace.json.gz": (59_262, 33.4),
     NW0 + "worker0.1623143566756.pt.trace.json.gz": (35_504, 22.9),
 }
+# step time saved by the measured num_workers=4 twin of each span (median step 176.3 -> 126.5 ms
+# and the second span's pair), the ground truth for dataloader-stall's replay (issue 14)
+TWIN_SAVED_MS = {
+    NW0 + "worker0.1623143089861.pt.trace.json.gz": 49.7,
+    NW0 + "worker0.1623143566756.pt.trace.json.gz": 27.4,
+}
 V100 = [NW0 + "worker0.1623143089861.pt.trace.json.gz",
         "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"]  # fmt: skip
 ALEXNET = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
@@ -49,7 +55,10 @@ def test_dataloader_stall_matches_tb_profiler(rel: str) -> None:
     tb_us, tb_pct = TB_DATALOADER[rel]
     f = _find(rel, "dataloader-stall")
     assert f is not None
-    assert f.est_savings_ms == pytest.approx(tb_us / 1000, rel=0.05)
+    # the replayed saving is within 25% of what num_workers=4 saved in the measured twin (the
+    # time inside __next__, tb_us, is what TensorBoard's profiler shows)
+    assert f.est_savings_ms == pytest.approx(TWIN_SAVED_MS[rel], rel=0.25)
+    assert f.est_savings_ms <= tb_us / 1000 * 1.02
     share = float(f.summary.split("(")[1].split("%")[0])
     assert share == pytest.approx(tb_pct, abs=2.0)
     assert "num_workers=0" in f.summary and "num_workers=4" in f.recommendation
@@ -65,7 +74,11 @@ def test_dataloader_stall_silent_with_workers() -> None:
 @pytest.mark.parametrize("rel", V100)
 def test_fp32_matmul_on_v100_recommends_fp16_autocast(rel: str) -> None:
     f = _find(rel, "fp32-matmul")
-    assert f is not None and f.severity == "high"
+    assert f is not None
+    if rel.startswith(NW0):  # the host limits these steps (issue 14: at most 3 ms)
+        assert f.est_savings_ms <= 3.0
+    else:  # GPU-bound (91% of the critical path): faster kernels shorten the step
+        assert f.severity == "high" and f.est_savings_ms > 20
     assert "compute capability 7.0" in f.summary
     assert "float16" in f.recommendation and "GradScaler" in f.recommendation
     assert "set_float32_matmul_precision" not in f.recommendation + f.snippet
@@ -84,9 +97,9 @@ def test_negative_queue_figures() -> None:
     gi = _find(NEGQ, "gpu-idle")
     assert sp is not None and gi is not None
     # 6 device-to-host copies per step block the host ~152 ms but the GPU had deep queues:
-    # only ~0.5 ms per step of GPU idle follows them
+    # replayed without them the steps are hardly shorter
     assert "6 host-device sync(s) per step" in sp.summary
-    assert 0.2 < sp.est_savings_ms < 2.0
+    assert sp.est_savings_ms < 2.0
     # HTA: 69.4% idle over the whole span; mostly work queued behind other streams. 64% of the
     # steps look idle, but 70 CUDA-graph replays recorded only 26% of their spans: counting the
     # unrecorded replay spans as busy (trace quality) leaves 43% measured idle, low confidence

@@ -15,7 +15,8 @@ TF32 = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align1>
 
 def _addmm(k: int, n: int, types: list[str], kernel: str, cc: tuple[int, int] | None = (8, 0),
            shapes: bool = True) -> TraceBuilder:  # fmt: skip
-    """3 steps of 2 ms; per step nn.Linear(k, n) on a batch of 4096: linear > addmm > kernel."""
+    """3 steps of 2 ms; per step nn.Linear(k, n) on a batch of 4096: linear > addmm > kernel,
+    which the host then waits for (the kernel is on the step's critical path)."""
     b = TraceBuilder(cc=cc)
     for s in range(3):
         t = s * 2000.0
@@ -28,6 +29,7 @@ def _addmm(k: int, n: int, types: list[str], kernel: str, cc: tuple[int, int] | 
         assert lin
         if kernel:
             b.launch(o, "cudaLaunchKernel", t + 20, 5, kernel=kernel, gpu_ts=t + 30, gpu_dur=400)
+            b.runtime("cudaDeviceSynchronize", t + 70, 365)
     return b
 
 

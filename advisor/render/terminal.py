@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.findings import Finding
+from advisor.render.viewmodel import bound_fact
 from advisor.report import Report
 
 SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -138,8 +139,13 @@ def print_summary(
         if bound > 0:
             step = float(run.get("step_ms_median") or 0.0)
             share = f" ({100.0 * bound / step:.0f}% of the step)" if step > 0 else ""
-            con.print(Text(f"Savings overlap; together at most {bound:.2f} ms per step{share}.",
+            how = ("replayed together, at most" if run.get("est_savings_bound_how") ==
+                   "replayed together" else "Savings overlap; together at most")  # fmt: skip
+            con.print(Text(f"{how[0].upper()}{how[1:]} {bound:.2f} ms per step{share}.",
                            style="dim"))  # fmt: skip
+        bt = bound_fact(run.get("bound"))
+        if bt is not None:
+            con.print(Text(f"Bound by {bt['value']} {bt['note']}.", style="dim"))
     else:
         con.print(Text("No problems found."))
     if report.skipped:

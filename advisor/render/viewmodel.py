@@ -150,9 +150,31 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
     bound = float(run.get("est_savings_bound_ms") or 0.0)
     step = float(run.get("step_ms_median") or 0.0)
     pct = f"{100.0 * bound / step:.0f}% of step, " if step > 0 and bound > 0 else ""
+    how = "replayed together, " if run.get("est_savings_bound_how") == "replayed together" else ""
     facts.append({"label": "Possible saving", "value": f"≤ {fmt_ms(bound)}" if bound else "none",
-                  "note": f"{pct}{n_findings} finding(s)"})  # fmt: skip
+                  "note": f"{pct}{how}{n_findings} finding(s)"})  # fmt: skip
+    bt = bound_fact(run.get("bound"))
+    if bt is not None:
+        facts.append(bt)
     return facts
+
+
+BOUND_LABELS = {"host": "host", "gpu": "GPU compute", "comm": "communication",
+                "copies": "copies", "peer": "waiting for peers"}  # fmt: skip
+
+
+def bound_fact(b: Any) -> dict[str, str] | None:
+    """The "Bound by" tile: the largest share of the steps' critical path (run.bound)."""
+    if not isinstance(b, dict) or not isinstance(b.get("shares_pct"), dict):
+        return None
+    sh = {k: float(v) for k, v in b["shares_pct"].items() if isinstance(v, (int, float))}
+    by = str(b.get("by") or "")
+    if by not in sh:
+        return None
+    rest = ", ".join(f"{BOUND_LABELS.get(k, k)} {v:.0f}%"
+                     for k, v in sorted(sh.items(), key=lambda kv: -kv[1]) if k != by and v >= 1)  # fmt: skip
+    return {"label": "Bound by", "value": f"{BOUND_LABELS.get(by, by)} {sh[by]:.0f}%",
+            "note": "of the critical path" + (f"; {rest}" if rest else "")}  # fmt: skip
 
 
 def _notes(report: Report) -> list[dict[str, str]]:

@@ -13,7 +13,8 @@ for). Each stretch of the path is counted as:
 - ``peer``: communication kernels waiting for a peer (one-rank estimate: the part beyond the
   shortest instance of the same collective, see :mod:`advisor.derive.peerwait`).
 
-``run.bound`` gives the median shares over the steady steps and the largest (``by``); HTA's
+``run.bound`` gives the median shares over the replayed steady steps (at most eight, those
+closest to the median step) and the largest (``by``); HTA's
 critical-path analysis calls a step CPU-bound or GPU-bound in the same way.
 """
 
@@ -44,7 +45,7 @@ def step_bound(trace: Trace) -> dict[str, Any] | None:
                                 gr.g_end[comm] - gr.g_ts[comm])  # fmt: skip
     rows = []
     steps = trace.steps["step"].to_numpy()
-    for k in range(len(gr.bounds) - 1):
+    for k in np.flatnonzero(gr.chosen).tolist():
         got = _walk(gr, wait, k)
         if got is None:
             continue

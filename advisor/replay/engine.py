@@ -90,11 +90,11 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
     hs_base = n_h + n_g
     more = gr.h_await_more
     neg = -(1 << 62)
-    start = gr.start_ns
+    origin = gr.h_origin.tolist()
     for ev in gr.order:
         if ev < n_h:
             p = prev[ev]
-            s = E[p] + gap[ev] if p >= 0 else start + gap[ev]
+            s = E[p] + gap[ev] if p >= 0 else origin[ev] + gap[ev]
             qq = q[ev]
             if qq >= 0:
                 t = E[qq] + qoff[ev]
@@ -139,9 +139,9 @@ def replay(gr: Graph, mods: Mods) -> Replayed:
     bounds = _bounds(gr, mods, hs, he, ge)
     n = max(len(bounds) - 1, 0)
     k = gr.g_key >= 0
-    busy = np.bincount(gr.g_key[k], weights=(ge - gs)[k], minlength=n * gr.n_streams)
-    busy = busy[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1) if n else np.zeros(0)
-    return Replayed(hs, he, gs, ge, bounds, busy.astype(np.int64))
+    per: np.ndarray = np.bincount(gr.g_key[k], weights=(ge - gs)[k], minlength=n * gr.n_streams)
+    busy = per[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1) if n else np.zeros(0)
+    return Replayed(hs, he, gs, ge, bounds, np.asarray(busy, dtype=np.int64))
 
 
 def _bounds(gr: Graph, mods: Mods, hs: np.ndarray, he: np.ndarray, ge: np.ndarray) -> np.ndarray:

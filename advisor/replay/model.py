@@ -49,6 +49,7 @@ CROSS_STREAM_TOL_NS = 20_000  # ...whose activity ended at most this long before
 CLOCK_TOL_NS = 20_000
 THROTTLE_MIN_NS = 50_000  # a launch call this long (and THROTTLE_X x the median) may be
 THROTTLE_X = 10.0  # ...waiting for the launch queue
+MAX_REPLAY_STEPS = 8
 NEG = -(1 << 62)
 
 
@@ -98,7 +99,11 @@ class Graph:
     last_gpu_off: int
     launch_latency_ns: int
     main_tid: int
-    start_ns: int  # the window's start: a thread's first call in it starts h_gap after it
+    start_ns: int  # the window's start
+    h_origin: (
+        np.ndarray
+    )  # start of each call's step: a thread's first call in it starts h_gap after it
+    chosen: np.ndarray  # bool per step: replayed (the others keep their measured times)
     g_key: np.ndarray  # step * n_streams + stream code of each activity launched in a step, -1
     n_streams: int
 
@@ -147,8 +152,46 @@ def _flags(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
     return hit[np.asarray(cat.codes)]
 
 
+def _chosen(st: pd.DataFrame) -> np.ndarray:
+    """The steps replayed: at most MAX_REPLAY_STEPS, those closest to the median step (the
+    replay's cost stays bounded on long windows; the saving is a median anyway)."""
+    d = st["dur_ns"].to_numpy(np.int64)
+    out = np.zeros(len(d), dtype=bool)
+    if len(d):
+        out[np.argsort(np.abs(d - np.median(d)), kind="stable")[:MAX_REPLAY_STEPS]] = True
+    return out
+
+
+def _in_steps(st: pd.DataFrame, chosen: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each time falls in a replayed step, and that step's start."""
+    s = st["ts_ns"].to_numpy(np.int64)
+    e = st["end_ns"].to_numpy(np.int64)
+    if not len(s):
+        return np.zeros(len(t), dtype=bool), np.zeros(len(t), dtype=np.int64)
+    k = np.searchsorted(s, t, side="right") - 1
+    kk = np.clip(k, 0, None)
+    return (k >= 0) & (t < e[kk]) & chosen[kk], s[kk]
+
+
+def _empty() -> Graph:
+    """The graph of a trace with nothing to replay (no host calls or no GPU work)."""
+    from dataclasses import fields
+
+    vals: dict[str, object] = {}
+    for f in fields(Graph):
+        t = str(f.type)
+        vals[f.name] = ({} if t.startswith("dict") else [] if t.startswith("list")
+                        else np.zeros(0, dtype=bool if f.name in ("h_sync", "h_fixed", "g_fixed",
+                                                                  "anchor_end") else np.int64)
+                        if "ndarray" in t else (1 if f.name == "n_streams" else -1))  # fmt: skip
+    vals["chosen"] = np.zeros(0, dtype=bool)
+    return Graph(**vals)  # type: ignore[arg-type]
+
+
 def _build(trace: Trace) -> Graph:
     rt, k, mc = trace.runtime, trace.kernels, trace.memcpy
+    if not len(rt) or not (len(k) or len(mc)):
+        return _empty()
     st = trace.steps
     lo = int(st["ts_ns"].min()) if len(st) else 0
     # ---- GPU activities
@@ -173,6 +216,8 @@ def _build(trace: Trace) -> Graph:
     is_copy_call = _flags(rt["name"], COPY_CALL_RE) if n_rt else np.zeros(0, bool)
     keep = launched | is_sync_call
     h_rt = np.flatnonzero(keep)
+    if not len(h_rt):
+        return _empty()
     h_ts = rt["ts_ns"].to_numpy(np.int64)[h_rt]
     h_end = rt["end_ns"].to_numpy(np.int64)[h_rt]
     pid = rt["pid"].to_numpy()[h_rt]
@@ -220,8 +265,9 @@ def _build(trace: Trace) -> Graph:
     h_gap = np.where(h_q >= 0, 0, h_gap)  # the thread waited for the other one
 
     # ---- GPU edges
-    g_launch = np.where(li >= 0, rt_to_h[np.clip(li, 0, None)], -1)
-    g_launch = np.where(li >= 0, g_launch, -1)
+    ok_l = (li >= 0) & (li < n_rt)
+    g_launch = np.full(len(li), -1, dtype=np.int64)
+    g_launch[ok_l] = rt_to_h[li[ok_l]]
     n_g = len(g_ts)
     lts = np.where(g_launch >= 0, h_ts[np.clip(g_launch, 0, None)], NEG)
     lat = g_ts - lts
@@ -322,15 +368,16 @@ def _build(trace: Trace) -> Graph:
 
     # ---- the replayed window: the steady steps
     hi = int(st["end_ns"].max()) if len(st) else 0
-    h_fixed = (h_ts < lo) | (h_ts >= hi)
-    # a thread's first call in the window follows the window's start (host time before it
-    # in the first step is host work a fix may shrink)
+    chosen = _chosen(st)
+    h_in, h_origin = _in_steps(st, chosen, h_ts)
+    h_fixed = ~h_in
+    # a thread's first call in a replayed step follows the step's start (host time before it
+    # in the step is host work a fix may shrink)
     first = (~h_fixed) & ((h_prev < 0) | h_fixed[np.clip(h_prev, 0, None)]) & (h_q < 0)
     h_prev[first] = -1
-    h_gap[first] = np.maximum(h_ts[first] - lo, 0)
-    g_fixed = np.where(
-        g_launch >= 0, h_fixed[np.clip(g_launch, 0, None)], (g_ts < lo) | (g_ts >= hi)
-    )
+    h_gap[first] = np.maximum(h_ts[first] - h_origin[first], 0)
+    g_fixed = np.where(g_launch >= 0, h_fixed[np.clip(g_launch, 0, None)],
+                       ~_in_steps(st, chosen, g_ts)[0])  # fmt: skip
     if not len(st):
         h_fixed[:] = True
         g_fixed[:] = True
@@ -344,7 +391,7 @@ def _build(trace: Trace) -> Graph:
         if len(st)
         else np.full(n_g, -1)
     )
-    inside = (sidx >= 0) & (when < hi) & ~g_fixed
+    inside = (sidx >= 0) & (when < hi) & ~g_fixed & chosen[np.clip(sidx, 0, None)]
     g_key = np.where(inside, sidx * n_streams + sc, -1).astype(np.int64)
     order = _order(h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed,
                    g_stream)  # fmt: skip
@@ -359,6 +406,7 @@ def _build(trace: Trace) -> Graph:
                  g_bind=g_bind, g_fixed=g_fixed, order=order, bounds=bounds, anchor=anchor,
                  anchor_off=anchor_off, anchor_end=anchor_end, last_gpu=last_gpu, last_gpu_off=last_off,
                  launch_latency_ns=L0, main_tid=main_tid, start_ns=lo,
+        h_origin=h_origin, chosen=chosen,
                  g_key=g_key, n_streams=n_streams)  # fmt: skip
 
 

@@ -82,10 +82,14 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
     """The saving of ``fix`` on the steady steps of ``trace`` (see the module doc)."""
     if not replayable(trace):
         return Saving(0.0, 0.0, 0.0, (), 0.0, 0.0, fix, replayed=False)
-    before = base(trace).step_ns.astype(float)
+    chosen = graph(trace).chosen
+    before = base(trace).step_ns.astype(float)[chosen]
     out: dict[str, tuple[float, np.ndarray, float]] = {}
     for level in ("mid", "low", "high") if fix.uncertain else ("mid",):
-        after = replay_with(trace, fix, level).step_ns.astype(float)  # type: ignore[arg-type]
+        if level == "low" and out["mid"][0] <= 0:
+            out[level] = out["mid"]  # a smaller effect cannot save more than nothing
+            continue
+        after = replay_with(trace, fix, level).step_ns.astype(float)[chosen]  # type: ignore[arg-type]
         per = np.maximum(before - after, 0.0) / 1e6
         out[level] = (float(np.median(per)), per, float(np.median(after)) / 1e6)
     mid, per, rep = out["mid"]
