@@ -117,6 +117,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
 # findings whose figures rest on the GPU timeline: a trace missing part of it lowers them
 TIMELINE_FINDINGS = frozenset({"gpu-idle", "comm-overlap", "tiny-kernels", "sync-point",
                                "dataloader-stall", "blocking-copy", "single-tensor-optimizer"})  # fmt: skip
+TIMELINE_FINDINGS |= {"unbucketed-collectives"}  # capped at the GPU idle time between collectives
 
 
 def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
