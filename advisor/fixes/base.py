@@ -79,7 +79,7 @@ class Patcher:
     def patch(self, fix_id: str, owner: Any, name: str, new: Any) -> Any:
         """Replace ``owner.name`` with ``new``; returns the original (the one ``new`` wraps)."""
         had = name in getattr(owner, "__dict__", {})
-        orig = owner.__dict__[name] if had else getattr(owner, name)
+        orig = owner.__dict__[name] if had else getattr(owner, name, None)
 
         def undo() -> None:
             if had:

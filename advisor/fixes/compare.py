@@ -3,7 +3,8 @@ advisor's estimate, the numerics check and what the patch did (pure computation;
 
 Step times are the steady steps of each run's profiled window (the same steps the advisor's
 estimates are made on), pooled over the repeats. The spread is the interquartile range; a
-saving smaller than the larger of the two runs' spreads is called "within noise".
+saving smaller than two standard errors of the difference of the two medians (estimated from
+those ranges, :func:`noise_ms`) is called "within noise".
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class RunData:
     folders: list[str] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
     losses: list[list[float | None]] = field(default_factory=list)
+    outputs: list[list[float | None]] = field(default_factory=list)  # forward fingerprints
     trial: dict[str, Any] = field(default_factory=dict)  # run.json "try" of its first run
     findings: list[Finding] = field(default_factory=list)  # of its first run
     step_ms_median_report: float = 0.0
@@ -58,28 +60,35 @@ def estimate(findings: list[Finding], finding_ids: set[str], step_ms: float) -> 
     return _r(total), sorted({f.id for f in hits})
 
 
+def _first(runs: list[list[float | None]], i: int = 0) -> list[float]:
+    return [x for x in (runs[i] if len(runs) > i else []) if x is not None]
+
+
 def numerics(before: RunData, after: RunData, rtol: float) -> dict[str, Any]:
-    """Compare the first losses of the first before and after runs."""
-    a = [x for x in (before.losses[0] if before.losses else []) if x is not None]
-    b = [x for x in (after.losses[0] if after.losses else []) if x is not None]
+    """Compare the first losses (the scalars ``.backward()`` was called on) of the first before
+    and after runs; without any, the first outputs of the outermost module calls (sum |x|)."""
+    what, a, b, key = "losses", _first(before.losses), _first(after.losses), "losses"
+    if not a or not b:
+        what, a, b, key = "forward outputs", _first(before.outputs), _first(after.outputs), "outputs"
     n = min(len(a), len(b))
-    out: dict[str, Any] = {"before": a, "after": b, "rtol": rtol, "max_rel_diff": None}
+    out: dict[str, Any] = {"observed": what, "before": a, "after": b, "rtol": rtol,
+                           "max_rel_diff": None}  # fmt: skip
     if n == 0:
-        out.update(status="not-observed", text="loss not observed: no scalar .backward() call in "
-                   "the first steps of both runs (an inference loop has none)")  # fmt: skip
+        out.update(status="not-observed", text="not observed: no scalar .backward() call and no "
+                   "floating-point module output in the first steps of both runs")  # fmt: skip
         return out
     diff = _max_rel(a[:n], b[:n])
     out["max_rel_diff"] = diff
-    base = [x for x in (before.losses[1] if len(before.losses) > 1 else []) if x is not None]
+    base = _first(getattr(before, key), 1)
     noise = _max_rel(a, base) if base else 0.0
     if diff <= rtol:
-        out.update(status="same", text=f"first {n} losses agree (max relative difference {diff:.2g})")
+        out.update(status="same", text=f"first {n} {what} agree (max relative difference {diff:.2g})")
     elif noise > rtol:
-        out.update(status="inconclusive", text=f"first losses differ by {diff:.2g}, but two "
+        out.update(status="inconclusive", text=f"first {what} differ by {diff:.2g}, but two "
                    f"unchanged runs already differ by {noise:.2g}: the script is not "
                    "deterministic under a fixed seed")  # fmt: skip
     else:
-        out.update(status="changed", text=f"numerics changed: the first {n} losses differ by up "
+        out.update(status="changed", text=f"numerics changed: the first {n} {what} differ by up "
                    f"to {diff:.2g} (relative), above the tolerance {rtol:g}")  # fmt: skip
     return out
 
@@ -94,9 +103,18 @@ def _max_rel(a: list[float], b: list[float]) -> float:
     return _r(worst, 9)
 
 
-def verdict(saving_ms: float, before: dict[str, Any], after: dict[str, Any]) -> str:
-    spread = max(before["p75_ms"] - before["p25_ms"], after["p75_ms"] - after["p25_ms"])
-    if abs(saving_ms) <= spread:
+def noise_ms(before: dict[str, Any], after: dict[str, Any]) -> float:
+    """Two standard errors of the difference of the medians, each median's standard error
+    taken from its interquartile range (sigma ~ IQR / 1.349, se(median) ~ 1.253 sigma / sqrt n)."""
+
+    def se(s: dict[str, Any]) -> float:
+        return 1.253 * (s["p75_ms"] - s["p25_ms"]) / 1.349 / math.sqrt(max(s["steps"], 1))
+
+    return _r(2 * math.hypot(se(before), se(after)))
+
+
+def verdict(saving_ms: float, noise: float) -> str:
+    if abs(saving_ms) <= noise:
         return "within noise"
     return "faster" if saving_ms > 0 else "slower"
 
@@ -128,6 +146,7 @@ def compare(before: RunData, after: RunData, est_ids: set[str], rtol: float) -> 
     row["measured_saving_pct"] = _r(100 * saving / sb["median_ms"], 1) if sb["median_ms"] else None
     if used and est > 0:
         row["ratio"] = _r(saving / est, 2)
-    row["verdict"] = verdict(saving, sb, sa)
+    row["noise_ms"] = noise_ms(sb, sa)
+    row["verdict"] = verdict(saving, row["noise_ms"])
     row["numerics"] = numerics(before, after, rtol)
     return row

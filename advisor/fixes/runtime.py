@@ -30,6 +30,7 @@ class TryRuntime:
         self.seed = seed
         self.loss_steps = loss_steps
         self.losses: list[float] = []
+        self.outputs: list[float] = []  # sum(|x|) of the first outermost forward outputs
         self.patcher = Patcher()
         self.applied: list[str] = []
 
@@ -39,6 +40,7 @@ class TryRuntime:
         if self.seed is not None:
             _seed(self.seed)
         self._observe_loss()
+        self._observe_outputs()
         for fid in self.fix_ids:
             fix = FIXES.get(fid)
             if fix is None:
@@ -70,6 +72,34 @@ class TryRuntime:
 
         self.patcher.patch(OBSERVE, torch.Tensor, "backward", backward)
 
+    def _observe_outputs(self) -> None:
+        """For loops without backward (inference): a fingerprint of the first outputs of the
+        outermost module calls. The hooks stay (as no-ops) until the run ends, in both runs."""
+        import torch
+        from torch.nn.modules import module as m
+
+        depth = [0]
+        outputs, limit = self.outputs, self.loss_steps
+
+        def pre(mod: Any, args: Any) -> None:
+            depth[0] += 1
+
+        def post(mod: Any, args: Any, out: Any) -> None:
+            depth[0] = max(0, depth[0] - 1)
+            if depth[0] or len(outputs) >= limit:
+                return
+            if isinstance(out, (tuple, list)):
+                out = next((x for x in out if isinstance(x, torch.Tensor)), None)
+            if isinstance(out, torch.Tensor) and out.is_floating_point():
+                try:
+                    outputs.append(float(out.detach().float().abs().sum()))
+                except Exception:  # noqa: BLE001
+                    pass
+
+        for h in (m.register_module_forward_pre_hook(pre),
+                  m.register_module_forward_hook(post, always_call=True)):  # fmt: skip
+            self.patcher.on_revert(OBSERVE, h.remove)
+
     def finish(self) -> dict[str, Any]:
         """Undo every patch; returns the ``try`` block of run.json."""
         self.patcher.revert()
@@ -79,6 +109,7 @@ class TryRuntime:
             "applied": self.applied,
             "seed": self.seed,
             "losses": [None if math.isnan(v) else v for v in self.losses],
+            "outputs": [v if math.isfinite(v) else None for v in self.outputs],
             "notes": d["notes"],
             "counts": d["counts"],
             "errors": d["errors"],

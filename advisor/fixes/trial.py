@@ -139,6 +139,7 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
         return
     trial = run.get("try") or {}
     data.losses.append(list(trial.get("losses") or []))
+    data.outputs.append(list(trial.get("outputs") or []))
     if first:
         data.trial = trial
     end, scope = run.get("end_reason"), run.get("trace_scope")

@@ -25,6 +25,14 @@ def _step(s: dict[str, Any]) -> str:
     return f"{s['median_ms']:.2f} [{s['p25_ms']:.2f}–{s['p75_ms']:.2f}]"
 
 
+def _spread(r: dict[str, Any]) -> str:
+    b, a = r.get("before") or {}, r.get("after") or {}
+    if b.get("median_ms") is None or a.get("median_ms") is None:
+        return "no steps to compare"
+    return (f"before {_step(b)} ms over {b['steps']} steps, after {_step(a)} ms over "
+            f"{a['steps']} steps (median [p25–p75]); noise ±{r.get('noise_ms') or 0:.2f} ms")
+
+
 def _saving(r: dict[str, Any]) -> str:
     ms, pct = r.get("measured_saving_ms"), r.get("measured_saving_pct")
     if ms is None:
@@ -62,6 +70,9 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({
             "fix": label,
             "folder": r["label"],
+            "before_ms": _ms((r.get("before") or {}).get("median_ms")),
+            "after_ms": _ms((r.get("after") or {}).get("median_ms")),
+            "spread": _spread(r),
             "before": _step(r.get("before", {})),
             "after": _step(r.get("after", {})),
             "saving": _saving(r),
@@ -83,7 +94,7 @@ def print_try(doc: dict[str, Any], files: dict[str, Any], file: TextIO | None = 
     s = doc["settings"]
     con.print(f"advisor try · {escape(doc['script'])} {escape(' '.join(doc['argv']))}".rstrip())
     con.print(f"steps {s['wait']}/{s['warmup']}/{s['active']} (wait/warmup/active), "
-              f"{s['repeat']} round(s); step ms: median [p25–p75] of the steady steps")  # fmt: skip
+              f"{s['repeat']} round(s); step ms: median of the steady steps in each window")  # fmt: skip
     if doc["before"].get("failed"):
         con.print(f"the unchanged run failed: {escape(doc['before']['failed'])}")
     rs = rows(doc)
@@ -93,10 +104,11 @@ def print_try(doc: dict[str, Any], files: dict[str, Any], file: TextIO | None = 
                                "ratio", "verdict", "numerics")):  # fmt: skip
             t.add_column(c, justify="left" if i in (0, 6, 7) else "right")
         for r in rs:
-            t.add_row(*(escape(r[k]) for k in ("fix", "before", "after", "saving", "estimate",
-                                               "ratio", "verdict", "numerics")))  # fmt: skip
+            t.add_row(*(escape(r[k]) for k in ("fix", "before_ms", "after_ms", "saving",
+                                               "estimate", "ratio", "verdict", "numerics")))  # fmt: skip
         con.print(t)
     for r in rs:
+        con.print(f"{escape(r['fix'])}: {escape(r['spread'])}")
         for w in r["warnings"]:
             con.print(f"warning: {escape(r['fix'])}: {escape(w)}")
     for k in ("skipped", "not_applicable"):
