@@ -2,7 +2,8 @@
 over the examples (each problem script with the fix for its finding) and prints, per pair, the
 estimated and the measured saving per step and their ratio.
 
-    python benchmarks/estimate_vs_measured.py [--repeat R] [--steps N] [--only ID,...] [--keep DIR]
+    python benchmarks/estimate_vs_measured.py [--repeat R] [--steps N] [--threads T]
+                                              [--only ID,...] [--keep DIR] [--json FILE]
 
 Fixes that cannot act on this machine (GPU-only ones on a CPU box) are listed with the reason,
 not measured. Timings on a shared CPU are noisy: read the verdict column (a saving inside the
@@ -44,6 +45,8 @@ def run_pair(script: str, fix: str, out: Path, args: argparse.Namespace) -> dict
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["NO_COLOR"] = "1"
+    if args.threads > 0:  # on a shared machine, torch's thread pools oversubscribe the cores
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(args.threads)
     cmd = [sys.executable, "-m", "advisor", "try", "--fix", fix, "--out", str(out), "--force",
            "--repeat", str(args.repeat), str(REPO / "examples" / script),
            "--steps", str(args.steps)]  # fmt: skip
@@ -62,6 +65,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=2, help="rounds per try (default 2)")
     ap.add_argument("--steps", type=int, default=14, help="--steps for each example")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="OMP/MKL threads of every run (default 1: steadier on a shared machine; "
+                    "0 keeps the environment's)")  # fmt: skip
     ap.add_argument("--only", default="", help="fix ids to run (comma-separated)")
     ap.add_argument("--keep", type=Path, help="keep the try folders here (default: a temp dir)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
@@ -74,7 +80,8 @@ def main() -> int:
         print(f"... {script} --fix {fix}", file=sys.stderr, flush=True)
         rows.append(run_pair(script, fix, root / f"{Path(script).stem}--{fix}", args))
     print(f"advisor try over the examples (CPU: {os.cpu_count()} cores, {args.repeat} round(s), "
-          f"--steps {args.steps}); step ms = median of the steady window steps")  # fmt: skip
+          f"--steps {args.steps}, threads {args.threads or 'default'}); step ms = median of the "
+          "steady window steps; CPU timings are noisy, read the verdict")  # fmt: skip
     head = f"{'example':<28}{'fix':<27}{'before':>9}{'after':>9}{'measured':>10}{'estimate':>10}{'ratio':>7}  verdict"
     print(head)
     out_rows = []
