@@ -182,10 +182,20 @@ def _finding(fid: str, ms: float) -> Finding:
 
 
 def test_compare_rows() -> None:
-    b = RunData("before", (), step_ms=[10.0, 10.2, 9.8, 10.1, 9.9], losses=[[2.0, 1.5]],
-                findings=[_finding("dataloader-stall", 3.0), _finding("dataloader-stall", 30.0)])
-    a = RunData("after", ("dataloader-stall",), step_ms=[6.0, 6.1, 5.9, 6.0, 6.2],
-                losses=[[2.0, 1.5]], trial={"counts": {"dataloader-stall": {"dataloaders": 1}}})
+    b = RunData(
+        "before",
+        (),
+        step_ms=[10.0, 10.2, 9.8, 10.1, 9.9],
+        losses=[[2.0, 1.5]],
+        findings=[_finding("dataloader-stall", 3.0), _finding("dataloader-stall", 30.0)],
+    )
+    a = RunData(
+        "after",
+        ("dataloader-stall",),
+        step_ms=[6.0, 6.1, 5.9, 6.0, 6.2],
+        losses=[[2.0, 1.5]],
+        trial={"counts": {"dataloader-stall": {"dataloaders": 1}}},
+    )
     row = compare(b, a, {"dataloader-stall"}, 1e-3)
     assert row["estimated_saving_ms"] == 10.0  # 33 ms of findings, capped at the step
     assert row["measured_saving_ms"] == 4.0 and row["ratio"] == 0.4
@@ -219,10 +229,27 @@ pytestmark_slow = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def stall_try(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+def stall_try(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("stall") / "out"
-    r = advisor(REPO, "try", "--fix", "dataloader-stall", "--out", out, "--wait", "1",
-                "--warmup", "1", "--active", "5", "examples/dataloader_stall.py", "--steps", "9")
+    r = advisor(
+        REPO,
+        "try",
+        "--fix",
+        "dataloader-stall",
+        "--out",
+        out,
+        "--wait",
+        "1",
+        "--warmup",
+        "1",
+        "--active",
+        "5",
+        "examples/dataloader_stall.py",
+        "--steps",
+        "9",
+    )
     return r, out
 
 
@@ -261,8 +288,16 @@ def test_out_folder_is_never_overwritten(stall_try: Any, tmp_path: Path) -> None
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "try.json").write_text("{}", encoding="utf-8")
-    r = advisor(REPO, "try", "--fix", "zero-grad-not-none", "--out", mine, "--force",
-                "examples/zero_grad.py")
+    r = advisor(
+        REPO,
+        "try",
+        "--fix",
+        "zero-grad-not-none",
+        "--out",
+        mine,
+        "--force",
+        "examples/zero_grad.py",
+    )
     assert r.returncode == 1 and "advisor did not write" in r.stderr
     assert (mine / "try.json").read_text(encoding="utf-8") == "{}"
     assert sorted(p.name for p in mine.iterdir()) == ["try.json"]
@@ -301,8 +336,16 @@ for _ in range(8):
 def test_a_failing_fix_and_fixes_that_do_not_apply_are_reported(tmp_path: Path) -> None:
     (tmp_path / "breaks.py").write_text(textwrap.dedent(BREAKS), encoding="utf-8")
     out = tmp_path / "out"
-    r = advisor(tmp_path, "try", "--fix", "zero-grad-not-none,cudnn-benchmark,python-loop",
-                "--out", out, *FEW, "breaks.py")
+    r = advisor(
+        tmp_path,
+        "try",
+        "--fix",
+        "zero-grad-not-none,cudnn-benchmark,python-loop",
+        "--out",
+        out,
+        *FEW,
+        "breaks.py",
+    )
     assert r.returncode == 1
     doc = _doc(out)
     (row,) = doc["results"]

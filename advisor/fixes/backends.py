@@ -33,7 +33,7 @@ def _hold_cudnn(patcher: Patcher, fix_id: str, name: str, value: Any) -> None:
     import torch
 
     mod = torch.backends.cudnn
-    cls = type(mod)
+    cls: Any = type(mod)
     before = getattr(mod, name)
     held = _Held(cls.__dict__[name], value,
                  lambda v: patcher.note(fix_id, f"the script set cudnn.{name}={v!r}; kept {value!r}"))  # fmt: skip
@@ -45,7 +45,7 @@ def _hold_cudnn(patcher: Patcher, fix_id: str, name: str, value: Any) -> None:
 
 class CudnnBenchmark(PatchFix):
     id = "cudnn-benchmark"
-    finding_ids = ("cudnn-benchmark",)
+    finding_ids: tuple[str, ...] = ("cudnn-benchmark",)
     changes = (
         "torch.backends.cudnn.benchmark = True before the script starts, held when the script "
         "sets it to False: cuDNN times the candidate algorithms of each new convolution shape "
@@ -68,7 +68,7 @@ class CudnnBenchmark(PatchFix):
 
 class Tf32Matmul(PatchFix):
     id = "fp32-matmul"
-    finding_ids = ("fp32-matmul",)
+    finding_ids: tuple[str, ...] = ("fp32-matmul",)
     numerics_changing = True
     changes = (
         'torch.set_float32_matmul_precision("high") (TF32 for FP32 matmuls) and '
@@ -86,7 +86,9 @@ class Tf32Matmul(PatchFix):
         if not facts.cuda:
             return "TF32 exists only on NVIDIA GPUs (this run used the CPU)"
         if facts.compute_capability is not None and facts.compute_capability < 8.0:
-            return f"TF32 needs compute capability 8.0 or newer (this GPU: {facts.compute_capability})"
+            return (
+                f"TF32 needs compute capability 8.0 or newer (this GPU: {facts.compute_capability})"
+            )
         return None
 
     def apply(self, patcher: Patcher) -> None:
@@ -99,7 +101,9 @@ class Tf32Matmul(PatchFix):
         @functools.wraps(orig_set)
         def set_precision(precision: str) -> None:
             if precision == "highest":
-                patcher.note(fid, 'the script asked for float32_matmul_precision("highest"); kept "high"')
+                patcher.note(
+                    fid, 'the script asked for float32_matmul_precision("highest"); kept "high"'
+                )
                 precision = "high"
             orig_set(precision)
 
@@ -125,7 +129,7 @@ class Tf32Matmul(PatchFix):
 
 class Autocast(PatchFix):
     id = "amp"
-    finding_ids = ("fp32-matmul",)
+    finding_ids: tuple[str, ...] = ("fp32-matmul",)
     numerics_changing = True
     changes = (
         "Each top-level module call (the outermost forward) runs under torch.autocast in "

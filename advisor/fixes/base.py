@@ -28,7 +28,6 @@ class RunFacts:
     optimizers: tuple[dict[str, Any], ...] = ()
     zero_grad: tuple[dict[str, Any], ...] = ()
     eval_with_grad: bool = False
-    conv_modules: bool = False
     findings: frozenset[str] = frozenset()
 
     @staticmethod
@@ -38,13 +37,12 @@ class RunFacts:
         run = _read(folder / "run.json")
         found = _read(folder / "findings.json")
         dev = run.get("device") or {}
+        raw_cc = dev.get("compute_capability")
         try:
-            cc = float(dev.get("compute_capability")) if dev.get("compute_capability") else None
+            cc = float(raw_cc) if raw_cc else None
         except (TypeError, ValueError):
             cc = None
         fwd = run.get("forward") or {}
-        mods = run.get("modules") or {}
-        roots = " ".join(str(r) for r in mods.get("roots") or ())
         return RunFacts(
             cuda=dev.get("type") == "cuda",
             compute_capability=cc,
@@ -52,7 +50,6 @@ class RunFacts:
             optimizers=tuple(run.get("optimizers") or ()),
             zero_grad=tuple(run.get("zero_grad") or ()),
             eval_with_grad=bool(fwd.get("eval_with_grad")),
-            conv_modules=bool(mods.get("conv_bias_before_bn")) or "Conv" in roots,
             findings=frozenset(
                 f.get("id", "") for f in found.get("findings") or () if isinstance(f, dict)
             ),

@@ -50,7 +50,9 @@ def _r(x: float, nd: int = 3) -> float:
     return round(float(x), nd)
 
 
-def estimate(findings: list[Finding], finding_ids: set[str], step_ms: float) -> tuple[float, list[str]]:
+def estimate(
+    findings: list[Finding], finding_ids: set[str], step_ms: float
+) -> tuple[float, list[str]]:
     """The advisor's estimated saving for fixes answering ``finding_ids``: the sum over the
     before run's findings with those ids, never above the step (savings overlap)."""
     hits = [f for f in findings if f.id in finding_ids]
@@ -69,7 +71,12 @@ def numerics(before: RunData, after: RunData, rtol: float) -> dict[str, Any]:
     and after runs; without any, the first outputs of the outermost module calls (sum |x|)."""
     what, a, b, key = "losses", _first(before.losses), _first(after.losses), "losses"
     if not a or not b:
-        what, a, b, key = "forward outputs", _first(before.outputs), _first(after.outputs), "outputs"
+        what, a, b, key = (
+            "forward outputs",
+            _first(before.outputs),
+            _first(after.outputs),
+            "outputs",
+        )
     n = min(len(a), len(b))
     out: dict[str, Any] = {"observed": what, "before": a, "after": b, "rtol": rtol,
                            "max_rel_diff": None}  # fmt: skip
@@ -82,7 +89,9 @@ def numerics(before: RunData, after: RunData, rtol: float) -> dict[str, Any]:
     base = _first(getattr(before, key), 1)
     noise = _max_rel(a, base) if base else 0.0
     if diff <= rtol:
-        out.update(status="same", text=f"first {n} {what} agree (max relative difference {diff:.2g})")
+        out.update(
+            status="same", text=f"first {n} {what} agree (max relative difference {diff:.2g})"
+        )
     elif noise > rtol:
         out.update(status="inconclusive", text=f"first {what} differ by {diff:.2g}, but two "
                    f"unchanged runs already differ by {noise:.2g}: the script is not "

@@ -65,7 +65,7 @@ def _patch_loader_init(patcher: Patcher, fix_id: str, edit: Any) -> None:
 
 class DataLoaderStall(PatchFix):
     id = "dataloader-stall"
-    finding_ids = ("dataloader-stall",)
+    finding_ids: tuple[str, ...] = ("dataloader-stall",)
     changes = (
         "DataLoader(...) arguments at construction: num_workers raised to min(4, usable CPUs) "
         "when lower, persistent_workers=True, prefetch_factor=4 when not set, pin_memory=True "
@@ -137,7 +137,9 @@ class PinnedCopies(PatchFix):
 
     def applies_to(self, facts: RunFacts) -> str | None:
         if not facts.cuda:
-            return "pinned memory and non_blocking copies need a CUDA device (this run used the CPU)"
+            return (
+                "pinned memory and non_blocking copies need a CUDA device (this run used the CPU)"
+            )
         if not facts.dataloaders:
             return "the script iterated no DataLoader: its copies are not from DataLoader batches"
         return None

@@ -52,7 +52,8 @@ class OutermostForward:
         h_pre = m.register_module_forward_pre_hook(pre)
         h_post = m.register_module_forward_hook(post, always_call=True)
         try:  # run before the advisor's observer (registered earlier), so it sees the fix
-            m._global_forward_pre_hooks.move_to_end(h_pre.id, last=False)
+            hooks: Any = m._global_forward_pre_hooks  # an OrderedDict
+            hooks.move_to_end(h_pre.id, last=False)
         except (AttributeError, KeyError):
             pass
         self.patcher.on_revert(self.fix_id, h_pre.remove)
@@ -61,7 +62,7 @@ class OutermostForward:
 
 class ChannelsLast(PatchFix):
     id = "channels-last"
-    finding_ids = ("channels-last",)
+    finding_ids: tuple[str, ...] = ("channels-last",)
     changes = (
         "The first time a model containing Conv2d is called, model.to(memory_format="
         "torch.channels_last); on every outermost call its 4-D tensor arguments are made "
@@ -101,7 +102,7 @@ class ChannelsLast(PatchFix):
 
 class InferenceWithoutNoGrad(PatchFix):
     id = "inference-without-no-grad"
-    finding_ids = ("inference-without-no-grad",)
+    finding_ids: tuple[str, ...] = ("inference-without-no-grad",)
     changes = (
         "An outermost call of a module in eval() mode with autograd on runs under "
         "torch.inference_mode() when the process has built no optimizer, else under "
@@ -146,8 +147,9 @@ class InferenceWithoutNoGrad(PatchFix):
                 return None, None
             ctx = torch.no_grad() if optimizers else torch.inference_mode()
             ctx.__enter__()
-            patcher.count(fid, f"eval forwards under {'no_grad' if optimizers else 'inference_mode'}")
+            patcher.count(
+                fid, f"eval forwards under {'no_grad' if optimizers else 'inference_mode'}"
+            )
             return ctx, None
 
         OutermostForward(patcher, fid, enter).install()
-

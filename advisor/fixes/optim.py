@@ -10,7 +10,7 @@ from advisor.fixes.base import Patcher, PatchFix, RunFacts
 
 class ZeroGradNotNone(PatchFix):
     id = "zero-grad-not-none"
-    finding_ids = ("zero-grad-not-none",)
+    finding_ids: tuple[str, ...] = ("zero-grad-not-none",)
     changes = (
         "Optimizer.zero_grad() and Module.zero_grad() always run with set_to_none=True: "
         "gradients are released instead of filled with zeros; the next backward writes them."
@@ -51,7 +51,7 @@ class ZeroGradNotNone(PatchFix):
 
 class SingleTensorOptimizer(PatchFix):
     id = "single-tensor-optimizer"
-    finding_ids = ("single-tensor-optimizer",)
+    finding_ids: tuple[str, ...] = ("single-tensor-optimizer",)
     changes = (
         "torch.optim optimizers that accept foreach are constructed with foreach=True (unless "
         "fused=True or differentiable=True was asked): one multi-tensor kernel per operation "

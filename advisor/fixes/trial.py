@@ -50,7 +50,6 @@ class TryOptions:
     seed: int | None = 0
     loss_steps: int = 3
     loss_rtol: float = 1e-3
-    quiet: bool = False
 
     def validate(self) -> None:
         for flag, v, low in (("--wait", self.wait, 0), ("--warmup", self.warmup, 0),
@@ -134,8 +133,11 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
     try:
         run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        data.failed = data.failed or f"advisor profile exited {code} without run.json " \
+        data.failed = (
+            data.failed
+            or f"advisor profile exited {code} without run.json "
             f"({_last_line(folder / LOG_NAME)}); see {folder / LOG_NAME}"
+        )
         return
     trial = run.get("try") or {}
     data.losses.append(list(trial.get("losses") or []))
@@ -144,12 +146,18 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
         data.trial = trial
     end, scope = run.get("end_reason"), run.get("trace_scope")
     if end not in _OK_ENDS and not (end == "sys-exit" and run.get("exit_code") == 0):
-        data.failed = data.failed or f"the script ended with {end}: {run.get('error') or ''} " \
+        data.failed = (
+            data.failed
+            or f"the script ended with {end}: {run.get('error') or ''} "
             f"(exit {run.get('exit_code')}; see {folder / LOG_NAME})"
+        )
         return
     if scope not in ("window", "partial-window"):
-        data.failed = data.failed or f"the run ended before the profiled window (trace: {scope}, " \
+        data.failed = (
+            data.failed
+            or f"the run ended before the profiled window (trace: {scope}, "
             f"{run.get('steps_seen')} steps seen): give the script more steps or lower --wait/--warmup"
+        )
         return
     trace = steady_trace(load_trace(folder / "trace.json.gz"))
     data.step_ms.extend(float(x) for x in trace.step_ms().to_numpy())
@@ -168,8 +176,7 @@ def _last_line(log: Path) -> str:
 
 
 def _say(opts: TryOptions, text: str) -> None:
-    if not opts.quiet:
-        print(f"advisor try: {text}", file=sys.stderr, flush=True)
+    print(f"advisor try: {text}", file=sys.stderr, flush=True)
 
 
 def _run(opts: TryOptions, plan: Plan, out: Path, rnd: int, n: int, total: int) -> None:
@@ -230,13 +237,24 @@ def _document(opts: TryOptions, target: Any, started: str, before: Plan, plans: 
         "argv": list(opts.args),
         "fix": opts.fix,
         "started_at": started,
-        "settings": {"wait": opts.wait, "warmup": opts.warmup, "active": opts.active,
-                     "repeat": opts.repeat, "seed": opts.seed, "loss_steps": opts.loss_steps,
-                     "loss_rtol": opts.loss_rtol, "max_seconds": opts.max_seconds},  # fmt: skip
-        "before": {"folders": before.data.folders, "failed": before.data.failed,
-                   "steps": step_stats(before.data.step_ms),
-                   "findings": [{"id": f.id, "est_savings_ms": f.est_savings_ms}
-                                for f in before.data.findings]},  # fmt: skip
+        "settings": {
+            "wait": opts.wait,
+            "warmup": opts.warmup,
+            "active": opts.active,
+            "repeat": opts.repeat,
+            "seed": opts.seed,
+            "loss_steps": opts.loss_steps,
+            "loss_rtol": opts.loss_rtol,
+            "max_seconds": opts.max_seconds,
+        },  # fmt: skip
+        "before": {
+            "folders": before.data.folders,
+            "failed": before.data.failed,
+            "steps": step_stats(before.data.step_ms),
+            "findings": [
+                {"id": f.id, "est_savings_ms": f.est_savings_ms} for f in before.data.findings
+            ],
+        },  # fmt: skip
         "results": rows,
         "skipped": [{"id": i, "reason": r} for i, r in sel.skipped],
         "not_applicable": [{"id": i, "reason": r} for i, r in sel.not_applicable],

@@ -29,8 +29,10 @@ def _spread(r: dict[str, Any]) -> str:
     b, a = r.get("before") or {}, r.get("after") or {}
     if b.get("median_ms") is None or a.get("median_ms") is None:
         return "no steps to compare"
-    return (f"before {_step(b)} ms over {b['steps']} steps, after {_step(a)} ms over "
-            f"{a['steps']} steps (median [p25–p75]); noise ±{r.get('noise_ms') or 0:.2f} ms")
+    return (
+        f"before {_step(b)} ms over {b['steps']} steps, after {_step(a)} ms over "
+        f"{a['steps']} steps (median [p25–p75]); noise ±{r.get('noise_ms') or 0:.2f} ms"
+    )
 
 
 def _saving(r: dict[str, Any]) -> str:
@@ -64,7 +66,11 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             warn.append(f"{fid}: patch error: {err}")
         if not r.get("acted") and not r.get("failed"):
             warn.append("the patch found nothing to change in this run")
-        label = "all together" if r["label"] == "after" and len(r["fixes"]) > 1 else ", ".join(r["fixes"])
+        label = (
+            "all together"
+            if r["label"] == "after" and len(r["fixes"]) > 1
+            else ", ".join(r["fixes"])
+        )
         notes = [f"{k}: {v}" for c in (r.get("counts") or {}).values() for k, v in c.items()]
         notes += [n for ns in (r.get("notes") or {}).values() for n in ns]
         out.append({
