@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -305,52 +304,57 @@ def test_out_folder_is_never_overwritten(stall_try: Any, tmp_path: Path) -> None
 
 @pytestmark_slow
 @pytest.mark.parametrize(
-    ("script", "fix", "count"),
-    [("zero_grad.py", "zero-grad-not-none", "Optimizer.zero_grad calls switched"),
-     ("inference_no_grad.py", "inference-without-no-grad", "eval forwards under inference_mode")],
+    ("script", "fixes", "count"),
+    [
+        # a fix that cannot act on a CPU run and a finding try cannot fix: reported, not run
+        ("zero_grad.py", "zero-grad-not-none,cudnn-benchmark,python-loop",
+         "Optimizer.zero_grad calls switched"),
+        ("inference_no_grad.py", "inference-without-no-grad", "eval forwards under inference_mode"),
+    ],
 )  # fmt: skip
-def test_examples_run_with_their_fixes(tmp_path: Path, script: str, fix: str, count: str) -> None:
+def test_examples_run_with_their_fixes(tmp_path: Path, script: str, fixes: str, count: str) -> None:
+    fix = fixes.split(",")[0]
     out = tmp_path / "out"
-    r = advisor(REPO, "try", "--fix", fix, "--out", out, *FEW, f"examples/{script}", "--steps", "7")
+    r = advisor(
+        REPO, "try", "--fix", fixes, "--out", out, *FEW, f"examples/{script}", "--steps", "7"
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-    (row,) = _doc(out)["results"]
+    doc = _doc(out)
+    (row,) = doc["results"]
     assert row["applied"] == [fix] and row["measured_saving_ms"] is not None
     assert any(k.startswith(count) and v > 0 for k, v in row["counts"][fix].items())
     assert row["numerics"]["status"] == "same"  # losses (zero_grad), outputs (inference)
-    assert row["findings_after"] in ({fix: "gone"}, {fix: "still reported"}, {})
+    assert set(row["findings_after"].values()) <= {"gone", "still reported"}
+    if "cudnn-benchmark" in fixes:
+        assert [e["id"] for e in doc["skipped"]] == ["cudnn-benchmark"]
+        assert [e["id"] for e in doc["not_applicable"]] == ["python-loop"]
+        assert "not applied: cudnn-benchmark" in r.stdout
+        assert "not applicable to try: python-loop" in r.stdout
+        assert not (out / "after-cudnn-benchmark").exists()
 
 
-BREAKS = """
-import torch
-model = torch.nn.Linear(4, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for _ in range(8):
-    opt.zero_grad(set_to_none=False)
-    model.weight.grad.mul_(0.5)  # relies on zeros: None under the fix
-    model(torch.randn(8, 4)).pow(2).mean().backward()
-    opt.step()
-"""
+def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
+    from advisor.fixes.registry import Selection
+    from advisor.fixes.trial import LOG_NAME, Plan, TryOptions, _collect, _document
+    from advisor.runner.execute import Target
 
-
-@pytestmark_slow
-def test_a_failing_fix_and_fixes_that_do_not_apply_are_reported(tmp_path: Path) -> None:
-    (tmp_path / "breaks.py").write_text(textwrap.dedent(BREAKS), encoding="utf-8")
-    out = tmp_path / "out"
-    r = advisor(
-        tmp_path,
-        "try",
-        "--fix",
-        "zero-grad-not-none,cudnn-benchmark,python-loop",
-        "--out",
-        out,
-        *FEW,
-        "breaks.py",
-    )
-    assert r.returncode == 1
-    doc = _doc(out)
+    folder = tmp_path / "after"
+    folder.mkdir()
+    (folder / LOG_NAME).write_text("# advisor try:\nAttributeError: 'NoneType'\n", encoding="utf-8")
+    run = {"end_reason": "exception", "exit_code": 1, "trace_scope": "partial-window",
+           "error": "AttributeError: 'NoneType' object has no attribute 'mul_'",
+           "try": {"applied": ["zero-grad-not-none"], "losses": [1.0]}}  # fmt: skip
+    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
+    before, after = Plan("before", ()), Plan("after", ("zero-grad-not-none",))
+    before.data.step_ms = [5.0, 5.0, 5.0]
+    _collect(after.data, folder, 1, True)
+    assert "AttributeError" in (after.data.failed or "") and LOG_NAME in after.data.failed
+    opts = TryOptions(fix="zero-grad-not-none", script="x.py")
+    doc = _document(opts, Target("script", "x.py", ()), "t", before, [after], Selection((), (), ()))
     (row,) = doc["results"]
     assert "AttributeError" in row["failed"] and row["measured_saving_ms"] is None
-    assert [e["id"] for e in doc["skipped"]] == ["cudnn-benchmark"]
-    assert [e["id"] for e in doc["not_applicable"]] == ["python-loop"]
-    assert "failed" in r.stdout and "not applicable to try: python-loop" in r.stdout
-    assert "AttributeError" in (out / "after" / "try-profile.log").read_text(encoding="utf-8")
+    _collect(after.data, tmp_path / "missing", 1, False)  # no run.json: the first failure stays
+    assert "AttributeError" in after.data.failed
+    empty = Plan("after", ())
+    _collect(empty.data, tmp_path / "missing", 1, True)
+    assert "without run.json" in (empty.data.failed or "")
