@@ -3,9 +3,9 @@ each one an ordinary ``advisor profile`` run (same window, same steps), then com
 
 Runs go into ``OUT/before/`` and ``OUT/after/`` (all fixes together); with several fixes each
 one also runs alone in ``OUT/after-<fix>/``. With ``--repeat N`` the whole sequence (before,
-then each configuration) is run N times in that order, so drift over time hits every
-configuration alike; later rounds go into ``before.2/``, ``after.2/`` ... and their steps are
-pooled. Every run's output (the script's and the advisor's) is kept in ``try-profile.log``.
+then each configuration) is run N times, every second round in reverse order (A B, B A, ...),
+so a drift over time weighs on every configuration alike; later rounds go into ``before.2/``,
+``after.2/`` ... and their steps are pooled. Every run's output (the script's and the advisor's) is kept in ``try-profile.log``.
 """
 
 from __future__ import annotations
@@ -179,10 +179,11 @@ def _say(opts: TryOptions, text: str) -> None:
     print(f"advisor try: {text}", file=sys.stderr, flush=True)
 
 
-def _run(opts: TryOptions, plan: Plan, out: Path, rnd: int, n: int, total: int) -> None:
+def _run(opts: TryOptions, plan: Plan, out: Path, rnd: int, n: int, total: int | None) -> None:
     folder = _folder(out, plan.label, rnd)
     _prepare_run_dir(folder, True)
-    _say(opts, f"run {n}/{total}: {plan.label}" + (f" (round {rnd})" if rnd > 1 else "")
+    of = "" if total is None else f"/{total}"
+    _say(opts, f"run {n}{of}: {plan.label}" + (f" (round {rnd})" if rnd > 1 else "")
          + (f" with {', '.join(plan.fixes)}" if plan.fixes else " (unchanged)"))  # fmt: skip
     t0 = time.perf_counter()
     code = _launch(opts, folder, plan.fixes)
@@ -205,7 +206,7 @@ def run_try(opts: TryOptions) -> tuple[dict[str, Any], Path]:
             _prepare_run_dir(out / label, opts.force)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     before = Plan("before", ())
-    _run(opts, before, out, 1, 1, 1 + opts.repeat)
+    _run(opts, before, out, 1, 1, None)
     if before.data.failed:
         sel = Selection((), (), ())
         return _document(opts, target, started, before, [], sel), out
@@ -216,7 +217,10 @@ def run_try(opts: TryOptions) -> tuple[dict[str, Any], Path]:
     total = 1 + len(plans) + (opts.repeat - 1) * (1 + len(plans))
     n = 1
     for rnd in range(1, opts.repeat + 1):
-        for plan in ([] if rnd == 1 else [before]) + plans:
+        order = plans if rnd == 1 else [before, *plans]
+        if rnd % 2 == 0:  # A B B A: a drift in time weighs on both sides alike
+            order = order[::-1]
+        for plan in order:
             n += 1
             _run(opts, plan, out, rnd, n, total)
     return _document(opts, target, started, before, plans, sel), out
