@@ -358,3 +358,22 @@ def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
     empty = Plan("after", ())
     _collect(empty.data, tmp_path / "missing", 1, True)
     assert "without run.json" in (empty.data.failed or "")
+
+
+def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from advisor.fixes import trial
+
+    seen: list[tuple[str, int]] = []
+
+    def fake_run(opts: Any, plan: Any, out: Path, rnd: int, n: int, total: Any) -> None:
+        seen.append((trial._folder(out, plan.label, rnd).name, n))
+        plan.data.step_ms.extend([10.0, 11.0] if plan.label == "before" else [5.0, 6.0])
+
+    monkeypatch.setattr(trial, "_run", fake_run)
+    (tmp_path / "s.py").write_text("pass\n", encoding="utf-8")
+    opts = trial.TryOptions(fix="amp", script=str(tmp_path / "s.py"), out=tmp_path / "o", repeat=3)
+    doc, _ = trial.run_try(opts)
+    assert seen == [("before", 1), ("after", 2), ("after.2", 3), ("before.2", 4),
+                    ("before.3", 5), ("after.3", 6)]  # fmt: skip
+    (row,) = doc["results"]
+    assert row["before"]["steps"] == 6 and row["measured_saving_ms"] == 5.0
