@@ -41,6 +41,7 @@ def _hold_cudnn(patcher: Patcher, fix_id: str, name: str, value: Any) -> None:
     setattr(mod, name, value)
     patcher.on_revert(fix_id, lambda: held.orig.__set__(mod, before))
     patcher.note(fix_id, f"torch.backends.cudnn.{name} = {value!r} (was {before!r})")
+    patcher.count(fix_id, "backend flags set")
 
 
 class CudnnBenchmark(PatchFix):

@@ -144,7 +144,7 @@ def compare(before: RunData, after: RunData, est_ids: set[str], rtol: float) -> 
     row["estimated_saving_ms"] = est if used else None
     row["estimated_from"] = used
     row["estimated_saving_pct"] = _r(100 * est / base, 1) if used and base > 0 else None
-    row["acted"] = bool(row["counts"] or row["notes"])
+    row["acted"] = any(n > 0 for c in row["counts"].values() for n in c.values())
     after_ids = {f.id for f in after.findings}
     row["findings_after"] = {i: ("still reported" if i in after_ids else "gone") for i in used}
     if after.failed or sa["median_ms"] is None or sb["median_ms"] is None:
