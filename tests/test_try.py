@@ -358,6 +358,11 @@ def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
     empty = Plan("after", ())
     _collect(empty.data, tmp_path / "missing", 1, True)
     assert "without run.json" in (empty.data.failed or "")
+    run = {"end_reason": "completed", "exit_code": 0, "trace_scope": "whole-run", "no_steps": True}
+    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
+    stepless = Plan("before", ())
+    _collect(stepless.data, folder, 0, True)
+    assert "advisor.step()" in (stepless.data.failed or "")
 
 
 def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

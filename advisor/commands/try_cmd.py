@@ -21,13 +21,17 @@ the run folders before/ and after/ (which `advisor diff` compares) into --out.
 
 
 def register(app: typer.Typer) -> None:
+    from advisor.fixes.registry import FIXES  # no torch: the fixes import it when they apply
+
+    fix_help = f"Fix ids (comma-separated): {', '.join(FIXES)}; or all-safe."
+
     @app.command("try", help=_HELP, context_settings={"allow_interspersed_args": False})
     def try_command(
         script: str = typer.Argument(..., help="The script to run (a module name with -m)."),
         script_args: list[str] | None = typer.Argument(
             None, metavar="SCRIPT_ARGS", help="Arguments for the script, passed untouched."
         ),
-        fix: str = typer.Option(..., "--fix", help="Fix ids (comma-separated) or all-safe."),
+        fix: str = typer.Option(..., "--fix", help=fix_help),
         module: bool = typer.Option(False, "-m", help="Run library module MODULE, like python -m."),
         out: Path | None = typer.Option(
             None, "--out", "-o", help="Output folder (default ./advisor-runs/try-<script>-<time>/)."

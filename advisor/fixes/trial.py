@@ -152,6 +152,12 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
             f"(exit {run.get('exit_code')}; see {folder / LOG_NAME})"
         )
         return
+    if run.get("no_steps"):
+        data.failed = data.failed or (
+            "no step was seen: try compares steps, so the script needs a loop that calls "
+            "optimizer.step() or advisor.step()"
+        )
+        return
     if scope not in ("window", "partial-window"):
         data.failed = (
             data.failed
