@@ -92,6 +92,10 @@ def main() -> int:
             out_rows.append({"script": name, "fix": fix, "error": row["error"]})
             continue
         doc = row["doc"]
+        if doc["before"].get("failed"):
+            print(f"{name:<28}{fix:<27}  the unchanged run failed: {doc['before']['failed']}")
+            out_rows.append({"script": name, "fix": fix, "error": doc["before"]["failed"]})
+            continue
         for e in doc["skipped"] + doc["not_applicable"]:
             print(f"{name:<28}{fix:<27}  not applied: {e['reason']}")
             out_rows.append({"script": name, "fix": fix, "not_applied": e["reason"]})

@@ -382,3 +382,17 @@ def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.Monkey
                     ("before.3", 5), ("after.3", 6)]  # fmt: skip
     (row,) = doc["results"]
     assert row["before"]["steps"] == 6 and row["measured_saving_ms"] == 5.0
+
+
+@pytestmark_slow
+def test_benchmark_script_reports_a_fix_that_cannot_act(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "estimate_vs_measured.py"), "--only",
+         "cudnn-benchmark", "--repeat", "1", "--steps", "11", "--keep", str(tmp_path),
+         "--json", str(tmp_path / "rows.json")],
+        capture_output=True, text=True, env=_env(), cwd=REPO, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "not applied: cuDNN runs only on CUDA devices" in r.stdout and "estimate" in r.stdout
+    (row,) = json.loads((tmp_path / "rows.json").read_text(encoding="utf-8"))
+    assert row["fix"] == "cudnn-benchmark" and "not_applied" in row
