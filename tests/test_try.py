@@ -232,24 +232,13 @@ def stall_try(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("stall") / "out"
-    r = advisor(
-        REPO,
-        "try",
-        "--fix",
-        "dataloader-stall",
-        "--out",
-        out,
-        "--wait",
-        "1",
-        "--warmup",
-        "1",
-        "--active",
-        "5",
-        "examples/dataloader_stall.py",
-        "--steps",
-        "9",
-    )
+    r = advisor(REPO, "try", "--fix", "dataloader-stall", "--out", out, *STALL)
     return r, out
+
+
+# --wait 1 --warmup 1 --active 5: steps 3-7 are compared
+STALL = ["--wait", "1", "--warmup", "1", "--active", "5", "examples/dataloader_stall.py",
+         "--steps", "9"]  # fmt: skip
 
 
 @pytestmark_slow
@@ -262,7 +251,15 @@ def test_dataloader_stall_measures_a_saving_beside_the_estimate(stall_try: Any) 
     (row,) = doc["results"]
     assert row["fixes"] == ["dataloader-stall"] and row["estimated_saving_ms"] > 0
     assert row["estimated_from"] == ["dataloader-stall"]
+    if row["verdict"] == "within noise":  # a busy machine hid it: two more rounds, pooled
+        assert row["measured_saving_ms"] > -row["noise_ms"], row
+        again = out.parent / "again"
+        r2 = advisor(REPO, "try", "--fix", "dataloader-stall", "--out", again, "--repeat", "2",
+                     *STALL)  # fmt: skip
+        assert r2.returncode == 0, r2.stderr[-2000:]
+        row = _doc(again)["results"][0]
     assert row["measured_saving_ms"] > 0, row  # the main process stops decoding samples
+    assert row["verdict"] != "slower", row
     assert row["numerics"]["status"] == "same"  # same seed, same batches
     run = json.loads((out / "after" / "run.json").read_text(encoding="utf-8"))
     assert run["dataloaders"][0]["num_workers"] == worker_count()
