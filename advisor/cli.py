@@ -45,13 +45,21 @@ def _root(
 
 
 def _register() -> None:
-    from advisor.commands import analyze_cmd, diff_cmd, inspect_cmd, profile_cmd, report_cmd
+    from advisor.commands import (
+        analyze_cmd,
+        diff_cmd,
+        inspect_cmd,
+        profile_cmd,
+        report_cmd,
+        try_cmd,
+    )
 
     profile_cmd.register(app)
     inspect_cmd.register(app)
     analyze_cmd.register(app)
     report_cmd.register(app)
     diff_cmd.register(app)
+    try_cmd.register(app)
 
 
 _register()

@@ -127,11 +127,15 @@ def _run_script(
     target: Any, session: Any, recorder: Any, sigs: RunSignals
 ) -> tuple[Outcome, Any, dict[str, Any]]:
     """Run the script under the session; returns (how it ended, the capture, the context)."""
+    from advisor.fixes.runtime import install_from_env
+
     outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
+    trial = None
     session.stop_requested = lambda: sigs.terminated
     with ScriptRun(target) as script_run:  # restores argv, sys.path, __main__ on exit
         try:
             recorder.install()
+            trial = install_from_env()  # advisor try: fixes patched in after the observers
             session.start()
             outcome = script_run.run()
         except KeyboardInterrupt:
@@ -145,6 +149,8 @@ def _run_script(
                 context = recorder.to_dict()
             except Exception as err:  # noqa: BLE001 (facts are best effort)
                 context = {"error": f"{type(err).__name__}: {err}"}
+            if trial is not None:  # undone first: its patches wrap the recorder's
+                context["try"] = trial.finish()
             recorder.uninstall()
     if sigs.terminated:
         # SIGTERM ended the run, even when its exception was lost: raised where Python ignores
@@ -182,6 +188,8 @@ def _write_outputs(
     if renv is not None:
         run["distributed"] = {"rank": renv.rank, "world_size": renv.world_size,
                               "local_rank": renv.local_rank, "run_id": renv.run_id}  # fmt: skip
+    if "try" in context:  # advisor try: the fixes applied in this run, and its first losses
+        run["try"] = context["try"]
     write_json(run_json, run)
     if renv is None:
         report, written, t_an = _analyze_and_write(
