@@ -22,12 +22,21 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Location:
-    """A line of the user's own code (never torch internals)."""
+    """A line of the user's own code (never torch internals).
+
+    ``line_is`` says how the line is known: ``call`` (the line that was running: the call site
+    recorded by ``advisor profile``, or a legacy ``Call stack``), ``last-call`` (the work ran
+    without a Python call, as ``if tensor:``, ``float(t)`` or an operator do: the line of the
+    frame's last call before it, usually the same line or the one before), ``frame-start``
+    (only the frame's own line is known: where it stood when the trace began, or its ``def``
+    line, in a trace without call sites).
+    """
 
     file: str
     line: int
     function: str
     count: int = 1
+    line_is: str = "call"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,13 @@
 """Find the user's own source line for a moment on a CPU thread.
 
-With ``with_stack`` the trace has python_function events; the user's line is the innermost
+With ``with_stack`` the trace has python_function events; the user's frame is the innermost
 frame, enclosing the moment on the same thread, whose file is not torch, the standard library
-or site-packages. Legacy traces carry a ``Call stack`` string on each op instead.
+or site-packages. Its line is the call site of the next frame inside it (the ``call_site`` arg
+that ``advisor profile`` records), the exact line that was running, or, for work that Python
+ran without a call (``if tensor:``, ``float(t)``, operators), the site of the frame's last
+call before it; without call sites only the frame's own line is known (where it stood when the
+trace began, or its ``def`` line). ``Location.line_is`` says which. Legacy traces carry a ``Call stack`` string on each op
+instead, with the running line of every frame.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class Locator:
         self._py_file = py["file"].to_numpy(dtype=object) if len(py) else None
         self._py_line = py["line"].to_numpy() if len(py) else None
         self._py_func = py["function"].to_numpy(dtype=object) if len(py) else None
+        self._call_file = py["call_file"].to_numpy(dtype=object) if len(py) else None
+        self._call_line = py["call_line"].to_numpy() if len(py) else None
 
     def at(self, tid: int, ts_ns: int) -> Location | None:
         """The innermost user frame on ``tid`` that encloses ``ts_ns``."""
@@ -55,17 +62,28 @@ class Locator:
         i = int(np.searchsorted(starts, ts_ns, side="right")) - 1
         if i < 0:
             return None
-        row = int(rows[i])
+        # the chain from the latest frame that started before the moment passes, just below
+        # each enclosing frame, through that frame's latest call (enclosing the moment or not)
+        row, child = int(rows[i]), -1
         for _ in range(4096):  # bounded: a malformed parent chain cannot loop forever
             if row < 0:
                 return None
             if self._user[row] and self._end[row] > ts_ns:
-                assert self._py_file is not None and self._py_line is not None
-                assert self._py_func is not None
-                return Location(str(self._py_file[row]), int(self._py_line[row]),
-                                str(self._py_func[row]))  # fmt: skip
-            row = int(self._parent[row])
+                return self._location(row, child, ts_ns)
+            row, child = int(self._parent[row]), row
         return None
+
+    def _location(self, row: int, child: int, ts_ns: int) -> Location:
+        """User frame ``row`` at the line of its latest call ``child`` (-1: none) when the
+        trace has that call's site, else at the frame's own line."""
+        assert self._py_file is not None and self._py_line is not None
+        assert self._py_func is not None
+        assert self._call_file is not None and self._call_line is not None
+        file, func = str(self._py_file[row]), str(self._py_func[row])
+        if child >= 0 and self._call_line[child] > 0 and self._call_file[child] == file:
+            kind = "call" if self._end[child] > ts_ns else "last-call"
+            return Location(file, int(self._call_line[child]), func, line_is=kind)
+        return Location(file, int(self._py_line[row]), func, line_is="frame-start")
 
     def for_op(self, op_idx: int) -> Location | None:
         """The user line that issued cpu_ops row ``op_idx`` (python frames, else Call stack)."""
@@ -98,8 +116,8 @@ class Locator:
 
 def aggregate(locs: Iterable[Location | None], top: int = 5) -> tuple[Location, ...]:
     """Count identical lines and return the most frequent first."""
-    c: Counter[tuple[str, int, str]] = Counter()
+    c: Counter[tuple[str, int, str, str]] = Counter()
     for loc in locs:
         if loc is not None:
-            c[(loc.file, loc.line, loc.function)] += 1
-    return tuple(Location(f, ln, fn, n) for (f, ln, fn), n in c.most_common(top))
+            c[(loc.file, loc.line, loc.function, loc.line_is)] += 1
+    return tuple(Location(f, ln, fn, n, how) for (f, ln, fn, how), n in c.most_common(top))

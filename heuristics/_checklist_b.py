@@ -210,17 +210,22 @@ def _frame_parents(trace: Trace) -> np.ndarray:
     return _cached(trace, "frame_parents", make)
 
 
-def _frame_columns(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    def make() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+_Frame = tuple[str, int, str, str]  # file, line, function, line_is (see Location)
+
+
+def _frame_columns(trace: Trace) -> tuple[np.ndarray, ...]:
+    def make() -> tuple[np.ndarray, ...]:
         py = trace.python
         return (py["end_ns"].to_numpy(), py["file"].to_numpy(), py["line"].to_numpy(),
-                py["function"].to_numpy())  # fmt: skip
+                py["function"].to_numpy(), py["call_file"].to_numpy(),
+                py["call_line"].to_numpy())  # fmt: skip
 
     return _cached(trace, "frame_columns", make)
 
 
-def _frames_at(trace: Trace, tid: int, ts: int) -> list[tuple[str, int, str]]:
-    """Python frames enclosing ``ts`` on ``tid``, innermost first (with_stack traces).
+def _frames_at(trace: Trace, tid: int, ts: int) -> list[_Frame]:
+    """Python frames enclosing ``ts`` on ``tid``, innermost first (with_stack traces), each at
+    the site of its latest call when the trace has it (see ``Location.line_is``).
 
     The frame that started last before ``ts`` is the innermost enclosing frame or one of its
     descendants (frames nest), so its parent chain leads to every enclosing frame."""
@@ -231,28 +236,33 @@ def _frames_at(trace: Trace, tid: int, ts: int) -> list[tuple[str, int, str]]:
     i = int(np.searchsorted(starts, ts, side="right")) - 1
     if i < 0:
         return []
-    ends, files, lines, funcs = _frame_columns(trace)
+    ends, files, lines, funcs, call_files, call_lines = _frame_columns(trace)
     parents = _frame_parents(trace)
-    r = int(rows[i])
-    out: list[tuple[str, int, str]] = []
+    r, child = int(rows[i]), -1
+    out: list[_Frame] = []
     for _ in range(512):
         if r < 0 or len(out) >= 24:
             break
         if ends[r] > ts:
-            out.append((str(files[r]), int(lines[r]), str(funcs[r])))
-        r = int(parents[r])
+            file = str(files[r])
+            if child >= 0 and call_lines[child] > 0 and call_files[child] == file:
+                how = "call" if ends[child] > ts else "last-call"
+                out.append((file, int(call_lines[child]), str(funcs[r]), how))
+            else:
+                out.append((file, int(lines[r]), str(funcs[r]), "frame-start"))
+        r, child = int(parents[r]), r
     return out
 
 
-def _stack_frames(stack: str) -> list[tuple[str, int, str]]:
-    out = []
+def _stack_frames(stack: str) -> list[_Frame]:
+    out: list[_Frame] = []
     for part in stack.split(";"):
         fr = parse_frame(part.strip())
-        out.append(fr if fr is not None else ("", -1, part.strip()))
+        out.append((*fr, "call") if fr is not None else ("", -1, part.strip(), "call"))
     return out
 
 
-def _frames_for(trace: Trace, tid: int, ts: int, stack: object) -> list[tuple[str, int, str]]:
+def _frames_for(trace: Trace, tid: int, ts: int, stack: object) -> list[_Frame]:
     frames = _frames_at(trace, tid, ts)
     if not frames and isinstance(stack, str):
         frames = _stack_frames(stack)
@@ -263,11 +273,11 @@ def calling_line_at(trace: Trace, tid: int, ts: int, stack: object = None) -> Lo
     """The line that directly called an op at (``tid``, ``ts``): the innermost Python frame,
     past builtin calls and torch's thin operator wrappers, when that frame is the user's own
     code; None when the op came from library code (a loop inside torch or a package)."""
-    for file, line, func in _frames_for(trace, tid, ts, stack):
+    for file, line, func, how in _frames_for(trace, tid, ts, stack):
         f = file.replace("\\", "/")
         if not f or f.startswith("<") or any(f.endswith(w) for w in _WRAPPER_FILES):
             continue
-        return Location(file, line, func) if is_user_file(file) else None
+        return Location(file, line, func, line_is=how) if is_user_file(file) else None
     return None
 
 

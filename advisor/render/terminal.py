@@ -71,7 +71,8 @@ def _where(f: Finding) -> str:
     if not f.locations:
         return ""
     loc = f.locations[0]
-    return f"{Path(loc.file).name}:{loc.line}"
+    start = " (frame start)" if loc.line_is == "frame-start" else ""
+    return f"{Path(loc.file).name}:{loc.line}{start}"
 
 
 def headline(report: Report) -> str:

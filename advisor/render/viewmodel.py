@@ -97,6 +97,17 @@ def _evidence(f: Finding, origin_us: float | None) -> dict[str, Any]:
     return {"rows": rows, "more": max(0, len(f.evidence) - MAX_EVIDENCE)}
 
 
+# how a location's line is known (Location.line_is), said under it; nothing for an exact line
+LINE_IS = {
+    "last-call": "This work ran without a Python call (as `if tensor:`, `float(t)` or an "
+    "operator do): the line shown is the function's last call before it, usually the same "
+    "line or the one just before.",
+    "frame-start": "The line where this function stood when the trace began (or its `def` "
+    "line), not the line that was running: the trace has no call sites. `advisor profile` "
+    "records them, so its findings name the exact line.",
+}
+
+
 def _locations(f: Finding, sources: dict[str, Any] | None) -> list[dict[str, Any]]:
     out = []
     for i, loc in enumerate(f.locations):
@@ -107,7 +118,8 @@ def _locations(f: Finding, sources: dict[str, Any] | None) -> list[dict[str, Any
                     for j, t in enumerate(snip["lines"])]  # fmt: skip
         out.append({"label": f"{Path(loc.file).name}:{loc.line}", "file": loc.file,
                     "line": loc.line, "function": loc.function, "count": f"{loc.count:,}",
-                    "code": code})  # fmt: skip
+                    "code": code,
+                    "how": inline(LINE_IS[loc.line_is]) if loc.line_is in LINE_IS else None})  # fmt: skip
     return out
 
 

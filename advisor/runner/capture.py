@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,16 +53,21 @@ class Capture:
     backends: dict[str, Any] | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
     step_times_s: list[float] = field(default_factory=list)  # each step() call, from start()
+    call_sites: int | None = None  # python_function events given their caller's line
+    call_sites_error: str | None = None
 
 
-def export_trace(prof: Any, out: Path) -> str | None:
+def export_trace(prof: Any, out: Path, amend: Callable[[Path], None] | None = None) -> str | None:
     """Write ``prof``'s trace to ``out`` (gzip) via temporary files and a rename; returns an
-    error line, or None when the trace was written. A failure (disk full, a kill) never leaves
+    error line, or None when the trace was written. ``amend`` may edit the exported JSON file
+    before it is compressed (it must not raise). A failure (disk full, a kill) never leaves
     a partial file under the final name; the temporary files are removed (but a SIGKILL)."""
     tmp_json = out.with_name(f".{out.name}.{os.getpid()}.json.tmp")
     tmp_gz = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         prof.export_chrome_trace(str(tmp_json))
+        if amend is not None:
+            amend(tmp_json)
         with open(tmp_json, "rb") as src, open(tmp_gz, "wb") as raw:
             with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)

@@ -135,6 +135,8 @@ def build_run_json(
         "foreign_profiler": cap.foreign_profiler_step is not None,
         "foreign_profiler_step": cap.foreign_profiler_step,
         "export_error": cap.export_error,
+        "call_sites": cap.call_sites,
+        "call_sites_error": cap.call_sites_error,
         "profile": {
             "wait": cfg.wait,
             "warmup": cfg.warmup,

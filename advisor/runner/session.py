@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import advisor
-from advisor.runner import facts
+from advisor.runner import callsites, facts
 from advisor.runner.capture import Capture, SessionConfig, export_trace
 from advisor.runner.context import ContextRecorder
 from advisor.runner.execute import Terminated, WindowCaptured
@@ -212,7 +212,7 @@ class ProfileSession:
         self.cap.window_steps = [self.cfg.active_first, last]
         self.cap.memory = facts.peak_memory()
         self.cap.backends = facts.backend_facts()
-        self._export(prof, "window" if complete else "partial-window")
+        self._export(prof, "window" if complete else "partial-window", self._call_sites(prof))
         if self.cap.trace_written:
             self.cap.activities = self._window_activities
 
@@ -227,9 +227,32 @@ class ProfileSession:
         self.cap.stopped_after_window = not self.cfg.run_to_end
         return not self.cfg.run_to_end
 
-    def _export(self, prof: Any, scope: str) -> None:
+    def _call_sites(self, prof: Any) -> Callable[[Path], None] | None:
+        """What writes the user's call sites into the window's exported trace (with stacks)."""
+        if not self.cfg.with_stack:
+            return None
         t0 = time.perf_counter()
-        error = export_trace(prof, self._trace_path)
+        try:
+            sites = callsites.collect(prof)
+        except Exception as err:  # noqa: BLE001 (the trace keeps its frames' own lines)
+            self.cap.call_sites_error = f"{type(err).__name__}: {err}"
+            return None
+        finally:
+            self._time("call_sites", t0)
+
+        def amend(trace_json: Path) -> None:
+            t1 = time.perf_counter()
+            try:
+                self.cap.call_sites = callsites.annotate(trace_json, sites)
+            except Exception as err:  # noqa: BLE001
+                self.cap.call_sites_error = f"{type(err).__name__}: {err}"
+            self._time("call_sites", t1)
+
+        return amend
+
+    def _export(self, prof: Any, scope: str, amend: Callable[[Path], None] | None = None) -> None:
+        t0 = time.perf_counter()
+        error = export_trace(prof, self._trace_path, amend)
         if error is None:
             self.cap.trace_written = True
             self.cap.scope = scope
