@@ -54,9 +54,14 @@ class Finding:
     locations: tuple[Location, ...] = ()
     assumptions: tuple[str, ...] = ()
     est_savings_range_ms: tuple[float, float] | None = None
+    # the phase of an ``advisor profile`` run it was found in, when it is not the first one
+    # (``eval``: the evaluation window); None for the main window and traces from elsewhere
+    phase: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if d["phase"] is None:
+            del d["phase"]
         d["evidence"] = [asdict(e) for e in self.evidence]
         d["locations"] = [asdict(loc) for loc in self.locations]
         d["assumptions"] = list(self.assumptions)
@@ -81,6 +86,7 @@ class Finding:
             locations=tuple(Location(**loc) for loc in d.get("locations", ())),
             assumptions=tuple(d.get("assumptions", ())),
             est_savings_range_ms=None if r is None else (float(r[0]), float(r[1])),
+            phase=str(d["phase"]) if isinstance(d.get("phase"), str) else None,
         )
 
     def with_(self, **changes: Any) -> Finding:

@@ -21,6 +21,7 @@ from advisor.errors import AdvisorError
 from advisor.findings import Draft
 from advisor.locate import Locator
 from advisor.outfiles import atomic_write
+from advisor.phases import with_phases
 from advisor.rank import rank, savings_bound_ms
 from advisor.registry import Context, all_detectors, run_detectors
 from advisor.report import Errored, Report, Skipped
@@ -186,7 +187,9 @@ def analyze_path(
             prepare(Path(trace.meta.path), opts.max_trace_bytes, prefetch.annotated_tail)
         elif trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
             prepare(Path(trace.meta.path), opts.max_trace_bytes)
-    return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
+    run_ctx = load_run_context(Path(path))
+    report = with_phases(analyze_trace(trace, run_ctx, opts), Path(trace.meta.path), run_ctx, opts)
+    return trace, report
 
 
 def _import_writers() -> None:

@@ -106,6 +106,8 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
         pct = f"{f.est_savings_pct:.1f}" if f.est_savings_ms > 0 else ""
         title = Text(f.title)
         title.append(f"  {f.id}", style="dim")
+        if f.phase:
+            title.append(f"  ({f.phase} phase)")
         t.add_row(str(i), Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
                   saving, pct, title, Text(_where(f)))  # fmt: skip
     return t

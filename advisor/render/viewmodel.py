@@ -141,6 +141,7 @@ def _card(rank: int, f: Finding, views: dict[str, Any], origin_us: float | None)
         "why": doc_blocks(det.get("doc") or ""),
         "assumptions": list(f.assumptions),
         "where": f"{Path(f.locations[0].file).name}:{f.locations[0].line}" if f.locations else "",
+        "phase": f.phase,
     }
 
 
@@ -159,12 +160,31 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
     peak, total = dev.get("peak_memory_bytes"), dev.get("total_memory_bytes")
     facts.append({"label": "Peak memory", "value": fmt_bytes(peak) or "not recorded",
                   "note": f"of {fmt_bytes(total)}" if peak and total else ""})  # fmt: skip
+    facts += _phase_facts(run)
     bound = float(run.get("est_savings_bound_ms") or 0.0)
     step = float(run.get("step_ms_median") or 0.0)
     pct = f"{100.0 * bound / step:.0f}% of step, " if step > 0 and bound > 0 else ""
     facts.append({"label": "Possible saving", "value": f"≤ {fmt_ms(bound)}" if bound else "none",
                   "note": f"{pct}{n_findings} finding(s)"})  # fmt: skip
     return facts
+
+
+def _phase_facts(run: dict[str, Any]) -> list[dict[str, str]]:
+    """One fact per phase after the main window (findings.json ``run.phases``)."""
+    out = []
+    for ph in (run.get("phases") or [])[1:]:
+        if not isinstance(ph, dict):
+            continue
+        name = str(ph.get("phase") or "").capitalize()
+        if ph.get("captured") is False:
+            why = {"ended": "the script ended first",
+                   "max-seconds": "not within --max-seconds"}.get(str(ph.get("missing")), "")  # fmt: skip
+            out.append({"label": f"{name} phase", "value": "not captured", "note": why})
+            continue
+        n = len(ph.get("findings") or ())
+        out.append({"label": f"{name} step", "value": fmt_ms(float(ph.get("step_ms_median") or 0)),
+                    "note": f"median of {ph.get('steps_profiled')} step(s), {n} finding(s)"})  # fmt: skip
+    return out
 
 
 def _notes(report: Report) -> list[dict[str, str]]:

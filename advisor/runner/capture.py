@@ -23,6 +23,8 @@ class SessionConfig:
     profile_memory: bool = True
     max_seconds: float = 60.0
     run_to_end: bool = False
+    phases: tuple[str, ...] = ("train", "eval")  # which phases to capture (--phases)
+    eval_steps: int = 3  # active steps of the evaluation window (--eval-steps)
 
     @property
     def active_first(self) -> int:
@@ -35,6 +37,20 @@ class SessionConfig:
         return self.active_first + self.active - 1
 
 
+PHASES = ("train", "eval")
+
+
+def parse_phases(text: str) -> tuple[str, ...]:
+    """``--phases``: ``train``, ``eval`` or both, comma-separated."""
+    from advisor.errors import AdvisorError
+
+    got = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    bad = [p for p in got if p not in PHASES]
+    if bad or not got:
+        raise AdvisorError(f"--phases takes train, eval or train,eval, got {text!r}")
+    return got
+
+
 @dataclass
 class Capture:
     """What the session captured; the runner turns it into run.json."""
@@ -42,7 +58,10 @@ class Capture:
     scope: str = "none"  # window | partial-window | pre-window | whole-run | none
     trace_written: bool = False
     steps_seen: int = 0
-    step_source: str | None = None  # "optimizer" | "advisor.step"
+    step_source: str | None = None  # "optimizer" | "advisor.step" | "forward"
+    step_module: str | None = None  # step_source "forward": the class whose calls are steps
+    phase: str = "train"  # what the first window holds: train | eval (forward steps in eval)
+    eval: dict[str, Any] = field(default_factory=dict)  # the evaluation window (run.json)
     window_steps: list[int] = field(default_factory=list)  # first, last step in the trace
     activities: list[str] = field(default_factory=lambda: ["cpu"])  # of the exported trace
     stopped_after_window: bool = False

@@ -44,6 +44,7 @@ class ContextRecorder:
         self._opt_ids: set[int] = set()
         self.zero_grad: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.compiled_sites: list[dict[str, Any] | None] = []
+        self.optimizer_made = False  # an optimizer was created: its steps are the steps
 
     # ------------------------------------------------------------------ install / remove
     def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
@@ -61,9 +62,13 @@ class ContextRecorder:
         orig = cls.__init__
         sites = self._sites
 
+        is_optimizer = cls is self._torch.optim.Optimizer
+
         @functools.wraps(orig)
         def __init__(obj: Any, *args: Any, **kwargs: Any) -> None:
             orig(obj, *args, **kwargs)
+            if is_optimizer:
+                self.optimizer_made = True
             try:
                 if obj not in sites:
                     sites[obj] = user_site()
