@@ -66,7 +66,7 @@ class EvalWindow:
         """A top-level module call while awaiting or recording the evaluation phase."""
         s = self.s
         if s.phase == "await-eval":
-            if not has_parameters(mod) or not in_eval(s.torch, mod):
+            if not in_eval(s.torch, mod) or not has_parameters(mod):
                 return
             self._mod = id(mod)
             self.info["module"] = type(mod).__name__
