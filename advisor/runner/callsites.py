@@ -15,6 +15,8 @@ ids differ between the two). :mod:`advisor.locate` then names the running line o
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +89,29 @@ def annotate(trace_json: Path, sites: Sites) -> int:
     if n:
         trace_json.write_bytes(msgspec.json.encode(data))
     return n
+
+
+def amender(
+    prof: Any, put: Callable[[int | None, str | None], None], timed: Callable[[float], None]
+) -> Callable[[Path], None] | None:
+    """For :func:`advisor.runner.capture.export_trace`: the call sites of stopped ``prof``,
+    written into its exported JSON; ``put(count, error)`` receives the outcome and
+    ``timed(t0)`` each part's start. Never raises: a failure keeps the frames' own lines."""
+    t0 = time.perf_counter()
+    try:
+        sites = collect(prof)
+    except Exception as err:  # noqa: BLE001
+        put(None, f"{type(err).__name__}: {err}")
+        return None
+    finally:
+        timed(t0)
+
+    def amend(trace_json: Path) -> None:
+        t1 = time.perf_counter()
+        try:
+            put(annotate(trace_json, sites), None)
+        except Exception as err:  # noqa: BLE001
+            put(None, f"{type(err).__name__}: {err}")
+        timed(t1)
+
+    return amend

@@ -1,8 +1,10 @@
 """The profiler lifecycle of one ``advisor profile`` run.
 
 Steps are counted by a global optimizer step hook (the first optimizer that steps drives
-them) or by ``advisor.step()`` (which then takes over). Step 0 is everything before the first
-step: imports, setup and the first iteration; it is never part of the window.
+them) or by ``advisor.step()`` (which then takes over); in a script that never creates an
+optimizer, by the top-level calls of its model (:mod:`advisor.runner.fwdsteps`; should an
+optimizer step during the probe after all, its steps count from there). Step 0 is everything
+before the first step: imports, setup and the first iteration; it is never part of the window.
 
 - **probe**: from the start of the script to the end of the ``wait`` steps a light profiler
   records operators (with shapes and memory, without Python stacks, which are costly to collect
@@ -17,6 +19,10 @@ step: imports, setup and the first iteration; it is never part of the window.
   ``active`` steps (``ProfilerStep#N`` markers, N counted from the script's first step), and
   exports them to ``trace.json.gz`` the moment they are complete. Unless ``run_to_end``, the
   script is then stopped by raising :class:`WindowCaptured` from the step hook.
+- **await-eval**: (``--phases`` with ``eval``, after a training window) the script runs on at
+  native speed, only its top-level module calls watched, until its evaluation phase begins.
+- **eval-window**: the evaluation window (:mod:`advisor.runner.evalwindow`), then the script
+  is stopped as after the window.
 - **done**: nothing profiles any more; later steps run at native speed.
 - **yielded**: the script started torch.profiler itself. Only one profiler can run at a time,
   so the advisor stops its own (keeping what it captured) and lets the script's run.
@@ -324,28 +330,10 @@ class ProfileSession:
     def call_sites(
         self, prof: Any, put: Callable[[int | None, str | None], None]
     ) -> Callable[[Path], None] | None:
-        """What writes the user's call sites into a window's exported trace (with stacks);
-        ``put(count, error)`` receives the outcome."""
+        """What writes the user's call sites into a window's exported trace (with stacks)."""
         if not self.cfg.with_stack:
             return None
-        t0 = time.perf_counter()
-        try:
-            sites = callsites.collect(prof)
-        except Exception as err:  # noqa: BLE001 (the trace keeps its frames' own lines)
-            put(None, f"{type(err).__name__}: {err}")
-            return None
-        finally:
-            self._time("call_sites", t0)
-
-        def amend(trace_json: Path) -> None:
-            t1 = time.perf_counter()
-            try:
-                put(callsites.annotate(trace_json, sites), None)
-            except Exception as err:  # noqa: BLE001
-                put(None, f"{type(err).__name__}: {err}")
-            self._time("call_sites", t1)
-
-        return amend
+        return callsites.amender(prof, put, lambda t0: self._time("call_sites", t0))
 
     def _export(self, prof: Any, scope: str, amend: Callable[[Path], None] | None = None) -> None:
         t0 = time.perf_counter()
