@@ -14,6 +14,7 @@ ids differ between the two). :mod:`advisor.locate` then names the running line o
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections.abc import Callable
@@ -61,6 +62,18 @@ def annotate(trace_json: Path, sites: Sites) -> int:
     not the JSON torch writes."""
     if not sites or os.path.getsize(trace_json) > MAX_TRACE_BYTES:
         return 0
+    # the decoded events are many small dicts: without the cyclic collector (none of them can
+    # form a cycle) decoding is about 4x faster, more so in a process holding a model
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _annotate(trace_json, sites)
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _annotate(trace_json: Path, sites: Sites) -> int:
     data = msgspec.json.decode(trace_json.read_bytes())
     base = data.get("baseTimeNanoseconds") if isinstance(data, dict) else None
     events = data.get("traceEvents") if isinstance(data, dict) else None
@@ -98,12 +111,16 @@ def amender(
     written into its exported JSON; ``put(count, error)`` receives the outcome and
     ``timed(t0)`` each part's start. Never raises: a failure keeps the frames' own lines."""
     t0 = time.perf_counter()
+    was_on = gc.isenabled()
+    gc.disable()  # the event tree is many small objects, none in a cycle (see annotate)
     try:
         sites = collect(prof)
     except Exception as err:  # noqa: BLE001
         put(None, f"{type(err).__name__}: {err}")
         return None
     finally:
+        if was_on:
+            gc.enable()
         timed(t0)
 
     def amend(trace_json: Path) -> None:
