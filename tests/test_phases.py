@@ -101,6 +101,23 @@ def test_validation_loop_gets_its_own_window(tmp_path: Path) -> None:
     assert "eval phase" in html and "Eval step" in html
 
 
+def test_phases_eval_records_only_the_validation_and_runs_to_end(tmp_path: Path) -> None:
+    script = _write(tmp_path, "tv.py", TRAIN_THEN_VALIDATE)
+    p = advisor(tmp_path, *FAST, "--no-memory", "--phases", "eval", "--run-to-end", "-o", "out",
+                script.name)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "VALIDATED" in p.stdout  # --run-to-end: the script finished
+    run, findings = outputs(tmp_path / "out")
+    assert run["phase"] == "eval" and run["eval"] is None and run["trace_scope"] == "window"
+    assert run["window_steps"] == [2, 4] and run["end_reason"] == "completed"
+    assert not (tmp_path / "out" / "trace.eval.json.gz").exists()
+    assert [ph["phase"] for ph in findings["run"]["phases"]] == ["eval"]
+    inf = next(f for f in findings["findings"] if f["id"] == "inference-without-no-grad")
+    assert "phase" not in inf  # the main (and only) window
+    val = _line(TRAIN_THEN_VALIDATE, "validation without torch.no_grad()")
+    assert inf["locations"][0]["line"] == val
+
+
 def test_inference_only_script_steps_on_its_model_calls(tmp_path: Path) -> None:
     script = _write(tmp_path, "inf.py", INFERENCE_ONLY)
     p = advisor(tmp_path, *FAST, "--no-memory", "-o", "out", script.name)

@@ -9,7 +9,9 @@ module are the evaluation steps. The profiler starts at the first one, runs ``wa
 (at least one: the profiler's own start-up is never measured), records ``eval_steps`` steps
 (``ProfilerStep#N``, N counted from the phase's first call) and exports them to
 ``trace.eval.json.gz``; the script is then stopped (unless ``run_to_end``). ``--max-seconds``
-bounds the wait for the phase; when none comes, ``run.json`` ``eval.missing`` says why.
+bounds the wait for the phase; when none comes, ``run.json`` ``eval.missing`` says why. With
+``--phases eval`` no training window is recorded and this window is the run's main trace
+(``trace.json.gz``, run.json ``phase: "eval"``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class EvalWindow:
         cfg = session.cfg
         self.first = 1 + max(cfg.warmup, 1)
         self.last = self.first + max(cfg.eval_steps, 1) - 1
-        self.path = eval_trace_path(session.trace_path)
+        self.main = "train" not in cfg.phases  # no training window: this is the main trace
+        self.path = session.trace_path if self.main else eval_trace_path(session.trace_path)
         self._mod: int | None = None
         self._n = 0
         self._prof: Any = None
@@ -110,17 +113,31 @@ class EvalWindow:
 
         error = export_trace(prof, self.path, s.call_sites(prof, put))
         s.time_it("eval_export", t0)
+        scope = "window" if complete else "partial-window"
         if error is None:
-            self.info.update(scope="window" if complete else "partial-window",
-                             trace_written=True, trace=self.path.name)  # fmt: skip
+            self.info.update(scope=scope, trace_written=True, trace=self.path.name)
         else:
             self.info["export_error"] = error
+        if self.main:
+            self._as_main(scope, error)
         self._done = True
+
+    def _as_main(self, scope: str, error: str | None) -> None:
+        """--phases eval: the capture's main window is this one."""
+        cap, info = self.s.cap, self.info
+        cap.phase, cap.window_steps = "eval", list(info["steps"])
+        cap.call_sites, cap.call_sites_error = info.get("call_sites"), info.get("call_sites_error")
+        if error is None:
+            cap.trace_written, cap.scope, cap.activities = True, scope, info["activities"]
+            cap.eval = {}
+        else:
+            cap.export_error = error
 
     def _stop(self) -> None:
         s = self.s
         prof, self._prof = self._prof, None
         s.phase = "done"
+        s.forward_watch_off()  # later steps (--run-to-end) run without module hooks
         if prof is None:
             return
         t0 = time.perf_counter()

@@ -313,6 +313,9 @@ class ProfileSession:
         self._fwd.install()
         self._eval_alarm.arm()
 
+    def forward_watch_off(self) -> None:
+        self._fwd.remove()
+
     def eval_found(self) -> None:
         self._eval_alarm.disarm()
         self.phase = "eval-window"
