@@ -61,12 +61,13 @@ def register(app: typer.Typer) -> None:
             "and the wait for an evaluation phase after the training window is bounded by it "
             "(0: no limit).",
         ),
-        phases: str = typer.Option(
-            "train,eval",
+        phases: str | None = typer.Option(
+            None,
             "--phases",
-            help="Phases to capture: train, eval or both. After the training window the "
-            "script runs on unprofiled until its evaluation phase (a model called in eval() "
-            "mode or under no_grad/inference_mode), which gets a second short window.",
+            help="Phases to capture: train, eval or train,eval (the default; train only under "
+            "torchrun, where ranks must stop together). After the training window the script "
+            "runs on unprofiled until its evaluation phase (a model called in eval() mode or "
+            "under no_grad/inference_mode), which gets a second short window.",
         ),
         eval_steps: int = typer.Option(
             3, "--eval-steps", help="Evaluation steps (model calls) to record."
@@ -108,7 +109,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from advisor.commands.common import options_from_cli
         from advisor.runner import ProfileOptions, run_profile
-        from advisor.runner.capture import SessionConfig, parse_phases
+        from advisor.runner.capture import SessionConfig, default_phases, parse_phases
 
         analysis = options_from_cli(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
         opts = ProfileOptions(
@@ -116,7 +117,7 @@ def register(app: typer.Typer) -> None:
             session=SessionConfig(
                 wait=wait, warmup=warmup, active=active, record_shapes=record_shapes,
                 with_stack=with_stack, profile_memory=profile_memory, max_seconds=max_seconds,
-                run_to_end=run_to_end, phases=parse_phases(phases), eval_steps=eval_steps,
+                run_to_end=run_to_end, phases=parse_phases(phases or default_phases()), eval_steps=eval_steps,
             ),
             tensorboard=tensorboard, open_report=open_,
             json_out=json_out, fail_on=fail_on, analysis=analysis, debug=debug,

@@ -40,6 +40,14 @@ class SessionConfig:
 PHASES = ("train", "eval")
 
 
+def default_phases() -> str:
+    """``train,eval``; ``train`` under torchrun: each rank would wait for its evaluation phase
+    and stop on its own, leaving the others blocked in a collective."""
+    from advisor.rankrun import rank_env
+
+    return "train" if rank_env() is not None else "train,eval"
+
+
 def parse_phases(text: str) -> tuple[str, ...]:
     """``--phases``: ``train``, ``eval`` or both, comma-separated."""
     from advisor.errors import AdvisorError

@@ -305,7 +305,13 @@ class ProfileSession:
         return not self.cfg.run_to_end
 
     def _wants_eval(self) -> bool:
-        return "eval" in self.cfg.phases and self.cap.phase == "train"
+        """An evaluation window after this training one (a script without an optimizer, whose
+        steps are its model's calls, has one phase)."""
+        return (
+            "eval" in self.cfg.phases
+            and self.cap.phase == "train"
+            and self.cap.step_source != "forward"
+        )
 
     def _await_eval(self) -> None:
         """Run on at native speed until the evaluation phase (bounded by --max-seconds)."""
