@@ -9,6 +9,7 @@ real runs on the CPU: a loop at module level and the same loop inside a function
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import textwrap
 from pathlib import Path
@@ -18,6 +19,8 @@ import pytest
 
 from advisor.locate import Locator
 from advisor.pipeline import analyze_path
+from advisor.render.terminal import print_summary
+from advisor.render.viewmodel import build_viewmodel
 from advisor.runner.callsites import annotate
 from advisor.trace import load_trace
 from tests.test_profile import FAST, advisor, outputs
@@ -149,6 +152,24 @@ def test_a_trace_without_call_sites_says_its_lines_are_frame_starts(
     assert {loc.line_is for loc in sync.locations} == {"frame-start"}, kind
     # a frame already running when tracing began is named by the line it stood on then
     assert ln["ITEM"] not in {loc.line for loc in sync.locations}
+    # the report says so under each such line, and the terminal table marks it
+    vm = build_viewmodel(report, "2026-11-24T00:00:00Z")
+    card = next(c for c in vm["findings"] if c["id"] == "sync-point")
+    assert all("not the line that was running" in "".join(p["text"] for p in loc["how"])
+               for loc in card["locations"])  # fmt: skip
+    out = io.StringIO()
+    print_summary(report, {}, file=out)
+    assert "(frame start)" in out.getvalue()
+
+
+def test_exact_lines_carry_no_note(run: Any) -> None:
+    _, out, _, _, _ = run
+    _, report = analyze_path(out / "trace.json.gz")
+    vm = build_viewmodel(report, "2026-11-24T00:00:00Z")
+    hows = {(loc["line"], loc["how"] is None) for c in vm["findings"] for loc in c["locations"]}
+    card = next(c for c in vm["findings"] if c["id"] == "sync-point")
+    assert any(loc["how"] is None for loc in card["locations"]), hows
+    assert any(loc["how"] is not None for loc in card["locations"]), hows  # the branch
 
 
 def test_annotate_matches_by_start_and_name(tmp_path: Path) -> None:
