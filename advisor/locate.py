@@ -1,19 +1,28 @@
-"""Find the user's own source line for a moment on a CPU thread.
+"""The user's own source lines: the one home for "which line of the user's code was this".
 
-With ``with_stack`` the trace has python_function events; the user's frame is the innermost
-frame, enclosing the moment on the same thread, whose file is not torch, the standard library
-or site-packages. Its line is the call site of the next frame inside it (the ``call_site`` arg
-that ``advisor profile`` records), the exact line that was running, or, for work that Python
-ran without a call (``if tensor:``, ``float(t)``, operators), the site of the frame's last
-call before it; without call sites only the frame's own line is known (where it stood when the
-trace began, or its ``def`` line). ``Location.line_is`` says which. Legacy traces carry a ``Call stack`` string on each op
-instead, with the running line of every frame.
+With ``with_stack`` the trace has python_function events; legacy traces carry a ``Call stack``
+string on each op instead. Two questions, answered from the same frame index:
+
+- :meth:`Locator.at` / :meth:`Locator.for_op`: the innermost frame enclosing a moment whose
+  file is the user's (not torch, the standard library or site-packages), at its running line;
+- :meth:`Locator.calling_line` / :meth:`Locator.calling_lines`: the line that *directly* called
+  an op (past builtins and torch's thin operator wrappers), or None when that caller is library
+  code (a loop inside torch or a package is not the user's to change).
+
+A frame's running line is the call site of its latest call (the ``call_site`` arg that
+``advisor profile`` records on python_function events): the call enclosing the moment gives the
+exact line; work that Python ran without a call (``if tensor:``, ``float(t)``, operators) gets
+the site of the frame's last call before it. Without call sites only the frame's own line is
+known (where it stood when the trace began, or its ``def`` line). ``Location.line_is`` says
+which (``call``, ``last-call``, ``frame-start``); a legacy ``Call stack`` has running lines.
+
+Also the locations run.json records (:func:`run_locations`) and merging/aggregating them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -21,6 +30,10 @@ import pandas as pd
 from advisor.findings import Location
 from advisor.trace.build import is_user_file, parse_frame
 from advisor.trace.model import Trace
+
+# thin torch wrappers between a user's line and the op (operators, torch-function modes)
+_WRAPPER_FILES = ("torch/_tensor.py", "torch/overrides.py", "torch/utils/_device.py",
+                  "torch/_ops.py", "torch/_jit_internal.py")  # fmt: skip
 
 
 class Locator:
@@ -37,7 +50,8 @@ class Locator:
             ids = py["python_id"].to_numpy()
             pos = pd.Series(np.arange(len(py)), index=ids)
             pos = pos[~pos.index.duplicated(keep="first")]
-            self._parent = pos.reindex(py["parent_id"].to_numpy()).fillna(-1).to_numpy(np.int64)
+            par = pos.reindex(py["parent_id"].to_numpy()).fillna(-1).to_numpy(np.int64)
+            self._parent = np.where(par == np.arange(len(py)), -1, par)  # no self-parent loop
             for tid, g in py.groupby("tid", sort=False):
                 g = g.sort_values(["ts_ns", "dur_ns"], ascending=[True, False], kind="stable")
                 self._by_tid[int(tid)] = (g["ts_ns"].to_numpy(), g.index.to_numpy())
@@ -54,7 +68,7 @@ class Locator:
         self._call_line = py["call_line"].to_numpy() if len(py) else None
 
     def at(self, tid: int, ts_ns: int) -> Location | None:
-        """The innermost user frame on ``tid`` that encloses ``ts_ns``."""
+        """The innermost user frame on ``tid`` that encloses ``ts_ns``, at its running line."""
         entry = self._by_tid.get(int(tid))
         if entry is None:
             return None
@@ -69,21 +83,22 @@ class Locator:
             if row < 0:
                 return None
             if self._user[row] and self._end[row] > ts_ns:
-                return self._location(row, child, ts_ns)
+                file, line, how = self._line_of(row, child, ts_ns)
+                assert self._py_func is not None
+                return Location(file, line, str(self._py_func[row]), line_is=how)
             row, child = int(self._parent[row]), row
         return None
 
-    def _location(self, row: int, child: int, ts_ns: int) -> Location:
-        """User frame ``row`` at the line of its latest call ``child`` (-1: none) when the
-        trace has that call's site, else at the frame's own line."""
+    def _line_of(self, row: int, child: int, ts_ns: int) -> tuple[str, int, str]:
+        """File, running line and ``line_is`` of frame ``row`` whose latest call is ``child``
+        (-1: none): that call's site when the trace has it, else the frame's own line."""
         assert self._py_file is not None and self._py_line is not None
-        assert self._py_func is not None
         assert self._call_file is not None and self._call_line is not None
-        file, func = str(self._py_file[row]), str(self._py_func[row])
+        file = str(self._py_file[row])
         if child >= 0 and self._call_line[child] > 0 and self._call_file[child] == file:
-            kind = "call" if self._end[child] > ts_ns else "last-call"
-            return Location(file, int(self._call_line[child]), func, line_is=kind)
-        return Location(file, int(self._py_line[row]), func, line_is="frame-start")
+            how = "call" if self._end[child] > ts_ns else "last-call"
+            return file, int(self._call_line[child]), how
+        return file, int(self._py_line[row]), "frame-start"
 
     def for_op(self, op_idx: int) -> Location | None:
         """The user line that issued cpu_ops row ``op_idx`` (python frames, else Call stack)."""
@@ -100,6 +115,57 @@ class Locator:
         if loc is None and isinstance(call_stack, str):
             return self._from_call_stack(call_stack)
         return loc
+
+    def for_ops(self, op_rows: Iterable[int]) -> list[Location | None]:
+        """:meth:`for_op` for many cpu_ops rows."""
+        return [self.for_op(int(i)) for i in op_rows]
+
+    def _frames_at(self, tid: int, ts_ns: int) -> list[tuple[str, int, str, str]]:
+        """Python frames enclosing ``ts_ns`` on ``tid``, innermost first (at most 24), each as
+        (file, running line, function, line_is)."""
+        entry = self._by_tid.get(int(tid))
+        if entry is None:
+            return []
+        starts, rows = entry
+        i = int(np.searchsorted(starts, ts_ns, side="right")) - 1
+        if i < 0:
+            return []
+        assert self._py_file is not None and self._py_line is not None
+        assert self._py_func is not None
+        r, child = int(rows[i]), -1
+        out: list[tuple[str, int, str, str]] = []
+        for _ in range(512):
+            if r < 0 or len(out) >= 24:
+                break
+            if self._end[r] > ts_ns:
+                file, line, how = self._line_of(r, child, ts_ns)
+                out.append((file, line, str(self._py_func[r]), how))
+            r, child = int(self._parent[r]), r
+        return out
+
+    def calling_line(self, tid: int, ts_ns: int, call_stack: object = None) -> Location | None:
+        """The line that directly called an op at (``tid``, ``ts_ns``): the innermost Python
+        frame (else the legacy ``Call stack``), past builtin calls and torch's thin operator
+        wrappers, when that frame is the user's own code; None when the op came from library
+        code."""
+        frames = self._frames_at(tid, ts_ns)
+        if not frames and isinstance(call_stack, str):
+            for part in call_stack.split(";"):
+                fr = parse_frame(part.strip())
+                frames.append((*fr, "call") if fr is not None else ("", -1, part.strip(), "call"))
+        for file, line, func, how in frames:
+            f = file.replace("\\", "/")
+            if not f or f.startswith("<") or any(f.endswith(w) for w in _WRAPPER_FILES):
+                continue
+            return Location(file, line, func, line_is=how) if is_user_file(file) else None
+        return None
+
+    def calling_lines(self, op_rows: Iterable[int]) -> list[Location | None]:
+        """:meth:`calling_line` for many cpu_ops rows."""
+        assert self._op_stack is not None or not len(self._op_tid)
+        return [self.calling_line(int(self._op_tid[r]), int(self._op_ts[r]),
+                                  self._op_stack[r] if self._op_stack is not None else None)
+                for r in op_rows]  # fmt: skip
 
     def _from_call_stack(self, stack: str) -> Location | None:
         if stack in self._stack_cache:
@@ -121,3 +187,33 @@ def aggregate(locs: Iterable[Location | None], top: int = 5) -> tuple[Location, 
         if loc is not None:
             c[(loc.file, loc.line, loc.function, loc.line_is)] += 1
     return tuple(Location(f, ln, fn, n, how) for (f, ln, fn, how), n in c.most_common(top))
+
+
+def run_locations(rows: object, label: Callable[[dict], str]) -> list[Location]:
+    """Locations from run.json rows that carry ``file`` and ``line`` (where ``advisor profile``
+    saw an object made: a DataLoader, an optimizer, a module)."""
+    out: list[Location] = []
+    if not isinstance(rows, list):
+        return out
+    for r in rows:
+        if (
+            isinstance(r, dict)
+            and isinstance(r.get("file"), str)
+            and isinstance(r.get("line"), int)
+        ):
+            out.append(Location(r["file"], int(r["line"]), label(r), 1))
+    return out
+
+
+def merge_locations(*groups: Iterable[Location | None], top: int = 5) -> tuple[Location, ...]:
+    """The locations of several groups in order, each line once (run.json sites first, where
+    the object was made, then the trace's aggregated lines)."""
+    seen: set[tuple[str, int]] = set()
+    out: list[Location] = []
+    for g in groups:
+        for loc in g:
+            if loc is None or (loc.file, loc.line) in seen:
+                continue
+            seen.add((loc.file, loc.line))
+            out.append(loc)
+    return tuple(out[:top])
