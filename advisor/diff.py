@@ -107,13 +107,14 @@ def match_findings(a: Sequence[Finding], b: Sequence[Finding]) -> tuple[
     """Pairs (same id and place), resolved (only in a), new (only in b).
 
     Same place: the same file name and line; else the same file name and function (the fix
-    moved the line); findings without a location pair by id in ranking order."""
+    moved the line); findings without a location pair by id in ranking order. Only findings
+    of the same phase (``Finding.phase``) pair."""
     left, right = list(a), list(b)
     pairs: list[tuple[Finding, Finding]] = []
-    keys = (
-        lambda f: (f.id, _loc(f)[0], _loc(f)[1]) if _loc(f) else None,  # type: ignore[index]
-        lambda f: (f.id, _loc(f)[0], _loc(f)[2]) if _loc(f) else None,  # type: ignore[index]
-        lambda f: (f.id,) if _loc(f) is None else None,
+    keys = (  # a finding pairs only within its phase (training, or the evaluation window)
+        lambda f: (f.phase, f.id, _loc(f)[0], _loc(f)[1]) if _loc(f) else None,  # type: ignore[index]
+        lambda f: (f.phase, f.id, _loc(f)[0], _loc(f)[2]) if _loc(f) else None,  # type: ignore[index]
+        lambda f: (f.phase, f.id) if _loc(f) is None else None,
     )
     for key in keys:
         for fa in list(left):

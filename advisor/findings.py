@@ -23,12 +23,21 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Location:
-    """A line of the user's own code (never torch internals)."""
+    """A line of the user's own code (never torch internals).
+
+    ``line_is`` says how the line is known: ``call`` (the line that was running: the call site
+    recorded by ``advisor profile``, or a legacy ``Call stack``), ``last-call`` (the work ran
+    without a Python call, as ``if tensor:``, ``float(t)`` or an operator do: the line of the
+    frame's last call before it, usually the same line or the one before), ``frame-start``
+    (only the frame's own line is known: where it stood when the trace began, or its ``def``
+    line, in a trace without call sites).
+    """
 
     file: str
     line: int
     function: str
     count: int = 1
+    line_is: str = "call"
 
 
 @dataclass(frozen=True)
@@ -46,9 +55,14 @@ class Finding:
     locations: tuple[Location, ...] = ()
     assumptions: tuple[str, ...] = ()
     est_savings_range_ms: tuple[float, float] | None = None
+    # the phase of an ``advisor profile`` run it was found in, when it is not the first one
+    # (``eval``: the evaluation window); None for the main window and traces from elsewhere
+    phase: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if d["phase"] is None:
+            del d["phase"]
         d["evidence"] = [asdict(e) for e in self.evidence]
         d["locations"] = [asdict(loc) for loc in self.locations]
         d["assumptions"] = list(self.assumptions)
@@ -73,6 +87,7 @@ class Finding:
             locations=tuple(Location(**loc) for loc in d.get("locations", ())),
             assumptions=tuple(d.get("assumptions", ())),
             est_savings_range_ms=None if r is None else (float(r[0]), float(r[1])),
+            phase=str(d["phase"]) if isinstance(d.get("phase"), str) else None,
         )
 
     def with_(self, **changes: Any) -> Finding:

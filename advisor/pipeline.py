@@ -20,6 +20,7 @@ from advisor.errors import AdvisorError
 from advisor.findings import Draft
 from advisor.locate import Locator
 from advisor.outfiles import atomic_write
+from advisor.phases import with_phases
 from advisor.rank import rank
 from advisor.registry import Context, all_detectors, run_detectors
 from advisor.replay.bound import step_bound
@@ -189,7 +190,9 @@ def analyze_path(
     trace = load_trace(path, opts.max_trace_bytes, prefetch)
     if ahead is not None:
         ahead.start(Path(trace.meta.path), trace.meta.raw_bytes, opts.max_trace_bytes)
-    return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
+    run_ctx = load_run_context(Path(path))
+    report = with_phases(analyze_trace(trace, run_ctx, opts), Path(trace.meta.path), run_ctx, opts)
+    return trace, report
 
 
 def _import_writers() -> None:

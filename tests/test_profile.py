@@ -147,13 +147,14 @@ def outputs(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def train_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The training script with a 2-worker DataLoader, stopped after the window."""
+    """The training script with a 2-worker DataLoader, stopped after the window (--phases
+    train: no wait for an evaluation phase)."""
     d = tmp_path_factory.mktemp("train")
     _write(d / "proj", "train.py", TRAIN, NUM_WORKERS=2)
     _write(d / "proj", "helper.py", "VALUE = 42\n")
     t0 = time.perf_counter()
-    p = advisor(d, *FAST, "--out", "out", "proj/train.py", "--lr", "0.1", "--out", "theirs", "-m",
-                env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})  # fmt: skip
+    p = advisor(d, *FAST, "--phases", "train", "--out", "out", "proj/train.py", "--lr", "0.1",
+                "--out", "theirs", "-m", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})  # fmt: skip
     run, findings = outputs(d / "out")
     return {"p": p, "dir": d, "run": run, "findings": findings, "s": time.perf_counter() - t0}
 
@@ -194,8 +195,11 @@ def test_run_json_content(train_run: dict[str, Any]) -> None:
     assert run["profile"] == {
         "wait": 1, "warmup": 1, "active": 2, "record_shapes": True, "with_stack": True,
         "profile_memory": True, "max_seconds": 60.0, "run_to_end": False,
+        "phases": ["train"], "eval_steps": 3,
         "activities": ["cpu"],  # CUDA is profiled only once the script has initialized it
     }  # fmt: skip
+    assert run["eval"] is None and run["phase"] == "train" and run["step_module"] is None
+    assert run["call_sites"] > 0 and run["call_sites_error"] is None
     assert run["backends"]["cudnn_benchmark"] is True
     assert run["backends"]["float32_matmul_precision"] == "highest"
     assert {"name", "compute_capability", "total_memory_bytes"} <= set(run["device"])

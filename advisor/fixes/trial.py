@@ -25,7 +25,8 @@ from advisor.fixes.base import RunFacts
 from advisor.fixes.compare import RunData, compare, step_stats
 from advisor.fixes.registry import FIXES, Selection, parse_fix_ids, select
 from advisor.fixes.runtime import ENV, env_value
-from advisor.runner.outdir import check_out_dir, default_out_dir, write_json
+from advisor.outfiles import default_out_dir
+from advisor.runner.outdir import check_out_dir, write_json
 
 TRY_SCHEMA_VERSION = 1
 LOG_NAME = "try-profile.log"

@@ -72,7 +72,8 @@ def _where(f: Finding) -> str:
     if not f.locations:
         return ""
     loc = f.locations[0]
-    return f"{Path(loc.file).name}:{loc.line}"
+    start = " (frame start)" if loc.line_is == "frame-start" else ""
+    return f"{Path(loc.file).name}:{loc.line}{start}"
 
 
 def headline(report: Report) -> str:
@@ -106,6 +107,8 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
         pct = f"{f.est_savings_pct:.1f}" if f.est_savings_ms > 0 else ""
         title = Text(f.title)
         title.append(f"  {f.id}", style="dim")
+        if f.phase:
+            title.append(f"  ({f.phase} phase)")
         t.add_row(str(i), Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
                   saving, pct, title, Text(_where(f)))  # fmt: skip
     return t

@@ -97,6 +97,17 @@ def _evidence(f: Finding, origin_us: float | None) -> dict[str, Any]:
     return {"rows": rows, "more": max(0, len(f.evidence) - MAX_EVIDENCE)}
 
 
+# how a location's line is known (Location.line_is), said under it; nothing for an exact line
+LINE_IS = {
+    "last-call": "This work ran without a Python call (as `if tensor:`, `float(t)` or an "
+    "operator do): the line shown is the function's last call before it, usually the same "
+    "line or the one just before.",
+    "frame-start": "The line where this function stood when the trace began (or its `def` "
+    "line), not the line that was running: the trace has no call sites. `advisor profile` "
+    "records them, so its findings name the exact line.",
+}
+
+
 def _locations(f: Finding, sources: dict[str, Any] | None) -> list[dict[str, Any]]:
     out = []
     for i, loc in enumerate(f.locations):
@@ -107,7 +118,8 @@ def _locations(f: Finding, sources: dict[str, Any] | None) -> list[dict[str, Any
                     for j, t in enumerate(snip["lines"])]  # fmt: skip
         out.append({"label": f"{Path(loc.file).name}:{loc.line}", "file": loc.file,
                     "line": loc.line, "function": loc.function, "count": f"{loc.count:,}",
-                    "code": code})  # fmt: skip
+                    "code": code,
+                    "how": inline(LINE_IS[loc.line_is]) if loc.line_is in LINE_IS else None})  # fmt: skip
     return out
 
 
@@ -129,6 +141,7 @@ def _card(rank: int, f: Finding, views: dict[str, Any], origin_us: float | None)
         "why": doc_blocks(det.get("doc") or ""),
         "assumptions": list(f.assumptions),
         "where": f"{Path(f.locations[0].file).name}:{f.locations[0].line}" if f.locations else "",
+        "phase": f.phase,
     }
 
 
@@ -147,6 +160,7 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
     peak, total = dev.get("peak_memory_bytes"), dev.get("total_memory_bytes")
     facts.append({"label": "Peak memory", "value": fmt_bytes(peak) or "not recorded",
                   "note": f"of {fmt_bytes(total)}" if peak and total else ""})  # fmt: skip
+    facts += _phase_facts(run)
     bound = float(run.get("est_savings_bound_ms") or 0.0)
     step = float(run.get("step_ms_median") or 0.0)
     pct = f"{100.0 * bound / step:.0f}% of step, " if step > 0 and bound > 0 else ""
@@ -175,6 +189,24 @@ def bound_fact(b: Any) -> dict[str, str] | None:
                      for k, v in sorted(sh.items(), key=lambda kv: -kv[1]) if k != by and v >= 1)  # fmt: skip
     return {"label": "Bound by", "value": f"{BOUND_LABELS.get(by, by)} {sh[by]:.0f}%",
             "note": "of the critical path" + (f"; {rest}" if rest else "")}  # fmt: skip
+
+
+def _phase_facts(run: dict[str, Any]) -> list[dict[str, str]]:
+    """One fact per phase after the main window (findings.json ``run.phases``)."""
+    out = []
+    for ph in (run.get("phases") or [])[1:]:
+        if not isinstance(ph, dict):
+            continue
+        name = str(ph.get("phase") or "").capitalize()
+        if ph.get("captured") is False:
+            why = {"ended": "the script ended first",
+                   "max-seconds": "not within --max-seconds"}.get(str(ph.get("missing")), "")  # fmt: skip
+            out.append({"label": f"{name} phase", "value": "not captured", "note": why})
+            continue
+        n = len(ph.get("findings") or ())
+        out.append({"label": f"{name} step", "value": fmt_ms(float(ph.get("step_ms_median") or 0)),
+                    "note": f"median of {ph.get('steps_profiled')} step(s), {n} finding(s)"})  # fmt: skip
+    return out
 
 
 def _notes(report: Report) -> list[dict[str, str]]:

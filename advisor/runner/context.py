@@ -47,6 +47,7 @@ class ContextRecorder:
         self.zero_grad: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.compiled_sites: list[dict[str, Any] | None] = []
         self.empty_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.optimizer_made = False  # an optimizer was created: its steps are the steps
 
     # ------------------------------------------------------------------ install / remove
     def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
@@ -64,9 +65,13 @@ class ContextRecorder:
         orig = cls.__init__
         sites = self._sites
 
+        is_optimizer = cls is self._torch.optim.Optimizer
+
         @functools.wraps(orig)
         def __init__(obj: Any, *args: Any, **kwargs: Any) -> None:
             orig(obj, *args, **kwargs)
+            if is_optimizer:
+                self.optimizer_made = True
             try:
                 if obj not in sites:
                     sites[obj] = user_site()

@@ -57,7 +57,8 @@ class ProfileOptions:
     def validate(self) -> None:
         cfg = self.session
         for flag, v, low in (("--wait", cfg.wait, 0), ("--warmup", cfg.warmup, 0),
-                             ("--active", cfg.active, 1)):  # fmt: skip
+                             ("--active", cfg.active, 1),
+                             ("--eval-steps", cfg.eval_steps, 1)):  # fmt: skip
             if v < low:
                 raise AdvisorError(f"{flag} must be at least {low}, got {v}")
         if cfg.max_seconds < 0:

@@ -14,7 +14,9 @@ Tables (columns beyond the common ones):
 - ``cpu_ops``: name, pid, tid, external_id, seq (autograd sequence number), fwd_tid,
   input_dims, input_types (Python objects or None), call_stack (legacy ``Call stack`` arg),
   depth (nesting depth on its thread), parent_idx (-1 for top level).
-- ``python``: name, pid, tid, python_id, parent_id, file, line, function, is_user.
+- ``python``: name, pid, tid, python_id, parent_id, file, line, function, is_user, call_file,
+  call_line (the caller's file and line at the moment of the call, from the ``call_site`` arg
+  that ``advisor profile`` writes for calls made from the user's files; "" and -1 elsewhere).
 - ``annotations``: name, pid, tid, on_gpu (gpu_user_annotation), external_id.
 - ``syncs``: ``cuda_sync`` events: name, sync_kind, device, stream, correlation.
 - ``memory``: ``[memory]`` instants: bytes, total_allocated, total_reserved, device_type,
