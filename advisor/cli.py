@@ -54,6 +54,9 @@ def _register() -> None:
 _register()
 
 
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script.
 
@@ -67,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         guarded(lambda: app(args=argv, prog_name="advisor", standalone_mode=True))
     except SystemExit as done:
+        if done.code == INTERRUPTED and args and args[0] in FAST_EXIT:
+            # typer turns Ctrl-C into a silent exit 130: say it, as every other failure does
+            print("advisor: interrupted", file=sys.stderr)
         if fast:
             fast_exit(done.code)
         raise

@@ -10,13 +10,10 @@ with the figures of the rank where it costs most) and the cross-rank ``straggler
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing as mp
+import functools
 import os
 import struct
-import sys
-import types
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +28,14 @@ from advisor.rank import rank, savings_bound_ms
 from advisor.registry import Skip, all_detectors
 from advisor.report import Errored, Report, Skipped
 from advisor.thresholds import Thresholds
+from advisor.workers import run_batched
 
 MAX_WORKERS = 4
 BYTES_PER_RAW_BYTE = 5  # peak worker memory per byte of decompressed JSON (measured ~3.5)
 WORKER_BASE_BYTES = 200 * 1024**2  # interpreter, pandas, numpy
 MEMORY_SHARE = 0.6  # of the available memory the workers may use together
 STRAGGLER = "straggler"
+DASK_ABOVE = 16  # more traces than this: a Dask LocalCluster instead of the process pool
 
 
 def raw_size(path: Path) -> int:
@@ -80,33 +79,15 @@ def plan_workers(raw_sizes: Sequence[int], jobs: int | None = None, cpus: int | 
     return max(1, min(cap, len(raw_sizes), int(budget // per)))
 
 
-def _context() -> Any:
-    methods = mp.get_all_start_methods()
-    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(["advisor.digest", "advisor.pipeline"])
-    return ctx
-
-
-@contextmanager
-def _neutral_main() -> Iterator[None]:
-    """Hide ``__main__`` while workers start: forkserver/spawn children re-import the parent's
-    main module, which could be the user's training script (``advisor profile``) or any caller
-    without a ``__name__ == "__main__"`` guard. The workers need nothing from it."""
-    saved = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if saved is not None:
-            sys.modules["__main__"] = saved
-
-
 def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
-               progress: Callable[[Digest], None] | None = None) -> list[Digest]:  # fmt: skip
-    """Digest every trace; in worker processes when more than one worker is planned."""
-    workers = plan_workers([raw_size(f) for f in files], jobs)
-    if workers <= 1:
+               progress: Callable[[Digest], None] | None = None,
+               scheduler: str | None = None) -> list[Digest]:  # fmt: skip
+    """Digest every trace: serially for one worker; on a Dask cluster for ``scheduler`` (an
+    address) or more than ``DASK_ABOVE`` traces (:mod:`advisor.daskrun`); else in this
+    machine's worker processes (:mod:`advisor.workers`). Only digests come back."""
+    sizes = [raw_size(f) for f in files]
+    workers = plan_workers(sizes, jobs)
+    if workers <= 1 and scheduler is None:
         out = []
         for f in files:
             out.append(digest_file(f, options))
@@ -114,20 +95,47 @@ def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
                 progress(out[-1])
         return out
     results: dict[int, Digest] = {}
-    with _neutral_main(), cf.ProcessPoolExecutor(max_workers=workers, mp_context=_context(),
-                                max_tasks_per_child=8) as pool:  # fmt: skip
-        futs = {pool.submit(digest_file, f, options): i for i, f in enumerate(files)}
-        for fut in cf.as_completed(futs):
-            i = futs[fut]
-            try:
-                results[i] = fut.result()
-            except Exception as err:  # noqa: BLE001 (a dead worker loses one rank, not the run)
-                why = "worker process died (out of memory?)" if isinstance(
-                    err, cf.process.BrokenProcessPool) else f"{type(err).__name__}: {err}"  # fmt: skip
-                results[i] = failed_digest(files[i], why)
-            if progress:
-                progress(results[i])
+
+    def done(i: int, result: Any, err: BaseException | None) -> None:
+        if err is None:
+            results[i] = result
+        else:
+            results[i] = failed_digest(files[i], died_why(err))
+        if progress:
+            progress(results[i])
+
+    task = functools.partial(digest_file, options=options)
+    if scheduler is not None or (len(files) > DASK_ABOVE and use_dask()):
+        from advisor.daskrun import run_dask
+
+        per_worker = WORKER_BASE_BYTES + BYTES_PER_RAW_BYTE * max(sizes, default=0)
+        run_dask(task, [str(f.absolute()) for f in files], workers, done, scheduler=scheduler,
+                 memory_limit=worker_memory_limit(per_worker, workers))  # fmt: skip
+    else:
+        run_batched(task, list(files), workers, done)
     return [results[i] for i in range(len(files))]
+
+
+def died_why(err: BaseException) -> str:
+    if isinstance(err, cf.process.BrokenProcessPool) or type(err).__name__ == "KilledWorker":
+        return "worker process died (out of memory?)"
+    return f"{type(err).__name__}: {err}"
+
+
+def use_dask() -> bool:
+    """Dask for many ranks unless ``ADVISOR_NO_DASK=1`` or distributed is not installed."""
+    if os.environ.get("ADVISOR_NO_DASK"):
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
+def worker_memory_limit(per_worker: int, workers: int, available: int | None = None) -> int:
+    """Bytes one Dask worker may use: its share of ``MEMORY_SHARE`` of the available memory,
+    and at least what the largest trace needs."""
+    budget = MEMORY_SHARE * (available if available is not None else mem_available())
+    return int(max(per_worker, budget // max(workers, 1)))
 
 
 def _as_draft(f: Finding) -> Draft:
@@ -276,7 +284,8 @@ def ranks_quality(digests: Sequence[Digest]) -> list[dict[str, str]]:
 
 
 def analyze_files(files: Sequence[Path], options: Any, root: Path, jobs: int | None = None,
-                  world_size: int | None = None) -> tuple[Report, list[Digest]]:  # fmt: skip
+                  world_size: int | None = None,
+                  scheduler: str | None = None) -> tuple[Report, list[Digest]]:  # fmt: skip
     """Digest every trace (in parallel) and merge them: the multi-trace ``analyze``."""
-    digests = digest_all(files, options, jobs)
+    digests = digest_all(files, options, jobs, scheduler=scheduler)
     return merge(digests, options, root, world_size), digests

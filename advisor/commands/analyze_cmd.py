@@ -55,6 +55,13 @@ def register(app: typer.Typer) -> None:
         jobs: int = typer.Option(
             0, "--jobs", "-j", help="Worker processes for per-rank traces (0: automatic)."
         ),
+        scheduler: str = typer.Option(
+            None,
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Run the per-rank analysis on this running Dask scheduler (tcp://host:8786); "
+            "its workers must see the trace files.",
+        ),
     ) -> None:
         """Analyze a trace you already have and rank the fixes by time saved per step."""
         if show_thresholds:
@@ -65,4 +72,5 @@ def register(app: typer.Typer) -> None:
         run_analyze(AnalyzeArgs(path=path, out=out, force=force, json_out=json_out,
                                 fail_on=fail_on, only=only, skip=skip, set_=set_, open_=open_,
                                 no_source=no_source, debug=debug,
-                                max_trace_bytes=max_trace_bytes, jobs=jobs))  # fmt: skip
+                                max_trace_bytes=max_trace_bytes, jobs=jobs,
+                                scheduler=scheduler))  # fmt: skip

@@ -40,6 +40,7 @@ class AnalyzeArgs:
     debug: bool = False
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
     jobs: int = 0
+    scheduler: str | None = None
 
 
 def run_analyze(a: AnalyzeArgs) -> None:
@@ -76,7 +77,8 @@ def _analyze(a: AnalyzeArgs, files: list[Path], target: Path,
         if len(files) > 1:  # one trace per rank: worker processes, merged report
             from advisor.multirank import analyze_files
 
-            report, _ = analyze_files(files, opts, a.path, jobs=a.jobs or None)
+            report, _ = analyze_files(files, opts, a.path, jobs=a.jobs or None,
+                                      scheduler=a.scheduler)  # fmt: skip
         else:
             _, report = analyze_path(files[0], opts, annotate_ahead=True, prefetch=pre)
         prog.update("Writing the report")
