@@ -155,7 +155,8 @@ def analyze_trace(
     run = run_summary(trace, run_ctx)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
-    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source)
+    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source,
+                        locator=ctx.locator)  # fmt: skip
     return Report(
         run=run,
         findings=tuple(findings),

@@ -13,6 +13,7 @@ from typing import Any
 
 from advisor.findings import Finding
 from advisor.render.charts import fmt_ms, savings_chart, steps_chart, util_chart
+from advisor.render.tables import kernel_rows, op_rows
 from advisor.report import Report
 
 MAX_EVIDENCE = 8
@@ -290,6 +291,11 @@ def build_viewmodel(report: Report, generated_at: str,
     trace_name = trace.get("file") or Path(str(report.run.get("trace") or "")).name or None
     return {
         "header": _header(report, generated_at),
+        "top_kernels": kernel_rows(views),
+        "top_ops": op_rows(views),
+        "top_ops_gpu": any(
+            r.get("gpu_ms") is not None for r in views.get("ops") or () if isinstance(r, dict)
+        ),
         "ranks": _ranks(report.run),
         "ranks_note": _ranks_note(report.run),
         "charts": {
