@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 IN_FLIGHT_PER_WORKER = 2
@@ -28,20 +31,54 @@ def _quiet() -> None:
     terminal for the advisor's own lines."""
     for name in ("distributed", "distributed.nanny", "distributed.worker", "distributed.scheduler",
                  "distributed.core", "distributed.worker_memory"):  # fmt: skip
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def local_cluster(workers: int, memory_limit: int) -> Any:
     """A LocalCluster of ``workers`` single-threaded worker processes, no dashboard."""
     from distributed import LocalCluster
 
-    from advisor.workers import neutral_main
+    from advisor.workers import context, neutral_main
 
-    with neutral_main():  # spawned workers must not re-run the caller's script
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                            memory_limit=memory_limit, dashboard_address=None,
-                            silence_logs=logging.ERROR, scheduler_port=0,
-                            host="127.0.0.1")  # fmt: skip
+    # Ctrl-C reaches the whole process group, but it is this process's to handle (it closes
+    # the cluster); a worker would only print a KeyboardInterrupt traceback. The workers are
+    # forked from the advisor's fork server, which ignores SIGINT (advisor.workers.context);
+    # ``dask_setup`` covers workers started otherwise (spawn, where there is no fork server).
+    import dask
+
+    method = "forkserver" if context().get_start_method() == "forkserver" else "spawn"
+    with neutral_main(), dask.config.set({"distributed.worker.multiprocessing-method": method}):
+        # (neutral_main: spawned workers must not re-run the caller's script)
+        with deferred_sigint() as pressed:  # a half-built cluster cannot be closed cleanly
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   memory_limit=memory_limit, dashboard_address=None,
+                                   silence_logs=logging.CRITICAL, scheduler_port=0,
+                                   host="127.0.0.1", preload=[__name__])  # fmt: skip
+    if pressed:
+        cluster.close()
+        raise KeyboardInterrupt
+    return cluster
+
+
+@contextmanager
+def deferred_sigint() -> Iterator[list[int]]:
+    """Record Ctrl-C instead of raising while the block runs (the list is non-empty after)."""
+    pressed: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+    old = signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def dask_setup(worker: Any) -> None:
+    """Run by each worker of our LocalCluster as it starts (the ``preload`` above): ignore
+    Ctrl-C (see :func:`local_cluster`)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def connect(scheduler: str | None, workers: int, memory_limit: int) -> tuple[Any, Any]:
@@ -91,7 +128,7 @@ def run_dask(fn: Callable[[Any], Any], items: Sequence[Any], workers: int,
             return fut
 
         first = [f for f in (submit(None) for _ in range(ahead)) if f is not None]
-        ac = as_completed(first)
+        ac = as_completed(first, loop=client.loop)
         for fut in ac:
             i = index.pop(fut.key)
             try:

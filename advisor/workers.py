@@ -7,7 +7,8 @@ caches) is returned to the system between batches. This replaces
 worker is replaced while tasks are queued (python/cpython gh-115634: a folder of 17 or more
 traces hung forever at 0% CPU).
 
-Ctrl-C: workers ignore SIGINT (the terminal sends it to the whole process group), so only this
+Ctrl-C: workers ignore SIGINT (the terminal sends it to the whole process group; see
+:func:`context`), so only this
 process sees it; it then kills the workers, drops the queued tasks and re-raises at once, and
 the command ends with "interrupted" (exit 130) instead of waiting for the running traces.
 """
@@ -18,6 +19,7 @@ import concurrent.futures as cf
 import multiprocessing as mp
 import signal
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,11 +28,23 @@ from typing import Any
 TASKS_PER_WORKER = 8  # traces a worker process analyses before the pool is restarted
 
 
-def _context() -> Any:
+def context() -> Any:
+    """forkserver (spawn where there is none). The fork server is started with SIGINT ignored,
+    so every worker forked from it ignores Ctrl-C from its first instruction (a fork server
+    restores the handlers it started with in each child)."""
     methods = mp.get_all_start_methods()
-    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(["advisor.digest", "advisor.pipeline"])
+    if "forkserver" not in methods:
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["advisor.digest", "advisor.pipeline"])
+    if threading.current_thread() is threading.main_thread():
+        from multiprocessing import forkserver
+
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            forkserver.ensure_running()  # a no-op once it runs
+        finally:
+            signal.signal(signal.SIGINT, old)
     return ctx
 
 
@@ -80,7 +94,7 @@ def run_batched(fn: Callable[[Any], Any], items: Sequence[Any], workers: int,
     error)`` runs in this process as each finishes (``error``: the exception, or a
     :class:`concurrent.futures.process.BrokenProcessPool` when the worker died)."""
     batch = max(1, workers) * TASKS_PER_WORKER
-    ctx = _context()
+    ctx = context()
     with neutral_main():
         for first in range(0, len(items), batch):
             chunk = items[first : first + batch]

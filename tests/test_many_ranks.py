@@ -66,7 +66,8 @@ def test_diff_32_traces(folder: Path) -> None:
     assert d["a"]["ranks"] == list(range(N)) and d["step_ms_median"]["delta_ms"] == 0
 
 
-def test_first_ctrl_c_ends_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["pool", "dask"])
+def test_first_ctrl_c_ends_the_run(tmp_path: Path, engine: str) -> None:
     # 32 copies of the 30 MB GPU sample (~1.5 s each): still busy when Ctrl-C comes
     folder = tmp_path / "in"
     folder.mkdir()
@@ -75,10 +76,11 @@ def test_first_ctrl_c_ends_the_run(tmp_path: Path) -> None:
     # the terminal sends SIGINT to the whole foreground process group: workers included
     proc = subprocess.Popen([sys.executable, "-m", "advisor", "analyze", str(folder), "--out",
                              str(tmp_path / "out"), "-j", "2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(ADVISOR_NO_DASK="1"),
+                            stderr=subprocess.PIPE, text=True,
+                            env=_env(ADVISOR_NO_DASK="1" if engine == "pool" else ""),
                             cwd=REPO, start_new_session=True)  # fmt: skip
     try:
-        time.sleep(4.0)  # imports done, workers analysing
+        time.sleep(6.0)  # imports done, workers (or the Dask cluster) analysing
         assert proc.poll() is None, proc.communicate()
         t0 = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
