@@ -36,15 +36,14 @@ def _quiet() -> None:
 
 def local_cluster(workers: int, memory_limit: int) -> Any:
     """A LocalCluster of ``workers`` single-threaded worker processes, no dashboard."""
-    from distributed import LocalCluster
-
-    from advisor.workers import context, neutral_main
-
     # Ctrl-C reaches the whole process group, but it is this process's to handle (it closes
     # the cluster); a worker would only print a KeyboardInterrupt traceback. The workers are
     # forked from the advisor's fork server, which ignores SIGINT (advisor.workers.context);
     # ``dask_setup`` covers workers started otherwise (spawn, where there is no fork server).
     import dask
+    from distributed import LocalCluster
+
+    from advisor.workers import context, neutral_main
 
     method = "forkserver" if context().get_start_method() == "forkserver" else "spawn"
     with neutral_main(), dask.config.set({"distributed.worker.multiprocessing-method": method}):
