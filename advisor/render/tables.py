@@ -39,5 +39,5 @@ def op_rows(views: dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(r, dict):
             gpu = r.get("gpu_ms")
             out.append(_row(r) | {"self": fmt_ms(float(r.get("self_ms") or 0.0)),
-                                  "gpu": "" if gpu is None else fmt_ms(float(gpu))})  # fmt: skip
+                                  "gpu": fmt_ms(float(gpu)) if gpu else ""})  # fmt: skip
     return out
