@@ -25,9 +25,11 @@ from advisor.digest import Digest, digest_file, failed_digest
 from advisor.errors import AdvisorError
 from advisor.findings import Draft, Finding
 from advisor.rank import rank, savings_bound_ms
+from advisor.rankstats import ranks_summary
 from advisor.registry import Skip, all_detectors
 from advisor.report import Errored, Report, Skipped
 from advisor.thresholds import Thresholds
+from advisor.toptables import merge_tables
 from advisor.workers import run_batched
 
 MAX_WORKERS = 4
@@ -220,11 +222,14 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     findings = rank(drafts, step_ms, th)
     run = run_block(digests, root, step_ms, world_size, lags)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
+    run["ranks_summary"] = ranks_summary(run["ranks"], any(f.id == STRAGGLER for f in findings))
     docs = {d.id: {"title": d.title, "doc": d.doc} for d in all_detectors()}
+    views = {"detectors": docs,
+             "kernels": merge_tables([d.report.get("views", {}).get("kernels") or [] for d in ok]),
+             "ops": merge_tables([d.report.get("views", {}).get("ops") or [] for d in ok])}  # fmt: skip
     return Report(run=run, findings=tuple(findings),
                   skipped=tuple(Skipped(i, r) for i, r in sorted(skipped.items())),
-                  errored=tuple(errored), thresholds=th.used(),
-                  views={"detectors": docs})  # fmt: skip
+                  errored=tuple(errored), thresholds=th.used(), views=views)  # fmt: skip
 
 
 def rank_row(d: Digest, lag_ms: float | None = None) -> dict[str, Any]:

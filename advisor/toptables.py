@@ -122,3 +122,34 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
          "gpu_ms": _ms(r["gpu"]) if len(k) else None, "source": _where(locator, int(r["row"]))}
         for n, r in g.iterrows()
     ]  # fmt: skip
+
+
+def merge_tables(tables: list[list[dict[str, Any]]], top: int = TOP) -> list[dict[str, Any]]:
+    """The top table of several ranks: counts and times summed per name over the ranks' own
+    top tables (a name outside a rank's top ``TOP`` adds nothing for that rank), the mean and
+    the share recomputed (share: of the summed totals of all rows seen), the other columns
+    (op, source, self and GPU time summed) from the ranks that have them."""
+    acc: dict[str, dict[str, Any]] = {}
+    for rows in tables:
+        for r in rows:
+            a = acc.setdefault(str(r.get("name")), {"name": str(r.get("name")), "count": 0,
+                                                    "total_ms": 0.0})  # fmt: skip
+            a["count"] += int(r.get("count") or 0)
+            a["total_ms"] += float(r.get("total_ms") or 0.0)
+            for key in ("self_ms", "gpu_ms"):
+                if isinstance(r.get(key), int | float):
+                    a[key] = a.get(key, 0.0) + float(r[key])
+            for key in ("op", "source"):
+                if a.get(key) is None and r.get(key):
+                    a[key] = r[key]
+    whole = sum(a["total_ms"] for a in acc.values())
+    rows_out = sorted(acc.values(), key=lambda a: (-a["total_ms"], -a["count"], a["name"]))[:top]
+    for a in rows_out:
+        a["mean_us"] = round(1000.0 * a["total_ms"] / a["count"], 3) if a["count"] else 0.0
+        a["share_pct"] = _pct(a["total_ms"], whole)
+        for key in ("total_ms", "self_ms", "gpu_ms"):
+            if key in a:
+                a[key] = round(a[key], 3)
+        a.setdefault("op", None)
+        a.setdefault("source", None)
+    return rows_out
