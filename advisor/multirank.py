@@ -38,6 +38,7 @@ WORKER_BASE_BYTES = 200 * 1024**2  # interpreter, pandas, numpy
 MEMORY_SHARE = 0.6  # of the available memory the workers may use together
 STRAGGLER = "straggler"
 DASK_ABOVE = 16  # more traces than this: a Dask LocalCluster instead of the process pool
+LOCAL = "local"  # --scheduler local: a LocalCluster even for a few traces
 
 
 def raw_size(path: Path) -> int:
@@ -85,8 +86,9 @@ def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
                progress: Callable[[Digest], None] | None = None,
                scheduler: str | None = None) -> list[Digest]:  # fmt: skip
     """Digest every trace: serially for one worker; on a Dask cluster for ``scheduler`` (an
-    address) or more than ``DASK_ABOVE`` traces (:mod:`advisor.daskrun`); else in this
-    machine's worker processes (:mod:`advisor.workers`). Only digests come back."""
+    address, or ``"local"`` for a LocalCluster whatever the number of traces) or more than
+    ``DASK_ABOVE`` traces (:mod:`advisor.daskrun`); else in this machine's worker processes
+    (:mod:`advisor.workers`). Only digests come back."""
     sizes = [raw_size(f) for f in files]
     workers = plan_workers(sizes, jobs)
     if workers <= 1 and scheduler is None:
@@ -111,7 +113,8 @@ def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
         from advisor.daskrun import run_dask
 
         per_worker = WORKER_BASE_BYTES + BYTES_PER_RAW_BYTE * max(sizes, default=0)
-        run_dask(task, [str(f.absolute()) for f in files], workers, done, scheduler=scheduler,
+        address = None if scheduler in (None, LOCAL) else scheduler
+        run_dask(task, [str(f.absolute()) for f in files], workers, done, scheduler=address,
                  memory_limit=worker_memory_limit(per_worker, workers))  # fmt: skip
     else:
         run_batched(task, list(files), workers, done)

@@ -59,8 +59,9 @@ def register(app: typer.Typer) -> None:
             None,
             "--scheduler",
             metavar="ADDRESS",
-            help="Run the per-rank analysis on this running Dask scheduler (tcp://host:8786); "
-            "its workers must see the trace files.",
+            help="Run the per-rank analysis on this running Dask scheduler (tcp://host:8786; "
+            "its workers must see the trace files), or 'local' for a local Dask cluster "
+            "(the default above 16 traces).",
         ),
     ) -> None:
         """Analyze a trace you already have and rank the fixes by time saved per step."""
