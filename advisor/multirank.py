@@ -13,6 +13,7 @@ import concurrent.futures as cf
 import functools
 import os
 import struct
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,18 @@ def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
 
         per_worker = WORKER_BASE_BYTES + BYTES_PER_RAW_BYTE * max(sizes, default=0)
         address = None if scheduler in (None, LOCAL) else scheduler
-        run_dask(task, [str(f.absolute()) for f in files], workers, done, scheduler=address,
-                 memory_limit=worker_memory_limit(per_worker, workers))  # fmt: skip
+        try:
+            run_dask(task, [str(f.absolute()) for f in files], workers, done, scheduler=address,
+                     memory_limit=worker_memory_limit(per_worker, workers))  # fmt: skip
+        except (OSError, RuntimeError, TimeoutError) as err:
+            if address is not None:
+                raise AdvisorError(f"--scheduler {address}: {type(err).__name__}: {err}") from None
+            # no local cluster here (no loopback sockets, a broken install): the process pool
+            print(f"advisor: the local Dask cluster failed ({type(err).__name__}: {err}); "
+                  "using worker processes", file=sys.stderr)  # fmt: skip
+            left = [i for i in range(len(files)) if i not in results]
+            run_batched(task, [files[i] for i in left], workers,
+                        lambda j, r, e: done(left[j], r, e))  # fmt: skip
     else:
         run_batched(task, list(files), workers, done)
     return [results[i] for i in range(len(files))]

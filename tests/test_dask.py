@@ -123,3 +123,19 @@ def test_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
     assert p.returncode == 1
     assert p.stderr.strip().splitlines() == [p.stderr.strip()]
     assert "--scheduler tcp://127.0.0.1:9: cannot connect" in p.stderr
+
+
+def test_no_local_cluster_falls_back_to_worker_processes(tmp_path: Path, monkeypatch,
+                                                          capsys) -> None:  # fmt: skip
+    import advisor.daskrun
+
+    def fail(*a, **k):
+        raise OSError("no loopback here")
+
+    monkeypatch.setattr(advisor.daskrun, "local_cluster", fail)
+    files = _two_ranks(tmp_path)
+    digests = multirank.digest_all(files, Options(), jobs=2, scheduler=multirank.LOCAL)
+    assert [d.rank for d in digests] == [0, 1] and all(d.error is None for d in digests)
+    assert "local Dask cluster failed (OSError: no loopback here); using worker processes" in (
+        capsys.readouterr().err
+    )
