@@ -27,7 +27,8 @@ from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 # ``analyze`` options -> AnalyzeArgs fields: single values, repeatable values, flags
 _SINGLE = {"--out": "out", "-o": "out", "--fail-on": "fail_on",
-           "--max-trace-bytes": "max_trace_bytes", "--jobs": "jobs", "-j": "jobs"}  # fmt: skip
+           "--max-trace-bytes": "max_trace_bytes", "--jobs": "jobs", "-j": "jobs",
+           "--scheduler": "scheduler"}  # fmt: skip
 _MULTI = {"--only": "only", "--skip": "skip", "--set": "set_"}
 _FLAGS = {"--force": "force", "--json": "json_out", "--open": "open_",
           "--no-source": "no_source", "--debug": "debug"}  # fmt: skip
