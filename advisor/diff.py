@@ -36,7 +36,8 @@ class Side:
         return sum(d.steps for d in self.digests)
 
 
-def load_side(path: str | Path, options: Any, jobs: int | None = None) -> Side:
+def load_side(path: str | Path, options: Any, jobs: int | None = None,
+              scheduler: str | None = None) -> Side:  # fmt: skip
     """Analyse one side (a trace, a run folder or a folder of per-rank traces)."""
     from advisor.digest import digest_file
     from advisor.multirank import analyze_files
@@ -49,7 +50,7 @@ def load_side(path: str | Path, options: Any, jobs: int | None = None) -> Side:
         if d.error is not None:
             raise AdvisorError(d.error)
         return Side(str(p), Report.from_dict(d.report), (d,))
-    report, digests = analyze_files(files, options, p, jobs)
+    report, digests = analyze_files(files, options, p, jobs, scheduler=scheduler)
     return Side(str(p), report, tuple(d for d in digests if d.error is None))
 
 

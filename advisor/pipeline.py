@@ -164,7 +164,8 @@ def analyze_trace(
     run["est_savings_bound_how"] = "replayed together" if replayed else "sum, capped at the step"
     run["bound"] = step_bound(trace)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
-    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source)
+    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source,
+                        locator=ctx.locator)  # fmt: skip
     return Report(
         run=run,
         findings=tuple(findings),

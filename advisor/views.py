@@ -12,6 +12,7 @@ findings.json (an additive top-level key) so ``advisor report`` re-renders witho
   DataLoader fetch); ``idle`` (other GPU idle time); ``host_only`` (CPU-only traces: the step
   time outside data loading, when no GPU work exists at all).
 - ``utilization``: GPU busy % of the main device over the window in ``UTIL_BUCKETS`` buckets.
+- ``kernels`` / ``ops``: the top kernels and top operators tables (:mod:`advisor.toptables`).
 - ``detectors``: title of every detector, plus its docstring for those that found something.
 - ``sources``: ``"file:line"`` -> a few lines of the user's code around it (absent with
   ``--no-source``); only ``.py`` files are read, never more than ``MAX_SOURCE_BYTES``.
@@ -28,6 +29,7 @@ import numpy as np
 
 from advisor.derive.dataloader import fetch_intervals
 from advisor.findings import Finding
+from advisor.locate import Locator
 from advisor.timeline import Intervals, main_device
 from advisor.trace.model import Trace
 
@@ -222,8 +224,12 @@ def build_views(
     findings: Iterable[Finding],
     detectors: dict[str, tuple[str, str]],
     no_source: bool = False,
+    locator: Locator | None = None,
 ) -> dict[str, Any]:
-    """The ``views`` dict of a Report. ``detectors``: id -> (title, docstring)."""
+    """The ``views`` dict of a Report. ``detectors``: id -> (title, docstring); ``locator``
+    finds the source lines of the top tables (none with ``no_source``)."""
+    from advisor.toptables import top_kernels, top_ops
+
     found = list(findings)
     ids = {f.id for f in found}
     lo, hi = _window_ns(trace)
@@ -240,6 +246,8 @@ def build_views(
         "steps": step_breakdown(trace, layers),
         "steps_total": int(len(trace.steps)),
         "utilization": utilization(trace, layers=layers),
+        "kernels": top_kernels(trace, None if no_source else locator),
+        "ops": top_ops(trace, None if no_source else locator),
         "detectors": {
             i: ({"title": t, "doc": d} if i in ids else {"title": t})
             for i, (t, d) in sorted(detectors.items())

@@ -384,6 +384,7 @@ def test_script_using_torch_profiler_itself(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert "OWN True" in p.stdout
     assert "your script starts torch.profiler itself (at step 3)" in p.stderr
+    assert "advisor.on_trace_ready(DIR)" in p.stderr and "advisor.capture(out=DIR)" in p.stderr
     run, _ = outputs(tmp_path / "o")
     assert run["foreign_profiler"] is True and run["foreign_profiler_step"] == 3
     assert run["end_reason"] == "completed" and run["trace_scope"] == "partial-window"

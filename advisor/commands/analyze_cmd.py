@@ -70,6 +70,14 @@ def register(app: typer.Typer) -> None:
         jobs: int = typer.Option(
             0, "--jobs", "-j", help="Worker processes for per-rank traces (0: automatic)."
         ),
+        scheduler: str = typer.Option(
+            None,
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Run the per-rank analysis on this running Dask scheduler (tcp://host:8786; "
+            "its workers must see the trace files), or 'local' for a local Dask cluster "
+            "(the default above 16 traces).",
+        ),
     ) -> None:
         """Analyze a trace you already have and rank the fixes by time saved per step."""
         if show_thresholds:
@@ -89,7 +97,7 @@ def register(app: typer.Typer) -> None:
         pre = prefetch.take_over(ctx.obj, files[0], max_trace_bytes) if len(files) == 1 else None
         try:
             opts = options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes)
-            report, written = _analyze(files, path, target, opts, force, jobs, pre)
+            report, written = _analyze(files, path, target, opts, force, jobs, scheduler, pre)
         finally:
             if pre is not None:
                 pre.cancel()
@@ -97,7 +105,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _analyze(files: list[Path], root: Path, target: Path, opts: Options, force: bool, jobs: int,
-             pre: Prefetch | None) -> tuple[Report, dict[str, Path]]:  # fmt: skip
+             scheduler: str | None, pre: Prefetch | None) -> tuple[Report, dict[str, Path]]:  # fmt: skip
     from advisor.outfiles import prepare_out_dir
     from advisor.pipeline import analyze_path, write_outputs
     from advisor.render.annotate_stream import AheadCopy
@@ -108,7 +116,7 @@ def _analyze(files: list[Path], root: Path, target: Path, opts: Options, force: 
         if len(files) > 1:  # one trace per rank: worker processes, merged report
             from advisor.multirank import analyze_files
 
-            report, _ = analyze_files(files, opts, root, jobs=jobs or None)
+            report, _ = analyze_files(files, opts, root, jobs=jobs or None, scheduler=scheduler)
         else:
             _, report = analyze_path(files[0], opts, ahead=ahead, prefetch=pre)
         prog.update("Writing the report")

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from advisor.findings import Finding
+from advisor.rankstats import HEATMAP_ABOVE
 from advisor.render.charts import fmt_ms, savings_chart, steps_chart, util_chart
+from advisor.render.rankmap import notable_ranks, rank_heatmap
+from advisor.render.tables import kernel_rows, op_rows
 from advisor.report import Report
 
 MAX_EVIDENCE = 8
@@ -291,10 +294,10 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None else f"{v:.1f}%"
 
 
-def _ranks(run: dict[str, Any]) -> list[dict[str, str]]:
+def _ranks(run: dict[str, Any], only: set[int] | None = None) -> list[dict[str, str]]:
     rows = []
     for r in run.get("ranks") or ():
-        if isinstance(r, dict):
+        if isinstance(r, dict) and (only is None or r.get("rank") in only):
             lag, exp = r.get("lag_ms_per_step"), r.get("exposed_comm_ms_per_step")
             rows.append({"rank": str(r.get("rank")),
                          "step": fmt_ms(float(r.get("step_ms_median") or 0.0)),
@@ -315,6 +318,23 @@ def _ranks_note(run: dict[str, Any]) -> str | None:
     shown = ", ".join(str(m) for m in missing[:20]) + (", ..." if len(missing) > 20 else "")
     return (f"No trace for {len(missing)} of {run.get('world_size')} rank(s): {shown}. "
             "The figures cover the ranks analysed.")  # fmt: skip
+
+
+def _rank_views(run: dict[str, Any]) -> dict[str, Any]:
+    """Up to ``HEATMAP_ABOVE`` ranks: a row each. Above: the heatmap, and rows for the
+    straggler, the outliers and the slowest ranks only."""
+    n = len(run.get("ranks") or ())
+    if n <= HEATMAP_ABOVE or not run.get("ranks_summary"):
+        return {"ranks": _ranks(run), "rankmap": None, "ranks_short": None}
+    heat = rank_heatmap(run)
+    short = notable_ranks(run)
+    strag = (run.get("ranks_summary") or {}).get("straggler")
+    lead = (f"Straggler: rank {strag['rank']} (the others wait {strag['lag_ms_per_step']:.2f} "
+            "ms per step for it). ") if strag else "No straggler. "  # fmt: skip
+    return {"ranks": _ranks(run, short), "rankmap": heat,
+            "ranks_short": f"{lead}The table lists {len(short)} of {n} ranks: the straggler, the "
+                           "outliers of each metric and the five slowest; the heatmap shows "
+                           "every rank (findings.json has all rows)."}  # fmt: skip
 
 
 def _footer(report: Report, generated_at: str) -> dict[str, Any]:
@@ -344,7 +364,12 @@ def build_viewmodel(report: Report, generated_at: str,
     trace_name = trace.get("file") or Path(str(report.run.get("trace") or "")).name or None
     return {
         "header": _header(report, generated_at),
-        "ranks": _ranks(report.run),
+        "top_kernels": kernel_rows(views),
+        "top_ops": op_rows(views),
+        "top_ops_gpu": any(
+            r.get("gpu_ms") is not None for r in views.get("ops") or () if isinstance(r, dict)
+        ),
+        **_rank_views(report.run),
         "ranks_note": _ranks_note(report.run),
         "charts": {
             "steps": steps_chart(steps),

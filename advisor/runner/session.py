@@ -449,9 +449,12 @@ class ProfileSession:
         print(
             f"advisor: your script starts torch.profiler itself (at step {g}). Only one profiler "
             "can run at a time, so advisor stopped its own profiling there and lets yours run; "
-            f"the script runs to its end. advisor's report covers {covered}. To profile with "
-            "advisor, run without your profiler, or analyze your own trace with "
-            "`advisor analyze TRACE_OR_DIR`.",
+            f"the script runs to its end. advisor's report covers {covered}. To keep your "
+            "profiler and get advisor's report from it, pass "
+            "`on_trace_ready=advisor.on_trace_ready(DIR)` to your torch.profiler.profile (it "
+            "exports like tensorboard_trace_handler and writes the report beside the trace), or "
+            "wrap the code in `with advisor.capture(out=DIR):` instead of your profiler; or "
+            "analyze your own trace with `advisor analyze TRACE_OR_DIR`.",
             file=sys.stderr,
             flush=True,
         )
