@@ -40,11 +40,12 @@ class AnalyzeArgs:
     debug: bool = False
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
     jobs: int = 0
+    source_root: list[Path] = field(default_factory=list)
 
 
 def run_analyze(a: AnalyzeArgs) -> None:
     """Analyze, write the outputs, print the summary; ends with ``SystemExit(code)``."""
-    from advisor.outfiles import prepare_out_dir
+    from advisor.outfiles import prepare_out_dir, release
     from advisor.trace import find_traces, prefetch
 
     oo = OutputOptions.parse(a.fail_on)
@@ -59,6 +60,7 @@ def run_analyze(a: AnalyzeArgs) -> None:
     try:
         report, written = _analyze(a, files, target, pre)
     finally:
+        release(target)
         if pre is not None:
             pre.cancel()
     code = finish(report, written, a.json_out, oo, a.open_, time.perf_counter() - t0)
@@ -71,7 +73,8 @@ def _analyze(a: AnalyzeArgs, files: list[Path], target: Path,
     from advisor.pipeline import analyze_path, write_outputs
     from advisor.render.terminal import progress
 
-    opts = options_from_cli(a.only, a.skip, a.set_, a.debug, a.no_source, a.max_trace_bytes)
+    opts = options_from_cli(a.only, a.skip, a.set_, a.debug, a.no_source, a.max_trace_bytes,
+                            [Path(p) for p in a.source_root])  # fmt: skip
     with progress(f"Analyzing {files[0].name}") as prog:
         if len(files) > 1:  # one trace per rank: worker processes, merged report
             from advisor.multirank import analyze_files

@@ -58,16 +58,19 @@ def export_trace(prof: Any, out: Path) -> str | None:
     """Write ``prof``'s trace to ``out`` (gzip) via temporary files and a rename; returns an
     error line, or None when the trace was written. A failure (disk full, a kill) never leaves
     a partial file under the final name; the temporary files are removed (but a SIGKILL)."""
+    from advisor.outfiles import local_path
+
     tmp_json = out.with_name(f".{out.name}.{os.getpid()}.json.tmp")
     tmp_gz = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
+    try:  # through the claimed folder's handle: a folder swapped during the run is refused
+        tmp_json, tmp_gz, final = local_path(tmp_json), local_path(tmp_gz), local_path(out)
         prof.export_chrome_trace(str(tmp_json))
         with open(tmp_json, "rb") as src, open(tmp_gz, "wb") as raw:
             with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp_gz, out)  # only a complete trace ever has the final name
+        os.replace(tmp_gz, final)  # only a complete trace ever has the final name
         return None
     except Exception as err:  # noqa: BLE001 (reported in run.json, never fails the run)
         return f"{type(err).__name__}: {err}"

@@ -16,6 +16,7 @@ from typing import Any
 
 from advisor.commands.common import EXIT_FAIL_ON, OutputOptions, fail_on_hit
 from advisor.errors import AdvisorError
+from advisor.outfiles import release
 from advisor.rankrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runner.capture import SessionConfig
 from advisor.runner.execute import (
@@ -85,7 +86,15 @@ def run_profile(opts: ProfileOptions) -> int:
     renv = rank_env()  # under torchrun: one trace per rank, rank 0 merges
     default = default_rank_out_dir(target.stem, renv) if renv else default_out_dir(target.stem)
     out_dir = Path(os.path.abspath(opts.out or default))
-    check_out_dir(out_dir, opts.force, renv)
+    try:
+        check_out_dir(out_dir, opts.force, renv)  # and claims it: one run per folder
+        return _profile(opts, target, cwd, renv, out_dir)
+    finally:
+        release(out_dir)
+
+
+def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
+             out_dir: Path) -> int:  # fmt: skip
     tb_dir = Path(os.path.abspath(opts.tensorboard)) if opts.tensorboard else None
     if tb_dir is not None:
         check_writable(tb_dir, "--tensorboard folder")
