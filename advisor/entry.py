@@ -28,7 +28,7 @@ from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 # ``analyze`` options -> AnalyzeArgs fields: single values, repeatable values, flags
 _SINGLE = {"--out": "out", "-o": "out", "--fail-on": "fail_on",
            "--max-trace-bytes": "max_trace_bytes", "--jobs": "jobs", "-j": "jobs"}  # fmt: skip
-_MULTI = {"--only": "only", "--skip": "skip", "--set": "set_"}
+_MULTI = {"--only": "only", "--skip": "skip", "--set": "set_", "--source-root": "source_root"}
 _FLAGS = {"--force": "force", "--json": "json_out", "--open": "open_",
           "--no-source": "no_source", "--debug": "debug"}  # fmt: skip
 # per command: the options that take a value, and the flags that still load a trace

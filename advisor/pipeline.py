@@ -41,6 +41,7 @@ class Options:
     overrides: dict[str, float] = field(default_factory=dict)
     debug: bool = False
     no_source: bool = False
+    source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
 
     def validate(self) -> None:
@@ -155,7 +156,8 @@ def analyze_trace(
     run = run_summary(trace, run_ctx)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
-    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source)
+    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source,
+                        extra_roots=opts.source_roots)  # fmt: skip
     return Report(
         run=run,
         findings=tuple(findings),

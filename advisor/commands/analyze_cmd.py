@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
         no_source: bool = typer.Option(
             False, "--no-source", help="Keep source code out of the report."
         ),
+        source_root: list[Path] = typer.Option(
+            [], "--source-root", help="Also show code from files under this folder (repeatable)."
+        ),
         debug: bool = typer.Option(
             False, "--debug", help="Include detector tracebacks in findings.json."
         ),
@@ -65,4 +68,5 @@ def register(app: typer.Typer) -> None:
         run_analyze(AnalyzeArgs(path=path, out=out, force=force, json_out=json_out,
                                 fail_on=fail_on, only=only, skip=skip, set_=set_, open_=open_,
                                 no_source=no_source, debug=debug,
-                                max_trace_bytes=max_trace_bytes, jobs=jobs))  # fmt: skip
+                                max_trace_bytes=max_trace_bytes, jobs=jobs,
+                                source_root=source_root))  # fmt: skip
