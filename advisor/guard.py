@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable
 
 from advisor.errors import AdvisorError
+from advisor.printable import printable
 
 # Commands that only read traces and write their own outputs: once those are written and
 # flushed, the process ends without tearing down every module and table (~0.1 s per run).
@@ -70,5 +71,5 @@ def _fail(message: str, code: int = 1) -> None:
         sys.stdout.flush()
     except (OSError, ValueError):
         pass
-    print(f"advisor: {_one_line(message, 2000)}", file=sys.stderr)
+    print(f"advisor: {printable(_one_line(message, 2000))}", file=sys.stderr)
     sys.exit(code)

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.findings import Finding
+from advisor.printable import printable
 from advisor.report import Report
 
 SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -71,13 +72,13 @@ def _where(f: Finding) -> str:
     if not f.locations:
         return ""
     loc = f.locations[0]
-    return f"{Path(loc.file).name}:{loc.line}"
+    return printable(f"{Path(loc.file).name}:{loc.line}")
 
 
 def headline(report: Report) -> str:
     run = report.run
     dev = report.views.get("device") or {}
-    parts = [str(run.get("device") or "no GPU activity (CPU-only trace)")]
+    parts = [printable(run.get("device") or "no GPU activity (CPU-only trace)")]
     steps = run.get("steps_profiled")
     parts.append(
         f"{steps} step{'s' if steps != 1 else ''}"
@@ -103,8 +104,8 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
     for i, f in enumerate(findings[:top], 1):
         saving = f"{f.est_savings_ms:.2f} ms" if f.est_savings_ms > 0 else "-"
         pct = f"{f.est_savings_pct:.1f}" if f.est_savings_ms > 0 else ""
-        title = Text(f.title)
-        title.append(f"  {f.id}", style="dim")
+        title = Text(printable(f.title))
+        title.append(f"  {printable(f.id)}", style="dim")
         t.add_row(str(i), Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
                   saving, pct, title, Text(_where(f)))  # fmt: skip
     return t
@@ -119,7 +120,7 @@ def print_summary(
     script = run.get("script")
     title = Text("torch-advisor", style="bold")
     if script:
-        title.append(" · " + " ".join([str(script), *[str(a) for a in run.get("argv") or []]]))
+        title.append(" · " + " ".join([printable(a) for a in [script, *(run.get("argv") or [])]]))
     con.print(title)
     con.print(Text(headline(report)))
     if run.get("ranks"):
@@ -127,7 +128,7 @@ def print_summary(
 
         print_ranks(con, run)
     if run.get("ended_early"):
-        con.print(Text(f"note: the run ended early ({run.get('end_reason') or 'reason unknown'})",
+        con.print(Text(f"note: the run ended early ({printable(run.get('end_reason') or 'reason unknown')})",
                        style="yellow"))  # fmt: skip
     con.print()
     if report.findings:
@@ -153,7 +154,7 @@ def print_summary(
         for key, path in written.items():
             label = LABELS.get(key, key)
             line = Text(f"{label:>9}  ", style="bold")
-            line.append(str(path))
+            line.append(printable(path))
             if key == "annotated":
                 line.append("  (open in ui.perfetto.dev)", style="dim")
             con.print(line)
