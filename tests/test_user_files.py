@@ -26,7 +26,9 @@ def cli(cwd: Path, *args: str | Path, timeout: float = 120) -> subprocess.Comple
 def _one_line_error(p: subprocess.CompletedProcess[str], words: str) -> None:
     assert p.returncode == 1, (p.returncode, p.stderr)
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("advisor: error:") and words in lines[0], p.stderr
+    assert len(lines) == 1 and lines[0].startswith("advisor: error:") and words in lines[0], (
+        p.stderr
+    )
 
 
 def test_analyze_force_keeps_the_users_report(tmp_path: Path) -> None:
