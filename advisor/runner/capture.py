@@ -45,6 +45,7 @@ class Capture:
     window_steps: list[int] = field(default_factory=list)  # first, last step in the trace
     activities: list[str] = field(default_factory=lambda: ["cpu"])  # of the exported trace
     stopped_after_window: bool = False
+    ran_on_in_thread: bool = False  # the window ended in a thread the advisor does not stop
     max_seconds_hit: bool = False
     foreign_profiler_step: int | None = None
     export_error: str | None = None

@@ -50,6 +50,11 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
             f"Stopped the script after capturing the profiling window ({win}); "
             "--run-to-end lets it finish."
         )
+    elif cap.scope == "window" and cap.ran_on_in_thread:
+        out.append(
+            f"Captured the profiling window ({win}) in a thread other than the main one; "
+            "the advisor stops only the main thread, so the script ran on to its end."
+        )
     elif cap.scope == "partial-window":
         a, b = cap.window_steps
         out.append(

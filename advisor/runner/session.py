@@ -24,7 +24,9 @@ step: imports, setup and the first iteration; it is never part of the window.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +74,7 @@ class ProfileSession:
         self._window_activities = ["cpu"]
         self._probe_activities = ["cpu"]
         self.stop_requested: Callable[[], bool] = lambda: False
+        self._pid = os.getpid()  # only this process is profiled, never a forked child
 
     # ------------------------------------------------------------------ helpers
     def _time(self, key: str, t0: float) -> None:
@@ -122,6 +125,8 @@ class ProfileSession:
         self._alarm.arm()
 
     def _on_optimizer_step(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if os.getpid() != self._pid:  # a forked worker inherited the hook: not profiled
+            return
         self._rec.on_optimizer(opt)
         if self._explicit:
             return
@@ -132,6 +137,8 @@ class ProfileSession:
             self._step()
 
     def _on_explicit_step(self) -> None:
+        if os.getpid() != self._pid:
+            return
         if not self._explicit:
             self._explicit = True
             self.cap.step_source = "advisor.step"
@@ -140,7 +147,8 @@ class ProfileSession:
     def _step(self) -> None:
         if self._busy:
             return
-        if self.stop_requested():  # a SIGTERM whose exception the script swallowed
+        main = threading.current_thread() is threading.main_thread()
+        if self.stop_requested() and main:  # a SIGTERM whose exception the script swallowed
             raise Terminated()
         self._busy = True
         stop = False
@@ -169,8 +177,11 @@ class ProfileSession:
                     stop = self._window_done()
         finally:
             self._busy = False
-        if stop:
+        if stop and main:
             raise WindowCaptured()
+        if stop:  # never raise into the script's own thread: it runs on to its end
+            self.cap.stopped_after_window = False
+            self.cap.ran_on_in_thread = True
 
     def _probe_marker(self, step: int | None) -> None:
         if self._marker is not None:
@@ -294,7 +305,7 @@ class ProfileSession:
     # ------------------------------------------------------------------ guards
     def _on_alarm(self) -> None:
         """--max-seconds ran out before the first step."""
-        if self._busy or self.phase != "probe" or self.cap.steps_seen:
+        if self._busy or self.phase != "probe" or self.cap.steps_seen or os.getpid() != self._pid:
             return
         self._busy = True
         try:
