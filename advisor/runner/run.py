@@ -108,29 +108,68 @@ def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
     t_start = time.perf_counter()
     recorder = ContextRecorder()
     session = ProfileSession(cfg, trace_path, recorder)
+
+    def conclude(outcome: Outcome, cap: Any, context: dict[str, Any]) -> int:
+        """Write and print the outputs once the script is over; returns the exit code."""
+        t_run = time.perf_counter() - t_start
+        try:
+            report, files, t_an, notes = _write_outputs(
+                opts, target, outcome, cap, cfg, context, started_at, t_run, cwd, out_dir,
+                tb_dir, renv,
+            )  # fmt: skip
+        except (OSError, AdvisorError) as err:
+            # the script has run: its exit code stands; what could be written stays
+            print(f"advisor: error: {write_error(err, out_dir, trace_path)}", file=sys.stderr)
+            return outcome.exit_code
+        _print_result(notes, report, files, cwd, opts, renv)
+        _write_timings(cap.timings_s, t_an, t_run, time.perf_counter() - t_start, cap)
+        code = outcome.exit_code
+        if code == 0 and report is not None and opts.fail_on:
+            if fail_on_hit(report, opts.fail_on):
+                code = EXIT_FAIL_ON
+        return code
+
     try:
         with RunSignals() as sigs:
+            session.hard_stop = sigs.hard_stop = lambda outcome: _hard_stop(
+                outcome, session, recorder, sigs, conclude, out_dir
+            )
             outcome, cap, context = _run_script(target, session, recorder, sigs)
-            t_run = time.perf_counter() - t_start
-            try:
-                report, files, t_an, notes = _write_outputs(
-                    opts, target, outcome, cap, cfg, context, started_at, t_run, cwd, out_dir,
-                    tb_dir, renv,
-                )  # fmt: skip
-            except (OSError, AdvisorError) as err:
-                # the script has run: its exit code stands; what could be written stays
-                print(f"advisor: error: {write_error(err, out_dir, trace_path)}", file=sys.stderr)
-                return outcome.exit_code
-            _print_result(notes, report, files, cwd, opts, renv)
+            return conclude(outcome, cap, context)
     except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
         return EXIT_SIGINT
-    _write_timings(cap.timings_s, t_an, t_run, time.perf_counter() - t_start, cap)
+
+
+def _hard_stop(outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals,
+               conclude: Any, out_dir: Path) -> None:  # fmt: skip
+    """End the run from inside the script (a step hook or a signal handler, in the main
+    thread) when it swallowed the advisor's stop or SIGTERM (``except BaseException``): write
+    the outputs, then leave at once as plain Python's SIGTERM would (no cleanup of the
+    script's, which plain Python would not have run either)."""
+    what = "SIGTERM" if outcome.end_reason == "sigterm" else "the advisor's stop after the window"
+    print(f"advisor: the script caught {what} (except BaseException?); ending it now",
+          file=sys.stderr, flush=True)  # fmt: skip
     code = outcome.exit_code
-    if code == 0 and report is not None and opts.fail_on:
-        if fail_on_hit(report, opts.fail_on):
-            code = EXIT_FAIL_ON
-    return code
+    try:
+        sigs.finalizing()
+        cap = session.finish()
+        try:
+            context = recorder.to_dict()
+        except Exception as err:  # noqa: BLE001 (facts are best effort)
+            context = {"error": f"{type(err).__name__}: {err}"}
+        recorder.uninstall()
+        code = conclude(outcome, cap, context)
+    except KeyboardInterrupt:
+        print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
+        code = EXIT_SIGINT
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
 
 
 def _run_script(

@@ -36,7 +36,7 @@ import advisor
 from advisor.runner import facts
 from advisor.runner.capture import Capture, SessionConfig, export_trace
 from advisor.runner.context import ContextRecorder
-from advisor.runner.execute import Terminated, WindowCaptured
+from advisor.runner.execute import EXIT_SIGTERM, Outcome, Terminated, WindowCaptured
 from advisor.runner.guards import ForeignProfilerWatch, MaxSecondsAlarm
 
 __all__ = ["Capture", "ProfileSession", "SessionConfig"]
@@ -75,6 +75,8 @@ class ProfileSession:
         self._probe_activities = ["cpu"]
         self.stop_requested: Callable[[], bool] = lambda: False
         self._pid = os.getpid()  # only this process is profiled, never a forked child
+        # ends the run from inside the script when it swallowed the stop (see advisor.runner.run)
+        self.hard_stop: Callable[[Outcome], None] | None = None
 
     # ------------------------------------------------------------------ helpers
     def _time(self, key: str, t0: float) -> None:
@@ -149,7 +151,12 @@ class ProfileSession:
             return
         main = threading.current_thread() is threading.main_thread()
         if self.stop_requested() and main:  # a SIGTERM whose exception the script swallowed
+            if self.hard_stop is not None:
+                self.hard_stop(Outcome("sigterm", EXIT_SIGTERM, "SIGTERM"))
             raise Terminated()
+        if main and self.phase == "done" and self.cap.stopped_after_window:
+            if self.hard_stop is not None:  # the script swallowed WindowCaptured
+                self.hard_stop(Outcome("window-captured", 0))
         self._busy = True
         stop = False
         try:

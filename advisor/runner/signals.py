@@ -26,7 +26,9 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from advisor.runner.execute import Terminated
+from advisor.runner.execute import EXIT_SIGTERM, Outcome, Terminated
+
+TERM_GRACE_S = 3.0  # after SIGTERM, how long the script may take to end before a hard stop
 
 Handler = Any  # a callable, signal.SIG_DFL / SIG_IGN, or None
 _raw_signal = signal.signal  # never the wrappers below (a forked child still has them)
@@ -67,6 +69,8 @@ class RunSignals:
         self._late_term_seen = False
         self._orig: tuple[Callable[..., Any], Callable[..., Any]] | None = None
         self._patched: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+        self.hard_stop: Callable[[Outcome], None] | None = None  # see advisor.runner.run
+        self._grace: threading.Timer | None = None
 
     # ------------------------------------------------------------------ the run
     def __enter__(self) -> RunSignals:
@@ -85,8 +89,17 @@ class RunSignals:
             if prev != signal.SIG_IGN:
                 os.kill(os.getpid(), signal.SIGTERM)
             return None
+        if self.terminated and self.hard_stop is not None:
+            # SIGTERM again (or the grace timer): the first one's exception was swallowed
+            self.hard_stop(Outcome("sigterm", EXIT_SIGTERM, "SIGTERM"))
         self.terminated = True  # stands even when the exception is lost (see run.py)
         self._set_aside_sigchld()  # the workers get SIGTERM too when the whole group does
+        if self.hard_stop is not None and self._grace is None:
+            # a script that catches BaseException would run on: after the grace period the
+            # timer sends SIGTERM again, and that one ends the run (report first)
+            self._grace = threading.Timer(TERM_GRACE_S, os.kill, (self.pid, signal.SIGTERM))
+            self._grace.daemon = True
+            self._grace.start()
         raise Terminated()
 
     def _set_aside_sigchld(self) -> None:
@@ -158,6 +171,8 @@ class RunSignals:
 
     def finalizing(self) -> None:
         """The script is over: hold off signals while the outputs are written."""
+        if self._grace is not None:
+            self._grace.cancel()
         self._unpatch()
         if not self.main:
             return
@@ -168,6 +183,8 @@ class RunSignals:
         self._set_aside_sigchld()
 
     def __exit__(self, *exc: object) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
         self._unpatch()
         for sig, handler in self._saved.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
