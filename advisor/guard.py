@@ -69,7 +69,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 def _fail(message: str, code: int = 1) -> None:
     try:
         sys.stdout.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # AttributeError: started with stdout closed
         pass
     print(f"advisor: {printable(_one_line(message, 2000))}", file=sys.stderr)
     sys.exit(code)

@@ -27,7 +27,7 @@ def load_report(path: Path):  # type: ignore[no-untyped-def]
         raise AdvisorError("not a torch-advisor findings.json", src)
     try:
         return Report.from_dict(data), src
-    except (KeyError, TypeError, ValueError) as err:
+    except Exception as err:  # noqa: BLE001 (any shape a hand-edited file can take)
         raise AdvisorError(f"damaged findings.json ({type(err).__name__}: {err})", src) from None
 
 
@@ -66,7 +66,13 @@ def rerender(path: Path, out: Path | None = None, no_source: bool = False,
     )
     extra = {"annotated_trace": rel}
     try:
-        atomic_write(target, render_html(report, extra).encode("utf-8"))
+        page = render_html(report, extra)
+    except Exception as err:  # noqa: BLE001 (a value of the wrong type in an edited file)
+        raise AdvisorError(
+            f"damaged findings.json: cannot render it ({type(err).__name__}: {err})", src
+        ) from None
+    try:
+        atomic_write(target, page.encode("utf-8"))
     except OSError as err:
         raise AdvisorError(f"cannot write: {err.strerror or err}", target) from None
     return target

@@ -21,7 +21,6 @@ from advisor.rankrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runner.capture import SessionConfig
 from advisor.runner.execute import (
     EXIT_SIGINT,
-    EXIT_SIGTERM,
     Outcome,
     ScriptRun,
     Terminated,
@@ -37,6 +36,8 @@ from advisor.runner.outdir import (
     write_json,
 )
 from advisor.runner.signals import RunSignals
+
+MAX_SECONDS_LIMIT = 10_000_000.0  # about 4 months: beyond it the timer cannot be set
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,9 @@ class ProfileOptions:
                              ("--active", cfg.active, 1)):  # fmt: skip
             if v < low:
                 raise AdvisorError(f"{flag} must be at least {low}, got {v}")
-        if cfg.max_seconds < 0:
-            raise AdvisorError(f"--max-seconds must be 0 (no limit) or more, got {cfg.max_seconds}")
+        if not 0 <= cfg.max_seconds <= MAX_SECONDS_LIMIT:  # NaN fails too
+            raise AdvisorError(f"--max-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g} "
+                               f"seconds, got {cfg.max_seconds}")  # fmt: skip
         if self.rank_timeout < 0:
             raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
         OutputOptions.parse(self.fail_on)
@@ -108,6 +110,10 @@ def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
     t_start = time.perf_counter()
     recorder = ContextRecorder()
     session = ProfileSession(cfg, trace_path, recorder)
+    if renv is None:  # replaced at the end; what stays when the process dies without a word
+        from advisor.runner.runinfo import unfinished_run_json
+
+        write_json(out_dir / RUN_NAME, unfinished_run_json(target, cwd, started_at, TRACE_NAME))
 
     def conclude(outcome: Outcome, cap: Any, context: dict[str, Any]) -> int:
         """Write and print the outputs once the script is over; returns the exit code."""
@@ -147,9 +153,10 @@ def _hard_stop(outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals,
     thread) when it swallowed the advisor's stop or SIGTERM (``except BaseException``): write
     the outputs, then leave at once as plain Python's SIGTERM would (no cleanup of the
     script's, which plain Python would not have run either)."""
-    what = "SIGTERM" if outcome.end_reason == "sigterm" else "the advisor's stop after the window"
-    print(f"advisor: the script caught {what} (except BaseException?); ending it now",
-          file=sys.stderr, flush=True)  # fmt: skip
+    if outcome.end_reason != "os-exit":
+        what = outcome.error if outcome.error else "the advisor's stop after the window"
+        print(f"advisor: the script caught {what} (except BaseException?); ending it now",
+              file=sys.stderr, flush=True)  # fmt: skip
     code = outcome.exit_code
     try:
         sigs.finalizing()
@@ -178,6 +185,7 @@ def _run_script(
     """Run the script under the session; returns (how it ended, the capture, the context)."""
     outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
     session.stop_requested = lambda: sigs.terminated
+    session.terminated_outcome = sigs.outcome
     with ScriptRun(target) as script_run:  # restores argv, sys.path, __main__ on exit
         try:
             recorder.install()
@@ -186,7 +194,7 @@ def _run_script(
         except KeyboardInterrupt:
             pass
         except Terminated:
-            outcome = Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
+            outcome = sigs.outcome()
         finally:
             sigs.finalizing()
             cap = session.finish()
@@ -199,7 +207,7 @@ def _run_script(
         # SIGTERM ended the run, even when its exception was lost: raised where Python ignores
         # exceptions (a __del__, an at-fork hook) or caught by the script, which then failed
         # (its DataLoader workers got SIGTERM too) or reached its next step
-        outcome = Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
+        outcome = sigs.outcome()
     elif sigs.sigterm_handled_by_script and outcome.end_reason in ("completed", "sys-exit"):
         # the script's own SIGTERM handler ended the run (its exit code stands)
         outcome = replace(outcome, end_reason="sigterm", error="SIGTERM (handled by the script)")
@@ -266,6 +274,36 @@ def _print_result(
     opts: ProfileOptions,
     renv: RankEnv | None = None,
 ) -> None:
+    """Print the summary; a closed stdout or a reader that went away (``| head``) never
+    changes the exit code: the outputs are written, the summary is only a courtesy."""
+    try:
+        _print_summary(notes, report, files, cwd, opts, renv)
+    except (BrokenPipeError, ValueError, AttributeError, OSError):  # closed / gone stdout
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit cannot fail (Python would exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    if sys.stdout is None or sys.stdout.closed:
+        sys.stdout = open(os.devnull, "w")  # kept until the process ends
+
+
+def _print_summary(
+    notes: list[str],
+    report: Any,
+    files: dict[str, Path],
+    cwd: str,
+    opts: ProfileOptions,
+    renv: RankEnv | None = None,
+) -> None:
+    if sys.stdout is None:  # started with stdout closed (>&-)
+        raise ValueError("no stdout")
     try:
         sys.stdout.flush()
         sys.stderr.flush()

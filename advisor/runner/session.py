@@ -77,6 +77,9 @@ class ProfileSession:
         self._pid = os.getpid()  # only this process is profiled, never a forked child
         # ends the run from inside the script when it swallowed the stop (see advisor.runner.run)
         self.hard_stop: Callable[[Outcome], None] | None = None
+        self.terminated_outcome: Callable[[], Outcome] = lambda: Outcome(
+            "sigterm", EXIT_SIGTERM, "SIGTERM"
+        )
 
     # ------------------------------------------------------------------ helpers
     def _time(self, key: str, t0: float) -> None:
@@ -152,7 +155,7 @@ class ProfileSession:
         main = threading.current_thread() is threading.main_thread()
         if self.stop_requested() and main:  # a SIGTERM whose exception the script swallowed
             if self.hard_stop is not None:
-                self.hard_stop(Outcome("sigterm", EXIT_SIGTERM, "SIGTERM"))
+                self.hard_stop(self.terminated_outcome())
             raise Terminated()
         if main and self.phase == "done" and self.cap.stopped_after_window:
             if self.hard_stop is not None:  # the script swallowed WindowCaptured
