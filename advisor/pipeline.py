@@ -6,6 +6,7 @@ Each stage is a plain function; outputs are written atomically (temp name, then 
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -230,6 +231,7 @@ def write_outputs(
     return {k: written[k] for k in ("report", "findings", "annotated") if k in written}
 
 
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # the output cannot take it
 IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may rewrite it whole
 
 
@@ -259,7 +261,11 @@ def write_annotated(report: Report, out: Path) -> Path | None:
         if src.stat().st_size > IN_MEMORY_ANNOTATE_MAX_BYTES:
             return None  # an unusual layout too big to rewrite in memory: no annotated copy
         data = annotate(src, report)
-    except (AdvisorError, ValueError, OSError, RecursionError, MemoryError):
+    except OSError as err:
+        if err.errno in _FULL:  # a full disk is not a convenience missing: say so
+            raise
+        return None  # the trace could not be read back: no annotated copy
+    except (AdvisorError, ValueError, RecursionError, MemoryError):
         return None  # the annotated copy is a convenience; its absence never fails a run
     atomic_write(target, data)
     return target

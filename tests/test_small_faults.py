@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,56 @@ def test_tampered_findings_json_names_the_file(tmp_path: Path) -> None:
         p = subprocess.run([sys.executable, "-m", "advisor", "report", name], cwd=tmp_path,
                            env=_env(), capture_output=True, text=True, timeout=60)  # fmt: skip
         _one_line(p, f"{name}/findings.json: damaged findings.json")
+
+
+SITE_FULL_ON_ANNOTATED = """
+import errno, os
+_replace = os.replace
+def replace(src, dst, *a, **k):
+    if str(dst).endswith("trace.annotated.json.gz"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return _replace(src, dst, *a, **k)
+os.replace = replace
+"""
+
+
+def test_disk_full_while_analyze_writes_the_annotated_trace(tmp_path: Path) -> None:
+    _write(tmp_path / "site", "sitecustomize.py", SITE_FULL_ON_ANNOTATED)
+    env = {**_env(), "PYTHONPATH": f"{tmp_path / 'site'}:{REPO}"}
+    sample = REPO / "sample_traces" / "sync_point.cpu.json.gz"
+    p = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(sample), "--out", "o"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    _one_line(p, "No space left on device")
+    assert not (tmp_path / "o").exists()  # a failed write removes what it had written
+
+
+BIG = """
+import torch
+m = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(30)])
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(12):
+    m(torch.randn(8, 64)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+@slow
+def test_disk_full_during_profile_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A real full disk: a 1 MB tmpfs (needs root to mount; skipped otherwise)."""
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)],
+                      capture_output=True).returncode != 0:  # fmt: skip
+        pytest.skip("cannot mount a small tmpfs here (not root)")
+    try:
+        _write(tmp_path, "big.py", BIG)
+        p = advisor(tmp_path, *FAST, "--active", "3", "--out", full / "o", "big.py")
+        assert p.returncode == 0, p.stderr  # the script's own code
+        assert "No space left on device" in p.stderr
+        left = sorted(os.listdir(full / "o"))
+        assert not [n for n in left if n.endswith(".tmp")], left
+        assert "run.json" not in left or json.loads((full / "o" / "run.json").read_text())[
+            "end_reason"] != "process-died"  # fmt: skip
+    finally:
+        subprocess.run(["umount", str(full)], capture_output=True)

@@ -75,7 +75,7 @@ def export_trace(prof: Any, out: Path) -> str | None:
         return None
     except Exception as err:  # noqa: BLE001 (reported in run.json, never fails the run)
         return f"{type(err).__name__}: {err}"
-    finally:
-        for p in (tmp_json, tmp_gz):
+    finally:  # kineto writes ``<name>.tmp`` and renames it: a full disk leaves that one too
+        for p in (tmp_json, tmp_gz, tmp_json.with_name(tmp_json.name + ".tmp")):
             with contextlib.suppress(OSError):
                 p.unlink()

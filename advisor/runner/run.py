@@ -124,8 +124,10 @@ def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
                 tb_dir, renv,
             )  # fmt: skip
         except (OSError, AdvisorError) as err:
-            # the script has run: its exit code stands; what could be written stays
+            # the script has run: its exit code stands; what could be written stays (but the
+            # run.json written at the start, which would say that the process died)
             print(f"advisor: error: {write_error(err, out_dir, trace_path)}", file=sys.stderr)
+            _drop_unfinished(out_dir / (renv.run_name if renv else RUN_NAME))
             return outcome.exit_code
         _print_result(notes, report, files, cwd, opts, renv)
         _write_timings(cap.timings_s, t_an, t_run, time.perf_counter() - t_start, cap)
@@ -145,6 +147,14 @@ def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
     except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
         return EXIT_SIGINT
+
+
+def _drop_unfinished(run_json: Path) -> None:
+    try:
+        if json.loads(run_json.read_text(encoding="utf-8")).get("end_reason") == "process-died":
+            run_json.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _hard_stop(outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals,
