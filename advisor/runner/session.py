@@ -24,6 +24,8 @@ step: imports, setup and the first iteration; it is never part of the window.
 
 from __future__ import annotations
 
+import gc
+import mmap
 import os
 import sys
 import threading
@@ -42,6 +44,18 @@ from advisor.runner.guards import ForeignProfilerWatch, MaxSecondsAlarm
 __all__ = ["Capture", "ProfileSession", "SessionConfig"]
 
 _MAX_STEP_TIMES = 20_000
+# Address space held back while the script runs and given back before the trace is exported:
+# a script that ran out of memory (MemoryError: a ulimit -v, strict overcommit) still holds
+# its tensors then, and the export needs room to turn the capture into the trace file. Never
+# touched, so it takes no physical memory.
+MEMORY_RESERVE_BYTES = 256 << 20
+
+
+def _memory_reserve() -> mmap.mmap | None:
+    try:
+        return mmap.mmap(-1, MEMORY_RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 class ProfileSession:
@@ -74,6 +88,7 @@ class ProfileSession:
         self._window_activities = ["cpu"]
         self._probe_activities = ["cpu"]
         self.stop_requested: Callable[[], bool] = lambda: False
+        self._reserve: mmap.mmap | None = None
         self._pid = os.getpid()  # only this process is profiled, never a forked child
         # ends the run from inside the script when it swallowed the stop (see advisor.runner.run)
         self.hard_stop: Callable[[Outcome], None] | None = None
@@ -111,6 +126,7 @@ class ProfileSession:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         t0 = self._t0 = time.perf_counter()
+        self._reserve = _memory_reserve()
         # CPU only: CUDA activities would initialize CUDA before the script's first line, and a
         # script that sets CUDA_VISIBLE_DEVICES itself would then run on the wrong devices
         cuda = facts.cuda_in_use()
@@ -297,6 +313,10 @@ class ProfileSession:
 
     def finish(self) -> Capture:
         """Stop profiling, remove every hook, and return what was captured."""
+        if self._reserve is not None:  # room for the export, also after a MemoryError
+            self._reserve.close()
+            self._reserve = None
+        gc.collect()
         self._alarm.disarm()
         self._busy = True  # late signals and hooks from other threads do nothing now
         try:
