@@ -29,7 +29,7 @@ for i in range(100000):
     opt.zero_grad()
     if i == 4:  # inside the window (steps 3-6): allocate until out of memory
         while True:
-            hold.append(torch.empty(64 << 20, dtype=torch.uint8))  # never touched: no RSS
+            hold.append(torch.empty(1 << 20, dtype=torch.uint8))  # never touched: no RSS
 """
 
 
