@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from advisor.timeline import hta_window, union
+from advisor.timeline import covered_by, hta_window, union
 from advisor.trace.model import Trace
 
 _KERNEL_RE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z0-9]+)", re.IGNORECASE)
@@ -36,23 +36,6 @@ def collective_name(name: str) -> str:
     if sep and head in ("gloo", "nccl", "rccl") and rest:
         return rest
     return name.split("(", 1)[0][:60]
-
-
-def coverage(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For disjoint sorted intervals: nanoseconds covered in [-inf, t) for each t."""
-    t = np.asarray(t, dtype=np.int64)
-    if len(starts) == 0:
-        return np.zeros(len(t), dtype=np.int64)
-    cum = np.r_[0, np.cumsum(ends - starts)]
-    i = np.searchsorted(starts, t, side="right")
-    last_end = ends[np.clip(i - 1, 0, None)]
-    over = np.where(i > 0, np.maximum(last_end - t, 0), 0)
-    return (cum[i] - over).astype(np.int64)
-
-
-def covered_by(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Nanoseconds of each [lo, hi) covered by the disjoint sorted intervals."""
-    return coverage(starts, ends, hi) - coverage(starts, ends, lo)
 
 
 @dataclass(frozen=True)

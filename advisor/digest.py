@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.comm import collective_name, comm_stats, covered_by, cpu_collectives
+from advisor.comm import collective_name, comm_stats, cpu_collectives
+from advisor.derive.dataloader import fetch_intervals
 from advisor.derive.peerwait import single_rank_transfer_ns
 from advisor.derive.steps import steady_trace
-from advisor.timeline import main_device, union
+from advisor.timeline import covered_by, main_device, main_device_busy, union
 from advisor.trace.discover import rank_from_name
 from advisor.trace.model import Trace
 
@@ -122,8 +123,8 @@ def digest_trace(trace: Trace, report: dict[str, Any], rank: int | None = None) 
     steps = trace.steps
     cats = categories_ms(trace)
     cs = comm_stats(trace)
-    dev = trace.device()
-    busy = main_device(trace)
+    dev = trace.device(main_device(trace))
+    busy = main_device_busy(trace)
     return Digest(
         path=str(trace.path),
         rank=rank,
@@ -166,13 +167,14 @@ def categories_ms(trace: Trace) -> dict[str, Any]:
     lo, hi = _step_windows(trace)
     total = int(np.sum(hi - lo))
     n = max(len(lo), 1)
-    dl_s, dl_e = _dataloader_ranges(trace)
+    dl = fetch_intervals(trace)
+    dl_s, dl_e = dl.starts, dl.ends
     dataloader = _in_steps(dl_s, dl_e, lo, hi)
     out: dict[str, Any] = {}
     dev = main_device(trace)
     if dev is not None:
         act = trace.gpu_activity()
-        act = act[act["device"] == dev.device]
+        act = act[act["device"] == dev]
         kind = act["kind"].to_numpy()
         s, e = act["ts_ns"].to_numpy(), act["end_ns"].to_numpy()
         comp = _in_steps(s[kind == "kernel"], e[kind == "kernel"], lo, hi)
@@ -196,22 +198,6 @@ def categories_ms(trace: Trace) -> dict[str, Any]:
     out["dataloader"] = round(dataloader / 1e6 / n, 3)
     out["_comm_pct"] = round(100.0 * comm_any / total, 2) if total > 0 else None
     return out
-
-
-def _dataloader_ranges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    s: list[np.ndarray] = []
-    e: list[np.ndarray] = []
-    for df in (trace.annotations, trace.cpu_ops):
-        if not len(df):
-            continue
-        m = df["name"].astype(str).str.contains("DataLoader", regex=False).to_numpy()
-        if "on_gpu" in df:
-            m = m & ~df["on_gpu"].to_numpy(dtype=bool)
-        s.append(df["ts_ns"].to_numpy()[m])
-        e.append(df["end_ns"].to_numpy()[m])
-    if not s:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(s).astype(np.int64), np.concatenate(e).astype(np.int64)
 
 
 def _main_thread_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:

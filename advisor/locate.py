@@ -1,14 +1,21 @@
-"""Find the user's own source line for a moment on a CPU thread.
+"""The user's own source lines: the one home for "which line of the user's code was this".
 
-With ``with_stack`` the trace has python_function events; the user's line is the innermost
-frame, enclosing the moment on the same thread, whose file is not torch, the standard library
-or site-packages. Legacy traces carry a ``Call stack`` string on each op instead.
+With ``with_stack`` the trace has python_function events; legacy traces carry a ``Call stack``
+string on each op instead. Two questions, answered from the same frame index:
+
+- :meth:`Locator.at` / :meth:`Locator.for_op`: the innermost frame enclosing a moment whose
+  file is the user's (not torch, the standard library or site-packages);
+- :meth:`Locator.calling_line` / :meth:`Locator.calling_lines`: the line that *directly* called
+  an op (past builtins and torch's thin operator wrappers), or None when that caller is library
+  code (a loop inside torch or a package is not the user's to change).
+
+Also the locations run.json records (:func:`run_locations`) and merging/aggregating them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -16,6 +23,10 @@ import pandas as pd
 from advisor.findings import Location
 from advisor.trace.build import is_user_file, parse_frame
 from advisor.trace.model import Trace
+
+# thin torch wrappers between a user's line and the op (operators, torch-function modes)
+_WRAPPER_FILES = ("torch/_tensor.py", "torch/overrides.py", "torch/utils/_device.py",
+                  "torch/_ops.py", "torch/_jit_internal.py")  # fmt: skip
 
 
 class Locator:
@@ -32,7 +43,8 @@ class Locator:
             ids = py["python_id"].to_numpy()
             pos = pd.Series(np.arange(len(py)), index=ids)
             pos = pos[~pos.index.duplicated(keep="first")]
-            self._parent = pos.reindex(py["parent_id"].to_numpy()).fillna(-1).to_numpy(np.int64)
+            par = pos.reindex(py["parent_id"].to_numpy()).fillna(-1).to_numpy(np.int64)
+            self._parent = np.where(par == np.arange(len(py)), -1, par)  # no self-parent loop
             for tid, g in py.groupby("tid", sort=False):
                 g = g.sort_values(["ts_ns", "dur_ns"], ascending=[True, False], kind="stable")
                 self._by_tid[int(tid)] = (g["ts_ns"].to_numpy(), g.index.to_numpy())
@@ -83,6 +95,55 @@ class Locator:
             return self._from_call_stack(call_stack)
         return loc
 
+    def for_ops(self, op_rows: Iterable[int]) -> list[Location | None]:
+        """:meth:`for_op` for many cpu_ops rows."""
+        return [self.for_op(int(i)) for i in op_rows]
+
+    def _frames_at(self, tid: int, ts_ns: int) -> list[tuple[str, int, str]]:
+        """Python frames enclosing ``ts_ns`` on ``tid``, innermost first (at most 24)."""
+        entry = self._by_tid.get(int(tid))
+        if entry is None:
+            return []
+        starts, rows = entry
+        i = int(np.searchsorted(starts, ts_ns, side="right")) - 1
+        if i < 0:
+            return []
+        assert self._py_file is not None and self._py_line is not None
+        assert self._py_func is not None
+        r = int(rows[i])
+        out: list[tuple[str, int, str]] = []
+        for _ in range(512):
+            if r < 0 or len(out) >= 24:
+                break
+            if self._end[r] > ts_ns:
+                out.append((str(self._py_file[r]), int(self._py_line[r]), str(self._py_func[r])))
+            r = int(self._parent[r])
+        return out
+
+    def calling_line(self, tid: int, ts_ns: int, call_stack: object = None) -> Location | None:
+        """The line that directly called an op at (``tid``, ``ts_ns``): the innermost Python
+        frame (else the legacy ``Call stack``), past builtin calls and torch's thin operator
+        wrappers, when that frame is the user's own code; None when the op came from library
+        code."""
+        frames = self._frames_at(tid, ts_ns)
+        if not frames and isinstance(call_stack, str):
+            for part in call_stack.split(";"):
+                fr = parse_frame(part.strip())
+                frames.append(fr if fr is not None else ("", -1, part.strip()))
+        for file, line, func in frames:
+            f = file.replace("\\", "/")
+            if not f or f.startswith("<") or any(f.endswith(w) for w in _WRAPPER_FILES):
+                continue
+            return Location(file, line, func) if is_user_file(file) else None
+        return None
+
+    def calling_lines(self, op_rows: Iterable[int]) -> list[Location | None]:
+        """:meth:`calling_line` for many cpu_ops rows."""
+        assert self._op_stack is not None or not len(self._op_tid)
+        return [self.calling_line(int(self._op_tid[r]), int(self._op_ts[r]),
+                                  self._op_stack[r] if self._op_stack is not None else None)
+                for r in op_rows]  # fmt: skip
+
     def _from_call_stack(self, stack: str) -> Location | None:
         if stack in self._stack_cache:
             return self._stack_cache[stack]
@@ -103,3 +164,33 @@ def aggregate(locs: Iterable[Location | None], top: int = 5) -> tuple[Location, 
         if loc is not None:
             c[(loc.file, loc.line, loc.function)] += 1
     return tuple(Location(f, ln, fn, n) for (f, ln, fn), n in c.most_common(top))
+
+
+def run_locations(rows: object, label: Callable[[dict], str]) -> list[Location]:
+    """Locations from run.json rows that carry ``file`` and ``line`` (where ``advisor profile``
+    saw an object made: a DataLoader, an optimizer, a module)."""
+    out: list[Location] = []
+    if not isinstance(rows, list):
+        return out
+    for r in rows:
+        if (
+            isinstance(r, dict)
+            and isinstance(r.get("file"), str)
+            and isinstance(r.get("line"), int)
+        ):
+            out.append(Location(r["file"], int(r["line"]), label(r), 1))
+    return out
+
+
+def merge_locations(*groups: Iterable[Location | None], top: int = 5) -> tuple[Location, ...]:
+    """The locations of several groups in order, each line once (run.json sites first, where
+    the object was made, then the trace's aggregated lines)."""
+    seen: set[tuple[str, int]] = set()
+    out: list[Location] = []
+    for g in groups:
+        for loc in g:
+            if loc is None or (loc.file, loc.line) in seen:
+                continue
+            seen.add((loc.file, loc.line))
+            out.append(loc)
+    return tuple(out[:top])

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from advisor.comm import covered_by
 from advisor.derive.quality import Issue, affected_spans, trace_quality
 from advisor.derive.steps import steady_steps, steady_trace
 from advisor.errors import AdvisorError
@@ -26,7 +25,7 @@ from advisor.rank import rank, savings_bound_ms
 from advisor.registry import Context, all_detectors, run_detectors
 from advisor.report import Errored, Report, Skipped
 from advisor.thresholds import Thresholds
-from advisor.timeline import main_device, step_busy
+from advisor.timeline import covered_by, main_device, main_device_busy, step_busy
 from advisor.trace import Trace, load_trace
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
 from advisor.views import build_views
@@ -69,10 +68,10 @@ def load_run_context(trace_path: Path) -> dict[str, Any] | None:
 def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     """The ``run`` block of findings.json."""
     rc = run_ctx or {}
-    dev = trace.device()
+    dev = trace.device(main_device(trace))
     # share of the steps' wall time the GPU was busy: every GPU activity counts here (HTA's
     # window, which drops the last step, is for span figures such as inspect's idle %)
-    busy = main_device(trace, hta=False)
+    busy = main_device_busy(trace, hta=False)
     sb = step_busy(trace, busy)
     total = int(sb["dur_ns"].sum()) if len(sb) else 0
     busy_ns = int(sb["busy_ns"].sum()) if len(sb) else 0

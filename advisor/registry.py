@@ -170,7 +170,4 @@ def run_detectors(
                 )
                 break
             drafts.append(d)
-    from heuristics._gpu_timeline import release
-
-    release(trace)  # the detectors' shared derived tables: not needed past this point
     return Outcome(drafts, skipped, errored)

@@ -27,74 +27,34 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from advisor.derive.dataloader import fetch_intervals
 from advisor.findings import Finding
 from advisor.sources import read_sources, source_bases, source_roots
-from advisor.timeline import main_device, union
+from advisor.timeline import Intervals, main_device
 from advisor.trace.model import Trace
 
 VIEWS_VERSION = 1
 UTIL_BUCKETS = 100
 MAX_STEPS = 300
 CATEGORIES = ("compute", "communication", "memcpy", "dataloader", "idle", "host_only")
-_DATALOADER = r"DataLoader|data_?load"
 
 
 def _ms(ns: float) -> float:
     return round(float(ns) / 1e6, 3)
 
 
-class Coverage:
-    """Disjoint sorted intervals with O(log n) "covered ns before t" queries (vectorized)."""
-
-    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.s, self.e = union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
-        self.cum = np.r_[0, np.cumsum(self.e - self.s)]
-
-    def before(self, t: np.ndarray) -> np.ndarray:
-        t = np.asarray(t, dtype=np.int64)
-        if not len(self.s):
-            return np.zeros(t.shape, dtype=np.int64)
-        i = np.searchsorted(self.s, t, side="right")  # intervals starting at or before t
-        k = np.maximum(i - 1, 0)  # the last of them
-        part = np.minimum(t - self.s[k], self.e[k] - self.s[k])
-        return np.where(i > 0, self.cum[k] + part, 0).astype(np.int64)
-
-    def within(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        return self.before(hi) - self.before(lo)
-
-    @staticmethod
-    def of(frames: Iterable[pd.DataFrame]) -> Coverage:
-        parts = [f for f in frames if len(f)]
-        if not parts:
-            return Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
-        return Coverage(np.concatenate([f["ts_ns"].to_numpy() for f in parts]),
-                        np.concatenate([f["end_ns"].to_numpy() for f in parts]))  # fmt: skip
-
-
-def _gpu_layers(trace: Trace) -> tuple[Coverage, Coverage, Coverage] | None:
+def _gpu_layers(trace: Trace) -> tuple[Intervals, Intervals, Intervals] | None:
     """Coverage of compute, compute+comm, and all GPU work on the main device (None: no GPU)."""
     dev = main_device(trace)
     if dev is None:
         return None
     act = trace.gpu_activity()
-    act = act[act["device"] == dev.device]
+    act = act[act["device"] == dev]
     kind = act["kind"]
-    return (Coverage.of([act[kind == "kernel"]]),
-            Coverage.of([act[kind.isin(["kernel", "comm"])]]),
-            Coverage.of([act]))  # fmt: skip
-
-
-def _dataloader(trace: Trace) -> Coverage:
-    frames = []
-    for df in (trace.cpu_ops, trace.annotations):
-        if len(df):
-            m = df["name"].str.contains(_DATALOADER, case=False, regex=True)
-            if "on_gpu" in df:
-                m &= ~df["on_gpu"].astype(bool)
-            frames.append(df[m])
-    return Coverage.of(frames)
+    return (Intervals.of([act[kind == "kernel"]]),
+            Intervals.of([act[kind.isin(["kernel", "comm"])]]),
+            Intervals.of([act]))  # fmt: skip
 
 
 _UNSET: Any = object()
@@ -109,18 +69,20 @@ def step_breakdown(trace: Trace, layers: Any = _UNSET) -> list[dict[str, Any]]:
     lo = st["ts_ns"].to_numpy(dtype=np.int64)
     hi = st["end_ns"].to_numpy(dtype=np.int64)
     dur = hi - lo
-    dl = _dataloader(trace)
+    dl = fetch_intervals(trace)
     layers = _gpu_layers(trace) if layers is _UNSET else layers
     zero = np.zeros(len(st), dtype=np.int64)
     if layers is None:
         compute = comm = memcpy = idle = zero
-        loader = dl.within(lo, hi)
+        loader = dl.covered(lo, hi)
         host = dur - loader
     else:
-        c1, c2, c3 = (c.within(lo, hi) for c in layers)
+        c1, c2, c3 = (c.covered(lo, hi) for c in layers)
         compute, comm, memcpy = c1, c2 - c1, c3 - c2
-        both = Coverage(np.r_[layers[2].s, dl.s], np.r_[layers[2].e, dl.e])
-        loader = both.within(lo, hi) - c3  # data loading while the GPU is idle
+        both = Intervals.union_of(
+            np.r_[layers[2].starts, dl.starts], np.r_[layers[2].ends, dl.ends]
+        )
+        loader = both.covered(lo, hi) - c3  # data loading while the GPU is idle
         idle = dur - c3 - loader
         host = zero
     rows = []
@@ -148,8 +110,8 @@ def utilization(trace: Trace, buckets: int = UTIL_BUCKETS,
         return None
     edges = np.linspace(lo, hi, buckets + 1).round().astype(np.int64)
     width = np.maximum(edges[1:] - edges[:-1], 1)
-    busy = layers[2].within(edges[:-1], edges[1:])
-    comp = layers[0].within(edges[:-1], edges[1:])
+    busy = layers[2].covered(edges[:-1], edges[1:])
+    comp = layers[0].covered(edges[:-1], edges[1:])
     return {
         "start_us": trace.to_trace_us(lo),
         "end_us": trace.to_trace_us(hi),
@@ -171,8 +133,8 @@ def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
         return None
     m = m[(m["device_type"] == 1) & m["total_allocated"].notna()]
     dev = main_device(trace)
-    if dev is not None and (m["device_id"] == dev.device).any():
-        m = m[m["device_id"] == dev.device]
+    if dev is not None and (m["device_id"] == dev).any():
+        m = m[m["device_id"] == dev]
     return int(m["total_allocated"].max()) if len(m) else None
 
 
@@ -189,7 +151,7 @@ def _recorded_at(trace: Trace, run_ctx: dict[str, Any] | None) -> str | None:
 
 
 def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
-    dev = trace.device()
+    dev = trace.device(main_device(trace))
     rdev = (run_ctx or {}).get("device")
     rdev = rdev if isinstance(rdev, dict) else {}
     total = rdev.get("total_memory_bytes") or (dev.total_memory_bytes if dev else None)

@@ -14,8 +14,9 @@ import pandas as pd
 
 from advisor.registry import Context
 from advisor.thresholds import register
+from advisor.timeline import busy_by_device, union
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import busy_by_device, cached, n_steps
+from heuristics._per_step import n_steps
 
 register("tiny_kernels.max_kernel_us", 10.0, "a kernel shorter than this (us) is tiny")
 register("tiny_kernels.max_gap_us", 100.0,
@@ -31,8 +32,8 @@ COLUMNS = ["k_idx", "device", "ts_ns", "dur_ns", "gap_ns", "gap_start_ns", "laun
 
 def launch_gaps(trace: Trace, max_kernel_us: float, max_gap_us: float) -> pd.DataFrame:
     """Tiny, launch-bound kernels inside steps with the idle gap before each (``gap_ns``)."""
-    key = f"launch_gaps:{max_kernel_us}:{max_gap_us}"
-    return cached(trace, key, lambda: _build(trace, max_kernel_us, max_gap_us))
+    key = f"launch.gaps:{max_kernel_us}:{max_gap_us}"
+    return trace.memo(key, lambda: _build(trace, max_kernel_us, max_gap_us))  # type: ignore[no-any-return]
 
 
 def reported_gaps(trace: Trace, ctx: Context) -> pd.DataFrame:
@@ -94,7 +95,7 @@ def launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Host time spent issuing GPU work: the union of the outermost ``aten::`` call trees that
     launched a kernel, copy or memset (dispatch, framework and launch cost), as disjoint sorted
     intervals. Python between calls and user ranges around them are not part of it."""
-    return cached(trace, "launching_calls", lambda: _launching_calls(trace))
+    return trace.memo("launch.calls", lambda: _launching_calls(trace))  # type: ignore[no-any-return]
 
 
 def _launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -118,6 +119,4 @@ def _launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         if not up.any():
             break
         idx = np.unique(np.where(up, p, idx))
-    from advisor.timeline import union
-
     return union(ops["ts_ns"].to_numpy()[idx], ops["end_ns"].to_numpy()[idx])

@@ -1,5 +1,6 @@
-"""Matmul / convolution ops and kernels: which op a kernel belongs to, its dtype, whether it ran
-on Tensor Cores, GEMM dimensions. Shared by fp32-matmul and misaligned-dims. Not a detector.
+"""Matmul and convolution: the op families, which op a kernel belongs to, its dtype, whether it
+ran on Tensor Cores, whether the GPU has them, GEMM dimensions. Shared by fp32-matmul,
+misaligned-dims, channels-last, cudnn-benchmark and conv-bias-before-bn. Not a detector.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.timeline import main_device
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import cached, chain_match, name_flags, op_names
+from heuristics._ops import chain_match, kernel_op, name_flags, op_names
 
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
                       "aten::_addmm_activation", "aten::_scaled_mm"})  # fmt: skip
@@ -21,6 +23,14 @@ CONV_FWD = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::con
                       "aten::conv_transpose2d", "aten::conv_transpose3d",
                       "aten::cudnn_convolution_transpose"})  # fmt: skip
 CONV_BWD = frozenset({"aten::convolution_backward", "aten::cudnn_convolution_backward"})
+# forward convolutions whose Input Dims are (input, weight, bias, ...): the backend calls
+# aten::cudnn_convolution(_transpose) take no bias (input, weight, padding, ...)
+CONV_FWD_WITH_BIAS = CONV_FWD - {"aten::cudnn_convolution", "aten::cudnn_convolution_transpose"}
+# any op of the convolution family, forward or backward, including autograd nodes
+# (aten::conv2d, aten::_convolution, aten::convolution_backward, CudnnConvolutionBackward0, ...)
+CONV_RE = re.compile(r"conv(?:\d|_|olution)", re.IGNORECASE)
+# cuDNN/MIOpen layout conversion kernels (NCHW <-> NHWC)
+LAYOUT_KERNEL_RE = re.compile(r"nchw_?2_?nhwc|nhwc_?2_?nchw|nchwtonhwc|nhwctonchw", re.IGNORECASE)
 
 # kernels doing the GEMM / convolution math (not layout, reduction or epilogue helpers)
 _COMPUTE = re.compile(r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
@@ -92,9 +102,9 @@ def op_dtype(types: Any) -> str | None:
 
 
 def arch_cc(trace: Trace) -> tuple[tuple[int, int] | None, bool]:
-    """(compute capability, inferred): from deviceProperties, else a lower bound from the
-    architecture named in kernel names (``volta_sgemm`` -> 7.0)."""
-    dev = trace.device()
+    """(compute capability of the main GPU, inferred): from deviceProperties, else a lower
+    bound from the architecture named in kernel names (``volta_sgemm`` -> 7.0)."""
+    dev = trace.device(main_device(trace))
     if dev is not None and dev.compute_capability is not None:
         return dev.compute_capability, False
     if not len(trace.kernels):
@@ -104,13 +114,23 @@ def arch_cc(trace: Trace) -> tuple[tuple[int, int] | None, bool]:
     return (max(found), True) if found else (None, False)
 
 
+def tensor_cores(trace: Trace) -> bool | None:
+    """Whether the main GPU has Tensor Cores: NVIDIA compute capability >= 7.0 (from
+    deviceProperties, else inferred from kernel names); None when unknown or not NVIDIA."""
+    dev = trace.device(main_device(trace))
+    if dev is not None and dev.vendor == "amd":
+        return None
+    cc, _ = arch_cc(trace)
+    return None if cc is None else cc >= (7, 0)
+
+
 def kernel_ops(trace: Trace) -> np.ndarray:
     """For each kernel row: the cpu_ops row of the matmul/conv op it belongs to, or -1.
 
     GEMMs map to the innermost GEMM op (``aten::addmm`` under ``aten::linear``); convolutions
     to the outermost convolution op of the forward call (``aten::conv2d``) or to the backward
     convolution op."""
-    return cached(trace, "kernel_ops", lambda: _kernel_ops(trace))
+    return trace.memo("matmul.kernel_ops", lambda: _kernel_ops(trace))  # type: ignore[no-any-return]
 
 
 def _kernel_ops(trace: Trace) -> np.ndarray:
@@ -118,9 +138,7 @@ def _kernel_ops(trace: Trace) -> np.ndarray:
     out = np.full(len(k), -1, dtype=np.int64)
     if not len(k) or not len(trace.runtime) or not len(trace.cpu_ops):
         return out
-    li = k["launch_idx"].to_numpy()
-    rt_op = trace.runtime["op_idx"].to_numpy()
-    oi = np.where(li >= 0, rt_op[np.clip(li, 0, None)], -1)
+    oi = kernel_op(trace)
     has = oi >= 0
     if not has.any():
         return out
@@ -140,7 +158,7 @@ def matmul_kernels(trace: Trace) -> pd.DataFrame:
     """Compute kernels of matmul/conv ops (or named like one): name, dur_ns, ts_ns, step,
     op (cpu_ops row or -1), op_name, dtype (of the op, or None), tc (ran on Tensor Cores),
     fp32 (FP32 on CUDA cores)."""
-    return cached(trace, "matmul_kernels", lambda: _matmul_kernels(trace))
+    return trace.memo("matmul.kernel_table", lambda: _matmul_kernels(trace))  # type: ignore[no-any-return]
 
 
 def _matmul_kernels(trace: Trace) -> pd.DataFrame:

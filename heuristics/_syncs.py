@@ -23,22 +23,42 @@ import re
 import numpy as np
 import pandas as pd
 
+from advisor.timeline import busy_by_device, main_device
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import (
-    busy_by_device,
-    cached,
-    in_steps,
-    main_device,
-    name_flags,
-    op_chain,
-    op_names,
-)
+from heuristics._ops import name_flags, op_chain, op_names
+from heuristics._per_step import in_steps
 
 SYNC_CALL_RE = re.compile(
     r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx|Thread)Synchronize$|^cu(?:Stream|Ctx|Event)Synchronize$"
 )
-SYNC_COPY_RE = re.compile(r"^(?:cuda|hip)Memcpy(?:2D|3D|DtoH|WithStream|FromArray|Peer)?$")
+# synchronous copy calls: the host returns when the copy is done (cudaMemcpy, cudaMemcpy2D,
+# cudaMemcpyToSymbol, cudaMemcpyFromArray, cudaMemcpyPeer, hipMemcpyDtoH, hipMemcpyWithStream...)
+SYNC_COPY_RE = re.compile(r"^(?:cuda|hip)Memcpy(?:2D|3D)?"
+                          r"(?:ToSymbol|FromSymbol|ToArray|FromArray|Peer|HtoD|DtoH|DtoD|WithStream)?$")  # fmt: skip
 ASYNC_COPY_RE = re.compile(r"^(?:cuda|hip)Memcpy(?:2D|3D|Peer)?Async$")
+# any copy call, synchronous or not
+COPY_CALL_RE = re.compile(r"^(?:cuda|hip)Memcpy")
+# runtime calls that may sit between a copy and the wait that belongs to it
+BOOKKEEPING_CALLS = frozenset(
+    f"{p}{n}"
+    for p in ("cuda", "hip")
+    for n in (
+        "StreamIsCapturing",
+        "GetLastError",
+        "PeekAtLastError",
+        "GetDevice",
+        "SetDevice",
+        "EventRecord",
+        "EventQuery",
+    )  # fmt: skip
+)
+
+
+def is_sync_call(name: str) -> bool:
+    """An explicit wait for the device: a stream, device, event, context or thread sync."""
+    return SYNC_CALL_RE.match(name) is not None
+
+
 _AUTOTUNE_OPS = ("cudnn_convolution", "convolution_backward", "ConvolutionBackward",
                  "miopen_convolution")  # fmt: skip
 
@@ -86,7 +106,7 @@ def classify(chain: list[int], names: np.ndarray) -> tuple[str, int, str]:
 
 def sync_events(trace: Trace) -> pd.DataFrame:
     """All sync events of the trace (see module doc), with their cost columns."""
-    return cached(trace, "sync_events", lambda: _build(trace))
+    return trace.memo("syncs.events", lambda: _build(trace))  # type: ignore[no-any-return]
 
 
 def _build(trace: Trace) -> pd.DataFrame:

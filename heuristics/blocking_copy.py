@@ -37,8 +37,11 @@ from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
+from advisor.timeline import Intervals, activity
 from advisor.trace.model import Trace
-from heuristics import _checklist_a as h
+from heuristics._ops import runtime_op
+from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
+from heuristics._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_COPY_RE, is_sync_call
 
 ID = "blocking-copy"
 register("blocking_copy.min_bytes", 65536.0,
@@ -50,7 +53,7 @@ register("blocking_copy.max_gap_us", 100.0,
 def _episodes(trace: Trace, ctx: Context) -> pd.DataFrame:
     """One row per blocking copy: memcpy row, runtime row, window [w_start, w_end), wait name."""
     rt = trace.runtime
-    m = h.in_steps(trace.memcpy, trace)
+    m = rows_in_steps(trace.memcpy, trace)
     m = m[m["kind"].astype(str).isin(["HtoD", "DtoH"]) & (m["launch_idx"] >= 0)
           & (m["bytes"] >= ctx.t("blocking_copy.min_bytes"))]  # fmt: skip
     cols = ["mem", "rt", "w_start", "w_end", "wait", "how"]
@@ -64,25 +67,25 @@ def _episodes(trace: Trace, ctx: Context) -> pd.DataFrame:
     nxt = np.full(len(rt), -1, dtype=np.int64)
     same = tid[order[1:]] == tid[order[:-1]]
     nxt[order[:-1][same]] = order[1:][same]
-    op_of = h.issuing_ops(trace)
+    op_of = runtime_op(trace)
     gap_ns = ctx.t("blocking_copy.max_gap_us") * 1000.0
     rows = []
     for mi, r in zip(m.index, m["launch_idx"].to_numpy(), strict=True):
         name = names[r]
-        if not h.COPY_CALL_RE.match(name):
+        if not COPY_CALL_RE.match(name):
             continue
         w_end, wait, how = int(end[r]), "", ""
         n = nxt[r]
         for _ in range(3):  # skip bookkeeping calls between the copy and its wait
-            if n >= 0 and names[n] in h.BOOKKEEPING_CALLS and ts[n] - end[r] <= gap_ns:
+            if n >= 0 and names[n] in BOOKKEEPING_CALLS and ts[n] - end[r] <= gap_ns:
                 n = nxt[n]
         if (
             n >= 0
-            and names[n] in h.WAIT_CALLS
+            and is_sync_call(names[n])
             and (ts[n] - end[r] <= gap_ns or (op_of[n] >= 0 and op_of[n] == op_of[r]))
         ):
             w_end, wait, how = int(end[n]), names[n], f"{name} + {names[n]}"
-        elif h.SYNC_COPY_RE.match(name):
+        elif SYNC_COPY_RE.match(name):
             how = f"synchronous {name}"
         else:
             src, dst = str(trace.memcpy.at[mi, "src"]), str(trace.memcpy.at[mi, "dst"])
@@ -102,19 +105,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     mem = trace.memcpy
     serial, low, window = [], [], []
-    busy_by_dev: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    busy_by_dev: dict[int, Intervals] = {}
     act = trace.gpu_activity()
     first_gpu = {int(d): int(t) for d, t in act.groupby("device")["ts_ns"].min().items()}
     for row in ep.itertuples(index=False):
         dev = int(mem.at[row.mem, "device"])
         if dev not in busy_by_dev:
-            busy_by_dev[dev] = h.busy_union(trace, dev, kinds=("kernel", "comm"))
-        ks, ke = busy_by_dev[dev]
+            busy_by_dev[dev] = activity(trace, dev, kinds=("kernel", "comm"))
         # before the device's first recorded activity its timeline is unknown (work launched
         # before the profiler started is not in the trace): count the window from there
         w_start = min(max(row.w_start, first_gpu.get(dev, row.w_start)), row.w_end)
         w = row.w_end - w_start
-        busy = h.covered(ks, ke, w_start, row.w_end)
+        busy = busy_by_dev[dev].covered_ns(w_start, row.w_end)
         c_lo = max(int(mem.at[row.mem, "ts_ns"]), w_start)
         c_hi = min(int(mem.at[row.mem, "end_ns"]), row.w_end)
         s = max(0, w - busy)
@@ -122,7 +124,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         low.append(max(0, s - max(0, c_hi - c_lo)))
         window.append(w)
     ep = ep.assign(serial_ns=serial, low_ns=low, window_ns=window)
-    steps = h.n_steps(trace)
+    steps = n_steps(trace)
     save_ms = float(ep["serial_ns"].sum()) / 1e6 / steps
     if save_ms <= 0:
         return []
@@ -139,11 +141,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     one = len(ep) == steps
     summary = (
         f"{' and '.join(parts)} blocking cop{'y' if one else 'ies'} ({mb:.1f} MB) "
-        f"{h.per_step_words(trace)} hold{'s' if one else ''} the host for {win_ms:.2f} ms, "
+        f"{per_step_words(trace)} hold{'s' if one else ''} the host for {win_ms:.2f} ms, "
         f"{save_ms:.2f} ms of it with the GPU running no kernel."
     )
-    op_of = h.issuing_ops(trace)
-    locs = aggregate(h.op_locations(ctx, [op_of[r] for r in ep["rt"] if op_of[r] >= 0]))
+    op_of = runtime_op(trace)
+    locs = aggregate(ctx.locator.for_ops([op_of[r] for r in ep["rt"] if op_of[r] >= 0]))
     return [
         Draft(
             id=ID,
@@ -189,7 +191,7 @@ def _evidence(trace: Trace, ep: pd.DataFrame) -> tuple[Evidence, ...]:
     for label, g in ep.groupby("label", sort=False):
         rows.append((
             int(g["serial_ns"].sum()),
-            Evidence(str(label), len(g), h.ms(g["window_ns"].sum()),
+            Evidence(str(label), len(g), ms(g["window_ns"].sum()),
                      trace.to_trace_us(int(g["w_start"].min()))),
         ))  # fmt: skip
     rows.sort(key=lambda r: -r[0])

@@ -37,7 +37,8 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._checklist_b import calling_lines, kernel_op, ms, n_steps, op_names, top_under
+from heuristics._ops import chain_match, kernel_op, op_names
+from heuristics._per_step import ms, n_steps
 
 ID = "cat-in-loop"
 TITLE = "Tensor grown by repeated torch.cat"
@@ -121,7 +122,7 @@ def _call_costs(trace: Trace, rows: np.ndarray, is_cat: np.ndarray) -> dict[int,
     ops = trace.cpu_ops
     cost = {int(r): 0.0 for r in rows}
     if len(trace.kernels):
-        top = top_under(trace, kernel_op(trace), is_cat)
+        top = chain_match(trace, kernel_op(trace), is_cat, limit=256)
         k = pd.DataFrame({"top": top, "dur": trace.kernels["dur_ns"].to_numpy()})
         k = k[k["top"] >= 0].groupby("top")["dur"].sum()
         for r, d in k.items():
@@ -147,7 +148,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                    "TensorList inputs without dims)")  # fmt: skip
     rows = rows[np.argsort(ops["ts_ns"].to_numpy()[rows], kind="stable")]
     if trace.has_stack:
-        locs: list[Location | None] = calling_lines(trace, rows)
+        locs: list[Location | None] = ctx.locator.calling_lines(rows)
         keep = [i for i, loc in enumerate(locs) if loc is not None]
         rows = rows[keep]
         keys: list[object] = [locs[i] for i in keep]

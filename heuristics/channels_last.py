@@ -35,7 +35,9 @@ from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics import _checklist_a as h
+from heuristics._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE, tensor_cores
+from heuristics._ops import ancestor_match, gpu_rows_from, runtime_op
+from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "channels-last"
 TITLE = "Conv net in NCHW: layout conversions around convolutions"
@@ -69,14 +71,14 @@ def _half_convs(trace: Trace, ctx: Context, conv_rows: np.ndarray) -> bool:
 
 @detector(ID, TITLE, gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    if h.tensor_core_gpu(trace) is False:
+    if tensor_cores(trace) is False:
         return []
-    k = h.in_steps(trace.kernels, trace)
+    k = rows_in_steps(trace.kernels, trace)
     if not len(k):
         return []
-    conv_mask = h.ancestor_match(trace, lambda n: bool(h.CONV_RE.search(n)))
-    under_conv = h.gpu_rows_from(trace, k, conv_mask)
-    layout = k["name"].str.contains(h.LAYOUT_KERNEL_RE).to_numpy()
+    conv_mask = ancestor_match(trace, lambda n: bool(CONV_RE.search(n)))
+    under_conv = gpu_rows_from(trace, k, conv_mask)
+    layout = k["name"].str.contains(LAYOUT_KERNEL_RE).to_numpy()
     attributed = bool((k["launch_idx"].to_numpy() >= 0).any() and len(conv_mask))
     if attributed:
         lk = k[layout & under_conv]
@@ -84,7 +86,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         conv_named = k["name"].str.contains(r"conv|fprop|dgrad|wgrad", case=False)
         lk = k[layout] if conv_named.any() else k.iloc[0:0]
     conv_k = k[under_conv & ~layout]
-    steps = h.n_steps(trace)
+    steps = n_steps(trace)
     conv_ms = float(conv_k["dur_ns"].sum()) / 1e6 / steps
     step_ms = ctx.step_ms_median
     if len(lk):
@@ -93,7 +95,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             return [_measured(trace, ctx, lk, conv_ms_, conv_ms, attributed)]
     if ctx.run_get("modules", "channels_last", default=None) is not False or conv_ms <= 0:
         return []
-    conv_ops = np.flatnonzero(trace.cpu_ops["name"].astype(str).isin(list(h.CONV_FWD_OPS)))
+    conv_ops = np.flatnonzero(trace.cpu_ops["name"].astype(str).isin(list(CONV_FWD)))
     if not _half_convs(trace, ctx, conv_ops):
         return []
     gain = ctx.t("channels_last.run_only_gain_pct") / 100.0
@@ -105,7 +107,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             confidence="low",
             summary=(
                 f"The model runs its 16-bit convolutions in NCHW (run.json: channels_last is "
-                f"off); they take {conv_ms:.2f} ms of GPU time {h.per_step_words(trace)}."
+                f"off); they take {conv_ms:.2f} ms of GPU time {per_step_words(trace)}."
             ),
             recommendation=_REC,
             snippet=SNIPPET,
@@ -113,11 +115,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 Evidence(
                     "GPU kernels launched by convolution ops",
                     len(conv_k),
-                    h.ms(conv_k["dur_ns"].sum()),
+                    ms(conv_k["dur_ns"].sum()),
                     trace.to_trace_us(int(conv_k["ts_ns"].min())),
                 ),
             ),  # fmt: skip
-            locations=aggregate(h.op_locations(ctx, conv_ops[:2000])),
+            locations=aggregate(ctx.locator.for_ops(conv_ops[:2000])),
             assumptions=(
                 f"{gain * 100:g}% of the convolutions' GPU time: the low end of the 8-35% "
                 "published for channels-last with AMP on conv nets; not measured here",
@@ -138,21 +140,21 @@ def _measured(
     trace: Trace, ctx: Context, lk: pd.DataFrame, layout_ms: float, conv_ms: float,
     attributed: bool,
 ) -> Draft:  # fmt: skip
-    steps = h.n_steps(trace)
+    steps = n_steps(trace)
     rows = []
     for name, g in lk.groupby(lk["name"].astype(str).map(_short), sort=False):
         rows.append((int(g["dur_ns"].sum()),
-                     Evidence(f"{name} (layout conversion)", len(g), h.ms(g["dur_ns"].sum()),
+                     Evidence(f"{name} (layout conversion)", len(g), ms(g["dur_ns"].sum()),
                               trace.to_trace_us(int(g["ts_ns"].min())))))  # fmt: skip
     rows.sort(key=lambda r: -r[0])
-    op_of = h.issuing_ops(trace)
+    op_of = runtime_op(trace)
     li = lk["launch_idx"].to_numpy()
     ops = [int(op_of[i]) for i in li if i >= 0 and op_of[i] >= 0]
     share = f", {100 * layout_ms / (layout_ms + conv_ms):.0f}% of the convolutions' GPU time" if (
         conv_ms > 0) else ""  # fmt: skip
     cl = ctx.run_get("modules", "channels_last", default=None)
     summary = (
-        f"{len(lk) / steps:.0f} NCHW<->NHWC layout conversion kernels {h.per_step_words(trace)} "
+        f"{len(lk) / steps:.0f} NCHW<->NHWC layout conversion kernels {per_step_words(trace)} "
         f"around the convolutions take {layout_ms:.2f} ms on the GPU{share}: cuDNN runs these "
         "convolutions channels-last and transposes the NCHW tensors on every call."
     )
@@ -167,7 +169,7 @@ def _measured(
         recommendation=_REC,
         snippet=SNIPPET,
         evidence=tuple(e for _, e in rows[:5]),
-        locations=aggregate(h.op_locations(ctx, ops)),
+        locations=aggregate(ctx.locator.for_ops(ops)),
         assumptions=(
             "saving = GPU time of the layout-conversion kernels"
             + (" launched by convolution ops" if attributed else " (no launch links: all of them)"),

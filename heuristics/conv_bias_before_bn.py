@@ -30,10 +30,13 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
+from advisor.locate import aggregate, merge_locations, run_locations
 from advisor.registry import Context, Skip, detector
+from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics import _checklist_a as h
+from heuristics._matmul import CONV_FWD_WITH_BIAS
+from heuristics._ops import arg_dims, gpu_rows_from, inherit, runtime_op
+from heuristics._per_step import ms, n_steps, per_step_words
 
 ID = "conv-bias-before-bn"
 TITLE = "Convolution bias right before BatchNorm"
@@ -66,7 +69,7 @@ def _pairs(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     names = ops["name"].astype(str).to_numpy()
     parent = ops["parent_idx"].to_numpy()
-    is_conv = np.isin(names, list(h.CONV_FWD_OPS))
+    is_conv = np.isin(names, list(CONV_FWD_WITH_BIAS))
     roots = np.flatnonzero(is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)],
                                                 False))  # fmt: skip
     if not len(roots):
@@ -95,16 +98,16 @@ def _pairs(trace: Trace) -> pd.DataFrame:
         b = int(nxt[r])
         # BatchNorm in training mode first bumps num_batches_tracked (a 0-d aten::add_)
         for _ in range(2):
-            if b >= 0 and names[b] == "aten::add_" and not h.arg_dims(dims[b], 0):
+            if b >= 0 and names[b] == "aten::add_" and not arg_dims(dims[b], 0):
                 b = int(nxt[b])
         if b < 0 or names[b] not in BN_OPS:
             continue
-        bias = h.arg_dims(dims[r], 2)
-        has_shapes = h.dims_of(dims[r]) is not None
+        bias = arg_dims(dims[r], 2)
+        has_shapes = isinstance(dims[r], list)
         if has_shapes:
             if not bias:
                 continue
-            w, x = h.arg_dims(dims[r], 1), h.arg_dims(dims[b], 0)
+            w, x = arg_dims(dims[r], 1), arg_dims(dims[b], 0)
             transposed = "transpose" in names[r]
             if w and x and len(x) > 1 and not transposed and w[0] != x[1]:
                 continue
@@ -116,7 +119,7 @@ def _pairs(trace: Trace) -> pd.DataFrame:
 
 def _run_sites(ctx: Context) -> list[Location]:
     rows = ctx.run_get("modules", "conv_bias_before_bn", default=None)
-    return h.run_locations(rows, lambda r: f"{r.get('conv', 'conv')} -> {r.get('bn', 'bn')}")
+    return run_locations(rows, lambda r: f"{r.get('conv', 'conv')} -> {r.get('bn', 'bn')}")
 
 
 @detector(ID, TITLE)
@@ -129,7 +132,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     n_run = len(run_pairs) if isinstance(run_pairs, list) else 0
     if not len(pairs) and not n_run:
         return []
-    steps = h.n_steps(trace)
+    steps = n_steps(trace)
     ops = trace.cpu_ops
     add_rows = np.array(sorted({a for lst in pairs["adds"] for a in lst}), dtype=np.int64)
     gpu_ns, n_k, idle_ns = 0, 0, 0
@@ -138,21 +141,21 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         mask = np.zeros(len(ops), dtype=bool)
         mask[add_rows] = True
         k = trace.kernels
-        ks = k[h.gpu_rows_from(trace, k, h.under(trace, mask))] if len(k) else k
+        ks = k[gpu_rows_from(trace, k, inherit(trace, mask))] if len(k) else k
         gpu_ns, n_k = int(ks["dur_ns"].sum()), len(ks)
         per_add = _kernel_ns_by_add(trace, ks, mask)
         if n_k:
-            bs, be = h.busy_union(trace, h.main_gpu(trace))
-            _, idle_ns = h.idle_in_spans(bs, be, ops["ts_ns"].to_numpy()[add_rows],
+            busy = main_busy(trace)
+            _, idle_ns = busy.idle_in_spans(ops["ts_ns"].to_numpy()[add_rows],
                                          ops["end_ns"].to_numpy()[add_rows])  # fmt: skip
     saving_ms = (gpu_ns + idle_ns) / 1e6 / steps
     per_step = len(pairs) / steps
-    locs = h.merge_locations(sites, aggregate(h.op_locations(ctx, pairs["conv"])))
+    locs = merge_locations(sites, aggregate(ctx.locator.for_ops(pairs["conv"])))
     latent = saving_ms <= 0
     if len(pairs):
         summary = (
             f"{per_step:.0f} convolution(s) with a bias feed BatchNorm directly "
-            f"{h.per_step_words(trace)}"
+            f"{per_step_words(trace)}"
         )
         summary += (f"; the bias adds cost {n_k / steps:.0f} kernels, {gpu_ns / 1e6 / steps:.2f} "
                     "ms on the GPU, and cancel out in BatchNorm." if n_k else
@@ -196,7 +199,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 
 def _kernel_ns_by_add(trace: Trace, ks: pd.DataFrame, add_mask: np.ndarray) -> dict[int, int]:
     """GPU ns per bias-add op (kernels attributed to the nearest add_ at or above the issuer)."""
-    op_of = h.issuing_ops(trace)
+    op_of = runtime_op(trace)
     parent = trace.cpu_ops["parent_idx"].to_numpy()
     out: dict[int, int] = {}
     for li, dur in zip(ks["launch_idx"].to_numpy(), ks["dur_ns"].to_numpy(), strict=True):
@@ -217,13 +220,13 @@ def _evidence(
     ops = trace.cpu_ops
     labels = []
     for c in pairs["conv"]:
-        w = h.arg_dims(ops["input_dims"].iat[c], 1)
+        w = arg_dims(ops["input_dims"].iat[c], 1)
         what = "GPU time of the bias add" if per_add is not None else "bias fused, not timed"
         labels.append(f"{ops['name'].iat[c]}{' weight ' + str(w) if w else ''} with bias "
                       f"-> batch_norm ({what})")  # fmt: skip
     rows = []
     for label, g in pairs.assign(label=labels).groupby("label", sort=False):
-        add_ms = h.ms(sum((per_add or {}).get(a, 0) for lst in g["adds"] for a in lst))
+        add_ms = ms(sum((per_add or {}).get(a, 0) for lst in g["adds"] for a in lst))
         first = int(ops["ts_ns"].iat[int(g["conv"].iloc[0])])
         rows.append((len(g), Evidence(str(label), len(g), add_ms, trace.to_trace_us(first))))
     rows.sort(key=lambda r: -r[0])

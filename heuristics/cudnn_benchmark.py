@@ -34,7 +34,9 @@ from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics import _checklist_a as h
+from heuristics._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE
+from heuristics._ops import ancestor_match, gpu_rows_from
+from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "cudnn-benchmark"
 TITLE = "cuDNN autotuning off for static-shape convolutions"
@@ -67,7 +69,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ops = trace.cpu_ops
     names = ops["name"].astype(str).to_numpy()
     parent = ops["parent_idx"].to_numpy()
-    is_conv = np.isin(names, list(h.CONV_FWD_OPS))
+    is_conv = np.isin(names, list(CONV_FWD))
     roots = np.flatnonzero(is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)],
                                                 False))  # fmt: skip
     roots = roots[ops["step"].to_numpy()[roots] >= 0] if not trace.meta.synthetic_steps else roots
@@ -76,14 +78,14 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     static, n_conv_steps = _static(trace, roots) if trace.has_shapes else (None, 0)
     if static is False:
         return []  # shapes change between steps: benchmarking would re-run for each new shape
-    k = h.in_steps(trace.kernels, trace)
-    conv_mask = h.ancestor_match(trace, lambda n: bool(h.CONV_RE.search(n)))
-    ck = k[h.gpu_rows_from(trace, k, conv_mask)] if len(k) else k
-    layout = ck["name"].str.contains(h.LAYOUT_KERNEL_RE).to_numpy() if len(ck) else []
+    k = rows_in_steps(trace.kernels, trace)
+    conv_mask = ancestor_match(trace, lambda n: bool(CONV_RE.search(n)))
+    ck = k[gpu_rows_from(trace, k, conv_mask)] if len(k) else k
+    layout = ck["name"].str.contains(LAYOUT_KERNEL_RE).to_numpy() if len(ck) else []
     ck = ck[~np.asarray(layout, dtype=bool)] if len(ck) else ck
     if not len(ck):
         return []
-    steps = h.n_steps(trace)
+    steps = n_steps(trace)
     conv_ms = float(ck["dur_ns"].sum()) / 1e6 / steps
     lo_x, hi_x = ctx.t("cudnn_benchmark.speedup_low"), ctx.t("cudnn_benchmark.speedup_high")
     low = conv_ms * (1 - 1 / lo_x)
@@ -93,12 +95,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
               "shapes that could not be compared across steps")  # fmt: skip
     summary = (
         f"torch.backends.cudnn.benchmark is off while convolutions take {conv_ms:.2f} ms of "
-        f"GPU time {h.per_step_words(trace)} with {shapes}."
+        f"GPU time {per_step_words(trace)} with {shapes}."
     )
     top = ck.groupby(ck["name"].astype(str).map(lambda n: n.split("(")[0][:120]), sort=False)
     ev = sorted(((int(g["dur_ns"].sum()), str(n), len(g), int(g["ts_ns"].min()))
                  for n, g in top), reverse=True)[:4]  # fmt: skip
-    evidence = [Evidence(f"conv kernel {n}", c, h.ms(d), trace.to_trace_us(t)) for d, n, c, t in ev]
+    evidence = [Evidence(f"conv kernel {n}", c, ms(d), trace.to_trace_us(t)) for d, n, c, t in ev]
     return [
         Draft(
             id=ID,
@@ -118,7 +120,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "loader = DataLoader(dataset, batch_size=64, drop_last=True)"
             ),  # fmt: skip
             evidence=tuple(evidence),
-            locations=aggregate(h.op_locations(ctx, roots[:2000])),
+            locations=aggregate(ctx.locator.for_ops(roots[:2000])),
             assumptions=(
                 f"saving = conv GPU time x (1 - 1/{lo_x:g}); range up to x (1 - 1/{hi_x:g}): the "
                 "published 1.27-1.70x for static shapes, not measured on this model",

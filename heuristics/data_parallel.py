@@ -35,7 +35,8 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.trace.model import Trace
-from heuristics._checklist_b import inherit, ms, n_steps, op_names
+from heuristics._ops import inherit, op_names
+from heuristics._per_step import ms, n_steps
 
 ID = "data-parallel"
 TITLE = "nn.DataParallel instead of DistributedDataParallel"

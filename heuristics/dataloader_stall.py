@@ -34,13 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from advisor.derive.dataloader import SINGLE, fetches
 from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
+from advisor.timeline import activity
 from advisor.trace.model import Trace
-from heuristics._dataloader import SINGLE, dataloader_calls
-from heuristics._gpu_timeline import busy_by_device, fmt_ms, n_steps
+from heuristics._per_step import fmt_ms, in_steps, n_steps
 
 ID = "dataloader-stall"
 TITLE = "Training loop waits for the DataLoader"
@@ -79,21 +80,13 @@ def _exposed_ns(trace: Trace, dl: Any) -> np.ndarray:
     """Per call: the time inside ``__next__`` with no GPU activity on any device."""
     starts = dl["ts_ns"].to_numpy(dtype=np.int64)
     ends = dl["end_ns"].to_numpy(dtype=np.int64)
-    covered = np.zeros(len(dl), dtype=np.int64)
-    busy = busy_by_device(trace)
-    if busy:
-        from advisor.timeline import union
-        from heuristics._gpu_timeline import Busy
-
-        s = np.concatenate([b.starts for b in busy.values()])
-        e = np.concatenate([b.ends for b in busy.values()])
-        covered = Busy(-1, *union(s, e)).covered(starts, ends)
-    return ends - starts - covered
+    return ends - starts - activity(trace).covered(starts, ends)
 
 
 @detector(ID, TITLE, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    dl = dataloader_calls(trace)
+    dl = fetches(trace)
+    dl = dl[in_steps(trace, dl["ts_ns"].to_numpy(np.int64))].reset_index(drop=True)
     if not len(dl):
         return []
     steps = n_steps(trace)

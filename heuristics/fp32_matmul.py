@@ -40,9 +40,10 @@ from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
+from advisor.timeline import main_device
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import fmt_ms, n_steps
 from heuristics._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
+from heuristics._per_step import fmt_ms, n_steps
 
 ID = "fp32-matmul"
 TITLE = "FP32 matmul/conv on Tensor Core GPU"
@@ -102,7 +103,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     mm_ms = fp32_ms - conv_ms
     tc_f32 = mk[mk["tc"].to_numpy(dtype=bool) & (mk["dtype"] == "float32").to_numpy()]
     tf32_seen = len(tc_f32) > 0
-    dev = trace.device()
+    dev = trace.device(main_device(trace))
     gpu = dev.name if dev is not None and dev.name else "GPU"
     split = ", ".join(f"{k} {fmt_ms(v)}" for k, v in (("matmul", mm_ms), ("convolution", conv_ms))
                       if v > 0)  # fmt: skip

@@ -39,17 +39,10 @@ from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
+from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._checklist_b import (
-    gpu_busy_ns,
-    inherit,
-    kernel_op,
-    ms,
-    n_steps,
-    name_mask,
-    ranges,
-    runtime_op,
-)  # fmt: skip
+from heuristics._ops import inherit, kernel_op, name_mask, ranges, runtime_op
+from heuristics._per_step import ms, n_steps
 
 ID = "fusible-elementwise"
 TITLE = "Unfused chains of elementwise kernels"
@@ -186,7 +179,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     full_ns = sum(cns[int(c[0])] * (len(c) - 1) / len(c) for cs in kept.values() for c in cs)
     st = trace.steps
     span = int((st["end_ns"] - st["ts_ns"]).sum())
-    busy = sum(gpu_busy_ns(trace, int(a), int(b)) for a, b in zip(st["ts_ns"], st["end_ns"],
+    busy = sum(main_busy(trace).covered_ns(int(a), int(b)) for a, b in zip(st["ts_ns"], st["end_ns"],
                                                                    strict=True))  # fmt: skip
     share = min(1.0, busy / span) if span > 0 else 1.0
     saving_ms = full_ns * share / 1e6 / nst

@@ -39,15 +39,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.derive.dataloader import fetches
 from advisor.derive.quality import affected_spans
 from advisor.findings import Draft, Evidence
 from advisor.registry import Context, detector
 from advisor.thresholds import register
-from advisor.timeline import gaps, union
+from advisor.timeline import Busy, Intervals, busy_by_device, main_device, union
 from advisor.trace.model import Trace
-from heuristics._dataloader import dataloader_calls, intervals
-from heuristics._gpu_timeline import Busy, busy_by_device, fmt_ms, main_device, n_steps
 from heuristics._launch import launching_calls, reported_gaps
+from heuristics._per_step import fmt_ms, in_steps, n_steps
 from heuristics._syncs import sync_events
 
 ID = "gpu-idle"
@@ -77,7 +77,7 @@ def _overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np
     """ns of each gap [gs, ge) covered by the disjoint sorted intervals [s, e)."""
     if not len(s):
         return np.zeros(len(gs), dtype=np.int64)
-    return Busy(-1, s, e).covered(gs, ge)
+    return Intervals(s, e).covered(gs, ge)
 
 
 def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple:
@@ -105,11 +105,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     busy = busy_by_device(trace)[dev]
     hs, he = affected_spans(trace)
     if len(hs):  # spans the trace did not fully record (graph replays) are not idle
-        busy = Busy(dev, *union(np.r_[busy.starts, hs], np.r_[busy.ends, he]))
+        busy = Busy(*union(np.r_[busy.starts, hs], np.r_[busy.ends, he]), device=dev)
     wins = _windows(trace)
     if trace.meta.synthetic_steps and len(busy.starts):
         wins = [(int(busy.starts[0]), int(busy.ends[-1]))]
-    parts = [gaps(busy.starts, busy.ends, lo, hi) for lo, hi in wins]
+    parts = [busy.gaps(lo, hi) for lo, hi in wins]
     gs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     ge = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     span_ns = sum(hi - lo for lo, hi in wins)
@@ -118,7 +118,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if idle_pct < ctx.t("gpu_idle.min_idle_pct") or not len(gs):
         return []
 
-    dl = intervals(dataloader_calls(trace))
+    calls = fetches(trace)
+    calls = calls[in_steps(trace, calls["ts_ns"].to_numpy(np.int64))]
+    dl = union(calls["ts_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64))
     ev = sync_events(trace)
     ev = ev[(ev["device"] == dev) & (ev["caused_ns"] > 0)] if len(ev) else ev
     sy = union(ev["idle_from_ns"].to_numpy(dtype=np.int64),

@@ -40,8 +40,11 @@ from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
+from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics import _checklist_a as h
+from heuristics._ops import arg_dims, launched_below, outermost, runtime_op
+from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
+from heuristics._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_CALL_RE
 
 ID = "host-tensor-creation"
 register("host_tensor_creation.max_gap_ms", 2.0,
@@ -99,7 +102,7 @@ def _created_shapes(trace: Trace, roots: np.ndarray) -> list[tuple | None]:
         for i in rows[lo:hi]:
             if end[i] > end[r]:
                 continue
-            d = h.arg_dims(dims[i], 0)
+            d = arg_dims(dims[i], 0)
             if d and d != [0]:
                 shape = tuple(d)
                 break
@@ -110,7 +113,7 @@ def _created_shapes(trace: Trace, roots: np.ndarray) -> list[tuple | None]:
 def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
     ops = trace.cpu_ops
     cols = ["root", "copy_op", "mem"]
-    m = h.in_steps(trace.memcpy, trace)
+    m = rows_in_steps(trace.memcpy, trace)
     m = m[(m["kind"].astype(str) == "HtoD") & (m["launch_idx"] >= 0)]
     if not len(m) or not len(ops):
         return pd.DataFrame(columns=cols)
@@ -118,7 +121,7 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
     parent = ops["parent_idx"].to_numpy()
     is_create = np.isin(names, list(CREATE_OPS))
     root_mask = is_create & ~np.where(parent >= 0, is_create[np.clip(parent, 0, None)], False)
-    root_mask &= ~h.launched_below(trace)  # made on the host: launched no GPU work
+    root_mask &= ~launched_below(trace)  # made on the host: launched no GPU work
     roots = np.flatnonzero(root_mask)
     if not len(roots):
         return pd.DataFrame(columns=cols)
@@ -127,7 +130,7 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
     r_end = ops["end_ns"].to_numpy()[roots]
     r_step = ops["step"].to_numpy()[roots]
     order = np.lexsort((r_end, r_tid))
-    op_of = h.issuing_ops(trace)
+    op_of = runtime_op(trace)
     launches = _kernel_launch_times(trace)
     gap_ns = ctx.t("host_tensor_creation.max_gap_ms") * 1e6
     rows, used = [], set()
@@ -135,8 +138,8 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
         o = int(op_of[li])
         if o < 0:
             continue
-        c = h.outermost(trace, o, COPY_OPS)
-        src = h.arg_dims(ops["input_dims"].iat[c], 0)
+        c = outermost(trace, o, COPY_OPS)
+        src = arg_dims(ops["input_dims"].iat[c], 0)
         pinned = str(m.at[mi, "src"]) == "Pinned"
         c_ts, c_tid, c_step = (
             int(ops["ts_ns"].iat[c]),
@@ -173,8 +176,8 @@ def _kernel_launch_times(trace: Trace) -> dict[int, np.ndarray]:
     if not len(rt):
         return {}
     names = rt["name"].astype(str)
-    other = (names.str.match(h.COPY_CALL_RE) | names.isin(list(h.WAIT_CALLS))
-             | names.isin(list(h.BOOKKEEPING_CALLS)) | names.str.contains("Malloc|Free|Host"))  # fmt: skip
+    other = (names.str.match(COPY_CALL_RE) | names.str.match(SYNC_CALL_RE)
+             | names.isin(list(BOOKKEEPING_CALLS)) | names.str.contains("Malloc|Free|Host"))  # fmt: skip
     k = rt[~other.to_numpy()]
     return {int(t): np.sort(g["ts_ns"].to_numpy()) for t, g in k.groupby("tid")}
 
@@ -189,7 +192,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if not len(mt):
         return []
     ops, mem = trace.cpu_ops, trace.memcpy
-    steps = h.n_steps(trace)
+    steps = n_steps(trace)
     seen_steps = ops["step"].to_numpy()[mt["root"].to_numpy()]
     need = (
         1
@@ -198,13 +201,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     if len(set(seen_steps.tolist())) < max(1, need):
         return []
-    dev = h.main_gpu(trace)
-    bs, be = h.busy_union(trace, dev)
+    busy = main_busy(trace)
     save, created_ns = [], []
     for r, c, mi in mt.itertuples(index=False):
         starts = np.array([ops["ts_ns"].iat[r], ops["ts_ns"].iat[c]])
         ends = np.array([ops["end_ns"].iat[r], ops["end_ns"].iat[c]])
-        _, idle = h.idle_in_spans(bs, be, starts, ends)
+        _, idle = busy.idle_in_spans(starts, ends)
         nbytes = float(mem.at[mi, "bytes"])
         device_make = LAUNCH_NS + nbytes / DEVICE_WRITE_GBPS
         save.append(max(0.0, int(mem.at[mi, "dur_ns"]) + idle - device_make))
@@ -219,7 +221,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     top = pd.Series([_display(str(ops["name"].iat[r])) for r in mt["root"]])
     kinds = ", ".join(f"{n} x{c}" for n, c in top.value_counts().head(3).items())
     summary = (
-        f"{per_step:.0f} tensor{'s' if round(per_step) != 1 else ''} {h.per_step_words(trace)} "
+        f"{per_step:.0f} tensor{'s' if round(per_step) != 1 else ''} {per_step_words(trace)} "
         f"made on the CPU ({kinds}; {host_ms:.2f} ms on the host) and then copied to the GPU "
         f"({copy_ms:.2f} ms of copies)."
     )
@@ -246,7 +248,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "x = torch.from_numpy(arr).pin_memory().to(device, non_blocking=True)"
             ),
             evidence=_evidence(trace, mt),
-            locations=aggregate(h.op_locations(ctx, mt["root"])),
+            locations=aggregate(ctx.locator.for_ops(mt["root"])),
             assumptions=(
                 "saving = copy time on the GPU + GPU idle time while the host ran the creation "
                 "op and the copy call - (5 us launch + bytes / 500 GB/s to create it on the GPU)",
@@ -271,7 +273,7 @@ def _evidence(trace: Trace, mt: pd.DataFrame) -> tuple[Evidence, ...]:
     ops, mem = trace.cpu_ops, trace.memcpy
     labels = []
     for r, c, mi in zip(mt["root"], mt["copy_op"], mt["mem"], strict=True):
-        d = h.arg_dims(ops["input_dims"].iat[c], 0)
+        d = arg_dims(ops["input_dims"].iat[c], 0)
         shape = f" {list(d)}" if d else ""
         labels.append(f"{ops['name'].iat[r]}{shape} on the host, then {mem.at[mi, 'name']}")
     mt = mt.assign(label=labels,
@@ -280,7 +282,7 @@ def _evidence(trace: Trace, mt: pd.DataFrame) -> tuple[Evidence, ...]:
     for label, g in mt.groupby("label", sort=False):
         first = int(ops["ts_ns"].iat[int(g["root"].iloc[0])])
         rows.append((int(g["save_ns"].sum()),
-                     Evidence(str(label), len(g), h.ms(g["total"].sum()),
+                     Evidence(str(label), len(g), ms(g["total"].sum()),
                               trace.to_trace_us(first))))  # fmt: skip
     rows.sort(key=lambda r: -r[0])
     return tuple(e for _, e in rows[:5])

@@ -40,8 +40,10 @@ from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
+from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._checklist_b import gpu_idle_ns, in_backward, n_steps, op_names
+from heuristics._ops import in_backward, op_names
+from heuristics._per_step import n_steps
 
 ID = "inference-without-no-grad"
 TITLE = "Inference with autograd recording"
@@ -149,7 +151,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         cost = float(r.nodes) * us * 1e3
         if trace.has_gpu and int(r.step) in st.index:
             s = st.loc[int(r.step)]
-            cost = min(cost, float(gpu_idle_ns(trace, int(s["ts_ns"]), int(s["end_ns"]))))
+            cost = min(cost, float(main_busy(trace).idle_ns(int(s["ts_ns"]), int(s["end_ns"]))))
         saving_ns += cost
     per_step_ms = saving_ns / 1e6 / n_steps(trace)
 

@@ -41,7 +41,6 @@ from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import fmt_ms, in_steps, n_steps, name_flags, op_names
 from heuristics._matmul import (
     CONV_BWD,
     CONV_FWD,
@@ -52,6 +51,8 @@ from heuristics._matmul import (
     op_dtype,
     pad_to,
 )
+from heuristics._ops import name_flags, op_names
+from heuristics._per_step import fmt_ms, in_steps, n_steps
 
 ID = "misaligned-dims"
 TITLE = "Matmul/conv dimensions not multiples of 8"

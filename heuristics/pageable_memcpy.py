@@ -32,11 +32,13 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
+from advisor.locate import aggregate, merge_locations, run_locations
 from advisor.registry import Context, detector
 from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics import _checklist_a as h
+from heuristics._matmul import arch_cc
+from heuristics._ops import runtime_op
+from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "pageable-memcpy"
 register("pageable_memcpy.min_bytes_per_step", 1024.0**2,
@@ -51,8 +53,7 @@ MIN_PINNED_SAMPLE_BYTES = 1024**2
 
 
 def _link_cap_gbps(trace: Trace) -> float:
-    dev = trace.device(h.main_gpu(trace))
-    cc = dev.compute_capability if dev else None
+    cc, _ = arch_cc(trace)
     # conservative: pinned copies in real 8-GPU A100 training traces ran at 8-12 GB/s (shared
     # PCIe switches), well below the link's peak
     return 24.0 if cc is not None and cc >= (9, 0) else 12.0
@@ -83,11 +84,11 @@ def _size(nbytes: float) -> str:
 
 @detector(ID, "Host-to-device copies from pageable memory", gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    m = h.in_steps(trace.memcpy, trace)
+    m = rows_in_steps(trace.memcpy, trace)
     pg = m[(m["kind"].astype(str) == "HtoD") & (m["src"].astype(str) == "Pageable")]
     if not len(pg):
         return []
-    steps = h.n_steps(trace)
+    steps = n_steps(trace)
     bytes_step = float(pg["bytes"].sum()) / steps
     if bytes_step < ctx.t("pageable_memcpy.min_bytes_per_step"):
         return []
@@ -107,11 +108,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     locs = _locations(trace, ctx, pg)
     loaders = ctx.run_get("dataloaders", default=None)
     unpinned = [d for d in loaders or [] if isinstance(d, dict) and d.get("pin_memory") is False]
-    dl_locs = h.run_locations(unpinned, lambda r: "DataLoader(pin_memory=False)")
+    dl_locs = run_locations(unpinned, lambda r: "DataLoader(pin_memory=False)")
     per_step = len(pg) / steps
     summary = (
         f"{per_step:.0f} host-to-device cop{'y' if round(per_step) == 1 else 'ies'} from "
-        f"pageable memory {h.per_step_words(trace)} move {bytes_step / 1e6:.1f} MB in {copy_ms:.2f} ms "
+        f"pageable memory {per_step_words(trace)} move {bytes_step / 1e6:.1f} MB in {copy_ms:.2f} ms "
         f"({pageable_gbps:.1f} GB/s); from pinned memory they would take about "
         f"{copy_ms - saving_ms:.2f} ms."
     )
@@ -149,7 +150,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "x = buf.to(device, non_blocking=True)"
             ),
             evidence=evidence,
-            locations=h.merge_locations(dl_locs, locs),
+            locations=merge_locations(dl_locs, locs),
             assumptions=assumptions,
         )
     ]
@@ -164,7 +165,7 @@ def _evidence(trace: Trace, pg: pd.DataFrame) -> tuple[Evidence, ...]:
             Evidence(
                 what=f"Memcpy HtoD (Pageable -> Device), {_size(float(nbytes))} each",
                 count=len(g),
-                total_ms=h.ms(g["dur_ns"].sum()),
+                total_ms=ms(g["dur_ns"].sum()),
                 example_ts_us=trace.to_trace_us(int(first["ts_ns"])),
             ),
         ))  # fmt: skip
@@ -173,7 +174,7 @@ def _evidence(trace: Trace, pg: pd.DataFrame) -> tuple[Evidence, ...]:
 
 
 def _locations(trace: Trace, ctx: Context, pg: pd.DataFrame) -> tuple[Location, ...]:
-    op_of_rt = h.issuing_ops(trace)
+    op_of_rt = runtime_op(trace)
     li = pg["launch_idx"].to_numpy()
     ops = [int(op_of_rt[i]) for i in li if 0 <= i < len(op_of_rt) and op_of_rt[i] >= 0]
-    return aggregate(h.op_locations(ctx, ops))
+    return aggregate(ctx.locator.for_ops(ops))

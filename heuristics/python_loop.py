@@ -37,16 +37,10 @@ import pandas as pd
 from advisor.findings import Draft, Evidence, Location
 from advisor.registry import Context, detector
 from advisor.thresholds import register
+from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._checklist_b import (
-    BACKWARD_RE,
-    calling_lines,
-    gpu_idle_ns,
-    in_backward,
-    ms,
-    n_steps,
-    op_names,
-)  # fmt: skip
+from heuristics._ops import BACKWARD_RE, in_backward, op_names
+from heuristics._per_step import ms, n_steps
 
 ID = "python-loop"
 TITLE = "Per-element tensor ops from a Python loop"
@@ -111,7 +105,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     rows = _candidates(trace)
     if not len(rows):
         return []
-    locs = calling_lines(trace, rows)
+    locs = ctx.locator.calling_lines(rows)
     ops = trace.cpu_ops
     names = op_names(trace)
     step = ops["step"].to_numpy()
@@ -134,7 +128,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         a = np.asarray(rs)
         cost = float(dur[a].sum() - dur[a].max())
         if trace.has_gpu:
-            cost = min(cost, float(gpu_idle_ns(trace, int(ts[a].min()), int(end[a].max()))))
+            cost = min(cost, float(main_busy(trace).idle_ns(int(ts[a].min()), int(end[a].max()))))
         acc = per_line.setdefault(loc, {"ops": 0, "saving_ns": 0.0, "op_ns": 0.0,
                                         "max_step": 0, "first": int(ts[a].min())})  # fmt: skip
         acc["ops"] += len(a)

@@ -40,16 +40,10 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
+from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._checklist_b import (
-    gpu_idle_ns,
-    kernel_op,
-    ms,
-    n_steps,
-    name_in,
-    name_mask,
-    ranges,
-)  # fmt: skip
+from heuristics._ops import kernel_op, name_in, name_mask, ranges
+from heuristics._per_step import ms, n_steps
 
 ID = "single-tensor-optimizer"
 TITLE = "Optimizer step without foreach/fused kernels"
@@ -122,7 +116,7 @@ def _window_stats(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
         if len(k_in) and multi_kernel[k_in].any():
             multi = True
         hi = max(int(w.end_ns), int(kend[k_in].max()) if len(k_in) else 0)
-        idle = gpu_idle_ns(trace, int(w.ts_ns), hi) if trace.has_gpu else 0
+        idle = main_busy(trace).idle_ns(int(w.ts_ns), hi) if trace.has_gpu else 0
         m = STEP_RE.match(str(w.name))
         rows.append((m.group(1) if m else "?", int(w.step), int(w.tid), int(w.ts_ns),
                      int(w.end_ns) - int(w.ts_ns), len(per), len(k_in), multi, idle))  # fmt: skip

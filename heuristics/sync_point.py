@@ -49,14 +49,8 @@ from advisor.registry import Context, Skip, detector
 from advisor.thresholds import register
 from advisor.timeline import union
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import (
-    fmt_ms,
-    in_steps,
-    n_steps,
-    name_flags,
-    op_chain,
-    op_names,
-)
+from heuristics._ops import name_flags, op_chain, op_names
+from heuristics._per_step import fmt_ms, in_steps, n_steps
 from heuristics._syncs import REASONS, classify, sync_events
 
 ID = "sync-point"

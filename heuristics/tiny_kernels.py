@@ -37,8 +37,9 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import chain_match, fmt_ms, n_steps, name_flags, op_names
 from heuristics._launch import reported_gaps
+from heuristics._ops import chain_match, name_flags, op_names
+from heuristics._per_step import fmt_ms, n_steps
 
 ID = "tiny-kernels"
 TITLE = "Launch-bound tiny kernels"

@@ -30,10 +30,12 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
+from advisor.locate import aggregate, merge_locations, run_locations
 from advisor.registry import Context, detector
+from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics import _checklist_a as h
+from heuristics._ops import arg_dims, gpu_rows_from, inherit, name_flags
+from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "zero-grad-not-none"
 TITLE = "zero_grad() writes zeros instead of setting gradients to None"
@@ -61,7 +63,7 @@ def _ranges(trace: Trace) -> pd.DataFrame:
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame(columns=["name", "tid", "ts_ns", "end_ns", "step"])
-    return h.in_steps(pd.concat(parts, ignore_index=True), trace)
+    return rows_in_steps(pd.concat(parts, ignore_index=True), trace)
 
 
 def _zero_ops(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
@@ -70,7 +72,7 @@ def _zero_ops(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
     if not len(ops) or not len(ranges):
         return np.zeros(0, dtype=np.int64)
     parent = ops["parent_idx"].to_numpy()
-    is_zero = h.name_flags(ops["name"], ZERO_OPS.__contains__)
+    is_zero = name_flags(ops["name"], ZERO_OPS.__contains__)
     outer = is_zero & ~np.where(parent >= 0, is_zero[np.clip(parent, 0, None)], False)
     cand = np.flatnonzero(outer)
     ts = ops["ts_ns"].to_numpy()[cand]
@@ -86,11 +88,11 @@ def _gradient_count(trace: Trace, zops: np.ndarray) -> tuple[int, bool]:
     """Gradients zeroed: one per zero_/fill_, the list length for _foreach_zero_ (when shapes
     were recorded). Also whether the count is known."""
     ops = trace.cpu_ops
-    foreach = h.name_flags(ops["name"], FOREACH.__eq__)[zops]
+    foreach = name_flags(ops["name"], FOREACH.__eq__)[zops]
     n, known = int(np.count_nonzero(~foreach)), True  # one gradient per zero_/fill_
     dims = ops["input_dims"].to_numpy()
     for r in zops[foreach]:  # a few per step: one per device and dtype
-        first = h.arg_dims(dims[int(r)], 0)
+        first = arg_dims(dims[int(r)], 0)
         if first and all(isinstance(x, list) for x in first):
             n += len(first)
         else:
@@ -101,7 +103,7 @@ def _gradient_count(trace: Trace, zops: np.ndarray) -> tuple[int, bool]:
 def _run_sites(ctx: Context) -> list[Location]:
     rows = ctx.run_get("zero_grad", default=None)
     bad = [r for r in rows or [] if isinstance(r, dict) and r.get("set_to_none") is False]
-    return h.run_locations(bad, lambda r: f"{r.get('owner', '')}.zero_grad(set_to_none=False)")
+    return run_locations(bad, lambda r: f"{r.get('owner', '')}.zero_grad(set_to_none=False)")
 
 
 @detector(ID, TITLE)
@@ -114,21 +116,21 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             return []
         return [_latent(sites)]
     ops = trace.cpu_ops
-    steps = h.n_steps(trace)
+    steps = n_steps(trace)
     host_ns = int(ops["dur_ns"].to_numpy()[zops].sum())
     # GPU work these ops launched
     mask = np.zeros(len(ops), dtype=bool)
     mask[zops] = True
-    mask = h.under(trace, mask)
+    mask = inherit(trace, mask)
     k = trace.kernels
     mcp = trace.memcpy
-    k_sel = k[h.gpu_rows_from(trace, k, mask)] if len(k) else k
-    m_sel = mcp[h.gpu_rows_from(trace, mcp, mask)] if len(mcp) else mcp
+    k_sel = k[gpu_rows_from(trace, k, mask)] if len(k) else k
+    m_sel = mcp[gpu_rows_from(trace, mcp, mask)] if len(mcp) else mcp
     gpu_ns = int(k_sel["dur_ns"].sum()) + int(m_sel["dur_ns"].sum())
     n_gpu = len(k_sel) + len(m_sel)
     if trace.has_gpu:
-        bs, be = h.busy_union(trace, h.main_gpu(trace))
-        _, idle_ns = h.idle_in_spans(bs, be, ops["ts_ns"].to_numpy()[zops],
+        busy = main_busy(trace)
+        _, idle_ns = busy.idle_in_spans(ops["ts_ns"].to_numpy()[zops],
                                      ops["end_ns"].to_numpy()[zops])  # fmt: skip
         save_ns = gpu_ns + idle_ns
         how = ("saving = GPU time of the zeroing kernels/memsets + GPU idle time while the host "
@@ -143,7 +145,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     what = f"{per_range:.0f} gradient(s)" if known else "the gradients"
     summary = (
         f"zero_grad() fills {what} with zeros each call: "
-        f"{per_step:.0f} zeroing op(s) {h.per_step_words(trace)} take "
+        f"{per_step:.0f} zeroing op(s) {per_step_words(trace)} take "
         f"{host_ns / 1e6 / steps:.2f} ms on the host"
     )
     if n_gpu:
@@ -151,12 +153,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     f"{gpu_ns / 1e6 / steps:.2f} ms on the GPU")  # fmt: skip
     summary += "."
     ev = [Evidence(f"zero_/fill_/_foreach_zero_ inside {ranges['name'].iloc[0]}", len(zops),
-                   h.ms(host_ns), trace.to_trace_us(int(ops["ts_ns"].iat[int(zops[0])])))]  # fmt: skip
+                   ms(host_ns), trace.to_trace_us(int(ops["ts_ns"].iat[int(zops[0])])))]  # fmt: skip
     for label, g in (("zeroing kernels", k_sel), ("memsets", m_sel)):
         if len(g):
-            ev.append(Evidence(f"{label} launched by zero_grad", len(g), h.ms(g["dur_ns"].sum()),
+            ev.append(Evidence(f"{label} launched by zero_grad", len(g), ms(g["dur_ns"].sum()),
                                trace.to_trace_us(int(g["ts_ns"].min()))))  # fmt: skip
-    locs = h.merge_locations(sites, aggregate(h.op_locations(ctx, zops[:2000])))
+    locs = merge_locations(sites, aggregate(ctx.locator.for_ops(zops[:2000])))
     return [
         Draft(
             id=ID,

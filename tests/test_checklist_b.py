@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.trace.build import is_user_file as user_file
-from heuristics._checklist_b import name_in, name_mask, runtime_op
+from heuristics._ops import name_in, name_mask, runtime_op
 from heuristics.fusible_elementwise import _chain_ns, _chains, short_name
 from tests.checklist_b_util import analyze, finding, skip_reason
 from tests.tracebuilder import PID, TID, TraceBuilder

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.comm import collective_name, comm_stats, coverage
+from advisor.comm import collective_name, comm_stats
 from advisor.pipeline import Options, analyze_trace
+from advisor.timeline import covered_before
 from tests.conftest import shared_trace
 from tests.mr_helpers import rank_builder
 from tests.tracebuilder import TraceBuilder
@@ -28,7 +29,7 @@ def test_coverage_of_disjoint_intervals() -> None:
     import numpy as np
 
     s, e = np.array([0, 10, 30]), np.array([5, 20, 40])
-    assert coverage(s, e, np.array([-1, 0, 3, 5, 15, 25, 35, 100])).tolist() == [
+    assert covered_before(s, e, np.array([-1, 0, 3, 5, 15, 25, 35, 100])).tolist() == [
         0, 0, 3, 5, 10, 15, 20, 25]  # fmt: skip
 
 

@@ -12,7 +12,8 @@ from advisor.findings import Location
 from advisor.pipeline import analyze_trace
 from advisor.report import Report
 from advisor.sources import read_snippet, read_sources
-from advisor.views import CATEGORIES, Coverage, step_breakdown
+from advisor.timeline import Intervals
+from advisor.views import CATEGORIES, step_breakdown
 from tests.conftest import shared_trace
 from tests.report_samples import GOLDEN, gpu_builder, sample_report
 from tests.tracebuilder import TraceBuilder
@@ -130,7 +131,7 @@ def test_pipeline_fills_views():
 def test_coverage_matches_brute_force(intervals, points):
     s = np.array([a for a, _ in intervals], dtype=np.int64)
     e = np.array([a + d for a, d in intervals], dtype=np.int64)
-    cov = Coverage(s, e)
+    cov = Intervals.union_of(s, e)
     mask = np.zeros(1400, dtype=bool)
     for a, b in zip(s, e, strict=True):
         mask[a + 50 : b + 50] = True

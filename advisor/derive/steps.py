@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from advisor.derive.dataloader import is_fetch
 from advisor.derive.onetime import one_time_events, total_ns
 from advisor.trace.links import assign_steps, gpu_steps
 from advisor.trace.model import Trace
@@ -76,7 +77,7 @@ class StepSet:
 # iteration runs until the thread's work ends), its "end", or its start with the last iteration
 # ending with the marker's "range" and the GPU work launched inside it)
 _MARKERS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
-    ("DataLoader.__next__", lambda n: "DataLoader" in n and "__next__" in n, "start"),
+    ("DataLoader.__next__", is_fetch, "start"),
     ("Optimizer.step", lambda n: n.startswith("Optimizer.step#"), "end"),
     ("forward", lambda n: bool(_FORWARD_RE.search(n)) and "backward" not in n.lower()
      and not n.startswith(("aten::", "nn.Module", "autograd::")), "range"),

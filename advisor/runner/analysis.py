@@ -101,10 +101,14 @@ def _analyze_and_write(
         with progress(f"Analyzing {trace_path.name}") as prog:
             t0 = time.perf_counter()
             if trace_path.is_file():
-                trace = load_trace(
-                    trace_path, getattr(options, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
+                # no name holds the trace: its tables and derived data go before the writing
+                report = analyze_trace(
+                    load_trace(
+                        trace_path, getattr(options, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
+                    ),
+                    run_ctx,
+                    options,
                 )
-                report = analyze_trace(trace, run_ctx, options)
             else:
                 report = Report(run=_run_block(run_ctx, trace_path), findings=())
             timings["analysis"] = time.perf_counter() - t0

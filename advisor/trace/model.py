@@ -112,7 +112,9 @@ class Trace:
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
         """``build()`` once per trace, kept with it (outside the frozen fields) under ``key``:
-        derived tables that several readers share."""
+        derived tables that several readers share. The one cache of derived data: modules
+        that derive facts from a trace keep them here, under keys named after their module;
+        they live as long as the trace (callers drop the trace before writing outputs)."""
         attr = "_memo_" + key
         if attr not in self.__dict__:
             object.__setattr__(self, attr, build())
@@ -144,13 +146,13 @@ class Trace:
         """A rebased time back in the file's own microsecond clock (to find it in Perfetto)."""
         return round(self.meta.origin_us + float(ts_ns) / 1000.0, 3)
 
-    def device(self, device_id: int | None = None) -> Device | None:
+    def device(self, device_id: int | None) -> Device | None:
+        """The deviceProperties entry of ``device_id`` (callers pass
+        :func:`advisor.timeline.main_device`); the first listed device when the id is None or
+        not listed."""
         devs = self.meta.devices
         if not devs:
             return None
-        if device_id is None:
-            used = self.kernels["device"].dropna().unique() if len(self.kernels) else []
-            device_id = int(used[0]) if len(used) else devs[0].id
         for d in devs:
             if d.id == device_id:
                 return d

@@ -1,4 +1,4 @@
-"""Vectorized op-chain helpers of heuristics/_gpu_timeline: chain_match against op_chain, and
+"""Vectorized op-chain helpers of heuristics/_ops: chain_match against op_chain, and
 name_flags against a per-row test."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from advisor.trace import load_trace
 from advisor.trace.model import Trace
-from heuristics._gpu_timeline import chain_match, name_flags, op_chain, op_names
 from heuristics._matmul import CONV_BWD, CONV_FWD, GEMM_OPS, kernel_ops
+from heuristics._ops import chain_match, name_flags, op_chain, op_names
 from tests.conftest import shared_trace
 from tests.tracebuilder import TraceBuilder
 

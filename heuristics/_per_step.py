@@ -1,0 +1,58 @@
+"""Per-step figures: which work falls inside the profiled steps, the per-step divisor, and how
+times read in findings. Shared by the detectors; not a detector.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.trace.model import Trace
+
+
+def n_steps(trace: Trace) -> int:
+    """The per-step divisor: every step in the trace (1 for a trace without step markers)."""
+    return max(1, len(trace.steps))
+
+
+def per_step_words(trace: Trace) -> str:
+    """ "per step", or how the figure reads when the trace has no step markers."""
+    if trace.meta.synthetic_steps:
+        return "in the trace (no ProfilerStep markers: counted as one step)"
+    return "per step"
+
+
+def in_steps(trace: Trace, ts_ns: np.ndarray) -> np.ndarray:
+    """Whether each instant falls inside a step range (always true for a synthetic step)."""
+    st = trace.steps
+    ts_ns = np.asarray(ts_ns, dtype=np.int64)
+    if trace.meta.synthetic_steps or not len(st):
+        return np.ones(len(ts_ns), dtype=bool)
+    starts = st["ts_ns"].to_numpy()
+    ends = st["end_ns"].to_numpy()
+    i = np.searchsorted(starts, ts_ns, side="right") - 1
+    return (i >= 0) & (ts_ns < ends[np.clip(i, 0, None)])
+
+
+def rows_in_steps(df: pd.DataFrame, trace: Trace) -> pd.DataFrame:
+    """Rows of a trace table tagged with a step (``step`` >= 0; all rows when the whole trace
+    is one synthetic step)."""
+    if trace.meta.synthetic_steps or "step" not in df:
+        return df
+    return df[df["step"].to_numpy() >= 0]
+
+
+def ms(ns: float) -> float:
+    """Nanoseconds as milliseconds, rounded to the microsecond (evidence rows)."""
+    return round(float(ns) / 1e6, 3)
+
+
+def fmt_ms(ms: float) -> str:
+    """Milliseconds for sentences: 3 significant figures, never scientific."""
+    if ms >= 100:
+        return f"{ms:.0f} ms"
+    if ms >= 10:
+        return f"{ms:.1f} ms"
+    if ms >= 1:
+        return f"{ms:.2f} ms"
+    return f"{ms * 1000:.0f} us" if ms >= 0.001 else f"{ms * 1000:.2f} us"

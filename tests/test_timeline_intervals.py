@@ -1,0 +1,71 @@
+"""The one home of covered/busy time (advisor.timeline.Intervals) and of op-name flags
+(heuristics._ops.name_flags) agree with the per-row / per-span definitions they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.timeline import Intervals, covered_ns, union
+from heuristics._ops import name_flags
+
+_spans = st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 300)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(busy=_spans, host=_spans)
+def test_idle_in_spans_matches_the_per_span_sum(busy: list, host: list) -> None:
+    bs, be = union(np.array([s for s, _ in busy], np.int64),
+                   np.array([s + d for s, d in busy], np.int64))  # fmt: skip
+    starts = np.array([s for s, _ in host], np.int64)
+    ends = np.array([s + d for s, d in host], np.int64)
+    us, ue = union(starts, ends)
+    span = int(np.sum(ue - us))
+    busy_ns = sum(covered_ns(bs, be, int(s), int(e)) for s, e in zip(us, ue, strict=True))
+    assert Intervals(bs, be).idle_in_spans(starts, ends) == (span, span - busy_ns)
+
+
+@settings(max_examples=200, deadline=None)
+@given(busy=_spans, lo=st.integers(-50, 2_400), width=st.integers(0, 600))
+def test_covered_matches_brute_force(busy: list, lo: int, width: int) -> None:
+    iv = Intervals.union_of(np.array([s for s, _ in busy], np.int64),
+                            np.array([s + d for s, d in busy], np.int64))  # fmt: skip
+    mask = np.zeros(3_200, dtype=bool)
+    for s, d in busy:
+        mask[s + 100 : s + d + 100] = True
+    want = int(mask[lo + 100 : lo + width + 100].sum())
+    assert iv.covered_ns(lo, lo + width) == want
+    assert int(iv.covered(np.array([lo]), np.array([lo + width]))[0]) == want
+    assert iv.idle_ns(lo, lo + width) == width - want
+    assert int(iv.before(np.array([lo]))[0]) == int(mask[: lo + 100].sum())
+
+
+def test_idle_in_spans_without_spans_or_busy_time() -> None:
+    none = np.zeros(0, np.int64)
+    empty = Intervals(none, none)
+    assert empty.idle_in_spans(none, none) == (0, 0)
+    assert empty.idle_in_spans(np.array([10]), np.array([30])) == (20, 20)
+    assert Intervals(np.array([0]), np.array([25])).idle_in_spans(none, none) == (0, 0)
+    # busy [0, 25) and [28, 40): span [10, 30) is 17 ns busy, 3 ns idle
+    two = Intervals(np.array([0, 28]), np.array([25, 40]))
+    assert two.idle_in_spans(np.array([10]), np.array([30])) == (20, 3)
+
+
+def test_name_flags_tests_each_distinct_name_once() -> None:
+    names = pd.Series(["aten::zero_", "aten::mm", "aten::zero_", None, "aten::fill_"],
+                      dtype="category")  # fmt: skip
+    seen: list[str] = []
+
+    def pred(n: str) -> bool:
+        seen.append(n)
+        return n in {"aten::zero_", "aten::fill_"}
+
+    got = name_flags(names, pred)
+    assert got.tolist() == [True, False, True, False, True]
+    assert sorted(seen) == ["aten::fill_", "aten::mm", "aten::zero_"]
+    # plain strings are factorized; a missing name gives the ``missing`` flag
+    assert name_flags(pd.Series(["a", None]), lambda n: True).tolist() == [True, False]
+    assert name_flags(pd.Series(["a", None]), bool, missing=True).tolist() == [True, True]
+    assert name_flags(pd.Series([], dtype="category"), bool).tolist() == []
