@@ -113,7 +113,10 @@ def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
     if renv is None:  # replaced at the end; what stays when the process dies without a word
         from advisor.runner.runinfo import unfinished_run_json
 
-        write_json(out_dir / RUN_NAME, unfinished_run_json(target, cwd, started_at, TRACE_NAME))
+        try:  # best effort: a folder that cannot take it now fails later, with its message
+            write_json(out_dir / RUN_NAME, unfinished_run_json(target, cwd, started_at, TRACE_NAME))
+        except (OSError, AdvisorError):
+            pass
 
     def conclude(outcome: Outcome, cap: Any, context: dict[str, Any]) -> int:
         """Write and print the outputs once the script is over; returns the exit code."""
