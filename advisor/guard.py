@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from advisor import settings
 from advisor.errors import AdvisorError
+from advisor.printable import printable
 
 EXIT_FAIL_ON = 3  # --fail-on: a finding at or above the level exists
 
@@ -44,7 +45,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 def _fail(message: str, code: int = 1) -> None:
     try:
         sys.stdout.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # AttributeError: started with stdout closed
         pass
-    print(f"advisor: {_one_line(message, 2000)}", file=sys.stderr)
+    print(f"advisor: {printable(_one_line(message, 2000))}", file=sys.stderr)
     sys.exit(code)

@@ -6,6 +6,7 @@ Each stage is a plain function; outputs are written atomically (temp name, then 
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,7 @@ class Options:
     overrides: dict[str, float] = field(default_factory=dict)
     debug: bool = False
     no_source: bool = False
+    source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
 
     def validate(self) -> None:
@@ -165,7 +167,7 @@ def analyze_trace(
     run["bound"] = step_bound(trace)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
     views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source,
-                        locator=ctx.locator)  # fmt: skip
+                        locator=ctx.locator, extra_roots=opts.source_roots)  # fmt: skip
     return Report(
         run=run,
         findings=tuple(findings),
@@ -237,6 +239,7 @@ def write_outputs(
     return {k: written[k] for k in ("report", "findings", "annotated") if k in written}
 
 
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # the output cannot take it
 IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may rewrite it whole
 
 
@@ -264,7 +267,11 @@ def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -
         if src.stat().st_size > IN_MEMORY_ANNOTATE_MAX_BYTES:
             return None  # an unusual layout too big to rewrite in memory: no annotated copy
         data = annotate(src, report)
-    except (AdvisorError, ValueError, OSError, RecursionError, MemoryError):
+    except OSError as err:
+        if err.errno in _FULL:  # a full disk is not a convenience missing: say so
+            raise
+        return None  # the trace could not be read back: no annotated copy
+    except (AdvisorError, ValueError, RecursionError, MemoryError):
         return None  # the annotated copy is a convenience; its absence never fails a run
     atomic_write(target, data)
     return target

@@ -354,10 +354,10 @@ def test_script_without_steps_is_one_step_bounded(tmp_path: Path) -> None:
             time.sleep(0.02)
         print("FINISHED")
     """)  # fmt: skip
-    t0 = time.perf_counter()
     p = advisor(tmp_path, "--max-seconds", "1", "--out", "o", "nostep.py")
     assert p.returncode == 0, p.stderr
-    assert time.perf_counter() - t0 < 25 and "FINISHED" not in p.stdout
+    assert "FINISHED" not in p.stdout  # stopped long before its 30 s loop ended (not timed:
+    # a loaded machine stretches the analysis)
     run, findings = outputs(tmp_path / "o")
     assert run["no_steps"] is True and run["trace_scope"] == "whole-run"
     assert run["max_seconds_hit"] is True and run["end_reason"] == "window-captured"

@@ -90,6 +90,12 @@ def test_out_dir_rules(tmp_path: Path) -> None:
     with pytest.raises(AdvisorError, match="report.html, which advisor did not write"):
         check_out_dir(a, force=True)
     (a / "report.html").write_text("<!DOCTYPE html><title>torch-advisor report</title>")
+    with pytest.raises(AdvisorError, match="report.html, which advisor did not write"):
+        check_out_dir(a, force=True)  # mentioning torch-advisor does not make it ours
+    (a / "report.html").write_text(
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n'
+        '<meta name="generator" content="torch-advisor 0.1">\n'
+    )
     write_json(a / "run.json", {"advisor_version": "0", "end_reason": "completed",
                                 "trace": "trace.json.gz", "x": float("nan")})  # fmt: skip
     (a / "trace.json.gz").write_bytes(b"")

@@ -58,6 +58,9 @@ def register(app: typer.Typer) -> None:
         no_source: bool = typer.Option(
             False, "--no-source", help="Keep source code out of the report."
         ),
+        source_root: list[Path] = typer.Option(
+            [], "--source-root", help="Also show code from files under this folder (repeatable)."
+        ),
         debug: bool = typer.Option(
             False, "--debug", help="Include detector tracebacks in findings.json."
         ),
@@ -85,7 +88,7 @@ def register(app: typer.Typer) -> None:
             return
         if path is None:
             raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
-        from advisor.outfiles import default_out_dir, prepare_out_dir, trace_stem
+        from advisor.outfiles import default_out_dir, prepare_out_dir, release, trace_stem
         from advisor.trace import find_traces, prefetch
 
         check_fail_on(fail_on)
@@ -96,9 +99,12 @@ def register(app: typer.Typer) -> None:
         # decode in a child process while this one imports pandas and the detectors
         pre = prefetch.take_over(ctx.obj, files[0], max_trace_bytes) if len(files) == 1 else None
         try:
-            opts = options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes)
+            opts = options_from_cli(
+                only, skip, set_, debug, no_source, max_trace_bytes, source_root
+            )
             report, written = _analyze(files, path, target, opts, force, jobs, scheduler, pre)
         finally:
+            release(target)
             if pre is not None:
                 pre.cancel()
         sys.exit(finish(report, written, json_out, fail_on, open_, time.perf_counter() - t0))

@@ -18,7 +18,7 @@ def split_ids(values: list[str]) -> frozenset[str]:
     return frozenset(v.strip() for item in values for v in item.split(",") if v.strip())
 
 
-def options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes):  # type: ignore[no-untyped-def]
+def options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes, source_roots=()):  # type: ignore[no-untyped-def]
     from advisor.pipeline import Options
     from advisor.thresholds import parse_overrides
 
@@ -29,6 +29,7 @@ def options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes):  # ty
         debug=debug,
         no_source=no_source,
         max_trace_bytes=max_trace_bytes,
+        source_roots=tuple(str(p) for p in source_roots),
     )
     opts.validate()
     return opts

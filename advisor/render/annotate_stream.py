@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import threading
 import zlib
 from pathlib import Path
@@ -74,12 +73,10 @@ class Prepared:
         crc = crc32_combine(zlib.crc32(head), tail.crc, tail.length)
         size = (len(head) + tail.length) & 0xFFFFFFFF
         trailer = struct.pack("<II", crc, size)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        from advisor.outfiles import commit, temp_file
+
+        fd, tmp = temp_file(target)
         try:
-            mask = os.umask(0o022)
-            os.umask(mask)
-            os.fchmod(fd, 0o666 & ~mask)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(_GZIP_HEADER)
                 fh.write(head_deflate)
@@ -88,7 +85,7 @@ class Prepared:
                 fh.write(trailer)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            commit(tmp, target)
         except BaseException:
             try:
                 os.unlink(tmp)

@@ -6,6 +6,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from advisor.printable import printable
 
 
 def _f(v: Any, fmt: str) -> str:
@@ -34,7 +37,8 @@ def print_ranks(con: Console, run: dict[str, Any], top: int = 16) -> None:
                   _f(r.get("gpu_busy_pct"), ".1f"), _f(r.get("comm_pct"), ".1f"),
                   _f(r.get("comm_overlap_pct"), ".1f"), _f(r.get("exposed_comm_ms_per_step"), ".2f"),
                   _f(r.get("lag_ms_per_step"), ".2f"),
-                  str(r.get("trace")) + (f" (unreadable: {r['error']})" if r.get("error") else ""))  # fmt: skip
+                  Text(printable(r.get("trace")) + (f" (unreadable: {printable(r['error'])})"
+                                                    if r.get("error") else "")))  # fmt: skip
     con.print(t)
     if len(rows) > top:
         con.print(f"... and {len(rows) - top} more ranks in the report")

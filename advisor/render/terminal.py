@@ -18,6 +18,7 @@ from rich.text import Text
 
 from advisor import settings
 from advisor.findings import Finding
+from advisor.printable import printable
 from advisor.render.viewmodel import bound_fact
 from advisor.report import Report
 
@@ -73,13 +74,13 @@ def _where(f: Finding) -> str:
         return ""
     loc = f.locations[0]
     start = " (frame start)" if loc.line_is == "frame-start" else ""
-    return f"{Path(loc.file).name}:{loc.line}{start}"
+    return printable(f"{Path(loc.file).name}:{loc.line}") + start
 
 
 def headline(report: Report) -> str:
     run = report.run
     dev = report.views.get("device") or {}
-    parts = [str(run.get("device") or "no GPU activity (CPU-only trace)")]
+    parts = [printable(run.get("device") or "no GPU activity (CPU-only trace)")]
     steps = run.get("steps_profiled")
     parts.append(
         f"{steps} step{'s' if steps != 1 else ''}"
@@ -105,8 +106,8 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
     for i, f in enumerate(findings[:top], 1):
         saving = f"{f.est_savings_ms:.2f} ms" if f.est_savings_ms > 0 else "-"
         pct = f"{f.est_savings_pct:.1f}" if f.est_savings_ms > 0 else ""
-        title = Text(f.title)
-        title.append(f"  {f.id}", style="dim")
+        title = Text(printable(f.title))
+        title.append(f"  {printable(f.id)}", style="dim")
         if f.phase:
             title.append(f"  ({f.phase} phase)")
         t.add_row(str(i), Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
@@ -123,7 +124,7 @@ def print_summary(
     script = run.get("script")
     title = Text("torch-advisor", style="bold")
     if script:
-        title.append(" · " + " ".join([str(script), *[str(a) for a in run.get("argv") or []]]))
+        title.append(" · " + " ".join([printable(a) for a in [script, *(run.get("argv") or [])]]))
     con.print(title)
     con.print(Text(headline(report)))
     if run.get("ranks"):
@@ -131,7 +132,7 @@ def print_summary(
 
         print_ranks(con, run)
     if run.get("ended_early"):
-        con.print(Text(f"note: the run ended early ({run.get('end_reason') or 'reason unknown'})",
+        con.print(Text(f"note: the run ended early ({printable(run.get('end_reason') or 'reason unknown')})",
                        style="yellow"))  # fmt: skip
     con.print()
     if report.findings:
@@ -162,7 +163,7 @@ def print_summary(
         for key, path in written.items():
             label = LABELS.get(key, key)
             line = Text(f"{label:>9}  ", style="bold")
-            line.append(str(path))
+            line.append(printable(path))
             if key == "annotated":
                 line.append("  (open in ui.perfetto.dev)", style="dim")
             con.print(line)

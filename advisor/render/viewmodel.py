@@ -17,6 +17,7 @@ from advisor.render.charts import fmt_ms, savings_chart, steps_chart, util_chart
 from advisor.render.rankmap import notable_ranks, rank_heatmap
 from advisor.render.tables import kernel_rows, op_rows
 from advisor.report import Report
+from advisor.sources import withheld_note
 
 MAX_EVIDENCE = 8
 PERFETTO_URL = "https://ui.perfetto.dev"
@@ -237,6 +238,9 @@ def _notes(report: Report) -> list[dict[str, str]]:
     if run.get("events_skipped") and "trace_quality" not in run:  # else a trace-quality note
         notes.append({"level": "info", "text": f"{run['events_skipped']:,} malformed trace "
                       "events were skipped while loading."})  # fmt: skip
+    withheld = report.views.get("sources_withheld")
+    if isinstance(withheld, list) and withheld:
+        notes.append({"level": "info", "text": withheld_note([str(w) for w in withheld])})
     if report.errored:
         notes.append({"level": "warn", "text": f"{len(report.errored)} check(s) failed with an "
                       "error and are listed at the bottom; the other results are unaffected."})  # fmt: skip

@@ -73,6 +73,7 @@ class Capture:
     window_steps: list[int] = field(default_factory=list)  # first, last step in the trace
     activities: list[str] = field(default_factory=lambda: ["cpu"])  # of the exported trace
     stopped_after_window: bool = False
+    ran_on_in_thread: bool = False  # the window ended in a thread the advisor does not stop
     max_seconds_hit: bool = False
     foreign_profiler_step: int | None = None
     export_error: str | None = None
@@ -89,9 +90,12 @@ def export_trace(prof: Any, out: Path, amend: Callable[[Path], None] | None = No
     error line, or None when the trace was written. ``amend`` may edit the exported JSON file
     before it is compressed (it must not raise). A failure (disk full, a kill) never leaves
     a partial file under the final name; the temporary files are removed (but a SIGKILL)."""
+    from advisor.outfiles import local_path
+
     tmp_json = out.with_name(f".{out.name}.{os.getpid()}.json.tmp")
     tmp_gz = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
+    try:  # through the claimed folder's handle: a folder swapped during the run is refused
+        tmp_json, tmp_gz, final = local_path(tmp_json), local_path(tmp_gz), local_path(out)
         prof.export_chrome_trace(str(tmp_json))
         if amend is not None:
             amend(tmp_json)
@@ -100,11 +104,11 @@ def export_trace(prof: Any, out: Path, amend: Callable[[Path], None] | None = No
                 shutil.copyfileobj(src, dst, 1 << 20)
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp_gz, out)  # only a complete trace ever has the final name
+        os.replace(tmp_gz, final)  # only a complete trace ever has the final name
         return None
     except Exception as err:  # noqa: BLE001 (reported in run.json, never fails the run)
         return f"{type(err).__name__}: {err}"
-    finally:
-        for p in (tmp_json, tmp_gz):
+    finally:  # kineto writes ``<name>.tmp`` and renames it: a full disk leaves that one too
+        for p in (tmp_json, tmp_gz, tmp_json.with_name(tmp_json.name + ".tmp")):
             with contextlib.suppress(OSError):
                 p.unlink()

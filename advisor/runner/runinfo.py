@@ -39,6 +39,9 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         "keyboard-interrupt": f"The run was interrupted (Ctrl-C) after {g} step(s)",
         "sigterm": f"The run was terminated (SIGTERM) after {g} step(s){by_script}",
         "sys-exit": f"The script exited with code {outcome.exit_code} after {g} step(s)",
+        "sighup": f"The run was ended by SIGHUP (its terminal closed) after {g} step(s)",
+        "sigquit": f"The run was ended by SIGQUIT after {g} step(s)",
+        "os-exit": f"The script called {outcome.error} after {g} step(s)",
     }.get(outcome.end_reason)
     if reason and outcome.ended_early:
         out.append(f"{reason}; the report covers what was captured until then.")
@@ -57,6 +60,11 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         out.append(
             f"Stopped the script after capturing the profiling window ({win}); "
             "--run-to-end lets it finish."
+        )
+    elif cap.scope == "window" and cap.ran_on_in_thread:
+        out.append(
+            f"Captured the profiling window ({win}) in a thread other than the main one; "
+            "the advisor stops only the main thread, so the script ran on to its end."
         )
     elif cap.scope == "partial-window":
         a, b = cap.window_steps
@@ -203,4 +211,32 @@ def build_run_json(
         "modules": context.get("modules", {}),
         "notes": notes(outcome, cap, cfg),
         "timings_s": dict(sorted(cap.timings_s.items())),
+    }
+
+
+def unfinished_run_json(
+    target: Target, cwd: str, started_at: str, trace_name: str
+) -> dict[str, Any]:
+    """The run.json written before the script starts, replaced when the run ends. It stays only
+    when the advisor's process ended with no chance to write (SIGKILL, the OOM killer, a crash
+    such as SIGSEGV), and then says so."""
+    return {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "advisor_version": __version__,
+        "script": target.display,
+        "module": target.name if target.kind == "module" else None,
+        "argv": list(target.args),
+        "cwd": cwd,
+        "pid": os.getpid(),
+        "started_at": started_at,
+        "ended_early": True,
+        "end_reason": "process-died",
+        "error": "the process ended before the advisor could write its report",
+        "trace": trace_name,
+        "notes": [
+            "The run did not end normally: the process was killed (SIGKILL, the OOM killer) "
+            "or crashed (SIGSEGV, an abort) before the advisor could write its report, so "
+            f"nothing of it could be analyzed here. If {trace_name} is in this folder, it holds "
+            f"the steps captured before that: run `advisor analyze {trace_name}`."
+        ],
     }

@@ -30,7 +30,11 @@ before the first step: imports, setup and the first iteration; it is never part 
 
 from __future__ import annotations
 
+import gc
+import mmap
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,13 +45,25 @@ from advisor.runner import callsites, facts
 from advisor.runner.capture import Capture, SessionConfig, export_trace
 from advisor.runner.context import ContextRecorder
 from advisor.runner.evalwindow import EvalWindow
-from advisor.runner.execute import Terminated, WindowCaptured
+from advisor.runner.execute import EXIT_SIGTERM, Outcome, Terminated, WindowCaptured
 from advisor.runner.fwdsteps import ForwardSteps, has_parameters, in_eval
 from advisor.runner.guards import ForeignProfilerWatch, MaxSecondsAlarm
 
 __all__ = ["Capture", "ProfileSession", "SessionConfig"]
 
 _MAX_STEP_TIMES = 20_000
+# Address space held back while the script runs and given back before the trace is exported:
+# a script that ran out of memory (MemoryError: a ulimit -v, strict overcommit) still holds
+# its tensors then, and the export needs room to turn the capture into the trace file. Never
+# touched, so it takes no physical memory.
+MEMORY_RESERVE_BYTES = 256 << 20
+
+
+def _memory_reserve() -> mmap.mmap | None:
+    try:
+        return mmap.mmap(-1, MEMORY_RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 class ProfileSession:
@@ -85,6 +101,13 @@ class ProfileSession:
         self._window_activities = ["cpu"]
         self._probe_activities = ["cpu"]
         self.stop_requested: Callable[[], bool] = lambda: False
+        self._reserve: mmap.mmap | None = None
+        self._pid = os.getpid()  # only this process is profiled, never a forked child
+        # ends the run from inside the script when it swallowed the stop (see advisor.runner.run)
+        self.hard_stop: Callable[[Outcome], None] | None = None
+        self.terminated_outcome: Callable[[], Outcome] = lambda: Outcome(
+            "sigterm", EXIT_SIGTERM, "SIGTERM"
+        )
 
     # ------------------------------------------------------------------ helpers
     def _time(self, key: str, t0: float) -> None:
@@ -123,6 +146,7 @@ class ProfileSession:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         t0 = self._t0 = time.perf_counter()
+        self._reserve = _memory_reserve()
         # CPU only: CUDA activities would initialize CUDA before the script's first line, and a
         # script that sets CUDA_VISIBLE_DEVICES itself would then run on the wrong devices
         cuda = facts.cuda_in_use()
@@ -143,6 +167,8 @@ class ProfileSession:
         self._fwd.install()  # a loop without an optimizer steps on its model's calls
 
     def _on_optimizer_step(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if os.getpid() != self._pid:  # a forked worker inherited the hook: not profiled
+            return
         self._rec.on_optimizer(opt)
         if self.cap.step_source == "forward" and self.phase == "probe":
             self._restart_steps()  # a model called before its optimizer was made
@@ -157,6 +183,8 @@ class ProfileSession:
             self._step()
 
     def _on_explicit_step(self) -> None:
+        if os.getpid() != self._pid:
+            return
         if not self._explicit:
             self._explicit = True
             self.cap.step_source = "advisor.step"
@@ -203,8 +231,14 @@ class ProfileSession:
     def _step(self) -> None:
         if self._busy:
             return
-        if self.stop_requested():  # a SIGTERM whose exception the script swallowed
+        main = threading.current_thread() is threading.main_thread()
+        if self.stop_requested() and main:  # a SIGTERM whose exception the script swallowed
+            if self.hard_stop is not None:
+                self.hard_stop(self.terminated_outcome())
             raise Terminated()
+        if main and self.phase == "done" and self.cap.stopped_after_window:
+            if self.hard_stop is not None:  # the script swallowed WindowCaptured
+                self.hard_stop(Outcome("window-captured", 0))
         self._busy = True
         stop = False
         try:
@@ -238,8 +272,11 @@ class ProfileSession:
                     stop = self._window_done()
         finally:
             self._busy = False
-        if stop:
+        if stop and main:
             raise WindowCaptured()
+        if stop:  # never raise into the script's own thread: it runs on to its end
+            self.cap.stopped_after_window = False
+            self.cap.ran_on_in_thread = True
 
     def _probe_marker(self, step: int | None) -> None:
         if self._marker is not None:
@@ -395,6 +432,10 @@ class ProfileSession:
 
     def finish(self) -> Capture:
         """Stop profiling, remove every hook, and return what was captured."""
+        if self._reserve is not None:  # room for the export, also after a MemoryError
+            self._reserve.close()
+            self._reserve = None
+        gc.collect()
         self._alarm.disarm()
         self._eval_alarm.disarm()
         self._busy = True  # late signals and hooks from other threads do nothing now
@@ -415,7 +456,7 @@ class ProfileSession:
     # ------------------------------------------------------------------ guards
     def _on_alarm(self) -> None:
         """--max-seconds ran out before the first step."""
-        if self._busy or self.phase != "probe" or self.cap.steps_seen:
+        if self._busy or self.phase != "probe" or self.cap.steps_seen or os.getpid() != self._pid:
             return
         self._busy = True
         try:
