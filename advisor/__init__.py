@@ -1,16 +1,34 @@
 """torch-advisor: a profiler-driven performance advisor for PyTorch.
 
-The public API a training script may use is :func:`step`; everything else is reached through
-the ``advisor`` command. Importing this package never imports torch.
+The public API: :func:`step` (marks a step for ``advisor profile``), :func:`analyze` (a trace
+to a :class:`Report`, for notebooks; docs/api.md), :func:`on_trace_ready` and :func:`capture`
+(for code that runs torch.profiler itself or cannot be launched through ``advisor profile``).
+They are imported on first use: importing this package never imports torch, pandas or typer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "step"]
+__all__ = ["Report", "__version__", "analyze", "capture", "on_trace_ready", "step"]
+
+_LAZY = {"analyze": "advisor.api", "Report": "advisor.api", "on_trace_ready": "advisor.hooks",
+         "capture": "advisor.hooks"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'advisor' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
 
 # Set by ``advisor profile`` while it runs a script; ``None`` everywhere else.
 _step_hook: Callable[[], None] | None = None

@@ -36,7 +36,8 @@ class Side:
         return sum(d.steps for d in self.digests)
 
 
-def load_side(path: str | Path, options: Any, jobs: int | None = None) -> Side:
+def load_side(path: str | Path, options: Any, jobs: int | None = None,
+              scheduler: str | None = None) -> Side:  # fmt: skip
     """Analyse one side (a trace, a run folder or a folder of per-rank traces)."""
     from advisor.digest import digest_file
     from advisor.multirank import analyze_files
@@ -49,7 +50,7 @@ def load_side(path: str | Path, options: Any, jobs: int | None = None) -> Side:
         if d.error is not None:
             raise AdvisorError(d.error)
         return Side(str(p), Report.from_dict(d.report), (d,))
-    report, digests = analyze_files(files, options, p, jobs)
+    report, digests = analyze_files(files, options, p, jobs, scheduler=scheduler)
     return Side(str(p), report, tuple(d for d in digests if d.error is None))
 
 
@@ -107,13 +108,14 @@ def match_findings(a: Sequence[Finding], b: Sequence[Finding]) -> tuple[
     """Pairs (same id and place), resolved (only in a), new (only in b).
 
     Same place: the same file name and line; else the same file name and function (the fix
-    moved the line); findings without a location pair by id in ranking order."""
+    moved the line); findings without a location pair by id in ranking order. Only findings
+    of the same phase (``Finding.phase``) pair."""
     left, right = list(a), list(b)
     pairs: list[tuple[Finding, Finding]] = []
-    keys = (
-        lambda f: (f.id, _loc(f)[0], _loc(f)[1]) if _loc(f) else None,  # type: ignore[index]
-        lambda f: (f.id, _loc(f)[0], _loc(f)[2]) if _loc(f) else None,  # type: ignore[index]
-        lambda f: (f.id,) if _loc(f) is None else None,
+    keys = (  # a finding pairs only within its phase (training, or the evaluation window)
+        lambda f: (f.phase, f.id, _loc(f)[0], _loc(f)[1]) if _loc(f) else None,  # type: ignore[index]
+        lambda f: (f.phase, f.id, _loc(f)[0], _loc(f)[2]) if _loc(f) else None,  # type: ignore[index]
+        lambda f: (f.phase, f.id) if _loc(f) is None else None,
     )
     for key in keys:
         for fa in list(left):

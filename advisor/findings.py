@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -22,12 +23,21 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Location:
-    """A line of the user's own code (never torch internals)."""
+    """A line of the user's own code (never torch internals).
+
+    ``line_is`` says how the line is known: ``call`` (the line that was running: the call site
+    recorded by ``advisor profile``, or a legacy ``Call stack``), ``last-call`` (the work ran
+    without a Python call, as ``if tensor:``, ``float(t)`` or an operator do: the line of the
+    frame's last call before it, usually the same line or the one before), ``frame-start``
+    (only the frame's own line is known: where it stood when the trace began, or its ``def``
+    line, in a trace without call sites).
+    """
 
     file: str
     line: int
     function: str
     count: int = 1
+    line_is: str = "call"
 
 
 @dataclass(frozen=True)
@@ -45,9 +55,14 @@ class Finding:
     locations: tuple[Location, ...] = ()
     assumptions: tuple[str, ...] = ()
     est_savings_range_ms: tuple[float, float] | None = None
+    # the phase of an ``advisor profile`` run it was found in, when it is not the first one
+    # (``eval``: the evaluation window); None for the main window and traces from elsewhere
+    phase: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if d["phase"] is None:
+            del d["phase"]
         d["evidence"] = [asdict(e) for e in self.evidence]
         d["locations"] = [asdict(loc) for loc in self.locations]
         d["assumptions"] = list(self.assumptions)
@@ -72,6 +87,7 @@ class Finding:
             locations=tuple(Location(**loc) for loc in d.get("locations", ())),
             assumptions=tuple(d.get("assumptions", ())),
             est_savings_range_ms=None if r is None else (float(r[0]), float(r[1])),
+            phase=str(d["phase"]) if isinstance(d.get("phase"), str) else None,
         )
 
     def with_(self, **changes: Any) -> Finding:
@@ -101,3 +117,20 @@ class Draft:
     latent: bool = False
     severity: Severity | None = None  # force a severity (rarely needed)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_fail_on(level: str | None) -> str | None:
+    """A ``--fail-on`` level as given (None: not set); a one-line error for anything else."""
+    if level is not None and level not in SEVERITIES[:3]:  # "info" never fails a run
+        from advisor.errors import AdvisorError
+
+        raise AdvisorError(f"--fail-on expects high, medium or low, got {level!r}")
+    return level
+
+
+def fails_at(findings: Iterable[Finding], level: str | None) -> bool:
+    """Whether a finding at or above severity ``level`` exists (``--fail-on``)."""
+    if level is None:
+        return False
+    limit = SEVERITIES.index(level)  # type: ignore[arg-type]
+    return any(SEVERITIES.index(f.severity) <= limit for f in findings)

@@ -4,10 +4,17 @@ With ``with_stack`` the trace has python_function events; legacy traces carry a 
 string on each op instead. Two questions, answered from the same frame index:
 
 - :meth:`Locator.at` / :meth:`Locator.for_op`: the innermost frame enclosing a moment whose
-  file is the user's (not torch, the standard library or site-packages);
+  file is the user's (not torch, the standard library or site-packages), at its running line;
 - :meth:`Locator.calling_line` / :meth:`Locator.calling_lines`: the line that *directly* called
   an op (past builtins and torch's thin operator wrappers), or None when that caller is library
   code (a loop inside torch or a package is not the user's to change).
+
+A frame's running line is the call site of its latest call (the ``call_site`` arg that
+``advisor profile`` records on python_function events): the call enclosing the moment gives the
+exact line; work that Python ran without a call (``if tensor:``, ``float(t)``, operators) gets
+the site of the frame's last call before it. Without call sites only the frame's own line is
+known (where it stood when the trace began, or its ``def`` line). ``Location.line_is`` says
+which (``call``, ``last-call``, ``frame-start``); a legacy ``Call stack`` has running lines.
 
 Also the locations run.json records (:func:`run_locations`) and merging/aggregating them.
 """
@@ -57,9 +64,11 @@ class Locator:
         self._py_file = py["file"].to_numpy(dtype=object) if len(py) else None
         self._py_line = py["line"].to_numpy() if len(py) else None
         self._py_func = py["function"].to_numpy(dtype=object) if len(py) else None
+        self._call_file = py["call_file"].to_numpy(dtype=object) if len(py) else None
+        self._call_line = py["call_line"].to_numpy() if len(py) else None
 
     def at(self, tid: int, ts_ns: int) -> Location | None:
-        """The innermost user frame on ``tid`` that encloses ``ts_ns``."""
+        """The innermost user frame on ``tid`` that encloses ``ts_ns``, at its running line."""
         entry = self._by_tid.get(int(tid))
         if entry is None:
             return None
@@ -67,17 +76,29 @@ class Locator:
         i = int(np.searchsorted(starts, ts_ns, side="right")) - 1
         if i < 0:
             return None
-        row = int(rows[i])
+        # the chain from the latest frame that started before the moment passes, just below
+        # each enclosing frame, through that frame's latest call (enclosing the moment or not)
+        row, child = int(rows[i]), -1
         for _ in range(4096):  # bounded: a malformed parent chain cannot loop forever
             if row < 0:
                 return None
             if self._user[row] and self._end[row] > ts_ns:
-                assert self._py_file is not None and self._py_line is not None
+                file, line, how = self._line_of(row, child, ts_ns)
                 assert self._py_func is not None
-                return Location(str(self._py_file[row]), int(self._py_line[row]),
-                                str(self._py_func[row]))  # fmt: skip
-            row = int(self._parent[row])
+                return Location(file, line, str(self._py_func[row]), line_is=how)
+            row, child = int(self._parent[row]), row
         return None
+
+    def _line_of(self, row: int, child: int, ts_ns: int) -> tuple[str, int, str]:
+        """File, running line and ``line_is`` of frame ``row`` whose latest call is ``child``
+        (-1: none): that call's site when the trace has it, else the frame's own line."""
+        assert self._py_file is not None and self._py_line is not None
+        assert self._call_file is not None and self._call_line is not None
+        file = str(self._py_file[row])
+        if child >= 0 and self._call_line[child] > 0 and self._call_file[child] == file:
+            how = "call" if self._end[child] > ts_ns else "last-call"
+            return file, int(self._call_line[child]), how
+        return file, int(self._py_line[row]), "frame-start"
 
     def for_op(self, op_idx: int) -> Location | None:
         """The user line that issued cpu_ops row ``op_idx`` (python frames, else Call stack)."""
@@ -99,8 +120,9 @@ class Locator:
         """:meth:`for_op` for many cpu_ops rows."""
         return [self.for_op(int(i)) for i in op_rows]
 
-    def _frames_at(self, tid: int, ts_ns: int) -> list[tuple[str, int, str]]:
-        """Python frames enclosing ``ts_ns`` on ``tid``, innermost first (at most 24)."""
+    def _frames_at(self, tid: int, ts_ns: int) -> list[tuple[str, int, str, str]]:
+        """Python frames enclosing ``ts_ns`` on ``tid``, innermost first (at most 24), each as
+        (file, running line, function, line_is)."""
         entry = self._by_tid.get(int(tid))
         if entry is None:
             return []
@@ -110,14 +132,15 @@ class Locator:
             return []
         assert self._py_file is not None and self._py_line is not None
         assert self._py_func is not None
-        r = int(rows[i])
-        out: list[tuple[str, int, str]] = []
+        r, child = int(rows[i]), -1
+        out: list[tuple[str, int, str, str]] = []
         for _ in range(512):
             if r < 0 or len(out) >= 24:
                 break
             if self._end[r] > ts_ns:
-                out.append((str(self._py_file[r]), int(self._py_line[r]), str(self._py_func[r])))
-            r = int(self._parent[r])
+                file, line, how = self._line_of(r, child, ts_ns)
+                out.append((file, line, str(self._py_func[r]), how))
+            r, child = int(self._parent[r]), r
         return out
 
     def calling_line(self, tid: int, ts_ns: int, call_stack: object = None) -> Location | None:
@@ -129,12 +152,12 @@ class Locator:
         if not frames and isinstance(call_stack, str):
             for part in call_stack.split(";"):
                 fr = parse_frame(part.strip())
-                frames.append(fr if fr is not None else ("", -1, part.strip()))
-        for file, line, func in frames:
+                frames.append((*fr, "call") if fr is not None else ("", -1, part.strip(), "call"))
+        for file, line, func, how in frames:
             f = file.replace("\\", "/")
             if not f or f.startswith("<") or any(f.endswith(w) for w in _WRAPPER_FILES):
                 continue
-            return Location(file, line, func) if is_user_file(file) else None
+            return Location(file, line, func, line_is=how) if is_user_file(file) else None
         return None
 
     def calling_lines(self, op_rows: Iterable[int]) -> list[Location | None]:
@@ -159,11 +182,11 @@ class Locator:
 
 def aggregate(locs: Iterable[Location | None], top: int = 5) -> tuple[Location, ...]:
     """Count identical lines and return the most frequent first."""
-    c: Counter[tuple[str, int, str]] = Counter()
+    c: Counter[tuple[str, int, str, str]] = Counter()
     for loc in locs:
         if loc is not None:
-            c[(loc.file, loc.line, loc.function)] += 1
-    return tuple(Location(f, ln, fn, n) for (f, ln, fn), n in c.most_common(top))
+            c[(loc.file, loc.line, loc.function, loc.line_is)] += 1
+    return tuple(Location(f, ln, fn, n, how) for (f, ln, fn, how), n in c.most_common(top))
 
 
 def run_locations(rows: object, label: Callable[[dict], str]) -> list[Location]:

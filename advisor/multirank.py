@@ -4,39 +4,44 @@ Each worker loads one trace, runs the detectors and returns a small :class:`~adv
 (never the tables). Workers are bounded by CPU count (at most 4) and by a memory budget, so a
 128-rank job never has more than a few traces in memory. The merged report has ``run.ranks``
 (per-rank step time, GPU busy %, communication share), the findings of all ranks (each once,
-with the figures of the rank where it costs most) and the cross-rank ``straggler`` check.
+with the figures of the rank where it costs most) and the detectors' cross-rank checks
+(:func:`advisor.registry.across_ranks`: ``straggler``, ``comm-overlap``'s measured wait).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing as mp
+import functools
 import os
 import struct
 import sys
-import types
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from advisor.derive.lag import rank_lags
 from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
 from advisor.digest import Digest, digest_file, failed_digest
 from advisor.errors import AdvisorError
 from advisor.findings import Draft, Finding
 from advisor.rank import rank, savings_bound_ms
-from advisor.registry import Skip, all_detectors
+from advisor.rankstats import ranks_summary
+from advisor.registry import RanksContext, Skip, all_detectors, rank_checks
 from advisor.report import Errored, Report, Skipped
 from advisor.thresholds import Thresholds
+from advisor.toptables import merge_tables
+from advisor.workers import run_batched
 
 MAX_WORKERS = 4
 BYTES_PER_RAW_BYTE = 5  # peak worker memory per byte of decompressed JSON (measured ~3.5)
 WORKER_BASE_BYTES = 200 * 1024**2  # interpreter, pandas, numpy
 MEMORY_SHARE = 0.6  # of the available memory the workers may use together
 STRAGGLER = "straggler"
+DASK_ABOVE = 16  # more traces than this: a Dask LocalCluster instead of the process pool
+LOCAL = "local"  # --scheduler local: a LocalCluster even for a few traces
 
 
 def raw_size(path: Path) -> int:
@@ -80,33 +85,16 @@ def plan_workers(raw_sizes: Sequence[int], jobs: int | None = None, cpus: int | 
     return max(1, min(cap, len(raw_sizes), int(budget // per)))
 
 
-def _context() -> Any:
-    methods = mp.get_all_start_methods()
-    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(["advisor.digest", "advisor.pipeline"])
-    return ctx
-
-
-@contextmanager
-def _neutral_main() -> Iterator[None]:
-    """Hide ``__main__`` while workers start: forkserver/spawn children re-import the parent's
-    main module, which could be the user's training script (``advisor profile``) or any caller
-    without a ``__name__ == "__main__"`` guard. The workers need nothing from it."""
-    saved = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if saved is not None:
-            sys.modules["__main__"] = saved
-
-
 def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
-               progress: Callable[[Digest], None] | None = None) -> list[Digest]:  # fmt: skip
-    """Digest every trace; in worker processes when more than one worker is planned."""
-    workers = plan_workers([raw_size(f) for f in files], jobs)
-    if workers <= 1:
+               progress: Callable[[Digest], None] | None = None,
+               scheduler: str | None = None) -> list[Digest]:  # fmt: skip
+    """Digest every trace: serially for one worker; on a Dask cluster for ``scheduler`` (an
+    address, or ``"local"`` for a LocalCluster whatever the number of traces) or more than
+    ``DASK_ABOVE`` traces (:mod:`advisor.daskrun`); else in this machine's worker processes
+    (:mod:`advisor.workers`). Only digests come back."""
+    sizes = [raw_size(f) for f in files]
+    workers = plan_workers(sizes, jobs)
+    if workers <= 1 and scheduler is None:
         out = []
         for f in files:
             out.append(digest_file(f, options))
@@ -114,20 +102,58 @@ def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
                 progress(out[-1])
         return out
     results: dict[int, Digest] = {}
-    with _neutral_main(), cf.ProcessPoolExecutor(max_workers=workers, mp_context=_context(),
-                                max_tasks_per_child=8) as pool:  # fmt: skip
-        futs = {pool.submit(digest_file, f, options): i for i, f in enumerate(files)}
-        for fut in cf.as_completed(futs):
-            i = futs[fut]
-            try:
-                results[i] = fut.result()
-            except Exception as err:  # noqa: BLE001 (a dead worker loses one rank, not the run)
-                why = "worker process died (out of memory?)" if isinstance(
-                    err, cf.process.BrokenProcessPool) else f"{type(err).__name__}: {err}"  # fmt: skip
-                results[i] = failed_digest(files[i], why)
-            if progress:
-                progress(results[i])
+
+    def done(i: int, result: Any, err: BaseException | None) -> None:
+        if err is None:
+            results[i] = result
+        else:
+            results[i] = failed_digest(files[i], died_why(err))
+        if progress:
+            progress(results[i])
+
+    task = functools.partial(digest_file, options=options)
+    if scheduler is not None or (len(files) > DASK_ABOVE and use_dask()):
+        from advisor.daskrun import run_dask
+
+        per_worker = WORKER_BASE_BYTES + BYTES_PER_RAW_BYTE * max(sizes, default=0)
+        address = None if scheduler in (None, LOCAL) else scheduler
+        try:
+            run_dask(task, [str(f.absolute()) for f in files], workers, done, scheduler=address,
+                     memory_limit=worker_memory_limit(per_worker, workers))  # fmt: skip
+        except (OSError, RuntimeError, TimeoutError) as err:
+            if address is not None:
+                raise AdvisorError(f"--scheduler {address}: {type(err).__name__}: {err}") from None
+            # no local cluster here (no loopback sockets, a broken install): the process pool
+            print(f"advisor: the local Dask cluster failed ({type(err).__name__}: {err}); "
+                  "using worker processes", file=sys.stderr)  # fmt: skip
+            left = [i for i in range(len(files)) if i not in results]
+            run_batched(task, [files[i] for i in left], workers,
+                        lambda j, r, e: done(left[j], r, e))  # fmt: skip
+    else:
+        run_batched(task, list(files), workers, done)
     return [results[i] for i in range(len(files))]
+
+
+def died_why(err: BaseException) -> str:
+    if isinstance(err, cf.process.BrokenProcessPool) or type(err).__name__ == "KilledWorker":
+        return "worker process died (out of memory?)"
+    return f"{type(err).__name__}: {err}"
+
+
+def use_dask() -> bool:
+    """Dask for many ranks unless ``ADVISOR_NO_DASK=1`` or distributed is not installed."""
+    if os.environ.get("ADVISOR_NO_DASK"):
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
+def worker_memory_limit(per_worker: int, workers: int, available: int | None = None) -> int:
+    """Bytes one Dask worker may use: its share of ``MEMORY_SHARE`` of the available memory,
+    and at least what the largest trace needs."""
+    budget = MEMORY_SHARE * (available if available is not None else mem_available())
+    return int(max(per_worker, budget // max(workers, 1)))
 
 
 def _as_draft(f: Finding) -> Draft:
@@ -175,9 +201,6 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     ok = [d for d in digests if d.error is None]
     if not ok:
         raise AdvisorError(f"no trace could be read ({digests[0].error})", root)
-    from heuristics._comm_ranks import refine as refine_comm_overlap
-    from heuristics.straggler import detect_ranks, rank_lags
-
     th = Thresholds(options.overrides)
     all_steps = np.concatenate([d.step_ms for d in ok]) if ok else np.zeros(0)
     step_ms = float(np.median(all_steps)) if len(all_steps) else 0.0
@@ -192,41 +215,41 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     errored = [Errored(e["id"], f"{d.label}: {e.get('error', '')}")
                for d in ok for e in d.report.get("errored", ())]  # fmt: skip
     lags: dict[int, float] = {}
-    if distinct and len(ok) >= 2:  # waiting for a peer is not exposed communication
-        drafts = refine_comm_overlap(drafts, sorted(ok, key=lambda d: d.rank or 0))
-    if (options.only and STRAGGLER not in options.only) or STRAGGLER in options.skip:
-        pass  # the per-rank reports already say so
-    elif not distinct or len(ok) < 2:
-        skipped[STRAGGLER] = ("needs traces from two or more distinct ranks (rank from "
-                              "distributedInfo or the file name)")  # fmt: skip
-    else:
-        skipped.pop(STRAGGLER, None)
-        ordered = sorted(ok, key=lambda d: d.rank or 0)
+    ordered = sorted(ok, key=lambda d: d.rank or 0)
+    across = distinct and len(ok) >= 2
+    if across:
         try:
-            drafts += detect_ranks(ordered, th, step_ms)
             lags = rank_lags(ordered)
+        except Exception:  # noqa: BLE001 (the table's lag column stays empty)
+            lags = {}
+    rctx = RanksContext(th, step_ms)
+    for check in rank_checks():
+        if (options.only and check.id not in options.only) or check.id in options.skip:
+            continue  # the per-rank reports already say so
+        if not across:
+            if check.only_across:
+                skipped[check.id] = ("needs traces from two or more distinct ranks (rank from "
+                                     "distributedInfo or the file name)")  # fmt: skip
+            continue
+        if check.only_across:
+            skipped.pop(check.id, None)
+        try:
+            drafts = check.func(drafts, ordered, rctx)
         except Skip as s:
-            skipped[STRAGGLER] = str(s)
+            skipped[check.id] = str(s)
         except Exception as err:  # noqa: BLE001 (never sinks the report)
-            errored.append(Errored(STRAGGLER, f"{type(err).__name__}: {err}"))
+            errored.append(Errored(check.id, f"{type(err).__name__}: {err}"))
     findings = rank(drafts, step_ms, th)
     run = run_block(digests, root, step_ms, world_size, lags)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
-    per_rank = [d.report.get("run", {}) for d in ok]
-    if per_rank and all(r.get("est_savings_bound_how") == "replayed together" for r in per_rank):
-        # no rank's steps get shorter than its own replay of all its fixes allows
-        replayed = max(float(r.get("est_savings_bound_ms") or 0.0) for r in per_rank)
-        run["est_savings_bound_ms"] = round(min(run["est_savings_bound_ms"], replayed), 3)
-        run["est_savings_bound_how"] = "replayed together"
-    bounds = [r.get("bound") for r in per_rank if isinstance(r.get("bound"), dict)]
-    if bounds:  # the slowest rank's critical path
-        slow = int(np.argmax([float(d.step_ms_median) for d in ok]))
-        run["bound"] = per_rank[slow].get("bound") or bounds[0]
+    run["ranks_summary"] = ranks_summary(run["ranks"], any(f.id == STRAGGLER for f in findings))
     docs = {d.id: {"title": d.title, "doc": d.doc} for d in all_detectors()}
+    views = {"detectors": docs,
+             "kernels": merge_tables([d.report.get("views", {}).get("kernels") or [] for d in ok]),
+             "ops": merge_tables([d.report.get("views", {}).get("ops") or [] for d in ok])}  # fmt: skip
     return Report(run=run, findings=tuple(findings),
                   skipped=tuple(Skipped(i, r) for i, r in sorted(skipped.items())),
-                  errored=tuple(errored), thresholds=th.used(),
-                  views={"detectors": docs})  # fmt: skip
+                  errored=tuple(errored), thresholds=th.used(), views=views)  # fmt: skip
 
 
 def rank_row(d: Digest, lag_ms: float | None = None) -> dict[str, Any]:
@@ -286,7 +309,8 @@ def ranks_quality(digests: Sequence[Digest]) -> list[dict[str, str]]:
 
 
 def analyze_files(files: Sequence[Path], options: Any, root: Path, jobs: int | None = None,
-                  world_size: int | None = None) -> tuple[Report, list[Digest]]:  # fmt: skip
+                  world_size: int | None = None,
+                  scheduler: str | None = None) -> tuple[Report, list[Digest]]:  # fmt: skip
     """Digest every trace (in parallel) and merge them: the multi-trace ``analyze``."""
-    digests = digest_all(files, options, jobs)
+    digests = digest_all(files, options, jobs, scheduler=scheduler)
     return merge(digests, options, root, world_size), digests

@@ -6,6 +6,7 @@ Each stage is a plain function; outputs are written atomically (temp name, then 
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from advisor.errors import AdvisorError
 from advisor.findings import Draft
 from advisor.locate import Locator
 from advisor.outfiles import atomic_write
+from advisor.phases import with_phases
 from advisor.rank import rank
 from advisor.registry import Context, all_detectors, run_detectors
 from advisor.replay.bound import step_bound
@@ -32,6 +34,7 @@ from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
 from advisor.views import build_views
 
 if TYPE_CHECKING:
+    from advisor.render.annotate_stream import AheadCopy
     from advisor.trace.prefetch import Prefetch
 
 
@@ -42,6 +45,7 @@ class Options:
     overrides: dict[str, float] = field(default_factory=dict)
     debug: bool = False
     no_source: bool = False
+    source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
 
     def validate(self) -> None:
@@ -116,6 +120,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
 # findings whose figures rest on the GPU timeline: a trace missing part of it lowers them
 TIMELINE_FINDINGS = frozenset({"gpu-idle", "comm-overlap", "tiny-kernels", "sync-point",
                                "dataloader-stall", "blocking-copy", "single-tensor-optimizer"})  # fmt: skip
+TIMELINE_FINDINGS |= {"unbucketed-collectives"}  # capped at the GPU idle time between collectives
 
 
 def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
@@ -161,7 +166,8 @@ def analyze_trace(
     run["est_savings_bound_how"] = "replayed together" if replayed else "sum, capped at the step"
     run["bound"] = step_bound(trace)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
-    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source)
+    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source,
+                        locator=ctx.locator, extra_roots=opts.source_roots)  # fmt: skip
     return Report(
         run=run,
         findings=tuple(findings),
@@ -175,24 +181,21 @@ def analyze_trace(
 def analyze_path(
     path: Path,
     options: Options | None = None,
-    annotate_ahead: bool = False,
+    ahead: AheadCopy | None = None,
     prefetch: Prefetch | None = None,
 ) -> tuple[Trace, Report]:
     """Load and analyze; ``prefetch``: ``path`` already decoding in a child process
-    (see :mod:`advisor.trace.prefetch`); ``annotate_ahead`` starts recompressing the trace for
+    (see :mod:`advisor.trace.prefetch`); ``ahead``: start recompressing the trace for
     trace.annotated.json.gz in the background while the detectors run (see write_annotated)."""
     opts = options or Options()
     if prefetch is not None:
         _import_writers()  # while the child may still be decoding: no wait later
     trace = load_trace(path, opts.max_trace_bytes, prefetch)
-    if annotate_ahead and Path(trace.meta.path).is_file():
-        from advisor.render.annotate_stream import AHEAD_MAX_BYTES, prepare
-
-        if prefetch is not None and prefetch.tail_coming:  # the copier child recompressed it
-            prepare(Path(trace.meta.path), opts.max_trace_bytes, prefetch.annotated_tail)
-        elif trace.meta.raw_bytes <= AHEAD_MAX_BYTES:
-            prepare(Path(trace.meta.path), opts.max_trace_bytes)
-    return trace, analyze_trace(trace, load_run_context(Path(path)), opts)
+    if ahead is not None:
+        ahead.start(Path(trace.meta.path), trace.meta.raw_bytes, opts.max_trace_bytes)
+    run_ctx = load_run_context(Path(path))
+    report = with_phases(analyze_trace(trace, run_ctx, opts), Path(trace.meta.path), run_ctx, opts)
+    return trace, report
 
 
 def _import_writers() -> None:
@@ -214,16 +217,18 @@ def write_outputs(
     debug: bool = False,
     extra: dict[str, Any] | None = None,
     annotate_trace: bool = True,
+    ahead: AheadCopy | None = None,
 ) -> dict[str, Path]:
     """Write findings.json, trace.annotated.json.gz (when the trace file is readable) and
-    report.html into ``out``; returns what was written (report, findings, annotated)."""
+    report.html into ``out``; returns what was written (report, findings, annotated).
+    ``ahead``: the annotated copy started while the detectors ran (:func:`analyze_path`)."""
     from advisor.render.html import render_html
 
     written: dict[str, Path] = {}
     try:
         atomic_write(out / "findings.json", report.to_json(debug))
         written["findings"] = out / "findings.json"
-        annotated = write_annotated(report, out) if annotate_trace else None
+        annotated = write_annotated(report, out, ahead) if annotate_trace else None
         if annotated is not None:
             written["annotated"] = annotated
         ctx = {"annotated_trace": annotated.name if annotated else None, **(extra or {})}
@@ -234,10 +239,11 @@ def write_outputs(
     return {k: written[k] for k in ("report", "findings", "annotated") if k in written}
 
 
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # the output cannot take it
 IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may rewrite it whole
 
 
-def write_annotated(report: Report, out: Path) -> Path | None:
+def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -> Path | None:
     """``out/trace.annotated.json.gz``: the analyzed trace plus a findings track (never the
     original file); None when the trace file cannot be read back."""
     from advisor.render.annotate import ANNOTATED_NAME, annotate
@@ -246,9 +252,7 @@ def write_annotated(report: Report, out: Path) -> Path | None:
     target = out / ANNOTATED_NAME
     if not src.is_file():
         return None
-    from advisor.render.annotate_stream import take
-
-    job = take(src)
+    job = ahead.take(src) if ahead is not None else None
     try:
         if src.resolve() == target.resolve():
             if job is not None:
@@ -263,7 +267,11 @@ def write_annotated(report: Report, out: Path) -> Path | None:
         if src.stat().st_size > IN_MEMORY_ANNOTATE_MAX_BYTES:
             return None  # an unusual layout too big to rewrite in memory: no annotated copy
         data = annotate(src, report)
-    except (AdvisorError, ValueError, OSError, RecursionError, MemoryError):
+    except OSError as err:
+        if err.errno in _FULL:  # a full disk is not a convenience missing: say so
+            raise
+        return None  # the trace could not be read back: no annotated copy
+    except (AdvisorError, ValueError, RecursionError, MemoryError):
         return None  # the annotated copy is a convenience; its absence never fails a run
     atomic_write(target, data)
     return target

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from advisor import settings
+
 RANK_FILE_RE = re.compile(
     r"^(?:\.?(?:trace\.rank\d+\.json\.gz|run\.rank\d+\.json)(?:\..*)?|\.advisor-write-test-\d+)$"
 )
@@ -56,7 +58,7 @@ def _int(env: Mapping[str, str], key: str) -> int | None:
 def rank_env(env: Mapping[str, str] | None = None) -> RankEnv | None:
     """RANK / WORLD_SIZE / LOCAL_RANK as torchrun sets them; None for a single process
     (no WORLD_SIZE, or a world of one)."""
-    e = os.environ if env is None else env
+    e = settings.torchrun_env(env)
     world = _int(e, "WORLD_SIZE")
     rank = _int(e, "RANK")
     if world is None or rank is None or world <= 1 or not 0 <= rank < world:
@@ -102,12 +104,11 @@ def default_rank_out_dir(stem: str, renv: RankEnv, base: Path | None = None) -> 
     """The default ``--out`` all local ranks of one launch agree on without talking:
     ``advisor-runs/<stem>-<launch time>-<run id>`` (torchrun's run id, else the launcher's pid;
     ranks on other nodes need a shared ``--out``)."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "run"
+    from advisor.outfiles import default_out_dir
+
     ppid = os.getppid()
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(process_start_time(ppid)))
     rid = renv.run_id if renv.run_id and renv.run_id != "none" else f"p{ppid}"
-    rid = re.sub(r"[^A-Za-z0-9_.-]+", "_", rid)[:12]
-    return (base or Path.cwd()) / "advisor-runs" / f"{safe}-{stamp}-{rid}"
+    return default_out_dir(stem, base, when=process_start_time(ppid), tag=rid[:12])
 
 
 def wait_for_ranks(out: Path, renv: RankEnv, timeout_s: float,

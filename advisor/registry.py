@@ -3,6 +3,11 @@
 A detector is a pure function ``(trace, ctx) -> list[Draft]`` in its own module under
 ``heuristics/``, registered with :func:`detector`. Its module docstring is the user-facing
 explanation (what, why it costs time, how the saving is estimated, how to fix it).
+
+A detector may also look across ranks (several traces of one job): :func:`across_ranks`
+registers ``(drafts, digests, ctx) -> drafts`` for its id, which the multi-rank merge
+(:mod:`advisor.multirank`) calls with the merged drafts and every rank's
+:class:`~advisor.digest.Digest`; it returns the drafts with its own added or refined.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +68,31 @@ class Context:
 
 DetectFn = Callable[[Trace, Context], list[Draft]]
 
+
+@dataclass(frozen=True)
+class RanksContext:
+    """What a cross-rank check gets besides the drafts and digests."""
+
+    thresholds: Thresholds
+    step_ms_median: float  # over every rank's steps
+
+    def t(self, key: str) -> float:
+        return self.thresholds[key]
+
+
+RanksFn = Callable[[list[Draft], Sequence[Any], RanksContext], list[Draft]]
+
+
+@dataclass(frozen=True)
+class RankCheck:
+    """The cross-rank part of detector ``id``. ``only_across``: the detector finds nothing in
+    one trace (its single-trace run skips), so it is skipped without two or more ranks."""
+
+    id: str
+    func: RanksFn
+    only_across: bool
+
+
 NEEDS: dict[str, tuple[Callable[[Trace, Context], bool], str]] = {
     "gpu": (lambda t, c: t.has_gpu, "no GPU activity in this trace"),
     "kernels": (lambda t, c: len(t.kernels) > 0, "no GPU kernels in this trace"),
@@ -104,6 +134,7 @@ class Detector:
 
 
 _REGISTRY: dict[str, Detector] = {}
+_RANK_CHECKS: dict[str, RankCheck] = {}
 
 
 def detector(
@@ -128,11 +159,36 @@ def detector(
     return wrap
 
 
+def across_ranks(id: str, only_across: bool = False) -> Callable[[RanksFn], RanksFn]:
+    """Register ``func`` as the cross-rank check of detector ``id`` (see the module doc)."""
+
+    def wrap(func: RanksFn) -> RanksFn:
+        if id in _RANK_CHECKS and _RANK_CHECKS[id].func is not func:
+            raise ValueError(f"cross-rank check {id} registered twice")
+        _RANK_CHECKS[id] = RankCheck(id, func, only_across)
+        return func
+
+    return wrap
+
+
+def rank_checks() -> list[RankCheck]:
+    """Every registered cross-rank check, sorted by id (after loading the detectors)."""
+    all_detectors()
+    return [_RANK_CHECKS[k] for k in sorted(_RANK_CHECKS)]
+
+
+# Third-party detectors: a distribution declares an entry point in this group whose value is a
+# module (``[project.entry-points."torch_advisor.detectors"] my_check = "my_pkg.my_check"``);
+# importing it registers its detectors with :func:`detector` (docs/plugins.md).
+ENTRY_POINT_GROUP = "torch_advisor.detectors"
+
 _loaded = False
+_PLUGIN_ERRORS: dict[str, str] = {}  # entry point name -> why it could not be loaded
 
 
 def all_detectors() -> list[Detector]:
-    """Every registered detector (imports each module of ``heuristics`` once), sorted by id."""
+    """Every registered detector (imports each module of ``heuristics`` and each plugin's
+    module once), sorted by id."""
     global _loaded
     if not _loaded:
         import heuristics
@@ -140,8 +196,25 @@ def all_detectors() -> list[Detector]:
         for info in pkgutil.iter_modules(heuristics.__path__):
             if not info.name.startswith("_"):
                 importlib.import_module(f"heuristics.{info.name}")
+        _load_plugins()
         _loaded = True
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def _load_plugins() -> None:
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            ep.load()
+        except Exception as err:  # noqa: BLE001 (a broken plugin never sinks the report)
+            _PLUGIN_ERRORS[ep.name] = f"cannot load plugin {ep.value}: {type(err).__name__}: {err}"
+
+
+def plugin_errors() -> list[tuple[str, str]]:
+    """(entry point name, one-line error) of the plugins that could not be loaded."""
+    all_detectors()
+    return sorted(_PLUGIN_ERRORS.items())
 
 
 @dataclass(frozen=True)
@@ -159,7 +232,7 @@ def run_detectors(
 ) -> Outcome:
     drafts: list[Draft] = []
     skipped: list[tuple[str, str]] = []
-    errored: list[tuple[str, str, str]] = []
+    errored: list[tuple[str, str, str]] = [(n, e, "") for n, e in plugin_errors()]
     for det in all_detectors():
         if only and det.id not in only:
             continue

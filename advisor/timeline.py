@@ -68,6 +68,24 @@ def covered_ns(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
     return int(covered_by(starts, ends, np.array([lo]), np.array([hi]))[0])
 
 
+def subtract(starts: np.ndarray, ends: np.ndarray, cut_starts: np.ndarray,
+             cut_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The parts of the disjoint sorted intervals [starts, ends) outside the disjoint sorted
+    intervals [cut_starts, cut_ends)."""
+    if not len(cut_starts) or not len(starts):
+        return np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    # boundaries of both sets; a piece between consecutive boundaries is kept when it lies in
+    # an interval and outside every cut
+    pts = np.unique(np.concatenate([starts, ends, cut_starts, cut_ends]).astype(np.int64))
+    lo, hi = pts[:-1], pts[1:]
+    i = np.searchsorted(starts, lo, side="right") - 1
+    inside = (i >= 0) & (lo < np.asarray(ends)[np.clip(i, 0, None)])
+    j = np.searchsorted(cut_starts, lo, side="right") - 1
+    cut = (j >= 0) & (lo < np.asarray(cut_ends)[np.clip(j, 0, None)])
+    keep = inside & ~cut
+    return union(lo[keep], hi[keep])
+
+
 def gaps(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """The idle gaps of [lo, hi) not covered by disjoint sorted intervals."""
     if hi <= lo:

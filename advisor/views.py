@@ -12,9 +12,12 @@ findings.json (an additive top-level key) so ``advisor report`` re-renders witho
   DataLoader fetch); ``idle`` (other GPU idle time); ``host_only`` (CPU-only traces: the step
   time outside data loading, when no GPU work exists at all).
 - ``utilization``: GPU busy % of the main device over the window in ``UTIL_BUCKETS`` buckets.
+- ``kernels`` / ``ops``: the top kernels and top operators tables (:mod:`advisor.toptables`).
 - ``detectors``: title of every detector, plus its docstring for those that found something.
 - ``sources``: ``"file:line"`` -> a few lines of the user's code around it (absent with
-  ``--no-source``); only ``.py`` files are read, never more than ``MAX_SOURCE_BYTES``.
+  ``--no-source``); which files may be read: :mod:`advisor.sources`.
+- ``sources_withheld``: files named by the trace whose code was not read because they lie
+  outside the source roots (absent when none).
 """
 
 from __future__ import annotations
@@ -28,16 +31,14 @@ import numpy as np
 
 from advisor.derive.dataloader import fetch_intervals
 from advisor.findings import Finding
+from advisor.locate import Locator
+from advisor.sources import read_sources, source_bases, source_roots
 from advisor.timeline import Intervals, main_device
 from advisor.trace.model import Trace
 
 VIEWS_VERSION = 1
 UTIL_BUCKETS = 100
 MAX_STEPS = 300
-SOURCE_CONTEXT = 3  # lines either side of the hot line
-MAX_SOURCE_LOCATIONS = 3  # per finding
-MAX_SOURCE_BYTES = 2 * 1024 * 1024
-MAX_LINE_CHARS = 240
 CATEGORIES = ("compute", "communication", "memcpy", "dataloader", "idle", "host_only")
 
 
@@ -165,65 +166,19 @@ def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def read_snippet(path: Path, line: int, context: int = SOURCE_CONTEXT) -> dict[str, Any] | None:
-    """Lines ``line-context .. line+context`` of a user's ``.py`` file, or None."""
-    if path.suffix not in (".py", ".pyw") or line < 1:
-        return None
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:
-            return None
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    lines = text.splitlines()
-    if line > len(lines):
-        return None
-    start = max(1, line - context)
-    end = min(len(lines), line + context)
-    body = [ln.rstrip()[:MAX_LINE_CHARS] for ln in lines[start - 1 : end]]
-    return {"start": start, "line": line, "lines": body}
-
-
-def read_sources(findings: Iterable[Finding], bases: Iterable[Path]) -> dict[str, Any]:
-    """Source snippets for the top locations of each finding; relative files tried in ``bases``."""
-    out: dict[str, Any] = {}
-    base_list = [Path(b) for b in bases]
-    for f in findings:
-        for loc in f.locations[:MAX_SOURCE_LOCATIONS]:
-            key = f"{loc.file}:{loc.line}"
-            if key in out:
-                continue
-            p = Path(loc.file)
-            cands = [p] if p.is_absolute() else [b / p for b in base_list] + [p]
-            for c in cands:
-                snip = read_snippet(c, loc.line)
-                if snip is not None:
-                    out[key] = snip
-                    break
-    return out
-
-
-def source_bases(trace_path: Path | str | None, run_ctx: dict[str, Any] | None) -> list[Path]:
-    bases = []
-    cwd = (run_ctx or {}).get("cwd")
-    if isinstance(cwd, str) and cwd:
-        bases.append(Path(cwd))
-    script = (run_ctx or {}).get("script")
-    if isinstance(script, str) and script:
-        bases.append(Path(script).parent)
-    if trace_path:
-        bases.append(Path(trace_path).parent)
-    return bases
-
-
 def build_views(
     trace: Trace,
     run_ctx: dict[str, Any] | None,
     findings: Iterable[Finding],
     detectors: dict[str, tuple[str, str]],
     no_source: bool = False,
+    locator: Locator | None = None,
+    extra_roots: Iterable[Path | str] = (),
 ) -> dict[str, Any]:
-    """The ``views`` dict of a Report. ``detectors``: id -> (title, docstring)."""
+    """The ``views`` dict of a Report. ``detectors``: id -> (title, docstring); ``locator``
+    finds the source lines of the top tables (none with ``no_source``)."""
+    from advisor.toptables import top_kernels, top_ops
+
     found = list(findings)
     ids = {f.id for f in found}
     lo, hi = _window_ns(trace)
@@ -240,11 +195,17 @@ def build_views(
         "steps": step_breakdown(trace, layers),
         "steps_total": int(len(trace.steps)),
         "utilization": utilization(trace, layers=layers),
+        "kernels": top_kernels(trace, None if no_source else locator),
+        "ops": top_ops(trace, None if no_source else locator),
         "detectors": {
             i: ({"title": t, "doc": d} if i in ids else {"title": t})
             for i, (t, d) in sorted(detectors.items())
         },
     }
     if not no_source:
-        views["sources"] = read_sources(found, source_bases(trace.path, run_ctx))
+        withheld: list[str] = []
+        roots = source_roots(run_ctx, extra_roots)
+        views["sources"] = read_sources(found, source_bases(trace.path, run_ctx), roots, withheld)
+        if withheld:
+            views["sources_withheld"] = withheld
     return views

@@ -2,8 +2,9 @@
 
 - *waiting for peers* (most exposed time is before the last rank arrives): overlap cannot hide
   it; point to the rank that arrives last (``straggler``) and, for all-to-all, to uneven splits;
-- *per-parameter collectives* (many collectives per step and no DDP reducer): bucket or
-  coalesce them (``unbucketed-collectives``), never DDP's ``bucket_cap_mb`` (there is no DDP);
+- *per-parameter collectives* (many collectives per step and no DDP reducer): only a pointer to
+  ``unbucketed-collectives``, which owns that fix, its snippet and its saving (never DDP's
+  ``bucket_cap_mb``: there is no DDP);
 - otherwise, the overlap advice of the most exposed collective, with DDP bucket tuning only
   when a DDP reducer runs (``DistributedDataParallel.forward``/reducer ranges, or run.json's
   ``modules.distributed_data_parallel``).
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -93,13 +95,11 @@ def comm_pattern(trace: Trace, ctx: Context, k: pd.DataFrame, steps: int, wait_m
     top = str(g.index[0]) if len(g) else "AllReduce"
     kinds, advice, snippets = [], [], []
     # the most specific advice first: per-parameter collectives, then a late peer
-    if not ddp and per_step >= ctx.t("comm_overlap.per_param_min_per_step"):
+    if not ddp and per_step >= ctx.t("unbucketed_collectives.min_per_step"):
         kinds.append("per-parameter")
         advice.append(f"{per_step:.0f} collectives per step with no DDP reducer: one per "
-                      "parameter. Bucket or coalesce them (see unbucketed-collectives): wrap the "
-                      "model in DistributedDataParallel, or flatten the gradients into a few "
-                      "buffers before all_reduce.")  # fmt: skip
-        snippets.append(COALESCE_SNIPPET)
+                      "parameter. Bucketing them comes first; the unbucketed-collectives "
+                      "finding gives that fix and its saving.")  # fmt: skip
     if wait_ms > transfer_ms:
         kinds.append("peer-wait")
         extra = (" For all-to-all, uneven splits (embedding lookups or tokens routed unevenly) "
@@ -118,3 +118,107 @@ def comm_pattern(trace: Trace, ctx: Context, k: pd.DataFrame, steps: int, wait_m
            f"{'present' if ddp else 'absent'}; {per_step:.0f} collective kernel(s) per step.")  # fmt: skip
     return CommPattern(tuple(kinds), " ".join(advice) or "Start collectives earlier.",
                        snippets[0] if snippets else OVERLAP_SNIPPET, why)  # fmt: skip
+
+
+# ---- unbucketed-collectives: the bucketing fix for where the collectives come from
+
+COMPILED_MARKS = ("CompiledFunction", "Torch-Compiled Region", "CompiledAutograd",
+                  "compiled_autograd")  # fmt: skip
+FSDP_MARKS = ("FullyShardedDataParallel", "FSDP::", "fsdp::")
+
+
+@dataclass(frozen=True)
+class BucketAdvice:
+    source_text: str
+    text: str
+    snippet: str
+
+
+def collective_source(trace: Trace, ops: Any, ddp: bool, fsdp: bool = False) -> tuple[str, str]:
+    """Where the collective calls ``ops`` (cpu_ops rows) come from: ("compiled", "fsdp",
+    "ddp" or "manual", the enclosing op or range that shows it, "" when none); ``fsdp``:
+    run.json saw an FSDP module."""
+    names = trace.cpu_ops["name"].astype(str).to_numpy() if len(trace.cpu_ops) else []
+    parent = trace.cpu_ops["parent_idx"].to_numpy() if len(trace.cpu_ops) else []
+    seen: dict[str, int] = {}
+    for i in list(ops)[:200]:
+        j, hops = int(i), 0
+        while 0 <= j < len(names) and hops < 32:
+            seen[str(names[j])] = seen.get(str(names[j]), 0) + 1
+            j, hops = int(parent[j]), hops + 1
+    for marks, src in ((COMPILED_MARKS, "compiled"), (FSDP_MARKS, "fsdp")):
+        hit = [n for n in seen if any(m in n for m in marks)]
+        if hit:
+            return src, min(hit, key=len)
+    cats = [str(c) for df in (trace.annotations, trace.cpu_ops) if len(df)
+            for c in df["name"].array.categories]  # fmt: skip
+    fsdp_ranges = [c for c in cats if any(m in c for m in FSDP_MARKS)]
+    if fsdp_ranges:
+        return "fsdp", min(fsdp_ranges, key=len)
+    if fsdp:
+        return "fsdp", "an FSDP module (run.json)"
+    return ("ddp", "a DDP reducer") if ddp else ("manual", "")
+
+
+_SOURCE_TEXT = {
+    "compiled": "issued one by one from a compiled (torch.compile) function",
+    "fsdp": "issued by FSDP units",
+    "ddp": "issued by a DDP reducer",
+    "manual": "issued by direct torch.distributed calls, with no DDP reducer",
+}
+
+
+def bucketing_advice(source: str, kind: str) -> BucketAdvice:
+    """The bucketing fix for collectives of ``kind`` from ``source`` (collective_source)."""
+    if source == "compiled":
+        text = ("The collectives were traced into the compiled graph, one per gradient. Keep "
+                "DistributedDataParallel outside torch.compile (torch.compile(DDP(model))): its "
+                "reducer buckets gradients (25 MB by default) and "
+                "torch._dynamo.config.optimize_ddp (default 'ddp_optimizer') splits the graph "
+                "at bucket boundaries so all-reduce overlaps the backward pass; with compiled "
+                "autograd use optimize_ddp = 'python_reducer'. If the compiled function "
+                "all-reduces gradients itself, flatten them into one buffer first.")  # fmt: skip
+        snippet = COMPILED_DDP_SNIPPET
+    elif source == "fsdp":
+        text = (f"FSDP issues one {kind} per wrapped unit: the wrap policy is too fine. Wrap "
+                "whole transformer blocks (ModuleWrapPolicy({Block}) or fully_shard(block) per "
+                "block), never individual nn.Linear layers, or use a size-based policy with a "
+                "larger min_num_params.")  # fmt: skip
+        snippet = FSDP_SNIPPET
+    elif source == "ddp":
+        text = ("The DDP reducer sends many small buckets: wrap the whole model in one "
+                "DistributedDataParallel (not one per submodule) and raise bucket_cap_mb "
+                "(default 25) so gradients travel in a few large all-reduces; "
+                "static_graph=True lets DDP reorder buckets to the backward order.")  # fmt: skip
+        snippet = DDP_BUCKET_SNIPPET
+    else:
+        text = ("Each tensor is sent in its own collective. Flatten the gradients into a few "
+                "buffers (or torch.distributed's coalescing manager) before all_reduce, or wrap "
+                "the model in DistributedDataParallel, which buckets gradients and overlaps the "
+                "all-reduce with the backward pass.")  # fmt: skip
+        snippet = COALESCE_SNIPPET
+    return BucketAdvice(_SOURCE_TEXT.get(source, source), text, snippet)
+
+
+COMPILED_DDP_SNIPPET = """\
+# let DDP bucket the gradients, and compile the DDP-wrapped model
+import torch._dynamo
+torch._dynamo.config.optimize_ddp = "ddp_optimizer"   # the default: graph split at buckets
+model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])
+model = torch.compile(model)
+# no dist.all_reduce(p.grad) per parameter inside the compiled function
+"""
+FSDP_SNIPPET = """\
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+# one FSDP unit per transformer block: one all-gather / reduce-scatter per block
+model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({TransformerBlock}))
+"""
+DDP_BUCKET_SNIPPET = """\
+# one DDP wrapper around the whole model, with larger buckets
+model = torch.nn.parallel.DistributedDataParallel(
+    model, device_ids=[local_rank],
+    bucket_cap_mb=100,       # default 25: fewer, larger all-reduces
+    static_graph=True,       # the same graph every step
+)
+"""

@@ -12,6 +12,7 @@ import numpy as np
 
 from advisor.derive.peerwait import cross_rank_wait_ns, match_by_end
 from advisor.findings import Draft
+from advisor.registry import RanksContext, across_ranks
 
 ID = "comm-overlap"
 
@@ -55,7 +56,8 @@ def cross_rank_split(digests: Sequence[Any]) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
-def refine(drafts: list[Draft], digests: Sequence[Any]) -> list[Draft]:
+@across_ranks(ID)
+def refine(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext) -> list[Draft]:
     """Replace the merged comm-overlap draft's figures with the cross-rank split."""
     at = [i for i, d in enumerate(drafts) if d.id == ID]
     sp = cross_rank_split(digests) if at else None

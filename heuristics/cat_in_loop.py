@@ -30,7 +30,7 @@ reported when the trace has Python stacks.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -230,7 +230,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         confidence="high" if trace.has_stack else "medium",
         summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
         evidence=tuple(evidence),
-        locations=tuple(Location(k.file, k.line, k.function, int(by_key[k]["calls"]))
+        locations=tuple(replace(k, count=int(by_key[k]["calls"]))
                         for k in order[:5] if isinstance(k, Location)),
         assumptions=assumptions,
     )]  # fmt: skip

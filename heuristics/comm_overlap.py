@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import heuristics.unbucketed_collectives  # noqa: F401 (its threshold picks the per-parameter advice)
 from advisor.comm import comm_stats, compute_union, per_kernel_exposed
 from advisor.derive.peerwait import single_rank_transfer_ns, split_exposed
 from advisor.findings import Draft, Evidence
@@ -53,14 +54,12 @@ from advisor.replay.fixes import HideComm
 from advisor.thresholds import register
 from advisor.trace.model import Trace
 from heuristics._comm_advice import comm_pattern
+from heuristics._comm_ranks import refine as refine  # registers the cross-rank split
 
 ID = "comm-overlap"
 register("comm_overlap.min_exposed_pct", 3.0,
          "report exposed communication from this % of the median step")  # fmt: skip
 register("comm_overlap.min_exposed_ms", 0.1, "and from this many ms per step")
-
-register("comm_overlap.per_param_min_per_step", 100.0,
-         "collectives per step from which, with no DDP reducer, they count as per-parameter")  # fmt: skip
 
 
 @detector(ID, "Communication not hidden under computation", needs=("kernels",), gpu_only=True)

@@ -8,6 +8,8 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
   ``dataloader-stall``);
 - *sync*: the host had blocked on the GPU and the GPU drained its queue (see ``sync-point``;
   the same ``min(gap, wait)`` figure);
+- *allocator*: the host was inside ``cudaMalloc``/``cudaFree`` (``hip*``) calls (see
+  ``allocator-churn``; the same figure);
 - *host launch* (CPU-bound): the work that ends the gap was launched only after the GPU ran dry,
   so the GPU waited for Python, the dispatcher and launch calls (see ``tiny-kernels``);
 - *other*: the work that ends the gap had already been queued: the GPU waited on something
@@ -22,12 +24,15 @@ idle waiting for them, removed (their dispatch and launch cost, which fewer, lar
 CUDA graphs remove; Python and other host work is not touched); the range removes a quarter to
 three quarters. The saving is what the step
 loses: nothing when the GPU limits it. Where the replay cannot place the steps: half of the
-*host launch* idle time spent in those calls, minus the launch gaps ``tiny-kernels`` reports.
+*host launch* idle time spent in those calls, minus the launch gaps ``tiny-kernels`` reports
+and the share ``host-overhead`` reports. Allocator calls inside those calls are left to
+``allocator-churn`` in both cases.
 Only the
 steady steps are measured (set-up before them is ``one-time-init``); a trace that cannot be
-split into iterations gets no claim, since its span mixes set-up with the loop. The dataloader
-and sync shares are the savings of ``dataloader-stall`` and ``sync-point``, and *other* has no
-single fix, so none of them is claimed here (no double counting).
+split into iterations gets no claim, since its span mixes set-up with the loop. The dataloader,
+sync and allocator shares are the savings of ``dataloader-stall``, ``sync-point`` and
+``allocator-churn``, and *other* has no single fix, so none of them is claimed here (no double
+counting).
 
 **How to fix.** Follow the finding named for the largest share. For host-bound steps: fewer,
 larger kernels (``torch.compile``, CUDA graphs via ``mode="reduce-overhead"``, larger batches),
@@ -50,9 +55,11 @@ from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.timeline import Busy, Intervals, busy_by_device, main_device, union
 from advisor.trace.model import Trace
+from heuristics._allocator import allocator_spans, without_allocator
 from heuristics._launch import launching_calls, reported_gaps
 from heuristics._per_step import fmt_ms, in_steps, n_steps
 from heuristics._syncs import sync_events
+from heuristics.host_overhead import excess_idle_ns
 
 ID = "gpu-idle"
 TITLE = "GPU idle inside steps"
@@ -61,14 +68,20 @@ register("gpu_idle.min_idle_pct", 10.0, "report when the GPU is idle this % of t
 register("gpu_idle.host_fraction", 0.5,
          "share of host-launch idle time claimed as saving (beyond tiny-kernels')")  # fmt: skip
 
-CATS = ("host", "dataloader", "sync", "other")
+CATS = ("host", "allocator", "dataloader", "sync", "other")
 LABELS = {
     "host": "waiting for the host to launch work (CPU-bound)",
+    "allocator": "waiting while the host was in cudaMalloc/cudaFree (allocator)",
     "dataloader": "waiting for the DataLoader",
     "sync": "drained by a host-device sync",
     "other": "work queued but waiting on another stream, device or rank",
 }
-FINDING = {"dataloader": "dataloader-stall", "sync": "sync-point", "host": "tiny-kernels"}
+FINDING = {
+    "dataloader": "dataloader-stall",
+    "sync": "sync-point",
+    "host": "tiny-kernels",
+    "allocator": "allocator-churn",
+}
 
 
 def _windows(trace: Trace) -> list[tuple[int, int]]:
@@ -131,10 +144,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         else (np.zeros(0, np.int64), np.zeros(0, np.int64))  # fmt: skip
     dl_ns = _overlap(gs, ge, *dl)
     sync_ns = _overlap(gs, ge, *sy) - _overlap(gs, ge, *_intersect(dl, sy))
-    rest = ge - gs - dl_ns - sync_ns
+    # allocator calls in the rest of the gap (host stuck in the driver, not launching)
+    alloc_ns = np.minimum(_overlap(gs, ge, *allocator_spans(trace)), ge - gs - dl_ns - sync_ns)
+    rest = ge - gs - dl_ns - sync_ns - alloc_ns
     host, tail = _launched_late(trace, dev, gs, ge)
     by_cat = {
         "host": np.where(host, rest, 0),
+        "allocator": alloc_ns,
         "dataloader": dl_ns,
         "sync": sync_ns,
         "other": np.where(host, 0, rest),
@@ -150,10 +166,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # kernels or CUDA graphs remove; Python and other host work in the gap is not claimed
     issuing = np.minimum(rest, _overlap(gs, ge, *launching_calls(trace)))
     claim_ns = int(np.where(host & ~tail, issuing, 0).sum())
-    saving_ms = frac * max(0, claim_ns - tiny_ns) / 1e6 / steps
-    # the launching calls' host time while the GPU waited for it (host-launch idle gaps)
+    # host-launch idle due to operators costing far more than typical is host-overhead's
+    over_ns = excess_idle_ns(trace, ctx)
+    saving_ms = frac * max(0, claim_ns - tiny_ns - over_ns) / 1e6 / steps
+    # the launching calls' host time while the GPU waited for it (host-launch idle gaps), less
+    # the allocator calls inside them (allocator-churn's)
     hm = host & ~tail
-    ls, le = _intersect(launching_calls(trace), (gs[hm], ge[hm]))
+    ls, le, _ = without_allocator(trace, *_intersect(launching_calls(trace), (gs[hm], ge[hm])))
     rep = ctx.whatif(ShrinkHost(ls, le, keep=1.0 - frac, low=1.0 - frac / 2,
                                 high=max(0.0, 1.0 - 1.5 * frac), label="less launch overhead"))  # fmt: skip
     fields: dict = {"est_savings_ms": saving_ms}
@@ -167,7 +186,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         fields = {"est_savings_ms": 0.0}
     largest = max(CATS, key=lambda c: tot[c])
     ref = FINDING.get(largest)
-    if largest == "host" and not tiny_ns:
+    if largest == "host" and over_ns:
+        ref = "host-overhead"
+    elif largest == "host" and not tiny_ns:
         ref = None
     evidence = []
     for c in sorted(CATS, key=lambda c: -tot[c]):
@@ -200,11 +221,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             (f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
              f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
              f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
-             "launch gaps. " + rep.assumption) if "extra" in fields else
+             "launch gaps" + (" and host-overhead's claim. " if over_ns else ". ")
+             + rep.assumption) if "extra" in fields else
             (f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
              f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
              "Python and other host work in the gaps is not claimed), minus the launch gaps "
-             f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step), divided by the "
+             f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step) and the share "
+             f"host-overhead reports ({fmt_ms(over_ns / 1e6 / steps)} per step), divided by the "
              f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
              + ("; none is claimed in a trace with no iterations (set-up and loop are mixed)."
                 if trace.meta.synthetic_steps else ".")),
@@ -212,8 +235,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "not idle time of a step.",
             *(("Spans the trace did not fully record (CUDA-graph replays, see "
                "run.trace_quality) are counted as busy, not idle.",) if len(hs) else ()),
-            "The dataloader and sync shares are the savings of dataloader-stall and sync-point "
-            "(the same figures); they are not claimed again here. 'other' is not claimed.",
+            "The dataloader, sync and allocator shares are the savings of dataloader-stall, "
+            "sync-point and allocator-churn (the same figures); they are not claimed again "
+            "here. 'other' is not claimed.",
         ),
         extra={"idle_pct": round(idle_pct, 2), "split_pct": {c: round(pct[c], 2) for c in CATS},
                **fields.get("extra", {})},
@@ -245,9 +269,18 @@ def _advice(largest: str, ref: str | None) -> str:
     if largest == "sync":
         return ("The GPU mostly idles after host-device syncs: remove or defer them "
                 "(see sync-point).")  # fmt: skip
+    if largest == "allocator":
+        return ("The GPU mostly idles while the host allocates or frees device memory through "
+                "the driver (see allocator-churn: no empty_cache in the loop, caching "
+                "allocator on, expandable_segments).")  # fmt: skip
     if largest == "other":
         return ("The GPU had work queued but waited: look at the example gap in Perfetto for "
                 "cross-stream events, collectives waiting for other ranks or another device.")  # fmt: skip
+    if ref == "host-overhead":
+        return ("The host cannot launch work fast enough because every operator costs it far "
+                "more than usual: check the CPU (affinity, governor, other jobs) and debug modes "
+                "first (see host-overhead), then issue fewer operators (`torch.compile`, CUDA "
+                "graphs).")  # fmt: skip
     tk = " (see tiny-kernels)" if ref else ""
     return ("The host cannot launch work fast enough: cut per-step CPU overhead with fewer, "
             f"larger kernels{tk}: `torch.compile`, CUDA graphs "
@@ -260,5 +293,7 @@ _SNIPPETS = {
     "dataloader": "loader = DataLoader(dataset, batch_size=bs, num_workers=4, pin_memory=True,\n"
                   "                    persistent_workers=True)",
     "sync": "running += loss.detach()        # instead of running += loss.item()",
+    "allocator": "# no torch.cuda.empty_cache() in the loop; run with\n"
+                 "# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
     "other": "# open the trace in Perfetto and look at the streams around the example timestamp",
 }  # fmt: skip

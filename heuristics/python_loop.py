@@ -30,6 +30,7 @@ keeps ordinary indexing out.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -192,7 +193,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         confidence="high" if top["max_step"] >= 4 * min_ops else "medium",
         summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
         evidence=tuple(evidence),
-        locations=tuple(Location(loc.file, loc.line, loc.function, int(per_line[loc]["ops"]))
-                        for loc in order[:5]),
+        locations=tuple(replace(loc, count=int(per_line[loc]["ops"])) for loc in order[:5]),
         assumptions=tuple(assumptions),
     )]  # fmt: skip

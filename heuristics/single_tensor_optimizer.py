@@ -150,12 +150,15 @@ def _window_stacks(trace: Trace, flagged: pd.DataFrame) -> list[tuple[int, int, 
     return out
 
 
-@detector(ID, TITLE, needs=("cpu_ops",))
-def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    win = _innermost(ranges(trace, STEP_RE))
-    if not len(win):
-        raise Skip("no Optimizer.step ranges in this trace")
-    stats = _window_stats(trace, win)
+def optimizer_ranges(trace: Trace) -> pd.DataFrame:
+    """Per innermost ``Optimizer.step`` range: see :func:`_window_stats` (shared with
+    optimizer-host-time, computed once per trace)."""
+    return trace.memo("single_tensor_optimizer.ranges",  # type: ignore[no-any-return]
+                      lambda: _window_stats(trace, _innermost(ranges(trace, STEP_RE))))  # fmt: skip
+
+
+def per_parameter(stats: pd.DataFrame, trace: Trace, ctx: Context) -> pd.DataFrame:
+    """The ranges this detector reports: per-parameter ops and no foreach/fused evidence."""
     run_opts = {str(o.get("class")): o for o in _run_optimizers(ctx)}
     min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
     flagged = stats[~stats["multi"] & (stats["per_param"] >= min_ops)
@@ -169,6 +172,17 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         # only an explicit foreach=False (run.json) says the GPU run will loop per parameter too
         forced = flagged["cls"].map(lambda c: run_opts.get(c, {}).get("foreach") is False)
         flagged = flagged[forced.astype(bool)]
+    return flagged
+
+
+@detector(ID, TITLE, needs=("cpu_ops",))
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    stats = optimizer_ranges(trace)
+    if not len(stats):
+        raise Skip("no Optimizer.step ranges in this trace")
+    run_opts = {str(o.get("class")): o for o in _run_optimizers(ctx)}
+    min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
+    flagged = per_parameter(stats, trace, ctx)
     if not len(flagged):
         return []
 

@@ -36,12 +36,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from advisor.derive.peerwait import matched
+from advisor.derive.lag import collective_lags, combine, step_lags
 from advisor.findings import Draft, Evidence
-from advisor.registry import Context, Skip, detector
-from advisor.thresholds import Thresholds, register
+from advisor.registry import Context, RanksContext, Skip, across_ranks, detector
+from advisor.thresholds import register
 from advisor.trace.model import Trace
 
 ID = "straggler"
@@ -67,76 +65,21 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     raise Skip("needs one trace per rank: analyze a folder of per-rank traces")
 
 
-def _others_median(m: np.ndarray) -> np.ndarray:
-    """For each row r: the median over the other rows (column-wise)."""
-    if m.shape[0] == 2:
-        return m[::-1].copy()
-    return np.repeat(np.median(m, axis=0, keepdims=True), m.shape[0], axis=0)
-
-
-def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float], list[Any]]:
-    """Per-step net collective lag of each rank: (steps, {rank: median lag ms}, rows).
-
-    rows: (rank, step, lag_ms, count, worst_name, worst_ts_us) for each rank and step."""
-    take, col_step, col_name = matched([d.collectives for d in digests])
-    if not len(col_step):
-        return [], {}, []
-    start = np.stack([d.collectives.start_abs_ns[t] for d, t in zip(digests, take, strict=True)])
-    dur = np.stack([d.collectives.dur_ns[t] for d, t in zip(digests, take, strict=True)])
-    arrival = start - _others_median(start)
-    shorter = _others_median(dur) - dur
-    lag_ns = np.maximum(np.minimum(arrival, shorter), 0)
-    steps = sorted(set(col_step.tolist()))
-    per_step = np.stack([lag_ns[:, col_step == s].sum(axis=1) for s in steps], axis=1) / 1e6
-    net = per_step - _others_median(per_step)
-    lags = {int(d.rank): float(np.median(net[i])) for i, d in enumerate(digests)}
-    rows = []
-    for i, d in enumerate(digests):
-        for j, s in enumerate(steps):
-            m = np.flatnonzero(col_step == s)
-            w = m[int(np.argmax(lag_ns[i, m]))]
-            rows.append((int(d.rank), s, float(net[i, j]), int(np.sum(lag_ns[i, m] > 0)),
-                         col_name[w], float(d.collectives.ts_us[take[i][w]])))  # fmt: skip
-    return steps, lags, rows
-
-
-def step_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float], np.ndarray]:
-    """Median over common steps of each rank's step time above the other ranks'."""
-    common = set(digests[0].step_ids.tolist()).intersection(
-        *(d.step_ids.tolist() for d in digests[1:])
-    )
-    if not common:
-        return [], {}, np.zeros((0, 0))
-    steps = sorted(common)
-    t = np.stack([[d.step_ms[list(d.step_ids).index(s)] for s in steps] for d in digests])
-    excess = t - _others_median(t)
-    return steps, {int(d.rank): float(np.median(excess[i])) for i, d in enumerate(digests)}, excess
-
-
-def _combine(clag: dict[int, float], slag: dict[int, float]) -> dict[int, float]:
-    return {r: max(clag.get(r, 0.0), slag.get(r, 0.0)) for r in sorted(set(clag) | set(slag))}
-
-
-def rank_lags(digests: Sequence[Any]) -> dict[int, float]:
-    """Each rank's lag per step (ms; the larger of the collective and step-time measures)."""
-    if len(digests) < 2:
-        return {}
-    return _combine(collective_lags(digests)[1], step_lags(digests)[1])
-
-
-def detect_ranks(digests: Sequence[Any], th: Thresholds, step_ms: float) -> list[Draft]:
-    """The cross-rank check: digests of distinct, known ranks (two or more)."""
+@across_ranks(ID, only_across=True)
+def detect_ranks(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext) -> list[Draft]:
+    """The cross-rank check: digests of distinct, known ranks (two or more), in rank order."""
     if len(digests) < 2:
         raise Skip("needs traces from two or more ranks")
-    floor = max(th["straggler.min_lag_ms"], step_ms * th["straggler.min_lag_pct"] / 100.0)
+    step_ms = ctx.step_ms_median
+    floor = max(ctx.t("straggler.min_lag_ms"), step_ms * ctx.t("straggler.min_lag_pct") / 100.0)
     csteps, clag, rows = collective_lags(digests)
     ssteps, slag, excess = step_lags(digests)
     if not csteps and not ssteps:
         raise Skip("the ranks' traces share no step numbers or collectives to compare")
-    lag = _combine(clag, slag)
+    lag = combine(clag, slag)
     late = sorted((r for r in lag if lag[r] >= floor), key=lambda r: (-lag[r], r))
     if not late:
-        return []
+        return drafts
     worst = late[0]
     by_coll = clag.get(worst, 0.0) >= slag.get(worst, 0.0)
     evidence: list[Evidence] = []
@@ -160,7 +103,7 @@ def detect_ranks(digests: Sequence[Any], th: Thresholds, step_ms: float) -> list
         )
     others = (f"; also lagging: {', '.join(f'rank {r} ({lag[r]:.2f} ms)' for r in late[1:6])}"
               if len(late) > 1 else "")  # fmt: skip
-    return [Draft(
+    return [*drafts, Draft(
         id=ID,
         title=f"Rank {worst} holds the other ranks back",
         est_savings_ms=round(lag[worst], 3),

@@ -37,3 +37,44 @@ def rank_builder(rank: int | None, world: int | None = 2, steps: int = 4, step_u
 
 def write_ranks(tmp: Path, builders: dict[int, TraceBuilder]) -> list[Path]:
     return [b.write(tmp / f"trace.rank{r}.json") for r, b in sorted(builders.items())]
+
+
+STRAGGLER_SLOWDOWN = 1.25
+
+
+def synth_ranks(src: Path, out: Path, n: int, straggler: int | None = None,
+                jitter: float = 0.02) -> list[Path]:  # fmt: skip
+    """``n`` rank traces ``trace.rank<R>.json.gz`` in ``out``, built from the real trace ``src``:
+    each rank is the same trace with ``distributedInfo`` set, its timeline stretched by a small
+    per-rank factor (up to ``jitter``), and rank ``straggler`` slower by ``STRAGGLER_SLOWDOWN``."""
+    import gzip
+    import json
+
+    opener = gzip.open if src.name.endswith(".gz") else open
+    with opener(src, "rt", encoding="utf-8") as fh:
+        data = json.load(fh)
+    if isinstance(data, list):
+        data = {"traceEvents": data}
+    events = data["traceEvents"]
+    t0 = min(float(e["ts"]) for e in events if isinstance(e.get("ts"), int | float))
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for r in range(n):
+        f = 1.0 + jitter * ((r * 37) % 11) / 10.0
+        if r == straggler:
+            f *= STRAGGLER_SLOWDOWN
+        evs = []
+        for e in events:
+            e2 = dict(e)
+            if isinstance(e2.get("ts"), int | float):
+                e2["ts"] = round(t0 + (float(e2["ts"]) - t0) * f, 3)
+            if isinstance(e2.get("dur"), int | float):
+                e2["dur"] = round(float(e2["dur"]) * f, 3)
+            evs.append(e2)
+        doc = {**data, "traceEvents": evs,
+               "distributedInfo": {"backend": "nccl", "rank": r, "world_size": n}}  # fmt: skip
+        path = out / f"trace.rank{r}.json.gz"
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
+            json.dump(doc, fh)
+        files.append(path)
+    return files

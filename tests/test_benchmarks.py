@@ -83,3 +83,11 @@ def test_help_and_analyze_never_import_torch(tmp_path: Path) -> None:
     r = _run(["-c", code, str(trace), str(tmp_path / "out")])
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.slow
+def test_many_ranks_script_runs() -> None:
+    r = _run([str(BENCH / "many_ranks.py"), "--ranks", "4"], timeout=600)
+    assert r.returncode == 0, r.stderr
+    row = r.stdout.strip().splitlines()[-1].split()
+    assert row[0] == "4" and row[5] == "4/4" and row[6] == "1"  # every rank read, straggler 4 // 3

@@ -247,3 +247,48 @@ def test_workers_never_rerun_the_callers_main_module(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("TOP-LEVEL RAN") == 1 and "RANKS 2" in p.stdout
+
+
+# ---- the cross-rank detector API -------------------------------------------------------
+
+
+def test_cross_rank_checks_run_through_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor import registry
+    from advisor.findings import Draft
+
+    seen: list[list[int]] = []
+
+    def check(drafts: list[Draft], digests: list, ctx: registry.RanksContext) -> list[Draft]:  # type: ignore[type-arg]
+        seen.append([d.rank for d in digests])
+        assert ctx.step_ms_median > 0 and ctx.t("straggler.min_lag_ms") > 0
+        return [*drafts, Draft(id="zz-demo", title="demo", est_savings_ms=0.5, confidence="low",
+                               summary="seen across ranks", recommendation="-", snippet="")]  # fmt: skip
+
+    def broken(drafts: list[Draft], digests: list, ctx: registry.RanksContext) -> list[Draft]:  # type: ignore[type-arg]
+        raise ValueError("bad check")
+
+    def skips(drafts: list[Draft], digests: list, ctx: registry.RanksContext) -> list[Draft]:  # type: ignore[type-arg]
+        raise registry.Skip("not today")
+
+    monkeypatch.setitem(
+        registry._RANK_CHECKS, "zz-demo", registry.RankCheck("zz-demo", check, False)
+    )
+    monkeypatch.setitem(
+        registry._RANK_CHECKS, "zz-broken", registry.RankCheck("zz-broken", broken, False)
+    )
+    monkeypatch.setitem(
+        registry._RANK_CHECKS, "zz-skips", registry.RankCheck("zz-skips", skips, True)
+    )
+    b = {1: rank_builder(1), 0: rank_builder(0)}
+    report, _ = _analyze(tmp_path, b)
+    assert seen == [[0, 1]]  # every rank's digest, in rank order
+    assert "zz-demo" in _ids(report)
+    assert {e.id: e.error for e in report.errored}["zz-broken"] == "ValueError: bad check"
+    assert {s.id: s.reason for s in report.skipped}["zz-skips"] == "not today"
+    # --skip leaves a check out
+    seen.clear()
+    (tmp_path / "again").mkdir()
+    report, _ = _analyze(tmp_path / "again", b, skip=frozenset({"zz-demo"}))
+    assert not seen and "zz-demo" not in _ids(report)

@@ -85,24 +85,6 @@ def test_columns_sent_in_many_pieces_build_the_same_tables(
 
 
 @needs_fork
-def test_an_early_child_without_its_copier_is_still_claimed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    real, calls = prefetch._fork, []
-
-    def copier_fails(job: object, close: int = -1) -> object:
-        calls.append(job)
-        return real(job, close) if len(calls) == 1 else None  # type: ignore[arg-type]
-
-    monkeypatch.setattr(prefetch, "_fork", copier_fails)
-    prefetch.start_early(SAMPLE, 1 << 40, annotate=True)
-    early = prefetch._EARLY[-1]
-    assert not early.tail_coming  # no copier: the annotated copy is made the usual way
-    assert prefetch.claim(SAMPLE, 1 << 40, annotate=True) is early  # not a second decode
-    early.cancel()
-
-
-@needs_fork
 def test_child_trace_error_is_raised_in_the_parent_with_the_same_line(tmp_path: Path) -> None:
     bad = tmp_path / "cut.json.gz"
     bad.write_bytes(gzip.compress(_gpu_trace())[:-12])  # truncated gzip stream
@@ -156,9 +138,9 @@ def test_a_child_that_fails_says_so_under_debug(
 
 @needs_fork
 def test_cancel_kills_and_reaps_the_children() -> None:
-    pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
+    pre = prefetch.start(SAMPLE, 1 << 40)
     assert pre is not None
-    pids = [pre._decoder.pid, pre._copier.pid]  # type: ignore[union-attr]
+    pids = [pre._decoder.pid]  # type: ignore[union-attr]
     pre.cancel()
     for pid in pids:
         with pytest.raises(ChildProcessError):
@@ -168,16 +150,12 @@ def test_cancel_kills_and_reaps_the_children() -> None:
 
 
 @needs_fork
-def test_children_are_collected_once_their_work_is_taken() -> None:
-    pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
+def test_the_child_is_collected_once_its_work_is_taken() -> None:
+    pre = prefetch.start(SAMPLE, 1 << 40)
     assert pre is not None
-    assert len(prefetch._LIVE) == 2
+    assert len(prefetch._LIVE) == 1
     load_trace(SAMPLE, prefetch=pre)
-    assert len(prefetch._LIVE) == 1  # the decoder is gone; the copier works while we analyze
-    assert pre.tail_coming
-    tail = pre.annotated_tail()
-    assert tail is not None and not pre.tail_coming and not prefetch._LIVE
-    assert b"".join(tail.chunks)  # the recompressed text, read back from the spool
+    assert not prefetch._LIVE  # the decoder is gone before the detectors run
     assert prefetch.child_peak_rss > 0
 
 
@@ -210,30 +188,7 @@ def test_analyze_with_and_without_the_child_writes_the_same_findings(
         d["run"].pop("generated_at", None)
         outs.append((d, (out / "trace.annotated.json.gz").read_bytes()))
     assert outs[0][0] == outs[1][0]
-    assert outs[0][1] == outs[1][1]  # the child's recompressed tail: the very same gzip bytes
-
-
-@needs_fork
-def test_a_copier_that_dies_leaves_the_copy_to_the_parent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from advisor.render import tail
-
-    def die(*a: object, **k: object) -> None:
-        os._exit(9)
-
-    monkeypatch.setattr(tail, "recompress", die)  # runs in the copier only
-    pre = prefetch.start(SAMPLE, 1 << 40, annotate=True)
-    assert pre is not None
-    load_trace(SAMPLE, prefetch=pre)
-    assert pre.annotated_tail() is None
-    assert not prefetch._LIVE
-    monkeypatch.undo()
-    out = tmp_path / "out"  # and analyze still writes a good annotated copy without it
-    monkeypatch.setattr(prefetch, "_copy", lambda *a: os._exit(9))
-    with pytest.raises(SystemExit):
-        main(["analyze", str(SAMPLE), "--out", str(out)])
-    assert load_trace(out / "trace.annotated.json.gz").meta.event_count > 0
+    assert outs[0][1] == outs[1][1]  # the same annotated copy, gzip bytes and all
 
 
 # ---------------------------------------------------------------- the console entry's early start
@@ -242,73 +197,54 @@ def test_a_copier_that_dies_leaves_the_copy_to_the_parent(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["analyze", "T"], ("analyze", "T", 8 * 1024**3)),
-        (["analyze", "--out", "o", "T", "--force"], ("analyze", "T", 8 * 1024**3)),
-        (["analyze", "--out=o", "--max-trace-bytes", "99", "T"], ("analyze", "T", 99)),
-        (["analyze", "-o=o", "T"], None),  # click reads the value "=o": typer decides
-        (["analyze", "T", "--max-trace-bytes=77", "--json"], ("analyze", "T", 77)),
-        (["inspect", "--top", "3", "T"], ("inspect", "T", 8 * 1024**3)),
-        (["analyze", "T", "--help"], None),
-        (["analyze", "--list-thresholds", "T"], None),
-        (["analyze", "T", "T"], None),
-        (["analyze", "--out"], None),
-        (["analyze", "T", "--max-trace-bytes", "lots"], None),
-        (["analyze", "T", "--force=1"], None),
-        (["analyze", "--", "T"], None),
+        (["analyze", "T"], "T"),
+        (["analyze", "--out", "o", "T", "--force"], "T"),
+        (["inspect", "--top", "3", "T"], "T"),
+        (["analyze", "T", "U"], None),  # two files: no guess
+        (["analyze", "DIR"], None),  # folders: the command finds the traces
+        (["analyze", "missing-file"], None),
         (["profile", "T"], None),
         (["report", "T"], None),
-        (["analyze", "missing-file"], None),
+        (["analyze"], None),
     ],
 )
-def test_early_target(
-    args: list[str], expected: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@needs_fork
+def test_start_early_guesses_the_one_existing_file(
+    args: list[str], expected: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from advisor.entry import early_target
-
-    (tmp_path / "T").write_bytes(b"{}")
+    (tmp_path / "T").write_bytes(SAMPLE.read_bytes())
+    (tmp_path / "U").write_bytes(b"{}")
+    (tmp_path / "DIR").mkdir()
     monkeypatch.chdir(tmp_path)
-    assert early_target(args) == expected
-
-
-def test_early_option_table_matches_the_commands() -> None:
-    """The entry's peek knows exactly the options of analyze/inspect that take a value (a new
-    option it does not know only disables the early start, but keep the table true)."""
-    import typer.main
-
-    from advisor.cli import app
-    from advisor.entry import FLAG_OPTIONS, VALUE_OPTIONS
-
-    group = typer.main.get_command(app)
-    for name in VALUE_OPTIONS:
-        cmd = group.commands[name]  # type: ignore[attr-defined]
-        values, flags = set(), set()
-        for p in cmd.params:
-            if p.param_type_name != "option":
-                continue
-            names = set(p.opts) | set(p.secondary_opts)
-            if p.is_flag:
-                flags |= names
-            else:
-                values |= names
-        assert values == set(VALUE_OPTIONS[name]), name
-        # every flag the peek accepts is a real flag of the command
-        assert set(FLAG_OPTIONS[name]) <= flags, name
+    early = prefetch.start_early(args, 1 << 40)
+    try:
+        assert (early.path.name if early is not None else None) == expected
+    finally:
+        if early is not None:
+            early.cancel()
 
 
 @needs_fork
-def test_claim_takes_over_only_a_matching_early_child(tmp_path: Path) -> None:
+def test_take_over_keeps_only_a_matching_early_child(tmp_path: Path) -> None:
     other = tmp_path / "copy.json.gz"
     other.write_bytes(SAMPLE.read_bytes())
-    prefetch.start_early(SAMPLE, 1 << 40, annotate=True)
-    early = prefetch._EARLY[-1]
-    assert prefetch.claim(SAMPLE, 1 << 40, annotate=True) is early
+    early = prefetch.start_early(["analyze", str(SAMPLE)], 1 << 40)
+    assert early is not None
+    assert prefetch.take_over(early, SAMPLE, 1 << 40) is early  # not a second decode
     early.cancel()
-    prefetch.start_early(SAMPLE, 1 << 40, annotate=True)
-    early = prefetch._EARLY[-1]
-    fresh = prefetch.claim(other, 1 << 40, annotate=True)  # another file: a new child
+    early = prefetch.start_early(["analyze", str(SAMPLE)], 1 << 40)
+    assert early is not None
+    other_settings = prefetch.take_over(early, SAMPLE, 99)  # other settings: a new child
+    assert other_settings is not None and other_settings is not early
+    assert early._decoder is None
+    other_settings.cancel()
+    early = prefetch.start_early(["analyze", str(SAMPLE)], 1 << 40)
+    fresh = prefetch.take_over(early, other, 1 << 40)  # another file: a new child
     assert fresh is not None and fresh is not early and fresh.path == other
-    assert early._decoder is None and len(prefetch._LIVE) == 2  # only the fresh pair is left
+    assert early is not None and early._decoder is None and len(prefetch._LIVE) == 1
     _assert_same_tables_only(load_trace(other, prefetch=fresh), load_trace(SAMPLE))
+    assert prefetch.take_over(None, SAMPLE, 1 << 40) is not None  # none started early
+    prefetch.cancel_all()
 
 
 @needs_fork
@@ -331,91 +267,6 @@ def _assert_same_tables_only(a: object, b: object) -> None:
         pd.testing.assert_frame_equal(ta[k], tb[k], check_exact=True, obj=k)
 
 
-# ---------------------------------------------------------------- the typer-free fast path
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["analyze", "T"],
-        ["analyze", "T", "--out", "o", "--force"],
-        ["analyze", "--out=o", "T", "--json", "--no-source", "--debug", "--open"],
-        ["analyze", "-o", "o", "T", "--only", "sync-point,gpu-idle", "--only", "tiny-kernels"],
-        ["analyze", "T", "--skip", "gpu-idle", "--set", "gpu_idle.min_gap_us=5"],
-        ["analyze", "T", "--fail-on", "medium", "--max-trace-bytes", "123", "-j", "3"],
-        ["analyze", "T", "--jobs=2", "--max-trace-bytes=9", "--fail-on=high"],
-        ["analyze", "T", "--fail-on", "nonsense"],  # the command itself refuses it, both ways
-    ],
-)
-def test_fast_path_parses_like_typer(
-    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from advisor.cli import app
-    from advisor.commands import analyze_cmd
-    from advisor.commands.analyze_run import AnalyzeArgs
-    from advisor.entry import fast_analyze
-
-    (tmp_path / "T").write_bytes(b"{}")
-    monkeypatch.chdir(tmp_path)
-    seen: list[AnalyzeArgs] = []
-    monkeypatch.setattr(analyze_cmd, "run_analyze", seen.append)
-    app(args=args, prog_name="advisor", standalone_mode=False)
-    fields = fast_analyze(args)
-    assert fields is not None
-    fields["path"] = Path(str(fields["path"]))
-    if "out" in fields:
-        fields["out"] = Path(str(fields["out"]))
-    assert AnalyzeArgs(**fields) == seen[0]  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["analyze", "T", "--help"],
-        ["analyze", "--list-thresholds"],
-        ["analyze", "T", "--out", "a", "--out", "b"],  # repeated: typer's rule applies
-        ["analyze", "T", "--max-trace-bytes", "0"],  # out of range: typer's message
-        ["analyze", "T", "--max-trace-bytes", "many"],
-        ["analyze", "T", "-o=x"],  # click reads the value "=x"
-        ["analyze", "T", "--out", "--force"],
-        ["analyze", "T", "--unknown"],
-        ["analyze", "T", "U"],
-        ["analyze", "DIR"],  # folders (several ranks) go through typer
-        ["analyze", "missing"],
-        ["inspect", "T"],
-        ["profile", "T"],
-    ],
-)
-def test_fast_path_leaves_everything_else_to_typer(
-    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from advisor.entry import fast_analyze
-
-    (tmp_path / "T").write_bytes(b"{}")
-    (tmp_path / "U").write_bytes(b"{}")
-    (tmp_path / "DIR").mkdir()
-    monkeypatch.chdir(tmp_path)
-    assert fast_analyze(args) is None
-
-
-def test_fast_path_never_imports_typer(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, atexit\n"
-        "atexit.register(lambda: print('typer' in sys.modules, 'pydantic' in sys.modules))\n"
-        "from advisor.entry import main\n"
-        "main()\n"
-    )
-    out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-c", code, "analyze", str(SAMPLE), "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "False False"
-    assert (out / "report.html").is_file()
-
-
 @needs_fork
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
 def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
@@ -429,14 +280,14 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
         "import sys, time\n"
         "from advisor.trace import prefetch\n"
         "prefetch._decode = lambda *a: time.sleep(60)\n"  # a decoder that would work on
-        f"pre = prefetch.start(__import__('pathlib').Path({str(SAMPLE)!r}), 1 << 40, True)\n"
-        "print(pre._decoder.pid, pre._copier.pid, flush=True)\n"
+        f"pre = prefetch.start(__import__('pathlib').Path({str(SAMPLE)!r}), 1 << 40)\n"
+        "print(pre._decoder.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
     pids = [int(x) for x in p.stdout.readline().split()]
-    assert len(pids) == 2
+    assert len(pids) == 1
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=10)
 
@@ -479,7 +330,7 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
                          start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + 30
     kids: list[str] = []
-    while len(kids) < 2 and time.monotonic() < deadline:
+    while not kids and time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             kids = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
         time.sleep(0.05)

@@ -226,7 +226,7 @@ def test_killed_while_writing_leaves_no_partial_outputs(tmp_path: Path) -> None:
             opt.step()
     """)  # fmt: skip
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])}
-    p = advisor(tmp_path, *FAST, "--out", "o", "loop.py", env=env)
+    p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "loop.py", env=env)
     assert p.returncode == -signal.SIGKILL, p.stderr
     names = sorted(os.listdir(tmp_path / "o"))
     # findings.json was complete in its temporary file, but never got its name; report.html

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from advisor.errors import AdvisorError
+from advisor.outfiles import default_out_dir
 from advisor.runner.execute import Target, resolve_target, run_target
-from advisor.runner.outdir import check_out_dir, default_out_dir, write_json
+from advisor.runner.outdir import check_out_dir, write_json
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -89,6 +90,12 @@ def test_out_dir_rules(tmp_path: Path) -> None:
     with pytest.raises(AdvisorError, match="report.html, which advisor did not write"):
         check_out_dir(a, force=True)
     (a / "report.html").write_text("<!DOCTYPE html><title>torch-advisor report</title>")
+    with pytest.raises(AdvisorError, match="report.html, which advisor did not write"):
+        check_out_dir(a, force=True)  # mentioning torch-advisor does not make it ours
+    (a / "report.html").write_text(
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n'
+        '<meta name="generator" content="torch-advisor 0.1">\n'
+    )
     write_json(a / "run.json", {"advisor_version": "0", "end_reason": "completed",
                                 "trace": "trace.json.gz", "x": float("nan")})  # fmt: skip
     (a / "trace.json.gz").write_bytes(b"")
@@ -124,3 +131,21 @@ def test_help_does_not_import_torch() -> None:
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "--run-to-end" in p.stdout and "SCRIPT_ARGS" in p.stdout
+
+
+def test_allocator_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from advisor.runner.context import allocator_env
+
+    for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+              "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING"):  # fmt: skip
+        monkeypatch.delenv(k, raising=False)
+    assert allocator_env() == {"alloc_conf": None, "caching_disabled": False,
+                               "no_memory_caching_env": None}  # fmt: skip
+    monkeypatch.setenv("PYTORCH_HIP_ALLOC_CONF", "expandable_segments:True")
+    monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "0")  # "0" leaves the pool on
+    env = allocator_env()
+    assert env["alloc_conf"] == "expandable_segments:True" and env["caching_disabled"] is False
+    assert env["no_memory_caching_env"] == "0"
+    monkeypatch.delenv("PYTORCH_NO_CUDA_MEMORY_CACHING")
+    monkeypatch.setenv("PYTORCH_NO_HIP_MEMORY_CACHING", "1")
+    assert allocator_env()["caching_disabled"] is True

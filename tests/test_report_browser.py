@@ -99,7 +99,7 @@ def test_javascript_on_light(browser, report_url, tmp_path):
     page.eval("document.querySelector('table.sortable th').click()")
     page.eval("document.querySelector('table.sortable th').click()")
     ranks = page.eval(
-        "[...document.querySelectorAll('table.sortable tbody tr')].map(r => r.cells[0].textContent)"
+        "[...document.querySelectorAll('table.summary tbody tr')].map(r => r.cells[0].textContent)"
     )
     assert ranks == ["4", "3", "2", "1"]
     page.eval("document.querySelector('[data-action=collapse]').click()")
@@ -136,3 +136,30 @@ def test_narrow_window(browser, report_url, tmp_path):
     assert page.eval("document.documentElement.scrollWidth") <= 440
     page.screenshot(_shots_dir(tmp_path) / "report-narrow.png")
     assert page.problems() == []
+
+
+LABELS_JS = """(() => { const svg = document.querySelector('svg.svg-chart');
+  const left = svg.getBoundingClientRect().left;
+  return [...svg.querySelectorAll('.sbar .lbl')].map(t => ({text: t.textContent,
+    x: t.getBBox().x, left: t.getBoundingClientRect().left - left})); })()"""
+LONG_TITLES = ("Communication not hidden under computation on every rank of this job",
+               "WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW",
+               "Memory-bound elementwise kernels MMMMMMMMMMMMMMMMMMMMMMMM@@@@")  # fmt: skip
+
+
+def test_saving_bar_labels_are_never_clipped(browser, tmp_path):
+    import dataclasses
+
+    report = sample_report(gpu_builder().load())
+    fs = list(report.findings)
+    for i, title in enumerate(LONG_TITLES[: len(fs)]):
+        fs[i] = dataclasses.replace(fs[i], title=title)
+    report = dataclasses.replace(report, findings=tuple(fs))
+    url = write_outputs(report, tmp_path / "run")["report"].resolve().as_uri()
+    for width in (1200, 420):
+        page = browser.open(url, width=width)
+        labels = page.eval(LABELS_JS)
+        assert len(labels) >= 2 and any(lb["text"].endswith("…") for lb in labels)
+        for lb in labels:
+            assert lb["x"] >= 0 and lb["left"] >= -0.5, lb  # inside the chart, not cut off
+        assert page.problems() == []

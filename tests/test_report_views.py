@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from advisor.findings import Location
 from advisor.pipeline import analyze_trace
 from advisor.report import Report
+from advisor.sources import read_snippet, read_sources
 from advisor.timeline import Intervals
-from advisor.views import CATEGORIES, read_snippet, read_sources, step_breakdown
+from advisor.views import CATEGORIES, step_breakdown
 from tests.conftest import shared_trace
 from tests.report_samples import GOLDEN, gpu_builder, sample_report
 from tests.tracebuilder import TraceBuilder

@@ -69,3 +69,30 @@ def test_name_flags_tests_each_distinct_name_once() -> None:
     assert name_flags(pd.Series(["a", None]), lambda n: True).tolist() == [True, False]
     assert name_flags(pd.Series(["a", None]), bool, missing=True).tolist() == [True, True]
     assert name_flags(pd.Series([], dtype="category"), bool).tolist() == []
+
+
+def test_subtract_cuts_intervals_out() -> None:
+    from advisor.timeline import subtract
+
+    s, e = subtract(np.array([0, 10, 30]), np.array([5, 20, 40]),
+                    np.array([3, 12, 25]), np.array([11, 15, 35]))  # fmt: skip
+    assert s.tolist() == [0, 11, 15, 35] and e.tolist() == [3, 12, 20, 40]
+    s, e = subtract(np.array([0]), np.array([100]), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert s.tolist() == [0] and e.tolist() == [100]
+    s, e = subtract(np.array([10]), np.array([20]), np.array([0]), np.array([30]))
+    assert not len(s) and not len(e)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keep=_spans, cut=_spans)
+def test_subtract_leaves_exactly_the_uncovered_part(keep: list, cut: list) -> None:
+    from advisor.timeline import subtract
+
+    ks, ke = union(np.array([s for s, _ in keep], np.int64),
+                   np.array([s + d for s, d in keep], np.int64))  # fmt: skip
+    cs, ce = union(np.array([s for s, _ in cut], np.int64),
+                   np.array([s + d for s, d in cut], np.int64))  # fmt: skip
+    s, e = subtract(ks, ke, cs, ce)
+    inside = sum(covered_ns(cs, ce, int(a), int(b)) for a, b in zip(ks, ke, strict=True))
+    assert int(np.sum(e - s)) == int(np.sum(ke - ks)) - inside
+    assert all(covered_ns(cs, ce, int(a), int(b)) == 0 for a, b in zip(s, e, strict=True))

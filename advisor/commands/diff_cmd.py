@@ -23,6 +23,12 @@ def register(app: typer.Typer) -> None:
         skip: list[str] = typer.Option([], "--skip", help="Skip these finding ids."),
         set_: list[str] = typer.Option([], "--set", help="Override a threshold: key=value."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0: automatic)."),
+        scheduler: str = typer.Option(
+            None,
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Analyse per-rank traces on this running Dask scheduler.",
+        ),
         max_trace_bytes: int = typer.Option(
             DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
@@ -36,8 +42,8 @@ def register(app: typer.Typer) -> None:
         from advisor.diff import diff_sides, load_side
 
         opts = options_from_cli(only, skip, set_, False, False, max_trace_bytes)
-        side_a = load_side(a, opts, jobs or None)
-        side_b = load_side(b, opts, jobs or None)
+        side_a = load_side(a, opts, jobs or None, scheduler)
+        side_b = load_side(b, opts, jobs or None, scheduler)
         result = diff_sides(side_a, side_b, top=max(top, 0))
         if json_out:
             sys.stdout.buffer.write(

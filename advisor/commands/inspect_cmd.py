@@ -22,6 +22,7 @@ def _fmt_bytes(n: int | None) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("inspect")
     def inspect_command(
+        ctx: typer.Context,
         path: Path = typer.Argument(..., help="A trace (.json/.json.gz) or a folder of traces."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         top: int = typer.Option(10, "--top", min=1, help="Rows in the top kernels/ops tables."),
@@ -40,7 +41,7 @@ def register(app: typer.Typer) -> None:
         files = find_traces(path)
         # each trace decodes in a child process while this one imports pandas or summarizes the
         # trace before it
-        pre = prefetch.claim(files[0], max_trace_bytes)
+        pre = prefetch.take_over(ctx.obj, files[0], max_trace_bytes)
         results = []
         try:
             from advisor.summary import inspect_trace
@@ -62,20 +63,29 @@ def register(app: typer.Typer) -> None:
 
 
 def _print(r: dict) -> None:  # type: ignore[type-arg]
+    """The terminal summary: markup off (names print verbatim, ``k[/oops]`` included) and
+    every name from the trace through :func:`~advisor.printable.printable`."""
     from rich.table import Table
+    from rich.text import Text
 
+    from advisor.printable import printable as p
     from advisor.render.terminal import console
 
-    con = console()
-    con.print(f"[bold]{r['trace']}[/bold]  ({r['events']:,} events, {r['format']} format)")
+    con = console(markup=False)
+    head = Text(p(r["trace"]), style="bold")
+    head.append(f"  ({r['events']:,} events, {p(r['format'])} format)")
+    con.print(head)
     if r["rank"] is not None:
-        con.print(f"rank {r['rank']} of {r['world_size']}")
+        con.print(f"rank {p(r['rank'])} of {p(r['world_size'])}")
     for d in r["devices"]:
         if d["used"] or len(r["devices"]) == 1:
             cc = (
-                f", compute capability {d['compute_capability']}" if d["compute_capability"] else ""
+                f", compute capability {p(d['compute_capability'])}"
+                if d["compute_capability"]
+                else ""
             )
-            con.print(f"device {d['id']}: {d['name']}{cc}, {_fmt_bytes(d['total_memory_bytes'])}")
+            con.print(f"device {p(d['id'])}: {p(d['name'])}{cc}, "
+                      f"{_fmt_bytes(d['total_memory_bytes'])}")  # fmt: skip
     s = r["steps"]
     con.print(
         f"steps: {s['count']}{' (no ProfilerStep markers: whole trace = one step)' if s['synthetic'] else ''}"
@@ -103,7 +113,8 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
             t.add_column(c, justify="left" if c in ("name", "kind", "src", "dst") else "right",
                          overflow="fold", max_width=80 if c == "name" else None)  # fmt: skip
         for row in rows:
-            t.add_row(*[f"{row[c]:,}" if isinstance(row[c], int) else str(row[c]) for c in cols])
+            t.add_row(*[Text(f"{row[c]:,}" if isinstance(row[c], int) else p(row[c]))
+                        for c in cols])  # fmt: skip
         con.print(t)
     for n in r["notes"]:
-        con.print(f"note: {n}")
+        con.print(Text(f"note: {p(n)}"))

@@ -57,8 +57,20 @@ def register(app: typer.Typer) -> None:
         max_seconds: float = typer.Option(
             60.0,
             "--max-seconds",
-            help="A script that never steps is captured as one step for at most this long "
+            help="A script that never steps is captured as one step for at most this long, "
+            "and the wait for an evaluation phase after the training window is bounded by it "
             "(0: no limit).",
+        ),
+        phases: str | None = typer.Option(
+            None,
+            "--phases",
+            help="Phases to capture: train, eval or train,eval (the default; train only under "
+            "torchrun, where ranks must stop together). After the training window the script "
+            "runs on unprofiled until its evaluation phase (a model called in eval() mode or "
+            "under no_grad/inference_mode), which gets a second short window.",
+        ),
+        eval_steps: int = typer.Option(
+            3, "--eval-steps", help="Evaluation steps (model calls) to record."
         ),
         record_shapes: bool = typer.Option(
             True, "--record-shapes/--no-record-shapes", help="Record operator input shapes."
@@ -97,7 +109,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from advisor.commands.common import options_from_cli
         from advisor.runner import ProfileOptions, run_profile
-        from advisor.runner.capture import SessionConfig
+        from advisor.runner.capture import SessionConfig, default_phases, parse_phases
 
         analysis = options_from_cli(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
         opts = ProfileOptions(
@@ -105,7 +117,7 @@ def register(app: typer.Typer) -> None:
             session=SessionConfig(
                 wait=wait, warmup=warmup, active=active, record_shapes=record_shapes,
                 with_stack=with_stack, profile_memory=profile_memory, max_seconds=max_seconds,
-                run_to_end=run_to_end,
+                run_to_end=run_to_end, phases=parse_phases(phases or default_phases()), eval_steps=eval_steps,
             ),
             tensorboard=tensorboard, open_report=open_,
             json_out=json_out, fail_on=fail_on, analysis=analysis, debug=debug,

@@ -27,27 +27,37 @@ def load_report(path: Path):  # type: ignore[no-untyped-def]
         raise AdvisorError("not a torch-advisor findings.json", src)
     try:
         return Report.from_dict(data), src
-    except (KeyError, TypeError, ValueError) as err:
+    except Exception as err:  # noqa: BLE001 (any shape a hand-edited file can take)
         raise AdvisorError(f"damaged findings.json ({type(err).__name__}: {err})", src) from None
 
 
-def rerender(path: Path, out: Path | None = None, no_source: bool = False) -> Path:
-    """Write report.html from a saved findings.json; returns the file written."""
+def rerender(path: Path, out: Path | None = None, no_source: bool = False,
+             force: bool = False) -> Path:  # fmt: skip
+    """Write report.html from a saved findings.json; returns the file written.
+
+    Beside the findings (no ``out``) it replaces the report advisor wrote there; an existing
+    ``out`` is replaced only with ``force``, and never a file advisor did not write."""
     import dataclasses
     import os
 
     from advisor.errors import AdvisorError
-    from advisor.outfiles import atomic_write
+    from advisor.outfiles import atomic_write, is_advisor_report
     from advisor.render.annotate import ANNOTATED_NAME
     from advisor.render.html import render_html
 
     report, src = load_report(path)
     if no_source:  # the snippets saved at analysis time (none if it ran with --no-source)
-        views = {k: v for k, v in report.views.items() if k != "sources"}
+        views = {k: v for k, v in report.views.items() if k not in ("sources", "sources_withheld")}
         report = dataclasses.replace(report, views=views)
     target = out if out is not None else src.parent / "report.html"
     if target.is_dir():
         target = target / "report.html"
+    if target.exists() or target.is_symlink():
+        if not is_advisor_report(target):
+            raise AdvisorError("exists and is not a report advisor wrote; pick another --out",
+                               target)  # fmt: skip
+        if out is not None and not force:
+            raise AdvisorError("exists (use --force to replace this advisor report)", target)
     annotated = src.parent / ANNOTATED_NAME
     rel = (
         os.path.relpath(annotated.resolve(), target.resolve().parent)
@@ -56,7 +66,13 @@ def rerender(path: Path, out: Path | None = None, no_source: bool = False) -> Pa
     )
     extra = {"annotated_trace": rel}
     try:
-        atomic_write(target, render_html(report, extra).encode("utf-8"))
+        page = render_html(report, extra)
+    except Exception as err:  # noqa: BLE001 (a value of the wrong type in an edited file)
+        raise AdvisorError(
+            f"damaged findings.json: cannot render it ({type(err).__name__}: {err})", src
+        ) from None
+    try:
+        atomic_write(target, page.encode("utf-8"))
     except OSError as err:
         raise AdvisorError(f"cannot write: {err.strerror or err}", target) from None
     return target
@@ -73,11 +89,14 @@ def register(app: typer.Typer) -> None:
         no_source: bool = typer.Option(
             False, "--no-source", help="Keep source code out of the report."
         ),
+        force: bool = typer.Option(
+            False, "--force", help="Replace an existing report advisor wrote at --out."
+        ),
     ) -> None:
         """Re-render report.html from a saved findings.json, without re-running the analysis."""
         import webbrowser
 
-        target = rerender(path, out, no_source)
+        target = rerender(path, out, no_source, force)
         typer.echo(f"report: {target}")
         if open_:
             try:

@@ -5,6 +5,8 @@ first repeated marker that splits the window into iterations is used, in this or
 
 - ``DataLoader.__next__`` ranges (an iteration runs from one batch fetch to the next);
 - ``Optimizer.step#...`` ranges (an iteration ends where the optimizer step ends);
+- ``advisor.step`` marks (written by ``advisor.step()`` under :func:`advisor.capture`; an
+  iteration ends at each);
 - the outermost user ranges named ``...forward...`` (an iteration starts at each forward).
 
 The last iteration ends where the host's work on the marker's thread and the GPU work it
@@ -35,6 +37,7 @@ from advisor.trace.model import Trace
 FIRST_STEP_SLOW = 1.2  # a leading iteration this much longer than the median of the rest...
 FIRST_STEP_ONE_TIME = 0.1  # ...holding one-time work of this share of that median is warm-up
 _FORWARD_RE = re.compile(r"forward", re.IGNORECASE)
+STEP_MARK = "advisor.step"  # the range advisor.step() records under advisor.capture()
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class StepSet:
 _MARKERS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
     ("DataLoader.__next__", is_fetch, "start"),
     ("Optimizer.step", lambda n: n.startswith("Optimizer.step#"), "end"),
+    ("advisor.step", lambda n: n == STEP_MARK, "end"),
     ("forward", lambda n: bool(_FORWARD_RE.search(n)) and "backward" not in n.lower()
      and not n.startswith(("aten::", "nn.Module", "autograd::")), "range"),
 )  # fmt: skip

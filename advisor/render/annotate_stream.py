@@ -5,9 +5,9 @@ The annotated copy is the trace's own text with the findings events spliced in r
 end, but they go near the start of the text, so the work splits in two raw deflate streams:
 
 - the text after the splice point (nearly all of it) is gunzipped and recompressed piece by piece
-  in a background thread started as soon as the trace is loaded, while the detectors run (zlib
-  releases the GIL, so this overlaps on a second core) -- memory holds one piece and the
-  compressed output, never the text;
+  (:func:`advisor.render.tail.recompress`) in a background thread started as soon as the trace is
+  loaded (:class:`AheadCopy`), while the detectors run (zlib releases the GIL, so this overlaps
+  on a second core) -- memory holds one piece and the compressed output, never the text;
 - at write time, the head (the text before the splice point + the findings events) is compressed
   and sync-flushed, and the two streams are joined into ONE standard gzip member: a deflate
   stream may continue with blocks from a fresh compressor after a sync flush, and the CRC-32 of
@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import threading
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -34,26 +32,21 @@ from advisor.render.tail import AHEAD_MAX_BYTES, Tail, recompress
 from advisor.report import Report
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
-__all__ = ["AHEAD_MAX_BYTES", "Prepared", "Tail", "crc32_combine", "prepare", "recompress", "take"]
+__all__ = ["AHEAD_MAX_BYTES", "AheadCopy", "Prepared", "Tail", "crc32_combine", "recompress"]
 
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, no mtime, OS unknown
 
 
 class Prepared:
-    """The tail of one trace, recompressed in a background thread, or by ``source`` (a call that
-    returns the :class:`Tail` made elsewhere, e.g. by the process that decoded the trace)."""
+    """The tail of one trace, recompressed in a background thread."""
 
-    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-                 source: Callable[[], Tail | None] | None = None) -> None:  # fmt: skip
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self._tail: Tail | None = None
         self._stop = False
-        self._source = source
-        self._thread: threading.Thread | None = None
-        if source is None:
-            self._thread = threading.Thread(target=self._run, name="advisor-annotate", daemon=True)
-            self._thread.start()
+        self._thread = threading.Thread(target=self._run, name="advisor-annotate", daemon=True)
+        self._thread.start()
 
     def cancel(self) -> None:
         self._stop = True
@@ -65,14 +58,7 @@ class Prepared:
             self._tail = None
 
     def _wait(self) -> Tail | None:
-        if self._thread is not None:
-            self._thread.join()
-        elif self._source is not None:
-            source, self._source = self._source, None
-            try:
-                self._tail = source()
-            except Exception:  # noqa: BLE001
-                self._tail = None
+        self._thread.join()
         return self._tail
 
     def write(self, report: Report, target: Path) -> bool:
@@ -87,12 +73,10 @@ class Prepared:
         crc = crc32_combine(zlib.crc32(head), tail.crc, tail.length)
         size = (len(head) + tail.length) & 0xFFFFFFFF
         trailer = struct.pack("<II", crc, size)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        from advisor.outfiles import commit, temp_file
+
+        fd, tmp = temp_file(target)
         try:
-            mask = os.umask(0o022)
-            os.umask(mask)
-            os.fchmod(fd, 0o666 & ~mask)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(_GZIP_HEADER)
                 fh.write(head_deflate)
@@ -101,7 +85,7 @@ class Prepared:
                 fh.write(trailer)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            commit(tmp, target)
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -111,26 +95,31 @@ class Prepared:
         return True
 
 
-# ---------------------------------------------------------------- jobs per trace path
-
-_JOBS: dict[str, Prepared] = {}
-_LOCK = threading.Lock()
+# ---------------------------------------------------------------- started ahead
 
 
-def prepare(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-            source: Callable[[], Tail | None] | None = None) -> None:  # fmt: skip
-    """Start recompressing ``path`` in the background (call once the trace has loaded), or
-    register ``source``, which will deliver the recompressed tail made elsewhere."""
-    key = str(Path(path).resolve())
-    with _LOCK:
-        if key not in _JOBS:
-            _JOBS[key] = Prepared(Path(path), max_bytes, source)
+class AheadCopy:
+    """The annotated copy of one analysis, recompressed while the detectors run: the command
+    that writes the outputs makes one, :meth:`start` begins once the trace is loaded, and
+    writing the outputs takes the job (:meth:`take`)."""
 
+    def __init__(self) -> None:
+        self._job: Prepared | None = None
 
-def take(path: Path) -> Prepared | None:
-    """The job started for ``path`` (removed from the registry), or None."""
-    with _LOCK:
-        return _JOBS.pop(str(Path(path).resolve()), None)
+    def start(self, path: Path, text_bytes: int, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> None:
+        """Start recompressing ``path`` (``text_bytes``: its decompressed size); traces over
+        AHEAD_MAX_BYTES of text are streamed after the detectors instead."""
+        if self._job is None and path.is_file() and text_bytes <= AHEAD_MAX_BYTES:
+            self._job = Prepared(path, max_bytes)
+
+    def take(self, path: Path) -> Prepared | None:
+        """The job started for ``path``, now the caller's; None when none was (or another
+        file's, which is cancelled)."""
+        job, self._job = self._job, None
+        if job is not None and Path(job.path).resolve() != Path(path).resolve():
+            job.cancel()
+            return None
+        return job
 
 
 # ---------------------------------------------------------------- CRC-32 of a concatenation

@@ -132,6 +132,44 @@ def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict
             "bucket": fmt_ms(util["bucket_ms"]), "buckets": n}  # fmt: skip
 
 
+# Width of a character in em, for the widest common sans-serif fonts (DejaVu Sans, Verdana):
+# labels are cut to fit before the browser lays them out, so a long title never runs past the
+# left edge of the chart (text-anchor="end" grows leftwards).
+_NARROW = frozenset("iljtfrI.,:;'|!()[]{} ")
+_WIDE = frozenset("mwMW@%#&")
+LABEL_FONT_PX = 12  # .lbl in report.css
+LABEL_PAD = 14  # px between the label and its bar, and from the chart's left edge
+
+
+def text_width_px(text: str, font_px: float = LABEL_FONT_PX) -> float:
+    em = 0.0
+    for ch in text:
+        if ch in _NARROW:
+            em += 0.36
+        elif ch in _WIDE:
+            em += 1.0
+        elif ch.isupper() or ch.isdigit():
+            em += 0.78
+        else:
+            em += 0.64
+    return em * font_px
+
+
+def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str:
+    """``text``, or its longest prefix plus "…" whose width fits ``width_px``."""
+    if text_width_px(text, font_px) <= width_px:
+        return text
+    room = width_px - text_width_px("…", font_px)
+    cut = 0
+    used = 0.0
+    for i, ch in enumerate(text):
+        used += text_width_px(ch, font_px)
+        if used > room:
+            break
+        cut = i + 1
+    return text[:cut].rstrip() + "…"
+
+
 def savings_chart(findings: tuple[Finding, ...] | list[Finding],
                   step_ms: float) -> dict[str, Any] | None:  # fmt: skip
     """Horizontal bars: estimated saving per finding (ms/step), with the range as a whisker."""
@@ -154,7 +192,7 @@ def savings_chart(findings: tuple[Finding, ...] | list[Finding],
         title = f"#{rank} {f.title}"
         bars.append({"y": y, "bar_y": y + 5, "h": row_h - 10, "w": round(max(w, 1.0), 2),
                      "cls": f"sev-fill-{f.severity}", "anchor": f"f{rank}",
-                     "label": title if len(title) <= 44 else title[:43] + "…",
+                     "label": fit_label(title, label_w - LABEL_PAD),
                      "title": f"{title}: {fmt_ms(f.est_savings_ms)} per step",
                      "value": f"{fmt_ms(f.est_savings_ms)} ({f.est_savings_pct:.1f}%)",
                      "whisker": whisker, "text_y": y + row_h / 2 + 4})  # fmt: skip

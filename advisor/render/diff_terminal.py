@@ -6,10 +6,12 @@ from typing import Any, TextIO
 
 from rich.table import Table
 
+from advisor.printable import printable as p
 from advisor.render.terminal import console
 
 
 def _short(name: str, width: int = 70) -> str:
+    name = p(name)
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
@@ -25,11 +27,11 @@ def _signed(x: float | None, fmt: str = ".2f") -> str:
 
 
 def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
-    con = console(file)
+    con = console(file, markup=False)  # names print verbatim, control characters escaped
     a, b, st = d["a"], d["b"], d["step_ms_median"]
-    con.print(f"A: {a['path']} ({a['traces']} trace(s), {a['steps']} step(s))")
-    con.print(f"B: {b['path']} ({b['traces']} trace(s), {b['steps']} step(s))")
-    con.print(d["verdict"])
+    con.print(f"A: {p(a['path'])} ({a['traces']} trace(s), {a['steps']} step(s))")
+    con.print(f"B: {p(b['path'])} ({b['traces']} trace(s), {b['steps']} step(s))")
+    con.print(p(d["verdict"]))
     t = _table("per step", "A ms", "B ms", "change ms")
     pct = f" ({_signed(st['delta_pct'], '.1f')}%)" if st["delta_pct"] is not None else ""
     t.add_row("median step", f"{st['a']:.2f}", f"{st['b']:.2f}", _signed(st["delta_ms"]) + pct)
@@ -55,7 +57,7 @@ def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
             continue
         con.print(f"{title} ({len(rows)}):")
         for e in rows:
-            where = f" at {e['location']}" if e["location"] else ""
+            where = f" at {p(e['location'])}" if e["location"] else ""
             sa, sb = e["est_savings_ms"]["a"], e["est_savings_ms"]["b"]
             sev = e["severity"]
             if key == "resolved":
@@ -64,4 +66,4 @@ def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
                 figs = f"{sev['b']}, {sb:.2f} ms/step"
             else:
                 figs = f"{sev['a']} -> {sev['b']}, {sa:.2f} -> {sb:.2f} ms/step"
-            con.print(f"  {e['id']}{where}: {figs}")
+            con.print(f"  {p(e['id'])}{where}: {figs}")

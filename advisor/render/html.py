@@ -8,13 +8,11 @@ buttons; the page is complete without it.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.bccache
 
 from advisor.render.viewmodel import build_viewmodel
 from advisor.report import Report
@@ -37,44 +35,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=_bytecode_cache(),
     )
-
-
-class _QuietCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates kept between runs (compiling the report template takes ~0.25 s);
-    a cache that cannot be read or written is simply not used."""
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except (OSError, EOFError, ValueError, TypeError):
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    """``$ADVISOR_CACHE_DIR`` or ``~/.cache/torch-advisor``; a private folder (0700) we own."""
-    root = os.environ.get("ADVISOR_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "torch-advisor",
-    )
-    if os.environ.get("ADVISOR_NO_CACHE"):
-        return None
-    d = os.path.join(root, "templates")
-    try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        st = os.stat(d)
-        if st.st_mode & 0o022 or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
-            return None  # writable by others: compiled code from there is not trusted
-    except OSError:
-        return None
-    return _QuietCache(d)
 
 
 def _asset(name: str) -> str:

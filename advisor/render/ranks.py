@@ -6,6 +6,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from advisor.printable import printable
 
 
 def _f(v: Any, fmt: str) -> str:
@@ -34,7 +37,27 @@ def print_ranks(con: Console, run: dict[str, Any], top: int = 16) -> None:
                   _f(r.get("gpu_busy_pct"), ".1f"), _f(r.get("comm_pct"), ".1f"),
                   _f(r.get("comm_overlap_pct"), ".1f"), _f(r.get("exposed_comm_ms_per_step"), ".2f"),
                   _f(r.get("lag_ms_per_step"), ".2f"),
-                  str(r.get("trace")) + (f" (unreadable: {r['error']})" if r.get("error") else ""))  # fmt: skip
+                  Text(printable(r.get("trace")) + (f" (unreadable: {printable(r['error'])})"
+                                                    if r.get("error") else "")))  # fmt: skip
     con.print(t)
     if len(rows) > top:
         con.print(f"... and {len(rows) - top} more ranks in the report")
+    line = standouts(run.get("ranks_summary") or {})
+    if line:
+        con.print(line, markup=False, highlight=False)
+
+
+def standouts(summary: dict[str, Any]) -> str:
+    """One line naming the straggler and the outliers (advisor.rankstats)."""
+    parts = []
+    strag = summary.get("straggler")
+    if strag:
+        parts.append(f"straggler: rank {strag['rank']} (+{strag['lag_ms_per_step']:.2f} ms/step)")
+    for m in (summary.get("metrics") or {}).values():
+        outs = m.get("outliers") or []
+        if outs:
+            unit = "%" if m.get("unit") == "%" else " ms"
+            shown = ", ".join(f"rank {o['rank']} ({o['value']:.2f}{unit})" for o in outs[:5])
+            more = f" and {len(outs) - 5} more" if len(outs) > 5 else ""
+            parts.append(f"{str(m.get('label', '')).lower()} outliers: {shown}{more}")
+    return "; ".join(parts)

@@ -1,7 +1,6 @@
 """The text of a trace recompressed for ``trace.annotated.json.gz``, in light imports only.
 
-:func:`recompress` runs in a small child process during ``advisor analyze`` (see
-:mod:`advisor.trace.prefetch`), so this module keeps to the standard library and the gzip reader;
+:func:`recompress` runs in a background thread while the detectors run;
 :mod:`advisor.render.annotate_stream` joins its result with the findings.
 """
 
@@ -20,7 +19,7 @@ CATEGORY = "advisor_finding"
 FINDINGS_PID = 2_000_000_000  # above any OS pid (Linux caps them at 2^22) and device id
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 PID_TAKEN = re.compile(rb'"pid"\s*:\s*"?2000000000\b')
-# Recompress ahead (the copier child, or a thread while the detectors run) only up to this much
+# Recompress ahead (in a thread while the detectors run) only up to this much
 # text: beyond it the ahead copy would hold too much, or slow the detectors more than the overlap
 # gains, and the copy is streamed after the detectors instead.
 AHEAD_MAX_BYTES = 256 << 20

@@ -7,7 +7,6 @@ Plain text (no colour, no box drawing, fixed width) when the stream is not a TTY
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from advisor import settings
 from advisor.findings import Finding
+from advisor.printable import printable
 from advisor.render.viewmodel import bound_fact
 from advisor.report import Report
 
@@ -31,7 +32,7 @@ def console(file: TextIO | None = None, markup: bool = True) -> Console:
     return Console(
         file=f,
         force_terminal=tty,
-        no_color=bool(os.environ.get("NO_COLOR")) or not tty,
+        no_color=settings.no_color() or not tty,
         highlight=False,
         markup=markup,
         emoji=False,
@@ -63,7 +64,7 @@ def progress(message: str, file: TextIO | None = None) -> Iterator[_Progress]:
     if not _isatty(f):
         yield _Progress()
         return
-    con = Console(file=f, no_color=bool(os.environ.get("NO_COLOR")), markup=False)
+    con = Console(file=f, no_color=settings.no_color(), markup=False)
     with con.status(Text(message)) as st:
         yield _Progress(st)
 
@@ -72,13 +73,14 @@ def _where(f: Finding) -> str:
     if not f.locations:
         return ""
     loc = f.locations[0]
-    return f"{Path(loc.file).name}:{loc.line}"
+    start = " (frame start)" if loc.line_is == "frame-start" else ""
+    return printable(f"{Path(loc.file).name}:{loc.line}") + start
 
 
 def headline(report: Report) -> str:
     run = report.run
     dev = report.views.get("device") or {}
-    parts = [str(run.get("device") or "no GPU activity (CPU-only trace)")]
+    parts = [printable(run.get("device") or "no GPU activity (CPU-only trace)")]
     steps = run.get("steps_profiled")
     parts.append(
         f"{steps} step{'s' if steps != 1 else ''}"
@@ -104,8 +106,10 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
     for i, f in enumerate(findings[:top], 1):
         saving = f"{f.est_savings_ms:.2f} ms" if f.est_savings_ms > 0 else "-"
         pct = f"{f.est_savings_pct:.1f}" if f.est_savings_ms > 0 else ""
-        title = Text(f.title)
-        title.append(f"  {f.id}", style="dim")
+        title = Text(printable(f.title))
+        title.append(f"  {printable(f.id)}", style="dim")
+        if f.phase:
+            title.append(f"  ({f.phase} phase)")
         t.add_row(str(i), Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
                   saving, pct, title, Text(_where(f)))  # fmt: skip
     return t
@@ -120,7 +124,7 @@ def print_summary(
     script = run.get("script")
     title = Text("torch-advisor", style="bold")
     if script:
-        title.append(" · " + " ".join([str(script), *[str(a) for a in run.get("argv") or []]]))
+        title.append(" · " + " ".join([printable(a) for a in [script, *(run.get("argv") or [])]]))
     con.print(title)
     con.print(Text(headline(report)))
     if run.get("ranks"):
@@ -128,7 +132,7 @@ def print_summary(
 
         print_ranks(con, run)
     if run.get("ended_early"):
-        con.print(Text(f"note: the run ended early ({run.get('end_reason') or 'reason unknown'})",
+        con.print(Text(f"note: the run ended early ({printable(run.get('end_reason') or 'reason unknown')})",
                        style="yellow"))  # fmt: skip
     con.print()
     if report.findings:
@@ -159,7 +163,7 @@ def print_summary(
         for key, path in written.items():
             label = LABELS.get(key, key)
             line = Text(f"{label:>9}  ", style="bold")
-            line.append(str(path))
+            line.append(printable(path))
             if key == "annotated":
                 line.append("  (open in ui.perfetto.dev)", style="dim")
             con.print(line)

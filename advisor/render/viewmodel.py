@@ -12,8 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from advisor.findings import Finding
+from advisor.rankstats import HEATMAP_ABOVE
 from advisor.render.charts import fmt_ms, savings_chart, steps_chart, util_chart
+from advisor.render.rankmap import notable_ranks, rank_heatmap
+from advisor.render.tables import kernel_rows, op_rows
 from advisor.report import Report
+from advisor.sources import withheld_note
 
 MAX_EVIDENCE = 8
 PERFETTO_URL = "https://ui.perfetto.dev"
@@ -97,6 +101,17 @@ def _evidence(f: Finding, origin_us: float | None) -> dict[str, Any]:
     return {"rows": rows, "more": max(0, len(f.evidence) - MAX_EVIDENCE)}
 
 
+# how a location's line is known (Location.line_is), said under it; nothing for an exact line
+LINE_IS = {
+    "last-call": "This work ran without a Python call (as `if tensor:`, `float(t)` or an "
+    "operator do): the line shown is the function's last call before it, usually the same "
+    "line or the one just before.",
+    "frame-start": "The line where this function stood when the trace began (or its `def` "
+    "line), not the line that was running: the trace has no call sites. `advisor profile` "
+    "records them, so its findings name the exact line.",
+}
+
+
 def _locations(f: Finding, sources: dict[str, Any] | None) -> list[dict[str, Any]]:
     out = []
     for i, loc in enumerate(f.locations):
@@ -107,7 +122,8 @@ def _locations(f: Finding, sources: dict[str, Any] | None) -> list[dict[str, Any
                     for j, t in enumerate(snip["lines"])]  # fmt: skip
         out.append({"label": f"{Path(loc.file).name}:{loc.line}", "file": loc.file,
                     "line": loc.line, "function": loc.function, "count": f"{loc.count:,}",
-                    "code": code})  # fmt: skip
+                    "code": code,
+                    "how": inline(LINE_IS[loc.line_is]) if loc.line_is in LINE_IS else None})  # fmt: skip
     return out
 
 
@@ -129,6 +145,7 @@ def _card(rank: int, f: Finding, views: dict[str, Any], origin_us: float | None)
         "why": doc_blocks(det.get("doc") or ""),
         "assumptions": list(f.assumptions),
         "where": f"{Path(f.locations[0].file).name}:{f.locations[0].line}" if f.locations else "",
+        "phase": f.phase,
     }
 
 
@@ -147,6 +164,7 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
     peak, total = dev.get("peak_memory_bytes"), dev.get("total_memory_bytes")
     facts.append({"label": "Peak memory", "value": fmt_bytes(peak) or "not recorded",
                   "note": f"of {fmt_bytes(total)}" if peak and total else ""})  # fmt: skip
+    facts += _phase_facts(run)
     bound = float(run.get("est_savings_bound_ms") or 0.0)
     step = float(run.get("step_ms_median") or 0.0)
     pct = f"{100.0 * bound / step:.0f}% of step, " if step > 0 and bound > 0 else ""
@@ -177,6 +195,24 @@ def bound_fact(b: Any) -> dict[str, str] | None:
             "note": "of the critical path" + (f"; {rest}" if rest else "")}  # fmt: skip
 
 
+def _phase_facts(run: dict[str, Any]) -> list[dict[str, str]]:
+    """One fact per phase after the main window (findings.json ``run.phases``)."""
+    out = []
+    for ph in (run.get("phases") or [])[1:]:
+        if not isinstance(ph, dict):
+            continue
+        name = str(ph.get("phase") or "").capitalize()
+        if ph.get("captured") is False:
+            why = {"ended": "the script ended first",
+                   "max-seconds": "not within --max-seconds"}.get(str(ph.get("missing")), "")  # fmt: skip
+            out.append({"label": f"{name} phase", "value": "not captured", "note": why})
+            continue
+        n = len(ph.get("findings") or ())
+        out.append({"label": f"{name} step", "value": fmt_ms(float(ph.get("step_ms_median") or 0)),
+                    "note": f"median of {ph.get('steps_profiled')} step(s), {n} finding(s)"})  # fmt: skip
+    return out
+
+
 def _notes(report: Report) -> list[dict[str, str]]:
     run = report.run
     notes = []
@@ -202,6 +238,9 @@ def _notes(report: Report) -> list[dict[str, str]]:
     if run.get("events_skipped") and "trace_quality" not in run:  # else a trace-quality note
         notes.append({"level": "info", "text": f"{run['events_skipped']:,} malformed trace "
                       "events were skipped while loading."})  # fmt: skip
+    withheld = report.views.get("sources_withheld")
+    if isinstance(withheld, list) and withheld:
+        notes.append({"level": "info", "text": withheld_note([str(w) for w in withheld])})
     if report.errored:
         notes.append({"level": "warn", "text": f"{len(report.errored)} check(s) failed with an "
                       "error and are listed at the bottom; the other results are unaffected."})  # fmt: skip
@@ -259,10 +298,10 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None else f"{v:.1f}%"
 
 
-def _ranks(run: dict[str, Any]) -> list[dict[str, str]]:
+def _ranks(run: dict[str, Any], only: set[int] | None = None) -> list[dict[str, str]]:
     rows = []
     for r in run.get("ranks") or ():
-        if isinstance(r, dict):
+        if isinstance(r, dict) and (only is None or r.get("rank") in only):
             lag, exp = r.get("lag_ms_per_step"), r.get("exposed_comm_ms_per_step")
             rows.append({"rank": str(r.get("rank")),
                          "step": fmt_ms(float(r.get("step_ms_median") or 0.0)),
@@ -283,6 +322,23 @@ def _ranks_note(run: dict[str, Any]) -> str | None:
     shown = ", ".join(str(m) for m in missing[:20]) + (", ..." if len(missing) > 20 else "")
     return (f"No trace for {len(missing)} of {run.get('world_size')} rank(s): {shown}. "
             "The figures cover the ranks analysed.")  # fmt: skip
+
+
+def _rank_views(run: dict[str, Any]) -> dict[str, Any]:
+    """Up to ``HEATMAP_ABOVE`` ranks: a row each. Above: the heatmap, and rows for the
+    straggler, the outliers and the slowest ranks only."""
+    n = len(run.get("ranks") or ())
+    if n <= HEATMAP_ABOVE or not run.get("ranks_summary"):
+        return {"ranks": _ranks(run), "rankmap": None, "ranks_short": None}
+    heat = rank_heatmap(run)
+    short = notable_ranks(run)
+    strag = (run.get("ranks_summary") or {}).get("straggler")
+    lead = (f"Straggler: rank {strag['rank']} (the others wait {strag['lag_ms_per_step']:.2f} "
+            "ms per step for it). ") if strag else "No straggler. "  # fmt: skip
+    return {"ranks": _ranks(run, short), "rankmap": heat,
+            "ranks_short": f"{lead}The table lists {len(short)} of {n} ranks: the straggler, the "
+                           "outliers of each metric and the five slowest; the heatmap shows "
+                           "every rank (findings.json has all rows)."}  # fmt: skip
 
 
 def _footer(report: Report, generated_at: str) -> dict[str, Any]:
@@ -312,7 +368,12 @@ def build_viewmodel(report: Report, generated_at: str,
     trace_name = trace.get("file") or Path(str(report.run.get("trace") or "")).name or None
     return {
         "header": _header(report, generated_at),
-        "ranks": _ranks(report.run),
+        "top_kernels": kernel_rows(views),
+        "top_ops": op_rows(views),
+        "top_ops_gpu": any(
+            r.get("gpu_ms") is not None for r in views.get("ops") or () if isinstance(r, dict)
+        ),
+        **_rank_views(report.run),
         "ranks_note": _ranks_note(report.run),
         "charts": {
             "steps": steps_chart(steps),

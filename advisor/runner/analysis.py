@@ -93,6 +93,7 @@ def _analyze_and_write(
         run_ctx = {}
     notes = [str(n) for n in run_ctx.get("notes", [])]
     try:
+        from advisor.phases import with_phases
         from advisor.pipeline import analyze_trace, write_outputs
         from advisor.render.terminal import progress
         from advisor.report import Report
@@ -109,6 +110,7 @@ def _analyze_and_write(
                     run_ctx,
                     options,
                 )
+                report = with_phases(report, trace_path, run_ctx, options)
             else:
                 report = Report(run=_run_block(run_ctx, trace_path), findings=())
             timings["analysis"] = time.perf_counter() - t0

@@ -8,13 +8,15 @@
   conv-with-bias followed by BatchNorm, channels_last inputs, DataParallel and compiled modules.
   It is removed when the window's warm-up starts (kept as a no-op when torch.compile is in use,
   so compiled graphs do not recompile), so the window and every later step run without it.
-- ``torch.compile`` and ``zero_grad`` are wrapped to note their use; all patches are undone by
-  :meth:`ContextRecorder.uninstall`.
+- ``torch.compile``, ``zero_grad`` and ``torch.cuda.empty_cache`` are wrapped to note their use
+  (empty_cache calls are counted per call site for the whole run); all patches are undone by
+  :meth:`ContextRecorder.uninstall`. The allocator's environment settings are read at the end.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 import weakref
 from typing import Any
@@ -44,6 +46,8 @@ class ContextRecorder:
         self._opt_ids: set[int] = set()
         self.zero_grad: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.compiled_sites: list[dict[str, Any] | None] = []
+        self.empty_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.optimizer_made = False  # an optimizer was created: its steps are the steps
 
     # ------------------------------------------------------------------ install / remove
     def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
@@ -61,9 +65,13 @@ class ContextRecorder:
         orig = cls.__init__
         sites = self._sites
 
+        is_optimizer = cls is self._torch.optim.Optimizer
+
         @functools.wraps(orig)
         def __init__(obj: Any, *args: Any, **kwargs: Any) -> None:
             orig(obj, *args, **kwargs)
+            if is_optimizer:
+                self.optimizer_made = True
             try:
                 if obj not in sites:
                     sites[obj] = user_site()
@@ -82,6 +90,7 @@ class ContextRecorder:
         for owner in (torch.optim.Optimizer, torch.nn.Module):
             self._try(self._wrap_zero_grad, owner)
         self._try(self._wrap_compile, torch)
+        self._try(self._wrap_empty_cache, torch.cuda)
         self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self.modules.pre_hook)
         self._fwd_on = True
         # torch warns that global hooks fire once more for torch.compile(module): that is our
@@ -111,6 +120,25 @@ class ContextRecorder:
             return orig_compile(*args, **kwargs)
 
         self._patch(torch, "compile", compile_)
+
+    def _wrap_empty_cache(self, cuda: Any) -> None:
+        orig = cuda.__dict__["empty_cache"]
+
+        @functools.wraps(orig)
+        def empty_cache(*args: Any, **kwargs: Any) -> Any:
+            try:
+                site = user_site() or {}
+                key = (site.get("file"), site.get("line"))
+                row = self.empty_cache.get(key)
+                if row is None and len(self.empty_cache) < _MAX_ROWS:
+                    row = self.empty_cache[key] = {"calls": 0, **site}
+                if row is not None:
+                    row["calls"] += 1
+            except Exception:  # noqa: BLE001 (capture never breaks the script)
+                pass
+            return orig(*args, **kwargs)
+
+        self._patch(cuda, "empty_cache", empty_cache)
 
     def _wrap_zero_grad(self, owner: Any) -> None:
         orig = owner.__dict__["zero_grad"]
@@ -202,6 +230,7 @@ class ContextRecorder:
                 "foreach": opt.defaults.get("foreach"),
                 "fused": opt.defaults.get("fused"),
                 "param_tensors": len(params),
+                "param_groups": len(opt.param_groups),
                 "param_elements": sum(dtypes.values()),
                 "param_dtypes": dtypes,
                 "file": site.get("file"),
@@ -224,5 +253,17 @@ class ContextRecorder:
             "dataloaders": list(self.dataloaders),
             "optimizers": list(self.optimizers),
             "zero_grad": list(self.zero_grad.values()),
+            "allocator": {"empty_cache": list(self.empty_cache.values()), **allocator_env()},
             **(self._snapshot or self._module_facts()),
         }
+
+
+def allocator_env() -> dict[str, Any]:
+    """The caching allocator's settings from the environment (CUDA or ROCm names)."""
+    env = os.environ
+    conf = env.get("PYTORCH_CUDA_ALLOC_CONF") or env.get("PYTORCH_HIP_ALLOC_CONF") \
+        or env.get("PYTORCH_ALLOC_CONF")  # fmt: skip
+    raw = env.get("PYTORCH_NO_CUDA_MEMORY_CACHING") or env.get("PYTORCH_NO_HIP_MEMORY_CACHING")
+    # current torch reads "1" as off; older versions took any value, "0" included
+    return {"alloc_conf": conf, "caching_disabled": raw not in (None, "", "0"),
+            "no_memory_caching_env": raw}  # fmt: skip

@@ -229,8 +229,8 @@ def _exit_code(code: object) -> int:
         return 0
     if isinstance(code, bool):
         return int(code)
-    if isinstance(code, int):
-        return code & 0xFF if code >= 0 else code % 256
+    if isinstance(code, int):  # as CPython: a C long (else -1), its low byte
+        return code & 0xFF if -(2**63) <= code < 2**63 else 0xFF
     try:
         sys.stdout.flush()
     except Exception:  # noqa: BLE001

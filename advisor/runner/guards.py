@@ -33,9 +33,14 @@ class MaxSecondsAlarm:
         signal.setitimer(signal.ITIMER_REAL, self._seconds)
 
     def disarm(self) -> None:
+        """Stop the timer; put the earlier SIGALRM handler back. From a thread other than the
+        main one (a script that trains in a thread) only the timer stops: Python lets only the
+        main thread set handlers, so the handler goes when the main thread disarms again."""
         if self._old is None:
             return
         signal.setitimer(signal.ITIMER_REAL, 0)
+        if threading.current_thread() is not threading.main_thread():
+            return
         if signal.getsignal(signal.SIGALRM) == self._handler:
             signal.signal(signal.SIGALRM, self._old)
         self._old = None

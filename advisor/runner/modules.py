@@ -14,6 +14,7 @@ from typing import Any
 from advisor.runner.facts import user_site
 
 MAX_ROWS = 32
+_FSDP_CLASSES = frozenset({"FullyShardedDataParallel", "FSDPModule"})
 _MAX_MODULES = 20_000
 
 
@@ -32,6 +33,7 @@ class ModuleObserver:
         self.channels_last = False
         self.data_parallel: list[dict[str, Any] | None] = []
         self.ddp = False
+        self.fsdp = False
         self.compiled_modules = False
         nn = torch.nn
         self._conv_types = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -106,6 +108,8 @@ class ModuleObserver:
             self.data_parallel.append(user_site(5))
         if isinstance(mod, torch.nn.parallel.DistributedDataParallel):
             self.ddp = True
+        if any(c.__name__ in _FSDP_CLASSES for c in type(mod).__mro__):
+            self.fsdp = True  # FSDP1 wrappers and FSDP2 (fully_shard) modules
         if getattr(mod, "_compiled_call_impl", None) is not None or type(mod).__name__ == (
             "OptimizedModule"
         ):
@@ -162,6 +166,7 @@ class ModuleObserver:
             "data_parallel": bool(self.data_parallel),
             "data_parallel_sites": [s for s in self.data_parallel if s],
             "distributed_data_parallel": self.ddp,
+            "fully_sharded_data_parallel": self.fsdp,
             "compiled": bool(compile_sites) or self.compiled_modules,
             "compile_sites": [s for s in compile_sites if s],
             "modules_seen": len(self._mods),

@@ -14,7 +14,6 @@ import errno
 import json
 import math
 import os
-import re
 import shutil
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError
+from advisor.outfiles import claim, refuse_foreign, written_by_advisor
 from advisor.rankrun import RankEnv, foreign_entries, process_start_time
 
 TRACE_NAME = "trace.json.gz"
@@ -30,56 +30,8 @@ FINDINGS_NAME = "findings.json"
 REPORT_NAME = "report.html"
 ANNOTATED_NAME = "trace.annotated.json.gz"  # written by the analysis (advisor.render.annotate)
 OUTPUT_NAMES = (TRACE_NAME, RUN_NAME, FINDINGS_NAME, REPORT_NAME, ANNOTATED_NAME)
-_RANK_NAME_RE = re.compile(r"^(trace|run)\.rank(\d+)\.json(?:\.gz)?$")
+_PROBE = ".advisor-write-test-"  # check_writable's probe (a name rankrun knows)
 LOW_SPACE_BYTES = 256 * 1024**2  # warn below this: a trace with stacks takes tens of MB or more
-
-
-def default_out_dir(stem: str, base: Path | None = None) -> Path:
-    """``./advisor-runs/<stem>-<YYYYmmdd-HHMMSS>/``, with ``-2``, ``-3``... when taken."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "run"
-    root = (base or Path.cwd()) / "advisor-runs"
-    name = f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-    cand = root / name
-    n = 2
-    while cand.exists():
-        cand = root / f"{name}-{n}"
-        n += 1
-    return cand
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _written_by_advisor(folder: Path, name: str) -> bool:
-    """Whether ``folder/name`` is output of an earlier advisor run (so --force may replace it)."""
-    path = folder / name
-    m = _RANK_NAME_RE.match(name)
-    if m and m.group(1) == "trace":  # a rank's trace: owned when its run file names it
-        d = _json(folder / f"run.rank{m.group(2)}.json")
-        return d is not None and "advisor_version" in d and d.get("trace") == name
-    if m or name == RUN_NAME:
-        d = _json(path)
-        return d is not None and "advisor_version" in d and "end_reason" in d
-    if name == FINDINGS_NAME:
-        d = _json(path)
-        return d is not None and "advisor_version" in d and "schema_version" in d
-    if name == REPORT_NAME:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                return "torch-advisor" in fh.read(4096)
-        except OSError:
-            return False
-    if name == ANNOTATED_NAME:
-        return _written_by_advisor(folder, FINDINGS_NAME)
-    if name == TRACE_NAME:  # only a profile run (its run.json names the trace) owns the trace
-        d = _json(folder / RUN_NAME)
-        return d is not None and "advisor_version" in d and d.get("trace") == TRACE_NAME
-    return False
 
 
 def check_out_dir(out: Path, force: bool, renv: RankEnv | None = None) -> None:
@@ -91,8 +43,9 @@ def check_out_dir(out: Path, force: bool, renv: RankEnv | None = None) -> None:
         raise AdvisorError("exists and is not a directory", out)
     names = OUTPUT_NAMES if renv is None else (renv.trace_name, renv.run_name, *OUTPUT_NAMES[2:])
     if out.is_dir():
+        claim(out, shared=renv is not None)  # one run per folder (torchrun's ranks share it)
         try:
-            entries = sorted(p.name for p in out.iterdir())
+            entries = sorted(p.name for p in out.iterdir() if not p.name.startswith(_PROBE))
         except OSError as err:
             raise AdvisorError(f"cannot read output folder: {err.strerror or err}", out) from None
         if renv is not None:
@@ -103,14 +56,9 @@ def check_out_dir(out: Path, force: bool, renv: RankEnv | None = None) -> None:
                 "replace an earlier advisor run there)",
                 out,
             )
-        for name in names:
-            if (out / name).exists() and not _written_by_advisor(out, name):
-                raise AdvisorError(
-                    f"--force would overwrite {name}, which advisor did not write; "
-                    "pick another --out",
-                    out,
-                )
-    check_writable(out, "output folder")
+        refuse_foreign(out, names)
+    check_writable(out, "output folder")  # creates it
+    claim(out, shared=renv is not None)
     if force:  # under torchrun each rank clears only its own files (the others run alongside)
         _remove_earlier_run(out, OUTPUT_NAMES if renv is None else names[:2])
     _warn_low_space(out)
@@ -122,7 +70,7 @@ def check_writable(folder: Path, what: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise AdvisorError(f"cannot create {what}: {err.strerror or err}", folder) from None
-    probe = folder / f".advisor-write-test-{time.time_ns()}"  # a name rankrun knows
+    probe = folder / f"{_PROBE}{time.time_ns()}"  # a name rankrun knows
     try:
         with open(probe, "xb") as fh:
             fh.write(b"advisor")
@@ -138,7 +86,7 @@ def check_writable(folder: Path, what: str) -> None:
 def _remove_earlier_run(out: Path, names: tuple[str, ...]) -> None:
     """--force: remove an earlier advisor run's ``names`` (checked to be ours) and the
     temporary files of a run that was killed while writing them (``.<name>.*.tmp``)."""
-    owned = [n for n in names if (out / n).exists() and _written_by_advisor(out, n)]
+    owned = [n for n in names if (out / n).exists() and written_by_advisor(out, n)]
     owned.sort(key=lambda n: n.startswith("run."))  # run files last: they mark traces as ours
     for name in owned:
         try:

@@ -14,13 +14,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from advisor.commands.common import EXIT_FAIL_ON, OutputOptions, fail_on_hit
 from advisor.errors import AdvisorError
+from advisor.findings import check_fail_on, fails_at
+from advisor.guard import EXIT_FAIL_ON
+from advisor.outfiles import default_out_dir, release
 from advisor.rankrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runner.capture import SessionConfig
 from advisor.runner.execute import (
     EXIT_SIGINT,
-    EXIT_SIGTERM,
     Outcome,
     ScriptRun,
     Terminated,
@@ -31,11 +32,12 @@ from advisor.runner.outdir import (
     TRACE_NAME,
     check_out_dir,
     check_writable,
-    default_out_dir,
     write_error,
     write_json,
 )
 from advisor.runner.signals import RunSignals
+
+MAX_SECONDS_LIMIT = 10_000_000.0  # about 4 months: beyond it the timer cannot be set
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,16 @@ class ProfileOptions:
     def validate(self) -> None:
         cfg = self.session
         for flag, v, low in (("--wait", cfg.wait, 0), ("--warmup", cfg.warmup, 0),
-                             ("--active", cfg.active, 1)):  # fmt: skip
+                             ("--active", cfg.active, 1),
+                             ("--eval-steps", cfg.eval_steps, 1)):  # fmt: skip
             if v < low:
                 raise AdvisorError(f"{flag} must be at least {low}, got {v}")
-        if cfg.max_seconds < 0:
-            raise AdvisorError(f"--max-seconds must be 0 (no limit) or more, got {cfg.max_seconds}")
+        if not 0 <= cfg.max_seconds <= MAX_SECONDS_LIMIT:  # NaN fails too
+            raise AdvisorError(f"--max-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g} "
+                               f"seconds, got {cfg.max_seconds}")  # fmt: skip
         if self.rank_timeout < 0:
             raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
-        OutputOptions.parse(self.fail_on)
+        check_fail_on(self.fail_on)
         if self.tensorboard is not None and self.tensorboard.exists():
             if not self.tensorboard.is_dir():
                 raise AdvisorError("--tensorboard: exists and is not a directory", self.tensorboard)
@@ -85,7 +89,15 @@ def run_profile(opts: ProfileOptions) -> int:
     renv = rank_env()  # under torchrun: one trace per rank, rank 0 merges
     default = default_rank_out_dir(target.stem, renv) if renv else default_out_dir(target.stem)
     out_dir = Path(os.path.abspath(opts.out or default))
-    check_out_dir(out_dir, opts.force, renv)
+    try:
+        check_out_dir(out_dir, opts.force, renv)  # and claims it: one run per folder
+        return _profile(opts, target, cwd, renv, out_dir)
+    finally:
+        release(out_dir)
+
+
+def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
+             out_dir: Path) -> int:  # fmt: skip
     tb_dir = Path(os.path.abspath(opts.tensorboard)) if opts.tensorboard else None
     if tb_dir is not None:
         check_writable(tb_dir, "--tensorboard folder")
@@ -99,46 +111,107 @@ def run_profile(opts: ProfileOptions) -> int:
     t_start = time.perf_counter()
     recorder = ContextRecorder()
     session = ProfileSession(cfg, trace_path, recorder)
+    if renv is None:  # replaced at the end; what stays when the process dies without a word
+        from advisor.runner.runinfo import unfinished_run_json
+
+        try:  # best effort: a folder that cannot take it now fails later, with its message
+            write_json(out_dir / RUN_NAME, unfinished_run_json(target, cwd, started_at, TRACE_NAME))
+        except (OSError, AdvisorError):
+            pass
+
+    def conclude(outcome: Outcome, cap: Any, context: dict[str, Any]) -> int:
+        """Write and print the outputs once the script is over; returns the exit code."""
+        t_run = time.perf_counter() - t_start
+        try:
+            report, files, t_an, notes = _write_outputs(
+                opts, target, outcome, cap, cfg, context, started_at, t_run, cwd, out_dir,
+                tb_dir, renv,
+            )  # fmt: skip
+        except (OSError, AdvisorError) as err:
+            # the script has run: its exit code stands; what could be written stays (but the
+            # run.json written at the start, which would say that the process died)
+            print(f"advisor: error: {write_error(err, out_dir, trace_path)}", file=sys.stderr)
+            _drop_unfinished(out_dir / (renv.run_name if renv else RUN_NAME))
+            return outcome.exit_code
+        _print_result(notes, report, files, cwd, opts, renv)
+        code = outcome.exit_code
+        if code == 0 and report is not None and opts.fail_on:
+            if fails_at(report.findings, opts.fail_on):
+                code = EXIT_FAIL_ON
+        return code
+
     try:
         with RunSignals() as sigs:
+            session.hard_stop = sigs.hard_stop = lambda outcome: _hard_stop(
+                outcome, session, recorder, sigs, conclude, out_dir
+            )
             outcome, cap, context = _run_script(target, session, recorder, sigs)
-            t_run = time.perf_counter() - t_start
-            try:
-                report, files, t_an, notes = _write_outputs(
-                    opts, target, outcome, cap, cfg, context, started_at, t_run, cwd, out_dir,
-                    tb_dir, renv,
-                )  # fmt: skip
-            except (OSError, AdvisorError) as err:
-                # the script has run: its exit code stands; what could be written stays
-                print(f"advisor: error: {write_error(err, out_dir, trace_path)}", file=sys.stderr)
-                return outcome.exit_code
-            _print_result(notes, report, files, cwd, opts, renv)
+            return conclude(outcome, cap, context)
     except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
         return EXIT_SIGINT
-    _write_timings(cap.timings_s, t_an, t_run, time.perf_counter() - t_start, cap)
+
+
+def _drop_unfinished(run_json: Path) -> None:
+    try:
+        if json.loads(run_json.read_text(encoding="utf-8")).get("end_reason") == "process-died":
+            run_json.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _hard_stop(outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals,
+               conclude: Any, out_dir: Path) -> None:  # fmt: skip
+    """End the run from inside the script (a step hook or a signal handler, in the main
+    thread) when it swallowed the advisor's stop or SIGTERM (``except BaseException``): write
+    the outputs, then leave at once as plain Python's SIGTERM would (no cleanup of the
+    script's, which plain Python would not have run either)."""
+    if outcome.end_reason != "os-exit":
+        what = outcome.error if outcome.error else "the advisor's stop after the window"
+        print(f"advisor: the script caught {what} (except BaseException?); ending it now",
+              file=sys.stderr, flush=True)  # fmt: skip
     code = outcome.exit_code
-    if code == 0 and report is not None and opts.fail_on:
-        if fail_on_hit(report, opts.fail_on):
-            code = EXIT_FAIL_ON
-    return code
+    try:
+        sigs.finalizing()
+        cap = session.finish()
+        try:
+            context = recorder.to_dict()
+        except Exception as err:  # noqa: BLE001 (facts are best effort)
+            context = {"error": f"{type(err).__name__}: {err}"}
+        recorder.uninstall()
+        code = conclude(outcome, cap, context)
+    except KeyboardInterrupt:
+        print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
+        code = EXIT_SIGINT
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
 
 
 def _run_script(
     target: Any, session: Any, recorder: Any, sigs: RunSignals
 ) -> tuple[Outcome, Any, dict[str, Any]]:
     """Run the script under the session; returns (how it ended, the capture, the context)."""
+    from advisor.fixes.runtime import install_from_env
+
     outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
+    trial = None
     session.stop_requested = lambda: sigs.terminated
+    session.terminated_outcome = sigs.outcome
     with ScriptRun(target) as script_run:  # restores argv, sys.path, __main__ on exit
         try:
             recorder.install()
+            trial = install_from_env()  # advisor try: fixes patched in after the observers
             session.start()
             outcome = script_run.run()
         except KeyboardInterrupt:
             pass
         except Terminated:
-            outcome = Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
+            outcome = sigs.outcome()
         finally:
             sigs.finalizing()
             cap = session.finish()
@@ -146,12 +219,14 @@ def _run_script(
                 context = recorder.to_dict()
             except Exception as err:  # noqa: BLE001 (facts are best effort)
                 context = {"error": f"{type(err).__name__}: {err}"}
+            if trial is not None:  # undone first: its patches wrap the recorder's
+                context["try"] = trial.finish()
             recorder.uninstall()
     if sigs.terminated:
         # SIGTERM ended the run, even when its exception was lost: raised where Python ignores
         # exceptions (a __del__, an at-fork hook) or caught by the script, which then failed
         # (its DataLoader workers got SIGTERM too) or reached its next step
-        outcome = Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
+        outcome = sigs.outcome()
     elif sigs.sigterm_handled_by_script and outcome.end_reason in ("completed", "sys-exit"):
         # the script's own SIGTERM handler ended the run (its exit code stands)
         outcome = replace(outcome, end_reason="sigterm", error="SIGTERM (handled by the script)")
@@ -183,6 +258,8 @@ def _write_outputs(
     if renv is not None:
         run["distributed"] = {"rank": renv.rank, "world_size": renv.world_size,
                               "local_rank": renv.local_rank, "run_id": renv.run_id}  # fmt: skip
+    if "try" in context:  # advisor try: the fixes applied in this run, and its first losses
+        run["try"] = context["try"]
     write_json(run_json, run)
     if renv is None:
         report, written, t_an = _analyze_and_write(
@@ -218,6 +295,36 @@ def _print_result(
     opts: ProfileOptions,
     renv: RankEnv | None = None,
 ) -> None:
+    """Print the summary; a closed stdout or a reader that went away (``| head``) never
+    changes the exit code: the outputs are written, the summary is only a courtesy."""
+    try:
+        _print_summary(notes, report, files, cwd, opts, renv)
+    except (BrokenPipeError, ValueError, AttributeError, OSError):  # closed / gone stdout
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit cannot fail (Python would exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    if sys.stdout is None or sys.stdout.closed:
+        sys.stdout = open(os.devnull, "w")  # kept until the process ends
+
+
+def _print_summary(
+    notes: list[str],
+    report: Any,
+    files: dict[str, Path],
+    cwd: str,
+    opts: ProfileOptions,
+    renv: RankEnv | None = None,
+) -> None:
+    if sys.stdout is None:  # started with stdout closed (>&-)
+        raise ValueError("no stdout")
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -256,20 +363,3 @@ def _print_result(
         except Exception:  # noqa: BLE001 (a missing browser never fails the run)
             pass
     out.flush()
-
-
-def _write_timings(session_s: dict[str, float], analysis_s: dict[str, float], run_s: float,
-                   total_s: float, cap: Any) -> None:  # fmt: skip
-    """For benchmarks/profile_overhead.py: phase timings when ADVISOR_TIMINGS_FILE is set."""
-    path = os.environ.get("ADVISOR_TIMINGS_FILE")
-    if not path:
-        return
-    doc = {"session": session_s, "analysis": analysis_s, "run_s": run_s, "total_s": total_s,
-           "steps_seen": cap.steps_seen, "step_times_s": cap.step_times_s,
-           "window_steps": cap.window_steps}  # fmt: skip
-    from advisor.outfiles import atomic_write
-
-    try:
-        atomic_write(Path(path), json.dumps(doc, indent=1).encode("utf-8"))
-    except OSError:
-        pass

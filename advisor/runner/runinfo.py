@@ -39,16 +39,32 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         "keyboard-interrupt": f"The run was interrupted (Ctrl-C) after {g} step(s)",
         "sigterm": f"The run was terminated (SIGTERM) after {g} step(s){by_script}",
         "sys-exit": f"The script exited with code {outcome.exit_code} after {g} step(s)",
+        "sighup": f"The run was ended by SIGHUP (its terminal closed) after {g} step(s)",
+        "sigquit": f"The run was ended by SIGQUIT after {g} step(s)",
+        "os-exit": f"The script called {outcome.error} after {g} step(s)",
     }.get(outcome.end_reason)
     if reason and outcome.ended_early:
         out.append(f"{reason}; the report covers what was captured until then.")
         advice = remedy(outcome.end_reason, outcome.error)
         if advice:
             out.append(advice)
-    if cap.scope == "window" and cap.stopped_after_window:
+    if cap.step_source == "forward":
+        out.append(
+            f"Steps are the top-level calls of {cap.step_module} (the script never created an "
+            "optimizer); "
+            + ("they ran in evaluation (eval() mode or autograd off)." if cap.phase == "eval"
+               else "they ran in training mode.")
+        )  # fmt: skip
+    ev = cap.eval
+    if cap.scope == "window" and cap.stopped_after_window and not ev.get("trace_written"):
         out.append(
             f"Stopped the script after capturing the profiling window ({win}); "
             "--run-to-end lets it finish."
+        )
+    elif cap.scope == "window" and cap.ran_on_in_thread:
+        out.append(
+            f"Captured the profiling window ({win}) in a thread other than the main one; "
+            "the advisor stops only the main thread, so the script ran on to its end."
         )
     elif cap.scope == "partial-window":
         a, b = cap.window_steps
@@ -88,7 +104,34 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
             f"The script started torch.profiler itself at step {cap.foreign_profiler_step}; "
             "advisor's own profiling stopped there so the script's profiler could run."
         )
+    out += _eval_notes(ev, cap, cfg)
     return out
+
+
+def _eval_notes(ev: dict[str, Any], cap: Capture, cfg: SessionConfig) -> list[str]:
+    if not ev:
+        return []
+    if ev.get("trace_written"):
+        a, b = ev.get("steps") or (0, 0)
+        stop = (" Stopped the script after it; --run-to-end lets it finish."
+                if cap.stopped_after_window else "")  # fmt: skip
+        part = "" if ev.get("scope") == "window" else " (the phase ended early)"
+        return [f"Evaluation phase: {_steps(a, b)} of the calls of {ev.get('module')} in "
+                f"evaluation were captured{part}, in {ev.get('trace')}.{stop}"]  # fmt: skip
+    what = ("a module with parameters called in eval() mode or under torch.no_grad() / "
+            "torch.inference_mode()")  # fmt: skip
+    if ev.get("missing") == "max-seconds":
+        end = ("the script was stopped there (--run-to-end lets it finish)"
+               if cap.stopped_after_window else "the script ran on unprofiled")  # fmt: skip
+        return [f"No evaluation phase ({what}) came within --max-seconds "
+                f"({cfg.max_seconds:g} s) after the training window; {end}. The report covers "
+                "training only."]  # fmt: skip
+    if ev.get("missing") == "ended":
+        return [f"No evaluation phase ({what}) came after the training window before the "
+                "script ended. The report covers training only."]  # fmt: skip
+    if ev.get("export_error"):
+        return [f"The evaluation window could not be written: {ev['export_error']}."]
+    return []
 
 
 def build_run_json(
@@ -135,6 +178,11 @@ def build_run_json(
         "foreign_profiler": cap.foreign_profiler_step is not None,
         "foreign_profiler_step": cap.foreign_profiler_step,
         "export_error": cap.export_error,
+        "call_sites": cap.call_sites,
+        "call_sites_error": cap.call_sites_error,
+        "step_module": cap.step_module,
+        "phase": cap.phase,
+        "eval": dict(cap.eval) or None,
         "profile": {
             "wait": cfg.wait,
             "warmup": cfg.warmup,
@@ -144,6 +192,8 @@ def build_run_json(
             "profile_memory": cfg.profile_memory,
             "max_seconds": cfg.max_seconds,
             "run_to_end": cfg.run_to_end,
+            "phases": list(cfg.phases),
+            "eval_steps": cfg.eval_steps,
             "activities": cap.activities,
         },
         "torch": versions.get("torch"),
@@ -156,8 +206,37 @@ def build_run_json(
         "dataloaders": context.get("dataloaders", []),
         "optimizers": context.get("optimizers", []),
         "zero_grad": context.get("zero_grad", []),
+        "allocator": context.get("allocator", {}),
         "forward": context.get("forward", {}),
         "modules": context.get("modules", {}),
         "notes": notes(outcome, cap, cfg),
         "timings_s": dict(sorted(cap.timings_s.items())),
+    }
+
+
+def unfinished_run_json(
+    target: Target, cwd: str, started_at: str, trace_name: str
+) -> dict[str, Any]:
+    """The run.json written before the script starts, replaced when the run ends. It stays only
+    when the advisor's process ended with no chance to write (SIGKILL, the OOM killer, a crash
+    such as SIGSEGV), and then says so."""
+    return {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "advisor_version": __version__,
+        "script": target.display,
+        "module": target.name if target.kind == "module" else None,
+        "argv": list(target.args),
+        "cwd": cwd,
+        "pid": os.getpid(),
+        "started_at": started_at,
+        "ended_early": True,
+        "end_reason": "process-died",
+        "error": "the process ended before the advisor could write its report",
+        "trace": trace_name,
+        "notes": [
+            "The run did not end normally: the process was killed (SIGKILL, the OOM killer) "
+            "or crashed (SIGSEGV, an abort) before the advisor could write its report, so "
+            f"nothing of it could be analyzed here. If {trace_name} is in this folder, it holds "
+            f"the steps captured before that: run `advisor analyze {trace_name}`."
+        ],
     }

@@ -1,8 +1,10 @@
 """The profiler lifecycle of one ``advisor profile`` run.
 
 Steps are counted by a global optimizer step hook (the first optimizer that steps drives
-them) or by ``advisor.step()`` (which then takes over). Step 0 is everything before the first
-step: imports, setup and the first iteration; it is never part of the window.
+them) or by ``advisor.step()`` (which then takes over); in a script that never creates an
+optimizer, by the top-level calls of its model (:mod:`advisor.runner.fwdsteps`; should an
+optimizer step during the probe after all, its steps count from there). Step 0 is everything
+before the first step: imports, setup and the first iteration; it is never part of the window.
 
 - **probe**: from the start of the script to the end of the ``wait`` steps a light profiler
   records operators (with shapes and memory, without Python stacks, which are costly to collect
@@ -17,6 +19,10 @@ step: imports, setup and the first iteration; it is never part of the window.
   ``active`` steps (``ProfilerStep#N`` markers, N counted from the script's first step), and
   exports them to ``trace.json.gz`` the moment they are complete. Unless ``run_to_end``, the
   script is then stopped by raising :class:`WindowCaptured` from the step hook.
+- **await-eval**: (``--phases`` with ``eval``, after a training window) the script runs on at
+  native speed, only its top-level module calls watched, until its evaluation phase begins.
+- **eval-window**: the evaluation window (:mod:`advisor.runner.evalwindow`), then the script
+  is stopped as after the window.
 - **done**: nothing profiles any more; later steps run at native speed.
 - **yielded**: the script started torch.profiler itself. Only one profiler can run at a time,
   so the advisor stops its own (keeping what it captured) and lets the script's run.
@@ -24,22 +30,40 @@ step: imports, setup and the first iteration; it is never part of the window.
 
 from __future__ import annotations
 
+import gc
+import mmap
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import advisor
-from advisor.runner import facts
+from advisor.runner import callsites, facts
 from advisor.runner.capture import Capture, SessionConfig, export_trace
 from advisor.runner.context import ContextRecorder
-from advisor.runner.execute import Terminated, WindowCaptured
+from advisor.runner.evalwindow import EvalWindow
+from advisor.runner.execute import EXIT_SIGTERM, Outcome, Terminated, WindowCaptured
+from advisor.runner.fwdsteps import ForwardSteps, has_parameters, in_eval
 from advisor.runner.guards import ForeignProfilerWatch, MaxSecondsAlarm
 
 __all__ = ["Capture", "ProfileSession", "SessionConfig"]
 
 _MAX_STEP_TIMES = 20_000
+# Address space held back while the script runs and given back before the trace is exported:
+# a script that ran out of memory (MemoryError: a ulimit -v, strict overcommit) still holds
+# its tensors then, and the export needs room to turn the capture into the trace file. Never
+# touched, so it takes no physical memory.
+MEMORY_RESERVE_BYTES = 256 << 20
+
+
+def _memory_reserve() -> mmap.mmap | None:
+    try:
+        return mmap.mmap(-1, MEMORY_RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 class ProfileSession:
@@ -49,10 +73,10 @@ class ProfileSession:
 
         self.cfg = cfg
         self.cap = Capture()
-        self._torch = torch
-        self._action = ProfilerAction
+        self._torch = self.torch = torch
+        self._action = self.action = ProfilerAction
         self._cpu, self._cuda = ProfilerActivity.CPU, ProfilerActivity.CUDA
-        self._trace_path = trace_path
+        self._trace_path = self.trace_path = trace_path
         self._rec = recorder
         self.phase = "idle"
         self._probe: Any = None
@@ -63,20 +87,39 @@ class ProfileSession:
         self._primary: int | None = None
         self._hook: Any = None
         self._alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_alarm)
+        self._eval_alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_eval_alarm)
         self._watch = ForeignProfilerWatch(
-            lambda: self.phase in ("probe", "gap", "window"), self._yield_to_foreign
+            lambda: self.phase in ("probe", "gap", "window", "eval-window"),
+            self._yield_to_foreign,
         )
-        self._own = self._watch.own
+        self._own = self.own = self._watch.own
+        self._fwd = ForwardSteps(self._on_forward)
+        self._step_mod: int | None = None
+        self._eval = EvalWindow(self)
         self._t0 = 0.0
         self._t_window = 0.0
         self._window_activities = ["cpu"]
         self._probe_activities = ["cpu"]
         self.stop_requested: Callable[[], bool] = lambda: False
+        self._reserve: mmap.mmap | None = None
+        self._pid = os.getpid()  # only this process is profiled, never a forked child
+        # ends the run from inside the script when it swallowed the stop (see advisor.runner.run)
+        self.hard_stop: Callable[[Outcome], None] | None = None
+        self.terminated_outcome: Callable[[], Outcome] = lambda: Outcome(
+            "sigterm", EXIT_SIGTERM, "SIGTERM"
+        )
 
     # ------------------------------------------------------------------ helpers
     def _time(self, key: str, t0: float) -> None:
         t = self.cap.timings_s
         t[key] = round(t.get(key, 0.0) + time.perf_counter() - t0, 6)
+
+    def time_it(self, key: str, t0: float) -> None:
+        self._time(key, t0)
+
+    def make_profiler(self, cuda: bool, schedule: Any, on_ready: Any) -> Any:
+        """A window's profiler (every option as configured)."""
+        return self._make(self.cfg.with_stack, cuda, schedule, on_ready)
 
     def _make(
         self, with_stack: bool, cuda: bool, schedule: Any = None, on_ready: Any = None
@@ -103,6 +146,7 @@ class ProfileSession:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         t0 = self._t0 = time.perf_counter()
+        self._reserve = _memory_reserve()
         # CPU only: CUDA activities would initialize CUDA before the script's first line, and a
         # script that sets CUDA_VISIBLE_DEVICES itself would then run on the wrong devices
         cuda = facts.cuda_in_use()
@@ -120,28 +164,81 @@ class ProfileSession:
         advisor._step_hook = self._on_explicit_step
         self._watch.install()
         self._alarm.arm()
+        self._fwd.install()  # a loop without an optimizer steps on its model's calls
 
     def _on_optimizer_step(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if os.getpid() != self._pid:  # a forked worker inherited the hook: not profiled
+            return
         self._rec.on_optimizer(opt)
-        if self._explicit:
+        if self.cap.step_source == "forward" and self.phase == "probe":
+            self._restart_steps()  # a model called before its optimizer was made
+        if self._explicit or self.cap.step_source == "forward":
             return
         if self._primary is None:
             self._primary = id(opt)
             self.cap.step_source = "optimizer"
+            if self.phase in ("probe", "gap", "window"):
+                self._fwd.remove()  # no module hooks in the training window
         if id(opt) == self._primary:
             self._step()
 
     def _on_explicit_step(self) -> None:
+        if os.getpid() != self._pid:
+            return
         if not self._explicit:
             self._explicit = True
             self.cap.step_source = "advisor.step"
+            if self.phase in ("probe", "gap", "window"):
+                self._fwd.remove()
         self._step()
+
+    def _restart_steps(self) -> None:
+        """Forward calls counted as steps turn out to come before training: the optimizer's
+        steps count from here (the probe's step markers start again at 1)."""
+        self._probe_marker(None)
+        self._step_mod = None
+        self.cap.step_source, self.cap.step_module, self.cap.phase = None, None, "train"
+        self.cap.steps_seen = 0
+        self.cap.step_times_s.clear()
+
+    def _on_forward(self, mod: Any) -> None:
+        """A top-level module call (see :mod:`advisor.runner.fwdsteps`)."""
+        if self.phase in ("await-eval", "eval-window"):
+            self._eval.on_forward(mod)
+            return
+        if self.phase not in ("probe", "gap", "window") or self._busy:
+            return
+        if (
+            self._explicit
+            or self._rec.optimizer_made
+            or self.cap.step_source
+            not in (
+                None,
+                "forward",
+            )
+        ):
+            return
+        if self._step_mod is None:
+            if not has_parameters(mod):
+                return
+            self._step_mod = id(mod)
+            self.cap.step_source = "forward"
+            self.cap.step_module = type(mod).__name__
+            self.cap.phase = "eval" if in_eval(self._torch, mod) else "train"
+        if id(mod) == self._step_mod:
+            self._step()
 
     def _step(self) -> None:
         if self._busy:
             return
-        if self.stop_requested():  # a SIGTERM whose exception the script swallowed
+        main = threading.current_thread() is threading.main_thread()
+        if self.stop_requested() and main:  # a SIGTERM whose exception the script swallowed
+            if self.hard_stop is not None:
+                self.hard_stop(self.terminated_outcome())
             raise Terminated()
+        if main and self.phase == "done" and self.cap.stopped_after_window:
+            if self.hard_stop is not None:  # the script swallowed WindowCaptured
+                self.hard_stop(Outcome("window-captured", 0))
         self._busy = True
         stop = False
         try:
@@ -152,7 +249,13 @@ class ProfileSession:
             if self.phase == "probe":
                 if g == 1:
                     self._alarm.disarm()
-                if g > self.cfg.wait:
+                if "train" not in self.cfg.phases and self._wants_eval():
+                    self._stop_probe()
+                    self._rec.end_forward_capture()
+                    self._probe = None  # no training window: nothing to fall back on
+                    self.phase = "done"
+                    self._await_eval()
+                elif g > self.cfg.wait:
                     self._stop_probe()
                     self._rec.end_forward_capture()
                     self.phase = "gap"
@@ -169,8 +272,11 @@ class ProfileSession:
                     stop = self._window_done()
         finally:
             self._busy = False
-        if stop:
+        if stop and main:
             raise WindowCaptured()
+        if stop:  # never raise into the script's own thread: it runs on to its end
+            self.cap.stopped_after_window = False
+            self.cap.ran_on_in_thread = True
 
     def _probe_marker(self, step: int | None) -> None:
         if self._marker is not None:
@@ -212,7 +318,11 @@ class ProfileSession:
         self.cap.window_steps = [self.cfg.active_first, last]
         self.cap.memory = facts.peak_memory()
         self.cap.backends = facts.backend_facts()
-        self._export(prof, "window" if complete else "partial-window")
+
+        def put(n: int | None, error: str | None) -> None:
+            self.cap.call_sites, self.cap.call_sites_error = n, error
+
+        self._export(prof, "window" if complete else "partial-window", self.call_sites(prof, put))
         if self.cap.trace_written:
             self.cap.activities = self._window_activities
 
@@ -224,12 +334,56 @@ class ProfileSession:
         self._probe = None  # the fallback is no longer needed
         self.phase = "done"
         self._time("window_stop", t0)
+        if self._wants_eval():
+            self._await_eval()
+            return False
+        self._fwd.remove()
         self.cap.stopped_after_window = not self.cfg.run_to_end
         return not self.cfg.run_to_end
 
-    def _export(self, prof: Any, scope: str) -> None:
+    def _wants_eval(self) -> bool:
+        """An evaluation window after this training one (a script without an optimizer, whose
+        steps are its model's calls, has one phase)."""
+        return (
+            "eval" in self.cfg.phases
+            and self.cap.phase == "train"
+            and self.cap.step_source != "forward"
+        )
+
+    def _await_eval(self) -> None:
+        """Run on at native speed until the evaluation phase (bounded by --max-seconds)."""
+        self._eval.await_phase()
+        self._fwd.install()
+        self._eval_alarm.arm()
+
+    def forward_watch_off(self) -> None:
+        self._fwd.remove()
+
+    def eval_found(self) -> None:
+        self._eval_alarm.disarm()
+        self.phase = "eval-window"
+
+    def _on_eval_alarm(self) -> None:
+        """--max-seconds ran out while waiting for the evaluation phase."""
+        if self._busy or self.phase != "await-eval":
+            return
+        self._eval.end("max-seconds")
+        self._fwd.remove()
+        if not self.cfg.run_to_end:
+            self.cap.stopped_after_window = True
+            raise WindowCaptured()
+
+    def call_sites(
+        self, prof: Any, put: Callable[[int | None, str | None], None]
+    ) -> Callable[[Path], None] | None:
+        """What writes the user's call sites into a window's exported trace (with stacks)."""
+        if not self.cfg.with_stack:
+            return None
+        return callsites.amender(prof, put, lambda t0: self._time("call_sites", t0))
+
+    def _export(self, prof: Any, scope: str, amend: Callable[[Path], None] | None = None) -> None:
         t0 = time.perf_counter()
-        error = export_trace(prof, self._trace_path)
+        error = export_trace(prof, self._trace_path, amend)
         if error is None:
             self.cap.trace_written = True
             self.cap.scope = scope
@@ -272,16 +426,24 @@ class ProfileSession:
             self._window = None
             if not in_active or not self.cap.trace_written:
                 self._export_probe()
+        elif self.phase in ("await-eval", "eval-window"):
+            self._eval.end("ended")
         self._rec.end_forward_capture()
 
     def finish(self) -> Capture:
         """Stop profiling, remove every hook, and return what was captured."""
+        if self._reserve is not None:  # room for the export, also after a MemoryError
+            self._reserve.close()
+            self._reserve = None
+        gc.collect()
         self._alarm.disarm()
+        self._eval_alarm.disarm()
         self._busy = True  # late signals and hooks from other threads do nothing now
         try:
             self._stop_profiling()
         finally:
             self.phase = "finished"
+            self._fwd.remove()
             if self._hook is not None:
                 self._hook.remove()
             if advisor._step_hook == self._on_explicit_step:
@@ -294,7 +456,7 @@ class ProfileSession:
     # ------------------------------------------------------------------ guards
     def _on_alarm(self) -> None:
         """--max-seconds ran out before the first step."""
-        if self._busy or self.phase != "probe" or self.cap.steps_seen:
+        if self._busy or self.phase != "probe" or self.cap.steps_seen or os.getpid() != self._pid:
             return
         self._busy = True
         try:
@@ -328,9 +490,12 @@ class ProfileSession:
         print(
             f"advisor: your script starts torch.profiler itself (at step {g}). Only one profiler "
             "can run at a time, so advisor stopped its own profiling there and lets yours run; "
-            f"the script runs to its end. advisor's report covers {covered}. To profile with "
-            "advisor, run without your profiler, or analyze your own trace with "
-            "`advisor analyze TRACE_OR_DIR`.",
+            f"the script runs to its end. advisor's report covers {covered}. To keep your "
+            "profiler and get advisor's report from it, pass "
+            "`on_trace_ready=advisor.on_trace_ready(DIR)` to your torch.profiler.profile (it "
+            "exports like tensorboard_trace_handler and writes the report beside the trace), or "
+            "wrap the code in `with advisor.capture(out=DIR):` instead of your profiler; or "
+            "analyze your own trace with `advisor analyze TRACE_OR_DIR`.",
             file=sys.stderr,
             flush=True,
         )

@@ -26,7 +26,14 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from advisor.runner.execute import Terminated
+from advisor.runner.execute import Outcome, Terminated
+
+TERM_GRACE_S = 3.0  # after SIGTERM, how long the script may take to end before a hard stop
+# ended like SIGTERM (when the script leaves them at their default): end_reason per signal
+ENDING_SIGNALS: dict[int, str] = {signal.SIGTERM: "sigterm"}
+for _name, _reason in (("SIGHUP", "sighup"), ("SIGQUIT", "sigquit")):
+    if hasattr(signal, _name):
+        ENDING_SIGNALS[getattr(signal, _name)] = _reason
 
 Handler = Any  # a callable, signal.SIG_DFL / SIG_IGN, or None
 _raw_signal = signal.signal  # never the wrappers below (a forked child still has them)
@@ -67,26 +74,71 @@ class RunSignals:
         self._late_term_seen = False
         self._orig: tuple[Callable[..., Any], Callable[..., Any]] | None = None
         self._patched: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+        self.hard_stop: Callable[[Outcome], None] | None = None  # see advisor.runner.run
+        self.term_signal: int = signal.SIGTERM  # which signal ended the run (when terminated)
+        self._real_exit: Callable[[int], Any] = os._exit
+        self._patched_exit: Callable[[int], Any] | None = None
+        self._grace: threading.Timer | None = None
 
     # ------------------------------------------------------------------ the run
     def __enter__(self) -> RunSignals:
         if self.main:
             self._saved[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._term)
+            for sig in ENDING_SIGNALS:  # SIGHUP, SIGQUIT: only when nothing else handles them
+                if sig != signal.SIGTERM and signal.getsignal(sig) == signal.SIG_DFL:
+                    self._saved[sig] = signal.signal(sig, self._term)
             self._patch()
+        self._patch_exit()
         return self
+
+    def outcome(self) -> Outcome:
+        """How the run ended when a signal ended it: SIGTERM 143, SIGHUP 129, SIGQUIT 131."""
+        sig = int(self.term_signal)
+        return Outcome(ENDING_SIGNALS.get(sig, "sigterm"), 128 + sig, signal.Signals(sig).name)
+
+    def _patch_exit(self) -> None:
+        """``os._exit`` from the script's own process writes the outputs first (a forked
+        child's goes straight through)."""
+        real = self._real_exit = os._exit
+
+        def _exit(status: int) -> None:
+            if os.getpid() == self.pid and self.hard_stop is not None:
+                os._exit = real
+                code = status if isinstance(status, int) else 1
+                self.hard_stop(Outcome("os-exit", code & 0xFF, f"os._exit({status})"))
+            real(status)
+
+        os._exit = _exit  # type: ignore[assignment]
+        self._patched_exit = _exit
+
+    def _unpatch_exit(self) -> None:
+        if self._patched_exit is not None and os._exit is self._patched_exit:
+            os._exit = self._real_exit  # type: ignore[assignment]
+        self._patched_exit = None
 
     def _term(self, signum: int, frame: FrameType | None) -> Any:
         """The advisor's SIGTERM handler while the script runs."""
         if os.getpid() != self.pid:  # a forked child inherited it: behave as before the advisor
-            prev = self._saved.get(signal.SIGTERM)
-            _raw_signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
+            prev = self._saved.get(signum)
+            _raw_signal(signum, prev if prev is not None else signal.SIG_DFL)
             if callable(prev):
                 return prev(signum, frame)
             if prev != signal.SIG_IGN:
-                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signum)
             return None
+        if self.terminated and self.hard_stop is not None:
+            # SIGTERM again (or the grace timer): the first one's exception was swallowed
+            self.hard_stop(self.outcome())
+        if not self.terminated:
+            self.term_signal = signum
         self.terminated = True  # stands even when the exception is lost (see run.py)
         self._set_aside_sigchld()  # the workers get SIGTERM too when the whole group does
+        if self.hard_stop is not None and self._grace is None:
+            # a script that catches BaseException would run on: after the grace period the
+            # timer sends SIGTERM again, and that one ends the run (report first)
+            self._grace = threading.Timer(TERM_GRACE_S, os.kill, (self.pid, signal.SIGTERM))
+            self._grace.daemon = True
+            self._grace.start()
         raise Terminated()
 
     def _set_aside_sigchld(self) -> None:
@@ -154,21 +206,30 @@ class RunSignals:
             _say("advisor: writing the report; press Ctrl-C again to abandon it")
         elif not self._late_term_seen:
             self._late_term_seen = True
-            _say("advisor: SIGTERM: finishing the report first")
+            _say(f"advisor: {signal.Signals(signum).name}: finishing the report first")
 
     def finalizing(self) -> None:
         """The script is over: hold off signals while the outputs are written."""
+        if self._grace is not None:
+            self._grace.cancel()
         self._unpatch()
+        self._unpatch_exit()
         if not self.main:
             return
         current = signal.signal(signal.SIGTERM, self._late)
         self._saved.setdefault(signal.SIGTERM, current)
+        for sig in ENDING_SIGNALS:
+            if sig in self._saved and sig != signal.SIGTERM:
+                signal.signal(sig, self._late)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, self._late)
         self._set_aside_sigchld()
 
     def __exit__(self, *exc: object) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
         self._unpatch()
+        self._unpatch_exit()
         for sig, handler in self._saved.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._saved.clear()

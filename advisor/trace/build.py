@@ -17,6 +17,7 @@ import pandas as pd
 from advisor.trace.columns import Columns
 from advisor.trace.links import (
     assign_steps,
+    call_sites,
     gpu_steps,
     is_comm,
     is_user_file,
@@ -41,7 +42,7 @@ SCHEMA: dict[str, list[tuple[str, Any]]] = {
     "annotations": [("name", _O), ("pid", _I64), ("tid", _I64), ("on_gpu", bool),
                     ("external_id", _I64)],
     "python": [("name", _O), ("pid", _I64), ("tid", _I64), ("python_id", _I64),
-               ("parent_id", _I64)],
+               ("parent_id", _I64), ("call_site", _O)],
     "runtime": [("name", _O), ("pid", _I64), ("tid", _I64), ("correlation", _I64),
                 ("external_id", _I64), ("is_driver", bool)],
     "kernels": [("name", _O), ("device", _I64), ("stream", _I64), ("correlation", _I64),
@@ -91,6 +92,8 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         memcpy[k] = v
     memcpy["bytes"] = _whole(memcpy["bytes"].to_numpy(), 0)
     for k, v in python_frames(python["name"].array).items():
+        python[k] = v
+    for k, v in call_sites(python.pop("call_site").to_numpy(dtype=object)).items():
         python[k] = v
 
     header = dec.header

@@ -64,6 +64,7 @@ SPILL_ROWS = 16384
 # columns that hold codes into Columns.values while decoding
 OBJECT_COLUMNS: dict[str, tuple[str, ...]] = {
     "cpu_ops": ("input_dims", "input_types", "call_stack"),
+    "python": ("call_site",),
     "kernels": ("grid", "block"),
     "memcpy": ("argkind",),
     "syncs": ("sync_kind",),
@@ -186,7 +187,8 @@ class Columns:
         a = list(map(_ARGS, evs))
         self._put("python", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
                   tid=self._ids(map(_TID, evs)), python_id=_ints(a, "python_id"),
-                  parent_id=_ints(a, "python_parent_id"))  # fmt: skip
+                  parent_id=_ints(a, "python_parent_id"),
+                  call_site=self._strs(map(attrgetter("call_site"), a)))  # fmt: skip
 
     def _runtime(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
         a = list(map(_ARGS, evs))

@@ -299,6 +299,21 @@ def parse_frame(name: str) -> tuple[str, int, str] | None:
     return m.group(1), int(m.group(2)), m.group(3)
 
 
+def call_sites(values: np.ndarray) -> dict[str, np.ndarray]:
+    """call_file, call_line of each python_function row from its ``call_site`` arg (the caller's
+    ``"file(line): function"`` at the moment of the call, which ``advisor profile`` writes for
+    calls made from the user's files); "" and -1 where absent or unreadable."""
+    codes, uniq = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    files = np.empty(len(uniq), dtype=object)
+    lines = np.full(len(uniq), -1, dtype=np.int64)
+    files[:] = ""
+    for i, v in enumerate(uniq):
+        fr = parse_frame(v) if isinstance(v, str) else None
+        if fr is not None and 0 < fr[1] < 1 << 62:
+            files[i], lines[i] = fr[0], fr[1]
+    return {"call_file": _per_code(files, codes, ""), "call_line": _per_code(lines, codes, -1)}
+
+
 def python_frames(names: pd.Categorical) -> dict[str, np.ndarray]:
     """file, line, function, is_user of each python_function row, parsed once per name."""
     info = []

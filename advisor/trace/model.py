@@ -14,7 +14,9 @@ Tables (columns beyond the common ones):
 - ``cpu_ops``: name, pid, tid, external_id, seq (autograd sequence number), fwd_tid,
   input_dims, input_types (Python objects or None), call_stack (legacy ``Call stack`` arg),
   depth (nesting depth on its thread), parent_idx (-1 for top level).
-- ``python``: name, pid, tid, python_id, parent_id, file, line, function, is_user.
+- ``python``: name, pid, tid, python_id, parent_id, file, line, function, is_user, call_file,
+  call_line (the caller's file and line at the moment of the call, from the ``call_site`` arg
+  that ``advisor profile`` writes for calls made from the user's files; "" and -1 elsewhere).
 - ``annotations``: name, pid, tid, on_gpu (gpu_user_annotation), external_id.
 - ``syncs``: ``cuda_sync`` events: name, sync_kind, device, stream, correlation.
 - ``memory``: ``[memory]`` instants: bytes, total_allocated, total_reserved, device_type,
@@ -146,7 +148,7 @@ class Trace:
         """A rebased time back in the file's own microsecond clock (to find it in Perfetto)."""
         return round(self.meta.origin_us + float(ts_ns) / 1000.0, 3)
 
-    def device(self, device_id: int | None) -> Device | None:
+    def device(self, device_id: int | None = None) -> Device | None:
         """The deviceProperties entry of ``device_id`` (callers pass
         :func:`advisor.timeline.main_device`); the first listed device when the id is None or
         not listed."""

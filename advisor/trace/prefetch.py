@@ -9,20 +9,21 @@ and msgspec only -- joins each column's chunks and streams them back through a p
 The parent builds the tables from them exactly as from an in-process decode, so the tables,
 findings and errors are the same either way.
 
-For ``analyze``, a second small child, the *copier*, recompresses the trace's text for
-``trace.annotated.json.gz`` at the same time (:func:`advisor.render.tail.recompress`);
-the parent collects its result together with the columns. Both children are done and gone by the
-time the parent runs the detectors, so their memory never adds to the parent's peak.
-
-The children never write a file and never print: their outcome travels through the pipes.
+The child never writes a file and never prints: its outcome travels through a pipe and an
+unnamed spool file. It is done and gone by the time the parent runs the detectors, so its memory
+never adds to the parent's peak.
 
 - A :class:`~advisor.errors.TraceError` (a bad trace) is sent back and raised in the parent, with
   the same one-line message.
 - Anything else (a crash, a killed child, a short pipe) makes :meth:`Prefetch.result` return
-  None, and the parent decodes in-process as if there had been no child (or writes the annotated
-  copy itself), so a fault in this speed-up can only cost time, never the result.
+  None, and the parent decodes in-process as if there had been no child, so a fault in this
+  speed-up can only cost time, never the result.
 - A child dies with its parent (Linux: ``PR_SET_PDEATHSIG``); every child not collected is killed
   at exit.
+
+The console entry may start the child before the command line is parsed (:func:`start_early`,
+a guess at the trace's path); the command then gets that :class:`Prefetch` as an argument and
+keeps it only if it decodes the same file with the same settings (:func:`take_over`).
 
 Forking is skipped where it is not safe or not possible: no ``os.fork`` (Windows), threads already
 running in the parent, or ``ADVISOR_NO_FORK=1`` in the environment.
@@ -38,15 +39,15 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from advisor import settings
 from advisor.errors import TraceError
 
 child_peak_rss = 0  # bytes: the largest peak RSS of a child collected so far (for benchmarks)
 _LIVE: set[_Child] = set()  # children not collected yet: killed at exit
-_EARLY: list[Prefetch] = []  # started by the console entry before the command line was parsed
 
 
 class _Child:
@@ -113,16 +114,12 @@ class _Child:
 
 
 class Prefetch:
-    """One trace decoding in a child process (and recompressing in another when ``annotate``):
-    :meth:`result` collects the columns, :meth:`annotated_tail` the recompressed text."""
+    """One trace decoding in a child process: :meth:`result` collects the columns."""
 
-    def __init__(self, path: Path, max_bytes: int, decoder: _Child, copier: _Child | None,
-                 annotate: bool) -> None:  # fmt: skip
+    def __init__(self, path: Path, max_bytes: int, decoder: _Child) -> None:
         self.path = path
         self.max_bytes = max_bytes
-        self.annotate = annotate  # asked for, even when the copier could not be forked
         self._decoder: _Child | None = decoder
-        self._copier = copier
 
     def result(self) -> tuple[Any, dict[str, Any], int] | None:
         """(columns, header, text bytes) as :func:`~advisor.trace.discover.decode_columns`
@@ -139,85 +136,60 @@ class Prefetch:
         if kind == "error":
             problem, path = payload
             raise TraceError(problem, path)
-        if os.environ.get("ADVISOR_DEBUG"):  # a bug in the child: say so, then decode here
+        if settings.debug():  # a bug in the child: say so, then decode here
             print(f"advisor: decoding child failed ({payload[0]}); decoding in this process",
                   file=sys.stderr)  # fmt: skip
         return None
 
-    @property
-    def tail_coming(self) -> bool:
-        """Whether a copier is recompressing the text (see :meth:`annotated_tail`)."""
-        return self._copier is not None
-
-    def annotated_tail(self) -> Any:
-        """The copier's :class:`~advisor.render.tail.Tail` (waits for it), or None
-        when it could not make one."""
-        copier, self._copier = self._copier, None
-        return _spooled_tail(copier) if copier is not None else None
-
     def cancel(self) -> None:
-        """Stop the children if they are still working (the parent is done or leaving early)."""
-        for child in (self._decoder, self._copier):
-            if child is not None:
-                child.kill()
-        self._decoder = self._copier = None
+        """Stop the child if it is still working (the parent is done or leaving early)."""
+        if self._decoder is not None:
+            self._decoder.kill()
+        self._decoder = None
 
 
 def enabled() -> bool:
     """Whether a child may be forked from this process now."""
-    if not hasattr(os, "fork") or os.environ.get("ADVISOR_NO_FORK", "") not in ("", "0"):
+    if not hasattr(os, "fork") or settings.no_fork():
         return False
     return threading.active_count() == 1  # forking a threaded process can deadlock the child
 
 
-def start(path: Path, max_bytes: int, annotate: bool = False) -> Prefetch | None:
-    """Fork the decoder for ``path`` (and the copier when ``annotate``); None when forking is not
-    possible here (the caller decodes in-process)."""
+def start(path: Path, max_bytes: int) -> Prefetch | None:
+    """Fork the decoder for ``path``; None when forking is not possible here (the caller
+    decodes in-process)."""
     if not enabled() or not Path(path).is_file():
         return None
     p = Path(path)
-    try:
-        go_r, go_w = os.pipe() if annotate else (-1, -1)  # the decoder tells the copier to start
-    except OSError:
+    decoder = _fork(lambda fh, spool: _decode(p, max_bytes, fh, spool))
+    return Prefetch(p, max_bytes, decoder) if decoder is not None else None
+
+
+def start_early(args: Sequence[str], max_bytes: int) -> Prefetch | None:
+    """Before the command line is parsed: start decoding the one existing file among the
+    arguments of ``analyze`` or ``inspect`` (a guess: :func:`take_over` checks it)."""
+    if len(args) < 2 or args[0] not in ("analyze", "inspect"):
         return None
-    go = go_w if annotate else None
-    try:
-        decoder = _fork(lambda fh, spool: _decode(p, max_bytes, fh, spool, go), go_r)
-        copier = None
-        if decoder is not None and annotate:
-            copier = _fork(lambda fh, spool: _copy(p, max_bytes, fh, spool, go_r), go_w)
-    finally:
-        for fd in (go_r, go_w):
-            if fd >= 0:
-                os.close(fd)
-    return Prefetch(p, max_bytes, decoder, copier, annotate) if decoder is not None else None
+    files = [a for a in args[1:] if not a.startswith("-") and os.path.isfile(a)]
+    return start(Path(files[0]), max_bytes) if len(files) == 1 else None
 
 
-def start_early(path: Path, max_bytes: int, annotate: bool) -> None:
-    """Start decoding before the command line is parsed (see :mod:`advisor.entry`); the command
-    takes it over with :func:`claim`."""
-    pre = start(path, max_bytes, annotate)
-    if pre is not None:
-        _EARLY.append(pre)
-
-
-def claim(path: Path, max_bytes: int, annotate: bool = False) -> Prefetch | None:
-    """The children started early for exactly this file and these settings, else new ones."""
-    early = _EARLY.pop() if _EARLY else None
+def take_over(early: Prefetch | None, path: Path, max_bytes: int) -> Prefetch | None:
+    """``early`` when it decodes exactly this file with these settings, else a new child (and
+    ``early`` is stopped)."""
     if early is not None:
-        same = (early.max_bytes, early.annotate) == (max_bytes, annotate)
+        same = early.max_bytes == max_bytes
         with contextlib.suppress(OSError):
             same = same and os.path.samefile(early.path, path)
         if same:
             return early
         early.cancel()
-    return start(path, max_bytes, annotate)
+    return start(path, max_bytes)
 
 
 @atexit.register
 def cancel_all() -> None:
     """Kill every child not collected (an early exit: a usage error, Ctrl-C, an exception)."""
-    _EARLY.clear()
     for child in list(_LIVE):
         child.kill()
 
@@ -225,10 +197,9 @@ def cancel_all() -> None:
 # ---------------------------------------------------------------- in the children
 
 
-def _fork(job: Callable[[BinaryIO, BinaryIO], None], close: int = -1) -> _Child | None:
+def _fork(job: Callable[[BinaryIO, BinaryIO], None]) -> _Child | None:
     """Run ``job(pipe, spool)`` in a forked child: the spool (an unnamed temporary file) takes its
-    bulk result, the pipe a short message written once the spool is complete. The child closes
-    the file descriptor ``close`` (one it must not hold)."""
+    bulk result, the pipe a short message written once the spool is complete."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -252,8 +223,6 @@ def _fork(job: Callable[[BinaryIO, BinaryIO], None], close: int = -1) -> _Child 
     if pid == 0:  # the child: work, send, leave without running any of the parent's exit code
         try:
             os.close(r)
-            if close >= 0:
-                os.close(close)
             _die_with(parent)
             with os.fdopen(w, "wb") as fh:
                 job(fh, spool)
@@ -280,12 +249,10 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
-def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int | None) -> None:
+def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO) -> None:
     """The decoder: the columns go to the spool in pieces of SPILL_ROWS rows as they are decoded
     (this process never holds a big trace whole), then the rest of the Columns; a status goes to
-    the pipe. Then it
-    wakes the copier (``go``), which recompresses while the parent runs the detectors, on the
-    core this frees."""
+    the pipe."""
     msg: tuple[Any, ...]
     try:
         from advisor.trace.discover import decode_columns
@@ -301,10 +268,6 @@ def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int |
         msg = ("error", err.problem, err.path)
     except BaseException as err:  # noqa: BLE001 (the parent decodes itself instead)
         msg = ("crash", f"{type(err).__name__}: {err}")
-    if go is not None:
-        with contextlib.suppress(OSError):
-            os.write(go, b"g")
-            os.close(go)
     pickle.dump(msg, fh)
 
 
@@ -329,54 +292,3 @@ def _read_columns(spool: BinaryIO) -> tuple[Any, dict[str, Any], int]:
         for p in parts:
             cols.put_parts(p)
         return cols, header, raw
-
-
-def _copy(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO, go: int) -> None:
-    """The copier: waits for the decoder (its word, or its end), then recompresses; the deflate
-    text goes to the spool as it is made, the rest of the Tail to the pipe."""
-    msg: tuple[Any, ...] = ("none",)
-    with contextlib.suppress(OSError):
-        os.read(go, 1)
-        os.close(go)
-    try:
-        from advisor.render.tail import AHEAD_MAX_BYTES, recompress
-
-        # beyond AHEAD_MAX_BYTES of text the copy is streamed after the detectors instead
-        tail = recompress(path, max_bytes, max_text=AHEAD_MAX_BYTES, sink=spool.write)
-        if tail is not None:
-            spool.flush()
-            msg = ("tail", tail, spool.tell())
-    except Exception:  # noqa: BLE001 (the annotated copy is a convenience)
-        msg = ("none",)
-    pickle.dump(msg, fh)
-
-
-def _spooled_tail(copier: _Child) -> Any:
-    """The copier's Tail, its chunks read from the spool as the annotated copy is written."""
-    if copier.fh is None or copier.spool is None:
-        return None
-    spool = copier.take_spool()
-    msg = copier.message()
-    if msg is None or msg[0] != "tail":
-        spool.close()
-        return None
-    tail, size = msg[1], msg[2]
-    spool.seek(0, os.SEEK_END)
-    if spool.tell() != size:  # an incomplete spool (disk full): write the copy another way
-        spool.close()
-        return None
-    tail.chunks = _SpoolBlocks(spool)
-    return tail
-
-
-class _SpoolBlocks:
-    """The recompressed text in a spool, read back in blocks (iterable once; closes the file)."""
-
-    def __init__(self, spool: BinaryIO) -> None:
-        self.spool = spool
-
-    def __iter__(self) -> Iterator[bytes]:
-        with self.spool as f:
-            f.seek(0)
-            while block := f.read(1 << 20):
-                yield block

@@ -8,6 +8,7 @@ decompressed (the gzip bomb guard).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,13 @@ DEFAULT_MAX_TRACE_BYTES = 8 * 1024**3  # decompressed-size guard (gzip bombs); g
 _READ_BYTES = 1 << 16  # compressed bytes read at a time (gzip traces inflate 10-20x)
 _PIECE_BYTES = 1 << 18  # decompressed text produced at a time
 _GZIP_MAGIC = b"\x1f\x8b"
+# Memory bounded by what the trace holds: real gzip traces inflate 8-30x. Past SQUEEZE_RATIO
+# (and SQUEEZE_AFTER bytes) the text is mostly padding, e.g. a gzip of whitespace; from then on
+# runs of whitespace shrink to one space (insignificant between JSON tokens; inside a string,
+# where only spaces may appear raw, a run of spaces gets shorter) and all-blank pieces go.
+SQUEEZE_RATIO = 64
+SQUEEZE_AFTER = 64 << 20
+_BLANK_RUN = re.compile(rb"[ \t\r\n]{32,}")
 
 
 def pieces(path: Path, max_bytes: int) -> Iterator[bytes]:
@@ -54,6 +62,9 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
     """Decompress gzip members (concatenated members too), a bounded piece at a time."""
     d = fastzlib.gunzip_obj()
     total = 0
+    taken = len(data)  # compressed bytes read
+    squeeze = False
+    blank_end = False  # the last piece given ended in whitespace
     try:
         while True:
             if data:
@@ -63,6 +74,7 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
                 out = d.decompress(b"", _PIECE_BYTES)
                 if not out and not d.eof:
                     data = fh.read(_READ_BYTES)
+                    taken += len(data)
                     if not data:
                         raise TraceError("truncated gzip file (stream ends early)", path)
                     continue
@@ -71,12 +83,20 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
                 raise TraceError(
                     f"decompresses to more than --max-trace-bytes ({max_bytes:,} bytes)", path
                 )
+            if not squeeze and total > SQUEEZE_AFTER and total > SQUEEZE_RATIO * taken:
+                squeeze = True
+            if out and squeeze:
+                out = _BLANK_RUN.sub(b" ", out)
+                if out.isspace():
+                    out = b"" if blank_end else b" "
             if out:
+                blank_end = out[-1:].isspace()
                 yield out
             if d.eof:
                 data = d.unused_data.lstrip(b"\0")
                 while not data:  # padding after the member is fine; another member follows?
                     more = fh.read(_READ_BYTES)
+                    taken += len(more)
                     if not more:
                         return
                     data = more.lstrip(b"\0")

@@ -33,6 +33,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     python_id: int = msgspec.field(name="Python id", default=-1)
     python_parent_id: int = msgspec.field(name="Python parent id", default=-1)
     call_stack: str | None = msgspec.field(name="Call stack", default=None)
+    call_site: str | None = None  # written by ``advisor profile`` on python_function events
     seq: int = msgspec.field(name="Sequence number", default=-1)
     fwd_tid: int = msgspec.field(name="Fwd thread id", default=-1)
     grid: msgspec.Raw = NULL

@@ -1,0 +1,1 @@
+"""Run-time fixes for ``advisor try`` (see docs/try.md)."""

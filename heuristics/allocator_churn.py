@@ -1,0 +1,203 @@
+"""Device memory allocated and freed through the driver inside steady steps.
+
+**What it detects.** ``cudaMalloc``/``cudaFree`` (``hipMalloc``/``hipFree`` on ROCm, and
+pinned-host ``cudaHostAlloc``/``cudaFreeHost``) calls inside the steady steps. PyTorch's caching
+allocator calls the driver only while its pool grows, in the first iterations (that growth is
+``one-time-init``'s and is not counted here); a call in every step means the memory went back to
+the driver and is requested again. The usual causes: ``torch.cuda.empty_cache()`` inside the
+loop, the pool switched off (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``), or shapes that change every
+step so cached blocks never fit. With run.json, the ``empty_cache`` call sites and the allocator
+settings (``PYTORCH_CUDA_ALLOC_CONF``) recorded by ``advisor profile`` name the cause.
+
+**Why it costs time.** A ``cudaMalloc`` takes tens of microseconds to tens of milliseconds
+(the driver maps and zeroes pages); ``cudaFree`` also waits for the whole device to finish. The
+host is stuck in the call, launches nothing, and the GPU runs dry: the idle gaps ``gpu-idle``
+used to count as "host launch".
+
+**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) without
+these calls: a warm pool serves the same requests in about a microsecond. The saving is what
+the step loses in the replay (nothing where the GPU limits the step); the range keeps half of
+the calls' host time (some growth may remain). The device-wide wait inside ``cudaFree`` is not
+modelled, so the estimate is low. Where the replay cannot place the steps: the time the GPU sat
+idle while the host was inside the calls.
+
+**How to fix.** Remove ``torch.cuda.empty_cache()`` from the loop (call it, if at all, between
+phases); keep the caching allocator on (unset ``PYTORCH_NO_CUDA_MEMORY_CACHING``); let it reuse
+fragmented memory with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``; keep shapes stable
+(pad or bucket variable lengths); allocate pinned host buffers once and reuse them.
+
+**Known false positives.** A window whose steady steps still grow the pool (a larger batch
+after a few steps, the first validation pass) looks the same; check the call sites.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence, Location
+from advisor.locate import aggregate, run_locations
+from advisor.registry import Context, detector
+from advisor.replay.fixes import ShrinkHost
+from advisor.thresholds import register
+from advisor.timeline import busy_by_device, main_device
+from advisor.trace.model import Trace
+from heuristics._allocator import FREE_RE, HOST_RE, allocator_calls, allocator_spans
+from heuristics._per_step import fmt_ms, ms, n_steps
+
+ID = "allocator-churn"
+TITLE = "cudaMalloc/cudaFree inside steady steps"
+
+register("allocator_churn.min_pct", 1.0,
+         "report when allocator calls hold the host this % of the median step")  # fmt: skip
+
+
+def _empty_cache_sites(ctx: Context) -> list[Location]:
+    rows = ctx.run_get("allocator", "empty_cache", default=None)
+    return run_locations(rows, lambda r: f"torch.cuda.empty_cache() x{r.get('calls', '?')}")
+
+
+def _alloc_conf(ctx: Context) -> tuple[str | None, bool]:
+    conf = ctx.run_get("allocator", "alloc_conf", default=None)
+    off = bool(ctx.run_get("allocator", "caching_disabled", default=False))
+    return (conf if isinstance(conf, str) else None), off
+
+
+def _cause(calls: pd.DataFrame, sites: list[Location], off: bool, steps: int) -> str:
+    names = calls["name"].astype(str)
+    frees = int(names.str.contains(FREE_RE).sum())
+    mallocs = len(calls) - frees
+    if off:
+        return "run.json shows the caching allocator switched off (PYTORCH_NO_CUDA_MEMORY_CACHING)"
+    if sites:
+        return "run.json shows torch.cuda.empty_cache() called while the script ran"
+    if mallocs / steps >= 50 and frees >= 0.5 * mallocs:
+        return (
+            "nearly every allocation goes to the driver and is freed again: the caching "
+            "allocator looks switched off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)"
+        )
+    if mallocs > frees:
+        return (
+            "memory freed before the step (torch.cuda.empty_cache() or a cache clear) is "
+            "requested from the driver again"
+        )
+    return "memory is returned to the driver and requested again every step"
+
+
+def _locations(trace: Trace, ctx: Context, calls: pd.DataFrame) -> tuple[Location, ...]:
+    ops = calls["op_idx"].to_numpy()
+    tid = calls["tid"].to_numpy()
+    ts = calls["ts_ns"].to_numpy()
+    order = np.argsort(-calls["dur_ns"].to_numpy(), kind="stable")[:500]
+    locs = [ctx.locator.for_op(int(ops[i])) if ops[i] >= 0 else ctx.locator.at(int(tid[i]),
+            int(ts[i])) for i in order]  # fmt: skip
+    return aggregate(locs)
+
+
+@detector(ID, TITLE, gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    calls = allocator_calls(trace)
+    sites = _empty_cache_sites(ctx)
+    conf, off = _alloc_conf(ctx)
+    steps = n_steps(trace)
+    host_ms = _median_per_step(calls, trace)  # the step figure is a median too
+    share = 100.0 * host_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0
+    if not len(calls) or share < ctx.t("allocator_churn.min_pct") or trace.meta.synthetic_steps:
+        # without iterations the calls cannot be told from the pool's one-time growth
+        return [_latent(sites)] if sites else []
+    dev = main_device(trace)
+    s, e = allocator_spans(trace)
+    busy = busy_by_device(trace).get(dev) if dev is not None else None
+    covered = busy.covered(s, e) if busy is not None and len(s) else np.zeros(len(s), np.int64)
+    idle_ns = int(np.sum(e - s - covered))
+    saving_ms = idle_ns / 1e6 / steps
+    # every thread: one that waits on the allocating thread (backward() on the autograd
+    # thread) gets the time back too
+    rep = ctx.whatif(ShrinkHost(s, e, None, keep=0.0, low=0.5, label="warm caching allocator"))
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    replayed = (f" Replayed without these calls, the step is {fmt_ms(rep.ms)} shorter."
+                if rep.replayed else "")  # fmt: skip
+    names = calls["name"].astype(str)
+    ev = []
+    for name, g in calls.groupby(names, sort=False):
+        ev.append(Evidence(f"{name} calls inside steady steps", len(g), ms(g["dur_ns"].sum()),
+                           trace.to_trace_us(int(g["ts_ns"].min()))))  # fmt: skip
+    ev.sort(key=lambda x: -x.total_ms)
+    ev.append(Evidence("GPU idle while the host was in these calls", len(s), ms(idle_ns)))
+    per_step = len(calls) / steps
+    cause = _cause(calls, sites, off, steps)
+    host_only = bool(names.str.contains(HOST_RE).all())
+    summary = (f"{per_step:.0f} allocator call(s) per steady step ({', '.join(_counts(names, steps))}) "
+               f"hold the host {fmt_ms(host_ms)} in the median step ({share:.0f}% of the "
+               f"step); the GPU idles {fmt_ms(saving_ms)} per step on average meanwhile.{replayed} "
+               f"Likely cause: {cause}.")  # fmt: skip
+    locs = tuple((*sites, *_locations(trace, ctx, calls))[:5])
+    return [Draft(
+        id=ID, title=TITLE, **fields,
+        confidence="high" if share >= 5 else "medium",
+        summary=summary, recommendation=_advice(conf, host_only), snippet=_snippet(conf),
+        evidence=tuple(ev), locations=locs,
+        assumptions=(
+            "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
+            "the pool's growth before them is one-time-init's.",
+            "A warm caching allocator serves the same requests in about a microsecond: the "
+            "calls' host time goes (range: half of it stays), on every thread (a thread waiting "
+            "on the allocating one, as backward() waits on the autograd thread, gets it back "
+            "too); cudaFree's device-wide wait is not modelled.",
+            rep.assumption if rep.replayed else
+            "Saving = the GPU idle time while the host was inside these calls, divided by the "
+            f"{steps} step(s).",
+        ),
+    )]  # fmt: skip
+
+
+def _median_per_step(calls: pd.DataFrame, trace: Trace) -> float:
+    """Median over the steps of the allocator calls' host time (ms; steps without calls: 0)."""
+    if not len(calls):
+        return 0.0
+    if trace.meta.synthetic_steps:
+        return float(calls["dur_ns"].sum()) / 1e6
+    per = calls.groupby("step")["dur_ns"].sum().reindex(trace.steps["step"], fill_value=0)
+    return float(np.median(per.to_numpy())) / 1e6
+
+
+def _counts(names: pd.Series, steps: int) -> list[str]:
+    vc = names.value_counts()
+    return [f"{n / steps:.0f} {k}" for k, n in vc.items() if n / steps >= 0.5][:4]
+
+
+def _advice(conf: str | None, host_only: bool) -> str:
+    if host_only:
+        return ("Allocate pinned host buffers once and reuse them (or let DataLoader's "
+                "pin_memory=True, which caches them) instead of pinning new memory every step.")  # fmt: skip
+    seg = "" if conf and "expandable_segments:true" in conf.replace(" ", "").lower() else (
+        " Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so freed memory is reused even "
+        "when sizes vary.")  # fmt: skip
+    return ("Keep the caching allocator's memory across steps: remove torch.cuda.empty_cache() "
+            "from the loop and leave the pool on (unset PYTORCH_NO_CUDA_MEMORY_CACHING)." + seg
+            + " Keep shapes stable (pad or bucket variable lengths) so cached blocks fit.")  # fmt: skip
+
+
+def _snippet(conf: str | None) -> str:
+    return (
+        "for batch in loader:\n"
+        "    loss = model(batch).sum(); loss.backward(); opt.step()\n"
+        "    # torch.cuda.empty_cache()   <- not in the loop: it hands the pool back every step\n"
+        "\n"
+        "# and run with the pool on and able to reuse fragmented memory:\n"
+        "#   unset PYTORCH_NO_CUDA_MEMORY_CACHING\n"
+        "#   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py\n"
+    )
+
+
+def _latent(sites: list[Location]) -> Draft:
+    return Draft(
+        id=ID, title=TITLE, est_savings_ms=0.0, latent=True, confidence="medium",
+        summary=(f"torch.cuda.empty_cache() is called at {len(sites)} site(s) (run.json); this "
+                 "trace shows no allocator calls inside its steady steps to measure their cost."),
+        recommendation=("Call torch.cuda.empty_cache() between phases at most, never inside the "
+                        "training loop: the next step has to get the memory from the driver."),
+        snippet=_snippet(None), locations=tuple(sites[:5]),
+        assumptions=("seen by advisor profile's empty_cache hook; cost not measured in this "
+                     "trace",),
+    )  # fmt: skip

@@ -1,0 +1,196 @@
+"""Optimizer steps whose host time exceeds the GPU work they launch.
+
+**What it detects.** ``Optimizer.step#<Class>.step`` ranges inside the steady steps whose host
+time per step is larger than the GPU time of the kernels and copies they launch, and at least
+``optimizer_host_time.min_pct`` of the step: the optimizer is bound by Python and the
+dispatcher, not by the update math. Typical sources are optimizers with many small blocks or
+parameter groups (Shampoo/distributed Shampoo, per-group Python loops), EMA or
+gradient-clipping wrappers that walk every parameter in Python, and host-side bookkeeping
+(``.item()`` on a norm, state dictionaries rebuilt each step).
+
+An optimizer that runs one small op per parameter without ``foreach``/``fused`` is reported by
+``single-tensor-optimizer`` instead (its fix, ``foreach=True``/``fused=True``, comes first, and
+its finding carries the same host time): those ranges are not repeated here, so one optimizer
+range is never reported twice.
+
+**Why it costs time.** While the host is inside ``step()`` it launches nothing else; when the
+step's own kernels take less time than the host needs to issue them, the GPU drains and waits
+for the next forward to be launched.
+
+**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with half
+(``optimizer_host_time.fraction``) of the host time inside these optimizer ranges removed, the
+range going from a quarter to three quarters: how much a cheaper step gives back depends on the
+fix. The update kernels keep their GPU time. The saving is what the step loses in the replay:
+nothing where the GPU limits the step. Where the replay cannot place the steps: that share of
+the GPU idle time inside the ranges, at most the host time above the GPU work launched.
+
+**How to fix.** ``foreach=True`` or ``fused=True`` where the optimizer has them; fewer
+parameter groups (one group per distinct hyper-parameter set, not per layer); merge small
+parameters into larger blocks (Shampoo's ``max_preconditioner_dim``/block size, precondition
+less often via ``precondition_frequency``); with gradient accumulation, step once every k
+micro-batches; compile the step (``torch.compile(optimizer.step)``) or capture it in a CUDA
+graph (``capturable=True``).
+
+**Known false positives.** A step that also synchronizes (``.item()`` on a gradient norm,
+``clip_grad_norm_`` with ``error_if_nonfinite``) shows that wait as host time: see
+``sync-point`` for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.findings import Draft, Evidence, Location
+from advisor.locate import aggregate
+from advisor.registry import Context, Skip, detector
+from advisor.replay.fixes import ShrinkHost
+from advisor.thresholds import register
+from advisor.trace.model import Trace
+from heuristics._per_step import fmt_ms, ms, n_steps
+from heuristics.host_overhead import slow_host
+from heuristics.single_tensor_optimizer import optimizer_ranges, per_parameter
+
+ID = "optimizer-host-time"
+TITLE = "Optimizer step bound by host time"
+
+register("optimizer_host_time.min_pct", 5.0,
+         "report when optimizer steps hold the host this % of the median step")  # fmt: skip
+register("optimizer_host_time.fraction", 0.5,
+         "share of the GPU idle time inside the optimizer step claimed as saving")  # fmt: skip
+
+
+def _gpu_ns(trace: Trace, stats: pd.DataFrame) -> np.ndarray:
+    """Per range: GPU time of the kernels, copies and memsets launched from inside it."""
+    rt = trace.runtime
+    out = np.zeros(len(stats), dtype=np.int64)
+    if not len(rt):
+        return out
+    ts, end, tid = (rt[c].to_numpy() for c in ("ts_ns", "end_ns", "tid"))
+    dur = np.zeros(len(rt), dtype=np.int64)  # GPU time each runtime call launched
+    for df in (trace.kernels, trace.memcpy):
+        if len(df):
+            li = df["launch_idx"].to_numpy()
+            ok = li >= 0
+            np.add.at(dur, li[ok], df["dur_ns"].to_numpy()[ok])
+    for i, w in enumerate(stats.itertuples(index=False)):  # a handful of ranges per trace
+        m = (tid == w.tid) & (ts >= w.ts_ns) & (end <= w.ts_ns + w.dur_ns)
+        out[i] = int(dur[m].sum())
+    return out
+
+
+def _run_opt(ctx: Context, cls: str) -> dict[str, Any]:
+    raw = ctx.run_get("optimizers", default=None)
+    for o in raw if isinstance(raw, list) else []:
+        if isinstance(o, dict) and o.get("class") == cls:
+            return o
+    return {}
+
+
+@detector(ID, TITLE, gpu_only=True, needs=("cpu_ops",))
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    stats = optimizer_ranges(trace)
+    if not len(stats):
+        raise Skip("no Optimizer.step ranges in this trace")
+    stats = stats[stats["step"] >= 0] if not trace.meta.synthetic_steps else stats
+    covered = per_parameter(stats, trace, ctx)  # single-tensor-optimizer's ranges
+    rest = stats.drop(index=covered.index).reset_index(drop=True)
+    if not len(rest):
+        return []
+    rest = rest.assign(gpu_ns=_gpu_ns(trace, rest))
+    steps = n_steps(trace)
+    host_ms = float(rest["dur_ns"].sum()) / 1e6 / steps
+    gpu_ms = float(rest["gpu_ns"].sum()) / 1e6 / steps
+    share = 100.0 * host_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
+    if share < ctx.t("optimizer_host_time.min_pct") or host_ms <= gpu_ms:
+        return []
+    frac = ctx.t("optimizer_host_time.fraction")
+    excess = np.maximum(rest["dur_ns"].to_numpy() - rest["gpu_ns"].to_numpy(), 0)
+    claim = np.minimum(rest["idle_ns"].to_numpy() * frac, excess)
+    saving_ms = float(claim.sum()) / 1e6 / steps
+    r_ts = rest["ts_ns"].to_numpy()
+    rep = ctx.whatif(ShrinkHost(r_ts, r_ts + rest["dur_ns"].to_numpy(), rest["tid"].to_numpy(),
+                                keep=1.0 - frac, low=1.0 - frac / 2,
+                                high=max(0.0, 1.0 - 1.5 * frac), label="cheaper optimizer step"))  # fmt: skip
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    by_cls = rest.groupby("cls", sort=False).agg(n=("dur_ns", "size"), host=("dur_ns", "sum"),
+                                                 gpu=("gpu_ns", "sum"), idle=("idle_ns", "sum"),
+                                                 ts=("ts_ns", "min"), k=("kernels", "sum"))  # fmt: skip
+    by_cls = by_cls.sort_values("host", ascending=False)
+    ev = []
+    for cls, r in by_cls.iterrows():
+        ev.append(Evidence(f"Optimizer.step#{cls}.step: host time (GPU work launched "
+                           f"{ms(r['gpu'])} ms)", int(r["n"]), ms(r["host"]),
+                           trace.to_trace_us(int(r["ts"]))))  # fmt: skip
+    ev.append(Evidence("GPU idle inside those ranges", len(rest), ms(rest["idle_ns"].sum())))
+    names = " and ".join(f"{c}.step" for c in by_cls.index[:3])
+    top = str(by_cls.index[0])
+    opt = _run_opt(ctx, top)
+    groups = opt.get("param_groups")
+    setting = ""
+    if opt:
+        setting = (f" (run.json: {opt.get('param_tensors', '?')} parameter tensors"
+                   + (f" in {groups} group(s)" if isinstance(groups, int) else "")
+                   + f", foreach={opt.get('foreach')}, fused={opt.get('fused')})")  # fmt: skip
+    verb = "holds" if len(by_cls) == 1 else "hold"
+    summary = (f"{names} {verb} the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step) "
+               f"while launching {fmt_ms(gpu_ms)} of GPU work{setting}; the GPU idles "
+               f"{fmt_ms(float(rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them"
+               + (f"; replayed with {frac:.0%} of that host time gone, the step is "
+                  f"{fmt_ms(rep.ms)} shorter." if rep.replayed else "."))  # fmt: skip
+    locs = _locations(trace, ctx, rest, opt)
+    return [Draft(
+        id=ID, title=TITLE, **fields,
+        confidence="medium" if host_ms > 2 * gpu_ms else "low",
+        summary=summary, snippet=_snippet(top),
+        recommendation=(("Every operator is slow on this host (see host-overhead): fix that "
+                         "first. ") if slow_host(trace, ctx) else "") + _advice(top, groups),
+        evidence=tuple(ev), locations=locs,
+        assumptions=(
+            f"Host time = the Optimizer.step ranges inside the {steps} steady step(s); GPU work "
+            "= the kernels, copies and memsets launched from inside them.",
+            f"A cheaper step removes {frac:.0%} of the host time inside the ranges (range "
+            f"{frac / 2:.0%}-{min(1.0, 1.5 * frac):.0%}; optimizer_host_time.fraction); the "
+            "update kernels keep their GPU time.",
+            rep.assumption if rep.replayed else
+            f"Saving = {frac:g} x the GPU idle time inside the ranges (start to the end of their "
+            "last kernel), at most the host time above the GPU work.",
+            "Ranges with per-parameter ops and no foreach/fused kernel are single-tensor-"
+            "optimizer's and are not counted here.",
+        ),
+    )]  # fmt: skip
+
+
+def _locations(trace: Trace, ctx: Context, rest: pd.DataFrame,
+               opt: dict[str, Any]) -> tuple[Location, ...]:  # fmt: skip
+    locs = aggregate(ctx.locator.at(int(t), int(ts))
+                     for t, ts in zip(rest["tid"], rest["ts_ns"], strict=True))  # fmt: skip
+    if isinstance(opt.get("file"), str) and isinstance(opt.get("line"), int):
+        locs = (Location(opt["file"], opt["line"], "optimizer created here"), *locs)[:5]
+    return locs
+
+
+def _advice(cls: str, groups: object) -> str:
+    grp = (f" Merge its {groups} parameter groups into as few as the hyper-parameters need."
+           if isinstance(groups, int) and groups > 4 else " Use fewer parameter groups.")  # fmt: skip
+    return (f"Make {cls}.step cheaper on the host: foreach=True or fused=True where it has "
+            f"them, larger parameter blocks (for Shampoo a larger max_preconditioner_dim and a "
+            f"lower precondition_frequency).{grp} With gradient accumulation, step once every k "
+            f"micro-batches; or compile the step (torch.compile(optimizer.step)) so it runs as "
+            f"a few fused kernels.")  # fmt: skip
+
+
+def _snippet(cls: str) -> str:
+    return (
+        "# one step per k micro-batches (gradient accumulation)\n"
+        "loss = loss / k; loss.backward()\n"
+        "if (i + 1) % k == 0:\n"
+        "    optimizer.step(); optimizer.zero_grad(set_to_none=True)\n"
+        "\n"
+        f"# or compile the step of {cls} into a few fused kernels\n"
+        "@torch.compile(fullgraph=False)\n"
+        "def opt_step():\n"
+        "    optimizer.step()\n"
+    )

@@ -1,0 +1,195 @@
+"""Unbucketed collectives: one all-reduce (or all-gather, reduce-scatter) per parameter.
+
+**What it detects.** Steps that issue many collectives of one kind (by default 100 or more
+per step, ``unbucketed_collectives.min_per_step``) on the GPU that communicates most:
+typically one ``c10d::allreduce_`` per gradient, where bucketing or coalescing would send a
+few large messages. Where the calls come from decides the fix, so the launching op chain is
+read: a compiled region (``CompiledFunction``/``CompiledFunctionBackward``), an FSDP unit
+(its ranges, or run.json's ``modules.fully_sharded_data_parallel``), a DDP reducer, or plain
+``torch.distributed`` calls.
+
+**Why it costs time.** Every collective pays a fixed price whatever its size: a host call
+through the process group (tens to hundreds of microseconds), a kernel launch and NCCL's
+start-up latency, and a rendezvous with every other rank. Hundreds of small collectives per
+step serialize on the communication stream, and while the host issues them one by one the
+GPU idles between them; a slow host on one rank makes every other rank wait inside each one.
+
+**How the saving is estimated.** From the trace: the host time of the collective calls per
+step (the outermost ``c10d::``/``nccl:`` op of each launch), the window from the first call
+to the end of the last collective kernel, and the GPU idle time inside that window. With
+bucketing, about one call per ten parameters remains (DDP's 25 MB buckets usually hold far
+more, so this errs low): the steps are replayed (``advisor/replay``) with the host time of the
+collective calls cut to that share, so the saving counts only where the host issuing them
+held the step back; the range replays a quarter of the calls removed (low) and all but one
+(high). Without a replayable step, the host time saved capped at the GPU idle time in the
+window is shown instead. The collectives' own kernels are left as they are (message sizes are
+not in most traces, and the waiting inside them is the other ranks' host, which coalescing on
+every rank shrinks too: the saving errs low).
+
+**How to fix.** The advice follows the source. Collectives traced into a compiled backward:
+keep DDP outside ``torch.compile`` (``torch.compile(DDP(model))``), whose reducer buckets
+gradients and ``torch._dynamo.config.optimize_ddp`` splits graphs at bucket boundaries (with
+compiled autograd, ``optimize_ddp = "python_reducer"``), instead of all-reducing each
+gradient inside the compiled function. FSDP: a coarser wrap policy (one unit per transformer
+block, ``ModuleWrapPolicy({Block})`` or ``fully_shard`` per block, never per ``nn.Linear``).
+DDP reducer: a larger ``bucket_cap_mb``, one DDP wrapper around the whole model (not one per
+submodule). Plain ``torch.distributed``: flatten the tensors into one buffer per bucket before
+``all_reduce``, or wrap the model in ``DistributedDataParallel``.
+
+**Known false positives.** A model whose gradients fill more than 100 full DDP buckets (about
+2.5 GB of gradients at 25 MB) issues that many bucketed collectives legitimately; message
+sizes would tell them apart, but most traces do not record them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.comm import collective_name, has_ddp_reducer
+from advisor.findings import Draft, Evidence
+from advisor.locate import aggregate
+from advisor.registry import Context, Skip, detector
+from advisor.replay.fixes import ShrinkHost
+from advisor.thresholds import register
+from advisor.timeline import union
+from advisor.trace.model import Trace
+from heuristics._comm_advice import bucketing_advice, collective_source
+from heuristics._ops import chain_match, name_flags, op_names
+from heuristics._per_step import fmt_ms, n_steps
+
+ID = "unbucketed-collectives"
+TITLE = "Many small collectives per step instead of a few buckets"
+
+register("unbucketed_collectives.min_per_step", 100.0,
+         "collectives of one kind per step from which they count as unbucketed")  # fmt: skip
+register("unbucketed_collectives.params_per_bucket", 10.0,
+         "collectives assumed to merge into one bucket when estimating the saving")  # fmt: skip
+register("unbucketed_collectives.min_ms", 0.1, "report from this saving per step (ms)")
+
+_CALL_PREFIXES = ("c10d::", "nccl:", "rccl:", "record_param_comms")
+
+
+def _is_call(name: str) -> bool:
+    return name.startswith(_CALL_PREFIXES)
+
+
+def collective_calls(trace: Trace) -> pd.DataFrame:
+    """Communication kernels inside steps on the device that communicates most, each with its
+    collective kind and the outermost collective op that launched it (-1 when unknown):
+    columns collective, step, ts_ns, end_ns, device, op."""
+    k = trace.kernels
+    k = k[k["is_comm"].to_numpy(dtype=bool) & (k["step"] >= 0).to_numpy()]
+    if not len(k):
+        return pd.DataFrame(columns=["collective", "step", "ts_ns", "end_ns", "device", "op"])
+    dev = int(k["device"].value_counts().idxmax())
+    k = k[k["device"] == dev]
+    li = k["launch_idx"].to_numpy()
+    op = np.full(len(k), -1, dtype=np.int64)
+    if len(trace.runtime) and len(trace.cpu_ops):
+        launcher = np.where(li >= 0, trace.runtime["op_idx"].to_numpy()[np.clip(li, 0, None)], -1)
+        hit = name_flags(trace.cpu_ops["name"], _is_call)
+        op = chain_match(trace, launcher, hit, outermost=True)
+    names = k["name"].astype(str)
+    return pd.DataFrame({
+        "collective": [collective_name(x) for x in names],
+        "step": k["step"].to_numpy(), "ts_ns": k["ts_ns"].to_numpy(),
+        "end_ns": k["end_ns"].to_numpy(), "device": dev, "op": op,
+    })  # fmt: skip
+
+
+def _window(trace: Trace, calls: pd.DataFrame, device: int) -> tuple[float, float]:
+    """Per step (mean): the window from the first collective call (host) or kernel to the end of
+    the last collective kernel, and the GPU idle time inside it (ms)."""
+    ops = trace.cpu_ops
+    act = trace.gpu_activity()
+    act = act[act["device"] == device]
+    s_all, e_all = act["ts_ns"].to_numpy(), act["end_ns"].to_numpy()
+    spans, idles = [], []
+    for _, g in calls.groupby("step", sort=True):
+        lo = int(g["ts_ns"].min())
+        o = g["op"].to_numpy()
+        if (o >= 0).any():
+            lo = min(lo, int(ops["ts_ns"].to_numpy()[o[o >= 0]].min()))
+        hi = int(g["end_ns"].max())
+        m = (e_all > lo) & (s_all < hi)
+        bs, be = union(np.clip(s_all[m], lo, hi), np.clip(e_all[m], lo, hi))
+        spans.append(hi - lo)
+        idles.append(hi - lo - int(np.sum(be - bs)))
+    return float(np.mean(spans)) / 1e6, float(np.mean(idles)) / 1e6
+
+
+@detector(ID, TITLE, needs=("kernels",), gpu_only=True)
+def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    calls = collective_calls(trace)
+    if not len(calls):
+        raise Skip("no communication kernels (NCCL/RCCL) in this trace")
+    steps = n_steps(trace)
+    counts = calls["collective"].value_counts()
+    kind = str(counts.index[0])
+    per_step = float(counts.iloc[0]) / steps
+    if per_step < ctx.t("unbucketed_collectives.min_per_step"):
+        return []
+    mine = calls[calls["collective"] == kind]
+    opn = op_names(trace)
+    o = mine["op"].to_numpy()
+    uniq = np.unique(o[o >= 0])
+    host_ms = float(trace.cpu_ops["dur_ns"].to_numpy()[uniq].sum()) / 1e6 / steps
+    kernel_ms = float((mine["end_ns"] - mine["ts_ns"]).sum()) / 1e6 / steps
+    window_ms, idle_ms = _window(trace, mine, int(mine["device"].iat[0]))
+    per_bucket = max(1.0, ctx.t("unbucketed_collectives.params_per_bucket"))
+    left = math.ceil(per_step / per_bucket)
+    keep = left / per_step
+    saving = max(0.0, min(host_ms * (1.0 - keep), idle_ms))
+    ops = trace.cpu_ops
+    rep = ctx.whatif(ShrinkHost(ops["ts_ns"].to_numpy()[uniq], ops["end_ns"].to_numpy()[uniq],
+                                ops["tid"].to_numpy()[uniq], keep=keep, low=0.75,
+                                high=1.0 / per_step, label="bucketed collectives"))  # fmt: skip
+    fields: dict[str, Any] = {"est_savings_ms": round(saving, 3),
+                              "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3))}  # fmt: skip
+    how = (f"Without a replayable step: the host time saved, capped at the GPU idle time inside "
+           f"the collective window ({fmt_ms(idle_ms)}); low end: half of it.")  # fmt: skip
+    if rep.replayed:
+        fields, how = rep.draft_fields(), rep.assumption
+    if fields["est_savings_ms"] < ctx.t("unbucketed_collectives.min_ms"):
+        return []
+    ddp = has_ddp_reducer(trace) or bool(ctx.run_get("modules", "distributed_data_parallel"))
+    fsdp = bool(ctx.run_get("modules", "fully_sharded_data_parallel"))
+    source, via = collective_source(trace, uniq, ddp, fsdp)
+    advice = bucketing_advice(source, kind)
+    call = pd.Series(opn[uniq]).value_counts().index[0] if len(uniq) else kind
+    first = mine.iloc[0]
+    evidence = [
+        Evidence(f"{call} -> {kind}: {per_step:.0f} per step, {fmt_ms(host_ms)} of host calls "
+                 f"and {fmt_ms(kernel_ms)} of kernels per step", int(len(mine)),
+                 round(host_ms * steps, 3), trace.to_trace_us(int(first["ts_ns"]))),
+        Evidence(f"window from the first call to the last {kind} end: {fmt_ms(window_ms)} per "
+                 f"step, GPU idle {fmt_ms(idle_ms)} of it", steps, round(idle_ms * steps, 3)),
+    ]  # fmt: skip
+    if via:
+        evidence.append(Evidence(f"launched from {via}", int((o >= 0).sum()), 0.0))
+    locations = aggregate(ctx.locator.for_op(int(i)) for i in uniq[:2000])
+    return [Draft(
+        id=ID, title=TITLE,
+        confidence="medium" if source != "ddp" else "low",
+        summary=(f"{per_step:.0f} separate {kind} collectives per step ({call}), "
+                 f"{advice.source_text}: {fmt_ms(host_ms)} of host time per step issuing them "
+                 f"and a {fmt_ms(window_ms)} window in which the GPU idles {fmt_ms(idle_ms)} "
+                 f"between collectives. A few buckets would do the same work in "
+                 f"about {left} calls."),  # fmt: skip
+        recommendation=advice.text,
+        snippet=advice.snippet,
+        evidence=tuple(evidence),
+        locations=locations,
+        assumptions=(
+            f"Bucketing leaves about one call per {per_bucket:g} collectives ({left} per step): "
+            f"their host time keeps {keep:.0%} of itself (range: 75% to one call per step).",
+            how,
+            "Message sizes are not in the trace: the collective kernels are left unchanged.",
+            f"Source: {source} (DDP reducer {'present' if ddp else 'absent'}).",
+        ),
+        **fields,
+    )]  # fmt: skip

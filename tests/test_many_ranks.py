@@ -1,0 +1,116 @@
+"""A real folder of 32 rank traces through ``analyze`` and ``diff``, in subprocesses with a time
+limit, so a hang fails instead of blocking the suite (issue 20 case 1: with
+``ProcessPoolExecutor(max_tasks_per_child=8)`` a folder of 17+ traces hung forever at 0% CPU on
+CPython 3.11, gh-115634). And the first Ctrl-C ends the run: exit 130, one "interrupted" line.
+
+The ranks are built from a real shipped trace (``tests.mr_helpers.synth_ranks``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SAMPLES
+from tests.mr_helpers import synth_ranks
+
+pytestmark = pytest.mark.slow
+
+N = 32
+LIMIT_S = 300  # far above the ~30 s these take on 2 busy cores; a hang is unbounded
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("ranks32") / "in"
+    synth_ranks(SAMPLES / "sync_point.cpu.json.gz", out, N, straggler=5)
+    return out
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
+
+
+def _advisor(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run([sys.executable, "-m", "advisor", *args], capture_output=True,
+                              text=True, timeout=LIMIT_S, env=_env(**env), cwd=REPO)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"advisor {args[0]} on {N} traces did not finish in {LIMIT_S} s (hang)")
+
+
+def test_analyze_32_traces_in_the_process_pool(folder: Path, tmp_path: Path) -> None:
+    # ADVISOR_NO_DASK: the machine's own worker processes, the pool that used to hang
+    p = _advisor("analyze", str(folder), "--out", str(tmp_path / "out"), "--json", "-j", "2",
+                 ADVISOR_NO_DASK="1")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    ranks = json.loads(p.stdout)["run"]["ranks"]
+    assert [r["rank"] for r in ranks] == list(range(N))
+    assert all("error" not in r for r in ranks)
+    assert (tmp_path / "out" / "report.html").is_file()
+
+
+def test_diff_32_traces(folder: Path) -> None:
+    p = _advisor("diff", str(folder), str(folder), "--json", "-j", "2", ADVISOR_NO_DASK="1")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["a"]["traces"] == d["b"]["traces"] == N
+    assert d["a"]["ranks"] == list(range(N)) and d["step_ms_median"]["delta_ms"] == 0
+
+
+@pytest.mark.parametrize("engine", ["pool", "dask"])
+def test_first_ctrl_c_ends_the_run(tmp_path: Path, engine: str) -> None:
+    # 32 copies of the 30 MB GPU sample (~1.5 s each): still busy when Ctrl-C comes
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for r in range(N):
+        shutil.copyfile(SAMPLES / "resnet50_v100.kineto.json.gz", folder / f"trace.rank{r}.json.gz")
+    # the terminal sends SIGINT to the whole foreground process group: workers included
+    proc = subprocess.Popen([sys.executable, "-m", "advisor", "analyze", str(folder), "--out",
+                             str(tmp_path / "out"), "-j", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=_env(ADVISOR_NO_DASK="1" if engine == "pool" else ""),
+                            cwd=REPO, start_new_session=True)  # fmt: skip
+    try:
+        time.sleep(6.0)  # imports done, workers (or the Dask cluster) analysing
+        assert proc.poll() is None, proc.communicate()
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    lines = [ln for ln in err.splitlines() if ln.strip() and "Analyzing" not in ln]
+    assert lines == ["advisor: interrupted"], err
+    assert took < 15, took
+    assert not (tmp_path / "out" / "report.html").exists()
+    assert _alive_in_group(proc.pid) == [], "worker processes left behind"
+
+
+def _alive_in_group(pgid: int, wait_s: float = 5.0) -> list[int]:
+    """Processes of the group that still run (zombies waiting for a reaper do not count)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    alive.append(int(d.name))
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)

@@ -1,0 +1,64 @@
+"""Issue 20 case 5: a hostile trace cannot copy local files into report.html or findings.json.
+
+Stack frames of a downloaded trace name an absolute ``.py`` outside every root, a ``../``
+relative one, and a ``.py`` symlink shipped beside the trace that points at a secret; the
+analysis (a real ``advisor analyze`` process) shows none of them, says that code was withheld,
+and ``--source-root`` opts a folder in."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.test_profile import _env
+from tests.tracebuilder import TraceBuilder
+
+
+def _hostile(tmp: Path) -> tuple[Path, Path]:
+    secret = tmp / "secret"
+    secret.mkdir()
+    (secret / "creds.txt").write_text("SECRET_CREDS\n" * 20)
+    (secret / "keys.py").write_text("SECRET_ABS\n" * 20)
+    (secret / "rel.py").write_text("SECRET_REL\n" * 20)
+    dl = tmp / "download"
+    dl.mkdir()
+    os.symlink(secret / "creds.txt", dl / "link.py")  # shipped beside the trace
+    (tmp / "work").mkdir()
+    b = TraceBuilder()
+    files = [str(secret / "keys.py"), "../secret/rel.py", "link.py"]
+    for i, f in enumerate(files):
+        s = i * 1000
+        b.step(i + 1, s, 1000)
+        b.frame(f, 5, "train", s, 900)
+        b.annotation("Optimizer.zero_grad#SGD.zero_grad", s + 10, 200)
+        z = b.op("aten::zero_", s + 20, 100)
+        b.launch(z, "cudaLaunchKernel", s + 30, 5, kernel="fill", gpu_ts=s + 300, gpu_dur=50)
+    return b.write(dl / "trace.json"), secret
+
+
+def _analyze(cwd: Path, *args: str | Path) -> tuple[str, dict]:  # type: ignore[type-arg]
+    p = subprocess.run([sys.executable, "-m", "advisor", "analyze", *map(str, args)], cwd=cwd,
+                       env=_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = cwd / "o"
+    return (out / "report.html").read_text(), json.loads((out / "findings.json").read_text())
+
+
+def test_hostile_frames_read_no_local_files(tmp_path: Path) -> None:
+    trace, secret = _hostile(tmp_path)
+    work = tmp_path / "work"
+    html, findings = _analyze(work, trace, "--out", "o")
+    text = html + json.dumps(findings)
+    assert "SECRET_" not in text
+    assert findings["views"]["sources"] == {}
+    assert sorted(findings["views"]["sources_withheld"]) == sorted(
+        [str(secret / "keys.py"), "../secret/rel.py", "link.py"]
+    )
+    assert "Source code withheld from 3 file(s)" in html
+    # --source-root opts a folder in: its regular files are shown (a symlink into it is not)
+    html, findings = _analyze(work, trace, "--out", "o", "--force", "--source-root", secret)
+    assert "SECRET_ABS" in html and "SECRET_REL" in html and "SECRET_CREDS" not in html
+    assert "sources_withheld" not in findings["views"]  # link.py is not a .py file really
