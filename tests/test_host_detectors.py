@@ -15,7 +15,7 @@ from tests.checklist_a_helpers import found
 from tests.conftest import shared_trace
 
 IDS = frozenset({"host-overhead", "allocator-churn", "optimizer-host-time"})
-SAMPLES = sorted((Path(__file__).parent.parent / "sample_traces").glob("*.json.gz"))
+SAMPLES = sorted((Path(__file__).parent.parent / "sample_traces").glob("*.cpu.json.gz"))  # CPU-only
 NW4 = [
     "kineto/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
     "kineto/resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz",

@@ -68,7 +68,7 @@ def test_sigterm_is_not_swallowed(tmp_path: Path, stepping: bool) -> None:
 
 def test_the_stop_after_the_window_is_not_swallowed(tmp_path: Path) -> None:
     _write(tmp_path, "stubborn.py", STUBBORN, STEPPING=True)
-    p = advisor(tmp_path, *FAST, "--out", "o", "stubborn.py", timeout=120)
+    p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "stubborn.py", timeout=120)
     assert p.returncode == 0, p.stderr
     assert "SWALLOWED WindowCaptured" in p.stdout and "FINISHED" not in p.stdout
     run = json.loads((tmp_path / "o" / "run.json").read_text())

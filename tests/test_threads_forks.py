@@ -65,7 +65,7 @@ if __name__ == "__main__":
 
 def test_training_in_a_thread(tmp_path: Path) -> None:
     _write(tmp_path, "thr.py", THREAD)
-    p = advisor(tmp_path, *FAST, "--out", "o", "thr.py")
+    p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "thr.py")
     assert p.returncode == 0, p.stderr
     assert "THREAD DONE" in p.stdout and "MAIN DONE" in p.stdout
     assert "Traceback" not in p.stderr
@@ -80,7 +80,7 @@ def test_forked_workers_run_untouched(tmp_path: Path) -> None:
     plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(),
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert plain.returncode == 0 and "CODES [0, 0]" in plain.stdout and "RAW 0" in plain.stdout
-    p = advisor(tmp_path, *FAST, "--out", "o", "hog.py")
+    p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "hog.py")
     assert p.returncode == 0, p.stderr
     assert "CODES [0, 0]" in p.stdout and "RAW 0" in p.stdout, p.stdout + p.stderr
     assert "WindowCaptured" not in p.stderr and "Traceback" not in p.stderr

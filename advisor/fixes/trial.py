@@ -25,7 +25,7 @@ from advisor.fixes.base import RunFacts
 from advisor.fixes.compare import RunData, compare, step_stats
 from advisor.fixes.registry import FIXES, Selection, parse_fix_ids, select
 from advisor.fixes.runtime import ENV, env_value
-from advisor.outfiles import default_out_dir
+from advisor.outfiles import default_out_dir, release
 from advisor.runner.outdir import check_out_dir, write_json
 
 TRY_SCHEMA_VERSION = 1
@@ -100,12 +100,13 @@ def _prepare_run_dir(folder: Path, force: bool) -> None:
             raise AdvisorError(f"--force would overwrite {LOG_NAME}, which advisor did not "
                                "write; pick another --out", folder)  # fmt: skip
     check_out_dir(folder, force)
+    release(folder)  # the profile run started next claims the folder for itself
 
 
 def _command(opts: TryOptions, folder: Path) -> list[str]:
     cmd = [sys.executable, "-m", "advisor", "profile", "--out", str(folder), "--force",
            "--wait", str(opts.wait), "--warmup", str(opts.warmup), "--active", str(opts.active),
-           "--max-seconds", str(opts.max_seconds)]  # fmt: skip
+           "--max-seconds", str(opts.max_seconds), "--phases", "train"]  # fmt: skip
     if opts.module:
         cmd.append("-m")
     return [*cmd, opts.script, *opts.args]
