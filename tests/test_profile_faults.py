@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -397,32 +398,37 @@ def test_run_signals_view_and_restore() -> None:
     signal.signal(signal.SIGCHLD, before_chld)
 
 
+class _Session:
+    """The profiling session, as _run_script uses it (nothing captured)."""
+
+    stop_requested: object = None
+
+    def start(self) -> None:
+        pass
+
+    def finish(self) -> Any:
+        from advisor.runner.capture import Capture
+
+        return Capture()
+
+
+class _Recorder:
+    def install(self) -> None:
+        pass
+
+    def uninstall(self) -> None:
+        pass
+
+    def to_dict(self) -> dict[str, object]:
+        return {}
+
+
 def test_sigterm_whose_exception_was_lost(tmp_path: Path) -> None:
     """Terminated raised where Python drops exceptions (a __del__, an at-fork hook) or caught
     by the script: the run still counts as terminated by SIGTERM (exit 143)."""
-    from advisor.runner.capture import Capture
     from advisor.runner.execute import Target
     from advisor.runner.run import _run_script
     from advisor.runner.signals import RunSignals
-
-    class Session:
-        stop_requested: object = None
-
-        def start(self) -> None:
-            pass
-
-        def finish(self) -> Capture:
-            return Capture()
-
-    class Recorder:
-        def install(self) -> None:
-            pass
-
-        def uninstall(self) -> None:
-            pass
-
-        def to_dict(self) -> dict[str, object]:
-            return {}
 
     script = tmp_path / "swallow.py"
     script.write_text(
@@ -434,9 +440,48 @@ def test_sigterm_whose_exception_was_lost(tmp_path: Path) -> None:
     import builtins
 
     with RunSignals() as sigs:
-        outcome, _, _ = _run_script(Target("script", str(script), ()), Session(), Recorder(), sigs)
+        outcome, _, _ = _run_script(
+            Target("script", str(script), ()), _Session(), _Recorder(), sigs
+        )
     assert builtins.__dict__.pop("CONTINUED", False)
     assert (outcome.end_reason, outcome.exit_code, outcome.ended_early) == ("sigterm", 143, True)
+
+
+def test_worker_death_while_the_script_ends(tmp_path: Path) -> None:
+    """torch's SIGCHLD handler raises when a DataLoader worker died; the signal can arrive
+    after the script's own exception, while the advisor looks at it (here: from the
+    exception's ``__str__``). How the script ended stands, and nothing escapes the run (which
+    would lose run.json and the report); the script's handler is put back afterwards."""
+    from advisor.runner.execute import Target
+    from advisor.runner.run import _run_script
+    from advisor.runner.signals import RunSignals
+
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import os, signal\n"
+        "def torch_sigchld(signum, frame):\n"
+        "    raise RuntimeError('DataLoader worker (pid 1) exited unexpectedly')\n"
+        "signal.signal(signal.SIGCHLD, torch_sigchld)\n"
+        "class Boom(Exception):\n"
+        "    def __str__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGCHLD)  # a worker dies just now\n"
+        "        return 'boom'\n"
+        "raise Boom()\n"
+    )
+    before_chld = signal.getsignal(signal.SIGCHLD)
+    try:
+        with RunSignals() as sigs:
+            outcome, _, _ = _run_script(
+                Target("script", str(script), ()), _Session(), _Recorder(), sigs
+            )
+        assert (outcome.end_reason, outcome.exit_code, outcome.error) == (
+            "exception",
+            1,
+            "Boom: boom",
+        )
+        assert getattr(signal.getsignal(signal.SIGCHLD), "__name__", "") == "torch_sigchld"
+    finally:
+        signal.signal(signal.SIGCHLD, before_chld)
 
 
 def test_interrupted_writes_leave_no_partial_file(

@@ -18,6 +18,7 @@ import sys
 import tokenize
 import types
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -264,23 +265,47 @@ class ScriptRun:
             self._saved.restore()
             self._saved = None
 
-    def run(self) -> Outcome:
-        """Run the target to its end (or until it is stopped) and report how it ended."""
+    def run(self, script_over: Callable[[], None] | None = None) -> Outcome:
+        """Run the target to its end (or until it is stopped) and report how it ended.
+
+        ``script_over`` is called as soon as the script's code is over, before anything else
+        (see :meth:`advisor.runner.signals.RunSignals.script_over`): a signal handler of the
+        script's that raises late (torch's SIGCHLD handler when a DataLoader worker died) can
+        fire at any call until then, and must not replace how the script ended.
+        """
+        exc: BaseException | None = None
         try:
             _run(self.target)
-            return Outcome("completed", 0)
-        except WindowCaptured:
-            return Outcome("window-captured", 0)
-        except SystemExit as exc:
-            code = _exit_code(exc.code)
-            return Outcome("sys-exit", code, None if code == 0 else f"SystemExit: {exc.code}")
-        except KeyboardInterrupt:
-            return Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
-        except Terminated:
-            return Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
-        except BaseException as exc:  # noqa: BLE001 (the user's uncaught exception, as Python does)
-            _print_exception(exc)
-            return Outcome(classify(exc), 1, _one_line(exc))
+        except BaseException as err:  # noqa: BLE001 (the user's uncaught exception, as Python does)
+            exc = err
+        for _ in range(_LATE_TRIES):
+            try:
+                if script_over is not None:
+                    script_over()
+                break
+            except Exception:  # noqa: BLE001, S112 (raised by a late signal: the script is over)
+                continue
+        return _outcome(exc)
+
+
+_LATE_TRIES = 10  # script_over() retried when a late signal handler raised inside it
+
+
+def _outcome(exc: BaseException | None) -> Outcome:
+    """How the run ended, from the exception that ended the script (None: it completed)."""
+    if exc is None:
+        return Outcome("completed", 0)
+    if isinstance(exc, WindowCaptured):
+        return Outcome("window-captured", 0)
+    if isinstance(exc, SystemExit):
+        code = _exit_code(exc.code)
+        return Outcome("sys-exit", code, None if code == 0 else f"SystemExit: {exc.code}")
+    if isinstance(exc, KeyboardInterrupt):
+        return Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
+    if isinstance(exc, Terminated):
+        return Outcome("sigterm", EXIT_SIGTERM, "SIGTERM")
+    _print_exception(exc)
+    return Outcome(classify(exc), 1, _one_line(exc))
 
 
 def run_target(target: Target) -> Outcome:

@@ -166,6 +166,7 @@ def _hard_stop(outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals,
     thread) when it swallowed the advisor's stop or SIGTERM (``except BaseException``): write
     the outputs, then leave at once as plain Python's SIGTERM would (no cleanup of the
     script's, which plain Python would not have run either)."""
+    sigs.script_over()  # first: torch's SIGCHLD handler would raise from the calls below
     if outcome.end_reason != "os-exit":
         what = outcome.error if outcome.error else "the advisor's stop after the window"
         print(f"advisor: the script caught {what} (except BaseException?); ending it now",
@@ -207,7 +208,7 @@ def _run_script(
             recorder.install()
             trial = install_from_env()  # advisor try: fixes patched in after the observers
             session.start()
-            outcome = script_run.run()
+            outcome = script_run.run(sigs.script_over)
         except KeyboardInterrupt:
             pass
         except Terminated:

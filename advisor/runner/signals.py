@@ -145,12 +145,19 @@ class RunSignals:
         """torch's DataLoader SIGCHLD handler raises when a worker has died, from wherever the
         main thread is: while the run winds down, that is never the script's business."""
         sigchld = getattr(signal, "SIGCHLD", None)
-        if sigchld is None or sigchld in self._saved:
+        if sigchld is None or not self.main:
             return
         current = _raw_getsignal(sigchld)
-        if callable(current):
-            self._saved[sigchld] = current
+        if callable(current):  # safe to call again when a late signal interrupted it
+            self._saved.setdefault(sigchld, current)
             _raw_signal(sigchld, signal.SIG_DFL)
+
+    def script_over(self) -> None:
+        """The script's code is over (it returned or raised): from here on, a DataLoader worker
+        that dies is no longer the script's business. Called first thing by
+        :meth:`advisor.runner.execute.ScriptRun.run`, before it looks at the script's
+        exception, so torch's handler cannot raise into the advisor (and lose the outputs)."""
+        self._set_aside_sigchld()
 
     def _shown(self, handler: Handler) -> Handler:
         """What the script sees for an installed SIGTERM handler."""
@@ -210,6 +217,7 @@ class RunSignals:
 
     def finalizing(self) -> None:
         """The script is over: hold off signals while the outputs are written."""
+        self._set_aside_sigchld()  # first: torch's handler would raise from any call below
         if self._grace is not None:
             self._grace.cancel()
         self._unpatch()
@@ -223,7 +231,6 @@ class RunSignals:
                 signal.signal(sig, self._late)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, self._late)
-        self._set_aside_sigchld()
 
     def __exit__(self, *exc: object) -> None:
         if self._grace is not None:
