@@ -175,6 +175,23 @@ def test_inference_saving_is_capped_by_gpu_idle_time() -> None:
     f = finding(analyze(b.load(), INF), INF)
     assert f is not None
     assert f.est_savings_ms == 0.0  # the GPU is busy all step: host overhead is hidden
+    assert "the GPU limits them" in f.summary
+
+
+def test_inference_saving_on_a_host_bound_gpu_trace_is_replayed() -> None:
+    b = inference_trace(cc=(8, 0))
+    for s in range(3):  # a short kernel the host waits for after its forward
+        t0 = s * 1000.0
+        op = b.op("aten::mm", t0 + 700, 10)
+        b.launch(op, "cudaLaunchKernel", t0 + 701, 5, kernel="gemm", gpu_ts=t0 + 710, gpu_dur=50)
+        b.runtime("cudaDeviceSynchronize", t0 + 712, 50)
+    f = finding(analyze(b.load(), INF), INF)
+    assert f is not None
+    # 29 us of autograd recording on the host's critical path; range 0.7x-1.2x per node
+    assert f.est_savings_ms == pytest.approx(0.029, abs=0.001)
+    lo, hi = f.est_savings_range_ms or (0, 0)
+    assert lo == pytest.approx(0.0203, abs=0.001) and hi == pytest.approx(0.0348, abs=0.001)
+    assert any("Replayed:" in a for a in f.assumptions)
 
 
 def test_training_steps_and_no_grad_inference_are_not_reported() -> None:
