@@ -13,11 +13,12 @@ early on a side stream (prefetch) it overlaps the previous step's compute entire
 
 **How the saving is estimated.** The fix is replayed (see docs/savings.md): the steady steps'
 dependency graph is replayed with the calls that launch these copies no longer waiting for them
-(pinned memory and `non_blocking=True`) and the copies off the step's critical path (prefetched
-on a side stream, overlapping the previous step's compute); the saving is the measured step
-minus the replayed step. The low end of the range keeps the copies in the compute stream
-(`non_blocking=True` alone): in a GPU-bound loop that saves little, since the GPU still runs the
-transfer. When the trace has no step the replay can place, the window from the copy call to the
+(pinned memory and `non_blocking=True`; a synchronous or pageable copy call, which blocks for
+the transfer itself, loses that host time) and the copies off the step's critical path
+(prefetched on a side stream, overlapping the previous step's compute); the saving is the
+measured step minus the replayed step. The low end of the range keeps the copies in the
+compute stream (`non_blocking=True` alone): in a GPU-bound loop that saves little, since the GPU
+still runs the transfer. When the trace has no step the replay can place, the window from the copy call to the
 end of the host's wait, minus the GPU kernel time inside it, is used instead. Overlaps
 `pageable-memcpy` and `sync-point`.
 
@@ -38,7 +39,7 @@ import pandas as pd
 from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
-from advisor.replay.fixes import AsyncCopies
+from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.thresholds import register
 from advisor.timeline import Intervals, activity
 from advisor.trace.model import Trace
@@ -134,8 +135,27 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     low_ms = float(ep["low_ns"].sum()) / 1e6 / steps
     win_ms = float(ep["window_ns"].sum()) / 1e6 / steps
     rows = ep["mem"].to_numpy()
-    rep = ctx.whatif(AsyncCopies(memcpy=rows, speedup=float("inf"), low=1.0,
-                                 label="non-blocking copies from pinned memory"))  # fmt: skip
+    fix = AsyncCopies(memcpy=rows, speedup=float("inf"), low=1.0,
+                      label="non-blocking copies from pinned memory")  # fmt: skip
+    # a synchronous or pageable copy blocks inside the call itself: a pinned non_blocking call
+    # returns at once, so that call's host time goes too
+    rt = trace.runtime
+    call = ep["rt"].to_numpy()
+    c_ts, c_end = rt["ts_ns"].to_numpy()[call], rt["end_ns"].to_numpy()[call]
+    blocks = (c_end - c_ts) >= 0.5 * mem.loc[rows, "dur_ns"].to_numpy()
+    rep = ctx.whatif(
+        Combined(
+            [
+                fix,
+                ShrinkHost(
+                    c_ts[blocks], c_end[blocks], rt["tid"].to_numpy()[call][blocks], keep=0.0
+                ),
+            ],
+            label=fix.label,
+        )  # fmt: skip
+        if blocks.any()
+        else fix
+    )
     fields: dict = {"est_savings_ms": save_ms, "est_savings_range_ms": (round(low_ms, 3),
                                                                        round(save_ms, 3))}  # fmt: skip
     how_saved = (
@@ -150,7 +170,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         latent = max(rep.ms, rep.high_ms) <= 0
         how_saved = (
             "The calls launching these copies no longer wait for them (pinned memory, "
-            "non_blocking=True) and the copies leave the step's critical path (side-stream "
+            "non_blocking=True; a call that blocked for the copy itself loses that time) and the copies leave the step's critical path (side-stream "
             "prefetch); the low end keeps the copies in the stream (non_blocking=True alone). "
             + rep.assumption
         )
