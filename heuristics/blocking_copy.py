@@ -18,9 +18,9 @@ the transfer itself, loses that host time) and the copies off the step's critica
 (prefetched on a side stream, overlapping the previous step's compute); the saving is the
 measured step minus the replayed step. The low end of the range keeps the copies in the
 compute stream (`non_blocking=True` alone): in a GPU-bound loop that saves little, since the GPU
-still runs the transfer. When the trace has no step the replay can place, the window from the copy call to the
-end of the host's wait, minus the GPU kernel time inside it, is used instead. Overlaps
-`pageable-memcpy` and `sync-point`.
+still runs the transfer. When the trace has no step the replay can place, the window from the
+copy call to the end of the host's wait, minus the GPU kernel time inside it, is used instead.
+Overlaps `pageable-memcpy` and `sync-point`.
 
 **How to fix.** Pin the host side (`DataLoader(pin_memory=True)`, or a pinned buffer), copy
 with `.to(device, non_blocking=True)`, and prefetch the next batch on a side stream. For
@@ -170,8 +170,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         latent = max(rep.ms, rep.high_ms) <= 0
         how_saved = (
             "The calls launching these copies no longer wait for them (pinned memory, "
-            "non_blocking=True; a call that blocked for the copy itself loses that time) and the copies leave the step's critical path (side-stream "
-            "prefetch); the low end keeps the copies in the stream (non_blocking=True alone). "
+            "non_blocking=True; a call that blocked for the copy itself loses that time) and "
+            "the copies leave the step's critical path (side-stream prefetch); the low end keeps the copies in the stream (non_blocking=True alone). "
             + rep.assumption
         )
     kinds = mem.loc[ep["mem"], "kind"].astype(str).to_numpy()
