@@ -156,8 +156,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if blocks.any()
         else fix
     )
-    fields: dict = {"est_savings_ms": save_ms, "est_savings_range_ms": (round(low_ms, 3),
-                                                                       round(save_ms, 3))}  # fmt: skip
+    fields: dict = {
+        "est_savings_ms": save_ms,
+        "est_savings_range_ms": (round(low_ms, 3), round(save_ms, 3)),
+    }
     how_saved = (
         "saving = copy call to end of the host's wait, minus GPU kernel time inside that "
         "window (time both sides were held by the copy); low end = the wait beyond the "
@@ -171,8 +173,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         how_saved = (
             "The calls launching these copies no longer wait for them (pinned memory, "
             "non_blocking=True; a call that blocked for the copy itself loses that time) and "
-            "the copies leave the step's critical path (side-stream prefetch); the low end keeps the copies in the stream (non_blocking=True alone). "
-            + rep.assumption
+            "the copies leave the step's critical path (side-stream prefetch); the low end "
+            "keeps the copies in the stream (non_blocking=True alone). " + rep.assumption
         )
     kinds = mem.loc[ep["mem"], "kind"].astype(str).to_numpy()
     n_htod, n_dtoh = int((kinds == "HtoD").sum()), int((kinds == "DtoH").sum())
