@@ -11,13 +11,16 @@ GPU computes nothing: the transfer sits on the critical path of both. A copy fro
 with `non_blocking=True` returns at once, so the host queues the next kernels behind it; issued
 early on a side stream (prefetch) it overlaps the previous step's compute entirely.
 
-**How the saving is estimated.** For each blocking copy, the window from the copy call to the
-end of the host's wait, minus the time the GPU spent running kernels inside that window (that
-part is the GPU draining earlier work, reported by `sync-point`). What remains is time in which
-both sides were held by the copy. It is fully recoverable when the copy can overlap compute or
-host work (prefetch on a side stream, or a host-bound loop); with `non_blocking=True` alone in a
-GPU-bound loop only the part beyond the transfer itself is saved: that is the low end of the
-range. Divided over the steps in the trace; overlaps `pageable-memcpy` and `sync-point`.
+**How the saving is estimated.** The fix is replayed (see docs/savings.md): the steady steps'
+dependency graph is replayed with the calls that launch these copies no longer waiting for them
+(pinned memory and `non_blocking=True`; a synchronous or pageable copy call, which blocks for
+the transfer itself, loses that host time) and the copies off the step's critical path
+(prefetched on a side stream, overlapping the previous step's compute); the saving is the
+measured step minus the replayed step. The low end of the range keeps the copies in the
+compute stream (`non_blocking=True` alone): in a GPU-bound loop that saves little, since the GPU
+still runs the transfer. When the trace has no step the replay can place, the window from the
+copy call to the end of the host's wait, minus the GPU kernel time inside it, is used instead.
+Overlaps `pageable-memcpy` and `sync-point`.
 
 **How to fix.** Pin the host side (`DataLoader(pin_memory=True)`, or a pinned buffer), copy
 with `.to(device, non_blocking=True)`, and prefetch the next batch on a side stream. For
@@ -36,6 +39,7 @@ import pandas as pd
 from advisor.findings import Draft, Evidence
 from advisor.locate import aggregate
 from advisor.registry import Context, detector
+from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.thresholds import register
 from advisor.timeline import Intervals, activity
 from advisor.trace.model import Trace
@@ -130,6 +134,48 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     low_ms = float(ep["low_ns"].sum()) / 1e6 / steps
     win_ms = float(ep["window_ns"].sum()) / 1e6 / steps
+    rows = ep["mem"].to_numpy()
+    fix = AsyncCopies(memcpy=rows, speedup=float("inf"), low=1.0,
+                      label="non-blocking copies from pinned memory")  # fmt: skip
+    # a synchronous or pageable copy blocks inside the call itself: a pinned non_blocking call
+    # returns at once, so that call's host time goes too
+    rt = trace.runtime
+    call = ep["rt"].to_numpy()
+    c_ts, c_end = rt["ts_ns"].to_numpy()[call], rt["end_ns"].to_numpy()[call]
+    blocks = (c_end - c_ts) >= 0.5 * mem.loc[rows, "dur_ns"].to_numpy()
+    rep = ctx.whatif(
+        Combined(
+            [
+                fix,
+                ShrinkHost(
+                    c_ts[blocks], c_end[blocks], rt["tid"].to_numpy()[call][blocks], keep=0.0
+                ),
+            ],
+            label=fix.label,
+        )  # fmt: skip
+        if blocks.any()
+        else fix
+    )
+    fields: dict = {
+        "est_savings_ms": save_ms,
+        "est_savings_range_ms": (round(low_ms, 3), round(save_ms, 3)),
+    }
+    how_saved = (
+        "saving = copy call to end of the host's wait, minus GPU kernel time inside that "
+        "window (time both sides were held by the copy); low end = the wait beyond the "
+        "transfer itself, saved by non_blocking=True alone"
+    )
+    latent = False
+    if rep.replayed:
+        fields = rep.draft_fields()
+        # the step is not limited by these waits: nothing to gain now
+        latent = max(rep.ms, rep.high_ms) <= 0
+        how_saved = (
+            "The calls launching these copies no longer wait for them (pinned memory, "
+            "non_blocking=True; a call that blocked for the copy itself loses that time) and "
+            "the copies leave the step's critical path (side-stream prefetch); the low end "
+            "keeps the copies in the stream (non_blocking=True alone). " + rep.assumption
+        )
     kinds = mem.loc[ep["mem"], "kind"].astype(str).to_numpy()
     n_htod, n_dtoh = int((kinds == "HtoD").sum()), int((kinds == "DtoH").sum())
     parts = []
@@ -144,14 +190,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         f"{per_step_words(trace)} hold{'s' if one else ''} the host for {win_ms:.2f} ms, "
         f"{save_ms:.2f} ms of it with the GPU running no kernel."
     )
+    if latent:
+        summary += (
+            " Replaying the steps without these waits saves nothing: other work limits the step."
+        )
     op_of = runtime_op(trace)
     locs = aggregate(ctx.locator.for_ops([op_of[r] for r in ep["rt"] if op_of[r] >= 0]))
     return [
         Draft(
             id=ID,
             title="Blocking copies serialize host and GPU",
-            est_savings_ms=save_ms,
-            est_savings_range_ms=(round(low_ms, 3), round(save_ms, 3)),
+            **fields,
+            latent=latent,
             confidence="medium",
             summary=summary,
             recommendation=(
@@ -165,12 +215,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             evidence=_evidence(trace, ep),
             locations=locs,
             assumptions=(
-                "saving = copy call to end of the host's wait, minus GPU kernel time inside that "
-                "window (time both sides were held by the copy)",
-                f"high end ({save_ms:.2f} ms) assumes the copy can overlap compute (side-stream "
-                "prefetch) or the loop is host-bound; low end "
-                f"({low_ms:.2f} ms) = the wait beyond the transfer itself, saved by "
-                "non_blocking=True alone",
+                how_saved,
                 f"copies of at least {ctx.t('blocking_copy.min_bytes'):.0f} bytes; divided over "
                 f"{steps} step(s)",
                 "overlaps pageable-memcpy (faster transfer) and sync-point (the same waits)",

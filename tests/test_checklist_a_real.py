@@ -46,7 +46,10 @@ def test_resnet50_blocking_pageable_batch_copy(rel: str) -> None:
     assert "cudaMemcpyAsync + cudaStreamSynchronize" in bc.evidence[0].what
     assert 1.5 < bc.est_savings_ms < 4.0
     lo, hi = bc.est_savings_range_ms or (0.0, 0.0)
-    assert 0 < lo < hi == bc.est_savings_ms
+    # replayed: with the copy left in the stream (non_blocking=True alone) the host waits for
+    # it later anyway; only taking it off the critical path (prefetch) saves the step time
+    assert 0 <= lo < hi == bc.est_savings_ms
+    assert any("Replayed:" in a for a in bc.assumptions)
     assert pg.locations[0].file == "resnet50_profiler_api.py" and pg.locations[0].line == 44
 
 

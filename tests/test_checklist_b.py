@@ -175,6 +175,23 @@ def test_inference_saving_is_capped_by_gpu_idle_time() -> None:
     f = finding(analyze(b.load(), INF), INF)
     assert f is not None
     assert f.est_savings_ms == 0.0  # the GPU is busy all step: host overhead is hidden
+    assert "the GPU limits them" in f.summary
+
+
+def test_inference_saving_on_a_host_bound_gpu_trace_is_replayed() -> None:
+    b = inference_trace(cc=(8, 0))
+    for s in range(3):  # a short kernel the host waits for after its forward
+        t0 = s * 1000.0
+        op = b.op("aten::mm", t0 + 700, 10)
+        b.launch(op, "cudaLaunchKernel", t0 + 701, 5, kernel="gemm", gpu_ts=t0 + 710, gpu_dur=50)
+        b.runtime("cudaDeviceSynchronize", t0 + 712, 50)
+    f = finding(analyze(b.load(), INF), INF)
+    assert f is not None
+    # 29 us of autograd recording on the host's critical path; range 0.7x-1.2x per node
+    assert f.est_savings_ms == pytest.approx(0.029, abs=0.001)
+    lo, hi = f.est_savings_range_ms or (0, 0)
+    assert lo == pytest.approx(0.0203, abs=0.001) and hi == pytest.approx(0.0348, abs=0.001)
+    assert any("Replayed:" in a for a in f.assumptions)
 
 
 def test_training_steps_and_no_grad_inference_are_not_reported() -> None:
@@ -262,6 +279,36 @@ def test_data_parallel_measures_replicate_scatter_gather() -> None:
     red = [e for e in f.evidence if "not counted" in e.what][0]
     assert red.count == 2 and red.total_ms == pytest.approx(1.78)  # nested Reduce not added
     assert f.locations[0].file == "train.py"
+
+
+def _dp_gpu(early_us: float = 0.0) -> TraceBuilder:
+    """dp_trace on a GPU: a 500 us kernel waited for at +3012 us; ``early_us``: a kernel that
+    long launched before the replication, which the same wait also waits for."""
+    b = dp_trace()
+    for s in range(2):
+        t0 = s * 10_000.0
+        end = t0 + 3010 + 500
+        if early_us:
+            op = b.op("aten::mm", t0 + 2, 6)
+            b.launch(op, "cudaLaunchKernel", t0 + 3, 2, kernel="gemm", gpu_ts=t0 + 5,
+                     gpu_dur=early_us)  # fmt: skip
+            end = max(end, t0 + 5 + early_us + 500)
+        op = b.op("aten::mm", t0 + 3000, 10)
+        b.launch(op, "cudaLaunchKernel", t0 + 3001, 5, kernel="gemm",
+                 gpu_ts=end - 500, gpu_dur=500)  # fmt: skip
+        b.runtime("cudaDeviceSynchronize", t0 + 3012, end - (t0 + 3012))
+    return b
+
+
+def test_data_parallel_saving_is_replayed_on_a_gpu_trace() -> None:
+    f = finding(analyze(_dp_gpu().load(), DP), DP)
+    assert f is not None
+    # host-bound: the replicate/scatter/gather host time comes off each step's critical path
+    assert f.est_savings_ms == pytest.approx(2.55, abs=0.01)
+    assert "Replayed:" in f.assumptions[0]
+    # GPU-bound: the wait ends when the GPU finishes (+8505) whatever the host saved before it
+    g = finding(analyze(_dp_gpu(early_us=8000).load(), DP), DP)
+    assert g is not None and g.est_savings_ms < 0.01
 
 
 def test_gather_backward0_and_nccl_broadcast_are_not_data_parallel() -> None:
