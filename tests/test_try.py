@@ -222,6 +222,24 @@ def test_html_is_escaped_and_offline() -> None:
     assert "http://" not in html and "https://" not in html
 
 
+def test_terminal_text_is_verbatim_and_escaped() -> None:
+    import io
+
+    from advisor.render.try_view import print_try
+
+    doc = {"script": "weird[b].py", "argv": ["k[/oops]", "\x1b[2J"], "fix": "x",
+           "settings": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
+           "before": {"failed": "boom \x1b]0;title\x07"}, "results": [],
+           "skipped": [{"id": "cudnn-benchmark", "reason": "needs [bold]CUDA[/bold]"}],
+           "not_applicable": [], "diff_command": None}  # fmt: skip
+    buf = io.StringIO()
+    print_try(doc, {"json": Path("o/try[1].json")}, file=buf)
+    text = buf.getvalue()
+    assert "weird[b].py k[/oops] \\x1b[2J" in text and "\x1b" not in text
+    assert "boom \\x1b]0;title\\x07" in text and "needs [bold]CUDA[/bold]" in text
+    assert "try[1].json" in text
+
+
 # ---- whole tries ------------------------------------------------------------------------------
 
 pytestmark_slow = pytest.mark.slow

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from advisor.printable import printable
 from advisor.render.terminal import console
 
 
@@ -96,13 +97,15 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def print_try(doc: dict[str, Any], files: dict[str, Any], file: TextIO | None = None) -> None:
-    con = console(file)
+    con = console(file, markup=False)  # names and messages print verbatim (advisor.printable)
     s = doc["settings"]
-    con.print(f"advisor try · {escape(doc['script'])} {escape(' '.join(doc['argv']))}".rstrip())
+    con.print(
+        f"advisor try · {printable(doc['script'])} {printable(' '.join(doc['argv']))}".rstrip()
+    )
     con.print(f"steps {s['wait']}/{s['warmup']}/{s['active']} (wait/warmup/active), "
               f"{s['repeat']} round(s); step ms: median of the steady steps in each window")  # fmt: skip
     if doc["before"].get("failed"):
-        con.print(f"the unchanged run failed: {escape(doc['before']['failed'])}")
+        con.print(f"the unchanged run failed: {printable(doc['before']['failed'])}")
     rs = rows(doc)
     if rs:
         t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
@@ -110,23 +113,23 @@ def print_try(doc: dict[str, Any], files: dict[str, Any], file: TextIO | None = 
                                "ratio", "verdict", "numerics")):  # fmt: skip
             t.add_column(c, justify="left" if i in (0, 6, 7) else "right")
         for r in rs:
-            t.add_row(*(escape(r[k]) for k in ("fix", "before_ms", "after_ms", "saving",
+            t.add_row(*(Text(printable(r[k])) for k in ("fix", "before_ms", "after_ms", "saving",
                                                "estimate", "ratio", "verdict", "numerics")))  # fmt: skip
         con.print(t)
     for r in rs:
-        con.print(f"{escape(r['fix'])}: {escape(r['spread'])}")
+        con.print(f"{printable(r['fix'])}: {printable(r['spread'])}")
         for w in r["warnings"]:
-            con.print(f"warning: {escape(r['fix'])}: {escape(w)}")
+            con.print(f"warning: {printable(r['fix'])}: {printable(w)}")
     for k in ("skipped", "not_applicable"):
         for e in doc.get(k, []):
             word = "not applied" if k == "skipped" else "not applicable to try"
-            con.print(f"{word}: {escape(e['id'])}: {escape(e['reason'])}")
+            con.print(f"{word}: {printable(e['id'])}: {printable(e['reason'])}")
     if not rs and not doc["before"].get("failed"):
         con.print("no fix could be applied to this run: nothing was measured")
     for name, path in files.items():
-        con.print(f"{name:>8}  {escape(str(path))}")
+        con.print(f"{name:>8}  {printable(str(path))}")
     if doc.get("diff_command"):
-        con.print(f"compare the runs: {escape(doc['diff_command'])} (in the output folder)")
+        con.print(f"compare the runs: {printable(doc['diff_command'])} (in the output folder)")
 
 
 def render_html(doc: dict[str, Any]) -> str:
