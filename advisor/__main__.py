@@ -1,4 +1,4 @@
-from advisor.entry import main
+from advisor.cli.entry import main
 
 if __name__ == "__main__":
     main()

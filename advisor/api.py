@@ -107,8 +107,8 @@ class Report:
     def to_html(self, path: str | Path, force: bool = False) -> Path:
         """Write the self-contained report.html to ``path`` (a file name, or a folder to write
         ``report.html`` into). An existing file is kept unless ``force``."""
-        from advisor.outfiles import atomic_write
-        from advisor.render.html import render_html
+        from advisor.output.html import render_html
+        from advisor.output.outfiles import atomic_write
 
         p = Path(path)
         if p.is_dir():
@@ -123,7 +123,7 @@ class Report:
 
     def _repr_html_(self) -> str:
         """Jupyter: the headline and the ranked findings."""
-        from advisor.render.terminal import headline
+        from advisor.output.terminal import headline
 
         e = html.escape
         rows = "".join(
@@ -141,7 +141,7 @@ class Report:
                 f"{e(headline(self.raw))}</p>{body}</div>")  # fmt: skip
 
     def __repr__(self) -> str:
-        from advisor.render.terminal import headline
+        from advisor.output.terminal import headline
 
         return f"<advisor.Report {headline(self.raw)}; {len(self.raw.findings)} finding(s)>"
 
@@ -162,8 +162,7 @@ def analyze(path: str | Path, *, only: Iterable[str] = (), skip: Iterable[str] =
     --list-thresholds`` lists the keys); ``jobs``/``scheduler``: workers for per-rank traces
     (see docs/multirank.md). Raises :class:`advisor.errors.AdvisorError` for unreadable input.
     """
-    from advisor.commands.common import options_from_cli
-    from advisor.pipeline import analyze_path
+    from advisor.analysis.pipeline import analyze_path, options_from_cli
     from advisor.trace import find_traces
     from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
@@ -175,7 +174,7 @@ def analyze(path: str | Path, *, only: Iterable[str] = (), skip: Iterable[str] =
     if len(files) == 1:
         _, raw = analyze_path(files[0], opts)
     else:
-        from advisor.multirank import analyze_files
+        from advisor.multirank.analyze import analyze_files
 
         raw, _ = analyze_files(files, opts, p, jobs=jobs, scheduler=scheduler)
     return Report(raw)

@@ -1,8 +1,11 @@
-"""The one error type the advisor shows users: a single line, no traceback, exit code 1."""
+"""The one error type the advisor shows users: a single line, no traceback, exit code 1; and
+the exit code of a run whose findings reach ``--fail-on``."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+EXIT_FAIL_ON = 3  # --fail-on: a finding at or above the level exists
 
 
 class AdvisorError(Exception):

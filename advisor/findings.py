@@ -134,3 +134,9 @@ def fails_at(findings: Iterable[Finding], level: str | None) -> bool:
         return False
     limit = SEVERITIES.index(level)  # type: ignore[arg-type]
     return any(SEVERITIES.index(f.severity) <= limit for f in findings)
+
+
+def savings_bound_ms(findings: list[Finding], step_ms: float) -> float:
+    """An upper bound on the combined saving: the sum, never above the measured step."""
+    total = sum(f.est_savings_ms for f in findings)
+    return round(min(total, step_ms) if step_ms > 0 else total, 3)

@@ -34,7 +34,7 @@ class Report:
     errored: tuple[Errored, ...] = ()
     thresholds: dict[str, float] = field(default_factory=dict)
     advisor_version: str = __version__
-    # view data for the renderers (advisor/views.py: per-step breakdown, utilization, detector
+    # view data for the renderers (advisor/analysis/views.py: per-step breakdown, utilization, detector
     # docs, source snippets); saved in findings.json under "views" (additive) so that
     # ``advisor report`` re-renders without the trace
     views: dict[str, Any] = field(default_factory=dict)

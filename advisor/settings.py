@@ -7,7 +7,7 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
   trace is decoded in the command's own process.
 - ``NO_COLOR`` (any value, https://no-color.org): no colors in the terminal summary.
 - ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``TORCHELASTIC_RUN_ID``: set by torchrun, read by
-  ``advisor profile`` (:func:`advisor.rankrun.rank_env`) to write one trace per rank and merge them on rank 0.
+  ``advisor profile`` (:func:`advisor.profile.torchrun.rank_env`) to write one trace per rank and merge them on rank 0.
 
 Test-only switches (read by the test suite, never by the product): ``UPDATE_GOLDEN=1`` and
 ``ADVISOR_UPDATE_GOLDEN=1`` rewrite the findings and view-model goldens,

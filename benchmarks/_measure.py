@@ -21,7 +21,8 @@ DEFAULT_TRACE = (
 # Printed by every measured process at exit: its own peak RSS since exec (VmHWM). wait4's
 # ru_maxrss would also count the measuring parent's pages that a fork/vfork child starts with.
 # advisor's decoding child (advisor.trace.prefetch) is a second process with its own peak: the
-# parent prints it too ("child_hwm", from wait4), and the figures add the two.
+# parent prints it too ("child_hwm": getrusage(RUSAGE_CHILDREN), the largest child it collected),
+# and the figures add the two.
 HWM = """
 import atexit as _atexit, sys as _sys
 def _hwm():
@@ -31,9 +32,10 @@ def _hwm():
                 _sys.stderr.write(f"\\nhwm {int(_line.split()[1]) * 1024}\\n")
     except OSError:
         pass
-    _pre = _sys.modules.get("advisor.trace.prefetch")  # the decoding child's own peak (wait4)
-    if _pre is not None and _pre.child_peak_rss:
-        _sys.stderr.write(f"\\nchild_hwm {_pre.child_peak_rss}\\n")
+    import resource as _res  # the decoding child's own peak: advisor collects it with waitpid
+    _child = _res.getrusage(_res.RUSAGE_CHILDREN).ru_maxrss * 1024
+    if _child and "advisor.trace.prefetch" in _sys.modules:
+        _sys.stderr.write(f"\\nchild_hwm {_child}\\n")
     _sys.stderr.flush()
 _atexit.register(_hwm)
 """
@@ -59,7 +61,7 @@ ADVISOR_CODE = (
     + """
 import sys
 sys.argv[0] = "advisor"
-from advisor.entry import main
+from advisor.cli.entry import main
 main()
 """
 )
@@ -184,5 +186,5 @@ def compile_checkout() -> None:
     recompile the sources it imports and measure that."""
     import compileall
 
-    for pkg in ("advisor", "heuristics"):
+    for pkg in ("advisor", "heuristics"):  # heuristics/: the advisor.detectors modules
         compileall.compile_dir(str(REPO / pkg), quiet=1)

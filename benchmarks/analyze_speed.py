@@ -59,7 +59,7 @@ TORCH_CHECK = (
     HWM
     + """
 import sys
-from advisor.entry import main
+from advisor.cli.entry import main
 try:
     main(sys.argv[1:])
 except SystemExit:

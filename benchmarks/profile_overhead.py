@@ -8,7 +8,7 @@ window, against the same steps run natively), export, analysis, report and the r
 start, imports), and compares the step time after the window with the native one: the target
 is that steps outside the window run at native speed.
 
-The native run goes through the same runner (``advisor.runner.execute``, no profiler) with a
+The native run goes through the same runner (``advisor.profile.execute``, no profiler) with a
 global optimizer step hook that only takes timestamps, so both runs count steps the same way.
 The advisor run's phase timings are taken by ``PROFILE_CHILD``, which wraps the runner's own
 functions from outside (no timing hook in the product).
@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 # outputs (analysis and report) and the whole command.
 PROFILE_CHILD = """
 import json, sys, time
-import advisor.runner
-import advisor.runner.run as r
+import advisor.profile
+import advisor.profile.run as r
 
 out_path = sys.argv[1]
 sys.argv = ["advisor", *sys.argv[2:]]
@@ -66,8 +66,8 @@ def run_profile(opts):
             json.dump(doc, fh)
 
 r._run_script, r._write_outputs = run_script, write_outputs
-advisor.runner.run_profile = run_profile  # the profile command imports it when it runs
-from advisor.entry import main
+advisor.profile.run_profile = run_profile  # the profile command imports it when it runs
+from advisor.cli.entry import main
 main()
 """
 
@@ -78,7 +78,7 @@ def _native_child(script: str, args: list[str], out: str) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     import advisor
-    from advisor.runner.execute import Target, run_target
+    from advisor.profile.execute import Target, run_target
 
     t0 = time.perf_counter()
     times: list[float] = []

@@ -23,10 +23,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from advisor.analysis.pipeline import analyze_trace  # noqa: E402
 from advisor.derive.quality import trace_quality  # noqa: E402
 from advisor.derive.steps import steady_trace  # noqa: E402
 from advisor.errors import AdvisorError  # noqa: E402
-from advisor.pipeline import analyze_trace  # noqa: E402
 from advisor.replay.engine import Mods, replay  # noqa: E402
 from advisor.replay.model import graph  # noqa: E402
 from advisor.trace import find_traces, load_trace  # noqa: E402

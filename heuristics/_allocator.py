@@ -15,9 +15,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from advisor.timeline import subtract, union
+from advisor.derive.timeline import subtract, union
 from advisor.trace.model import Trace
-from heuristics._ops import name_flags
+
+from ._ops import name_flags
 
 CALL_RE = re.compile(
     r"^(cu|hip)(da)?(Malloc|Free|MemAlloc|MemFree|HostAlloc|MallocHost|FreeHost|HostMalloc|"

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from advisor.comm import has_ddp_reducer
-from advisor.registry import Context
+from advisor.derive.comm import has_ddp_reducer
+from advisor.detect.registry import Context
 from advisor.trace.model import Trace
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from advisor.registry import Context
-from advisor.thresholds import register
-from advisor.timeline import busy_by_device, union
+from advisor.derive.timeline import busy_by_device, union
+from advisor.detect.registry import Context
+from advisor.detect.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._per_step import n_steps
+
+from ._per_step import n_steps
 
 register("tiny_kernels.max_kernel_us", 10.0, "a kernel shorter than this (us) is tiny")
 register("tiny_kernels.max_gap_us", 100.0,

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.timeline import main_device
+from advisor.derive.timeline import main_device
 from advisor.trace.model import Trace
-from heuristics._ops import chain_match, kernel_op, name_flags, op_names
+
+from ._ops import chain_match, kernel_op, name_flags, op_names
 
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
                       "aten::_addmm_activation", "aten::_scaled_mm"})  # fmt: skip

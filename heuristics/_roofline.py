@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from heuristics._matmul import CONV_BWD, CONV_FWD, GEMM_OPS
+from ._matmul import CONV_BWD, CONV_FWD, GEMM_OPS
 
 ELT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "float8": 1}
 ATTN_FWD_BHLE = frozenset({"aten::_scaled_dot_product_flash_attention",

@@ -23,10 +23,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from advisor.timeline import busy_by_device, main_device
+from advisor.derive.timeline import busy_by_device, main_device
 from advisor.trace.model import Trace
-from heuristics._ops import name_flags, op_chain, op_names
-from heuristics._per_step import in_steps
+
+from ._ops import name_flags, op_chain, op_names
+from ._per_step import in_steps
 
 SYNC_CALL_RE = re.compile(
     r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx|Thread)Synchronize$|^cu(?:Stream|Ctx|Event)Synchronize$"

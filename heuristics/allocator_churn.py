@@ -35,15 +35,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate, run_locations
+from advisor.derive.timeline import busy_by_device, main_device
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate, run_locations
-from advisor.registry import Context, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import busy_by_device, main_device
 from advisor.trace.model import Trace
-from heuristics._allocator import FREE_RE, HOST_RE, allocator_calls, allocator_spans
-from heuristics._per_step import fmt_ms, ms, n_steps
+
+from ._allocator import FREE_RE, HOST_RE, allocator_calls, allocator_spans
+from ._per_step import fmt_ms, ms, n_steps
 
 ID = "allocator-churn"
 TITLE = "cudaMalloc/cudaFree inside steady steps"

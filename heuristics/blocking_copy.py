@@ -36,16 +36,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import Intervals, activity
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, detector
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import Intervals, activity
 from advisor.trace.model import Trace
-from heuristics._ops import runtime_op
-from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
-from heuristics._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_COPY_RE, is_sync_call
+
+from ._ops import runtime_op
+from ._per_step import ms, n_steps, per_step_words, rows_in_steps
+from ._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_COPY_RE, is_sync_call
 
 ID = "blocking-copy"
 register("blocking_copy.min_bytes", 65536.0,

@@ -35,13 +35,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._ops import chain_match, gpu_rows_from, inherit, kernel_op, op_names
-from heuristics._per_step import ms, n_steps
+
+from ._ops import chain_match, gpu_rows_from, inherit, kernel_op, op_names
+from ._per_step import ms, n_steps
 
 ID = "cat-in-loop"
 TITLE = "Tensor grown by repeated torch.cat"

@@ -32,15 +32,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, detector
 from advisor.replay.fixes import ScaleGpu
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE, tensor_cores
-from heuristics._ops import ancestor_match, gpu_rows_from, runtime_op
-from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
+
+from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE, tensor_cores
+from ._ops import ancestor_match, gpu_rows_from, runtime_op
+from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "channels-last"
 TITLE = "Conv net in NCHW: layout conversions around convolutions"

@@ -42,19 +42,20 @@ instance waited (a rank always late) counts its shortest wait as transfer.
 
 from __future__ import annotations
 
+import advisor.detectors.unbucketed_collectives  # noqa: F401 (its threshold picks the per-parameter advice)
 import numpy as np
 
-import heuristics.unbucketed_collectives  # noqa: F401 (its threshold picks the per-parameter advice)
-from advisor.comm import comm_stats, compute_union, per_kernel_exposed
+from advisor.derive.comm import comm_stats, compute_union, per_kernel_exposed
+from advisor.derive.locate import aggregate
 from advisor.derive.peerwait import single_rank_transfer_ns, split_exposed
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import HideComm
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._comm_advice import comm_pattern
-from heuristics._comm_ranks import refine as refine  # registers the cross-rank split
+
+from ._comm_advice import comm_pattern
+from ._comm_ranks import refine as refine  # registers the cross-rank split
 
 ID = "comm-overlap"
 register("comm_overlap.min_exposed_pct", 3.0,

@@ -33,15 +33,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate, merge_locations, run_locations
+from advisor.derive.timeline import main_busy
+from advisor.detect.registry import Context, Skip, detector
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate, merge_locations, run_locations
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
-from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._matmul import CONV_FWD_WITH_BIAS
-from heuristics._ops import arg_dims, gpu_rows_from, inherit, runtime_op
-from heuristics._per_step import ms, n_steps, per_step_words
+
+from ._matmul import CONV_FWD_WITH_BIAS
+from ._ops import arg_dims, gpu_rows_from, inherit, runtime_op
+from ._per_step import ms, n_steps, per_step_words
 
 ID = "conv-bias-before-bn"
 TITLE = "Convolution bias right before BatchNorm"

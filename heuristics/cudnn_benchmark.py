@@ -30,15 +30,16 @@ from collections import Counter
 
 import numpy as np
 
+from advisor.derive.locate import aggregate
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import ScaleGpu
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE
-from heuristics._ops import ancestor_match, gpu_rows_from
-from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
+
+from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE
+from ._ops import ancestor_match, gpu_rows_from
+from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "cudnn-benchmark"
 TITLE = "cuDNN autotuning off for static-shape convolutions"

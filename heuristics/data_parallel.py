@@ -37,13 +37,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.detect.registry import Context, Skip, detector
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
-from heuristics._ops import gpu_rows_from, inherit, op_names
-from heuristics._per_step import ms, n_steps
+
+from ._ops import gpu_rows_from, inherit, op_names
+from ._per_step import ms, n_steps
 
 ID = "data-parallel"
 TITLE = "nn.DataParallel instead of DistributedDataParallel"

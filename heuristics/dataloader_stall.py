@@ -35,14 +35,15 @@ from typing import Any
 import numpy as np
 
 from advisor.derive.dataloader import SINGLE, fetches
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import activity
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import activity
 from advisor.trace.model import Trace
-from heuristics._per_step import fmt_ms, in_steps, n_steps
+
+from ._per_step import fmt_ms, in_steps, n_steps
 
 ID = "dataloader-stall"
 TITLE = "Training loop waits for the DataLoader"

@@ -42,14 +42,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, detector
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._ops import name_flags, op_chain, op_names
-from heuristics._per_step import fmt_ms, n_steps
+
+from ._ops import name_flags, op_chain, op_names
+from ._per_step import fmt_ms, n_steps
 
 ID = "device-copies"
 TITLE = "Storms of device-to-device copies"

@@ -38,15 +38,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import main_device
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Confidence, Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import ScaleGpu
-from advisor.thresholds import register
-from advisor.timeline import main_device
 from advisor.trace.model import Trace
-from heuristics._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
-from heuristics._per_step import fmt_ms, n_steps
+
+from ._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
+from ._per_step import fmt_ms, n_steps
 
 ID = "fp32-matmul"
 TITLE = "FP32 matmul/conv on Tensor Core GPU"

@@ -37,15 +37,16 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import main_busy
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, detector
 from advisor.replay.fixes import Combined, ScaleGpu
-from advisor.thresholds import register
-from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._ops import inherit, kernel_op, name_mask, ranges, runtime_op
-from heuristics._per_step import ms, n_steps
+
+from ._ops import inherit, kernel_op, name_mask, ranges, runtime_op
+from ._per_step import ms, n_steps
 
 ID = "fusible-elementwise"
 TITLE = "Unfused chains of elementwise kernels"

@@ -49,17 +49,18 @@ import numpy as np
 
 from advisor.derive.dataloader import fetches
 from advisor.derive.quality import affected_spans
+from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, union
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.registry import Context, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import Busy, Intervals, busy_by_device, main_device, union
 from advisor.trace.model import Trace
-from heuristics._allocator import allocator_spans, without_allocator
-from heuristics._launch import launching_calls, reported_gaps
-from heuristics._per_step import fmt_ms, in_steps, n_steps
-from heuristics._syncs import sync_events
-from heuristics.host_overhead import excess_idle_ns
+
+from ._allocator import allocator_spans, without_allocator
+from ._launch import launching_calls, reported_gaps
+from ._per_step import fmt_ms, in_steps, n_steps
+from ._syncs import sync_events
+from .host_overhead import excess_idle_ns
 
 ID = "gpu-idle"
 TITLE = "GPU idle inside steps"

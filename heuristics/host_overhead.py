@@ -48,16 +48,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import Intervals, busy_by_device, main_device, union
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import Intervals, busy_by_device, main_device, union
 from advisor.trace.model import Trace
-from heuristics._allocator import allocator_spans, without_allocator
-from heuristics._launch import launching_calls
-from heuristics._per_step import fmt_ms, n_steps
+
+from ._allocator import allocator_spans, without_allocator
+from ._launch import launching_calls
+from ._per_step import fmt_ms, n_steps
 
 ID = "host-overhead"
 TITLE = "High host cost per operator (CPU cannot launch fast enough)"

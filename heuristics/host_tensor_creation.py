@@ -39,16 +39,17 @@ import math
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import main_busy
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._ops import arg_dims, launched_below, outermost, runtime_op
-from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
-from heuristics._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_CALL_RE
+
+from ._ops import arg_dims, launched_below, outermost, runtime_op
+from ._per_step import ms, n_steps, per_step_words, rows_in_steps
+from ._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_CALL_RE
 
 ID = "host-tensor-creation"
 register("host_tensor_creation.max_gap_ms", 2.0,

@@ -40,14 +40,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Confidence, Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._ops import in_backward, op_names
-from heuristics._per_step import n_steps
+
+from ._ops import in_backward, op_names
+from ._per_step import n_steps
 
 ID = "inference-without-no-grad"
 TITLE = "Inference with autograd recording"

@@ -54,18 +54,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import main_device
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
-from advisor.thresholds import register
-from advisor.timeline import main_device
 from advisor.trace.model import Trace
-from heuristics._matmul import CONV_FWD, matmul_kernels, op_dtype
-from heuristics._ops import chain_match, name_flags, op_names
-from heuristics._peaks import Peak, peak_for
-from heuristics._per_step import fmt_ms, n_steps
-from heuristics._roofline import ATTN_OPS, ELEMENTWISE, REDUCTIONS, Work, op_work
+
+from ._matmul import CONV_FWD, matmul_kernels, op_dtype
+from ._ops import chain_match, name_flags, op_names
+from ._peaks import Peak, peak_for
+from ._per_step import fmt_ms, n_steps
+from ._roofline import ATTN_OPS, ELEMENTWISE, REDUCTIONS, Work, op_work
 
 ID = "kernel-efficiency"
 TITLE = "Kernels far below the GPU's roofline for their shapes"

@@ -37,13 +37,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, detector
 from advisor.replay.fixes import ScaleGpu
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._matmul import (
+
+from ._matmul import (
     CONV_BWD,
     CONV_FWD,
     GEMM_OPS,
@@ -53,8 +54,8 @@ from heuristics._matmul import (
     op_dtype,
     pad_to,
 )
-from heuristics._ops import name_flags, op_names
-from heuristics._per_step import fmt_ms, in_steps, n_steps
+from ._ops import name_flags, op_names
+from ._per_step import fmt_ms, in_steps, n_steps
 
 ID = "misaligned-dims"
 TITLE = "Matmul/conv dimensions not multiples of 8"

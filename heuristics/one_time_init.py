@@ -36,9 +36,9 @@ import numpy as np
 
 from advisor.derive.onetime import KINDS, LABELS, one_time_events
 from advisor.derive.steps import steady_steps
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.registry import Context, detector
-from advisor.thresholds import register
 from advisor.trace.links import assign_steps
 from advisor.trace.model import Trace
 

@@ -43,15 +43,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._per_step import fmt_ms, ms, n_steps
-from heuristics.host_overhead import slow_host
-from heuristics.single_tensor_optimizer import optimizer_ranges, per_parameter
+
+from ._per_step import fmt_ms, ms, n_steps
+from .host_overhead import slow_host
+from .single_tensor_optimizer import optimizer_ranges, per_parameter
 
 ID = "optimizer-host-time"
 TITLE = "Optimizer step bound by host time"

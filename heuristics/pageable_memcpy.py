@@ -33,15 +33,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate, merge_locations, run_locations
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate, merge_locations, run_locations
-from advisor.registry import Context, detector
 from advisor.replay.fixes import ScaleGpu
-from advisor.thresholds import register
 from advisor.trace.model import Trace
-from heuristics._matmul import arch_cc
-from heuristics._ops import runtime_op
-from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
+
+from ._matmul import arch_cc
+from ._ops import runtime_op
+from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "pageable-memcpy"
 register("pageable_memcpy.min_bytes_per_step", 1024.0**2,

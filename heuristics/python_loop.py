@@ -35,14 +35,15 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from advisor.derive.timeline import main_busy
+from advisor.detect.registry import Context, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.registry import Context, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._ops import BACKWARD_RE, in_backward, op_names
-from heuristics._per_step import ms, n_steps
+
+from ._ops import BACKWARD_RE, in_backward, op_names
+from ._per_step import ms, n_steps
 
 ID = "python-loop"
 TITLE = "Per-element tensor ops from a Python loop"

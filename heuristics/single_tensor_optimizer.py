@@ -39,15 +39,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import main_busy
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._ops import kernel_op, name_in, name_mask, ranges
-from heuristics._per_step import ms, n_steps
+
+from ._ops import kernel_op, name_in, name_mask, ranges
+from ._per_step import ms, n_steps
 
 ID = "single-tensor-optimizer"
 TITLE = "Optimizer step without foreach/fused kernels"

@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from advisor.derive.lag import collective_lags, combine, step_lags
+from advisor.detect.registry import Context, RanksContext, Skip, across_ranks, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.registry import Context, RanksContext, Skip, across_ranks, detector
-from advisor.thresholds import register
 from advisor.trace.model import Trace
 
 ID = "straggler"

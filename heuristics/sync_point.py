@@ -44,16 +44,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import union
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Confidence, Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import DropSyncs
-from advisor.thresholds import register
-from advisor.timeline import union
 from advisor.trace.model import Trace
-from heuristics._ops import name_flags, op_chain, op_names
-from heuristics._per_step import fmt_ms, in_steps, n_steps
-from heuristics._syncs import REASONS, classify, sync_events
+
+from ._ops import name_flags, op_chain, op_names
+from ._per_step import fmt_ms, in_steps, n_steps
+from ._syncs import REASONS, classify, sync_events
 
 ID = "sync-point"
 TITLE = "Host-device synchronization points"

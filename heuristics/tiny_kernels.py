@@ -33,14 +33,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.derive.locate import aggregate
+from advisor.detect.registry import Context, detector
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate
-from advisor.registry import Context, detector
 from advisor.replay.fixes import GraphLaunch
 from advisor.trace.model import Trace
-from heuristics._launch import reported_gaps
-from heuristics._ops import chain_match, name_flags, op_names
-from heuristics._per_step import fmt_ms, n_steps
+
+from ._launch import reported_gaps
+from ._ops import chain_match, name_flags, op_names
+from ._per_step import fmt_ms, n_steps
 
 ID = "tiny-kernels"
 TITLE = "Launch-bound tiny kernels"

@@ -49,17 +49,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.comm import collective_name, has_ddp_reducer
+from advisor.derive.comm import collective_name, has_ddp_reducer
+from advisor.derive.locate import aggregate
+from advisor.derive.timeline import union
+from advisor.detect.registry import Context, Skip, detector
+from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.locate import aggregate
-from advisor.registry import Context, Skip, detector
 from advisor.replay.fixes import ShrinkHost
-from advisor.thresholds import register
-from advisor.timeline import union
 from advisor.trace.model import Trace
-from heuristics._comm_advice import bucketing_advice, collective_source
-from heuristics._ops import chain_match, name_flags, op_names
-from heuristics._per_step import fmt_ms, n_steps
+
+from ._comm_advice import bucketing_advice, collective_source
+from ._ops import chain_match, name_flags, op_names
+from ._per_step import fmt_ms, n_steps
 
 ID = "unbucketed-collectives"
 TITLE = "Many small collectives per step instead of a few buckets"

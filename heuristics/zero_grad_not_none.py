@@ -30,14 +30,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.locate import aggregate, merge_locations, run_locations
+from advisor.derive.timeline import main_busy
+from advisor.detect.registry import Context, detector
 from advisor.findings import Draft, Evidence, Location
-from advisor.locate import aggregate, merge_locations, run_locations
-from advisor.registry import Context, detector
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
-from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._ops import arg_dims, gpu_rows_from, inherit, name_flags
-from heuristics._per_step import ms, n_steps, per_step_words, rows_in_steps
+
+from ._ops import arg_dims, gpu_rows_from, inherit, name_flags
+from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "zero-grad-not-none"
 TITLE = "zero_grad() writes zeros instead of setting gradients to None"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.findings import Finding
-from advisor.pipeline import Options, analyze_trace
 from advisor.report import Report
 from advisor.trace.model import Trace
 from tests.tracebuilder import TraceBuilder

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor.analysis.detection import all_detectors
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.findings import Finding
-from advisor.pipeline import Options, analyze_trace
-from advisor.registry import all_detectors
 from advisor.report import Report
 from advisor.trace.model import Trace
 

@@ -7,13 +7,13 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from advisor.findings import Draft, Evidence, Location
-from advisor.pipeline import run_summary
-from advisor.rank import rank, savings_bound_ms
+from advisor.analysis.pipeline import run_summary
+from advisor.analysis.ranking import rank
+from advisor.analysis.views import build_views
+from advisor.detect.thresholds import Thresholds
+from advisor.findings import Draft, Evidence, Location, savings_bound_ms
 from advisor.report import Errored, Report, Skipped
-from advisor.thresholds import Thresholds
 from advisor.trace import Trace
-from advisor.views import build_views
 from tests.tracebuilder import TraceBuilder
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.pipeline import Options, analyze_trace
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.trace import load_trace
 from tests.checklist_a_helpers import analyze, found, one, skip_reason
 from tests.conftest import shared_trace

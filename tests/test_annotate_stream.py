@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.render import annotate_stream as stream
-from advisor.render.annotate import annotate
+from advisor.output import annotate_stream as stream
+from advisor.output.annotate import annotate
 from advisor.trace import load_trace, source
 from tests.report_samples import gpu_builder, sample_report
 
@@ -75,12 +75,12 @@ def test_traces_it_cannot_splice_fall_back(tmp_path: Path) -> None:
 
 
 def test_analyze_writes_the_streamed_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from advisor.cli import main
+    from advisor.cli.app import main
 
     def no_fallback(*a: object, **k: object) -> bytes:
         raise AssertionError("analyze should stream the annotated copy")
 
-    monkeypatch.setattr("advisor.render.annotate.annotate", no_fallback)
+    monkeypatch.setattr("advisor.output.annotate.annotate", no_fallback)
     src = gpu_builder().write(tmp_path / "trace.json.gz")
     with pytest.raises(SystemExit) as ei:
         main(["analyze", str(src), "--out", str(tmp_path / "out")])

@@ -1,6 +1,6 @@
 """Bad traces: one line on stderr naming the file and the problem, exit 1, no traceback, no output.
 
-Every command that reads traces (analyze, inspect) goes through ``advisor.cli.main`` here, in
+Every command that reads traces (analyze, inspect) goes through ``advisor.cli.app.main`` here, in
 process; one test runs the real console entry in a subprocess to prove the same from outside.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.cli import main
+from advisor.cli.app import main
 from advisor.errors import TraceError
 from advisor.trace import load_trace
 from tests.tracebuilder import TraceBuilder
@@ -170,7 +170,7 @@ def test_failed_write_leaves_nothing_behind(
         (target / "findings.json").write_text("{")  # half of the output, then the disk fills
         raise OSError(28, "No space left on device", str(target / "report.html"))
 
-    monkeypatch.setattr("advisor.pipeline.write_outputs", disk_full)
+    monkeypatch.setattr("advisor.analysis.pipeline.write_outputs", disk_full)
     with pytest.raises(SystemExit) as ei:
         main(["analyze", str(good), "--out", str(out)])
     err = capsys.readouterr().err

@@ -72,7 +72,7 @@ def test_help_and_analyze_never_import_torch(tmp_path: Path) -> None:
     trace = _small_trace(tmp_path)
     code = (
         "import sys\n"
-        "from advisor.cli import main\n"
+        "from advisor.cli.app import main\n"
         "for argv in (['--help'], ['analyze', sys.argv[1], '--out', sys.argv[2]]):\n"
         "    try:\n"
         "        main(argv)\n"

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from advisor.locate import Locator
-from advisor.pipeline import analyze_path
-from advisor.render.terminal import print_summary
-from advisor.render.viewmodel import build_viewmodel
-from advisor.runner.callsites import annotate
+from advisor.analysis.pipeline import analyze_path
+from advisor.derive.locate import Locator
+from advisor.output.terminal import print_summary
+from advisor.output.viewmodel import build_viewmodel
+from advisor.profile.callsites import annotate
 from advisor.trace import load_trace
 from tests.test_profile import FAST, advisor, outputs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.registry import all_detectors
+from advisor.analysis.detection import all_detectors
 
 IDS = ["pageable-memcpy", "blocking-copy", "host-tensor-creation", "zero-grad-not-none",
        "conv-bias-before-bn", "channels-last", "cudnn-benchmark"]  # fmt: skip
@@ -17,4 +17,4 @@ def test_registered_with_user_facing_doc(det_id: str) -> None:
     det = {d.id: d for d in all_detectors()}[det_id]
     for section in SECTIONS:
         assert section in det.doc, (det_id, section)
-    assert det.func.__module__ == "heuristics." + det_id.replace("-", "_")
+    assert det.func.__module__ == "advisor.detectors." + det_id.replace("-", "_")

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.detectors._ops import name_in, name_mask, runtime_op
+from advisor.detectors.fusible_elementwise import _chain_ns, _chains, short_name
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.trace.build import is_user_file as user_file
-from heuristics._ops import name_in, name_mask, runtime_op
-from heuristics.fusible_elementwise import _chain_ns, _chains, short_name
 from tests.checklist_b_util import analyze, finding, skip_reason
 from tests.tracebuilder import PID, TID, TraceBuilder
 
@@ -798,8 +798,8 @@ def test_no_gpu_memory_data_is_skipped() -> None:
 
 
 def test_every_checklist_b_detector_registers_thresholds_and_docs() -> None:
-    from advisor.registry import all_detectors
-    from advisor.thresholds import THRESHOLDS
+    from advisor.analysis.detection import all_detectors
+    from advisor.detect.thresholds import THRESHOLDS
 
     ids = {INF, DP, PL, CAT, OPT, FUSE, MEM}
     dets = {d.id: d for d in all_detectors() if d.id in ids}
@@ -809,7 +809,7 @@ def test_every_checklist_b_detector_registers_thresholds_and_docs() -> None:
                 "**Known false positives.**")  # fmt: skip
     for d in dets.values():
         assert all(s in d.doc for s in sections), d.id
-        assert d.func.__module__ == "heuristics." + d.id.replace("-", "_")
+        assert d.func.__module__ == "advisor.detectors." + d.id.replace("-", "_")
     assert {k.split(".")[0] for k in THRESHOLDS} >= {
         "python_loop", "cat_in_loop", "single_tensor_optimizer", "fusible_elementwise",
         "memory_headroom", "inference_without_no_grad"}  # fmt: skip

@@ -20,8 +20,8 @@ from functools import cache
 
 import pytest
 
-from advisor.pipeline import Options, analyze_trace
-from advisor.registry import all_detectors
+from advisor.analysis.detection import all_detectors
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.report import Report
 from advisor.trace import load_trace
 from tests.checklist_b_util import finding, skip_reason

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.comm import collective_name, comm_stats
-from advisor.pipeline import Options, analyze_trace
-from advisor.timeline import covered_before
+from advisor.analysis.pipeline import Options, analyze_trace
+from advisor.derive.comm import collective_name, comm_stats
+from advisor.derive.timeline import covered_before
 from tests.conftest import shared_trace
 from tests.mr_helpers import rank_builder
 from tests.tracebuilder import TraceBuilder

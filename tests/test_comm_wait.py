@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.peerwait import cross_rank_wait_ns, match_by_end, single_rank_transfer_ns
-from advisor.multirank import analyze_files
-from advisor.pipeline import Options, analyze_trace
+from advisor.multirank.analyze import analyze_files
 from tests.conftest import shared_trace
 from tests.mr_helpers import ALLREDUCE, rank_builder, write_ranks
 from tests.tracebuilder import TraceBuilder

@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from advisor import multirank  # noqa: E402
-from advisor.pipeline import Options  # noqa: E402
+from advisor.analysis.pipeline import Options  # noqa: E402
+from advisor.multirank import analyze as multirank  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 from tests.mr_helpers import rank_builder, write_ranks  # noqa: E402
 
@@ -32,7 +32,7 @@ def _two_ranks(tmp_path: Path) -> list[Path]:
 def test_local_cluster_of_processes_with_a_memory_limit() -> None:
     from distributed import Client
 
-    from advisor.daskrun import local_cluster
+    from advisor.multirank.daskrun import local_cluster
 
     cluster = local_cluster(2, 512 * 1024**2)
     try:
@@ -127,12 +127,12 @@ def test_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
 
 def test_no_local_cluster_falls_back_to_worker_processes(tmp_path: Path, monkeypatch,
                                                           capsys) -> None:  # fmt: skip
-    import advisor.daskrun
+    import advisor.multirank.daskrun
 
     def fail(*a, **k):
         raise OSError("no loopback here")
 
-    monkeypatch.setattr(advisor.daskrun, "local_cluster", fail)
+    monkeypatch.setattr(advisor.multirank.daskrun, "local_cluster", fail)
     files = _two_ranks(tmp_path)
     digests = multirank.digest_all(files, Options(), jobs=2, scheduler=multirank.LOCAL)
     assert [d.rank for d in digests] == [0, 1] and all(d.error is None for d in digests)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.pipeline import Options, analyze_trace
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.trace import load_trace
 from tests.conftest import SAMPLES, shared_trace
 from tests.tracebuilder import TraceBuilder

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.diff import diff_sides, findings_diff, load_side, match_findings
+from advisor.analysis.pipeline import Options
 from advisor.findings import Finding, Location
-from advisor.pipeline import Options
+from advisor.multirank.diff import diff_sides, findings_diff, load_side, match_findings
 from tests.conftest import shared_trace
 from tests.mr_helpers import rank_builder
 

@@ -1,4 +1,4 @@
-"""ISA-L and the standard library's zlib read and write the same bytes through advisor.fastzlib."""
+"""ISA-L and the standard library's zlib read and write the same bytes through advisor.trace.fastzlib."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor import fastzlib
 from advisor.errors import TraceError
-from advisor.trace import source
+from advisor.trace import fastzlib, source
 from advisor.trace.source import pieces
 
 IMPLS = ["isal", "stdlib"] if fastzlib._isal is not None else ["stdlib"]
@@ -77,7 +76,7 @@ def test_copy_compressor_writes_standard_deflate(impl: str) -> None:
 
 
 def test_annotated_copy_is_the_same_trace_with_either(impl: str, tmp_path: Path) -> None:
-    from advisor.cli import main
+    from advisor.cli.app import main
     from advisor.trace import load_trace
 
     sample = Path(__file__).resolve().parent.parent / "sample_traces" / "cat_in_loop.cpu.json.gz"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.registry import all_detectors
-from advisor.thresholds import THRESHOLDS
+from advisor.analysis.detection import all_detectors
+from advisor.detect.thresholds import THRESHOLDS
 
 IDS = ["sync-point", "tiny-kernels", "fp32-matmul", "misaligned-dims", "gpu-idle",
        "dataloader-stall"]  # fmt: skip
@@ -19,7 +19,7 @@ def test_registered_documented_with_thresholds(det_id: str) -> None:
     for section in SECTIONS:
         assert section in det.doc, (det_id, section)
     mod = det_id.replace("-", "_")
-    assert det.func.__module__ == "heuristics." + mod
+    assert det.func.__module__ == "advisor.detectors." + mod
     assert any(k.startswith(mod + ".") for k in THRESHOLDS), det_id
     gpu_only = {"tiny-kernels", "fp32-matmul", "gpu-idle"}
     assert det.gpu_only == (det_id in gpu_only)

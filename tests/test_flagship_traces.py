@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from advisor.analysis.pipeline import analyze_path
 from advisor.findings import Finding
-from advisor.pipeline import analyze_path
 from advisor.report import Report
 from tests.conftest import SHARED, shared_trace
 
@@ -143,7 +143,7 @@ def _gpu_traces() -> list[str]:
 def test_advisor_analyze_has_no_errored_detector(rel: str, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from advisor.cli import app
+    from advisor.cli.app import app
 
     path = shared_trace(rel)
     res = CliRunner().invoke(app, ["analyze", str(path), "--out", str(tmp_path / "out"), "--json"])

@@ -101,7 +101,7 @@ def test_missing_data() -> None:
 
 
 def test_lowercase_pattern_twins_match_like_the_case_insensitive_patterns() -> None:
-    from heuristics._matmul import _LOWER, _found
+    from advisor.detectors._matmul import _LOWER, _found
 
     names = ["volta_SGEMM_128x64_NN", "sm80_XMMA_gemm_F32F32_F32F32_F32_tn_n_FFMA",
              "void cutlass::Kernel<cutlass_80_TensorOp_s1688gemm_bf16>", "Memset (Device)",

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.errors import TraceError
-from advisor.pipeline import Options, analyze_trace
-from advisor.render.html import render_html
+from advisor.output.html import render_html
 from advisor.trace import decode, load_bytes, load_trace
 from tests.conftest import SHARED
 from tests.tracebuilder import TraceBuilder

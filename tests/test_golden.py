@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.pipeline import analyze_path
+from advisor.analysis.pipeline import analyze_path
 from tests.conftest import REPO, SAMPLES
 
 GOLDEN = REPO / "tests" / "golden"

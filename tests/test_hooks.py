@@ -56,12 +56,12 @@ def test_on_trace_ready_exports_like_tensorboard_and_reports(tmp_path: Path) -> 
 def test_on_trace_ready_never_breaks_the_loop(tmp_path: Path, monkeypatch) -> None:
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    import advisor.pipeline
+    import advisor.analysis.pipeline
 
     def boom(*a, **k):
         raise AdvisorError("cannot analyse this")
 
-    monkeypatch.setattr(advisor.pipeline, "analyze_trace", boom)
+    monkeypatch.setattr(advisor.analysis.pipeline, "analyze_trace", boom)
     model, opt = _model()
     handler = advisor.on_trace_ready(tmp_path)
     with warnings.catch_warnings(record=True) as seen:

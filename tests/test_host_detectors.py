@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.pipeline import Options, analyze_trace
-from advisor.registry import all_detectors
-from advisor.thresholds import THRESHOLDS
+from advisor.analysis.detection import all_detectors
+from advisor.analysis.pipeline import Options, analyze_trace
+from advisor.detect.thresholds import THRESHOLDS
 from advisor.trace import load_trace
 from tests.checklist_a_helpers import found
 from tests.conftest import shared_trace
@@ -31,7 +31,7 @@ def test_registered_documented_and_listed(det_id: str) -> None:
     det = {d.id: d for d in all_detectors()}[det_id]
     assert all(s in det.doc for s in SECTIONS), det_id
     mod = det_id.replace("-", "_")
-    assert det.func.__module__ == "heuristics." + mod and det.gpu_only
+    assert det.func.__module__ == "advisor.detectors." + mod and det.gpu_only
     assert any(k.startswith(mod + ".") for k in THRESHOLDS)
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     assert f"| `{det_id}` |" in readme

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.cli import main
+from advisor.cli.app import main
 from tests.tracebuilder import TraceBuilder
 
 EVIL = "<script>alert(1)</script>"

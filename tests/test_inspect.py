@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from advisor.summary import inspect_trace
+from advisor.analysis.summary import inspect_trace
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
 from tests.tracebuilder import TraceBuilder
@@ -97,7 +97,7 @@ def test_cli_json_and_text() -> None:
 
 def test_run_summary_busy_counts_every_step() -> None:
     """findings.json's gpu_busy_pct is the busy share of all captured steps, the last one too."""
-    from advisor.pipeline import run_summary
+    from advisor.analysis.pipeline import run_summary
 
     b = TraceBuilder()
     for n, t0 in ((1, 0), (2, 1000)):

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from advisor.pipeline import Options, analyze_trace
-from advisor.trace import load_trace
-from heuristics._peaks import (
+from advisor.detectors._peaks import (
     A100_40,
     A100_80,
     H100_PCIE,
@@ -17,7 +14,10 @@ from heuristics._peaks import (
     V100,
     peak_for,
 )
-from heuristics._roofline import op_work
+from advisor.detectors._roofline import op_work
+
+from advisor.analysis.pipeline import Options, analyze_trace
+from advisor.trace import load_trace
 from tests.conftest import SAMPLES, shared_trace
 from tests.tracebuilder import TraceBuilder
 

@@ -132,7 +132,7 @@ def test_python_frames_and_user_lines() -> None:
     t = b.load()
     assert t.python["is_user"].tolist() == [True, False, True]
     assert t.python["line"].tolist() == [42, 1500, 7]
-    from advisor.locate import Locator
+    from advisor.derive.locate import Locator
 
     loc = Locator(t)
     assert loc.at(1000, 25_000).line == 7  # type: ignore[union-attr]
@@ -268,7 +268,7 @@ def test_locator_finds_the_enclosing_line_after_many_finished_frames() -> None:
     for i in range(300):  # a loop calling a library function many times
         b.frame("torch/nn/functional.py", 99, "relu", 1 + i * 30, 20, parent=loop)
     t = b.load()
-    from advisor.locate import Locator
+    from advisor.derive.locate import Locator
 
     assert Locator(t).at(1000, 9_500_000).line == 10  # type: ignore[union-attr]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from advisor.detectors._matmul import gemm_dims, pad_to
 
-from heuristics._matmul import gemm_dims, pad_to
 from tests.flagship_util import finding, run, skipped
 from tests.tracebuilder import TraceBuilder
 

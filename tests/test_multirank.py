@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.multirank import analyze_files, plan_workers, raw_size
-from advisor.pipeline import Options
+from advisor.analysis.pipeline import Options
+from advisor.multirank.analyze import analyze_files, plan_workers, raw_size
 from tests.conftest import shared_trace
 from tests.mr_helpers import rank_builder, write_ranks
 from tests.tracebuilder import TraceBuilder
@@ -105,7 +105,7 @@ def test_slow_steps_without_collectives_are_reported_with_low_confidence(tmp_pat
 
 def test_straggler_needs_several_known_ranks(tmp_path: Path) -> None:
     # one trace: the registered detector skips
-    from advisor.pipeline import analyze_trace
+    from advisor.analysis.pipeline import analyze_trace
 
     rep = analyze_trace(rank_builder(0).load(), None, Options(only=frozenset({"straggler"})))
     assert rep.skipped[0].id == "straggler" and "one trace per rank" in rep.skipped[0].reason
@@ -237,8 +237,8 @@ def test_workers_never_rerun_the_callers_main_module(tmp_path: Path) -> None:
     script.write_text(
         "print('TOP-LEVEL RAN', flush=True)\n"
         "from pathlib import Path\n"
-        "from advisor.multirank import analyze_files\n"
-        "from advisor.pipeline import Options\n"
+        "from advisor.multirank.analyze import analyze_files\n"
+        "from advisor.analysis.pipeline import Options\n"
         "root = Path(__file__).parent\n"
         "files = sorted(root.glob('trace.rank*.json'))\n"
         "report, _ = analyze_files(files, Options(), root, jobs=2)\n"
@@ -255,7 +255,7 @@ def test_workers_never_rerun_the_callers_main_module(tmp_path: Path) -> None:
 def test_cross_rank_checks_run_through_the_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from advisor import registry
+    from advisor.detect import registry
     from advisor.findings import Draft
 
     seen: list[list[int]] = []

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.detectors._matmul import CONV_BWD, CONV_FWD, GEMM_OPS, kernel_ops
+from advisor.detectors._ops import chain_match, name_flags, op_chain, op_names
 
 from advisor.trace import load_trace
 from advisor.trace.model import Trace
-from heuristics._matmul import CONV_BWD, CONV_FWD, GEMM_OPS, kernel_ops
-from heuristics._ops import chain_match, name_flags, op_chain, op_names
 from tests.conftest import shared_trace
 from tests.tracebuilder import TraceBuilder
 

@@ -1,4 +1,5 @@
-"""The built wheel ships templates/ and heuristics/ and works outside the repository."""
+"""The built wheel ships templates/ and the detectors (as ``advisor.detectors``, no top-level
+``heuristics`` package) and works outside the repository."""
 
 from __future__ import annotations
 
@@ -24,7 +25,12 @@ def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     wheel = next(dist.glob("torch_advisor-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "advisor/templates/report.html.j2" in names
-    assert any(n.startswith("heuristics/") and n.endswith(".py") for n in names)
+    assert "advisor/detectors/__init__.py" in names and "advisor/detectors/sync_point.py" in names
+    assert "advisor/detectors/_ops.py" in names
+    # nothing outside advisor/ but the dist-info: no top-level package another project may own
+    tops = {n.split("/")[0] for n in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"advisor"}
+    assert not any("__pycache__" in n for n in names)
     assert not any(n.startswith("tests/") for n in names)
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
@@ -38,10 +44,11 @@ def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{deps}", "NO_COLOR": "1"}
     work = tmp_path / "cwd"
     work.mkdir()
-    where = subprocess.run([str(py), "-c", "import advisor, heuristics; print(advisor.__file__);"
-                            " print(heuristics.__file__)"], cwd=work, env=env, text=True,
-                           capture_output=True, check=True).stdout  # fmt: skip
-    assert str(REPO) not in where and str(target) in where
+    where = subprocess.run([str(py), "-c", "import advisor.detectors as d; print(d.__file__);"
+                            " print(d.__path__); import heuristics"], cwd=work, env=env, text=True,
+                           capture_output=True)  # fmt: skip
+    assert "No module named 'heuristics'" in where.stderr
+    assert str(REPO) not in where.stdout and str(target) in where.stdout
     sample = sorted(SAMPLES.glob("*.json.gz"))
     if not sample:
         pytest.skip("no sample traces yet")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.pipeline import analyze_path
+from advisor.analysis.pipeline import analyze_path
 from tests.test_profile import FAST, _line, _write, advisor, outputs
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.registry import ENTRY_POINT_GROUP
+from advisor.analysis.detection import ENTRY_POINT_GROUP
 from tests.conftest import REPO, SAMPLES
 
 PLUGIN = '''\
@@ -22,7 +22,7 @@ PLUGIN = '''\
 """
 
 from advisor.findings import Draft
-from advisor.registry import detector
+from advisor.detect.registry import detector
 
 
 @detector("demo-plugin", "A detector from another distribution")

@@ -276,7 +276,7 @@ def test_uncaught_exception_exits_1_with_users_traceback(tmp_path: Path) -> None
     assert p.returncode == 1
     tb = p.stderr[p.stderr.index("Traceback (most recent call last):") :]
     assert tb.splitlines()[1].startswith(f'  File "{tmp_path / "loop.py"}", line ')
-    assert "ValueError: bad input 7" in tb and "advisor/runner" not in tb
+    assert "ValueError: bad input 7" in tb and "advisor/profile" not in tb
     run, findings = outputs(tmp_path / "o")
     assert run["end_reason"] == "exception" and run["error"] == "ValueError: bad input 7"
     assert run["trace_scope"] == "pre-window" and findings["run"]["ended_early"] is True

@@ -194,7 +194,7 @@ def test_cuda_out_of_memory(tmp_path: Path) -> None:
     p = advisor(tmp_path, *FAST, "--out", "o", "oom.py")
     assert p.returncode == 1, p.stderr
     tb = p.stderr[p.stderr.index("Traceback (most recent call last):") :]
-    assert "OutOfMemoryError: CUDA out of memory" in tb and "advisor/runner" not in tb
+    assert "OutOfMemoryError: CUDA out of memory" in tb and "advisor/profile" not in tb
     run, findings = outputs(tmp_path / "o")
     assert run["end_reason"] == "out-of-memory" and run["ended_early"] and run["exit_code"] == 1
     assert run["error"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -334,15 +334,15 @@ class OutOfMemoryError(RuntimeError):  # the class name torch.OutOfMemoryError h
     (ValueError("memory layout"), "exception"),
 ])  # fmt: skip
 def test_classify(exc: BaseException, reason: str) -> None:
-    from advisor.runner.faults import classify
+    from advisor.profile.faults import classify
 
     assert classify(exc) == reason
 
 
 def test_remedies_and_notes() -> None:
-    from advisor.runner.capture import Capture, SessionConfig
-    from advisor.runner.execute import Outcome
-    from advisor.runner.runinfo import notes
+    from advisor.profile.capture import Capture, SessionConfig
+    from advisor.profile.execute import Outcome
+    from advisor.profile.runinfo import notes
 
     cap, cfg = Capture(scope="pre-window", steps_seen=2, window_steps=[1, 2]), SessionConfig()
     cpu = notes(Outcome("out-of-memory", 1, "MemoryError"), cap, cfg)
@@ -359,8 +359,8 @@ def test_remedies_and_notes() -> None:
 
 def test_run_signals_view_and_restore() -> None:
     """What the script sees of SIGTERM is what plain Python shows; all is put back after."""
-    from advisor.runner.execute import Terminated
-    from advisor.runner.signals import RunSignals
+    from advisor.profile.execute import Terminated
+    from advisor.profile.signals import RunSignals
 
     before_term = signal.getsignal(signal.SIGTERM)
     before_chld = signal.getsignal(signal.SIGCHLD)
@@ -407,7 +407,7 @@ class _Session:
         pass
 
     def finish(self) -> Any:
-        from advisor.runner.capture import Capture
+        from advisor.profile.capture import Capture
 
         return Capture()
 
@@ -426,9 +426,9 @@ class _Recorder:
 def test_sigterm_whose_exception_was_lost(tmp_path: Path) -> None:
     """Terminated raised where Python drops exceptions (a __del__, an at-fork hook) or caught
     by the script: the run still counts as terminated by SIGTERM (exit 143)."""
-    from advisor.runner.execute import Target
-    from advisor.runner.run import _run_script
-    from advisor.runner.signals import RunSignals
+    from advisor.profile.execute import Target
+    from advisor.profile.run import _run_script
+    from advisor.profile.signals import RunSignals
 
     script = tmp_path / "swallow.py"
     script.write_text(
@@ -452,9 +452,9 @@ def test_worker_death_while_the_script_ends(tmp_path: Path) -> None:
     after the script's own exception, while the advisor looks at it (here: from the
     exception's ``__str__``). How the script ended stands, and nothing escapes the run (which
     would lose run.json and the report); the script's handler is put back afterwards."""
-    from advisor.runner.execute import Target
-    from advisor.runner.run import _run_script
-    from advisor.runner.signals import RunSignals
+    from advisor.profile.execute import Target
+    from advisor.profile.run import _run_script
+    from advisor.profile.signals import RunSignals
 
     script = tmp_path / "late.py"
     script.write_text(
@@ -491,7 +491,7 @@ def test_interrupted_writes_leave_no_partial_file(
     under the final name, leaves an earlier version as it was, and cleans its temporary."""
     import errno
 
-    from advisor.outfiles import atomic_write
+    from advisor.output.outfiles import atomic_write
 
     target = tmp_path / "findings.json"
     target.write_bytes(b'{"earlier": "complete"}')
@@ -516,7 +516,7 @@ def test_interrupted_writes_leave_no_partial_file(
 
 
 def test_trace_export_failure_leaves_no_trace(tmp_path: Path) -> None:
-    from advisor.runner.capture import export_trace
+    from advisor.profile.capture import export_trace
 
     class HalfWritten:
         def export_chrome_trace(self, path: str) -> None:
@@ -539,9 +539,9 @@ def test_write_outputs_fails_half_way(tmp_path: Path, monkeypatch: pytest.Monkey
     no report.html, and the caller gets one clear error naming the folder."""
     import errno
 
-    import advisor.render.html as html
-    from advisor.runner.analysis import _analyze_and_write
-    from advisor.runner.outdir import write_error, write_json
+    import advisor.output.html as html
+    from advisor.profile.analysis import _analyze_and_write
+    from advisor.profile.outdir import write_error, write_json
 
     write_json(tmp_path / "run.json", {"script": "t.py", "argv": [], "end_reason": "completed"})
 
@@ -570,7 +570,7 @@ def test_out_dir_preflight(
     from collections import namedtuple
 
     from advisor.errors import AdvisorError
-    from advisor.runner.outdir import check_out_dir
+    from advisor.profile.outdir import check_out_dir
 
     out = tmp_path / "out"
     out.mkdir()

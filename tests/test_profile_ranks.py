@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from advisor.errors import AdvisorError
-from advisor.rankrun import RankEnv
-from advisor.runner.outdir import check_out_dir
+from advisor.profile.outdir import check_out_dir
+from advisor.profile.torchrun import RankEnv
 
 DDP = textwrap.dedent("""
     import time

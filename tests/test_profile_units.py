@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from advisor.errors import AdvisorError
-from advisor.outfiles import default_out_dir
-from advisor.runner.execute import Target, resolve_target, run_target
-from advisor.runner.outdir import check_out_dir, write_json
+from advisor.output.outfiles import default_out_dir
+from advisor.profile.execute import Target, resolve_target, run_target
+from advisor.profile.outdir import check_out_dir, write_json
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -110,7 +110,7 @@ def test_out_dir_rules(tmp_path: Path) -> None:
 
 
 def test_analysis_without_trace_still_writes_valid_outputs(tmp_path: Path) -> None:
-    from advisor.runner.analysis import _analyze_and_write
+    from advisor.profile.analysis import _analyze_and_write
 
     write_json(tmp_path / "run.json", {"script": "t.py", "argv": [], "ended_early": True,
                                        "end_reason": "sigterm", "notes": ["No trace."]})  # fmt: skip
@@ -124,7 +124,7 @@ def test_analysis_without_trace_still_writes_valid_outputs(tmp_path: Path) -> No
 
 def test_help_does_not_import_torch() -> None:
     code = (
-        "import sys\nfrom advisor.cli import main\ntry:\n    main(['profile', '--help'])\n"
+        "import sys\nfrom advisor.cli.app import main\ntry:\n    main(['profile', '--help'])\n"
         "except SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'torch imported'\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -134,7 +134,7 @@ def test_help_does_not_import_torch() -> None:
 
 
 def test_allocator_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from advisor.runner.context import allocator_env
+    from advisor.profile.context import allocator_env
 
     for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
               "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING"):  # fmt: skip

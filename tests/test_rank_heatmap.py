@@ -1,5 +1,5 @@
-"""Many ranks: who stands out (advisor.rankstats) and the report's heatmap in place of one row
-per rank above 16 ranks (advisor.render.rankmap)."""
+"""Many ranks: who stands out (advisor.multirank.rankstats) and the report's heatmap in place of one row
+per rank above 16 ranks (advisor.output.rankmap)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import dataclasses
 
 import numpy as np
 
-from advisor.rankstats import HEATMAP_ABOVE, ranks_summary
-from advisor.render.html import render_html
-from advisor.render.viewmodel import build_viewmodel
+from advisor.multirank.rankstats import ranks_summary
+from advisor.output.html import render_html
+from advisor.output.rankmap import HEATMAP_ABOVE
+from advisor.output.viewmodel import build_viewmodel
 from tests.report_samples import gpu_builder, sample_report
 
 

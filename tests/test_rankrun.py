@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from advisor.rankrun import (
+from advisor.profile.torchrun import (
     RankEnv,
     foreign_entries,
     process_start_time,
@@ -55,7 +55,7 @@ def test_other_ranks_files_of_this_launch_are_not_foreign(tmp_path: Path) -> Non
 
 
 def test_default_out_dir_is_the_same_for_every_local_rank(tmp_path: Path) -> None:
-    from advisor.rankrun import default_rank_out_dir
+    from advisor.profile.torchrun import default_rank_out_dir
 
     a = default_rank_out_dir("train", RankEnv(0, 2, 0, "5f3c0e1a-aaaa"), tmp_path)
     b = default_rank_out_dir("train", RankEnv(1, 2, 1, "5f3c0e1a-aaaa"), tmp_path)

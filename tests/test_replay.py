@@ -228,8 +228,8 @@ def test_trace_without_steps_to_place_is_not_replayed() -> None:
 
 
 def test_report_header_and_findings_json_carry_the_bound_and_the_replayed_headline() -> None:
-    from advisor.pipeline import analyze_trace
-    from advisor.render.viewmodel import bound_fact, build_viewmodel
+    from advisor.analysis.pipeline import analyze_trace
+    from advisor.output.viewmodel import bound_fact, build_viewmodel
 
     rep = analyze_trace(sync_bound().load(), None)
     assert rep.run["bound"]["by"] in ("host", "gpu")

@@ -11,8 +11,8 @@ import functools
 import numpy as np
 import pytest
 
+from advisor.analysis.pipeline import analyze_path
 from advisor.derive.steps import steady_trace
-from advisor.pipeline import analyze_path
 from advisor.replay.engine import Mods, replay
 from advisor.replay.model import graph
 from advisor.report import Report

@@ -10,8 +10,8 @@ import shutil
 import orjson
 import pandas as pd
 
-from advisor.pipeline import analyze_trace, write_outputs
-from advisor.render.annotate import CATEGORY, PROCESS_NAME, annotate, finding_events
+from advisor.analysis.pipeline import analyze_trace, write_outputs
+from advisor.output.annotate import CATEGORY, PROCESS_NAME, annotate, finding_events
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
 from tests.report_samples import gpu_builder, sample_report
@@ -95,7 +95,7 @@ def test_reannotating_replaces_the_old_track(tmp_path):
 
 
 def test_fast_splice_equals_a_full_rewrite(tmp_path, monkeypatch):
-    import advisor.render.annotate as ann
+    import advisor.output.annotate as ann
 
     for name, data in (("d.json", json.dumps(gpu_builder().to_dict(), indent=1)),
                        ("a.json", json.dumps(gpu_builder().events)),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.pipeline import write_outputs
+from advisor.analysis.pipeline import write_outputs
 from tests.report_browser import Browser, find_chromium
 from tests.report_samples import EVIL, gpu_builder, sample_report
 

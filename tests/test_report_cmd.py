@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 from typer.testing import CliRunner
 
-from advisor.cli import app
-from advisor.pipeline import write_outputs
+from advisor.analysis.pipeline import write_outputs
+from advisor.cli.app import app
 from tests.report_samples import gpu_builder, sample_report
 
 runner = CliRunner()
@@ -63,7 +63,7 @@ def test_old_findings_json_without_views_still_renders(tmp_path):
 
 
 def test_errors_are_one_line(tmp_path):
-    from advisor.cli import main
+    from advisor.cli.app import main
 
     def run(argv):
         import contextlib
@@ -118,7 +118,7 @@ def test_analyze_no_source_keeps_code_out_of_both_files(tmp_path):
 
 
 def test_ranks_table_rendered_when_present(tmp_path):
-    from advisor.render.html import render_html
+    from advisor.output.html import render_html
     from tests.report_samples import with_run
 
     report = with_run(sample_report(gpu_builder().load()), ranks=[

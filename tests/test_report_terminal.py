@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.render.terminal import print_summary, progress
+from advisor.output.terminal import print_summary, progress
 from tests.conftest import REPO
 from tests.report_samples import gpu_builder, sample_report, with_run
 

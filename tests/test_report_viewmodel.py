@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from advisor.findings import Evidence, Finding, Location
-from advisor.render.html import render_html
-from advisor.render.viewmodel import build_viewmodel, doc_blocks, inline
+from advisor.output.html import render_html
+from advisor.output.viewmodel import build_viewmodel, doc_blocks, inline
 from tests.report_samples import EVIL, GOLDEN, gpu_builder, sample_report, with_run
 from tests.tracebuilder import TraceBuilder
 
@@ -193,7 +193,7 @@ def test_fifty_findings_with_huge_evidence_stay_under_3_mb():
 
 
 def test_bytes_and_edge_values_format():
-    from advisor.render.viewmodel import fmt_bytes
+    from advisor.output.viewmodel import fmt_bytes
 
     assert fmt_bytes(None) is None and fmt_bytes(512) == "512 B" and fmt_bytes(3 << 30) == "3.0 GiB"
     f = Finding("x", "t", "low", 0.5, 1.0, "low", "s", "r", "", est_savings_range_ms=None)
@@ -220,7 +220,7 @@ def test_step_chart_scales_to_many_steps(steps):
 
 
 def test_saving_labels_fit_their_column() -> None:
-    from advisor.render.charts import LABEL_PAD, fit_label, text_width_px
+    from advisor.output.charts import LABEL_PAD, fit_label, text_width_px
 
     room = 300 - LABEL_PAD
     short = "#1 Steps wait on the DataLoader"

@@ -1,4 +1,4 @@
-"""advisor/views.py: the chart and header data computed on the analysis side."""
+"""advisor/analysis/views.py: the chart and header data computed on the analysis side."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from advisor.analysis.pipeline import analyze_trace
+from advisor.analysis.views import CATEGORIES, step_breakdown
+from advisor.derive.sources import read_snippet, read_sources
+from advisor.derive.timeline import Intervals
 from advisor.findings import Location
-from advisor.pipeline import analyze_trace
 from advisor.report import Report
-from advisor.sources import read_snippet, read_sources
-from advisor.timeline import Intervals
-from advisor.views import CATEGORIES, step_breakdown
 from tests.conftest import shared_trace
 from tests.report_samples import GOLDEN, gpu_builder, sample_report
 from tests.tracebuilder import TraceBuilder

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.steps import steady_steps, steady_trace
-from advisor.pipeline import Options, analyze_trace
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
 from tests.flagship_util import finding

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from advisor.detectors._syncs import sync_events
 
 from advisor.trace import load_trace
-from heuristics._syncs import sync_events
 from tests.flagship_util import finding, run, skipped
 from tests.tracebuilder import TraceBuilder
 

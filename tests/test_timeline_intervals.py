@@ -1,15 +1,15 @@
-"""The one home of covered/busy time (advisor.timeline.Intervals) and of op-name flags
-(heuristics._ops.name_flags) agree with the per-row / per-span definitions they replace."""
+"""The one home of covered/busy time (advisor.derive.timeline.Intervals) and of op-name flags
+(advisor.detectors._ops.name_flags) agree with the per-row / per-span definitions they replace."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from advisor.detectors._ops import name_flags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.timeline import Intervals, covered_ns, union
-from heuristics._ops import name_flags
+from advisor.derive.timeline import Intervals, covered_ns, union
 
 _spans = st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 300)), max_size=30)
 
@@ -72,7 +72,7 @@ def test_name_flags_tests_each_distinct_name_once() -> None:
 
 
 def test_subtract_cuts_intervals_out() -> None:
-    from advisor.timeline import subtract
+    from advisor.derive.timeline import subtract
 
     s, e = subtract(np.array([0, 10, 30]), np.array([5, 20, 40]),
                     np.array([3, 12, 25]), np.array([11, 15, 35]))  # fmt: skip
@@ -86,7 +86,7 @@ def test_subtract_cuts_intervals_out() -> None:
 @settings(max_examples=200, deadline=None)
 @given(keep=_spans, cut=_spans)
 def test_subtract_leaves_exactly_the_uncovered_part(keep: list, cut: list) -> None:
-    from advisor.timeline import subtract
+    from advisor.derive.timeline import subtract
 
     ks, ke = union(np.array([s for s, _ in keep], np.int64),
                    np.array([s + d for s, d in keep], np.int64))  # fmt: skip

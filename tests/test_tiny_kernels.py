@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from advisor.detectors.tiny_kernels import _contexts
 
 from advisor.trace.model import Trace
-from heuristics.tiny_kernels import _contexts
 from tests.flagship_util import finding, run, skipped
 from tests.tracebuilder import TID, TraceBuilder
 

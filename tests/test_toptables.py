@@ -1,11 +1,11 @@
-"""Top kernels and top operators (views.kernels / views.ops, advisor.toptables) and their
+"""Top kernels and top operators (views.kernels / views.ops, advisor.analysis.toptables) and their
 report tables: figures, the launching op, names verbatim and escaped."""
 
 from __future__ import annotations
 
-from advisor.pipeline import analyze_trace
-from advisor.render.html import render_html
-from advisor.toptables import merge_tables, top_kernels, top_ops
+from advisor.analysis.pipeline import analyze_trace
+from advisor.analysis.toptables import merge_tables, top_kernels, top_ops
+from advisor.output.html import render_html
 from tests.report_samples import EVIL, KERNEL, gpu_builder
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.quality import trace_quality
-from advisor.multirank import analyze_files
-from advisor.pipeline import Options, analyze_trace
+from advisor.multirank.analyze import analyze_files
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
 from tests.flagship_util import finding

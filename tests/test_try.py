@@ -14,9 +14,9 @@ import pytest
 
 from advisor.errors import AdvisorError
 from advisor.findings import Finding
-from advisor.fixes.base import Patcher, RunFacts
-from advisor.fixes.compare import RunData, compare, estimate, numerics
-from advisor.fixes.registry import ALL_SAFE, FIXES, NOT_APPLICABLE, parse_fix_ids, select
+from advisor.profile.fixes.base import Patcher, RunFacts
+from advisor.profile.fixes.compare import RunData, compare, estimate, numerics
+from advisor.profile.fixes.registry import ALL_SAFE, FIXES, NOT_APPLICABLE, parse_fix_ids, select
 
 REPO = Path(__file__).resolve().parent.parent
 FEW = ["--wait", "1", "--warmup", "1", "--active", "3"]
@@ -42,7 +42,7 @@ def _doc(out: Path) -> dict[str, Any]:
 
 
 def test_every_finding_id_is_a_fix_or_listed_with_its_reason() -> None:
-    from advisor.registry import all_detectors
+    from advisor.analysis.detection import all_detectors
 
     ids = {d.id for d in all_detectors()}
     fixed = {i for f in FIXES.values() for i in f.finding_ids}
@@ -106,8 +106,8 @@ def test_patches_act_and_revert_completely() -> None:
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
-    from advisor.fixes.loaders import worker_count
-    from advisor.fixes.runtime import TryRuntime
+    from advisor.profile.fixes.loaders import worker_count
+    from advisor.profile.fixes.runtime import TryRuntime
 
     before = _originals()
     ids = ["dataloader-stall", "zero-grad-not-none", "single-tensor-optimizer", "channels-last",
@@ -144,7 +144,7 @@ def test_patches_act_and_revert_completely() -> None:
 def test_inference_mode_without_optimizer_and_amp_on_cpu() -> None:
     import torch
 
-    from advisor.fixes.runtime import TryRuntime
+    from advisor.profile.fixes.runtime import TryRuntime
 
     rt = TryRuntime(["inference-without-no-grad", "amp"], seed=None, loss_steps=0)
     rt.install()
@@ -209,7 +209,7 @@ def test_compare_rows() -> None:
 
 
 def test_html_is_escaped_and_offline() -> None:
-    from advisor.render.try_view import render_html
+    from advisor.output.try_view import render_html
 
     doc = {"try_schema_version": 1, "advisor_version": "0", "script": "<script>x</script>.py",
            "argv": ["</td>"], "fix": "zero-grad-not-none", "started_at": "t",
@@ -225,7 +225,7 @@ def test_html_is_escaped_and_offline() -> None:
 def test_terminal_text_is_verbatim_and_escaped() -> None:
     import io
 
-    from advisor.render.try_view import print_try
+    from advisor.output.try_view import print_try
 
     doc = {"script": "weird[b].py", "argv": ["k[/oops]", "\x1b[2J"], "fix": "x",
            "settings": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
@@ -261,7 +261,7 @@ STALL = ["--wait", "1", "--warmup", "1", "--active", "5", "examples/dataloader_s
 
 @pytestmark_slow
 def test_dataloader_stall_measures_a_saving_beside_the_estimate(stall_try: Any) -> None:
-    from advisor.fixes.loaders import worker_count
+    from advisor.profile.fixes.loaders import worker_count
 
     r, out = stall_try
     assert r.returncode == 0, r.stderr[-2000:]
@@ -274,7 +274,7 @@ def test_dataloader_stall_measures_a_saving_beside_the_estimate(stall_try: Any) 
     # benchmarks/estimate_vs_measured.py, docs/try.md); under CI's parallel tests on 2 cores they
     # may get none and the step gets slower. A speed figure is the benchmark's; here the saving,
     # its noise, the verdict and the estimate must be measured and reported consistently.
-    from advisor.fixes.compare import verdict
+    from advisor.profile.fixes.compare import verdict
 
     before, after = row["before"]["median_ms"], row["after"]["median_ms"]
     assert row["measured_saving_ms"] == pytest.approx(before - after, abs=0.01), row
@@ -352,9 +352,9 @@ def test_examples_run_with_their_fixes(tmp_path: Path, script: str, fixes: str, 
 
 
 def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
-    from advisor.fixes.registry import Selection
-    from advisor.fixes.trial import LOG_NAME, Plan, TryOptions, _collect, _document
-    from advisor.runner.execute import Target
+    from advisor.profile.execute import Target
+    from advisor.profile.fixes.registry import Selection
+    from advisor.profile.fixes.trial import LOG_NAME, Plan, TryOptions, _collect, _document
 
     folder = tmp_path / "after"
     folder.mkdir()
@@ -384,7 +384,7 @@ def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
 
 
 def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from advisor.fixes import trial
+    from advisor.profile.fixes import trial
 
     seen: list[tuple[str, int]] = []
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from advisor.pipeline import Options, analyze_trace
+from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.trace import load_trace
 from tests.conftest import SAMPLES, shared_trace
 from tests.mr_helpers import ALLREDUCE
@@ -105,7 +105,7 @@ def test_run_json_fsdp_fact_picks_the_wrap_policy_advice() -> None:
 def test_module_observer_records_fsdp() -> None:
     import torch
 
-    from advisor.runner.modules import ModuleObserver
+    from advisor.profile.modules import ModuleObserver
 
     class FullyShardedDataParallel(torch.nn.Module):  # the wrapper's class name is enough
         def forward(self, x):  # type: ignore[no-untyped-def]

@@ -1,2 +1,2 @@
 """Domain concepts derived from the normalized trace tables (steps and steady state, trace
-quality, ...): one module per concept, importing only :mod:`advisor.trace` and :mod:`advisor.timeline`."""
+quality, ...): one module per concept, importing only :mod:`advisor.trace` and :mod:`advisor.derive.timeline`."""

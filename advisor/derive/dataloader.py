@@ -3,8 +3,8 @@ records around each batch fetch (a CPU ``user_annotation`` in current traces, an
 2020-21 legacy traces).
 
 The one definition of "time in the DataLoader": the step finder (:mod:`advisor.derive.steps`),
-the report's per-step breakdown (:mod:`advisor.views`), ``advisor diff``'s categories
-(:mod:`advisor.digest`), dataloader-stall and gpu-idle all read :func:`fetches`.
+the report's per-step breakdown (:mod:`advisor.analysis.views`), ``advisor diff``'s categories
+(:mod:`advisor.analysis.digest`), dataloader-stall and gpu-idle all read :func:`fetches`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from advisor.timeline import Intervals
+from advisor.derive.timeline import Intervals
 from advisor.trace.model import Trace
 
 FETCH_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__$")

@@ -1,5 +1,5 @@
 """How late each rank is: the per-step lag of one rank behind the others, from the digests of
-several ranks' traces (:class:`advisor.digest.Digest`).
+several ranks' traces (:class:`advisor.analysis.digest.Digest`).
 
 Two measures, each a median over the steps the ranks share:
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.timeline import covered_by
+from advisor.derive.timeline import covered_by
 
 
 def single_rank_transfer_ns(names: Sequence[str], streams: np.ndarray, dur_ns: np.ndarray

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from advisor.timeline import covered_by, union
+from advisor.derive.timeline import covered_by, union
 from advisor.trace.model import Trace
 
 GRAPH_MIN_COVER = 0.5  # recorded kernels covering less of a replay's span: part is missing

@@ -25,10 +25,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from advisor.comm import covered_by
+from advisor.derive.comm import covered_by
+from advisor.derive.timeline import union
 from advisor.replay.engine import Mods
 from advisor.replay.model import Graph
-from advisor.timeline import union
 from advisor.trace.model import Trace
 
 Level = Literal["mid", "low", "high"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.findings import Draft, Finding
+from advisor.findings import Draft, Finding, savings_bound_ms
 from advisor.replay.engine import Mods, Replayed, replay
 from advisor.replay.fixes import Combined, Fix, Level
 from advisor.replay.model import graph
@@ -130,7 +130,6 @@ def combined_bound_ms(trace: Trace, drafts: Sequence[Draft], findings: Sequence[
     """The headline "together at most X ms": every reported finding's fix replayed at once,
     plus the savings of findings that carry no fix, never above the step. Second value: True
     when a combined replay was made (else the capped sum)."""
-    from advisor.rank import savings_bound_ms
 
     shown = {f.id for f in findings if f.est_savings_ms > 0}
     fixes = [d.extra["fix"] for d in drafts

@@ -25,7 +25,7 @@ _RANK_RE = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 
 def _is_trace_name(name: str) -> bool:
     # an advisor profile run's evaluation window (trace.eval.json.gz) is read with its main
-    # trace (advisor.phases), never as a trace of its own rank
+    # trace (advisor.analysis.phases), never as a trace of its own rank
     return (name.endswith(_TRACE_SUFFIXES) and name not in _SKIP_NAMES
             and not name.endswith(".eval.json.gz"))  # fmt: skip
 

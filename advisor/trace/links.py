@@ -14,7 +14,8 @@ import pandas as pd
 _MEMCPY_RE = re.compile(r"^Mem(?:cpy|set)\s*(\w+)?\s*(?:\((\w+)(?:\s*->\s*(\w+))?\))?")
 _FRAME_RE = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _NON_USER_PARTS = (
-    "/torch/", "site-packages", "dist-packages", "/lib/python3", "/advisor/runner",
+    "/torch/", "site-packages", "dist-packages", "/lib/python3", "/advisor/profile",
+    "/advisor/runner",  # where advisor.profile lived in traces recorded before this layout
     "<frozen", "<string>", "/usr/lib/python",
 )  # fmt: skip
 # top-level packages whose frames are never the user's own code

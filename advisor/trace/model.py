@@ -150,7 +150,7 @@ class Trace:
 
     def device(self, device_id: int | None = None) -> Device | None:
         """The deviceProperties entry of ``device_id`` (callers pass
-        :func:`advisor.timeline.main_device`); the first listed device when the id is None or
+        :func:`advisor.derive.timeline.main_device`); the first listed device when the id is None or
         not listed."""
         devs = self.meta.devices
         if not devs:

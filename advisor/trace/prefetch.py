@@ -3,7 +3,7 @@
 ``advisor analyze`` spends its first half-second importing pandas, numpy and the detectors, and
 decoding the trace is the other half: both are CPU work that holds the GIL, so threads cannot
 overlap them, but two processes can. As soon as the command knows the trace's path (see
-:mod:`advisor.entry`), it forks a *decoder* (before pandas is imported: the child starts small)
+:mod:`advisor.cli.entry`), it forks a *decoder* (before pandas is imported: the child starts small)
 that gunzips and decodes the trace into the column arrays of :mod:`advisor.trace.columns` -- numpy
 and msgspec only -- joins each column's chunks and streams them back through a pipe in one pickle.
 The parent builds the tables from them exactly as from an in-process decode, so the tables,
@@ -46,8 +46,7 @@ from typing import Any, BinaryIO
 from advisor import settings
 from advisor.errors import TraceError
 
-child_peak_rss = 0  # bytes: the largest peak RSS of a child collected so far (for benchmarks)
-_LIVE: set[_Child] = set()  # children not collected yet: killed at exit
+_LIVE: set[_Child] = set()  # this process's children not collected yet: killed at exit
 
 
 class _Child:
@@ -108,9 +107,7 @@ class _Child:
             self.fh.close()
         self.fh = None
         with contextlib.suppress(ChildProcessError, OSError):
-            _, _, usage = os.wait4(self.pid, 0)
-            global child_peak_rss
-            child_peak_rss = max(child_peak_rss, usage.ru_maxrss * 1024)
+            os.waitpid(self.pid, 0)  # its peak RSS is then in getrusage(RUSAGE_CHILDREN)
 
 
 class Prefetch:

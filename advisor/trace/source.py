@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from advisor import fastzlib
 from advisor.errors import TraceError
+from advisor.trace import fastzlib
 
 DEFAULT_MAX_TRACE_BYTES = 8 * 1024**3  # decompressed-size guard (gzip bombs); generous
 _READ_BYTES = 1 << 16  # compressed bytes read at a time (gzip traces inflate 10-20x)

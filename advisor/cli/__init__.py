@@ -1,0 +1,2 @@
+"""The command line: ``entry`` (the console script), ``app`` (the typer application), one
+module per command (``*_cmd.py``), ``guard`` (one-line errors and exit codes)."""

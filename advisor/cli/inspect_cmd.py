@@ -1,0 +1,120 @@
+"""``advisor inspect TRACE|DIR``: what is in a trace, before opening it in Perfetto."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("inspect")
+    def inspect_command(
+        ctx: typer.Context,
+        path: Path = typer.Argument(..., help="A trace (.json/.json.gz) or a folder of traces."),
+        json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        top: int = typer.Option(10, "--top", min=1, help="Rows in the top kernels/ops tables."),
+        max_trace_bytes: int = typer.Option(
+            DEFAULT_MAX_TRACE_BYTES,
+            "--max-trace-bytes",
+            min=1,
+            help="Refuse traces larger than this decompressed (guards against gzip bombs).",
+        ),
+    ) -> None:
+        """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""
+        import orjson
+
+        from advisor.trace import find_traces, load_trace, prefetch
+
+        files = find_traces(path)
+        # each trace decodes in a child process while this one imports pandas or summarizes the
+        # trace before it
+        pre = prefetch.take_over(ctx.obj, files[0], max_trace_bytes)
+        results = []
+        try:
+            from advisor.analysis.summary import inspect_trace
+
+            for i, f in enumerate(files):
+                trace = load_trace(f, max_trace_bytes, pre)
+                pre = prefetch.start(files[i + 1], max_trace_bytes) if i + 1 < len(files) else None
+                results.append(inspect_trace(trace, top))
+                del trace
+        finally:
+            if pre is not None:
+                pre.cancel()
+        if json_out:
+            data = results[0] if len(results) == 1 else {"traces": results}
+            typer.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+            return
+        for r in results:
+            _print(r)
+
+
+def _print(r: dict) -> None:  # type: ignore[type-arg]
+    """The terminal summary: markup off (names print verbatim, ``k[/oops]`` included) and
+    every name from the trace through :func:`~advisor.output.printable.printable`."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from advisor.output.printable import printable as p
+    from advisor.output.terminal import console
+
+    con = console(markup=False)
+    head = Text(p(r["trace"]), style="bold")
+    head.append(f"  ({r['events']:,} events, {p(r['format'])} format)")
+    con.print(head)
+    if r["rank"] is not None:
+        con.print(f"rank {p(r['rank'])} of {p(r['world_size'])}")
+    for d in r["devices"]:
+        if d["used"] or len(r["devices"]) == 1:
+            cc = (
+                f", compute capability {p(d['compute_capability'])}"
+                if d["compute_capability"]
+                else ""
+            )
+            con.print(f"device {p(d['id'])}: {p(d['name'])}{cc}, "
+                      f"{_fmt_bytes(d['total_memory_bytes'])}")  # fmt: skip
+    s = r["steps"]
+    con.print(
+        f"steps: {s['count']}{' (no ProfilerStep markers: whole trace = one step)' if s['synthetic'] else ''}"
+        f"  median {s['ms_median']:.2f} ms  min {s['ms_min']:.2f}  max {s['ms_max']:.2f}"
+    )
+    if r["gpu_busy_pct"] is None:
+        con.print("GPU: no GPU activity in this trace (CPU-only)")
+    else:
+        b = r["breakdown"]
+        con.print(
+            f"GPU busy {r['gpu_busy_pct']:.1f}%  idle {r['gpu_idle_pct']:.1f}% over {b['span_ms']:.2f} ms"
+            f" (compute {b['compute_pct']:.1f}%, communication {b['communication_pct']:.1f}%,"
+            f" memcpy {b['memcpy_pct']:.1f}%, memset {b['memset_pct']:.1f}%)"
+        )
+    for title, rows, cols in (
+        ("Top kernels", r["kernels_top"], ("name", "count", "total_ms", "mean_us", "pct")),
+        ("Top CPU ops", r["ops_top"], ("name", "count", "total_ms", "self_ms")),
+        ("Memory copies", r["memcpy"], ("kind", "src", "dst", "count", "bytes", "total_ms")),
+        ("Sync and blocking calls", r["sync_calls"], ("name", "count", "total_ms")),
+    ):
+        if not rows:
+            continue
+        t = Table(title=title, title_justify="left", box=None, header_style="bold")
+        for c in cols:
+            t.add_column(c, justify="left" if c in ("name", "kind", "src", "dst") else "right",
+                         overflow="fold", max_width=80 if c == "name" else None)  # fmt: skip
+        for row in rows:
+            t.add_row(*[Text(f"{row[c]:,}" if isinstance(row[c], int) else p(row[c]))
+                        for c in cols])  # fmt: skip
+        con.print(t)
+    for n in r["notes"]:
+        con.print(Text(f"note: {p(n)}"))

@@ -1,0 +1,128 @@
+"""``advisor profile [OPTIONS] SCRIPT [ARGS]...`` and ``advisor profile [OPTIONS] -m MODULE [ARGS]``.
+
+Options before SCRIPT belong to the advisor; everything from SCRIPT on belongs to the script
+(option parsing stops at the first positional argument, as ``python`` does it). ``-m`` is a
+flag that makes SCRIPT a module name, so ``advisor profile -m pkg.train --out x`` passes
+``--out x`` to the module. Torch is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
+
+_HELP = """Run SCRIPT (or -m MODULE) under torch.profiler and rank the fixes by time saved per step.
+
+Steps are found without code changes through a global optimizer.step() hook; loops without an
+optimizer call advisor.step() once per iteration. After --wait steps (step 0, everything before
+the first step, is always skipped) and --warmup steps, --active steps are recorded; then the
+script is stopped (--run-to-end lets it finish). Writes trace.json.gz, run.json, findings.json
+and report.html into --out. The exit code is the script's own.
+"""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "profile",
+        help=_HELP,
+        context_settings={"allow_interspersed_args": False},
+    )
+    def profile_command(
+        script: str = typer.Argument(..., help="The script to run (a module name with -m)."),
+        script_args: list[str] | None = typer.Argument(
+            None, metavar="SCRIPT_ARGS", help="Arguments for the script, passed untouched."
+        ),
+        module: bool = typer.Option(
+            False, "-m", help="Run library module MODULE as a script, like python -m."
+        ),
+        out: Path | None = typer.Option(
+            None,
+            "--out",
+            "-o",
+            help="Output folder (default ./advisor-runs/<script>-<YYYYmmdd-HHMMSS>/).",
+        ),
+        force: bool = typer.Option(
+            False, "--force", help="Write into a non-empty --out, replacing an earlier advisor run."
+        ),
+        wait: int = typer.Option(2, "--wait", help="Steps to skip after step 0."),
+        warmup: int = typer.Option(2, "--warmup", help="Profiler warm-up steps (not recorded)."),
+        active: int = typer.Option(5, "--active", help="Steps to record."),
+        run_to_end: bool = typer.Option(
+            False, "--run-to-end", help="Let the script finish after the window is captured."
+        ),
+        max_seconds: float = typer.Option(
+            60.0,
+            "--max-seconds",
+            help="A script that never steps is captured as one step for at most this long, "
+            "and the wait for an evaluation phase after the training window is bounded by it "
+            "(0: no limit).",
+        ),
+        phases: str | None = typer.Option(
+            None,
+            "--phases",
+            help="Phases to capture: train, eval or train,eval (the default; train only under "
+            "torchrun, where ranks must stop together). After the training window the script "
+            "runs on unprofiled until its evaluation phase (a model called in eval() mode or "
+            "under no_grad/inference_mode), which gets a second short window.",
+        ),
+        eval_steps: int = typer.Option(
+            3, "--eval-steps", help="Evaluation steps (model calls) to record."
+        ),
+        record_shapes: bool = typer.Option(
+            True, "--record-shapes/--no-record-shapes", help="Record operator input shapes."
+        ),
+        with_stack: bool = typer.Option(
+            True, "--stack/--no-stack", help="Record Python stacks (source lines) in the window."
+        ),
+        profile_memory: bool = typer.Option(
+            True, "--memory/--no-memory", help="Record memory allocations."
+        ),
+        tensorboard: Path | None = typer.Option(
+            None, "--tensorboard", help="Also write the trace and headline scalars for TensorBoard."
+        ),
+        open_: bool = typer.Option(False, "--open", help="Open report.html in a browser."),
+        json_out: bool = typer.Option(False, "--json", help="Print findings.json to stdout."),
+        fail_on: str | None = typer.Option(
+            None,
+            "--fail-on",
+            help="Exit 3 when the script succeeds and a finding at or above this severity "
+            "exists: high, medium or low.",
+        ),
+        only: list[str] = typer.Option([], "--only", help="Run only these finding ids."),
+        skip: list[str] = typer.Option([], "--skip", help="Skip these finding ids."),
+        set_: list[str] = typer.Option([], "--set", help="Override a threshold: key=value."),
+        no_source: bool = typer.Option(
+            False, "--no-source", help="Keep source code out of the report."
+        ),
+        debug: bool = typer.Option(
+            False, "--debug", help="Include detector tracebacks in findings.json."
+        ),
+        rank_timeout: float = typer.Option(
+            120.0,
+            "--rank-timeout",
+            help="Under torchrun: how long rank 0 waits for the other ranks' traces (seconds).",
+        ),
+    ) -> None:
+        from advisor.analysis.pipeline import options_from_cli
+        from advisor.profile import ProfileOptions, run_profile
+        from advisor.profile.capture import SessionConfig, default_phases, parse_phases
+
+        analysis = options_from_cli(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
+        opts = ProfileOptions(
+            script=script, args=tuple(script_args or ()), module=module, out=out, force=force,
+            session=SessionConfig(
+                wait=wait, warmup=warmup, active=active, record_shapes=record_shapes,
+                with_stack=with_stack, profile_memory=profile_memory, max_seconds=max_seconds,
+                run_to_end=run_to_end, phases=parse_phases(phases or default_phases()), eval_steps=eval_steps,
+            ),
+            tensorboard=tensorboard, open_report=open_,
+            json_out=json_out, fail_on=fail_on, analysis=analysis, debug=debug,
+            rank_timeout=rank_timeout,
+        )  # fmt: skip
+        code = run_profile(opts)
+        sys.stdout.flush()
+        raise typer.Exit(code)

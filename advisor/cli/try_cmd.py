@@ -1,0 +1,80 @@
+"""``advisor try [OPTIONS] --fix ID[,ID...] SCRIPT [ARGS]``: measure fixes against estimates.
+
+Options before SCRIPT belong to the advisor; everything from SCRIPT on belongs to the script.
+Torch is imported only in the profiled child processes.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+_HELP = """Run SCRIPT as is and with fixes applied at run time (documented, reversible patches;
+see docs/try.md), each run a fresh `advisor profile` process with the same window, and compare:
+per fix the median step before and after, the measured saving next to the advisor's estimate,
+and a warning when the first losses differ. --fix takes fix ids separated by commas, or
+all-safe (every fix that keeps numerics and whose finding fired). Writes try.json, try.html and
+the run folders before/ and after/ (which `advisor diff` compares) into --out.
+"""
+
+
+def register(app: typer.Typer) -> None:
+    from advisor.profile.fixes.registry import (
+        FIXES,  # no torch: the fixes import it when they apply
+    )
+
+    fix_help = f"Fix ids (comma-separated): {', '.join(FIXES)}; or all-safe."
+
+    @app.command("try", help=_HELP, context_settings={"allow_interspersed_args": False})
+    def try_command(
+        script: str = typer.Argument(..., help="The script to run (a module name with -m)."),
+        script_args: list[str] | None = typer.Argument(
+            None, metavar="SCRIPT_ARGS", help="Arguments for the script, passed untouched."
+        ),
+        fix: str = typer.Option(..., "--fix", help=fix_help),
+        module: bool = typer.Option(False, "-m", help="Run library module MODULE, like python -m."),
+        out: Path | None = typer.Option(
+            None, "--out", "-o", help="Output folder (default ./advisor-runs/try-<script>-<time>/)."
+        ),
+        force: bool = typer.Option(
+            False, "--force", help="Write into a non-empty --out, replacing an earlier try there."
+        ),
+        wait: int = typer.Option(2, "--wait", help="Steps to skip after step 0."),
+        warmup: int = typer.Option(2, "--warmup", help="Profiler warm-up steps (not recorded)."),
+        active: int = typer.Option(5, "--active", help="Steps to record and compare."),
+        repeat: int = typer.Option(
+            1, "--repeat", help="Rounds of runs (before, then each fix), pooled against drift."
+        ),
+        max_seconds: float = typer.Option(
+            60.0, "--max-seconds", help="As for advisor profile: a script that never steps."
+        ),
+        seed: int = typer.Option(0, "--seed", help="Seed set in every run before the script."),
+        no_seed: bool = typer.Option(False, "--no-seed", help="Do not seed the runs."),
+        loss_steps: int = typer.Option(3, "--loss-steps", help="Losses compared per run."),
+        loss_rtol: float = typer.Option(
+            1e-3, "--loss-rtol", help="Relative loss difference above which numerics changed."
+        ),
+        json_out: bool = typer.Option(False, "--json", help="Print try.json to stdout."),
+    ) -> None:
+        from advisor.output.try_view import print_try
+        from advisor.profile.fixes.trial import TryOptions, run_try, write_outputs
+
+        opts = TryOptions(
+            fix=fix, script=script, args=tuple(script_args or ()), module=module, out=out,
+            force=force, wait=wait, warmup=warmup, active=active, max_seconds=max_seconds,
+            repeat=repeat, seed=None if no_seed else seed, loss_steps=loss_steps,
+            loss_rtol=loss_rtol,
+        )  # fmt: skip
+        doc, out_dir = run_try(opts)
+        files = write_outputs(doc, out_dir)
+        if json_out:
+            import json
+
+            sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        else:
+            print_try(doc, files)
+        sys.stdout.flush()
+        failed = doc["before"]["failed"] or any(r.get("failed") for r in doc["results"])
+        raise typer.Exit(1 if failed else 0)

@@ -1,0 +1,2 @@
+"""Several traces at once: the ranks of one job (``analyze``, in a process pool or on Dask),
+which ranks stand out (``rankstats``), and ``advisor diff`` between two runs (``diff``)."""

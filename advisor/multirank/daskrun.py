@@ -1,0 +1,145 @@
+"""Per-rank analysis as Dask tasks: a LocalCluster of worker processes by default, or a running
+``dask.distributed`` cluster (``--scheduler ADDRESS``) whose workers see the same files.
+
+Each task is one trace: the worker reads it from the path (the trace itself never travels),
+analyses it and sends back its :class:`~advisor.analysis.digest.Digest` (kilobytes). Memory is bounded
+three ways: one task per worker at a time (``threads_per_worker=1``), a ``memory_limit`` per
+worker (the nanny restarts a worker that goes past it, and the trace is reported as lost), and
+at most ``IN_FLIGHT_PER_WORKER`` tasks per worker submitted ahead, so the scheduler and this
+process never hold more than a few results that were not yet merged.
+
+Workers on a cluster of your own need torch-advisor installed (the same version) and the trace
+paths visible (a shared filesystem); paths are sent as given, so pass absolute ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+IN_FLIGHT_PER_WORKER = 2
+CONNECT_TIMEOUT_S = 30
+
+
+def _quiet() -> None:
+    """Dask logs every worker start/stop at INFO and memory warnings at WARNING: keep the
+    terminal for the advisor's own lines."""
+    for name in ("distributed", "distributed.nanny", "distributed.worker", "distributed.scheduler",
+                 "distributed.core", "distributed.worker_memory"):  # fmt: skip
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def local_cluster(workers: int, memory_limit: int) -> Any:
+    """A LocalCluster of ``workers`` single-threaded worker processes, no dashboard."""
+    # Ctrl-C reaches the whole process group, but it is this process's to handle (it closes
+    # the cluster); a worker would only print a KeyboardInterrupt traceback. The workers are
+    # forked from the advisor's fork server, which ignores SIGINT (advisor.multirank.workers.context);
+    # ``dask_setup`` covers workers started otherwise (spawn, where there is no fork server).
+    import dask
+    from distributed import LocalCluster
+
+    from advisor.multirank.workers import context, neutral_main
+
+    method = "forkserver" if context().get_start_method() == "forkserver" else "spawn"
+    with neutral_main(), dask.config.set({"distributed.worker.multiprocessing-method": method}):
+        # (neutral_main: spawned workers must not re-run the caller's script)
+        with deferred_sigint() as pressed:  # a half-built cluster cannot be closed cleanly
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   memory_limit=memory_limit, dashboard_address=None,
+                                   silence_logs=logging.CRITICAL, scheduler_port=0,
+                                   host="127.0.0.1", preload=[__name__])  # fmt: skip
+    if pressed:
+        cluster.close()
+        raise KeyboardInterrupt
+    return cluster
+
+
+@contextmanager
+def deferred_sigint() -> Iterator[list[int]]:
+    """Record Ctrl-C instead of raising while the block runs (the list is non-empty after)."""
+    pressed: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+    old = signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def dask_setup(worker: Any) -> None:
+    """Run by each worker of our LocalCluster as it starts (the ``preload`` above): ignore
+    Ctrl-C (see :func:`local_cluster`)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def connect(scheduler: str | None, workers: int, memory_limit: int) -> tuple[Any, Any]:
+    """(client, cluster we started or None)."""
+    from distributed import Client
+
+    from advisor.errors import AdvisorError
+
+    _quiet()
+    if scheduler:
+        try:
+            return Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None
+        except (OSError, TimeoutError) as err:
+            raise AdvisorError(f"--scheduler {scheduler}: cannot connect ({err})") from None
+    cluster = local_cluster(workers, memory_limit)
+    try:
+        return Client(cluster, set_as_default=False), cluster
+    except BaseException:
+        cluster.close()
+        raise
+
+
+def run_dask(fn: Callable[[Any], Any], items: Sequence[Any], workers: int,
+             on_done: Callable[[int, Any, BaseException | None], None],
+             scheduler: str | None = None, memory_limit: int = 0) -> None:  # fmt: skip
+    """Call ``fn(item)`` for every item on a Dask cluster; ``on_done(index, result, error)`` runs
+    here as each finishes (a worker killed for memory gives a ``KilledWorker`` error)."""
+    from distributed import as_completed
+
+    client, cluster = connect(scheduler, max(1, workers), memory_limit)
+    try:
+        n_workers = max(1, len(client.scheduler_info().get("workers", {})) or workers)
+        ahead = n_workers * IN_FLIGHT_PER_WORKER
+        pending = iter(enumerate(items))
+        index: dict[str, int] = {}
+
+        def submit(ac: Any | None) -> Any | None:
+            nxt = next(pending, None)
+            if nxt is None:
+                return None
+            i, item = nxt
+            # pure=False: the same path twice is two tasks (the file may have changed)
+            fut = client.submit(fn, item, pure=False, key=f"advisor-digest-{os.getpid()}-{i}")
+            index[fut.key] = i
+            if ac is not None:
+                ac.add(fut)
+            return fut
+
+        first = [f for f in (submit(None) for _ in range(ahead)) if f is not None]
+        ac = as_completed(first, loop=client.loop)
+        for fut in ac:
+            i = index.pop(fut.key)
+            try:
+                result, err = fut.result(), None
+            except Exception as e:  # noqa: BLE001 (a lost rank, not a lost run)
+                result, err = None, e
+            fut.release()
+            on_done(i, result, err)
+            submit(ac)
+    finally:
+        try:
+            client.close()
+        finally:
+            if cluster is not None:
+                cluster.close()

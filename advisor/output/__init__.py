@@ -1,0 +1,3 @@
+"""What the user gets: report.html, the terminal summary, the annotated trace, and the output
+folder with its atomic, never-overwrite-the-user's-files writes. Renderers read a
+:class:`~advisor.report.Report` and never compute findings."""

@@ -1,0 +1,203 @@
+"""Chart geometry for inline SVG (no chart library, no JavaScript): plain dicts of rectangles,
+ticks and labels in a fixed viewBox. The template only draws what is here.
+
+Inputs are the Report's view data (advisor/analysis/views.py) and findings; nothing is measured here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from advisor.findings import Finding
+
+WIDTH = 760
+# (key in views.steps, label, css class): drawn bottom to top in this order
+SEGMENTS = (
+    ("compute", "GPU compute", "c-compute"),
+    ("communication", "Communication", "c-comm"),
+    ("memcpy", "Memory copies", "c-memcpy"),
+    ("dataloader", "Data loading", "c-data"),
+    ("idle", "GPU idle", "c-idle"),
+    ("host_only", "Host only (no GPU)", "c-host"),
+)
+MAX_SAVING_BARS = 15
+
+
+def nice_axis(v: float, intervals: int = 5) -> tuple[float, float]:
+    """(top, step) of an axis from 0 that holds ``v`` in at most ~``intervals`` round steps."""
+    if v <= 0:
+        return 1.0, 0.25
+    raw = v / intervals
+    exp = 10 ** math.floor(math.log10(raw))
+    step = next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw - 1e-12)
+    top = math.ceil(v / step - 1e-9) * step
+    return round(float(top), 12), round(float(step), 12)
+
+
+def nice_max(v: float) -> float:
+    return nice_axis(v)[0]
+
+
+def fmt_ms(v: float) -> str:
+    if v >= 100:
+        return f"{v:,.1f} ms"
+    if v >= 1:
+        return f"{v:.2f} ms"
+    return f"{v:.3f} ms"
+
+
+def _tick(v: float) -> str:
+    return f"{v:g}"
+
+
+def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Stacked bars per step: where each step's wall time went."""
+    if not steps:
+        return None
+    h, top, left, bottom = 220, 12, 56, 28
+    plot_w, plot_h = WIDTH - left - 8, h - top - bottom
+    ymax, ystep = nice_axis(max(s["total_ms"] for s in steps))
+    n = len(steps)
+    slot = plot_w / n
+    bw = max(1.0, min(48.0, slot * 0.72))
+    every = max(1, math.ceil(n / 16))  # at most ~16 step labels
+    bars = []
+    for i, s in enumerate(steps):
+        x = left + i * slot + (slot - bw) / 2
+        y = float(top + plot_h)
+        segs = []
+        for key, label, cls in SEGMENTS:
+            v = float(s.get(f"{key}_ms", 0.0))
+            if v <= 0:
+                continue
+            hh = plot_h * v / ymax
+            y -= hh
+            pct = 100.0 * v / s["total_ms"] if s["total_ms"] else 0.0
+            segs.append({"x": round(x, 2), "y": round(y, 2), "w": round(bw, 2),
+                         "h": round(hh, 2), "cls": cls,
+                         "title": f"step {s['step']}: {label} {fmt_ms(v)} ({pct:.1f}%)"})  # fmt: skip
+        bars.append({"step": s["step"], "segments": segs,
+                     "label": str(s["step"]) if i % every == 0 else "",
+                     "label_x": round(x + bw / 2, 2)})  # fmt: skip
+    totals = {key: sum(float(s.get(f"{key}_ms", 0.0)) for s in steps) for key, _, _ in SEGMENTS}
+    whole = sum(s["total_ms"] for s in steps)
+    legend = [{"label": label, "cls": cls, "mean": fmt_ms(totals[key] / n),
+               "pct": f"{100.0 * totals[key] / whole:.1f}%" if whole else "0.0%"}
+              for key, label, cls in SEGMENTS if totals[key] > 0]  # fmt: skip
+    yticks = [{"y": round(top + plot_h - plot_h * (i * ystep) / ymax, 2),
+               "label": _tick(round(i * ystep, 10))}
+              for i in range(int(round(ymax / ystep)) + 1)]  # fmt: skip
+    table = [{"step": s["step"], "total": f"{s['total_ms']:.2f}",
+              "values": [f"{float(s.get(f'{k}_ms', 0.0)):.2f}" for k, _, _ in SEGMENTS]}
+             for s in steps]  # fmt: skip
+    return {"width": WIDTH, "height": h, "left": left, "top": top, "plot_w": round(plot_w, 2),
+            "plot_h": plot_h, "bars": bars, "legend": legend, "yticks": yticks,
+            "y_unit": "ms", "columns": [label for _, label, _ in SEGMENTS], "table": table}  # fmt: skip
+
+
+def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """GPU busy % over the captured window, one bar per bucket, step starts as rules."""
+    if not util or not util.get("busy_pct"):
+        return None
+    h, top, left, bottom = 150, 10, 56, 26
+    plot_w, plot_h = WIDTH - left - 8, h - top - bottom
+    busy = util["busy_pct"]
+    comp = util.get("compute_pct") or [0.0] * len(busy)
+    n = len(busy)
+    bw = plot_w / n
+    cols = []
+    for i, (b, c) in enumerate(zip(busy, comp, strict=False)):
+        x = left + i * bw
+        hb = plot_h * min(b, 100.0) / 100.0
+        hc = plot_h * min(c, b, 100.0) / 100.0
+        title = (
+            f"{i * util['bucket_ms']:.1f}-{(i + 1) * util['bucket_ms']:.1f} ms: GPU busy {b:.1f}%"
+        )
+        cols.append({"x": round(x, 2), "w": round(bw + 0.02, 2), "title": title,
+                     "busy_y": round(top + plot_h - hb, 2), "busy_h": round(hb, 2),
+                     "comp_y": round(top + plot_h - hc, 2), "comp_h": round(hc, 2)})  # fmt: skip
+    span = util["end_us"] - util["start_us"]
+    rules = []
+    if span > 0 and len(steps) <= 60:
+        for s in steps[1:]:
+            f = (s["ts_us"] - util["start_us"]) / span
+            if 0 < f < 1:
+                rules.append({"x": round(left + plot_w * f, 2), "step": s["step"]})
+    yticks = [{"y": round(top + plot_h - plot_h * f, 2), "label": f"{int(100 * f)}%"}
+              for f in (0.0, 0.5, 1.0)]  # fmt: skip
+    return {"width": WIDTH, "height": h, "left": left, "top": top, "plot_w": round(plot_w, 2),
+            "plot_h": plot_h, "cols": cols, "rules": rules, "yticks": yticks,
+            "x_end": fmt_ms(span / 1000.0),
+            "bucket": fmt_ms(util["bucket_ms"]), "buckets": n}  # fmt: skip
+
+
+# Width of a character in em, for the widest common sans-serif fonts (DejaVu Sans, Verdana):
+# labels are cut to fit before the browser lays them out, so a long title never runs past the
+# left edge of the chart (text-anchor="end" grows leftwards).
+_NARROW = frozenset("iljtfrI.,:;'|!()[]{} ")
+_WIDE = frozenset("mwMW@%#&")
+LABEL_FONT_PX = 12  # .lbl in report.css
+LABEL_PAD = 14  # px between the label and its bar, and from the chart's left edge
+
+
+def text_width_px(text: str, font_px: float = LABEL_FONT_PX) -> float:
+    em = 0.0
+    for ch in text:
+        if ch in _NARROW:
+            em += 0.36
+        elif ch in _WIDE:
+            em += 1.0
+        elif ch.isupper() or ch.isdigit():
+            em += 0.78
+        else:
+            em += 0.64
+    return em * font_px
+
+
+def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str:
+    """``text``, or its longest prefix plus "…" whose width fits ``width_px``."""
+    if text_width_px(text, font_px) <= width_px:
+        return text
+    room = width_px - text_width_px("…", font_px)
+    cut = 0
+    used = 0.0
+    for i, ch in enumerate(text):
+        used += text_width_px(ch, font_px)
+        if used > room:
+            break
+        cut = i + 1
+    return text[:cut].rstrip() + "…"
+
+
+def savings_chart(findings: tuple[Finding, ...] | list[Finding],
+                  step_ms: float) -> dict[str, Any] | None:  # fmt: skip
+    """Horizontal bars: estimated saving per finding (ms/step), with the range as a whisker."""
+    rows = [(i, f) for i, f in enumerate(findings, 1) if f.est_savings_ms > 0][:MAX_SAVING_BARS]
+    if not rows:
+        return None
+    row_h, top, label_w, value_w = 26, 6, 300, 150
+    plot_w = WIDTH - label_w - value_w
+    vmax = max(max(f.est_savings_ms, (f.est_savings_range_ms or (0, 0))[1]) for _, f in rows)
+    vmax = nice_max(min(vmax, step_ms) if step_ms > 0 else vmax)
+    bars = []
+    for j, (rank, f) in enumerate(rows):
+        y = top + j * row_h
+        w = plot_w * min(f.est_savings_ms, vmax) / vmax
+        rng = f.est_savings_range_ms
+        whisker = None
+        if rng is not None and rng[1] > rng[0]:
+            whisker = {"x1": round(label_w + plot_w * min(rng[0], vmax) / vmax, 2),
+                       "x2": round(label_w + plot_w * min(rng[1], vmax) / vmax, 2)}  # fmt: skip
+        title = f"#{rank} {f.title}"
+        bars.append({"y": y, "bar_y": y + 5, "h": row_h - 10, "w": round(max(w, 1.0), 2),
+                     "cls": f"sev-fill-{f.severity}", "anchor": f"f{rank}",
+                     "label": fit_label(title, label_w - LABEL_PAD),
+                     "title": f"{title}: {fmt_ms(f.est_savings_ms)} per step",
+                     "value": f"{fmt_ms(f.est_savings_ms)} ({f.est_savings_pct:.1f}%)",
+                     "whisker": whisker, "text_y": y + row_h / 2 + 4})  # fmt: skip
+    return {"width": WIDTH, "height": top * 2 + row_h * len(rows), "label_w": label_w,
+            "plot_w": plot_w, "value_x": label_w + plot_w + 8, "bars": bars,
+            "more": max(0, sum(1 for f in findings if f.est_savings_ms > 0) - len(rows)),
+            "has_range": any(b["whisker"] for b in bars),
+            "axis_max": fmt_ms(vmax)}  # fmt: skip

@@ -1,0 +1,69 @@
+"""Terminal rendering of ``advisor diff`` (the dict from :func:`advisor.multirank.diff.diff_sides`)."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from rich.table import Table
+
+from advisor.output.printable import printable as p
+from advisor.output.terminal import console
+
+
+def _short(name: str, width: int = 70) -> str:
+    name = p(name)
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def _table(*cols: str) -> Table:
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for i, c in enumerate(cols):
+        t.add_column(c, justify="left" if i == 0 else "right")
+    return t
+
+
+def _signed(x: float | None, fmt: str = ".2f") -> str:
+    return "–" if x is None else f"{x:+{fmt}}"
+
+
+def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
+    con = console(file, markup=False)  # names print verbatim, control characters escaped
+    a, b, st = d["a"], d["b"], d["step_ms_median"]
+    con.print(f"A: {p(a['path'])} ({a['traces']} trace(s), {a['steps']} step(s))")
+    con.print(f"B: {p(b['path'])} ({b['traces']} trace(s), {b['steps']} step(s))")
+    con.print(p(d["verdict"]))
+    t = _table("per step", "A ms", "B ms", "change ms")
+    pct = f" ({_signed(st['delta_pct'], '.1f')}%)" if st["delta_pct"] is not None else ""
+    t.add_row("median step", f"{st['a']:.2f}", f"{st['b']:.2f}", _signed(st["delta_ms"]) + pct)
+    for cat, v in d["categories_ms"].items():
+        label = cat + (" (CPU)" if cat == "dataloader" else "")
+        t.add_row(label, f"{v['a']:.2f}", f"{v['b']:.2f}", _signed(v["delta_ms"]))
+    con.print(t)
+    for key, title in (("kernels", "GPU kernels"), ("ops", "CPU ops and ranges")):
+        rows = d[key]
+        if not rows:
+            continue
+        con.print(f"{title} whose time per step changed most:")
+        t = _table("name", "A ms", "B ms", "change ms", "A count", "B count")
+        for r in rows:
+            t.add_row(_short(r["name"]), f"{r['a_ms']:.2f}", f"{r['b_ms']:.2f}",
+                      _signed(r["delta_ms"]), f"{r['a_count']:g}", f"{r['b_count']:g}")  # fmt: skip
+        con.print(t)
+    fd = d["findings"]
+    for key, title in (("resolved", "Resolved"), ("new", "New"), ("changed", "Changed"),
+                       ("unchanged", "Still there")):  # fmt: skip
+        rows = fd[key]
+        if not rows:
+            continue
+        con.print(f"{title} ({len(rows)}):")
+        for e in rows:
+            where = f" at {p(e['location'])}" if e["location"] else ""
+            sa, sb = e["est_savings_ms"]["a"], e["est_savings_ms"]["b"]
+            sev = e["severity"]
+            if key == "resolved":
+                figs = f"was {sev['a']}, {sa:.2f} ms/step"
+            elif key == "new":
+                figs = f"{sev['b']}, {sb:.2f} ms/step"
+            else:
+                figs = f"{sev['a']} -> {sev['b']}, {sa:.2f} -> {sb:.2f} ms/step"
+            con.print(f"  {p(e['id'])}{where}: {figs}")

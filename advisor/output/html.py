@@ -1,0 +1,64 @@
+"""Render the Report as one self-contained HTML file (jinja2, autoescape on, no external URLs).
+
+The template gets only the view-model (:func:`advisor.output.viewmodel.build_viewmodel`) plus the
+CSS and JavaScript inlined from ``templates/``. JavaScript only adds sorting, collapsing and copy
+buttons; the page is complete without it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from advisor.output.viewmodel import build_viewmodel
+from advisor.report import Report
+
+
+def templates_dir() -> Path:
+    """``advisor/templates`` inside an installed wheel, else the repository's ``templates/``."""
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here / "templates", here.parent / "templates"):
+        if (cand / "report.html.j2").is_file():
+            return cand
+    raise FileNotFoundError("torch-advisor templates not found (broken installation)")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _asset(name: str) -> str:
+    text = (templates_dir() / name).read_text(encoding="utf-8")
+    # inlined into <style>/<script>: a closing tag inside would end the element early
+    return text.replace("</", "<\\/")
+
+
+def now_str() -> str:
+    return dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def render_viewmodel(vm: dict[str, Any]) -> str:
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(vm=vm, css=_asset("report.css"), js=_asset("report.js"))
+    )
+
+
+def render_html(report: Report, extra: dict[str, Any] | None = None) -> str:
+    """``extra``: ``annotated_trace`` (file name written beside the report), ``generated_at``."""
+    ex = extra or {}
+    vm = build_viewmodel(report, generated_at=str(ex.get("generated_at") or now_str()),
+                         annotated_trace=ex.get("annotated_trace"))  # fmt: skip
+    return render_viewmodel(vm)

@@ -1,0 +1,169 @@
+"""Terminal output: the headline figures, a compact table of the top findings, the files written.
+
+Plain text (no colour, no box drawing, fixed width) when the stream is not a TTY; honours
+``NO_COLOR``. :func:`progress` shows a spinner on long loads and analyses, on a TTY only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from advisor import settings
+from advisor.findings import Finding
+from advisor.output.printable import printable
+from advisor.output.viewmodel import bound_fact
+from advisor.report import Report
+
+SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
+LABELS = {"report": "report", "findings": "findings", "annotated": "timeline"}
+
+
+def console(file: TextIO | None = None, markup: bool = True) -> Console:
+    f = file or sys.stdout
+    tty = _isatty(f)
+    return Console(
+        file=f,
+        force_terminal=tty,
+        no_color=settings.no_color() or not tty,
+        highlight=False,
+        markup=markup,
+        emoji=False,
+        soft_wrap=not tty,
+        width=None if tty else 120,
+    )
+
+
+def _isatty(f: Any) -> bool:
+    try:
+        return bool(f.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Progress:
+    def __init__(self, status: Any = None) -> None:
+        self._status = status
+
+    def update(self, message: str) -> None:
+        if self._status is not None:
+            self._status.update(Text(message))
+
+
+@contextlib.contextmanager
+def progress(message: str, file: TextIO | None = None) -> Iterator[_Progress]:
+    """A spinner with ``message`` on stderr while the block runs; nothing on a non-TTY."""
+    f = file or sys.stderr
+    if not _isatty(f):
+        yield _Progress()
+        return
+    con = Console(file=f, no_color=settings.no_color(), markup=False)
+    with con.status(Text(message)) as st:
+        yield _Progress(st)
+
+
+def _where(f: Finding) -> str:
+    if not f.locations:
+        return ""
+    loc = f.locations[0]
+    start = " (frame start)" if loc.line_is == "frame-start" else ""
+    return printable(f"{Path(loc.file).name}:{loc.line}") + start
+
+
+def headline(report: Report) -> str:
+    run = report.run
+    dev = report.views.get("device") or {}
+    parts = [printable(run.get("device") or "no GPU activity (CPU-only trace)")]
+    steps = run.get("steps_profiled")
+    parts.append(
+        f"{steps} step{'s' if steps != 1 else ''}"
+        + (" (no step markers)" if run.get("steps_synthetic") else "")
+    )
+    parts.append(f"median step {float(run.get('step_ms_median') or 0):.2f} ms")
+    if run.get("gpu_busy_pct") is not None:
+        parts.append(f"GPU busy {run['gpu_busy_pct']:.1f}%")
+    peak = dev.get("peak_memory_bytes")
+    if peak:
+        parts.append(f"peak memory {peak / 1024**3:.1f} GiB")
+    return " · ".join(parts)
+
+
+def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
+    t = Table(box=None, show_edge=False, pad_edge=False, header_style="bold" if tty else "")
+    t.add_column("#", justify="right")
+    t.add_column("severity")
+    t.add_column("saves/step", justify="right")
+    t.add_column("%", justify="right")
+    t.add_column("finding", overflow="fold", max_width=70)
+    t.add_column("where", overflow="fold", max_width=40)
+    for i, f in enumerate(findings[:top], 1):
+        saving = f"{f.est_savings_ms:.2f} ms" if f.est_savings_ms > 0 else "-"
+        pct = f"{f.est_savings_pct:.1f}" if f.est_savings_ms > 0 else ""
+        title = Text(printable(f.title))
+        title.append(f"  {printable(f.id)}", style="dim")
+        if f.phase:
+            title.append(f"  ({f.phase} phase)")
+        t.add_row(str(i), Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
+                  saving, pct, title, Text(_where(f)))  # fmt: skip
+    return t
+
+
+def print_summary(
+    report: Report, written: dict[str, Path], top: int = 10, file: TextIO | None = None
+) -> None:
+    con = console(file, markup=False)  # kernel names hold "[...]": never parse them as markup
+    tty = con.is_terminal
+    run = report.run
+    script = run.get("script")
+    title = Text("torch-advisor", style="bold")
+    if script:
+        title.append(" · " + " ".join([printable(a) for a in [script, *(run.get("argv") or [])]]))
+    con.print(title)
+    con.print(Text(headline(report)))
+    if run.get("ranks"):
+        from advisor.output.ranks import print_ranks
+
+        print_ranks(con, run)
+    if run.get("ended_early"):
+        con.print(Text(f"note: the run ended early ({printable(run.get('end_reason') or 'reason unknown')})",
+                       style="yellow"))  # fmt: skip
+    con.print()
+    if report.findings:
+        con.print(findings_table(report.findings, top, tty))
+        if len(report.findings) > top:
+            con.print(Text(f"... and {len(report.findings) - top} more in the report"))
+        bound = float(run.get("est_savings_bound_ms") or 0.0)
+        if bound > 0:
+            step = float(run.get("step_ms_median") or 0.0)
+            share = f" ({100.0 * bound / step:.0f}% of the step)" if step > 0 else ""
+            how = ("replayed together, at most" if run.get("est_savings_bound_how") ==
+                   "replayed together" else "Savings overlap; together at most")  # fmt: skip
+            con.print(Text(f"{how[0].upper()}{how[1:]} {bound:.2f} ms per step{share}.",
+                           style="dim"))  # fmt: skip
+        bt = bound_fact(run.get("bound"))
+        if bt is not None:
+            con.print(Text(f"Bound by {bt['value']} {bt['note']}.", style="dim"))
+    else:
+        con.print(Text("No problems found."))
+    if report.skipped:
+        con.print(Text(f"{len(report.skipped)} check(s) not run for missing data (listed in the report).",
+                       style="dim"))  # fmt: skip
+    if report.errored:
+        con.print(Text(f"{len(report.errored)} check(s) failed: " + ", ".join(e.id for e in report.errored),
+                       style="red"))  # fmt: skip
+    if written:
+        con.print()
+        for key, path in written.items():
+            label = LABELS.get(key, key)
+            line = Text(f"{label:>9}  ", style="bold")
+            line.append(printable(path))
+            if key == "annotated":
+                line.append("  (open in ui.perfetto.dev)", style="dim")
+            con.print(line)

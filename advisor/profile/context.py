@@ -1,0 +1,269 @@
+"""Capture what only the live run can see (the ``dataloaders``, ``optimizers``, ``forward`` and
+``modules`` blocks of run.json) with hooks that cost nothing measurable.
+
+- ``DataLoader.__iter__`` (once per epoch) records each loader's settings; ``__init__`` of
+  DataLoader, Optimizer and the convolution modules remembers the user's line that created them.
+- One global forward pre-hook (:mod:`advisor.profile.modules`) sees every module call *before*
+  the profiled window: module instances, eval mode with grad enabled, autocast dtypes,
+  conv-with-bias followed by BatchNorm, channels_last inputs, DataParallel and compiled modules.
+  It is removed when the window's warm-up starts (kept as a no-op when torch.compile is in use,
+  so compiled graphs do not recompile), so the window and every later step run without it.
+- ``torch.compile``, ``zero_grad`` and ``torch.cuda.empty_cache`` are wrapped to note their use
+  (empty_cache calls are counted per call site for the whole run); all patches are undone by
+  :meth:`ContextRecorder.uninstall`. The allocator's environment settings are read at the end.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+import weakref
+from typing import Any
+
+from advisor.profile.facts import user_site
+from advisor.profile.modules import MAX_ROWS as _MAX_ROWS
+from advisor.profile.modules import ModuleObserver
+
+
+class ContextRecorder:
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._sites: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._patches: list[tuple[Any, str, Any]] = []
+        self._hook: Any = None
+        self._fwd_on = False
+        self._snapshot: dict[str, Any] | None = None
+        self._warning_filter: Any = None
+        self.modules = ModuleObserver()
+        self.dataloaders: list[dict[str, Any]] = []
+        self._dl_ids: set[int] = set()
+        self.optimizers: list[dict[str, Any]] = []
+        self._opt_ids: set[int] = set()
+        self.zero_grad: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.compiled_sites: list[dict[str, Any] | None] = []
+        self.empty_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.optimizer_made = False  # an optimizer was created: its steps are the steps
+
+    # ------------------------------------------------------------------ install / remove
+    def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
+        self._patches.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, wrapper)
+
+    def _try(self, fn: Any, *args: Any) -> None:
+        """Install one observer; one that does not fit this torch version is left out."""
+        try:
+            fn(*args)
+        except (AttributeError, KeyError, TypeError):
+            pass
+
+    def _remember_site(self, cls: Any) -> None:
+        orig = cls.__init__
+        sites = self._sites
+
+        is_optimizer = cls is self._torch.optim.Optimizer
+
+        @functools.wraps(orig)
+        def __init__(obj: Any, *args: Any, **kwargs: Any) -> None:
+            orig(obj, *args, **kwargs)
+            if is_optimizer:
+                self.optimizer_made = True
+            try:
+                if obj not in sites:
+                    sites[obj] = user_site()
+            except TypeError:  # not weak-referenceable
+                pass
+
+        self._patch(cls, "__init__", __init__)
+
+    def install(self) -> None:
+        torch = self._torch
+        from torch.utils.data import DataLoader
+
+        for cls in (DataLoader, torch.optim.Optimizer, torch.nn.modules.conv._ConvNd):
+            self._try(self._remember_site, cls)
+        self._try(self._observe_dataloaders, DataLoader)
+        for owner in (torch.optim.Optimizer, torch.nn.Module):
+            self._try(self._wrap_zero_grad, owner)
+        self._try(self._wrap_compile, torch)
+        self._try(self._wrap_empty_cache, torch.cuda)
+        self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self.modules.pre_hook)
+        self._fwd_on = True
+        # torch warns that global hooks fire once more for torch.compile(module): that is our
+        # hook, not the user's, so the warning is ours to silence
+        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there "
+                                "are global hooks", category=UserWarning)  # fmt: skip
+        self._warning_filter = warnings.filters[0]
+
+    def _observe_dataloaders(self, DataLoader: Any) -> None:  # noqa: N803
+        orig_iter = DataLoader.__iter__
+
+        @functools.wraps(orig_iter)
+        def __iter__(dl: Any) -> Any:
+            if id(dl) not in self._dl_ids:
+                self._on_dataloader(dl)
+            return orig_iter(dl)
+
+        self._patch(DataLoader, "__iter__", __iter__)
+
+    def _wrap_compile(self, torch: Any) -> None:
+        orig_compile = torch.compile
+
+        @functools.wraps(orig_compile)
+        def compile_(*args: Any, **kwargs: Any) -> Any:
+            if len(self.compiled_sites) < _MAX_ROWS:
+                self.compiled_sites.append(user_site())
+            return orig_compile(*args, **kwargs)
+
+        self._patch(torch, "compile", compile_)
+
+    def _wrap_empty_cache(self, cuda: Any) -> None:
+        orig = cuda.__dict__["empty_cache"]
+
+        @functools.wraps(orig)
+        def empty_cache(*args: Any, **kwargs: Any) -> Any:
+            try:
+                site = user_site() or {}
+                key = (site.get("file"), site.get("line"))
+                row = self.empty_cache.get(key)
+                if row is None and len(self.empty_cache) < _MAX_ROWS:
+                    row = self.empty_cache[key] = {"calls": 0, **site}
+                if row is not None:
+                    row["calls"] += 1
+            except Exception:  # noqa: BLE001 (capture never breaks the script)
+                pass
+            return orig(*args, **kwargs)
+
+        self._patch(cuda, "empty_cache", empty_cache)
+
+    def _wrap_zero_grad(self, owner: Any) -> None:
+        orig = owner.__dict__["zero_grad"]
+        kind = owner.__name__
+
+        @functools.wraps(orig)
+        def zero_grad(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._fwd_on:
+                return orig(obj, *args, **kwargs)
+            try:
+                stn = kwargs.get("set_to_none", args[0] if args else True)
+                site = user_site()
+                key = (kind, bool(stn), site and site["file"], site and site["line"])
+                if key not in self.zero_grad and len(self.zero_grad) < _MAX_ROWS:
+                    self.zero_grad[key] = {"owner": kind, "set_to_none": bool(stn), **(site or {})}
+            except Exception:  # noqa: BLE001 (capture never breaks the script)
+                pass
+            return orig(obj, *args, **kwargs)
+
+        self._patch(owner, "zero_grad", zero_grad)
+
+    def end_forward_capture(self) -> None:
+        """Stop observing module calls (before the profiled window); keep the facts seen so far
+        and let go of the modules."""
+        self._fwd_on = False
+        if self._snapshot is None and self._hook is not None:
+            self._snapshot = self._module_facts()
+            self.modules.release()
+        if self._hook is not None and not (self.compiled_sites or self.modules.compiled_modules):
+            self._hook.remove()
+            self._hook = None
+
+    def uninstall(self) -> None:
+        self.end_forward_capture()
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        while self._patches:
+            owner, name, orig = self._patches.pop()
+            setattr(owner, name, orig)
+        if self._warning_filter in warnings.filters:
+            warnings.filters.remove(self._warning_filter)  # type: ignore[attr-defined]
+            getattr(warnings, "_filters_mutated", lambda: None)()
+
+    # ------------------------------------------------------------------ observers
+    def _on_dataloader(self, dl: Any) -> None:
+        self._dl_ids.add(id(dl))
+        if len(self.dataloaders) >= _MAX_ROWS:
+            return
+        try:
+            try:
+                n: int | None = len(dl.dataset)
+            except Exception:  # noqa: BLE001 (IterableDataset without __len__)
+                n = None
+            nw = int(dl.num_workers)
+            site = self._sites.get(dl) or user_site(3) or {}
+            self.dataloaders.append({
+                "num_workers": nw,
+                "pin_memory": bool(dl.pin_memory),
+                "batch_size": dl.batch_size,
+                "persistent_workers": bool(dl.persistent_workers),
+                "prefetch_factor": dl.prefetch_factor if nw > 0 else None,
+                "drop_last": bool(dl.drop_last),
+                "dataset_len": n,
+                "dataset_class": type(dl.dataset).__name__,
+                "file": site.get("file"),
+                "line": site.get("line"),
+            })  # fmt: skip
+        except Exception:  # noqa: BLE001
+            pass
+
+    def on_optimizer(self, opt: Any) -> None:
+        """Called from the step hook with each optimizer that steps."""
+        if id(opt) in self._opt_ids:
+            return
+        self._opt_ids.add(id(opt))
+        if len(self.optimizers) >= _MAX_ROWS:
+            return
+        try:
+            params = [p for g in opt.param_groups for p in g["params"]]
+            dtypes: dict[str, int] = {}
+            for p in params:
+                k = str(p.dtype).removeprefix("torch.")
+                dtypes[k] = dtypes.get(k, 0) + int(p.numel())
+            site = self._sites.get(opt) or {}
+            self.optimizers.append({
+                "class": type(opt).__name__,
+                "module": type(opt).__module__,
+                "foreach": opt.defaults.get("foreach"),
+                "fused": opt.defaults.get("fused"),
+                "param_tensors": len(params),
+                "param_groups": len(opt.param_groups),
+                "param_elements": sum(dtypes.values()),
+                "param_dtypes": dtypes,
+                "file": site.get("file"),
+                "line": site.get("line"),
+            })  # fmt: skip
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _module_facts(self) -> dict[str, Any]:
+        try:
+            return {
+                "forward": self.modules.forward_facts(),
+                "modules": self.modules.module_facts(self._sites, self.compiled_sites),
+            }
+        except Exception as err:  # noqa: BLE001 (facts are best effort)
+            return {"forward": {}, "modules": {"error": f"{type(err).__name__}: {err}"}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataloaders": list(self.dataloaders),
+            "optimizers": list(self.optimizers),
+            "zero_grad": list(self.zero_grad.values()),
+            "allocator": {"empty_cache": list(self.empty_cache.values()), **allocator_env()},
+            **(self._snapshot or self._module_facts()),
+        }
+
+
+def allocator_env() -> dict[str, Any]:
+    """The caching allocator's settings from the environment (CUDA or ROCm names)."""
+    env = os.environ
+    conf = env.get("PYTORCH_CUDA_ALLOC_CONF") or env.get("PYTORCH_HIP_ALLOC_CONF") \
+        or env.get("PYTORCH_ALLOC_CONF")  # fmt: skip
+    raw = env.get("PYTORCH_NO_CUDA_MEMORY_CACHING") or env.get("PYTORCH_NO_HIP_MEMORY_CACHING")
+    # current torch reads "1" as off; older versions took any value, "0" included
+    return {"alloc_conf": conf, "caching_disabled": raw not in (None, "", "0"),
+            "no_memory_caching_env": raw}  # fmt: skip

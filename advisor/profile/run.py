@@ -1,0 +1,365 @@
+"""``advisor profile``, start to end: check the inputs, run the script under the profiler, write
+run.json, analyze, report. The exit code is the script's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import EXIT_FAIL_ON, AdvisorError
+from advisor.findings import check_fail_on, fails_at
+from advisor.output.outfiles import default_out_dir, release
+from advisor.profile.capture import SessionConfig
+from advisor.profile.execute import (
+    EXIT_SIGINT,
+    Outcome,
+    ScriptRun,
+    Terminated,
+    resolve_target,
+)
+from advisor.profile.outdir import (
+    RUN_NAME,
+    TRACE_NAME,
+    check_out_dir,
+    check_writable,
+    write_error,
+    write_json,
+)
+from advisor.profile.signals import RunSignals
+from advisor.profile.torchrun import RankEnv, default_rank_out_dir, rank_env
+
+MAX_SECONDS_LIMIT = 10_000_000.0  # about 4 months: beyond it the timer cannot be set
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    script: str
+    args: tuple[str, ...] = ()
+    module: bool = False
+    out: Path | None = None
+    force: bool = False
+    session: SessionConfig = field(default_factory=SessionConfig)  # schedule and capture flags
+    tensorboard: Path | None = None
+    open_report: bool = False
+    json_out: bool = False
+    fail_on: str | None = None
+    analysis: Any = None  # advisor.analysis.pipeline.Options
+    debug: bool = False
+    rank_timeout: float = 120.0  # torchrun: how long rank 0 waits for the other ranks
+
+    def validate(self) -> None:
+        cfg = self.session
+        for flag, v, low in (("--wait", cfg.wait, 0), ("--warmup", cfg.warmup, 0),
+                             ("--active", cfg.active, 1),
+                             ("--eval-steps", cfg.eval_steps, 1)):  # fmt: skip
+            if v < low:
+                raise AdvisorError(f"{flag} must be at least {low}, got {v}")
+        if not 0 <= cfg.max_seconds <= MAX_SECONDS_LIMIT:  # NaN fails too
+            raise AdvisorError(f"--max-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g} "
+                               f"seconds, got {cfg.max_seconds}")  # fmt: skip
+        if self.rank_timeout < 0:
+            raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
+        check_fail_on(self.fail_on)
+        if self.tensorboard is not None and self.tensorboard.exists():
+            if not self.tensorboard.is_dir():
+                raise AdvisorError("--tensorboard: exists and is not a directory", self.tensorboard)
+
+
+def _shown(path: Path, cwd: str) -> str:
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
+
+
+def run_profile(opts: ProfileOptions) -> int:
+    """Run ``opts.script`` under the profiler and write the four outputs; returns the exit code."""
+    opts.validate()
+    target = resolve_target(opts.script, opts.args, opts.module)
+    cwd = os.getcwd()
+    renv = rank_env()  # under torchrun: one trace per rank, rank 0 merges
+    default = default_rank_out_dir(target.stem, renv) if renv else default_out_dir(target.stem)
+    out_dir = Path(os.path.abspath(opts.out or default))
+    try:
+        check_out_dir(out_dir, opts.force, renv)  # and claims it: one run per folder
+        return _profile(opts, target, cwd, renv, out_dir)
+    finally:
+        release(out_dir)
+
+
+def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
+             out_dir: Path) -> int:  # fmt: skip
+    tb_dir = Path(os.path.abspath(opts.tensorboard)) if opts.tensorboard else None
+    if tb_dir is not None:
+        check_writable(tb_dir, "--tensorboard folder")
+
+    from advisor.profile.context import ContextRecorder
+    from advisor.profile.session import ProfileSession
+
+    cfg = opts.session
+    trace_path = out_dir / (renv.trace_name if renv else TRACE_NAME)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t_start = time.perf_counter()
+    recorder = ContextRecorder()
+    session = ProfileSession(cfg, trace_path, recorder)
+    if renv is None:  # replaced at the end; what stays when the process dies without a word
+        from advisor.profile.runinfo import unfinished_run_json
+
+        try:  # best effort: a folder that cannot take it now fails later, with its message
+            write_json(out_dir / RUN_NAME, unfinished_run_json(target, cwd, started_at, TRACE_NAME))
+        except (OSError, AdvisorError):
+            pass
+
+    def conclude(outcome: Outcome, cap: Any, context: dict[str, Any]) -> int:
+        """Write and print the outputs once the script is over; returns the exit code."""
+        t_run = time.perf_counter() - t_start
+        try:
+            report, files, t_an, notes = _write_outputs(
+                opts, target, outcome, cap, cfg, context, started_at, t_run, cwd, out_dir,
+                tb_dir, renv,
+            )  # fmt: skip
+        except (OSError, AdvisorError) as err:
+            # the script has run: its exit code stands; what could be written stays (but the
+            # run.json written at the start, which would say that the process died)
+            print(f"advisor: error: {write_error(err, out_dir, trace_path)}", file=sys.stderr)
+            _drop_unfinished(out_dir / (renv.run_name if renv else RUN_NAME))
+            return outcome.exit_code
+        _print_result(notes, report, files, cwd, opts, renv)
+        code = outcome.exit_code
+        if code == 0 and report is not None and opts.fail_on:
+            if fails_at(report.findings, opts.fail_on):
+                code = EXIT_FAIL_ON
+        return code
+
+    try:
+        with RunSignals() as sigs:
+            session.hard_stop = sigs.hard_stop = lambda outcome: _hard_stop(
+                outcome, session, recorder, sigs, conclude, out_dir
+            )
+            outcome, cap, context = _run_script(target, session, recorder, sigs)
+            return conclude(outcome, cap, context)
+    except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
+        print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
+        return EXIT_SIGINT
+
+
+def _drop_unfinished(run_json: Path) -> None:
+    try:
+        if json.loads(run_json.read_text(encoding="utf-8")).get("end_reason") == "process-died":
+            run_json.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _hard_stop(outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals,
+               conclude: Any, out_dir: Path) -> None:  # fmt: skip
+    """End the run from inside the script (a step hook or a signal handler, in the main
+    thread) when it swallowed the advisor's stop or SIGTERM (``except BaseException``): write
+    the outputs, then leave at once as plain Python's SIGTERM would (no cleanup of the
+    script's, which plain Python would not have run either)."""
+    sigs.script_over()  # first: torch's SIGCHLD handler would raise from the calls below
+    if outcome.end_reason != "os-exit":
+        what = outcome.error if outcome.error else "the advisor's stop after the window"
+        print(f"advisor: the script caught {what} (except BaseException?); ending it now",
+              file=sys.stderr, flush=True)  # fmt: skip
+    code = outcome.exit_code
+    try:
+        sigs.finalizing()
+        cap = session.finish()
+        try:
+            context = recorder.to_dict()
+        except Exception as err:  # noqa: BLE001 (facts are best effort)
+            context = {"error": f"{type(err).__name__}: {err}"}
+        recorder.uninstall()
+        code = conclude(outcome, cap, context)
+    except KeyboardInterrupt:
+        print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
+        code = EXIT_SIGINT
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _run_script(
+    target: Any, session: Any, recorder: Any, sigs: RunSignals
+) -> tuple[Outcome, Any, dict[str, Any]]:
+    """Run the script under the session; returns (how it ended, the capture, the context)."""
+    from advisor.profile.fixes.runtime import install_from_env
+
+    outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
+    trial = None
+    session.stop_requested = lambda: sigs.terminated
+    session.terminated_outcome = sigs.outcome
+    with ScriptRun(target) as script_run:  # restores argv, sys.path, __main__ on exit
+        try:
+            recorder.install()
+            trial = install_from_env()  # advisor try: fixes patched in after the observers
+            session.start()
+            outcome = script_run.run(sigs.script_over)
+        except KeyboardInterrupt:
+            pass
+        except Terminated:
+            outcome = sigs.outcome()
+        finally:
+            sigs.finalizing()
+            cap = session.finish()
+            try:  # while the script's objects are still alive
+                context = recorder.to_dict()
+            except Exception as err:  # noqa: BLE001 (facts are best effort)
+                context = {"error": f"{type(err).__name__}: {err}"}
+            if trial is not None:  # undone first: its patches wrap the recorder's
+                context["try"] = trial.finish()
+            recorder.uninstall()
+    if sigs.terminated:
+        # SIGTERM ended the run, even when its exception was lost: raised where Python ignores
+        # exceptions (a __del__, an at-fork hook) or caught by the script, which then failed
+        # (its DataLoader workers got SIGTERM too) or reached its next step
+        outcome = sigs.outcome()
+    elif sigs.sigterm_handled_by_script and outcome.end_reason in ("completed", "sys-exit"):
+        # the script's own SIGTERM handler ended the run (its exit code stands)
+        outcome = replace(outcome, end_reason="sigterm", error="SIGTERM (handled by the script)")
+    return outcome, cap, context
+
+
+def _write_outputs(
+    opts: ProfileOptions, target: Any, outcome: Outcome, cap: Any, cfg: Any,
+    context: dict[str, Any], started_at: str, t_run: float, cwd: str, out_dir: Path,
+    tb_dir: Path | None, renv: RankEnv | None,
+) -> tuple[Any, dict[str, Path], dict[str, float], list[str]]:  # fmt: skip
+    """run.json, then the analysis (findings.json, report.html; under torchrun rank 0 merges
+    the ranks) and TensorBoard; returns the report, the files written, the analysis timings
+    and the run's notes. Raises OSError / AdvisorError when the folder cannot take them."""
+    from advisor.profile import facts
+    from advisor.profile.analysis import _analyze_and_write
+    from advisor.profile.runinfo import build_run_json
+
+    trace_name = renv.trace_name if renv else TRACE_NAME
+    trace_path, run_json = out_dir / trace_name, out_dir / (renv.run_name if renv else RUN_NAME)
+    env = {"versions": facts.versions(), "device": facts.device_facts(),
+           "host": facts.host_facts()}  # fmt: skip
+    run = build_run_json(
+        target=target, outcome=outcome, cap=cap, cfg=cfg, context=context, env=env,
+        started_at=started_at,
+        ended_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        duration_s=t_run, cwd=cwd, trace_name=trace_name,
+    )  # fmt: skip
+    if renv is not None:
+        run["distributed"] = {"rank": renv.rank, "world_size": renv.world_size,
+                              "local_rank": renv.local_rank, "run_id": renv.run_id}  # fmt: skip
+    if "try" in context:  # advisor try: the fixes applied in this run, and its first losses
+        run["try"] = context["try"]
+    write_json(run_json, run)
+    if renv is None:
+        report, written, t_an = _analyze_and_write(
+            out_dir, trace_path, run_json, opts.analysis, opts.debug
+        )
+    elif renv.is_leader:
+        from advisor.profile.ranks import merge_ranks_and_write
+
+        report, written, t_an = merge_ranks_and_write(
+            out_dir, renv, opts.analysis, opts.debug, opts.rank_timeout
+        )
+    else:  # rank 0 writes the merged report
+        report, written, t_an = None, {}, {}
+    files = {"trace": trace_path} if cap.trace_written and trace_path.is_file() else {}
+    files.update({"run": run_json, **written})
+    if tb_dir is not None:
+        try:
+            from advisor.profile.tensorboard import write_tensorboard
+
+            files["tensorboard"] = write_tensorboard(
+                tb_dir, files.get("trace"), written.get("findings")
+            )
+        except Exception as err:  # noqa: BLE001 (an optional extra never fails the run)
+            print(f"advisor: --tensorboard: {type(err).__name__}: {err}", file=sys.stderr)
+    return report, files, t_an, list(run["notes"])
+
+
+def _print_result(
+    notes: list[str],
+    report: Any,
+    files: dict[str, Path],
+    cwd: str,
+    opts: ProfileOptions,
+    renv: RankEnv | None = None,
+) -> None:
+    """Print the summary; a closed stdout or a reader that went away (``| head``) never
+    changes the exit code: the outputs are written, the summary is only a courtesy."""
+    try:
+        _print_summary(notes, report, files, cwd, opts, renv)
+    except (BrokenPipeError, ValueError, AttributeError, OSError):  # closed / gone stdout
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit cannot fail (Python would exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    if sys.stdout is None or sys.stdout.closed:
+        sys.stdout = open(os.devnull, "w")  # kept until the process ends
+
+
+def _print_summary(
+    notes: list[str],
+    report: Any,
+    files: dict[str, Path],
+    cwd: str,
+    opts: ProfileOptions,
+    renv: RankEnv | None = None,
+) -> None:
+    if sys.stdout is None:  # started with stdout closed (>&-)
+        raise ValueError("no stdout")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    if renv is not None and not renv.is_leader:
+        names = " and ".join(p.name for p in files.values())
+        print(f"advisor: rank {renv.rank} wrote {names} into {_shown(files['run'].parent, cwd)}; "
+              "rank 0 writes findings.json and report.html", file=sys.stderr, flush=True)  # fmt: skip
+        return
+    out = sys.stderr if opts.json_out else sys.stdout
+    if opts.json_out and report is not None:
+        sys.stdout.buffer.write(report.to_json())
+        sys.stdout.flush()
+    for n in notes:
+        print(f"advisor: {n}", file=out)
+    shown = {k: Path(_shown(v, cwd)) for k, v in files.items()}
+    if report is not None and not opts.json_out:
+        from advisor.output.terminal import print_summary
+
+        print_summary(report, shown)
+    else:
+        for name, path in shown.items():
+            print(f"{name:>11}: {path}", file=out)
+    if renv is not None and "run" in shown:  # every rank's trace: analyze the folder
+        cmd = f"advisor analyze {shlex.quote(str(shown['run'].parent))}"
+        print(f"re-render with: {cmd}", file=out)
+    elif "trace" in shown:
+        cmd = f"advisor analyze {shlex.quote(str(shown['trace']))}"
+        print(f"re-render with: {cmd}", file=out)
+    if opts.open_report and "report" in files:
+        import webbrowser
+
+        try:
+            webbrowser.open(files["report"].as_uri())
+        except Exception:  # noqa: BLE001 (a missing browser never fails the run)
+            pass
+    out.flush()

@@ -1,0 +1,242 @@
+"""Assemble run.json (the run context) and the notes the report shows about how the run went.
+
+The keys are described in ``docs/run-json.md``; the file is written with sorted keys.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from advisor import __version__
+from advisor.profile.capture import Capture, SessionConfig
+from advisor.profile.execute import EXIT_SIGTERM, Outcome, Target
+from advisor.profile.faults import remedy
+
+RUN_SCHEMA_VERSION = 1
+
+
+def _steps(a: int, b: int) -> str:
+    return f"step {a}" if a == b else f"steps {a}-{b}"
+
+
+def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
+    """Plain sentences for the report and the terminal about how the run ended and what the
+    trace holds."""
+    out: list[str] = []
+    g = cap.steps_seen
+    win = _steps(cfg.active_first, cfg.active_last)
+    by_script = (
+        f"; the script's own handler ended it with exit code {outcome.exit_code}"
+        if outcome.end_reason == "sigterm" and outcome.exit_code != EXIT_SIGTERM
+        else ""
+    )
+    reason = {
+        "exception": f"The script raised {outcome.error} after {g} step(s)",
+        "out-of-memory": f"The script ran out of memory ({outcome.error}) after {g} step(s)",
+        "dataloader-worker-died": f"A DataLoader worker process died ({outcome.error}) "
+        f"after {g} step(s)",
+        "keyboard-interrupt": f"The run was interrupted (Ctrl-C) after {g} step(s)",
+        "sigterm": f"The run was terminated (SIGTERM) after {g} step(s){by_script}",
+        "sys-exit": f"The script exited with code {outcome.exit_code} after {g} step(s)",
+        "sighup": f"The run was ended by SIGHUP (its terminal closed) after {g} step(s)",
+        "sigquit": f"The run was ended by SIGQUIT after {g} step(s)",
+        "os-exit": f"The script called {outcome.error} after {g} step(s)",
+    }.get(outcome.end_reason)
+    if reason and outcome.ended_early:
+        out.append(f"{reason}; the report covers what was captured until then.")
+        advice = remedy(outcome.end_reason, outcome.error)
+        if advice:
+            out.append(advice)
+    if cap.step_source == "forward":
+        out.append(
+            f"Steps are the top-level calls of {cap.step_module} (the script never created an "
+            "optimizer); "
+            + ("they ran in evaluation (eval() mode or autograd off)." if cap.phase == "eval"
+               else "they ran in training mode.")
+        )  # fmt: skip
+    ev = cap.eval
+    if cap.scope == "window" and cap.stopped_after_window and not ev.get("trace_written"):
+        out.append(
+            f"Stopped the script after capturing the profiling window ({win}); "
+            "--run-to-end lets it finish."
+        )
+    elif cap.scope == "window" and cap.ran_on_in_thread:
+        out.append(
+            f"Captured the profiling window ({win}) in a thread other than the main one; "
+            "the advisor stops only the main thread, so the script ran on to its end."
+        )
+    elif cap.scope == "partial-window":
+        a, b = cap.window_steps
+        out.append(
+            f"The run ended inside the profiling window: {_steps(a, b)} of {win} were captured."
+        )
+    elif cap.scope == "pre-window" and cap.foreign_profiler_step is not None:
+        a, b = cap.window_steps
+        out.append(
+            f"The trace holds {_steps(a, b)}, recorded without Python stacks or GPU activity."
+        )
+    elif cap.scope == "pre-window":
+        a, b = cap.window_steps
+        out.append(
+            f"The run ended after {g} step(s), before the profiling window ({win}) began. The "
+            f"trace holds {_steps(a, b)}, recorded without Python stacks or GPU activity; early "
+            "steps include warm-up. For short runs lower --wait/--warmup/--active."
+        )
+    elif cap.scope == "whole-run":
+        bound = f" (the first {cfg.max_seconds:g} s, --max-seconds)" if cap.max_seconds_hit else ""
+        out.append(
+            "No steps were seen (no optimizer.step() and no advisor.step() call), so the whole "
+            f"run{bound} was captured as one step, without Python stacks or GPU activity. Call "
+            "advisor.step() once per iteration to profile steps."
+        )
+        if cap.max_seconds_hit:
+            out.append(
+                "Stopped the script when --max-seconds ran out; --run-to-end lets it continue."
+                if cap.stopped_after_window
+                else "The script ran on to its end without profiling after --max-seconds."
+            )
+    elif cap.scope == "none":
+        why = f": {cap.export_error}" if cap.export_error else ""
+        out.append(f"No trace could be written{why}.")
+    if cap.foreign_profiler_step is not None:
+        out.append(
+            f"The script started torch.profiler itself at step {cap.foreign_profiler_step}; "
+            "advisor's own profiling stopped there so the script's profiler could run."
+        )
+    out += _eval_notes(ev, cap, cfg)
+    return out
+
+
+def _eval_notes(ev: dict[str, Any], cap: Capture, cfg: SessionConfig) -> list[str]:
+    if not ev:
+        return []
+    if ev.get("trace_written"):
+        a, b = ev.get("steps") or (0, 0)
+        stop = (" Stopped the script after it; --run-to-end lets it finish."
+                if cap.stopped_after_window else "")  # fmt: skip
+        part = "" if ev.get("scope") == "window" else " (the phase ended early)"
+        return [f"Evaluation phase: {_steps(a, b)} of the calls of {ev.get('module')} in "
+                f"evaluation were captured{part}, in {ev.get('trace')}.{stop}"]  # fmt: skip
+    what = ("a module with parameters called in eval() mode or under torch.no_grad() / "
+            "torch.inference_mode()")  # fmt: skip
+    if ev.get("missing") == "max-seconds":
+        end = ("the script was stopped there (--run-to-end lets it finish)"
+               if cap.stopped_after_window else "the script ran on unprofiled")  # fmt: skip
+        return [f"No evaluation phase ({what}) came within --max-seconds "
+                f"({cfg.max_seconds:g} s) after the training window; {end}. The report covers "
+                "training only."]  # fmt: skip
+    if ev.get("missing") == "ended":
+        return [f"No evaluation phase ({what}) came after the training window before the "
+                "script ended. The report covers training only."]  # fmt: skip
+    if ev.get("export_error"):
+        return [f"The evaluation window could not be written: {ev['export_error']}."]
+    return []
+
+
+def build_run_json(
+    *,
+    target: Target,
+    outcome: Outcome,
+    cap: Capture,
+    cfg: SessionConfig,
+    context: dict[str, Any],
+    env: dict[str, Any],
+    started_at: str,
+    ended_at: str,
+    duration_s: float,
+    cwd: str,
+    trace_name: str,
+) -> dict[str, Any]:
+    """The run.json document (see docs/run-json.md)."""
+    versions = env["versions"]
+    script = target.name if target.kind == "script" else None
+    return {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "advisor_version": __version__,
+        "script": target.display,
+        "script_path": os.path.abspath(script) if script else None,
+        "module": target.name if target.kind == "module" else None,
+        "argv": list(target.args),  # the script's arguments (the script itself is "script")
+        "cwd": cwd,
+        "pid": os.getpid(),
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "duration_s": round(duration_s, 3),
+        "exit_code": outcome.exit_code,
+        "ended_early": outcome.ended_early,
+        "end_reason": outcome.end_reason,
+        "error": outcome.error,
+        "no_steps": cap.steps_seen == 0,
+        "steps_seen": cap.steps_seen,
+        "step_source": cap.step_source,
+        "trace": trace_name if cap.trace_written else None,
+        "trace_scope": cap.scope,
+        "window_steps": list(cap.window_steps) or None,
+        "stopped_after_window": cap.stopped_after_window,
+        "max_seconds_hit": cap.max_seconds_hit,
+        "foreign_profiler": cap.foreign_profiler_step is not None,
+        "foreign_profiler_step": cap.foreign_profiler_step,
+        "export_error": cap.export_error,
+        "call_sites": cap.call_sites,
+        "call_sites_error": cap.call_sites_error,
+        "step_module": cap.step_module,
+        "phase": cap.phase,
+        "eval": dict(cap.eval) or None,
+        "profile": {
+            "wait": cfg.wait,
+            "warmup": cfg.warmup,
+            "active": cfg.active,
+            "record_shapes": cfg.record_shapes,
+            "with_stack": cfg.with_stack,
+            "profile_memory": cfg.profile_memory,
+            "max_seconds": cfg.max_seconds,
+            "run_to_end": cfg.run_to_end,
+            "phases": list(cfg.phases),
+            "eval_steps": cfg.eval_steps,
+            "activities": cap.activities,
+        },
+        "torch": versions.get("torch"),
+        "cuda": versions.get("cuda"),
+        "versions": versions,
+        "device": env["device"],
+        "host": env.get("host") or {},
+        "memory": cap.memory or {"peak_allocated_bytes": None, "peak_reserved_bytes": None},
+        "backends": cap.backends or {},
+        "dataloaders": context.get("dataloaders", []),
+        "optimizers": context.get("optimizers", []),
+        "zero_grad": context.get("zero_grad", []),
+        "allocator": context.get("allocator", {}),
+        "forward": context.get("forward", {}),
+        "modules": context.get("modules", {}),
+        "notes": notes(outcome, cap, cfg),
+        "timings_s": dict(sorted(cap.timings_s.items())),
+    }
+
+
+def unfinished_run_json(
+    target: Target, cwd: str, started_at: str, trace_name: str
+) -> dict[str, Any]:
+    """The run.json written before the script starts, replaced when the run ends. It stays only
+    when the advisor's process ended with no chance to write (SIGKILL, the OOM killer, a crash
+    such as SIGSEGV), and then says so."""
+    return {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "advisor_version": __version__,
+        "script": target.display,
+        "module": target.name if target.kind == "module" else None,
+        "argv": list(target.args),
+        "cwd": cwd,
+        "pid": os.getpid(),
+        "started_at": started_at,
+        "ended_early": True,
+        "end_reason": "process-died",
+        "error": "the process ended before the advisor could write its report",
+        "trace": trace_name,
+        "notes": [
+            "The run did not end normally: the process was killed (SIGKILL, the OOM killer) "
+            "or crashed (SIGSEGV, an abort) before the advisor could write its report, so "
+            f"nothing of it could be analyzed here. If {trace_name} is in this folder, it holds "
+            f"the steps captured before that: run `advisor analyze {trace_name}`."
+        ],
+    }

@@ -1,0 +1,501 @@
+"""The profiler lifecycle of one ``advisor profile`` run.
+
+Steps are counted by a global optimizer step hook (the first optimizer that steps drives
+them) or by ``advisor.step()`` (which then takes over); in a script that never creates an
+optimizer, by the top-level calls of its model (:mod:`advisor.profile.fwdsteps`; should an
+optimizer step during the probe after all, its steps count from there). Step 0 is everything
+before the first step: imports, setup and the first iteration; it is never part of the window.
+
+- **probe**: from the start of the script to the end of the ``wait`` steps a light profiler
+  records operators (with shapes and memory, without Python stacks, which are costly to collect
+  across imports, and without GPU activity, which would initialize CUDA before the script's
+  first line). It is the fallback trace: the whole run as one step when the script never
+  steps (bounded by ``max_seconds``), or the first steps when the run ends before the window.
+- **gap**: the probe is stopped inside the step hook, which runs inside the optimizer's own
+  ``record_function`` scope. The window's profiler starts one step later: starting a profiler
+  while a scope opened under another is still open makes torch write into freed memory when
+  that scope closes. This step is the first of the ``warmup`` steps (so there is at least one).
+- **window**: a second profiler with every option on runs the other warm-up steps, then records
+  ``active`` steps (``ProfilerStep#N`` markers, N counted from the script's first step), and
+  exports them to ``trace.json.gz`` the moment they are complete. Unless ``run_to_end``, the
+  script is then stopped by raising :class:`WindowCaptured` from the step hook.
+- **await-eval**: (``--phases`` with ``eval``, after a training window) the script runs on at
+  native speed, only its top-level module calls watched, until its evaluation phase begins.
+- **eval-window**: the evaluation window (:mod:`advisor.profile.evalwindow`), then the script
+  is stopped as after the window.
+- **done**: nothing profiles any more; later steps run at native speed.
+- **yielded**: the script started torch.profiler itself. Only one profiler can run at a time,
+  so the advisor stops its own (keeping what it captured) and lets the script's run.
+"""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import advisor
+from advisor.profile import callsites, facts
+from advisor.profile.capture import Capture, SessionConfig, export_trace
+from advisor.profile.context import ContextRecorder
+from advisor.profile.evalwindow import EvalWindow
+from advisor.profile.execute import EXIT_SIGTERM, Outcome, Terminated, WindowCaptured
+from advisor.profile.fwdsteps import ForwardSteps, has_parameters, in_eval
+from advisor.profile.guards import ForeignProfilerWatch, MaxSecondsAlarm
+
+__all__ = ["Capture", "ProfileSession", "SessionConfig"]
+
+_MAX_STEP_TIMES = 20_000
+# Address space held back while the script runs and given back before the trace is exported:
+# a script that ran out of memory (MemoryError: a ulimit -v, strict overcommit) still holds
+# its tensors then, and the export needs room to turn the capture into the trace file. Never
+# touched, so it takes no physical memory.
+MEMORY_RESERVE_BYTES = 256 << 20
+
+
+def _memory_reserve() -> mmap.mmap | None:
+    try:
+        return mmap.mmap(-1, MEMORY_RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+class ProfileSession:
+    def __init__(self, cfg: SessionConfig, trace_path: Path, recorder: ContextRecorder) -> None:
+        import torch
+        from torch.profiler import ProfilerAction, ProfilerActivity
+
+        self.cfg = cfg
+        self.cap = Capture()
+        self._torch = self.torch = torch
+        self._action = self.action = ProfilerAction
+        self._cpu, self._cuda = ProfilerActivity.CPU, ProfilerActivity.CUDA
+        self._trace_path = self.trace_path = trace_path
+        self._rec = recorder
+        self.phase = "idle"
+        self._probe: Any = None
+        self._window: Any = None
+        self._marker: Any = None
+        self._busy = False
+        self._explicit = False
+        self._primary: int | None = None
+        self._hook: Any = None
+        self._alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_alarm)
+        self._eval_alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_eval_alarm)
+        self._watch = ForeignProfilerWatch(
+            lambda: self.phase in ("probe", "gap", "window", "eval-window"),
+            self._yield_to_foreign,
+        )
+        self._own = self.own = self._watch.own
+        self._fwd = ForwardSteps(self._on_forward)
+        self._step_mod: int | None = None
+        self._eval = EvalWindow(self)
+        self._t0 = 0.0
+        self._t_window = 0.0
+        self._window_activities = ["cpu"]
+        self._probe_activities = ["cpu"]
+        self.stop_requested: Callable[[], bool] = lambda: False
+        self._reserve: mmap.mmap | None = None
+        self._pid = os.getpid()  # only this process is profiled, never a forked child
+        # ends the run from inside the script when it swallowed the stop (see advisor.profile.run)
+        self.hard_stop: Callable[[Outcome], None] | None = None
+        self.terminated_outcome: Callable[[], Outcome] = lambda: Outcome(
+            "sigterm", EXIT_SIGTERM, "SIGTERM"
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _time(self, key: str, t0: float) -> None:
+        t = self.cap.timings_s
+        t[key] = round(t.get(key, 0.0) + time.perf_counter() - t0, 6)
+
+    def time_it(self, key: str, t0: float) -> None:
+        self._time(key, t0)
+
+    def make_profiler(self, cuda: bool, schedule: Any, on_ready: Any) -> Any:
+        """A window's profiler (every option as configured)."""
+        return self._make(self.cfg.with_stack, cuda, schedule, on_ready)
+
+    def _make(
+        self, with_stack: bool, cuda: bool, schedule: Any = None, on_ready: Any = None
+    ) -> Any:
+        from torch.profiler import profile
+
+        return profile(
+            activities=[self._cpu, self._cuda] if cuda else [self._cpu],
+            record_shapes=self.cfg.record_shapes,
+            profile_memory=self.cfg.profile_memory,
+            with_stack=with_stack,
+            schedule=schedule,
+            on_trace_ready=on_ready,
+        )
+
+    def _window_action(self, step: int) -> Any:
+        a = self._action
+        if step < self.cfg.active_first:
+            return a.WARMUP
+        if step < self.cfg.active_last:
+            return a.RECORD
+        return a.RECORD_AND_SAVE if step == self.cfg.active_last else a.NONE
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        t0 = self._t0 = time.perf_counter()
+        self._reserve = _memory_reserve()
+        # CPU only: CUDA activities would initialize CUDA before the script's first line, and a
+        # script that sets CUDA_VISIBLE_DEVICES itself would then run on the wrong devices
+        cuda = facts.cuda_in_use()
+        self._probe_activities = ["cpu", "cuda"] if cuda else ["cpu"]
+        self._probe = self._make(with_stack=False, cuda=cuda)
+        with self._own():
+            self._probe.start()
+        self.phase = "probe"
+        self._time("profiler_start", t0)
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        hook = self._on_optimizer_step
+        disable = getattr(self._torch.compiler, "disable", None)
+        self._hook = register_optimizer_step_post_hook(disable(hook) if disable else hook)
+        advisor._step_hook = self._on_explicit_step
+        self._watch.install()
+        self._alarm.arm()
+        self._fwd.install()  # a loop without an optimizer steps on its model's calls
+
+    def _on_optimizer_step(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if os.getpid() != self._pid:  # a forked worker inherited the hook: not profiled
+            return
+        self._rec.on_optimizer(opt)
+        if self.cap.step_source == "forward" and self.phase == "probe":
+            self._restart_steps()  # a model called before its optimizer was made
+        if self._explicit or self.cap.step_source == "forward":
+            return
+        if self._primary is None:
+            self._primary = id(opt)
+            self.cap.step_source = "optimizer"
+            if self.phase in ("probe", "gap", "window"):
+                self._fwd.remove()  # no module hooks in the training window
+        if id(opt) == self._primary:
+            self._step()
+
+    def _on_explicit_step(self) -> None:
+        if os.getpid() != self._pid:
+            return
+        if not self._explicit:
+            self._explicit = True
+            self.cap.step_source = "advisor.step"
+            if self.phase in ("probe", "gap", "window"):
+                self._fwd.remove()
+        self._step()
+
+    def _restart_steps(self) -> None:
+        """Forward calls counted as steps turn out to come before training: the optimizer's
+        steps count from here (the probe's step markers start again at 1)."""
+        self._probe_marker(None)
+        self._step_mod = None
+        self.cap.step_source, self.cap.step_module, self.cap.phase = None, None, "train"
+        self.cap.steps_seen = 0
+        self.cap.step_times_s.clear()
+
+    def _on_forward(self, mod: Any) -> None:
+        """A top-level module call (see :mod:`advisor.profile.fwdsteps`)."""
+        if self.phase in ("await-eval", "eval-window"):
+            self._eval.on_forward(mod)
+            return
+        if self.phase not in ("probe", "gap", "window") or self._busy:
+            return
+        if (
+            self._explicit
+            or self._rec.optimizer_made
+            or self.cap.step_source
+            not in (
+                None,
+                "forward",
+            )
+        ):
+            return
+        if self._step_mod is None:
+            if not has_parameters(mod):
+                return
+            self._step_mod = id(mod)
+            self.cap.step_source = "forward"
+            self.cap.step_module = type(mod).__name__
+            self.cap.phase = "eval" if in_eval(self._torch, mod) else "train"
+        if id(mod) == self._step_mod:
+            self._step()
+
+    def _step(self) -> None:
+        if self._busy:
+            return
+        main = threading.current_thread() is threading.main_thread()
+        if self.stop_requested() and main:  # a SIGTERM whose exception the script swallowed
+            if self.hard_stop is not None:
+                self.hard_stop(self.terminated_outcome())
+            raise Terminated()
+        if main and self.phase == "done" and self.cap.stopped_after_window:
+            if self.hard_stop is not None:  # the script swallowed WindowCaptured
+                self.hard_stop(Outcome("window-captured", 0))
+        self._busy = True
+        stop = False
+        try:
+            self.cap.steps_seen += 1
+            g = self.cap.steps_seen
+            if g <= _MAX_STEP_TIMES:
+                self.cap.step_times_s.append(time.perf_counter() - self._t0)
+            if self.phase == "probe":
+                if g == 1:
+                    self._alarm.disarm()
+                if "train" not in self.cfg.phases and self._wants_eval():
+                    self._stop_probe()
+                    self._rec.end_forward_capture()
+                    self._probe = None  # no training window: nothing to fall back on
+                    self.phase = "done"
+                    self._await_eval()
+                elif g > self.cfg.wait:
+                    self._stop_probe()
+                    self._rec.end_forward_capture()
+                    self.phase = "gap"
+                else:
+                    self._probe_marker(g)
+            elif self.phase == "gap":
+                self._start_window(g)
+            elif self.phase == "window":
+                with self._own():
+                    self._window.step()
+                if g == self.cfg.active_first:
+                    facts.reset_peak_memory()
+                if self.cap.scope == "window":
+                    stop = self._window_done()
+        finally:
+            self._busy = False
+        if stop and main:
+            raise WindowCaptured()
+        if stop:  # never raise into the script's own thread: it runs on to its end
+            self.cap.stopped_after_window = False
+            self.cap.ran_on_in_thread = True
+
+    def _probe_marker(self, step: int | None) -> None:
+        if self._marker is not None:
+            self._marker.__exit__(None, None, None)
+            self._marker = None
+        if step is not None:
+            self._marker = self._torch.autograd.profiler.record_function(f"ProfilerStep#{step}")
+            self._marker.__enter__()
+
+    def _stop_probe(self) -> None:
+        t0 = time.perf_counter()
+        self._probe_marker(None)
+        with self._own():
+            self._probe.stop()
+        self._time("probe_stop", t0)
+
+    def _start_window(self, g: int) -> None:
+        t0 = time.perf_counter()
+        cuda = facts.cuda_in_use()  # the script has set up its devices by now
+        self._window = self._make(
+            self.cfg.with_stack, cuda, lambda s: self._window_action(max(s, g)), self._on_ready
+        )
+        self._window_activities = ["cpu", "cuda"] if cuda else ["cpu"]
+        self._window.step_num = g
+        self.phase = "window"  # before start(): an interrupted start is still stopped
+        with self._own():
+            self._window.start()
+        if g == self.cfg.active_first:
+            facts.reset_peak_memory()
+        self._t_window = time.perf_counter()
+        self._time("window_start", t0)
+
+    def _on_ready(self, prof: Any) -> None:
+        """on_trace_ready of the window profiler: the active steps are complete (or cut short)."""
+        self._time("window", self._t_window)
+        g = self.cap.steps_seen
+        complete = g > self.cfg.active_last
+        last = self.cfg.active_last if complete else g
+        self.cap.window_steps = [self.cfg.active_first, last]
+        self.cap.memory = facts.peak_memory()
+        self.cap.backends = facts.backend_facts()
+
+        def put(n: int | None, error: str | None) -> None:
+            self.cap.call_sites, self.cap.call_sites_error = n, error
+
+        self._export(prof, "window" if complete else "partial-window", self.call_sites(prof, put))
+        if self.cap.trace_written:
+            self.cap.activities = self._window_activities
+
+    def _window_done(self) -> bool:
+        t0 = time.perf_counter()
+        with self._own():
+            self._window.stop()
+        self._window = None
+        self._probe = None  # the fallback is no longer needed
+        self.phase = "done"
+        self._time("window_stop", t0)
+        if self._wants_eval():
+            self._await_eval()
+            return False
+        self._fwd.remove()
+        self.cap.stopped_after_window = not self.cfg.run_to_end
+        return not self.cfg.run_to_end
+
+    def _wants_eval(self) -> bool:
+        """An evaluation window after this training one (a script without an optimizer, whose
+        steps are its model's calls, has one phase)."""
+        return (
+            "eval" in self.cfg.phases
+            and self.cap.phase == "train"
+            and self.cap.step_source != "forward"
+        )
+
+    def _await_eval(self) -> None:
+        """Run on at native speed until the evaluation phase (bounded by --max-seconds)."""
+        self._eval.await_phase()
+        self._fwd.install()
+        self._eval_alarm.arm()
+
+    def forward_watch_off(self) -> None:
+        self._fwd.remove()
+
+    def eval_found(self) -> None:
+        self._eval_alarm.disarm()
+        self.phase = "eval-window"
+
+    def _on_eval_alarm(self) -> None:
+        """--max-seconds ran out while waiting for the evaluation phase."""
+        if self._busy or self.phase != "await-eval":
+            return
+        self._eval.end("max-seconds")
+        self._fwd.remove()
+        if not self.cfg.run_to_end:
+            self.cap.stopped_after_window = True
+            raise WindowCaptured()
+
+    def call_sites(
+        self, prof: Any, put: Callable[[int | None, str | None], None]
+    ) -> Callable[[Path], None] | None:
+        """What writes the user's call sites into a window's exported trace (with stacks)."""
+        if not self.cfg.with_stack:
+            return None
+        return callsites.amender(prof, put, lambda t0: self._time("call_sites", t0))
+
+    def _export(self, prof: Any, scope: str, amend: Callable[[Path], None] | None = None) -> None:
+        t0 = time.perf_counter()
+        error = export_trace(prof, self._trace_path, amend)
+        if error is None:
+            self.cap.trace_written = True
+            self.cap.scope = scope
+        else:
+            self.cap.export_error = error
+        self._time("export", t0)
+
+    def _export_probe(self) -> None:
+        if self._probe is None:
+            return
+        g = self.cap.steps_seen
+        if g == 0:
+            self._export(self._probe, "whole-run")
+        else:
+            self.cap.window_steps = [1, min(g, self.cfg.wait)]
+            self._export(self._probe, "pre-window")
+        if self.cap.trace_written:
+            self.cap.activities = self._probe_activities
+        if self.cap.backends is None:
+            self.cap.backends = facts.backend_facts()
+        self.cap.memory = facts.peak_memory()
+        self._probe = None
+
+    def _stop_profiling(self) -> None:
+        """Stop whatever profiler runs and export the best trace there is."""
+        if self.phase == "probe":
+            self._stop_probe()
+            self._export_probe()
+        elif self.phase == "gap":
+            self._export_probe()
+        elif self.phase == "window":
+            in_active = self.cap.steps_seen >= self.cfg.active_first
+            t0 = time.perf_counter()
+            try:
+                with self._own():
+                    self._window.stop()  # exports a partial window through _on_ready
+            except Exception as err:  # noqa: BLE001 (e.g. a start that was interrupted)
+                self.cap.export_error = self.cap.export_error or f"{type(err).__name__}: {err}"
+            self._time("window_stop", t0)
+            self._window = None
+            if not in_active or not self.cap.trace_written:
+                self._export_probe()
+        elif self.phase in ("await-eval", "eval-window"):
+            self._eval.end("ended")
+        self._rec.end_forward_capture()
+
+    def finish(self) -> Capture:
+        """Stop profiling, remove every hook, and return what was captured."""
+        if self._reserve is not None:  # room for the export, also after a MemoryError
+            self._reserve.close()
+            self._reserve = None
+        gc.collect()
+        self._alarm.disarm()
+        self._eval_alarm.disarm()
+        self._busy = True  # late signals and hooks from other threads do nothing now
+        try:
+            self._stop_profiling()
+        finally:
+            self.phase = "finished"
+            self._fwd.remove()
+            if self._hook is not None:
+                self._hook.remove()
+            if advisor._step_hook == self._on_explicit_step:
+                advisor._step_hook = None
+            self._watch.remove()
+        if self.cap.backends is None:
+            self.cap.backends = facts.backend_facts()
+        return self.cap
+
+    # ------------------------------------------------------------------ guards
+    def _on_alarm(self) -> None:
+        """--max-seconds ran out before the first step."""
+        if self._busy or self.phase != "probe" or self.cap.steps_seen or os.getpid() != self._pid:
+            return
+        self._busy = True
+        try:
+            self.cap.max_seconds_hit = True
+            self._stop_profiling()
+            self.phase = "done"
+        finally:
+            self._busy = False
+        self._alarm.disarm()
+        if not self.cfg.run_to_end:
+            self.cap.stopped_after_window = True
+            raise WindowCaptured()
+
+    def _yield_to_foreign(self) -> None:
+        """The script starts its own profiler: stop ours first, keeping what it captured."""
+        self._alarm.disarm()
+        self._busy = True
+        try:
+            self._stop_profiling()
+        finally:
+            self._busy = False
+            self.phase = "yielded"
+        g = self.cap.steps_seen
+        self.cap.foreign_profiler_step = g
+        covered = {
+            "window": "the profiled window",
+            "partial-window": "the part of the window recorded before that",
+            "pre-window": "the steps before that, without Python stacks or GPU activity",
+            "whole-run": "the run up to that point, as one step",
+        }.get(self.cap.scope, "nothing")
+        print(
+            f"advisor: your script starts torch.profiler itself (at step {g}). Only one profiler "
+            "can run at a time, so advisor stopped its own profiling there and lets yours run; "
+            f"the script runs to its end. advisor's report covers {covered}. To keep your "
+            "profiler and get advisor's report from it, pass "
+            "`on_trace_ready=advisor.on_trace_ready(DIR)` to your torch.profiler.profile (it "
+            "exports like tensorboard_trace_handler and writes the report beside the trace), or "
+            "wrap the code in `with advisor.capture(out=DIR):` instead of your profiler; or "
+            "analyze your own trace with `advisor analyze TRACE_OR_DIR`.",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -1,0 +1,134 @@
+"""``advisor profile`` under torchrun: which rank this process is, its file names, the output
+folder rule for several ranks writing into one ``--out``, and rank 0 waiting for the others.
+
+Every rank writes ``trace.rank<R>.json.gz`` and ``run.rank<R>.json`` into the same folder;
+rank 0 then waits (bounded) for the other ranks' run files and writes one merged
+``findings.json`` and ``report.html``. A rank that never arrives is reported, not fatal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor import settings
+
+RANK_FILE_RE = re.compile(
+    r"^(?:\.?(?:trace\.rank\d+\.json\.gz|run\.rank\d+\.json)(?:\..*)?|\.advisor-write-test-\d+)$"
+)
+START_SLACK_S = 10.0  # ranks of one launch start within this of each other
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    """The torchrun (torchelastic) environment of this process."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    run_id: str | None = None
+
+    @property
+    def trace_name(self) -> str:
+        return f"trace.rank{self.rank}.json.gz"
+
+    @property
+    def run_name(self) -> str:
+        return f"run.rank{self.rank}.json"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.rank == 0
+
+    def run_names(self) -> list[str]:
+        return [f"run.rank{r}.json" for r in range(self.world_size)]
+
+
+def _int(env: Mapping[str, str], key: str) -> int | None:
+    try:
+        return int(env[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def rank_env(env: Mapping[str, str] | None = None) -> RankEnv | None:
+    """RANK / WORLD_SIZE / LOCAL_RANK as torchrun sets them; None for a single process
+    (no WORLD_SIZE, or a world of one)."""
+    e = settings.torchrun_env(env)
+    world = _int(e, "WORLD_SIZE")
+    rank = _int(e, "RANK")
+    if world is None or rank is None or world <= 1 or not 0 <= rank < world:
+        return None
+    local = _int(e, "LOCAL_RANK")
+    run_id = e.get("TORCHELASTIC_RUN_ID")
+    return RankEnv(rank, world, local if local is not None else rank, run_id or None)
+
+
+def process_start_time(pid: int | str = "self") -> float:
+    """Wall-clock start of a process (Linux /proc), else now."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 overall: starttime in clock ticks after boot
+        with open("/proc/stat", encoding="ascii") as fh:
+            btime = next(int(ln.split()[1]) for ln in fh if ln.startswith("btime "))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+
+
+def this_runs_rank_file(path: Path, since: float) -> bool:
+    """A per-rank file (or its temporary, or a rank's write probe) of this launch."""
+    if not RANK_FILE_RE.match(path.name):
+        return False
+    try:
+        return path.stat().st_mtime >= since - START_SLACK_S
+    except OSError:
+        return False
+
+
+def foreign_entries(out: Path, since: float) -> list[str]:
+    """Entries of ``out`` that are not this launch's per-rank files (for the no-overwrite rule)."""
+    try:
+        names = sorted(p.name for p in out.iterdir())
+    except OSError:
+        return []
+    return [n for n in names if not this_runs_rank_file(out / n, since)]
+
+
+def default_rank_out_dir(stem: str, renv: RankEnv, base: Path | None = None) -> Path:
+    """The default ``--out`` all local ranks of one launch agree on without talking:
+    ``advisor-runs/<stem>-<launch time>-<run id>`` (torchrun's run id, else the launcher's pid;
+    ranks on other nodes need a shared ``--out``)."""
+    from advisor.output.outfiles import default_out_dir
+
+    ppid = os.getppid()
+    rid = renv.run_id if renv.run_id and renv.run_id != "none" else f"p{ppid}"
+    return default_out_dir(stem, base, when=process_start_time(ppid), tag=rid[:12])
+
+
+def wait_for_ranks(out: Path, renv: RankEnv, timeout_s: float,
+                   notify: Callable[[list[int]], None] | None = None,
+                   poll_s: float = 0.25) -> list[int]:  # fmt: skip
+    """Rank 0: wait until every rank's run file exists or ``timeout_s`` passes; returns the
+    ranks still missing. (Each rank writes its run file after its trace, atomically.)"""
+    deadline = time.monotonic() + max(timeout_s, 0.0)
+    told = False
+    while True:
+        missing = [r for r, n in enumerate(renv.run_names()) if not (out / n).is_file()]
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        if notify is not None and not told:
+            notify(missing)
+            told = True
+        time.sleep(poll_s)
+
+
+def rank_traces(out: Path, world_size: int) -> list[Path]:
+    """The per-rank traces present in ``out`` (rank order)."""
+    files = [out / f"trace.rank{r}.json.gz" for r in range(world_size)]
+    return [f for f in files if f.is_file()]
