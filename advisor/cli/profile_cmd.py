@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from advisor.cli.run_options import Module, Script, ScriptArgs, Wait, Warmup
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 _HELP = """Run SCRIPT (or -m MODULE) under torch.profiler and rank the fixes by time saved per step.
@@ -32,13 +33,9 @@ def register(app: typer.Typer) -> None:
         context_settings={"allow_interspersed_args": False},
     )
     def profile_command(
-        script: str = typer.Argument(..., help="The script to run (a module name with -m)."),
-        script_args: list[str] | None = typer.Argument(
-            None, metavar="SCRIPT_ARGS", help="Arguments for the script, passed untouched."
-        ),
-        module: bool = typer.Option(
-            False, "-m", help="Run library module MODULE as a script, like python -m."
-        ),
+        script: Script,
+        script_args: ScriptArgs = None,
+        module: Module = False,
         out: Path | None = typer.Option(
             None,
             "--out",
@@ -48,8 +45,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(
             False, "--force", help="Write into a non-empty --out, replacing an earlier advisor run."
         ),
-        wait: int = typer.Option(2, "--wait", help="Steps to skip after step 0."),
-        warmup: int = typer.Option(2, "--warmup", help="Profiler warm-up steps (not recorded)."),
+        wait: Wait = 2,
+        warmup: Warmup = 2,
         active: int = typer.Option(5, "--active", help="Steps to record."),
         run_to_end: bool = typer.Option(
             False, "--run-to-end", help="Let the script finish after the window is captured."

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import typer
 
+from advisor.cli.run_options import Module, Script, ScriptArgs, Wait, Warmup
+
 _HELP = """Run SCRIPT as is and with fixes applied at run time (documented, reversible patches;
 see docs/try.md), each run a fresh `advisor profile` process with the same window, and compare:
 per fix the median step before and after, the measured saving next to the advisor's estimate,
@@ -29,20 +31,18 @@ def register(app: typer.Typer) -> None:
 
     @app.command("try", help=_HELP, context_settings={"allow_interspersed_args": False})
     def try_command(
-        script: str = typer.Argument(..., help="The script to run (a module name with -m)."),
-        script_args: list[str] | None = typer.Argument(
-            None, metavar="SCRIPT_ARGS", help="Arguments for the script, passed untouched."
-        ),
+        script: Script,
         fix: str = typer.Option(..., "--fix", help=fix_help),
-        module: bool = typer.Option(False, "-m", help="Run library module MODULE, like python -m."),
+        script_args: ScriptArgs = None,
+        module: Module = False,
         out: Path | None = typer.Option(
             None, "--out", "-o", help="Output folder (default ./advisor-runs/try-<script>-<time>/)."
         ),
         force: bool = typer.Option(
             False, "--force", help="Write into a non-empty --out, replacing an earlier try there."
         ),
-        wait: int = typer.Option(2, "--wait", help="Steps to skip after step 0."),
-        warmup: int = typer.Option(2, "--warmup", help="Profiler warm-up steps (not recorded)."),
+        wait: Wait = 2,
+        warmup: Warmup = 2,
         active: int = typer.Option(5, "--active", help="Steps to record and compare."),
         repeat: int = typer.Option(
             1, "--repeat", help="Rounds of runs (before, then each fix), pooled against drift."
