@@ -5,7 +5,15 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
   failing decoding child says so before the trace is decoded in-process.
 - ``ADVISOR_NO_FORK=1``: never fork the decoding child (:mod:`advisor.trace.prefetch`); the
   trace is decoded in the command's own process.
+- ``ADVISOR_NO_DASK=1``: analyze many ranks in a local process pool, never on Dask
+  (:mod:`advisor.multirank.analyze`).
 - ``NO_COLOR`` (any value, https://no-color.org): no colors in the terminal summary.
+- ``ADVISOR_TRY``: set by ``advisor try`` for the ``advisor profile`` runs it starts (the fixes
+  to apply, as JSON; :mod:`advisor.profile.fixes.runtime`), removed before the script starts.
+- ``LOCAL_WORLD_SIZE``: set by torchrun; ``advisor try``'s DataLoader fix shares the node's CPUs
+  among its ranks.
+- Recorded, never acted on: ``CUDA_LAUNCH_BLOCKING`` and the caching allocator's variables
+  (``PYTORCH_CUDA_ALLOC_CONF`` ...) go into run.json, where the detectors read them.
 - ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``TORCHELASTIC_RUN_ID``: set by torchrun, read by
   ``advisor profile`` (:func:`advisor.profile.torchrun.rank_env`) to write one trace per rank and merge them on rank 0.
 
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 
 def _on(name: str) -> bool:
@@ -34,6 +43,11 @@ def no_fork() -> bool:
     return _on("ADVISOR_NO_FORK")
 
 
+def no_dask() -> bool:
+    """``ADVISOR_NO_DASK``: many ranks in a local process pool, never on Dask."""
+    return _on("ADVISOR_NO_DASK")
+
+
 def no_color() -> bool:
     """``NO_COLOR``: plain terminal output (set to any non-empty value)."""
     return bool(os.environ.get("NO_COLOR"))
@@ -44,3 +58,41 @@ def torchrun_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     e = os.environ if env is None else env
     keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID")
     return {k: e[k] for k in keys if k in e}
+
+
+def local_world_size() -> int:
+    """``LOCAL_WORLD_SIZE`` (torchrun): the ranks on this node; 1 when unset or not a number."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+TRY_VAR = "ADVISOR_TRY"  # advisor try -> the advisor profile runs it starts
+
+
+def try_child_env(spec: str) -> dict[str, str]:
+    """This process's environment with ``ADVISOR_TRY`` set to ``spec``, for a child run."""
+    return {**os.environ, TRY_VAR: spec}
+
+
+def pop_try_spec() -> str | None:
+    """``ADVISOR_TRY``, removed from the environment (the script's own children never see it)."""
+    return os.environ.pop(TRY_VAR, None)
+
+
+def cuda_launch_blocking() -> bool:
+    """``CUDA_LAUNCH_BLOCKING``, recorded in run.json (every launch then waits for its kernel)."""
+    return _on("CUDA_LAUNCH_BLOCKING")
+
+
+def allocator_env() -> dict[str, Any]:
+    """The caching allocator's settings from the environment (CUDA or ROCm names), recorded in
+    run.json."""
+    env = os.environ
+    conf = env.get("PYTORCH_CUDA_ALLOC_CONF") or env.get("PYTORCH_HIP_ALLOC_CONF") \
+        or env.get("PYTORCH_ALLOC_CONF")  # fmt: skip
+    raw = env.get("PYTORCH_NO_CUDA_MEMORY_CACHING") or env.get("PYTORCH_NO_HIP_MEMORY_CACHING")
+    # current torch reads "1" as off; older versions took any value, "0" included
+    return {"alloc_conf": conf, "caching_disabled": raw not in (None, "", "0"),
+            "no_memory_caching_env": raw}  # fmt: skip

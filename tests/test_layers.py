@@ -87,3 +87,38 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     path.write_text("def f():\n    from advisor.cli.app import app\n")
     assert "advisor.cli.app" in imported("advisor.trace.x", path)
     assert layer_of("advisor.cli.app") < layer_of("advisor.trace.x")
+
+
+def environment_reads(path: Path) -> list[int]:
+    """Lines of ``path`` that read or pass on the environment (``os.environ``, ``os.getenv``)."""
+    tree = ast.parse(path.read_text())
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+        and node.attr in ("environ", "getenv", "environb", "putenv", "unsetenv")
+    )
+
+
+def test_only_settings_reads_the_environment() -> None:
+    """Every environment variable the product reads is in advisor/settings.py (docs/settings.md)."""
+    readers = {
+        f"{path.relative_to(REPO)}:{line}"
+        for module, path in ALL.items()
+        if module != "advisor.settings"
+        for line in environment_reads(path)
+    }
+    assert not readers, sorted(readers)
+    documented = (REPO / "docs" / "settings.md").read_text()
+    source = (REPO / "advisor" / "settings.py").read_text()
+    for name in ("ADVISOR_DEBUG", "ADVISOR_NO_FORK", "ADVISOR_NO_DASK", "ADVISOR_TRY", "NO_COLOR",
+                 "LOCAL_WORLD_SIZE", "CUDA_LAUNCH_BLOCKING", "PYTORCH_CUDA_ALLOC_CONF"):  # fmt: skip
+        assert name in source and name in documented, name
+
+
+def test_the_environment_check_sees_a_read(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text("import os\n\nx = os.environ.get('A')\ny = 'os.environ in a string'\n")
+    assert environment_reads(path) == [3]

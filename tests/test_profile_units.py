@@ -134,7 +134,7 @@ def test_help_does_not_import_torch() -> None:
 
 
 def test_allocator_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from advisor.profile.context import allocator_env
+    from advisor.settings import allocator_env
 
     for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
               "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING"):  # fmt: skip

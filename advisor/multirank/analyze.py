@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from advisor import settings
 from advisor.analysis.detection import all_detectors, rank_checks
 from advisor.analysis.digest import Digest, digest_file, failed_digest
 from advisor.analysis.ranking import rank
@@ -143,7 +144,7 @@ def died_why(err: BaseException) -> str:
 
 def use_dask() -> bool:
     """Dask for many ranks unless ``ADVISOR_NO_DASK=1`` or distributed is not installed."""
-    if os.environ.get("ADVISOR_NO_DASK"):
+    if settings.no_dask():
         return False
     import importlib.util
 

@@ -16,11 +16,11 @@
 from __future__ import annotations
 
 import functools
-import os
 import warnings
 import weakref
 from typing import Any
 
+from advisor import settings
 from advisor.profile.facts import user_site
 from advisor.profile.modules import MAX_ROWS as _MAX_ROWS
 from advisor.profile.modules import ModuleObserver
@@ -253,17 +253,9 @@ class ContextRecorder:
             "dataloaders": list(self.dataloaders),
             "optimizers": list(self.optimizers),
             "zero_grad": list(self.zero_grad.values()),
-            "allocator": {"empty_cache": list(self.empty_cache.values()), **allocator_env()},
+            "allocator": {
+                "empty_cache": list(self.empty_cache.values()),
+                **settings.allocator_env(),
+            },
             **(self._snapshot or self._module_facts()),
         }
-
-
-def allocator_env() -> dict[str, Any]:
-    """The caching allocator's settings from the environment (CUDA or ROCm names)."""
-    env = os.environ
-    conf = env.get("PYTORCH_CUDA_ALLOC_CONF") or env.get("PYTORCH_HIP_ALLOC_CONF") \
-        or env.get("PYTORCH_ALLOC_CONF")  # fmt: skip
-    raw = env.get("PYTORCH_NO_CUDA_MEMORY_CACHING") or env.get("PYTORCH_NO_HIP_MEMORY_CACHING")
-    # current torch reads "1" as off; older versions took any value, "0" included
-    return {"alloc_conf": conf, "caching_disabled": raw not in (None, "", "0"),
-            "no_memory_caching_env": raw}  # fmt: skip

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import advisor
+from advisor import settings
 
 _SKIP_PREFIXES: tuple[str, ...] = ()
 
@@ -175,7 +176,7 @@ def backend_facts() -> dict[str, Any]:
         "deterministic": _safe(lambda: bool(torch.are_deterministic_algorithms_enabled())),
         # debug modes that make every operator cost more host time (host-overhead)
         "detect_anomaly": _safe(lambda: bool(torch.is_anomaly_enabled())),
-        "cuda_launch_blocking": os.environ.get("CUDA_LAUNCH_BLOCKING", "") not in ("", "0"),
+        "cuda_launch_blocking": settings.cuda_launch_blocking(),
     }
     # the fp32_precision API of torch >= 2.9 (None where absent)
     out["matmul_fp32_precision"] = _safe(lambda: str(b.cuda.matmul.fp32_precision))

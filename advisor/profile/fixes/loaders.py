@@ -13,6 +13,7 @@ import os
 import weakref
 from typing import Any
 
+from advisor import settings
 from advisor.profile.fixes.base import Patcher, PatchFix, RunFacts
 
 MAX_WORKERS = 4  # a common start (num_workers ~ 4 per GPU), bounded by the CPUs
@@ -25,11 +26,7 @@ def usable_cpus() -> int:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
-    try:
-        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    except ValueError:
-        local = 1
-    return max(1, n // local)
+    return max(1, n // settings.local_world_size())
 
 
 def worker_count() -> int:

@@ -14,13 +14,12 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import random
 from typing import Any
 
+from advisor import settings
 from advisor.profile.fixes.base import Patcher
 
-ENV = "ADVISOR_TRY"
 OBSERVE = "_observe"  # the patcher key of the loss observer (not a fix)
 
 
@@ -131,7 +130,7 @@ def _seed(seed: int) -> None:
 
 def install_from_env() -> TryRuntime | None:
     """Start the runtime when ``ADVISOR_TRY`` is set (and remove it from the environment)."""
-    spec = os.environ.pop(ENV, None)
+    spec = settings.pop_try_spec()
     if not spec:
         return None
     try:
@@ -141,7 +140,7 @@ def install_from_env() -> TryRuntime | None:
         rt = TryRuntime(fixes, int(seed) if seed is not None else None,
                         int(data.get("loss_steps", 3)))  # fmt: skip
     except (ValueError, TypeError, AttributeError) as err:
-        print(f"advisor: {ENV} ignored: {err}", flush=True)
+        print(f"advisor: {settings.TRY_VAR} ignored: {err}", flush=True)
         return None
     rt.install()
     return rt

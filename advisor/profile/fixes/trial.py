@@ -19,13 +19,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from advisor import __version__
+from advisor import __version__, settings
 from advisor.errors import AdvisorError
 from advisor.output.outfiles import default_out_dir, release
 from advisor.profile.fixes.base import RunFacts
 from advisor.profile.fixes.compare import RunData, compare, step_stats
 from advisor.profile.fixes.registry import FIXES, Selection, parse_fix_ids, select
-from advisor.profile.fixes.runtime import ENV, env_value
+from advisor.profile.fixes.runtime import env_value
 from advisor.profile.outdir import check_out_dir, write_json
 
 TRY_SCHEMA_VERSION = 1
@@ -113,8 +113,7 @@ def _command(opts: TryOptions, folder: Path) -> list[str]:
 
 
 def _launch(opts: TryOptions, folder: Path, fixes: tuple[str, ...]) -> int:
-    env = dict(os.environ)
-    env[ENV] = env_value(list(fixes), opts.seed, opts.loss_steps)
+    env = settings.try_child_env(env_value(list(fixes), opts.seed, opts.loss_steps))
     cmd = _command(opts, folder)
     with open(folder / LOG_NAME, "w", encoding="utf-8") as log:
         log.write(f"{_LOG_HEADER} fixes={','.join(fixes) or '(none)'}\n# {' '.join(cmd)}\n")
