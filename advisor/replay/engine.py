@@ -14,7 +14,8 @@ pass; the step times are read off the replayed positions of the step boundaries'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -55,13 +56,28 @@ class Mods:
 
 @dataclass(frozen=True)
 class Replayed:
-    h_start: np.ndarray
-    h_end: np.ndarray
-    g_start: np.ndarray
-    g_end: np.ndarray
-    bounds: np.ndarray  # replayed step boundaries
+    """A replay's result: the step boundaries and per-step GPU time (what the savings read),
+    and every node's replayed times (as arrays on demand)."""
 
+    bounds: np.ndarray  # replayed step boundaries
     busy: np.ndarray  # per step: the GPU time its launches take on their busiest stream
+    times: tuple[list[int], list[int], list[int], list[int]] = field(repr=False, compare=False)
+
+    @property
+    def h_start(self) -> np.ndarray:
+        return np.asarray(self.times[0], dtype=np.int64)
+
+    @property
+    def h_end(self) -> np.ndarray:
+        return np.asarray(self.times[1], dtype=np.int64)
+
+    @property
+    def g_start(self) -> np.ndarray:
+        return np.asarray(self.times[2], dtype=np.int64)
+
+    @property
+    def g_end(self) -> np.ndarray:
+        return np.asarray(self.times[3], dtype=np.int64)
 
     @property
     def step_ns(self) -> np.ndarray:
@@ -79,19 +95,20 @@ def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
     S, E, GS, GE = c["S"][:], c["E"][:], c["GS"][:], c["GE"][:]
     prev, q, gp, gd, origin = c["prev"], c["q"], c["gp"], c["gd"], c["origin"]
     ref = _mods_lists(gr)
-    m = {k: ref[k][1] if np.array_equal(getattr(mods, k), ref[k][0]) else getattr(mods, k).tolist()
-         for k in ref}  # fmt: skip
+    same = {k: np.array_equal(getattr(mods, k), ref[k][0]) for k in ref}
+    m = {k: ref[k][1] if same[k] else getattr(mods, k).tolist() for k in ref}
     gap, qoff, hdur = m["h_gap"], m["h_qoff"], m["h_dur"]
     await_, base, tail = m["h_await"], m["h_base"], m["h_tail"]
     gl, offl, offp, offd, gdur = m["g_launch"], m["g_offl"], m["g_offp"], m["g_offd"], m["g_dur"]
-    sync = (gr.h_sync & (mods.h_await >= 0)).tolist()
+    # which calls wait for the GPU (a fix may drop some)
+    sync = c["sync"] if same["h_await"] else (gr.h_sync & (mods.h_await >= 0)).tolist()
     hs_base = n_h + n_g
     more = gr.h_await_more
     neg = -(1 << 62)
     for ev in gr.order_one if one_step else gr.order:
         if ev < n_h:
             p = prev[ev]
-            s = E[p] + gap[ev] if p >= 0 else origin[ev] + gap[ev]
+            s = (E[p] if p >= 0 else origin[ev]) + gap[ev]
             qq = q[ev]
             if qq >= 0:
                 t = E[qq] + qoff[ev]
@@ -126,19 +143,39 @@ def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
                 t = GE[a] + tail[i]
                 if t > e:
                     e = t
-                for w in more.get(i, ()):  # a device sync waits for every stream
-                    t = GE[w] + tail[i]
-                    if t > e:
-                        e = t
+                if i in more:  # a device sync waits for every stream
+                    for w in more[i]:
+                        t = GE[w] + tail[i]
+                        if t > e:
+                            e = t
                 E[i] = e
-    hs, he = np.asarray(S, dtype=np.int64), np.asarray(E, dtype=np.int64)
-    gs, ge = np.asarray(GS, dtype=np.int64), np.asarray(GE, dtype=np.int64)
-    bounds = _bounds(gr, mods, hs, he, ge)
-    n = max(len(bounds) - 1, 0)
+    bounds = _bounds(gr, mods, S, E, GE)
+    return Replayed(bounds, _busy(gr, mods, one_step, len(bounds)), (S, E, GS, GE))
+
+
+def _busy(gr: Graph, mods: Mods, one_step: bool, n_bounds: int) -> np.ndarray:
+    """Per step, the GPU time its launches take on their busiest stream. A replayed activity
+    lasts its (modified) duration, one the replay did not visit its measured one."""
+    n = max(n_bounds - 1, 0)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
     k = gr.g_key >= 0
-    per: np.ndarray = np.bincount(gr.g_key[k], weights=(ge - gs)[k], minlength=n * gr.n_streams)
-    busy = per[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1) if n else np.zeros(0)
-    return Replayed(hs, he, gs, ge, bounds, np.asarray(busy, dtype=np.int64))
+    dur = np.where(_visited_one(gr), mods.g_dur, gr.g_end - gr.g_ts) if one_step else mods.g_dur
+    per: np.ndarray = np.bincount(gr.g_key[k], weights=dur[k], minlength=n * gr.n_streams)
+    busy = per[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1)
+    return np.asarray(busy, dtype=np.int64)
+
+
+def _visited_one(gr: Graph) -> np.ndarray:
+    """bool per GPU activity: replayed in the one-step replay (``gr.order_one``), once."""
+    key = "_replay_visited_one"
+    if key not in gr.__dict__:
+        codes = np.asarray(gr.order_one, dtype=np.int64)
+        g = codes[(codes >= gr.n_h) & (codes < gr.n_h + gr.n_g)] - gr.n_h
+        seen = np.zeros(gr.n_g, dtype=bool)
+        seen[g] = True
+        gr.__dict__[key] = seen
+    return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
 def _mods_lists(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
@@ -153,7 +190,7 @@ def _mods_lists(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
     return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
-def _constants(gr: Graph) -> dict[str, list[int]]:
+def _constants(gr: Graph) -> dict[str, list[Any]]:
     """The graph's fixed arrays as Python lists (the replay loop indexes lists), once."""
     key = "_replay_lists"
     if key not in gr.__dict__:
@@ -161,17 +198,19 @@ def _constants(gr: Graph) -> dict[str, list[int]]:
             "S": gr.h_ts.tolist(), "E": gr.h_end.tolist(), "GS": gr.g_ts.tolist(),
             "GE": gr.g_end.tolist(), "prev": gr.h_prev.tolist(), "q": gr.h_q.tolist(),
             "gp": gr.g_prev.tolist(), "gd": gr.g_dep.tolist(), "origin": gr.h_origin.tolist(),
+            "sync": (gr.h_sync & (gr.h_await >= 0)).tolist(),
         }  # fmt: skip
     return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
-def _bounds(gr: Graph, mods: Mods, hs: np.ndarray, he: np.ndarray, ge: np.ndarray) -> np.ndarray:
+def _bounds(gr: Graph, mods: Mods, hs: list[int], he: list[int], ge: list[int]) -> np.ndarray:
     b = gr.bounds.copy()
     if len(b) < 2 or not len(hs):
         return b
-    a, ok = gr.anchor, gr.anchor >= 0
-    at = np.where(gr.anchor_end, he[np.clip(a, 0, None)], hs[np.clip(a, 0, None)])
-    b[ok] = at[ok] + mods.b_off[ok]
+    for x, (a, at_end, off) in enumerate(zip(gr.anchor.tolist(), gr.anchor_end.tolist(),
+                                            mods.b_off.tolist(), strict=True)):  # fmt: skip
+        if a >= 0:
+            b[x] = (he[a] if at_end else hs[a]) + off
     if gr.last_gpu >= 0:  # the last step also ends with the GPU work it launched
-        b[-1] = max(int(b[-1]), int(ge[gr.last_gpu]) + gr.last_gpu_off)
+        b[-1] = max(int(b[-1]), ge[gr.last_gpu] + gr.last_gpu_off)
     return b
