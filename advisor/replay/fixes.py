@@ -264,19 +264,25 @@ class HideComm(Fix):
 
 def comm_wait_ns(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """One-rank estimate of each collective kernel's waiting for a peer (``trace.kernels`` rows)."""
+    wait: np.ndarray = trace.memo("replay_comm_wait", lambda: _comm_wait(trace))
+    return wait[np.asarray(rows, dtype=np.int64)]
+
+
+def _comm_wait(trace: Trace) -> np.ndarray:
+    """:func:`comm_wait_ns` of every kernel (0 for those not collectives), once per trace."""
     from advisor.derive.peerwait import single_rank_transfer_ns
 
     k = trace.kernels
     comm = k["is_comm"].to_numpy(dtype=bool)
     ci = np.flatnonzero(comm)
+    wait = np.zeros(len(k), dtype=np.int64)
     if not len(ci):
-        return np.zeros(len(rows), dtype=np.int64)
+        return wait
     d = k["dur_ns"].to_numpy(np.int64)[ci]
     tr = single_rank_transfer_ns(k["name"].astype(str).to_numpy()[ci],
                                  np.asarray(k["stream"].to_numpy()[ci]), d)  # fmt: skip
-    wait = np.zeros(len(k), dtype=np.int64)
     wait[ci] = d - tr
-    return wait[np.asarray(rows, dtype=np.int64)]
+    return wait
 
 
 @dataclass

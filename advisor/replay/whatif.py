@@ -73,9 +73,15 @@ def replayable(trace: Trace) -> bool:
 
 def replay_with(trace: Trace, fix: Fix, level: Level = "mid", one_step: bool = False) -> Replayed:
     gr = graph(trace)
+    return replay(gr, _applied(trace, fix, level), one_step)
+
+
+def _applied(trace: Trace, fix: Fix, level: Level) -> Mods:
+    """The unchanged replay's :class:`Mods` with ``fix`` applied at ``level``."""
+    gr = graph(trace)
     mods = Mods.of(gr)
     fix.apply(trace, gr, mods, level)
-    return replay(gr, mods, one_step)
+    return mods
 
 
 def _base_one(trace: Trace) -> Replayed:
@@ -87,9 +93,17 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
     """The saving of ``fix`` on the steady steps of ``trace`` (see the module doc)."""
     if not replayable(trace):
         return Saving(0.0, 0.0, 0.0, (), 0.0, 0.0, fix, replayed=False)
-    chosen = graph(trace).chosen
+    gr = graph(trace)
+    chosen = gr.chosen
     before = base(trace).step_ns.astype(float)[chosen]
     out: dict[str, tuple[float, np.ndarray, float]] = {}
+    applied: dict[str, Mods] = {}  # the fix applied at each level, once (a replay only reads it)
+
+    def mods(level: Level) -> Mods:
+        if level not in applied:
+            applied[level] = _applied(trace, fix, level)
+        return applied[level]
+
     one_mid: list[float] = []
     for level in ("mid", "low", "high") if fix.uncertain else ("mid",):
         if level != "mid":
@@ -100,20 +114,16 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
                 continue
             # the range ends: the step closest to the median only, scaled to the estimate's
             # median (the range is about the effect, not about which step)
-            k = graph(trace).one_step
+            k = gr.one_step
             b1 = float(_base_one(trace).step_ns[k])
-            a1 = float(replay_with(trace, fix, level, True).step_ns[k])  # type: ignore[arg-type]
-            m1 = (
-                float(replay_with(trace, fix, "mid", True).step_ns[k])
-                if not one_mid
-                else one_mid[0]
-            )
+            a1 = float(replay(gr, mods(level), True).step_ns[k])  # type: ignore[arg-type]
+            m1 = float(replay(gr, mods("mid"), True).step_ns[k]) if not one_mid else one_mid[0]
             one_mid[:] = [m1]
             saved1, mid1 = max(b1 - a1, 0.0) / 1e6, max(b1 - m1, 0.0) / 1e6
             ms = out["mid"][0] * saved1 / mid1 if mid1 > 0 else saved1
             out[level] = (ms, out["mid"][1], out["mid"][2])
             continue
-        after = replay_with(trace, fix, level).step_ns.astype(float)[chosen]  # type: ignore[arg-type]
+        after = replay(gr, mods(level)).step_ns.astype(float)[chosen]  # type: ignore[arg-type]
         per = np.maximum(before - after, 0.0) / 1e6
         out[level] = (float(np.median(per)), per, float(np.median(after)) / 1e6)
     mid, per, rep = out["mid"]
