@@ -48,6 +48,20 @@ def _where(locator: Locator | None, op_idx: int) -> str | None:
     return f"{loc.file}:{loc.line}" if loc is not None else None
 
 
+def _op_names(trace: Trace) -> np.ndarray:
+    """cpu_ops names as strings, once per trace (both tables read them)."""
+    return trace.memo("toptables.op_names", lambda: trace.cpu_ops["name"].astype(str).to_numpy())  # type: ignore[no-any-return]
+
+
+def _starts_with(names: pd.Series, prefix: str) -> np.ndarray:
+    """bool per row: the name starts with ``prefix`` (tested once per distinct name)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cat = names.array
+        hit = np.array([str(c).startswith(prefix) for c in cat.categories] + [False], dtype=bool)
+        return hit[np.asarray(cat.codes)]  # type: ignore[no-any-return]
+    return names.astype(str).str.startswith(prefix).to_numpy(dtype=bool)
+
+
 def kernel_ops(trace: Trace, kernels: pd.DataFrame) -> np.ndarray:
     """cpu_ops row of the innermost op around each kernel's launch call (-1: unknown)."""
     if not len(kernels) or not len(trace.runtime) or "launch_idx" not in kernels:
@@ -78,7 +92,7 @@ def top_kernels(
         launched = df.loc[(df["name"] == name).to_numpy() & (df["op"] >= 0).to_numpy(), "op"]
         op_name, src = None, None
         if len(launched) and len(ops):
-            names = ops["name"].astype(str).to_numpy()[launched.to_numpy()]
+            names = _op_names(trace)[launched.to_numpy()]
             vals, counts = np.unique(names, return_counts=True)
             op_name = str(vals[int(np.argmax(counts))])
             first = int(launched.to_numpy()[names == op_name][0])
@@ -94,8 +108,8 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
     ops = trace.cpu_ops
     if not len(ops):
         return []
-    names = ops["name"].astype(str)
-    real = ~names.str.startswith("ProfilerStep#").to_numpy()  # legacy traces: steps are ops
+    names = _op_names(trace)
+    real = ~_starts_with(ops["name"], "ProfilerStep#")  # legacy traces: steps are ops
     rows_in = np.flatnonzero((ops["step"].to_numpy() >= 0) & real)
     if not len(rows_in):
         rows_in = np.flatnonzero(real)
@@ -105,7 +119,7 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
         kop = kernel_ops(trace, k)
         has = kop >= 0
         np.add.at(gpu, kop[has], k["dur_ns"].to_numpy(dtype=np.int64)[has])
-    df = pd.DataFrame({"name": names.to_numpy()[rows_in],
+    df = pd.DataFrame({"name": names[rows_in],
                        "dur": ops["dur_ns"].to_numpy(dtype=np.int64)[rows_in],
                        "self": op_self_ns(ops)[rows_in], "gpu": gpu[rows_in],
                        "row": rows_in})  # fmt: skip
