@@ -117,8 +117,15 @@ class Locator:
         return loc
 
     def for_ops(self, op_rows: Iterable[int]) -> list[Location | None]:
-        """:meth:`for_op` for many cpu_ops rows."""
-        return [self.for_op(int(i)) for i in op_rows]
+        """:meth:`for_op` for many cpu_ops rows (each distinct row looked up once)."""
+        found: dict[int, Location | None] = {}
+        out: list[Location | None] = []
+        for i in op_rows:
+            i = int(i)
+            if i not in found:
+                found[i] = self.for_op(i)
+            out.append(found[i])
+        return out
 
     def _frames_at(self, tid: int, ts_ns: int) -> list[tuple[str, int, str, str]]:
         """Python frames enclosing ``ts_ns`` on ``tid``, innermost first (at most 24), each as

@@ -174,7 +174,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if max(fields["est_savings_ms"], rng[1] if rng else 0.0) < ctx.t("device_copies.min_ms"):
         return []
     mc = act[act["kind"] == "memcpy"]
-    locations = aggregate(ctx.locator.for_op(int(i)) for i in act["op"] if i >= 0)
+    locations = aggregate(ctx.locator.for_ops(i for i in act["op"].tolist() if i >= 0))
     where = f" in {top['context']}" if top["context"] and top["context"] != top["copy_op"] else ""
     return [Draft(
         id=ID, title=TITLE,
