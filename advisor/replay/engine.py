@@ -14,6 +14,7 @@ pass; the step times are read off the replayed positions of the step boundaries'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,23 +62,26 @@ class Replayed:
 
     bounds: np.ndarray  # replayed step boundaries
     busy: np.ndarray  # per step: the GPU time its launches take on their busiest stream
-    times: tuple[list[int], list[int], list[int], list[int]] = field(repr=False, compare=False)
+    # every node's times (host starts and ends, GPU starts and ends), made on demand
+    nodes: Callable[[], tuple[list[int], list[int], list[int], list[int]]] = field(
+        repr=False, compare=False
+    )
 
     @property
     def h_start(self) -> np.ndarray:
-        return np.asarray(self.times[0], dtype=np.int64)
+        return np.asarray(self.nodes()[0], dtype=np.int64)
 
     @property
     def h_end(self) -> np.ndarray:
-        return np.asarray(self.times[1], dtype=np.int64)
+        return np.asarray(self.nodes()[1], dtype=np.int64)
 
     @property
     def g_start(self) -> np.ndarray:
-        return np.asarray(self.times[2], dtype=np.int64)
+        return np.asarray(self.nodes()[2], dtype=np.int64)
 
     @property
     def g_end(self) -> np.ndarray:
-        return np.asarray(self.times[3], dtype=np.int64)
+        return np.asarray(self.nodes()[3], dtype=np.int64)
 
     @property
     def step_ns(self) -> np.ndarray:
@@ -150,7 +154,85 @@ def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
                             e = t
                 E[i] = e
     bounds = _bounds(gr, mods, S, E, GE)
-    return Replayed(bounds, _busy(gr, mods, one_step, len(bounds)), (S, E, GS, GE))
+    return Replayed(bounds, _busy(gr, mods, one_step, len(bounds)), lambda: (S, E, GS, GE))
+
+
+def one_step_of(gr: Graph, mods: Mods, full: Replayed) -> Replayed:
+    """``replay(gr, mods, one_step=True)``, read off ``full`` (``replay(gr, mods)``) when the
+    one step's events read no time that only the full replay changes (the steps replayed
+    before it are not its neighbours, and ``mods`` adds no edge): both replays then compute
+    the same times for its events, and the other nodes keep their measured times."""
+    if not _one_step_apart(gr) or not _no_new_edges(gr, mods):
+        return replay(gr, mods, True)
+    S, E, GS, GE = full.nodes()
+    vis_h, vis_g = _visited_host_one(gr), _visited_one(gr)
+    c = _constants(gr)
+    hs, he = _Either(vis_h, S, c["S"]), _Either(vis_h, E, c["E"])
+    gs, ge = _Either(vis_g, GS, c["GS"]), _Either(vis_g, GE, c["GE"])
+    bounds = _bounds(gr, mods, hs, he, ge)  # type: ignore[arg-type]
+    return Replayed(bounds, _busy(gr, mods, True, len(bounds)),
+                    lambda: (hs.merged(), he.merged(), gs.merged(), ge.merged()))  # fmt: skip
+
+
+class _Either:
+    """Node times: the replayed ones where ``pick`` is set, else the measured ones."""
+
+    def __init__(self, pick: np.ndarray, replayed: list[int], measured: list[int]) -> None:
+        self.pick, self.replayed, self.measured = pick, replayed, measured
+
+    def __getitem__(self, i: int) -> int:
+        return self.replayed[i] if self.pick[i] else self.measured[i]
+
+    def __len__(self) -> int:
+        return len(self.measured)
+
+    def merged(self) -> list[int]:
+        out = self.measured[:]
+        for i in np.flatnonzero(self.pick).tolist():
+            out[i] = self.replayed[i]
+        return out
+
+
+def _no_new_edges(gr: Graph, mods: Mods) -> bool:
+    """``mods`` keeps or drops the graph's launch and sync edges, adds none."""
+    return bool(((mods.g_launch == gr.g_launch) | (mods.g_launch < 0)).all()
+                and ((mods.h_await == gr.h_await) | (mods.h_await < 0)).all())  # fmt: skip
+
+
+def _one_step_apart(gr: Graph) -> bool:
+    """No event of the one-step replay reads a node that the full replay visits and the
+    one-step replay does not (checked once per graph, on every edge it has)."""
+    key = "_replay_one_apart"
+    if key not in gr.__dict__:
+        codes = np.asarray(gr.order, dtype=np.int64)
+        n_h, n_g = gr.n_h, gr.n_g
+        full_h = np.zeros(n_h + 1, dtype=bool)  # (a last False: reads of -1)
+        full_g = np.zeros(n_g + 1, dtype=bool)
+        full_h[codes[codes < n_h]] = True
+        full_g[codes[(codes >= n_h) & (codes < n_h + n_g)] - n_h] = True
+        only_h = full_h & ~np.r_[_visited_host_one(gr), False]
+        only_g = full_g & ~np.r_[_visited_one(gr), False]
+        h, g = np.flatnonzero(_visited_host_one(gr)), np.flatnonzero(_visited_one(gr))
+        more = [w for i in h.tolist() for w in gr.h_await_more.get(i, ())]
+        gr.__dict__[key] = not (
+            only_h[gr.h_prev[h]].any() or only_h[gr.h_q[h]].any()
+            or only_g[gr.h_await[h]].any() or only_g[np.asarray(more, dtype=np.int64)].any()
+            or only_h[gr.g_launch[g]].any() or only_g[gr.g_prev[g]].any()
+            or only_g[gr.g_dep[g]].any()
+        )  # fmt: skip
+    return gr.__dict__[key]  # type: ignore[no-any-return]
+
+
+def _visited_host_one(gr: Graph) -> np.ndarray:
+    """bool per host call: replayed in the one-step replay (``gr.order_one``), once."""
+    key = "_replay_visited_host_one"
+    if key not in gr.__dict__:
+        codes = np.asarray(gr.order_one, dtype=np.int64)
+        seen = np.zeros(gr.n_h, dtype=bool)
+        seen[codes[codes < gr.n_h]] = True
+        seen[codes[codes >= gr.n_h + gr.n_g] - gr.n_h - gr.n_g] = True
+        gr.__dict__[key] = seen
+    return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
 def _busy(gr: Graph, mods: Mods, one_step: bool, n_bounds: int) -> np.ndarray:

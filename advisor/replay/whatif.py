@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from advisor.findings import Draft, Finding
-from advisor.replay.engine import Mods, Replayed, replay
+from advisor.replay.engine import Mods, Replayed, one_step_of, replay
 from advisor.replay.fixes import Combined, Fix, Level
 from advisor.replay.model import graph
 from advisor.trace.model import Trace
@@ -86,7 +86,7 @@ def _applied(trace: Trace, fix: Fix, level: Level) -> Mods:
 
 def _base_one(trace: Trace) -> Replayed:
     gr = graph(trace)
-    return trace.memo("replay_base_one", lambda: replay(gr, Mods.of(gr), True))  # type: ignore[no-any-return]
+    return trace.memo("replay_base_one", lambda: one_step_of(gr, Mods.of(gr), base(trace)))  # type: ignore[no-any-return]
 
 
 def whatif(trace: Trace, fix: Fix) -> Saving:
@@ -105,6 +105,7 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
         return applied[level]
 
     one_mid: list[float] = []
+    full_mid: list[Replayed] = []  # the estimate's full replay (its one step is read off it)
     for level in ("mid", "low", "high") if fix.uncertain else ("mid",):
         if level != "mid":
             if out["mid"][0] <= 0:
@@ -117,13 +118,18 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
             k = gr.one_step
             b1 = float(_base_one(trace).step_ns[k])
             a1 = float(replay(gr, mods(level), True).step_ns[k])  # type: ignore[arg-type]
-            m1 = float(replay(gr, mods("mid"), True).step_ns[k]) if not one_mid else one_mid[0]
+            m1 = (
+                float(one_step_of(gr, mods("mid"), full_mid[0]).step_ns[k])
+                if not one_mid
+                else one_mid[0]
+            )
             one_mid[:] = [m1]
             saved1, mid1 = max(b1 - a1, 0.0) / 1e6, max(b1 - m1, 0.0) / 1e6
             ms = out["mid"][0] * saved1 / mid1 if mid1 > 0 else saved1
             out[level] = (ms, out["mid"][1], out["mid"][2])
             continue
-        after = replay(gr, mods(level)).step_ns.astype(float)[chosen]  # type: ignore[arg-type]
+        full_mid[:] = [replay(gr, mods(level))]  # type: ignore[arg-type]
+        after = full_mid[0].step_ns.astype(float)[chosen]
         per = np.maximum(before - after, 0.0) / 1e6
         out[level] = (float(np.median(per)), per, float(np.median(after)) / 1e6)
     mid, per, rep = out["mid"]
