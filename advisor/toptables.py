@@ -88,8 +88,11 @@ def top_kernels(
     g = df.groupby("name", sort=False)["dur"].agg(["sum", "count", "mean"])
     g = g.sort_values(["sum", "count"], ascending=False).head(top)
     rows = []
+    codes, uniq = pd.factorize(df["name"].to_numpy())  # a kernel's rows by code, not by string
+    code_of = {u: i for i, u in enumerate(uniq.tolist())}
+    has_op = (df["op"] >= 0).to_numpy()
     for name, r in g.iterrows():
-        launched = df.loc[(df["name"] == name).to_numpy() & (df["op"] >= 0).to_numpy(), "op"]
+        launched = df.loc[(codes == code_of[name]) & has_op, "op"]
         op_name, src = None, None
         if len(launched) and len(ops):
             names = _op_names(trace)[launched.to_numpy()]
