@@ -99,13 +99,12 @@ def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
     S, E, GS, GE = c["S"][:], c["E"][:], c["GS"][:], c["GE"][:]
     prev, q, gp, gd, origin = c["prev"], c["q"], c["gp"], c["gd"], c["origin"]
     ref = _mods_lists(gr)
-    same = {k: np.array_equal(getattr(mods, k), ref[k][0]) for k in ref}
-    m = {k: ref[k][1] if same[k] else getattr(mods, k).tolist() for k in ref}
+    m = {k: _as_list(getattr(mods, k), *ref[k]) for k in ref}
     gap, qoff, hdur = m["h_gap"], m["h_qoff"], m["h_dur"]
     await_, base, tail = m["h_await"], m["h_base"], m["h_tail"]
     gl, offl, offp, offd, gdur = m["g_launch"], m["g_offl"], m["g_offp"], m["g_offd"], m["g_dur"]
     # which calls wait for the GPU (a fix may drop some)
-    sync = c["sync"] if same["h_await"] else (gr.h_sync & (mods.h_await >= 0)).tolist()
+    sync = c["sync"] if await_ is ref["h_await"][1] else (gr.h_sync & (mods.h_await >= 0)).tolist()
     hs_base = n_h + n_g
     more = gr.h_await_more
     neg = -(1 << 62)
@@ -241,11 +240,22 @@ def _busy(gr: Graph, mods: Mods, one_step: bool, n_bounds: int) -> np.ndarray:
     n = max(n_bounds - 1, 0)
     if not n:
         return np.zeros(0, dtype=np.int64)
-    k = gr.g_key >= 0
-    dur = np.where(_visited_one(gr), mods.g_dur, gr.g_end - gr.g_ts) if one_step else mods.g_dur
-    per: np.ndarray = np.bincount(gr.g_key[k], weights=dur[k], minlength=n * gr.n_streams)
+    keyed, key_of = _keyed(gr)
+    dur = mods.g_dur[keyed]
+    if one_step:  # activities the one-step replay does not visit keep their measured time
+        dur = np.where(_visited_one(gr)[keyed], dur, (gr.g_end - gr.g_ts)[keyed])
+    per: np.ndarray = np.bincount(key_of, weights=dur, minlength=n * gr.n_streams)
     busy = per[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1)
     return np.asarray(busy, dtype=np.int64)
+
+
+def _keyed(gr: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """The activities launched in a replayed step (``g_key >= 0``) and their keys, once."""
+    key = "_replay_keyed"
+    if key not in gr.__dict__:
+        keyed = np.flatnonzero(gr.g_key >= 0)
+        gr.__dict__[key] = (keyed, gr.g_key[keyed])
+    return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
 def _visited_one(gr: Graph) -> np.ndarray:
@@ -258,6 +268,20 @@ def _visited_one(gr: Graph) -> np.ndarray:
         seen[g] = True
         gr.__dict__[key] = seen
     return gr.__dict__[key]  # type: ignore[no-any-return]
+
+
+def _as_list(a: np.ndarray, ref: np.ndarray, ref_list: list[int]) -> list[int]:
+    """``a`` as a list: the unchanged replay's own list when equal to it, else that list with
+    the changed entries replaced (or a new list, when most entries changed)."""
+    idx = np.flatnonzero(a != ref)
+    if not len(idx):
+        return ref_list
+    if 4 * len(idx) > len(ref_list):
+        return a.tolist()  # type: ignore[no-any-return]
+    out = ref_list[:]
+    for i, v in zip(idx.tolist(), a[idx].tolist(), strict=True):
+        out[i] = v
+    return out
 
 
 def _mods_lists(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
