@@ -53,6 +53,19 @@ def _op_names(trace: Trace) -> np.ndarray:
     return trace.memo("toptables.op_names", lambda: trace.cpu_ops["name"].astype(str).to_numpy())  # type: ignore[no-any-return]
 
 
+def _name_keys(names: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """An integer per row, equal for rows whose names are equal as strings (``astype(str)``),
+    and the string of each integer: grouping by it groups as by the names, without hashing
+    every row's string."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cat = names.array
+        strs = [str(c) for c in cat.categories] + ["nan"]  # code -1 (missing): "nan"
+        of_cat, uniq = pd.factorize(np.array(strs, dtype=object))
+        return of_cat[np.asarray(cat.codes)], [str(u) for u in uniq]
+    codes, uniq = pd.factorize(names.astype(str).to_numpy())
+    return codes, [str(u) for u in uniq]
+
+
 def _starts_with(names: pd.Series, prefix: str) -> np.ndarray:
     """bool per row: the name starts with ``prefix`` (tested once per distinct name)."""
     if isinstance(names.dtype, pd.CategoricalDtype):
@@ -81,18 +94,17 @@ def top_kernels(
     if not len(k):
         return []
     ops = trace.cpu_ops
-    df = pd.DataFrame({"name": k["name"].astype(str).to_numpy(),
-                       "dur": k["dur_ns"].to_numpy(dtype=np.int64),
+    key, label = _name_keys(k["name"])
+    df = pd.DataFrame({"name": key, "dur": k["dur_ns"].to_numpy(dtype=np.int64),
                        "op": kernel_ops(trace, k)})  # fmt: skip
     total = float(df["dur"].sum())
     g = df.groupby("name", sort=False)["dur"].agg(["sum", "count", "mean"])
     g = g.sort_values(["sum", "count"], ascending=False).head(top)
     rows = []
-    codes, uniq = pd.factorize(df["name"].to_numpy())  # a kernel's rows by code, not by string
-    code_of = {u: i for i, u in enumerate(uniq.tolist())}
     has_op = (df["op"] >= 0).to_numpy()
-    for name, r in g.iterrows():
-        launched = df.loc[(codes == code_of[name]) & has_op, "op"]
+    for code, r in g.iterrows():
+        name = label[int(code)]  # type: ignore[call-overload]
+        launched = df.loc[(key == code) & has_op, "op"]
         op_name, src = None, None
         if len(launched) and len(ops):
             names = _op_names(trace)[launched.to_numpy()]
@@ -111,7 +123,6 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
     ops = trace.cpu_ops
     if not len(ops):
         return []
-    names = _op_names(trace)
     real = ~_starts_with(ops["name"], "ProfilerStep#")  # legacy traces: steps are ops
     rows_in = np.flatnonzero((ops["step"].to_numpy() >= 0) & real)
     if not len(rows_in):
@@ -122,7 +133,8 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
         kop = kernel_ops(trace, k)
         has = kop >= 0
         np.add.at(gpu, kop[has], k["dur_ns"].to_numpy(dtype=np.int64)[has])
-    df = pd.DataFrame({"name": names[rows_in],
+    key, label = _name_keys(ops["name"])
+    df = pd.DataFrame({"name": key[rows_in],
                        "dur": ops["dur_ns"].to_numpy(dtype=np.int64)[rows_in],
                        "self": op_self_ns(ops)[rows_in], "gpu": gpu[rows_in],
                        "row": rows_in})  # fmt: skip
@@ -133,7 +145,7 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
     st = trace.steps
     wall = float(st["dur_ns"].sum()) if len(st) else float(df["dur"].max() if len(df) else 0)
     return [
-        {"name": str(n), "count": int(r["count"]), "total_ms": _ms(r["total"]),
+        {"name": label[int(n)], "count": int(r["count"]), "total_ms": _ms(r["total"]),
          "self_ms": _ms(r["self_ns"]), "mean_us": round(float(r["mean"]) / 1e3, 3),
          "share_pct": min(_pct(float(r["total"]), wall), 100.0),
          "gpu_ms": _ms(r["gpu"]) if len(k) else None, "source": _where(locator, int(r["row"]))}
