@@ -144,7 +144,7 @@ class ShrinkHost(Fix):
         groups = [(None, np.ones(len(st), bool))] if tids is None else \
             [(t, tids == t) for t in np.unique(tids)]  # fmt: skip
         prev_end = np.where(gr.h_prev >= 0, gr.h_end[np.clip(gr.h_prev, 0, None)], gr.h_origin)
-        plan = []
+        plan: list[tuple[np.ndarray, ...]] = []
         for t, m in groups:
             us, ue = union(st[m], en[m])
             on = (~gr.h_fixed) & (True if t is None else gr.h_traw == t)
