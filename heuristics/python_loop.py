@@ -41,7 +41,7 @@ from advisor.replay.fixes import ShrinkHost
 from advisor.thresholds import register
 from advisor.timeline import main_busy
 from advisor.trace.model import Trace
-from heuristics._ops import BACKWARD_RE, in_backward, op_names
+from heuristics._ops import BACKWARD_RE, in_backward, name_in, op_names
 from heuristics._per_step import ms, n_steps
 
 ID = "python-loop"
@@ -80,7 +80,7 @@ RECOMMENDATION = (
 def _scalar_math(trace: Trace, names: np.ndarray) -> np.ndarray:
     ops = trace.cpu_ops
     out = np.zeros(len(ops), dtype=bool)
-    cand = np.flatnonzero(np.isin(names, list(SCALAR_MATH)))
+    cand = np.flatnonzero(name_in(ops["name"], SCALAR_MATH))
     dims = ops["input_dims"].to_numpy()
     types = ops["input_types"].to_numpy()
     for r in cand:
