@@ -59,6 +59,7 @@ from advisor.timeline import Intervals, busy_by_device, main_device, union
 from advisor.trace.model import Trace
 from heuristics._allocator import allocator_spans, without_allocator
 from heuristics._launch import launching_calls
+from heuristics._ops import name_flags
 from heuristics._per_step import fmt_ms, n_steps
 
 ID = "host-overhead"
@@ -161,7 +162,7 @@ def excess_idle_ns(trace: Trace, ctx: Context) -> int:
 def _framework_ns(trace: Trace) -> int:
     """Host time inside the steps in outermost aten operators, CUDA runtime calls excluded."""
     ops = trace.cpu_ops
-    is_aten = ops["name"].astype(str).str.startswith("aten::").to_numpy()
+    is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
     s, e = _clip(*union(ops["ts_ns"].to_numpy()[is_aten], ops["end_ns"].to_numpy()[is_aten]),
                  trace)  # fmt: skip
     rt = trace.runtime
@@ -175,7 +176,7 @@ def _framework_ns(trace: Trace) -> int:
 def _outer_aten(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Starts, ends and threads of the outermost aten operators (no aten parent)."""
     ops = trace.cpu_ops
-    is_aten = ops["name"].astype(str).str.startswith("aten::").to_numpy()
+    is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
     par = ops["parent_idx"].to_numpy()
     outer = is_aten & ~np.where(par >= 0, is_aten[np.clip(par, 0, None)], False)
     if not trace.meta.synthetic_steps:
