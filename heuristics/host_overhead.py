@@ -221,7 +221,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                   f"step is {fmt_ms(rep.ms)} shorter." if rep.replayed else ".")
                + (f" {causes}" if causes else ""))  # fmt: skip
     rows = trace.cpu_ops.index[trace.cpu_ops["name"].isin(list(top["name"]))][:300]
-    locs = aggregate(ctx.locator.for_op(int(i)) for i in rows)
+    locs = aggregate(ctx.locator.for_ops(rows))
     return [Draft(
         id=ID, title=TITLE, **fields,
         confidence="medium" if ratio >= 2 * ctx.t("host_overhead.min_ratio") else "low",
