@@ -41,7 +41,7 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 
-from ._ops import chain_match, gpu_rows_from, inherit, kernel_op, op_names
+from ._ops import chain_match, gpu_rows_from, inherit, kernel_op, name_in, op_names
 from ._per_step import ms, n_steps
 
 ID = "cat-in-loop"
@@ -140,7 +140,7 @@ def _call_costs(trace: Trace, rows: np.ndarray, is_cat: np.ndarray) -> dict[int,
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ops = trace.cpu_ops
     names = op_names(trace)
-    is_cat = np.isin(names, list(CAT_OPS))
+    is_cat = name_in(ops["name"], CAT_OPS)
     parent = ops["parent_idx"].to_numpy()
     nested = np.where(parent >= 0, is_cat[np.clip(parent, 0, None)], False)
     rows = np.flatnonzero(is_cat & ~nested)

@@ -40,7 +40,7 @@ from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 
 from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE, tensor_cores
-from ._ops import ancestor_match, gpu_rows_from, runtime_op
+from ._ops import ancestor_match, gpu_rows_from, name_in, runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "channels-last"
@@ -99,7 +99,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             return [_measured(trace, ctx, lk, conv_ms_, conv_ms, attributed)]
     if ctx.run_get("modules", "channels_last", default=None) is not False or conv_ms <= 0:
         return []
-    conv_ops = np.flatnonzero(trace.cpu_ops["name"].astype(str).isin(list(CONV_FWD)))
+    conv_ops = np.flatnonzero(name_in(trace.cpu_ops["name"], CONV_FWD))
     if not _half_convs(trace, ctx, conv_ops):
         return []
     gain = ctx.t("channels_last.run_only_gain_pct") / 100.0

@@ -119,7 +119,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     top = [str(n) for n in g.index[:3]]
     rt = trace.runtime
     ops = rt["op_idx"].to_numpy()[k["launch_idx"].to_numpy()] if len(rt) and len(k) else []
-    locations = aggregate(ctx.locator.for_op(int(i)) for i in ops if i >= 0)
+    locations = aggregate(
+        ctx.locator.for_ops(i for i in np.asarray(ops, np.int64).tolist() if i >= 0)
+    )
     names = ", ".join(f"{n} ({g.loc[n, 'exposed'] / 1e6 / steps:.2f} ms)" for n in top)
     return [Draft(
         id=ID,

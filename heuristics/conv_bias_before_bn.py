@@ -41,7 +41,7 @@ from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 
 from ._matmul import CONV_FWD_WITH_BIAS
-from ._ops import arg_dims, gpu_rows_from, inherit, runtime_op
+from ._ops import arg_dims, gpu_rows_from, inherit, name_in, op_names, runtime_op
 from ._per_step import ms, n_steps, per_step_words
 
 ID = "conv-bias-before-bn"
@@ -73,9 +73,9 @@ def _pairs(trace: Trace) -> pd.DataFrame:
     ops = trace.cpu_ops
     if not len(ops):
         return pd.DataFrame(columns=cols)
-    names = ops["name"].astype(str).to_numpy()
+    names = op_names(trace)
     parent = ops["parent_idx"].to_numpy()
-    is_conv = np.isin(names, list(CONV_FWD_WITH_BIAS))
+    is_conv = name_in(ops["name"], CONV_FWD_WITH_BIAS)
     roots = np.flatnonzero(is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)],
                                                 False))  # fmt: skip
     if not len(roots):

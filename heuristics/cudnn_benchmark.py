@@ -38,7 +38,7 @@ from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 
 from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE
-from ._ops import ancestor_match, gpu_rows_from
+from ._ops import ancestor_match, gpu_rows_from, name_in
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "cudnn-benchmark"
@@ -70,9 +70,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if flag is not False or ctx.run_get("backends", "cudnn_deterministic") is True:
         return []
     ops = trace.cpu_ops
-    names = ops["name"].astype(str).to_numpy()
     parent = ops["parent_idx"].to_numpy()
-    is_conv = np.isin(names, list(CONV_FWD))
+    is_conv = name_in(ops["name"], CONV_FWD)
     roots = np.flatnonzero(is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)],
                                                 False))  # fmt: skip
     roots = roots[ops["step"].to_numpy()[roots] >= 0] if not trace.meta.synthetic_steps else roots

@@ -43,7 +43,7 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 
-from ._ops import gpu_rows_from, inherit, op_names
+from ._ops import gpu_rows_from, inherit, name_in, op_names
 from ._per_step import ms, n_steps
 
 ID = "data-parallel"
@@ -110,9 +110,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if not len(trace.cpu_ops) and not flagged:
         raise Skip("no CPU operator events in this trace and no run.json module facts")
     names = op_names(trace) if len(trace.cpu_ops) else np.zeros(0, dtype=object)
-    fwd = np.isin(names, FORWARD)
-    bwd = np.isin(names, BACKWARD) | np.isin(
-        names, [f"autograd::engine::evaluate_function: {b}" for b in BACKWARD]
+    col = trace.cpu_ops["name"] if len(trace.cpu_ops) else names
+    fwd = name_in(col, FORWARD)
+    bwd = name_in(
+        col, [*BACKWARD, *(f"autograd::engine::evaluate_function: {b}" for b in BACKWARD)]
     )
     kinds = set(names[fwd].tolist())
     frames = _dp_frames(trace)
@@ -170,7 +171,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             evidence.append(Evidence(what, int(m.sum()), ms(dur[m].sum()),
                                      trace.to_trace_us(first)))  # fmt: skip
     if bwd.any():
-        own = np.isin(names, BACKWARD)
+        own = name_in(col, BACKWARD)
         under = inherit(trace, own)
         b = ops[own & ~np.where(parent >= 0, under[np.clip(parent, 0, None)], False)]
         evidence.append(Evidence("gradient reduction onto GPU 0 in backward (not counted)",

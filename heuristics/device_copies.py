@@ -142,14 +142,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     opn = op_names(trace)
     label: dict[int, tuple[str, str, str]] = {}  # op row -> (cause, copy op, context op)
     copy_rows: set[int] = set()  # the copy ops (clone over its copy_), for their host time
+    by_chain: dict[tuple[str, ...], tuple[int, tuple[str, str, str]]] = {}  # per name chain
     for i in np.unique(op[op >= 0]).tolist():
         rows = op_chain(trace, i)
-        chain = [str(opn[j]) for j in rows]
-        at = next((j for j, n in enumerate(chain) if n in _COPY_OPS), 0)
-        at = next((j for j, n in enumerate(chain) if n in _COPY_OPS[1:]), at)
-        copy_rows.add(int(rows[at]))
-        context = next((n for n in reversed(chain) if n not in _COPY_OPS), chain[-1])
-        label[i] = (_cause(chain), chain[at], context)
+        chain = tuple(str(opn[j]) for j in rows)
+        got = by_chain.get(chain)
+        if got is None:
+            at = next((j for j, n in enumerate(chain) if n in _COPY_OPS), 0)
+            at = next((j for j, n in enumerate(chain) if n in _COPY_OPS[1:]), at)
+            context = next((n for n in reversed(chain) if n not in _COPY_OPS), chain[-1])
+            got = by_chain[chain] = (at, (_cause(list(chain)), chain[at], context))
+        copy_rows.add(int(rows[got[0]]))
+        label[i] = got[1]
     none = ("copy", "(no launching op)", "")
     lab = [label.get(int(i), none) for i in op]
     act = act.assign(op=op, cause=[x[0] for x in lab], copy_op=[x[1] for x in lab],
@@ -175,7 +179,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if max(fields["est_savings_ms"], rng[1] if rng else 0.0) < ctx.t("device_copies.min_ms"):
         return []
     mc = act[act["kind"] == "memcpy"]
-    locations = aggregate(ctx.locator.for_op(int(i)) for i in act["op"] if i >= 0)
+    locations = aggregate(ctx.locator.for_ops(i for i in act["op"].tolist() if i >= 0))
     where = f" in {top['context']}" if top["context"] and top["context"] != top["copy_op"] else ""
     return [Draft(
         id=ID, title=TITLE,

@@ -129,9 +129,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             example_ts_us=trace.to_trace_us(int(sel["ts_ns"].iat[0])),
         ))  # fmt: skip
     locs: list[Location | None] = []
-    for o, n in fp["op"].value_counts().items():
-        if int(o) >= 0:
-            locs.extend([ctx.locator.for_op(int(o))] * int(n))
+    counts = [(int(o), int(n)) for o, n in fp["op"].value_counts().items() if int(o) >= 0]
+    for (_, n), loc in zip(counts, ctx.locator.for_ops(o for o, _ in counts), strict=True):
+        locs.extend([loc] * n)
     has_types = bool(fp["op"].ge(0).any())
     conf: Confidence = (
         "high" if has_types and not inferred else ("medium" if not inferred else "low")

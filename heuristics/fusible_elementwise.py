@@ -216,7 +216,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                                  trace.to_trace_us(first)))  # fmt: skip
     kop = kernel_op(trace)
     firsts = [int(kop[c[0]]) for cs in kept.values() for c in cs[:20]]
-    locs = aggregate(ctx.locator.for_op(int(r)) for r in firsts if r >= 0)
+    locs = aggregate(ctx.locator.for_ops(int(r) for r in firsts if r >= 0))
     all_k = np.concatenate([c for cs in kept.values() for c in cs])
     compiled = inherit(trace, name_mask(trace.cpu_ops["name"], COMPILED)) if len(trace.cpu_ops) \
         else np.zeros(0, dtype=bool)  # fmt: skip

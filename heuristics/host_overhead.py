@@ -45,6 +45,8 @@ re-profile with a current torch to confirm.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -58,6 +60,7 @@ from advisor.trace.model import Trace
 
 from ._allocator import allocator_spans, without_allocator
 from ._launch import launching_calls
+from ._ops import name_flags
 from ._per_step import fmt_ms, n_steps
 
 ID = "host-overhead"
@@ -82,23 +85,32 @@ TYPICAL_US = {
 def op_costs(trace: Trace, min_calls: float) -> pd.DataFrame:
     """Per operator of ``TYPICAL_US`` with at least ``min_calls`` calls inside the steps: calls,
     mean host us, typical us, ratio, excess ns (over the typical figure), an example row."""
-    ops = trace.cpu_ops
     cols = ["name", "calls", "mean_us", "typical_us", "ratio", "excess_ns", "row"]
-    if not len(ops):
+    if not len(trace.cpu_ops):
         return pd.DataFrame(columns=cols)
-    sel = ops["name"].isin(list(TYPICAL_US)).to_numpy().copy()
-    if not trace.meta.synthetic_steps:
-        sel &= ops["step"].to_numpy() >= 0
-    sub = ops[sel]
-    rows = []
-    for name, g in sub.groupby(sub["name"].astype(str), sort=True):
-        if len(g) < min_calls:
-            continue
-        mean_us = float(g["dur_ns"].mean()) / 1e3
-        typ = TYPICAL_US[str(name)]
-        excess = float(np.maximum(g["dur_ns"].to_numpy() - typ * 1e3, 0).sum())
-        rows.append((name, len(g), mean_us, typ, mean_us / typ, excess, int(g.index[0])))
+    rows = [r for r in _op_cost_rows(trace) if r[1] >= min_calls]
     return pd.DataFrame(rows, columns=cols).sort_values("excess_ns", ascending=False)
+
+
+def _op_cost_rows(trace: Trace) -> list[tuple[Any, ...]]:
+    """:func:`op_costs`'s rows for every operator of ``TYPICAL_US`` called inside the steps,
+    by name, once per trace (the detectors ask with the same or other minimum calls)."""
+
+    def make() -> list[tuple[Any, ...]]:
+        ops = trace.cpu_ops
+        sel = ops["name"].isin(list(TYPICAL_US)).to_numpy().copy()
+        if not trace.meta.synthetic_steps:
+            sel &= ops["step"].to_numpy() >= 0
+        sub = ops.loc[sel, ["name", "dur_ns"]]  # only the columns read (not the shapes, stacks)
+        rows = []
+        for name, g in sub.groupby(sub["name"].astype(str), sort=True):
+            mean_us = float(g["dur_ns"].mean()) / 1e3
+            typ = TYPICAL_US[str(name)]
+            excess = float(np.maximum(g["dur_ns"].to_numpy() - typ * 1e3, 0).sum())
+            rows.append((name, len(g), mean_us, typ, mean_us / typ, excess, int(g.index[0])))
+        return rows
+
+    return trace.memo("host_overhead.op_cost_rows", make)  # type: ignore[no-any-return]
 
 
 def _clip(s: np.ndarray, e: np.ndarray, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +163,7 @@ def excess_idle_ns(trace: Trace, ctx: Context) -> int:
 def _framework_ns(trace: Trace) -> int:
     """Host time inside the steps in outermost aten operators, CUDA runtime calls excluded."""
     ops = trace.cpu_ops
-    is_aten = ops["name"].astype(str).str.startswith("aten::").to_numpy()
+    is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
     s, e = _clip(*union(ops["ts_ns"].to_numpy()[is_aten], ops["end_ns"].to_numpy()[is_aten]),
                  trace)  # fmt: skip
     rt = trace.runtime
@@ -165,7 +177,7 @@ def _framework_ns(trace: Trace) -> int:
 def _outer_aten(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Starts, ends and threads of the outermost aten operators (no aten parent)."""
     ops = trace.cpu_ops
-    is_aten = ops["name"].astype(str).str.startswith("aten::").to_numpy()
+    is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
     par = ops["parent_idx"].to_numpy()
     outer = is_aten & ~np.where(par >= 0, is_aten[np.clip(par, 0, None)], False)
     if not trace.meta.synthetic_steps:
@@ -210,7 +222,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                   f"step is {fmt_ms(rep.ms)} shorter." if rep.replayed else ".")
                + (f" {causes}" if causes else ""))  # fmt: skip
     rows = trace.cpu_ops.index[trace.cpu_ops["name"].isin(list(top["name"]))][:300]
-    locs = aggregate(ctx.locator.for_op(int(i)) for i in rows)
+    locs = aggregate(ctx.locator.for_ops(rows))
     return [Draft(
         id=ID, title=TITLE, **fields,
         confidence="medium" if ratio >= 2 * ctx.t("host_overhead.min_ratio") else "low",

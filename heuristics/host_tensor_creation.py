@@ -47,7 +47,7 @@ from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.trace.model import Trace
 
-from ._ops import arg_dims, launched_below, outermost, runtime_op
+from ._ops import arg_dims, launched_below, name_in, op_names, outermost, runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 from ._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_CALL_RE
 
@@ -122,9 +122,9 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
     m = m[(m["kind"].astype(str) == "HtoD") & (m["launch_idx"] >= 0)]
     if not len(m) or not len(ops):
         return pd.DataFrame(columns=cols)
-    names = ops["name"].astype(str).to_numpy()
+    names = op_names(trace)
     parent = ops["parent_idx"].to_numpy()
-    is_create = np.isin(names, list(CREATE_OPS))
+    is_create = name_in(ops["name"], CREATE_OPS)
     root_mask = is_create & ~np.where(parent >= 0, is_create[np.clip(parent, 0, None)], False)
     root_mask &= ~launched_below(trace)  # made on the host: launched no GPU work
     roots = np.flatnonzero(root_mask)

@@ -146,7 +146,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             count=int(g.n), total_ms=round(float(g.ns) / 1e6, 3),
             example_ts_us=trace.to_trace_us(int(ops["ts_ns"].iat[int(g.op)])),
         ))  # fmt: skip
-    locs: list[Location | None] = [ctx.locator.for_op(int(o)) for o in df["op"]]
+    locs: list[Location | None] = ctx.locator.for_ops(df["op"])
     top = groups.iloc[0]
     k0, v0 = next(iter(top["bad"].items()))
     example = f"{k0}={v0} -> {pad_to(v0, int(top['mult']))}"

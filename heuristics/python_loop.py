@@ -42,7 +42,7 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
-from ._ops import BACKWARD_RE, in_backward, op_names
+from ._ops import BACKWARD_RE, in_backward, name_in, op_names
 from ._per_step import ms, n_steps
 
 ID = "python-loop"
@@ -81,7 +81,7 @@ RECOMMENDATION = (
 def _scalar_math(trace: Trace, names: np.ndarray) -> np.ndarray:
     ops = trace.cpu_ops
     out = np.zeros(len(ops), dtype=bool)
-    cand = np.flatnonzero(np.isin(names, list(SCALAR_MATH)))
+    cand = np.flatnonzero(name_in(ops["name"], SCALAR_MATH))
     dims = ops["input_dims"].to_numpy()
     types = ops["input_types"].to_numpy()
     for r in cand:

@@ -287,7 +287,7 @@ def _latent(trace: Trace, ctx: Context) -> list[Draft]:
     steps = n_steps(trace)
     rows = pd.DataFrame({"idx": list(seen), "kind": list(seen.values())})
     ops = trace.cpu_ops
-    locs = [ctx.locator.for_op(int(i)) for i in rows["idx"]]
+    locs = ctx.locator.for_ops(rows["idx"])
     labels = {k: lbl for k, _, lbl in REASONS}
     evidence = []
     for kind, g in rows.groupby("kind", sort=False):

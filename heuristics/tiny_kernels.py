@@ -68,16 +68,16 @@ def _groups_of(trace: Trace, op_idx: np.ndarray, opn: np.ndarray) -> list[tuple[
     is_aten = not_step & name_flags(names, lambda n: "::" in n and not n.startswith(_AUTOGRAD))
     outer = chain_match(trace, op_idx, not_step, outermost=True)
     aten = chain_match(trace, op_idx, is_aten, outermost=True)
-    memo: dict[tuple[int, int], tuple[str, int]] = {}
-    for j, (o, a) in enumerate(zip(outer.tolist(), aten.tolist(), strict=True)):
-        if o < 0:
-            continue
-        hit = memo.get((o, a))
-        if hit is None:
-            name = opn[o].replace("autograd::engine::evaluate_function: ", "backward: ")
-            hit = (f"{opn[a]} in {name}", a) if a >= 0 and a != o else (name, o)
-            memo[(o, a)] = hit
-        out[j] = hit
+    # each distinct (outer, aten) pair labelled once
+    rows = np.flatnonzero(outer >= 0)
+    pairs, which = np.unique(outer[rows] * (len(ops) + 1) + (aten[rows] + 1), return_inverse=True)
+    hits = []
+    for o, a in zip((pairs // (len(ops) + 1)).tolist(), (pairs % (len(ops) + 1) - 1).tolist(),
+                    strict=True):  # fmt: skip
+        name = opn[o].replace("autograd::engine::evaluate_function: ", "backward: ")
+        hits.append((f"{opn[a]} in {name}", a) if a >= 0 and a != o else (name, o))
+    for j, k in zip(rows.tolist(), which.ravel().tolist(), strict=True):
+        out[j] = hits[k]
     return out
 
 

@@ -172,7 +172,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ]  # fmt: skip
     if via:
         evidence.append(Evidence(f"launched from {via}", int((o >= 0).sum()), 0.0))
-    locations = aggregate(ctx.locator.for_op(int(i)) for i in uniq[:2000])
+    locations = aggregate(ctx.locator.for_ops(uniq[:2000]))
     return [Draft(
         id=ID, title=TITLE,
         confidence="medium" if source != "ddp" else "low",

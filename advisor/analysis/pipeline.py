@@ -219,10 +219,13 @@ def analyze_path(
 
 
 def _import_writers() -> None:
-    """Import what writing the outputs needs (jinja2, the report's view model): a few
-    hundredths of a second that cost nothing while a decoding child is still at work."""
-    import advisor.output.annotate_stream
-    import advisor.output.html  # noqa: F401
+    """Import what writing the outputs needs (jinja2, the report's view model) and compile the
+    report's template: a few hundredths of a second that cost nothing while a decoding child is
+    still at work."""
+    import advisor.output.annotate_stream  # noqa: F401
+    from advisor.output.html import report_template
+
+    report_template()
 
 
 # ---------------------------------------------------------------- outputs

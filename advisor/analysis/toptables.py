@@ -48,6 +48,33 @@ def _where(locator: Locator | None, op_idx: int) -> str | None:
     return f"{loc.file}:{loc.line}" if loc is not None else None
 
 
+def _op_names(trace: Trace) -> np.ndarray:
+    """cpu_ops names as strings, once per trace (both tables read them)."""
+    return trace.memo("toptables.op_names", lambda: trace.cpu_ops["name"].astype(str).to_numpy())  # type: ignore[no-any-return]
+
+
+def _name_keys(names: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """An integer per row, equal for rows whose names are equal as strings (``astype(str)``),
+    and the string of each integer: grouping by it groups as by the names, without hashing
+    every row's string."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cat = names.array
+        strs = [str(c) for c in cat.categories] + ["nan"]  # code -1 (missing): "nan"
+        of_cat, uniq = pd.factorize(np.array(strs, dtype=object))
+        return of_cat[np.asarray(cat.codes)], [str(u) for u in uniq]
+    codes, uniq = pd.factorize(names.astype(str).to_numpy())
+    return codes, [str(u) for u in uniq]
+
+
+def _starts_with(names: pd.Series, prefix: str) -> np.ndarray:
+    """bool per row: the name starts with ``prefix`` (tested once per distinct name)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cat = names.array
+        hit = np.array([str(c).startswith(prefix) for c in cat.categories] + [False], dtype=bool)
+        return hit[np.asarray(cat.codes)]  # type: ignore[no-any-return]
+    return names.astype(str).str.startswith(prefix).to_numpy(dtype=bool)
+
+
 def kernel_ops(trace: Trace, kernels: pd.DataFrame) -> np.ndarray:
     """cpu_ops row of the innermost op around each kernel's launch call (-1: unknown)."""
     if not len(kernels) or not len(trace.runtime) or "launch_idx" not in kernels:
@@ -67,18 +94,20 @@ def top_kernels(
     if not len(k):
         return []
     ops = trace.cpu_ops
-    df = pd.DataFrame({"name": k["name"].astype(str).to_numpy(),
-                       "dur": k["dur_ns"].to_numpy(dtype=np.int64),
+    key, label = _name_keys(k["name"])
+    df = pd.DataFrame({"name": key, "dur": k["dur_ns"].to_numpy(dtype=np.int64),
                        "op": kernel_ops(trace, k)})  # fmt: skip
     total = float(df["dur"].sum())
     g = df.groupby("name", sort=False)["dur"].agg(["sum", "count", "mean"])
     g = g.sort_values(["sum", "count"], ascending=False).head(top)
     rows = []
-    for name, r in g.iterrows():
-        launched = df.loc[(df["name"] == name).to_numpy() & (df["op"] >= 0).to_numpy(), "op"]
+    has_op = (df["op"] >= 0).to_numpy()
+    for code, r in g.iterrows():
+        name = label[int(code)]  # type: ignore[call-overload]
+        launched = df.loc[(key == code) & has_op, "op"]
         op_name, src = None, None
         if len(launched) and len(ops):
-            names = ops["name"].astype(str).to_numpy()[launched.to_numpy()]
+            names = _op_names(trace)[launched.to_numpy()]
             vals, counts = np.unique(names, return_counts=True)
             op_name = str(vals[int(np.argmax(counts))])
             first = int(launched.to_numpy()[names == op_name][0])
@@ -94,8 +123,7 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
     ops = trace.cpu_ops
     if not len(ops):
         return []
-    names = ops["name"].astype(str)
-    real = ~names.str.startswith("ProfilerStep#").to_numpy()  # legacy traces: steps are ops
+    real = ~_starts_with(ops["name"], "ProfilerStep#")  # legacy traces: steps are ops
     rows_in = np.flatnonzero((ops["step"].to_numpy() >= 0) & real)
     if not len(rows_in):
         rows_in = np.flatnonzero(real)
@@ -105,7 +133,8 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
         kop = kernel_ops(trace, k)
         has = kop >= 0
         np.add.at(gpu, kop[has], k["dur_ns"].to_numpy(dtype=np.int64)[has])
-    df = pd.DataFrame({"name": names.to_numpy()[rows_in],
+    key, label = _name_keys(ops["name"])
+    df = pd.DataFrame({"name": key[rows_in],
                        "dur": ops["dur_ns"].to_numpy(dtype=np.int64)[rows_in],
                        "self": op_self_ns(ops)[rows_in], "gpu": gpu[rows_in],
                        "row": rows_in})  # fmt: skip
@@ -116,7 +145,7 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
     st = trace.steps
     wall = float(st["dur_ns"].sum()) if len(st) else float(df["dur"].max() if len(df) else 0)
     return [
-        {"name": str(n), "count": int(r["count"]), "total_ms": _ms(r["total"]),
+        {"name": label[int(n)], "count": int(r["count"]), "total_ms": _ms(r["total"]),
          "self_ms": _ms(r["self_ns"]), "mean_us": round(float(r["mean"]) / 1e3, 3),
          "share_pct": min(_pct(float(r["total"]), wall), 100.0),
          "gpu_ms": _ms(r["gpu"]) if len(k) else None, "source": _where(locator, int(r["row"]))}

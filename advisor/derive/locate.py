@@ -117,8 +117,26 @@ class Locator:
         return loc
 
     def for_ops(self, op_rows: Iterable[int]) -> list[Location | None]:
-        """:meth:`for_op` for many cpu_ops rows."""
-        return [self.for_op(int(i)) for i in op_rows]
+        """:meth:`for_op` for many cpu_ops rows (each distinct row looked up once; rows on a
+        thread without Python frames and without a ``Call stack`` string are None at once)."""
+        rows = np.fromiter((int(i) for i in op_rows), dtype=np.int64)
+        n = len(self._op_tid)
+        ok = (rows >= 0) & (rows < n)
+        if self._op_stack is not None and len(rows):
+            safe = np.where(ok, rows, 0)
+            framed = np.isin(self._op_tid[safe], np.fromiter(self._by_tid, np.int64))
+            stack = self._op_stack[safe]
+            ok &= framed | np.fromiter((isinstance(x, str) for x in stack), bool, len(stack))
+        found: dict[int, Location | None] = {}
+        out: list[Location | None] = []
+        for i, look in zip(rows.tolist(), ok.tolist(), strict=True):
+            if not look:
+                out.append(None)
+                continue
+            if i not in found:
+                found[i] = self.for_op(i)
+            out.append(found[i])
+        return out
 
     def _frames_at(self, tid: int, ts_ns: int) -> list[tuple[str, int, str, str]]:
         """Python frames enclosing ``ts_ns`` on ``tid``, innermost first (at most 24), each as

@@ -48,12 +48,14 @@ def now_str() -> str:
     return dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
 
 
+def report_template() -> jinja2.Template:
+    """The report's compiled template (jinja2 compiles it on the first call, then keeps it in
+    the environment)."""
+    return environment().get_template("report.html.j2")
+
+
 def render_viewmodel(vm: dict[str, Any]) -> str:
-    return (
-        environment()
-        .get_template("report.html.j2")
-        .render(vm=vm, css=_asset("report.css"), js=_asset("report.js"))
-    )
+    return report_template().render(vm=vm, css=_asset("report.css"), js=_asset("report.js"))
 
 
 def render_html(report: Report, extra: dict[str, Any] | None = None) -> str:

@@ -49,8 +49,9 @@ def step_bound(trace: Trace) -> dict[str, Any] | None:
     d = np.diff(gr.bounds)
     ks = np.flatnonzero(gr.chosen)
     ks = np.sort(ks[np.argsort(np.abs(d[ks] - np.median(d[ks])), kind="stable")[:WALK_STEPS]])
+    lists = _Lists(gr, wait)
     for k in ks.tolist():
-        got = _walk(gr, wait, k)
+        got = _walk(gr, lists, k)
         if got is None:
             continue
         total = sum(got.values())
@@ -65,7 +66,27 @@ def step_bound(trace: Trace) -> dict[str, Any] | None:
             "per_step": [{"step": s, **sh} for s, sh in rows]}  # fmt: skip
 
 
-def _walk(gr: Graph, wait: np.ndarray, k: int) -> dict[str, int] | None:
+class _Lists:
+    """The graph's arrays the walk reads, as lists (the walk indexes one node at a time)."""
+
+    def __init__(self, gr: Graph, wait: np.ndarray) -> None:
+        self.h_ts, self.h_end = gr.h_ts.tolist(), gr.h_end.tolist()
+        self.g_ts, self.g_end = gr.g_ts.tolist(), gr.g_end.tolist()
+        self.h_await, self.h_prev, self.h_q = (
+            gr.h_await.tolist(),
+            gr.h_prev.tolist(),
+            gr.h_q.tolist(),
+        )
+        self.g_kind, self.g_bind = gr.g_kind.tolist(), gr.g_bind.tolist()
+        self.g_launch, self.g_prev, self.g_dep = (
+            gr.g_launch.tolist(),
+            gr.g_prev.tolist(),
+            gr.g_dep.tolist(),
+        )
+        self.wait = wait.tolist()
+
+
+def _walk(gr: Graph, ls: _Lists, k: int) -> dict[str, int] | None:
     lo, hi = int(gr.bounds[k]), int(gr.bounds[k + 1])
     got = dict.fromkeys(KINDS, 0)
 
@@ -74,63 +95,64 @@ def _walk(gr: Graph, wait: np.ndarray, k: int) -> dict[str, int] | None:
         if b > a:
             got[kind] += b - a
 
+    h_ts, h_end, g_ts, g_end = ls.h_ts, ls.h_end, ls.g_ts, ls.g_end
     a = int(gr.anchor[k + 1])
     if k + 1 == len(gr.bounds) - 1 and gr.last_gpu >= 0:
-        state, i, t = "g", gr.last_gpu, int(gr.g_end[gr.last_gpu])
+        state, i, t = "g", gr.last_gpu, g_end[gr.last_gpu]
     elif a >= 0:
         state, i = ("he", a) if gr.anchor_end[k + 1] else ("hs", a)
-        t = int(gr.h_end[a] if state == "he" else gr.h_ts[a])
+        t = h_end[a] if state == "he" else h_ts[a]
     else:
         return None
     add("host", t, hi)
-    h_ts, h_end, g_ts, g_end = gr.h_ts, gr.h_end, gr.g_ts, gr.g_end
     for _ in range(gr.n_h + gr.n_g + 2):
         if t <= lo:
             break
         if state == "he":  # a host call, from its end
-            aw = int(gr.h_await[i])
+            aw = ls.h_await[i]
             if aw >= 0 and g_end[aw] > h_ts[i]:
-                add("host", int(g_end[aw]), int(h_end[i]))
-                state, i, t = "g", aw, int(g_end[aw])
+                add("host", g_end[aw], h_end[i])
+                state, i, t = "g", aw, g_end[aw]
                 continue
-            add("host", int(h_ts[i]), int(h_end[i]))
-            state, t = "hs", int(h_ts[i])
+            add("host", h_ts[i], h_end[i])
+            state, t = "hs", h_ts[i]
             continue
         if state == "hs":  # a host call, from its start
-            p, q = int(gr.h_prev[i]), int(gr.h_q[i])
-            pe = int(h_end[p]) if p >= 0 else None
-            qe = int(h_end[q]) if q >= 0 else None
+            p, q = ls.h_prev[i], ls.h_q[i]
+            pe = h_end[p] if p >= 0 else None
+            qe = h_end[q] if q >= 0 else None
             if qe is not None and (pe is None or qe >= pe):
-                add("host", qe, int(h_ts[i]))
+                add("host", qe, h_ts[i])
                 state, i, t = "he", q, qe
             elif pe is not None:
-                add("host", pe, int(h_ts[i]))
+                add("host", pe, h_ts[i])
                 state, i, t = "he", p, pe
             else:
-                add("host", lo, int(h_ts[i]))
+                add("host", lo, h_ts[i])
                 break
             continue
         # a GPU activity, from its end
-        kind = _GPU_KIND.get(int(gr.g_kind[i]), "gpu")
-        s, e = int(g_ts[i]), int(g_end[i])
-        if kind == "comm" and wait[i] > 0:
-            add("peer", s, s + int(wait[i]))
-            add("comm", s + int(wait[i]), e)
+        kind = _GPU_KIND.get(ls.g_kind[i], "gpu")
+        s, e = g_ts[i], g_end[i]
+        w = ls.wait[i]
+        if kind == "comm" and w > 0:
+            add("peer", s, s + w)
+            add("comm", s + w, e)
         else:
             add(kind, s, e)
-        b = int(gr.g_bind[i])
-        if b == 0 and gr.g_launch[i] >= 0:
-            h = int(gr.g_launch[i])
-            add("host", int(h_ts[h]), s)  # launch latency: the GPU waited for the host
-            state, i, t = "hs", h, int(h_ts[h])
-        elif b == 1 and gr.g_prev[i] >= 0:
-            j = int(gr.g_prev[i])
-            add(kind if kind != "comm" else "gpu", int(g_end[j]), s)
-            i, t = j, int(g_end[j])
-        elif b == 2 and gr.g_dep[i] >= 0:
-            j = int(gr.g_dep[i])
-            add("gpu", int(g_end[j]), s)
-            i, t = j, int(g_end[j])
+        b = ls.g_bind[i]
+        if b == 0 and ls.g_launch[i] >= 0:
+            h = ls.g_launch[i]
+            add("host", h_ts[h], s)  # launch latency: the GPU waited for the host
+            state, i, t = "hs", h, h_ts[h]
+        elif b == 1 and ls.g_prev[i] >= 0:
+            j = ls.g_prev[i]
+            add(kind if kind != "comm" else "gpu", g_end[j], s)
+            i, t = j, g_end[j]
+        elif b == 2 and ls.g_dep[i] >= 0:
+            j = ls.g_dep[i]
+            add("gpu", g_end[j], s)
+            i, t = j, g_end[j]
         else:
             add("host", lo, s)
             break

@@ -14,7 +14,9 @@ pass; the step times are read off the replayed positions of the step boundaries'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -55,13 +57,31 @@ class Mods:
 
 @dataclass(frozen=True)
 class Replayed:
-    h_start: np.ndarray
-    h_end: np.ndarray
-    g_start: np.ndarray
-    g_end: np.ndarray
-    bounds: np.ndarray  # replayed step boundaries
+    """A replay's result: the step boundaries and per-step GPU time (what the savings read),
+    and every node's replayed times (as arrays on demand)."""
 
+    bounds: np.ndarray  # replayed step boundaries
     busy: np.ndarray  # per step: the GPU time its launches take on their busiest stream
+    # every node's times (host starts and ends, GPU starts and ends), made on demand
+    nodes: Callable[[], tuple[list[int], list[int], list[int], list[int]]] = field(
+        repr=False, compare=False
+    )
+
+    @property
+    def h_start(self) -> np.ndarray:
+        return np.asarray(self.nodes()[0], dtype=np.int64)
+
+    @property
+    def h_end(self) -> np.ndarray:
+        return np.asarray(self.nodes()[1], dtype=np.int64)
+
+    @property
+    def g_start(self) -> np.ndarray:
+        return np.asarray(self.nodes()[2], dtype=np.int64)
+
+    @property
+    def g_end(self) -> np.ndarray:
+        return np.asarray(self.nodes()[3], dtype=np.int64)
 
     @property
     def step_ns(self) -> np.ndarray:
@@ -79,19 +99,19 @@ def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
     S, E, GS, GE = c["S"][:], c["E"][:], c["GS"][:], c["GE"][:]
     prev, q, gp, gd, origin = c["prev"], c["q"], c["gp"], c["gd"], c["origin"]
     ref = _mods_lists(gr)
-    m = {k: ref[k][1] if np.array_equal(getattr(mods, k), ref[k][0]) else getattr(mods, k).tolist()
-         for k in ref}  # fmt: skip
+    m = {k: _as_list(getattr(mods, k), *ref[k]) for k in ref}
     gap, qoff, hdur = m["h_gap"], m["h_qoff"], m["h_dur"]
     await_, base, tail = m["h_await"], m["h_base"], m["h_tail"]
     gl, offl, offp, offd, gdur = m["g_launch"], m["g_offl"], m["g_offp"], m["g_offd"], m["g_dur"]
-    sync = (gr.h_sync & (mods.h_await >= 0)).tolist()
+    # which calls wait for the GPU (a fix may drop some)
+    sync = c["sync"] if await_ is ref["h_await"][1] else (gr.h_sync & (mods.h_await >= 0)).tolist()
     hs_base = n_h + n_g
     more = gr.h_await_more
     neg = -(1 << 62)
     for ev in gr.order_one if one_step else gr.order:
         if ev < n_h:
             p = prev[ev]
-            s = E[p] + gap[ev] if p >= 0 else origin[ev] + gap[ev]
+            s = (E[p] if p >= 0 else origin[ev]) + gap[ev]
             qq = q[ev]
             if qq >= 0:
                 t = E[qq] + qoff[ev]
@@ -126,19 +146,142 @@ def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
                 t = GE[a] + tail[i]
                 if t > e:
                     e = t
-                for w in more.get(i, ()):  # a device sync waits for every stream
-                    t = GE[w] + tail[i]
-                    if t > e:
-                        e = t
+                if i in more:  # a device sync waits for every stream
+                    for w in more[i]:
+                        t = GE[w] + tail[i]
+                        if t > e:
+                            e = t
                 E[i] = e
-    hs, he = np.asarray(S, dtype=np.int64), np.asarray(E, dtype=np.int64)
-    gs, ge = np.asarray(GS, dtype=np.int64), np.asarray(GE, dtype=np.int64)
-    bounds = _bounds(gr, mods, hs, he, ge)
-    n = max(len(bounds) - 1, 0)
-    k = gr.g_key >= 0
-    per: np.ndarray = np.bincount(gr.g_key[k], weights=(ge - gs)[k], minlength=n * gr.n_streams)
-    busy = per[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1) if n else np.zeros(0)
-    return Replayed(hs, he, gs, ge, bounds, np.asarray(busy, dtype=np.int64))
+    bounds = _bounds(gr, mods, S, E, GE)
+    return Replayed(bounds, _busy(gr, mods, one_step, len(bounds)), lambda: (S, E, GS, GE))
+
+
+def one_step_of(gr: Graph, mods: Mods, full: Replayed) -> Replayed:
+    """``replay(gr, mods, one_step=True)``, read off ``full`` (``replay(gr, mods)``) when the
+    one step's events read no time that only the full replay changes (the steps replayed
+    before it are not its neighbours, and ``mods`` adds no edge): both replays then compute
+    the same times for its events, and the other nodes keep their measured times."""
+    if not _one_step_apart(gr) or not _no_new_edges(gr, mods):
+        return replay(gr, mods, True)
+    S, E, GS, GE = full.nodes()
+    vis_h, vis_g = _visited_host_one(gr), _visited_one(gr)
+    c = _constants(gr)
+    hs, he = _Either(vis_h, S, c["S"]), _Either(vis_h, E, c["E"])
+    gs, ge = _Either(vis_g, GS, c["GS"]), _Either(vis_g, GE, c["GE"])
+    bounds = _bounds(gr, mods, hs, he, ge)  # type: ignore[arg-type]
+    return Replayed(bounds, _busy(gr, mods, True, len(bounds)),
+                    lambda: (hs.merged(), he.merged(), gs.merged(), ge.merged()))  # fmt: skip
+
+
+class _Either:
+    """Node times: the replayed ones where ``pick`` is set, else the measured ones."""
+
+    def __init__(self, pick: np.ndarray, replayed: list[int], measured: list[int]) -> None:
+        self.pick, self.replayed, self.measured = pick, replayed, measured
+
+    def __getitem__(self, i: int) -> int:
+        return self.replayed[i] if self.pick[i] else self.measured[i]
+
+    def __len__(self) -> int:
+        return len(self.measured)
+
+    def merged(self) -> list[int]:
+        out = self.measured[:]
+        for i in np.flatnonzero(self.pick).tolist():
+            out[i] = self.replayed[i]
+        return out
+
+
+def _no_new_edges(gr: Graph, mods: Mods) -> bool:
+    """``mods`` keeps or drops the graph's launch and sync edges, adds none."""
+    return bool(((mods.g_launch == gr.g_launch) | (mods.g_launch < 0)).all()
+                and ((mods.h_await == gr.h_await) | (mods.h_await < 0)).all())  # fmt: skip
+
+
+def _one_step_apart(gr: Graph) -> bool:
+    """No event of the one-step replay reads a node that the full replay visits and the
+    one-step replay does not (checked once per graph, on every edge it has)."""
+    key = "_replay_one_apart"
+    if key not in gr.__dict__:
+        codes = np.asarray(gr.order, dtype=np.int64)
+        n_h, n_g = gr.n_h, gr.n_g
+        full_h = np.zeros(n_h + 1, dtype=bool)  # (a last False: reads of -1)
+        full_g = np.zeros(n_g + 1, dtype=bool)
+        full_h[codes[codes < n_h]] = True
+        full_g[codes[(codes >= n_h) & (codes < n_h + n_g)] - n_h] = True
+        only_h = full_h & ~np.r_[_visited_host_one(gr), False]
+        only_g = full_g & ~np.r_[_visited_one(gr), False]
+        h, g = np.flatnonzero(_visited_host_one(gr)), np.flatnonzero(_visited_one(gr))
+        more = [w for i in h.tolist() for w in gr.h_await_more.get(i, ())]
+        gr.__dict__[key] = not (
+            only_h[gr.h_prev[h]].any() or only_h[gr.h_q[h]].any()
+            or only_g[gr.h_await[h]].any() or only_g[np.asarray(more, dtype=np.int64)].any()
+            or only_h[gr.g_launch[g]].any() or only_g[gr.g_prev[g]].any()
+            or only_g[gr.g_dep[g]].any()
+        )  # fmt: skip
+    return gr.__dict__[key]  # type: ignore[no-any-return]
+
+
+def _visited_host_one(gr: Graph) -> np.ndarray:
+    """bool per host call: replayed in the one-step replay (``gr.order_one``), once."""
+    key = "_replay_visited_host_one"
+    if key not in gr.__dict__:
+        codes = np.asarray(gr.order_one, dtype=np.int64)
+        seen = np.zeros(gr.n_h, dtype=bool)
+        seen[codes[codes < gr.n_h]] = True
+        seen[codes[codes >= gr.n_h + gr.n_g] - gr.n_h - gr.n_g] = True
+        gr.__dict__[key] = seen
+    return gr.__dict__[key]  # type: ignore[no-any-return]
+
+
+def _busy(gr: Graph, mods: Mods, one_step: bool, n_bounds: int) -> np.ndarray:
+    """Per step, the GPU time its launches take on their busiest stream. A replayed activity
+    lasts its (modified) duration, one the replay did not visit its measured one."""
+    n = max(n_bounds - 1, 0)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    keyed, key_of = _keyed(gr)
+    dur = mods.g_dur[keyed]
+    if one_step:  # activities the one-step replay does not visit keep their measured time
+        dur = np.where(_visited_one(gr)[keyed], dur, (gr.g_end - gr.g_ts)[keyed])
+    per: np.ndarray = np.bincount(key_of, weights=dur, minlength=n * gr.n_streams)
+    busy = per[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1)
+    return np.asarray(busy, dtype=np.int64)
+
+
+def _keyed(gr: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """The activities launched in a replayed step (``g_key >= 0``) and their keys, once."""
+    key = "_replay_keyed"
+    if key not in gr.__dict__:
+        keyed = np.flatnonzero(gr.g_key >= 0)
+        gr.__dict__[key] = (keyed, gr.g_key[keyed])
+    return gr.__dict__[key]  # type: ignore[no-any-return]
+
+
+def _visited_one(gr: Graph) -> np.ndarray:
+    """bool per GPU activity: replayed in the one-step replay (``gr.order_one``), once."""
+    key = "_replay_visited_one"
+    if key not in gr.__dict__:
+        codes = np.asarray(gr.order_one, dtype=np.int64)
+        g = codes[(codes >= gr.n_h) & (codes < gr.n_h + gr.n_g)] - gr.n_h
+        seen = np.zeros(gr.n_g, dtype=bool)
+        seen[g] = True
+        gr.__dict__[key] = seen
+    return gr.__dict__[key]  # type: ignore[no-any-return]
+
+
+def _as_list(a: np.ndarray, ref: np.ndarray, ref_list: list[int]) -> list[int]:
+    """``a`` as a list: the unchanged replay's own list when equal to it, else that list with
+    the changed entries replaced (or a new list, when most entries changed)."""
+    idx = np.flatnonzero(a != ref)
+    if not len(idx):
+        return ref_list
+    if 4 * len(idx) > len(ref_list):
+        return a.tolist()  # type: ignore[no-any-return]
+    out = ref_list[:]
+    for i, v in zip(idx.tolist(), a[idx].tolist(), strict=True):
+        out[i] = v
+    return out
 
 
 def _mods_lists(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
@@ -153,7 +296,7 @@ def _mods_lists(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
     return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
-def _constants(gr: Graph) -> dict[str, list[int]]:
+def _constants(gr: Graph) -> dict[str, list[Any]]:
     """The graph's fixed arrays as Python lists (the replay loop indexes lists), once."""
     key = "_replay_lists"
     if key not in gr.__dict__:
@@ -161,17 +304,19 @@ def _constants(gr: Graph) -> dict[str, list[int]]:
             "S": gr.h_ts.tolist(), "E": gr.h_end.tolist(), "GS": gr.g_ts.tolist(),
             "GE": gr.g_end.tolist(), "prev": gr.h_prev.tolist(), "q": gr.h_q.tolist(),
             "gp": gr.g_prev.tolist(), "gd": gr.g_dep.tolist(), "origin": gr.h_origin.tolist(),
+            "sync": (gr.h_sync & (gr.h_await >= 0)).tolist(),
         }  # fmt: skip
     return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
-def _bounds(gr: Graph, mods: Mods, hs: np.ndarray, he: np.ndarray, ge: np.ndarray) -> np.ndarray:
+def _bounds(gr: Graph, mods: Mods, hs: list[int], he: list[int], ge: list[int]) -> np.ndarray:
     b = gr.bounds.copy()
     if len(b) < 2 or not len(hs):
         return b
-    a, ok = gr.anchor, gr.anchor >= 0
-    at = np.where(gr.anchor_end, he[np.clip(a, 0, None)], hs[np.clip(a, 0, None)])
-    b[ok] = at[ok] + mods.b_off[ok]
+    for x, (a, at_end, off) in enumerate(zip(gr.anchor.tolist(), gr.anchor_end.tolist(),
+                                            mods.b_off.tolist(), strict=True)):  # fmt: skip
+        if a >= 0:
+            b[x] = (he[a] if at_end else hs[a]) + off
     if gr.last_gpu >= 0:  # the last step also ends with the GPU work it launched
-        b[-1] = max(int(b[-1]), int(ge[gr.last_gpu]) + gr.last_gpu_off)
+        b[-1] = max(int(b[-1]), ge[gr.last_gpu] + gr.last_gpu_off)
     return b

@@ -111,14 +111,40 @@ class ShrinkHost(Fix):
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         keep = _pick(self.keep, self.low, self.high, level)
+        for idx, cut_gap, calls, cut_call, am, cut_anchor, hq, cut_q in self._plan(gr):
+            cut = np.minimum(cut_gap, mods.h_gap[idx])
+            mods.h_gap[idx] -= (cut * (1 - keep)).astype(np.int64)
+            mods.h_dur[calls] -= (cut_call * (1 - keep)).astype(np.int64)
+            # host time between a step boundary's anchor call and the boundary
+            if am.any():
+                cut = np.minimum(cut_anchor, mods.b_off[am])
+                mods.b_off[am] -= (cut * (1 - keep)).astype(np.int64)
+            # a hand-off's delay is host work on the resuming thread
+            if len(hq):
+                cut = np.minimum(cut_q, mods.h_qoff[hq])
+                mods.h_qoff[hq] -= (cut * (1 - keep)).astype(np.int64)
+
+    def _plan(self, gr: Graph) -> list[tuple[np.ndarray, ...]]:
+        """What the ranges cover in ``gr``, whatever the level: per thread, the calls, the
+        host time of their gaps and calls inside the ranges, the anchors and hand-offs. Made
+        once per fix and graph, kept with the graph (with the fix, so its id stays its own);
+        a fix is not changed once applied."""
+        plans = gr.__dict__.setdefault("_replay_shrink_plans", {})
+        got = plans.get(id(self))
+        if got is None or got[0] is not self:
+            got = plans[id(self)] = (self, self._make_plan(gr))
+        return got[1]  # type: ignore[no-any-return]
+
+    def _make_plan(self, gr: Graph) -> list[tuple[np.ndarray, ...]]:
         st = np.asarray(self.starts, dtype=np.int64).ravel()
         en = np.asarray(self.ends, dtype=np.int64).ravel()
         if not len(st) or not gr.n_h:
-            return
+            return []
         tids = None if self.tids is None else np.asarray(self.tids).ravel()
         groups = [(None, np.ones(len(st), bool))] if tids is None else \
             [(t, tids == t) for t in np.unique(tids)]  # fmt: skip
         prev_end = np.where(gr.h_prev >= 0, gr.h_end[np.clip(gr.h_prev, 0, None)], gr.h_origin)
+        plan: list[tuple[np.ndarray, ...]] = []
         for t, m in groups:
             us, ue = union(st[m], en[m])
             on = (~gr.h_fixed) & (True if t is None else gr.h_traw == t)
@@ -127,25 +153,19 @@ class ShrinkHost(Fix):
                 continue
             gap_lo = np.minimum(prev_end[idx], gr.h_ts[idx])
             cut_gap = covered_by(us, ue, gap_lo, gr.h_ts[idx])
-            cut_gap = np.minimum(cut_gap, mods.h_gap[idx])
-            mods.h_gap[idx] -= (cut_gap * (1 - keep)).astype(np.int64)
             cut_call = covered_by(us, ue, gr.h_ts[idx], gr.h_end[idx])
             plain = ~gr.h_sync[idx]
-            mods.h_dur[idx[plain]] -= (cut_call[plain] * (1 - keep)).astype(np.int64)
-            # host time between a step boundary's anchor call and the boundary
             a = gr.anchor
             am = (a >= 0) & gr.anchor_end
             am &= on[np.clip(a, 0, None)]
-            if am.any():
-                cut = covered_by(us, ue, gr.h_end[a[am]], gr.bounds[am])
-                mods.b_off[am] -= (np.minimum(cut, mods.b_off[am]) * (1 - keep)).astype(np.int64)
-            # a hand-off's delay is host work on the resuming thread
+            cut_anchor = covered_by(us, ue, gr.h_end[a[am]], gr.bounds[am]) if am.any() else a[am]
             hq = idx[gr.h_q[idx] >= 0]
+            cut_q = np.zeros(0, dtype=np.int64)
             if len(hq):
                 qend = gr.h_end[gr.h_q[hq]]
-                cut = np.minimum(covered_by(us, ue, np.minimum(qend, gr.h_ts[hq]), gr.h_ts[hq]),
-                                 mods.h_qoff[hq])  # fmt: skip
-                mods.h_qoff[hq] -= (cut * (1 - keep)).astype(np.int64)
+                cut_q = covered_by(us, ue, np.minimum(qend, gr.h_ts[hq]), gr.h_ts[hq])
+            plan.append((idx, cut_gap, idx[plain], cut_call[plain], am, cut_anchor, hq, cut_q))
+        return plan
 
 
 @dataclass
@@ -264,19 +284,25 @@ class HideComm(Fix):
 
 def comm_wait_ns(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """One-rank estimate of each collective kernel's waiting for a peer (``trace.kernels`` rows)."""
+    wait: np.ndarray = trace.memo("replay_comm_wait", lambda: _comm_wait(trace))
+    return wait[np.asarray(rows, dtype=np.int64)]
+
+
+def _comm_wait(trace: Trace) -> np.ndarray:
+    """:func:`comm_wait_ns` of every kernel (0 for those not collectives), once per trace."""
     from advisor.derive.peerwait import single_rank_transfer_ns
 
     k = trace.kernels
     comm = k["is_comm"].to_numpy(dtype=bool)
     ci = np.flatnonzero(comm)
+    wait = np.zeros(len(k), dtype=np.int64)
     if not len(ci):
-        return np.zeros(len(rows), dtype=np.int64)
+        return wait
     d = k["dur_ns"].to_numpy(np.int64)[ci]
     tr = single_rank_transfer_ns(k["name"].astype(str).to_numpy()[ci],
                                  np.asarray(k["stream"].to_numpy()[ci]), d)  # fmt: skip
-    wait = np.zeros(len(k), dtype=np.int64)
     wait[ci] = d - tr
-    return wait[np.asarray(rows, dtype=np.int64)]
+    return wait
 
 
 @dataclass

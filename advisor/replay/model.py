@@ -238,10 +238,12 @@ def _build(trace: Trace) -> Graph:
     # a thread is (pid, tid); sort host calls by start
     o = np.lexsort((h_end, h_ts))
     h_rt, h_ts, h_end, pid, tid_raw = h_rt[o], h_ts[o], h_end[o], pid[o], tid_raw[o]
-    thr_codes, h_tid = np.unique(np.stack([pd.factorize(pid)[0], pd.factorize(tid_raw)[0]]),
-                                 axis=1, return_inverse=True)  # fmt: skip
+    # thread codes in (process, thread) order: one integer key per pair (a unique over
+    # columns sorts structured rows, far slower)
+    pcode = pd.factorize(pid)[0].astype(np.int64)
+    tcode = pd.factorize(tid_raw)[0].astype(np.int64)
+    _, h_tid = np.unique(pcode * (int(tcode.max()) + 1) + tcode, return_inverse=True)
     h_tid = h_tid.astype(np.int64).ravel()
-    pcode = pd.factorize(pid)[0]
     n_h = len(h_ts)
     rt_to_h = np.full(n_rt, -1, dtype=np.int64)
     rt_to_h[h_rt] = np.arange(n_h)
@@ -298,15 +300,7 @@ def _build(trace: Trace) -> Graph:
     g_dep = np.full(n_g, -1, dtype=np.int64)
     late = np.flatnonzero(resid > CROSS_STREAM_MIN_NS)
     if len(late):
-        eo = np.argsort(g_end, kind="stable")
-        ends_sorted = g_end[eo]
-        for j in late.tolist():
-            hi = np.searchsorted(ends_sorted, g_ts[j] + 1, side="left")
-            lo_i = np.searchsorted(ends_sorted, g_ts[j] - CROSS_STREAM_TOL_NS, side="left")
-            for c in eo[lo_i:hi][::-1].tolist():
-                if g_stream[c] != g_stream[j] and g_stream[c] >> 32 == g_stream[j] >> 32:
-                    g_dep[j] = c
-                    break
+        g_dep[late] = _cross_stream(late, g_ts, g_end, g_stream)
     dend = np.where(g_dep >= 0, g_end[np.clip(g_dep, 0, None)], NEG)
     natural = np.maximum(natural, dend)
     resid = np.where(natural > NEG, np.maximum(g_ts - natural, 0), 0)
@@ -433,6 +427,33 @@ def _build(trace: Trace) -> Graph:
                  launch_latency_ns=L0, main_tid=main_tid, start_ns=lo,
         h_origin=h_origin, chosen=chosen,
                  g_key=g_key, n_streams=n_streams)  # fmt: skip
+
+
+def _cross_stream(late: np.ndarray, g_ts: np.ndarray, g_end: np.ndarray,
+                  g_stream: np.ndarray) -> np.ndarray:  # fmt: skip
+    """For each late activity, the activity on another stream of its device that ended last in
+    [start - CROSS_STREAM_TOL_NS, start] (the later one in end order on a tie), -1: all the
+    candidates of every activity at once, in pieces of bounded size."""
+    eo = np.argsort(g_end, kind="stable")
+    ends_sorted = g_end[eo]
+    out = np.full(len(late), -1, dtype=np.int64)
+    piece = 1 << 16
+    for a in range(0, len(late), piece):
+        js = late[a : a + piece]
+        hi = np.searchsorted(ends_sorted, g_ts[js] + 1, side="left")
+        lo = np.searchsorted(ends_sorted, g_ts[js] - CROSS_STREAM_TOL_NS, side="left")
+        cnt = np.maximum(hi - lo, 0)
+        if not cnt.sum():
+            continue
+        who = np.repeat(np.arange(len(js)), cnt)  # each candidate's late activity
+        # candidate positions from the last end down, per late activity
+        step = np.arange(len(who)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        c = eo[np.repeat(hi - 1, cnt) - step]
+        sj, sc = g_stream[js][who], g_stream[c]
+        ok = np.flatnonzero((sc != sj) & (sc >> 32 == sj >> 32))
+        first_of, at = np.unique(who[ok], return_index=True)  # the first match of each
+        out[a + first_of] = c[ok[at]]
+    return out
 
 
 def _order(h_tid: np.ndarray, h_ts: np.ndarray, h_end: np.ndarray, h_fixed: np.ndarray,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from advisor.findings import Draft, Finding, savings_bound_ms
-from advisor.replay.engine import Mods, Replayed, replay
+from advisor.replay.engine import Mods, Replayed, one_step_of, replay
 from advisor.replay.fixes import Combined, Fix, Level
 from advisor.replay.model import graph
 from advisor.trace.model import Trace
@@ -73,24 +73,39 @@ def replayable(trace: Trace) -> bool:
 
 def replay_with(trace: Trace, fix: Fix, level: Level = "mid", one_step: bool = False) -> Replayed:
     gr = graph(trace)
+    return replay(gr, _applied(trace, fix, level), one_step)
+
+
+def _applied(trace: Trace, fix: Fix, level: Level) -> Mods:
+    """The unchanged replay's :class:`Mods` with ``fix`` applied at ``level``."""
+    gr = graph(trace)
     mods = Mods.of(gr)
     fix.apply(trace, gr, mods, level)
-    return replay(gr, mods, one_step)
+    return mods
 
 
 def _base_one(trace: Trace) -> Replayed:
     gr = graph(trace)
-    return trace.memo("replay_base_one", lambda: replay(gr, Mods.of(gr), True))  # type: ignore[no-any-return]
+    return trace.memo("replay_base_one", lambda: one_step_of(gr, Mods.of(gr), base(trace)))  # type: ignore[no-any-return]
 
 
 def whatif(trace: Trace, fix: Fix) -> Saving:
     """The saving of ``fix`` on the steady steps of ``trace`` (see the module doc)."""
     if not replayable(trace):
         return Saving(0.0, 0.0, 0.0, (), 0.0, 0.0, fix, replayed=False)
-    chosen = graph(trace).chosen
+    gr = graph(trace)
+    chosen = gr.chosen
     before = base(trace).step_ns.astype(float)[chosen]
     out: dict[str, tuple[float, np.ndarray, float]] = {}
+    applied: dict[str, Mods] = {}  # the fix applied at each level, once (a replay only reads it)
+
+    def mods(level: Level) -> Mods:
+        if level not in applied:
+            applied[level] = _applied(trace, fix, level)
+        return applied[level]
+
     one_mid: list[float] = []
+    full_mid: list[Replayed] = []  # the estimate's full replay (its one step is read off it)
     for level in ("mid", "low", "high") if fix.uncertain else ("mid",):
         if level != "mid":
             if out["mid"][0] <= 0:
@@ -100,11 +115,11 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
                 continue
             # the range ends: the step closest to the median only, scaled to the estimate's
             # median (the range is about the effect, not about which step)
-            k = graph(trace).one_step
+            k = gr.one_step
             b1 = float(_base_one(trace).step_ns[k])
-            a1 = float(replay_with(trace, fix, level, True).step_ns[k])  # type: ignore[arg-type]
+            a1 = float(replay(gr, mods(level), True).step_ns[k])  # type: ignore[arg-type]
             m1 = (
-                float(replay_with(trace, fix, "mid", True).step_ns[k])
+                float(one_step_of(gr, mods("mid"), full_mid[0]).step_ns[k])
                 if not one_mid
                 else one_mid[0]
             )
@@ -113,7 +128,8 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
             ms = out["mid"][0] * saved1 / mid1 if mid1 > 0 else saved1
             out[level] = (ms, out["mid"][1], out["mid"][2])
             continue
-        after = replay_with(trace, fix, level).step_ns.astype(float)[chosen]  # type: ignore[arg-type]
+        full_mid[:] = [replay(gr, mods(level))]  # type: ignore[arg-type]
+        after = full_mid[0].step_ns.astype(float)[chosen]
         per = np.maximum(before - after, 0.0) / 1e6
         out[level] = (float(np.median(per)), per, float(np.median(after)) / 1e6)
     mid, per, rep = out["mid"]
