@@ -85,6 +85,25 @@ def test_help_and_analyze_never_import_torch(tmp_path: Path) -> None:
     assert r.stdout.strip().splitlines()[-1] == "False"
 
 
+def test_help_imports_no_pandas_or_numpy() -> None:
+    """``advisor --help`` and every command's --help stay light: pandas and numpy are imported
+    when a command runs (for analyze: after the decoding child is forked)."""
+    code = (
+        "import sys\n"
+        "from advisor.cli.app import main\n"
+        "for argv in (['--help'], ['analyze', '--help'], ['profile', '--help'], ['try', '--help'],\n"
+        "             ['inspect', '--help'], ['diff', '--help'], ['report', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code in (0, None), e.code\n"
+        "print(sorted(m for m in ('pandas', 'numpy', 'torch') if m in sys.modules))\n"
+    )
+    r = _run(["-c", code])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
 @pytest.mark.slow
 def test_many_ranks_script_runs() -> None:
     r = _run([str(BENCH / "many_ranks.py"), "--ranks", "4"], timeout=600)

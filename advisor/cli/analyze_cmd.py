@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from advisor.analysis.pipeline import options_from_cli
 from advisor.cli.common import finish, list_thresholds, output_guard
 from advisor.findings import check_fail_on
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
@@ -100,6 +99,8 @@ def register(app: typer.Typer) -> None:
         # decode in a child process while this one imports pandas and the detectors
         pre = prefetch.take_over(ctx.obj, files[0], max_trace_bytes) if len(files) == 1 else None
         try:
+            from advisor.analysis.pipeline import options_from_cli  # pandas: after the fork
+
             opts = options_from_cli(
                 only, skip, set_, debug, no_source, max_trace_bytes, source_root
             )
