@@ -89,8 +89,10 @@ def _base_one(trace: Trace) -> Replayed:
     return trace.memo("replay_base_one", lambda: one_step_of(gr, Mods.of(gr), base(trace)))  # type: ignore[no-any-return]
 
 
-def whatif(trace: Trace, fix: Fix) -> Saving:
-    """The saving of ``fix`` on the steady steps of ``trace`` (see the module doc)."""
+def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
+    """The saving of ``fix`` on the steady steps of ``trace`` (see the module doc); ``ends``:
+    also replay the ends of an uncertain fix's range (False: the estimate only, and the range
+    is the estimate)."""
     if not replayable(trace):
         return Saving(0.0, 0.0, 0.0, (), 0.0, 0.0, fix, replayed=False)
     gr = graph(trace)
@@ -106,7 +108,7 @@ def whatif(trace: Trace, fix: Fix) -> Saving:
 
     one_mid: list[float] = []
     full_mid: list[Replayed] = []  # the estimate's full replay (its one step is read off it)
-    for level in ("mid", "low", "high") if fix.uncertain else ("mid",):
+    for level in ("mid", "low", "high") if fix.uncertain and ends else ("mid",):
         if level != "mid":
             if out["mid"][0] <= 0:
                 # nothing saved at the estimate: the fix's work is off the critical path, and
@@ -154,5 +156,5 @@ def combined_bound_ms(trace: Trace, drafts: Sequence[Draft], findings: Sequence[
         return savings_bound_ms(list(findings), step_ms), False
     with_fix = {d.id for d in drafts if isinstance(d.extra.get("fix"), Fix)}
     rest = sum(f.est_savings_ms for f in findings if f.id not in with_fix)
-    both = whatif(trace, Combined(fixes)).ms + rest
+    both = whatif(trace, Combined(fixes), ends=False).ms + rest  # the headline: no range
     return round(min(both, step_ms) if step_ms > 0 else both, 3), True
