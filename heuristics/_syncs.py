@@ -18,47 +18,15 @@ the sync causes is ``min(G, W)``.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
+from advisor.derive.runtime import ASYNC_COPY_RE, CLOCK_TOL_NS, SYNC_CALL_RE, SYNC_COPY_RE
 from advisor.derive.timeline import busy_by_device, main_device
 from advisor.trace.model import Trace
 
 from ._ops import name_flags, op_chain, op_names
 from ._per_step import in_steps
-
-SYNC_CALL_RE = re.compile(
-    r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx|Thread)Synchronize$|^cu(?:Stream|Ctx|Event)Synchronize$"
-)
-# synchronous copy calls: the host returns when the copy is done (cudaMemcpy, cudaMemcpy2D,
-# cudaMemcpyToSymbol, cudaMemcpyFromArray, cudaMemcpyPeer, hipMemcpyDtoH, hipMemcpyWithStream...)
-SYNC_COPY_RE = re.compile(r"^(?:cuda|hip)Memcpy(?:2D|3D)?"
-                          r"(?:ToSymbol|FromSymbol|ToArray|FromArray|Peer|HtoD|DtoH|DtoD|WithStream)?$")  # fmt: skip
-ASYNC_COPY_RE = re.compile(r"^(?:cuda|hip)Memcpy(?:2D|3D|Peer)?Async$")
-# any copy call, synchronous or not
-COPY_CALL_RE = re.compile(r"^(?:cuda|hip)Memcpy")
-# runtime calls that may sit between a copy and the wait that belongs to it
-BOOKKEEPING_CALLS = frozenset(
-    f"{p}{n}"
-    for p in ("cuda", "hip")
-    for n in (
-        "StreamIsCapturing",
-        "GetLastError",
-        "PeekAtLastError",
-        "GetDevice",
-        "SetDevice",
-        "EventRecord",
-        "EventQuery",
-    )  # fmt: skip
-)
-
-
-def is_sync_call(name: str) -> bool:
-    """An explicit wait for the device: a stream, device, event, context or thread sync."""
-    return SYNC_CALL_RE.match(name) is not None
-
 
 _AUTOTUNE_OPS = ("cudnn_convolution", "convolution_backward", "ConvolutionBackward",
                  "miopen_convolution")  # fmt: skip
@@ -82,8 +50,6 @@ EXPLICIT = {
     "stream": "stream.synchronize() / torch.cuda.current_stream().synchronize()",
     "event": "event.synchronize() / event.elapsed_time()",
 }
-
-CLOCK_TOL_NS = 20_000  # GPU work seen ending this soon after a sync returned had finished
 
 COLUMNS = ["start_ns", "end_ns", "wait_ns", "pid", "tid", "rt_idx", "step", "op_idx", "reason_idx",
            "kind", "label", "api", "device", "idle_after_ns", "idle_from_ns", "gpu_busy_ns",

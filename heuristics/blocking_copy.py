@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.derive.runtime import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_COPY_RE, is_sync_call
 from advisor.derive.timeline import Intervals, activity
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
@@ -46,7 +47,6 @@ from advisor.trace.model import Trace
 
 from ._ops import runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
-from ._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_COPY_RE, is_sync_call
 
 ID = "blocking-copy"
 register("blocking_copy.min_bytes", 65536.0,

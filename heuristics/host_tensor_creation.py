@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.derive.runtime import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_CALL_RE
 from advisor.derive.timeline import main_busy
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
@@ -49,7 +50,6 @@ from advisor.trace.model import Trace
 
 from ._ops import arg_dims, launched_below, name_in, op_names, outermost, runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
-from ._syncs import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_CALL_RE
 
 ID = "host-tensor-creation"
 register("host_tensor_creation.max_gap_ms", 2.0,

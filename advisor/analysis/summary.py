@@ -10,8 +10,6 @@ import pandas as pd
 from advisor.derive.timeline import device_busy
 from advisor.trace.model import Trace
 
-SYNC_NAMES = ("Synchronize", "cudaMemcpy", "hipMemcpy", "hipStreamSynchronize")
-
 
 def _ms(ns: float) -> float:
     return round(float(ns) / 1e6, 3)

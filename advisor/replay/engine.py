@@ -1,7 +1,7 @@
 """The replay: a discrete-event pass over the step graph, linear in its nodes.
 
 Each node is visited once, in an order where every node it reads has been visited
-(:func:`advisor.replay.model._order`): a host call starts at the latest of its thread's
+(:func:`advisor.replay.structure.replay_order`): a host call starts at the latest of its thread's
 previous call's end plus the host gap and the hand-off it waited for; a GPU activity starts at
 the latest of its launch plus the latency, the previous activity on its stream and the
 activity it waited for on another stream, and lasts its (possibly scaled) duration; a sync

@@ -36,21 +36,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from advisor.derive.runtime import CLOCK_TOL_NS, COPY_CALL_RE, DEVICE_SYNC_RE, SYNC_CALL_RE
+from advisor.replay.structure import (
+    chosen_steps,
+    cross_stream_waits,
+    in_replayed_steps,
+    replay_order,
+    step_anchors,
+)
 from advisor.trace.model import Trace
 
-SYNC_CALL_RE = re.compile(
-    r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx|Thread)Synchronize$|^cu(?:Stream|Ctx|Event)Synchronize$"
-)
-COPY_CALL_RE = re.compile(r"^(?:cuda|hip)Memcpy")
-DEVICE_SYNC_RE = re.compile(r"^(?:cuda|hip)(?:Device|Ctx|Thread)Synchronize$|^cuCtxSynchronize$")
 HANDOFF_NS = 2_000_000  # a thread resuming this soon after another thread's call: a hand-off
 CROSS_STREAM_MIN_NS = 5_000  # an unexplained start delay above this looks for another stream
-CROSS_STREAM_TOL_NS = 20_000  # ...whose activity ended at most this long before the start
-CLOCK_TOL_NS = 20_000
 THROTTLE_MIN_NS = 50_000  # a launch call this long (and THROTTLE_X x the median) may be
 THROTTLE_X = 10.0  # ...waiting for the launch queue
-MAX_REPLAY_STEPS = 8
-MAX_REPLAY_EVENTS = 30_000  # host calls and GPU activities replayed (about 30 ms a replay)
 NEG = -(1 << 62)
 
 
@@ -153,36 +152,6 @@ def _flags(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
     cat = names.astype("category").array
     hit = np.array([bool(rx.match(str(c))) for c in cat.categories] + [False], dtype=bool)
     return hit[np.asarray(cat.codes)]
-
-
-def _chosen(st: pd.DataFrame, times: np.ndarray) -> np.ndarray:
-    """The steps replayed: those closest to the median step, as many as fit in
-    MAX_REPLAY_EVENTS nodes (``times``: every node's start), at least one and at most
-    MAX_REPLAY_STEPS: the replay's cost stays bounded; the saving is a median anyway."""
-    d = st["dur_ns"].to_numpy(np.int64)
-    out = np.zeros(len(d), dtype=bool)
-    if not len(d):
-        return out
-    k = np.searchsorted(st["ts_ns"].to_numpy(np.int64), times, side="right") - 1
-    n = np.bincount(k[k >= 0], minlength=len(d))[: len(d)]
-    total = 0
-    for i in np.argsort(np.abs(d - np.median(d)), kind="stable")[:MAX_REPLAY_STEPS].tolist():
-        if out.any() and total + n[i] > MAX_REPLAY_EVENTS:
-            break
-        out[i] = True
-        total += int(n[i])
-    return out
-
-
-def _in_steps(st: pd.DataFrame, chosen: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Whether each time falls in a replayed step, and that step's start."""
-    s = st["ts_ns"].to_numpy(np.int64)
-    e = st["end_ns"].to_numpy(np.int64)
-    if not len(s):
-        return np.zeros(len(t), dtype=bool), np.zeros(len(t), dtype=np.int64)
-    k = np.searchsorted(s, t, side="right") - 1
-    kk = np.clip(k, 0, None)
-    return (k >= 0) & (t < e[kk]) & chosen[kk], s[kk]
 
 
 def _empty() -> Graph:
@@ -300,7 +269,7 @@ def _build(trace: Trace) -> Graph:
     g_dep = np.full(n_g, -1, dtype=np.int64)
     late = np.flatnonzero(resid > CROSS_STREAM_MIN_NS)
     if len(late):
-        g_dep[late] = _cross_stream(late, g_ts, g_end, g_stream)
+        g_dep[late] = cross_stream_waits(late, g_ts, g_end, g_stream)
     dend = np.where(g_dep >= 0, g_end[np.clip(g_dep, 0, None)], NEG)
     natural = np.maximum(natural, dend)
     resid = np.where(natural > NEG, np.maximum(g_ts - natural, 0), 0)
@@ -375,8 +344,8 @@ def _build(trace: Trace) -> Graph:
 
     # ---- the replayed window: the steady steps
     hi = int(st["end_ns"].max()) if len(st) else 0
-    chosen = _chosen(st, np.concatenate([h_ts, g_ts]))
-    h_in, h_origin = _in_steps(st, chosen, h_ts)
+    chosen = chosen_steps(st, np.concatenate([h_ts, g_ts]))
+    h_in, h_origin = in_replayed_steps(st, chosen, h_ts)
     h_fixed = ~h_in
     # a thread's first call in a replayed step follows the step's start (host time before it
     # in the step is host work a fix may shrink)
@@ -384,7 +353,7 @@ def _build(trace: Trace) -> Graph:
     h_prev[first] = -1
     h_gap[first] = np.maximum(h_ts[first] - h_origin[first], 0)
     g_fixed = np.where(g_launch >= 0, h_fixed[np.clip(g_launch, 0, None)],
-                       ~_in_steps(st, chosen, g_ts)[0])  # fmt: skip
+                       ~in_replayed_steps(st, chosen, g_ts)[0])  # fmt: skip
     if not len(st):
         h_fixed[:] = True
         g_fixed[:] = True
@@ -400,7 +369,7 @@ def _build(trace: Trace) -> Graph:
     )
     inside = (sidx >= 0) & (when < hi) & ~g_fixed & chosen[np.clip(sidx, 0, None)]
     g_key = np.where(inside, sidx * n_streams + sc, -1).astype(np.int64)
-    order = _order(h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed,
+    order = replay_order(h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed,
                    g_stream)  # fmt: skip
     # the events of the one step closest to the median alone (the range ends replay only it)
     h_k = np.searchsorted(st["ts_ns"].to_numpy(np.int64), h_ts, side="right") - 1 if len(st) \
@@ -413,7 +382,7 @@ def _build(trace: Trace) -> Graph:
                     np.where(codes < n_h + n_g, g_k[np.clip(codes - n_h, 0, max(n_g - 1, 0))],
                              h_k[np.clip(codes - n_h - n_g, 0, n_h - 1)]))  # fmt: skip
     order_one = codes[ev_k == mid].tolist() if len(codes) else []
-    bounds, anchor, anchor_off, anchor_end, last_gpu, last_off, main_tid = _anchors(
+    bounds, anchor, anchor_off, anchor_end, last_gpu, last_off, main_tid = step_anchors(
         trace, st, h_tid, h_ts, h_end, tid_raw, g_launch, g_end, g_fixed)  # fmt: skip
     return Graph(h_rt=h_rt, h_tid=h_tid, h_traw=tid_raw, h_ts=h_ts, h_end=h_end, h_prev=h_prev, h_gap=h_gap,
                  h_q=h_q, h_qoff=h_qoff, h_await=h_await, h_await_more=await_more, h_tail=h_tail, h_base=h_base,
@@ -427,113 +396,3 @@ def _build(trace: Trace) -> Graph:
                  launch_latency_ns=L0, main_tid=main_tid, start_ns=lo,
         h_origin=h_origin, chosen=chosen,
                  g_key=g_key, n_streams=n_streams)  # fmt: skip
-
-
-def _cross_stream(late: np.ndarray, g_ts: np.ndarray, g_end: np.ndarray,
-                  g_stream: np.ndarray) -> np.ndarray:  # fmt: skip
-    """For each late activity, the activity on another stream of its device that ended last in
-    [start - CROSS_STREAM_TOL_NS, start] (the later one in end order on a tie), -1: all the
-    candidates of every activity at once, in pieces of bounded size."""
-    eo = np.argsort(g_end, kind="stable")
-    ends_sorted = g_end[eo]
-    out = np.full(len(late), -1, dtype=np.int64)
-    piece = 1 << 16
-    for a in range(0, len(late), piece):
-        js = late[a : a + piece]
-        hi = np.searchsorted(ends_sorted, g_ts[js] + 1, side="left")
-        lo = np.searchsorted(ends_sorted, g_ts[js] - CROSS_STREAM_TOL_NS, side="left")
-        cnt = np.maximum(hi - lo, 0)
-        if not cnt.sum():
-            continue
-        who = np.repeat(np.arange(len(js)), cnt)  # each candidate's late activity
-        # candidate positions from the last end down, per late activity
-        step = np.arange(len(who)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        c = eo[np.repeat(hi - 1, cnt) - step]
-        sj, sc = g_stream[js][who], g_stream[c]
-        ok = np.flatnonzero((sc != sj) & (sc >> 32 == sj >> 32))
-        first_of, at = np.unique(who[ok], return_index=True)  # the first match of each
-        out[a + first_of] = c[ok[at]]
-    return out
-
-
-def _order(h_tid: np.ndarray, h_ts: np.ndarray, h_end: np.ndarray, h_fixed: np.ndarray,
-           h_sync: np.ndarray, h_await: np.ndarray, g_ts: np.ndarray, g_launch: np.ndarray,
-           g_fixed: np.ndarray, g_stream: np.ndarray) -> list[int]:  # fmt: skip
-    """Replay order: every node after the nodes it reads. Measured times, with each key moved
-    past a predecessor's when the clocks put the predecessor later (keys never decrease along
-    a thread or a stream; a sync ends after what it waited for started)."""
-    n_h, n_g = len(h_ts), len(g_ts)
-    go = np.lexsort((g_ts, g_stream))
-    gseg = np.cumsum(np.r_[True, g_stream[go][1:] != g_stream[go][:-1]]) if n_g else go
-    ho = np.lexsort((h_ts, h_tid))
-    hseg = np.repeat(h_tid[ho], 2)
-    hs_key, he_key = h_ts.copy(), h_ts.copy()
-    gk = g_ts.copy()
-    for _ in range(2):
-        if n_g:
-            gk = np.maximum(g_ts, np.where(g_launch >= 0, hs_key[np.clip(g_launch, 0, None)], g_ts))
-            gk[go] = pd.Series(gk[go]).groupby(gseg).cummax().to_numpy()
-            aw = np.clip(h_await, 0, None)
-            he_key = np.where(h_sync, np.maximum(h_end, gk[aw] + 1), hs_key)
-        seq = np.stack([hs_key[ho], he_key[ho]], axis=1).ravel()
-        seq = pd.Series(seq).groupby(hseg).cummax().to_numpy().reshape(-1, 2)
-        hs_key[ho], he_key[ho] = seq[:, 0], seq[:, 1]
-    hs = np.flatnonzero(~h_fixed)
-    gs = np.flatnonzero(~g_fixed)
-    ss = np.flatnonzero(h_sync & ~h_fixed)
-    keys = np.concatenate([hs_key[hs], gk[gs], he_key[ss]])
-    kind = np.concatenate([np.ones(len(hs)), np.full(len(gs), 2), np.zeros(len(ss))])
-    code = np.concatenate([hs, n_h + gs, n_h + n_g + ss])
-    o = np.lexsort((kind, keys))
-    return code[o].tolist()  # type: ignore[no-any-return]
-
-
-def _anchors(trace: Trace, st: pd.DataFrame, h_tid: np.ndarray, h_ts: np.ndarray,
-             h_end: np.ndarray, tid_raw: np.ndarray, g_launch: np.ndarray, g_end: np.ndarray,
-             g_fixed: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:  # fmt: skip
-    """Step boundaries and the host calls on the main thread that place them in the replay."""
-    n = len(st)
-    bounds = (
-        np.r_[st["ts_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)[-1:]]
-        if n
-        else np.zeros(0, np.int64)
-    )
-    anchor = np.full(len(bounds), -1, dtype=np.int64)
-    off = np.zeros(len(bounds), dtype=np.int64)
-    if not len(h_ts) or not n:
-        return bounds, anchor, off, np.zeros(len(bounds), bool), -1, 0, -1
-    main = _main_thread(trace, h_tid, tid_raw, h_ts, int(bounds[0]), int(bounds[-1]))
-    idx = np.flatnonzero(h_tid == main)
-    # each boundary follows the main thread's last call before it: host work shrunk after
-    # that call (at the start of the next step) moves the next boundary, not this one
-    j = np.searchsorted(h_ts[idx], bounds, side="left") - 1
-    ok = j >= 0
-    anchor[ok] = idx[j[ok]]
-    a = anchor[ok]
-    off[ok] = bounds[ok] - np.where(h_end[a] <= bounds[ok], h_end[a], h_ts[a])
-    ends_at = np.zeros(len(bounds), dtype=bool)
-    ends_at[ok] = h_end[a] <= bounds[ok]
-    last_gpu, last_off, last = -1, 0, len(bounds) - 1
-    inwin = np.flatnonzero(~g_fixed & (g_end <= bounds[last]) & (g_end >= bounds[last - 1]))
-    if len(inwin):  # a step that ends with its GPU work (markers other than ProfilerStep)
-        lg = int(inwin[np.argmax(g_end[inwin])])
-        if bounds[last] - g_end[lg] <= CLOCK_TOL_NS:
-            last_gpu, last_off = lg, int(bounds[last] - g_end[lg])
-    return bounds, anchor, off, ends_at, last_gpu, last_off, int(main)
-
-
-def _main_thread(trace: Trace, h_tid: np.ndarray, tid_raw: np.ndarray, h_ts: np.ndarray,
-                 lo: int, hi: int) -> int:  # fmt: skip
-    """The thread the step markers are on (else the one with the most calls in the window)."""
-    ann = trace.annotations
-    if len(ann) and not trace.meta.synthetic_steps:
-        m = ann["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
-        if m.any():
-            t = ann["tid"].to_numpy()[m][0]
-            hit = np.flatnonzero(tid_raw == t)
-            if len(hit):
-                return int(h_tid[hit[0]])
-    inw = (h_ts >= lo) & (h_ts < hi)
-    vals = h_tid[inw] if inw.any() else h_tid
-    return int(np.bincount(vals).argmax())
