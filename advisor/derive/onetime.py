@@ -26,6 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from advisor.derive.runtime import KERNEL_LAUNCH_RE
 from advisor.trace.model import Trace
 
 LONG_CALL_NS = 1_000_000  # a runtime call this long at the start of a process is initialization
@@ -49,7 +50,6 @@ _CONTEXT_RE = re.compile(
 )
 _WAITS_RE = re.compile(r"Synchronize|Memcpy|Memset|EventQuery|StreamWait|StreamQuery")
 _MODULE_RE = re.compile(r"^(cu|hip)(ModuleLoad|LibraryLoad|ModuleGetFunction|LibraryGetKernel)")
-_LAUNCH_RE = re.compile(r"^(cu|hip)(da)?(LaunchKernel|ExtLaunch|LaunchCooperative|ModuleLaunch)")
 _AUTOTUNE_RE = re.compile(r"cudnnFind|miopenFind", re.IGNORECASE)
 _ALLOC_RE = re.compile(r"^(cu|hip)(da)?(Malloc|MemAlloc|HostAlloc|MallocHost|MallocAsync)")
 _COMPILE_RE = re.compile(
@@ -87,7 +87,7 @@ def _build(trace: Trace) -> pd.DataFrame:
         ctx_code = KINDS.index("context")
         # stream/event creation and cudaFree are everyday calls: only long ones initialize
         kind = np.where((kind == ctx_code) & (dur < LONG_CALL_NS), -1, kind)
-        launch = _kind_per_name(rt["name"].array, [("module-load", _LAUNCH_RE)])
+        launch = _kind_per_name(rt["name"].array, [("module-load", KERNEL_LAUNCH_RE)])
         kind = np.where((kind < 0) & (launch >= 0) & (dur >= LONG_LAUNCH_NS), launch, kind)
         # a very long first call of a process creates the context, whatever its name; calls
         # that wait on the GPU (a window opened mid-run) are not counted

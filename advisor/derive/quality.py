@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from advisor.derive.runtime import GPU_WORK_CALL_PARTS
 from advisor.derive.timeline import covered_by, union
 from advisor.trace.model import Trace
 
@@ -30,8 +31,6 @@ LOST_LAUNCH_MIN_SHARE = 0.05  # launch calls without their GPU work from this sh
 LOST_LAUNCH_MIN_COUNT = 10  # ...and this count
 SKEW_TOL_NS = 1_000_000  # ends of one collective agree this well once the offset is removed
 EARLY_TOL_NS = 10_000  # GPU work starting this much before its launch call: clocks disagree
-_LAUNCHES = ("LaunchKernel", "GraphLaunch", "LaunchCooperativeKernel", "MemcpyAsync",
-             "MemsetAsync", "ModuleLaunchKernel", "ExtLaunchKernel")  # fmt: skip
 COMPLETE = ("profile a window with CUDA graphs off (e.g. torch.compile without "
             '"reduce-overhead", or before graph capture), or use Nsight Systems with '
             "--cuda-graph-trace=node")  # fmt: skip
@@ -130,7 +129,7 @@ def _lost_launches(trace: Trace) -> Issue | None:
     rt = trace.runtime
     if not len(rt):
         return None
-    is_launch = _name_has(rt, _LAUNCHES)
+    is_launch = _name_has(rt, GPU_WORK_CALL_PARTS)
     linked = np.zeros(len(rt), dtype=bool)
     for df in (trace.kernels, trace.memcpy):
         li = df["launch_idx"].to_numpy()

@@ -1,5 +1,5 @@
 """CUDA/HIP runtime calls by what they do to the host: which calls wait for the device (syncs),
-which copy memory (synchronously or not), which are bookkeeping that may sit between a copy and
+which copy memory (synchronously or not), which launch kernels or other GPU work, which are bookkeeping that may sit between a copy and
 its wait; and how far the host and GPU clocks may disagree. Read by the replay's graph
 (:mod:`advisor.replay.model`) and by the detectors (``heuristics/_syncs.py``, blocking-copy,
 host-tensor-creation), so all of them agree on what a sync is."""
@@ -35,6 +35,15 @@ BOOKKEEPING_CALLS = frozenset(
         "EventQuery",
     )  # fmt: skip
 )
+# kernel launch calls (cudaLaunchKernel, cuLaunchKernel, hipExtLaunchKernel, hipModuleLaunchKernel,
+# cudaLaunchCooperativeKernel...)
+KERNEL_LAUNCH_RE = re.compile(
+    r"^(cu|hip)(da)?(LaunchKernel|ExtLaunch|LaunchCooperative|ModuleLaunch)"
+)
+# every call that puts GPU work in a queue (name parts): kernel and graph launches, async copies
+# and memsets
+GPU_WORK_CALL_PARTS = ("LaunchKernel", "GraphLaunch", "LaunchCooperativeKernel", "MemcpyAsync",
+                       "MemsetAsync", "ModuleLaunchKernel", "ExtLaunchKernel")  # fmt: skip
 # GPU work seen ending this soon after a sync returned had finished by then (host and GPU
 # clocks are aligned only this well)
 CLOCK_TOL_NS = 20_000
