@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import AdvisorError
+from advisor.runfolder import REPORT_NAME
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,7 +113,7 @@ class Report:
 
         p = Path(path)
         if p.is_dir():
-            p = p / "report.html"
+            p = p / REPORT_NAME
         if p.exists() and not force:
             raise AdvisorError("exists; pass force=True to replace it", p)
         try:

@@ -20,6 +20,7 @@ from advisor.derive.dataloader import fetch_intervals
 from advisor.derive.peerwait import single_rank_transfer_ns
 from advisor.derive.steps import steady_trace
 from advisor.derive.timeline import covered_by, main_device, main_device_busy, union
+from advisor.runfolder import RUN_NAME
 from advisor.trace.discover import rank_from_name
 from advisor.trace.model import Trace
 
@@ -86,7 +87,7 @@ def failed_digest(path: Path, error: str) -> Digest:
 
 def load_rank_context(trace_path: Path, rank: int | None) -> dict[str, Any] | None:
     """``run.rank<R>.json`` (per-rank runs) or ``run.json`` beside the trace, or None."""
-    names = ([f"run.rank{rank}.json"] if rank is not None else []) + ["run.json"]
+    names = ([f"run.rank{rank}.json"] if rank is not None else []) + [RUN_NAME]
     for name in names:
         cand = trace_path.parent / name
         if cand.is_file():

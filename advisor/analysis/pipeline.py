@@ -31,6 +31,7 @@ from advisor.output.outfiles import atomic_write
 from advisor.replay.bound import step_bound
 from advisor.replay.whatif import combined_bound_ms
 from advisor.report import Errored, Report, Skipped
+from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NAME
 from advisor.trace import Trace, load_trace
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
 
@@ -79,7 +80,7 @@ def options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes, source
 
 def load_run_context(trace_path: Path) -> dict[str, Any] | None:
     """run.json beside the trace (written by ``advisor profile``), or None."""
-    cand = trace_path.parent / "run.json" if trace_path.is_file() else trace_path / "run.json"
+    cand = trace_path.parent / RUN_NAME if trace_path.is_file() else trace_path / RUN_NAME
     if not cand.is_file():
         return None
     try:
@@ -249,14 +250,14 @@ def write_outputs(
 
     written: dict[str, Path] = {}
     try:
-        atomic_write(out / "findings.json", report.to_json(debug))
-        written["findings"] = out / "findings.json"
+        atomic_write(out / FINDINGS_NAME, report.to_json(debug))
+        written["findings"] = out / FINDINGS_NAME
         annotated = write_annotated(report, out, ahead) if annotate_trace else None
         if annotated is not None:
             written["annotated"] = annotated
         ctx = {"annotated_trace": annotated.name if annotated else None, **(extra or {})}
-        atomic_write(out / "report.html", render_html(report, ctx).encode("utf-8"))
-        written["report"] = out / "report.html"
+        atomic_write(out / REPORT_NAME, render_html(report, ctx).encode("utf-8"))
+        written["report"] = out / REPORT_NAME
     except OSError as err:
         raise AdvisorError(f"cannot write output: {err.strerror or err}", out) from None
     return {k: written[k] for k in ("report", "findings", "annotated") if k in written}
@@ -269,7 +270,7 @@ IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may
 def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -> Path | None:
     """``out/trace.annotated.json.gz``: the analyzed trace plus a findings track (never the
     original file); None when the trace file cannot be read back."""
-    from advisor.output.annotate import ANNOTATED_NAME, annotate
+    from advisor.output.annotate import annotate
 
     src = Path(str(report.run.get("trace") or ""))
     target = out / ANNOTATED_NAME

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME
+
 
 def load_report(path: Path):  # type: ignore[no-untyped-def]
     """The Report saved in ``path`` (findings.json, or a folder holding one) and its file."""
@@ -14,7 +16,7 @@ def load_report(path: Path):  # type: ignore[no-untyped-def]
     from advisor.errors import AdvisorError
     from advisor.report import Report
 
-    src = path / "findings.json" if path.is_dir() else path
+    src = path / FINDINGS_NAME if path.is_dir() else path
     if not src.is_file():
         raise AdvisorError("no findings.json here (run `advisor analyze` or `profile` first)", path)
     try:
@@ -41,7 +43,6 @@ def rerender(path: Path, out: Path | None = None, no_source: bool = False,
     import os
 
     from advisor.errors import AdvisorError
-    from advisor.output.annotate import ANNOTATED_NAME
     from advisor.output.html import render_html
     from advisor.output.outfiles import atomic_write, is_advisor_report
 
@@ -49,9 +50,9 @@ def rerender(path: Path, out: Path | None = None, no_source: bool = False,
     if no_source:  # the snippets saved at analysis time (none if it ran with --no-source)
         views = {k: v for k, v in report.views.items() if k not in ("sources", "sources_withheld")}
         report = dataclasses.replace(report, views=views)
-    target = out if out is not None else src.parent / "report.html"
+    target = out if out is not None else src.parent / REPORT_NAME
     if target.is_dir():
-        target = target / "report.html"
+        target = target / REPORT_NAME
     if target.exists() or target.is_symlink():
         if not is_advisor_report(target):
             raise AdvisorError("exists and is not a report advisor wrote; pick another --out",

@@ -26,7 +26,6 @@ from advisor.report import Report
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, read_bytes
 
 PROCESS_NAME = "torch-advisor findings"
-ANNOTATED_NAME = "trace.annotated.json.gz"
 MAX_NAME_CHARS = 160
 GZIP_LEVEL = 3  # the copy is a convenience: fast beats the last 20% of size
 

@@ -24,6 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError
+from advisor.runfolder import (
+    ANALYZE_NAMES,
+    ANNOTATED_NAME,
+    FINDINGS_NAME,
+    REPORT_NAME,
+    RUN_NAME,
+    TRACE_NAME,
+)
 
 REPORT_GENERATOR_RE = re.compile(rb'<meta name="generator" content="torch-advisor [^"<>]*">')
 _RANK_NAME_RE = re.compile(r"^(trace|run)\.rank(\d+)\.json(?:\.gz)?$")
@@ -108,18 +116,18 @@ def written_by_advisor(folder: Path, name: str) -> bool:
     if m and m.group(1) == "trace":  # a rank's trace: owned when its run file names it
         d = _json(folder / f"run.rank{m.group(2)}.json")
         return d is not None and "advisor_version" in d and d.get("trace") == name
-    if m or name == "run.json":
+    if m or name == RUN_NAME:
         d = _json(path)
         return d is not None and "advisor_version" in d and "end_reason" in d
-    if name == "findings.json":
+    if name == FINDINGS_NAME:
         d = _json(path)
         return d is not None and "advisor_version" in d and "schema_version" in d
-    if name == "report.html":
+    if name == REPORT_NAME:
         return is_advisor_report(path)
-    if name == "trace.annotated.json.gz":
-        return written_by_advisor(folder, "findings.json")
-    if name == "trace.json.gz":  # only a profile run (its run.json names the trace) owns it
-        d = _json(folder / "run.json")
+    if name == ANNOTATED_NAME:
+        return written_by_advisor(folder, FINDINGS_NAME)
+    if name == TRACE_NAME:  # only a profile run (its run.json names the trace) owns it
+        d = _json(folder / RUN_NAME)
         return d is not None and "advisor_version" in d and d.get("trace") == name
     return False
 
@@ -245,8 +253,6 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 # ---------------------------------------------------------------- analyze's output folder
-
-ANALYZE_NAMES = ("findings.json", "report.html", "trace.annotated.json.gz")
 
 
 def prepare_out_dir(

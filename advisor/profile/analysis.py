@@ -17,7 +17,8 @@ from typing import Any
 
 from advisor import __version__
 from advisor.errors import AdvisorError
-from advisor.profile.outdir import FINDINGS_NAME, REPORT_NAME, write_json
+from advisor.profile.outdir import write_json
+from advisor.runfolder import FINDINGS_NAME, REPORT_NAME
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 

@@ -35,8 +35,7 @@ from typing import Any
 
 from advisor.api import Report
 from advisor.errors import AdvisorError
-
-TRACE_NAME = "trace.json.gz"
+from advisor.runfolder import TRACE_NAME
 
 
 def _options(only: Iterable[str], skip: Iterable[str], thresholds: Mapping[str, float] | None,

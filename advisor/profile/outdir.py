@@ -23,13 +23,8 @@ from typing import Any
 from advisor.errors import AdvisorError
 from advisor.output.outfiles import claim, refuse_foreign, written_by_advisor
 from advisor.profile.torchrun import RankEnv, foreign_entries, process_start_time
+from advisor.runfolder import ANALYZE_NAMES, PROFILE_NAMES
 
-TRACE_NAME = "trace.json.gz"
-RUN_NAME = "run.json"
-FINDINGS_NAME = "findings.json"
-REPORT_NAME = "report.html"
-ANNOTATED_NAME = "trace.annotated.json.gz"  # written by the analysis (advisor.output.annotate)
-OUTPUT_NAMES = (TRACE_NAME, RUN_NAME, FINDINGS_NAME, REPORT_NAME, ANNOTATED_NAME)
 _PROBE = ".advisor-write-test-"  # check_writable's probe (a name profile.torchrun knows)
 LOW_SPACE_BYTES = 256 * 1024**2  # warn below this: a trace with stacks takes tens of MB or more
 
@@ -41,7 +36,7 @@ def check_out_dir(out: Path, force: bool, renv: RankEnv | None = None) -> None:
     per-rank files other ranks of this launch may already have written there."""
     if out.exists() and not out.is_dir():
         raise AdvisorError("exists and is not a directory", out)
-    names = OUTPUT_NAMES if renv is None else (renv.trace_name, renv.run_name, *OUTPUT_NAMES[2:])
+    names = PROFILE_NAMES if renv is None else (renv.trace_name, renv.run_name, *ANALYZE_NAMES)
     if out.is_dir():
         claim(out, shared=renv is not None)  # one run per folder (torchrun's ranks share it)
         try:
@@ -60,7 +55,7 @@ def check_out_dir(out: Path, force: bool, renv: RankEnv | None = None) -> None:
     check_writable(out, "output folder")  # creates it
     claim(out, shared=renv is not None)
     if force:  # under torchrun each rank clears only its own files (the others run alongside)
-        _remove_earlier_run(out, OUTPUT_NAMES if renv is None else names[:2])
+        _remove_earlier_run(out, PROFILE_NAMES if renv is None else names[:2])
     _warn_low_space(out)
 
 

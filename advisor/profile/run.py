@@ -25,16 +25,10 @@ from advisor.profile.execute import (
     Terminated,
     resolve_target,
 )
-from advisor.profile.outdir import (
-    RUN_NAME,
-    TRACE_NAME,
-    check_out_dir,
-    check_writable,
-    write_error,
-    write_json,
-)
+from advisor.profile.outdir import check_out_dir, check_writable, write_error, write_json
 from advisor.profile.signals import RunSignals
 from advisor.profile.torchrun import RankEnv, default_rank_out_dir, rank_env
+from advisor.runfolder import RUN_NAME, TRACE_NAME
 
 MAX_SECONDS_LIMIT = 10_000_000.0  # about 4 months: beyond it the timer cannot be set
 

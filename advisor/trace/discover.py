@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import TraceError
+from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, RUN_NAME
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
 
 if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace 
     from advisor.trace.prefetch import Prefetch
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
-_SKIP_NAMES = ("run.json", "findings.json", "trace.annotated.json.gz")
+_SKIP_NAMES = (RUN_NAME, FINDINGS_NAME, ANNOTATED_NAME)
 _RANK_RE = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 
 

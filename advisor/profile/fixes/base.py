@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from advisor.runfolder import FINDINGS_NAME, RUN_NAME
+
 MAX_NOTES = 20  # per fix: what the patch did, kept for run.json and the report
 
 
@@ -34,8 +36,8 @@ class RunFacts:
     def from_run_dir(folder: Path) -> RunFacts:
         """From ``run.json`` and ``findings.json`` of an ``advisor profile`` folder (missing or
         unreadable files give the empty facts)."""
-        run = _read(folder / "run.json")
-        found = _read(folder / "findings.json")
+        run = _read(folder / RUN_NAME)
+        found = _read(folder / FINDINGS_NAME)
         dev = run.get("device") or {}
         raw_cc = dev.get("compute_capability")
         try:

@@ -27,6 +27,7 @@ from advisor.profile.fixes.compare import RunData, compare, step_stats
 from advisor.profile.fixes.registry import FIXES, Selection, parse_fix_ids, select
 from advisor.profile.fixes.runtime import env_value
 from advisor.profile.outdir import check_out_dir, write_json
+from advisor.runfolder import FINDINGS_NAME, RUN_NAME, TRACE_NAME
 
 TRY_SCHEMA_VERSION = 1
 LOG_NAME = "try-profile.log"
@@ -132,7 +133,7 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
 
     data.folders.append(str(folder))
     try:
-        run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        run = json.loads((folder / RUN_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         data.failed = (
             data.failed
@@ -166,10 +167,10 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
             f"{run.get('steps_seen')} steps seen): give the script more steps or lower --wait/--warmup"
         )
         return
-    trace = steady_trace(load_trace(folder / "trace.json.gz"))
+    trace = steady_trace(load_trace(folder / TRACE_NAME))
     data.step_ms.extend(float(x) for x in trace.step_ms().to_numpy())
     if first:
-        rep = Report.from_dict(json.loads((folder / "findings.json").read_text(encoding="utf-8")))
+        rep = Report.from_dict(json.loads((folder / FINDINGS_NAME).read_text(encoding="utf-8")))
         data.findings = list(rep.findings)
         data.step_ms_median_report = float(rep.run.get("step_ms_median") or 0.0)
 
