@@ -17,8 +17,7 @@ import pandas as pd
 
 from advisor.derive.timeline import subtract, union
 from advisor.trace.model import Trace
-
-from ._ops import name_flags
+from advisor.trace.names import name_flags
 
 CALL_RE = re.compile(
     r"^(cu|hip)(da)?(Malloc|Free|MemAlloc|MemFree|HostAlloc|MallocHost|FreeHost|HostMalloc|"

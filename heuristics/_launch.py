@@ -16,6 +16,7 @@ from advisor.derive.timeline import busy_by_device, union
 from advisor.detect.registry import Context
 from advisor.detect.thresholds import register
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 from ._per_step import n_steps
 
@@ -111,9 +112,7 @@ def _launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     idx = rt["op_idx"].to_numpy()[used]
     idx = np.unique(idx[idx >= 0])
     parent = ops["parent_idx"].to_numpy()
-    cat = ops["name"].array
-    aten = np.array([str(c).startswith("aten::") for c in cat.categories] + [False], dtype=bool)
-    is_aten = aten[np.asarray(cat.codes)]
+    is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
     for _ in range(64):  # climb while the parent is an aten op too (aten calls nest shallowly)
         p = parent[idx]
         up = (p >= 0) & is_aten[np.clip(p, 0, None)] & is_aten[idx]

@@ -13,8 +13,9 @@ import pandas as pd
 
 from advisor.derive.timeline import main_device
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
-from ._ops import chain_match, kernel_op, name_flags, op_names
+from ._ops import chain_match, kernel_op, op_names
 
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
                       "aten::_addmm_activation", "aten::_scaled_mm"})  # fmt: skip

@@ -24,8 +24,9 @@ import pandas as pd
 from advisor.derive.runtime import ASYNC_COPY_RE, CLOCK_TOL_NS, SYNC_CALL_RE, SYNC_COPY_RE
 from advisor.derive.timeline import busy_by_device, main_device
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
-from ._ops import name_flags, op_chain, op_names
+from ._ops import op_chain, op_names
 from ._per_step import in_steps
 
 _AUTOTUNE_OPS = ("cudnn_convolution", "convolution_backward", "ConvolutionBackward",

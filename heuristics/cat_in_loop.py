@@ -40,8 +40,9 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_in
 
-from ._ops import chain_match, gpu_rows_from, inherit, kernel_op, name_in, op_names
+from ._ops import chain_match, gpu_rows_from, inherit, kernel_op, op_names
 from ._per_step import ms, n_steps
 
 ID = "cat-in-loop"

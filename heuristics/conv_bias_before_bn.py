@@ -39,9 +39,10 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_in
 
 from ._matmul import CONV_FWD_WITH_BIAS
-from ._ops import arg_dims, gpu_rows_from, inherit, name_in, op_names, runtime_op
+from ._ops import arg_dims, gpu_rows_from, inherit, op_names, runtime_op
 from ._per_step import ms, n_steps, per_step_words
 
 ID = "conv-bias-before-bn"

@@ -36,9 +36,10 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
+from advisor.trace.names import name_in
 
 from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE
-from ._ops import ancestor_match, gpu_rows_from, name_in
+from ._ops import ancestor_match, gpu_rows_from
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "cudnn-benchmark"

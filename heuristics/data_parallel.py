@@ -42,8 +42,9 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_in
 
-from ._ops import gpu_rows_from, inherit, name_in, op_names
+from ._ops import gpu_rows_from, inherit, op_names
 from ._per_step import ms, n_steps
 
 ID = "data-parallel"

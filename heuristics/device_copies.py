@@ -48,8 +48,9 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
-from ._ops import name_flags, op_chain, op_names
+from ._ops import op_chain, op_names
 from ._per_step import fmt_ms, n_steps
 
 ID = "device-copies"

@@ -44,8 +44,9 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, ScaleGpu
 from advisor.trace.model import Trace
+from advisor.trace.names import name_mask
 
-from ._ops import inherit, kernel_op, name_mask, ranges, runtime_op
+from ._ops import inherit, kernel_op, ranges, runtime_op
 from ._per_step import ms, n_steps
 
 ID = "fusible-elementwise"

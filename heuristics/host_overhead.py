@@ -57,10 +57,10 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 from ._allocator import allocator_spans, without_allocator
 from ._launch import launching_calls
-from ._ops import name_flags
 from ._per_step import fmt_ms, n_steps
 
 ID = "host-overhead"

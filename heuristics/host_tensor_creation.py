@@ -47,8 +47,9 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_in
 
-from ._ops import arg_dims, launched_below, name_in, op_names, outermost, runtime_op
+from ._ops import arg_dims, launched_below, op_names, outermost, runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "host-tensor-creation"

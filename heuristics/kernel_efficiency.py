@@ -61,9 +61,10 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 from ._matmul import CONV_FWD, matmul_kernels, op_dtype
-from ._ops import chain_match, name_flags, op_names
+from ._ops import chain_match, op_names
 from ._peaks import Peak, peak_for
 from ._per_step import fmt_ms, n_steps
 from ._roofline import ATTN_OPS, ELEMENTWISE, REDUCTIONS, Work, op_work

@@ -43,6 +43,7 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 from ._matmul import (
     CONV_BWD,
@@ -54,7 +55,7 @@ from ._matmul import (
     op_dtype,
     pad_to,
 )
-from ._ops import name_flags, op_names
+from ._ops import op_names
 from ._per_step import fmt_ms, in_steps, n_steps
 
 ID = "misaligned-dims"

@@ -41,8 +41,9 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_in
 
-from ._ops import BACKWARD_RE, in_backward, name_in, op_names
+from ._ops import BACKWARD_RE, in_backward, op_names
 from ._per_step import ms, n_steps
 
 ID = "python-loop"

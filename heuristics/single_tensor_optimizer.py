@@ -46,8 +46,9 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_in, name_mask
 
-from ._ops import kernel_op, name_in, name_mask, ranges
+from ._ops import kernel_op, ranges
 from ._per_step import ms, n_steps
 
 ID = "single-tensor-optimizer"

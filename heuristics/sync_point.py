@@ -51,8 +51,9 @@ from advisor.detect.thresholds import register
 from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import DropSyncs
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
-from ._ops import name_flags, op_chain, op_names
+from ._ops import op_chain, op_names
 from ._per_step import fmt_ms, in_steps, n_steps
 from ._syncs import REASONS, classify, sync_events
 

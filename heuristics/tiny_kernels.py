@@ -38,9 +38,10 @@ from advisor.detect.registry import Context, detector
 from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import GraphLaunch
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 from ._launch import reported_gaps
-from ._ops import chain_match, name_flags, op_names
+from ._ops import chain_match, op_names
 from ._per_step import fmt_ms, n_steps
 
 ID = "tiny-kernels"

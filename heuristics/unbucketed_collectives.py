@@ -57,9 +57,10 @@ from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 from ._comm_advice import bucketing_advice, collective_source
-from ._ops import chain_match, name_flags, op_names
+from ._ops import chain_match, op_names
 from ._per_step import fmt_ms, n_steps
 
 ID = "unbucketed-collectives"

@@ -36,8 +36,9 @@ from advisor.detect.registry import Context, detector
 from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
-from ._ops import arg_dims, gpu_rows_from, inherit, name_flags
+from ._ops import arg_dims, gpu_rows_from, inherit
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "zero-grad-not-none"

@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from advisor.detectors._ops import name_in, name_mask, runtime_op
+from advisor.detectors._ops import runtime_op
 from advisor.detectors.fusible_elementwise import _chain_ns, _chains, short_name
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.trace.build import is_user_file as user_file
+from advisor.trace.names import name_in, name_mask
 from tests.checklist_b_util import analyze, finding, skip_reason
 from tests.tracebuilder import PID, TID, TraceBuilder
 

@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from advisor.detectors._matmul import CONV_BWD, CONV_FWD, GEMM_OPS, kernel_ops
-from advisor.detectors._ops import chain_match, name_flags, op_chain, op_names
+from advisor.detectors._ops import chain_match, op_chain, op_names
 
 from advisor.trace import load_trace
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 from tests.conftest import shared_trace
 from tests.tracebuilder import TraceBuilder
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from advisor.detectors._ops import name_flags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.derive.timeline import Intervals, covered_ns, union
+from advisor.trace.names import name_flags
 
 _spans = st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 300)), max_size=30)
 

@@ -22,6 +22,7 @@ import pandas as pd
 from advisor.analysis.summary import op_self_ns
 from advisor.derive.locate import Locator
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 TOP = 15
 
@@ -64,15 +65,6 @@ def _name_keys(names: pd.Series) -> tuple[np.ndarray, list[str]]:
         return of_cat[np.asarray(cat.codes)], [str(u) for u in uniq]
     codes, uniq = pd.factorize(names.astype(str).to_numpy())
     return codes, [str(u) for u in uniq]
-
-
-def _starts_with(names: pd.Series, prefix: str) -> np.ndarray:
-    """bool per row: the name starts with ``prefix`` (tested once per distinct name)."""
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        cat = names.array
-        hit = np.array([str(c).startswith(prefix) for c in cat.categories] + [False], dtype=bool)
-        return hit[np.asarray(cat.codes)]  # type: ignore[no-any-return]
-    return names.astype(str).str.startswith(prefix).to_numpy(dtype=bool)
 
 
 def kernel_ops(trace: Trace, kernels: pd.DataFrame) -> np.ndarray:
@@ -123,7 +115,9 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
     ops = trace.cpu_ops
     if not len(ops):
         return []
-    real = ~_starts_with(ops["name"], "ProfilerStep#")  # legacy traces: steps are ops
+    real = ~name_flags(
+        ops["name"], lambda n: n.startswith("ProfilerStep#")
+    )  # legacy traces: steps are ops
     rows_in = np.flatnonzero((ops["step"].to_numpy() >= 0) & real)
     if not len(rows_in):
         rows_in = np.flatnonzero(real)

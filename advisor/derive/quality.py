@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS
 from advisor.derive.timeline import covered_by, union
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 GRAPH_MIN_COVER = 0.5  # recorded kernels covering less of a replay's span: part is missing
 LOST_LAUNCH_MIN_SHARE = 0.05  # launch calls without their GPU work from this share...
@@ -85,7 +85,7 @@ def _graph_replays(trace: Trace) -> Issue | None:
     rt = trace.runtime
     if not len(rt):
         return None
-    rows = np.flatnonzero(_name_has(rt, ("GraphLaunch",)))
+    rows = np.flatnonzero(name_flags(rt["name"], lambda n: "GraphLaunch" in n))
     if not len(rows):
         return None
     act = trace.gpu_activity()
@@ -118,18 +118,11 @@ def _graph_replays(trace: Trace) -> Issue | None:
         f"{COMPLETE}.", "graph", ss, se)  # fmt: skip
 
 
-def _name_has(df: pd.DataFrame, parts: tuple[str, ...]) -> np.ndarray:
-    """Per row: its (categorical) name contains one of ``parts`` (tested once per name)."""
-    cat = df["name"].array
-    hit = np.array([any(p in str(c) for p in parts) for c in cat.categories] + [False], dtype=bool)
-    return hit[np.asarray(cat.codes)]
-
-
 def _lost_launches(trace: Trace) -> Issue | None:
     rt = trace.runtime
     if not len(rt):
         return None
-    is_launch = _name_has(rt, GPU_WORK_CALL_PARTS)
+    is_launch = name_flags(rt["name"], lambda n: any(p in n for p in GPU_WORK_CALL_PARTS))
     linked = np.zeros(len(rt), dtype=bool)
     for df in (trace.kernels, trace.memcpy):
         li = df["launch_idx"].to_numpy()

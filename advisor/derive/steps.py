@@ -33,6 +33,7 @@ from advisor.derive.dataloader import is_fetch
 from advisor.derive.onetime import one_time_events, total_ns
 from advisor.trace.links import assign_steps, gpu_steps
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 FIRST_STEP_SLOW = 1.2  # a leading iteration this much longer than the median of the rest...
 FIRST_STEP_ONE_TIME = 0.1  # ...holding one-time work of this share of that median is warm-up
@@ -163,9 +164,7 @@ def _markers(trace: Trace, pred: Callable[[str], bool]) -> tuple[np.ndarray, np.
     for df in (trace.annotations, trace.cpu_ops):
         if not len(df):
             continue
-        cat = df["name"].array
-        hit = np.array([pred(str(c)) for c in cat.categories] + [False], dtype=bool)
-        m = hit[np.asarray(cat.codes)]
+        m = name_flags(df["name"], pred)
         if "on_gpu" in df:
             m &= ~df["on_gpu"].to_numpy(dtype=bool)
         if m.any():

@@ -30,7 +30,6 @@ unchanged replay gives back the measured times; :func:`advisor.replay.engine.rep
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +44,7 @@ from advisor.replay.structure import (
     step_anchors,
 )
 from advisor.trace.model import Trace
+from advisor.trace.names import name_mask
 
 HANDOFF_NS = 2_000_000  # a thread resuming this soon after another thread's call: a hand-off
 CROSS_STREAM_MIN_NS = 5_000  # an unexplained start delay above this looks for another stream
@@ -148,12 +148,6 @@ def graph(trace: Trace) -> Graph:
     return trace.memo("replay_graph", lambda: _build(trace))  # type: ignore[no-any-return]
 
 
-def _flags(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
-    cat = names.astype("category").array
-    hit = np.array([bool(rx.match(str(c))) for c in cat.categories] + [False], dtype=bool)
-    return hit[np.asarray(cat.codes)]
-
-
 def _empty() -> Graph:
     """The graph of a trace with nothing to replay (no host calls or no GPU work)."""
     from dataclasses import fields
@@ -194,8 +188,8 @@ def _build(trace: Trace) -> Graph:
     n_rt = len(rt)
     launched = np.zeros(n_rt, dtype=bool)
     launched[li[li >= 0]] = True
-    is_sync_call = _flags(rt["name"], SYNC_CALL_RE) if n_rt else np.zeros(0, bool)
-    is_copy_call = _flags(rt["name"], COPY_CALL_RE) if n_rt else np.zeros(0, bool)
+    is_sync_call = name_mask(rt["name"], SYNC_CALL_RE) if n_rt else np.zeros(0, bool)
+    is_copy_call = name_mask(rt["name"], COPY_CALL_RE) if n_rt else np.zeros(0, bool)
     keep = launched | is_sync_call
     h_rt = np.flatnonzero(keep)
     if not len(h_rt):
@@ -289,7 +283,9 @@ def _build(trace: Trace) -> Graph:
     # ---- syncs and blocking copies: what they waited for
     h_await = np.full(n_h, -1, dtype=np.int64)
     await_more: dict[int, list[int]] = {}
-    is_device_sync = _flags(rt["name"], DEVICE_SYNC_RE)[h_rt] if n_h else np.zeros(0, bool)
+    is_device_sync = (
+        name_mask(rt["name"], DEVICE_SYNC_RE)[h_rt] if n_h else np.zeros(0, bool)
+    )
     sync_rows = np.flatnonzero(is_sync_call[h_rt]) if n_h else np.zeros(0, np.int64)
     # a launch that takes far longer than launches do waits for a slot in a full launch queue:
     # it returns when earlier GPU work ends (back-pressure from the GPU)
