@@ -2,9 +2,10 @@
 (:func:`detector`, :func:`across_ranks`) and the data it may require (``needs``).
 
 A detector is a pure function ``(trace, ctx) -> list[Draft]`` in its own module under
-``heuristics/`` (installed as ``advisor.detectors``), registered with :func:`detector`. Loading
-every detector and running them is :mod:`advisor.analysis.detection`. Its module docstring is the user-facing
-explanation (what, why it costs time, how the saving is estimated, how to fix it).
+``heuristics/`` (installed as ``advisor.detectors``), registered with :func:`detector`; that
+module's docstring is the user-facing explanation (what, why it costs time, how the saving is
+estimated, how to fix it). Loading every detector and running them is
+:mod:`advisor.analysis.detection`.
 
 A detector may also look across ranks (several traces of one job): :func:`across_ranks`
 registers ``(drafts, digests, ctx) -> drafts`` for its id, which the multi-rank merge
