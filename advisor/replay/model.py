@@ -283,9 +283,7 @@ def _build(trace: Trace) -> Graph:
     # ---- syncs and blocking copies: what they waited for
     h_await = np.full(n_h, -1, dtype=np.int64)
     await_more: dict[int, list[int]] = {}
-    is_device_sync = (
-        name_mask(rt["name"], DEVICE_SYNC_RE)[h_rt] if n_h else np.zeros(0, bool)
-    )
+    is_device_sync = name_mask(rt["name"], DEVICE_SYNC_RE)[h_rt] if n_h else np.zeros(0, bool)
     sync_rows = np.flatnonzero(is_sync_call[h_rt]) if n_h else np.zeros(0, np.int64)
     # a launch that takes far longer than launches do waits for a slot in a full launch queue:
     # it returns when earlier GPU work ends (back-pressure from the GPU)
