@@ -15,8 +15,12 @@ __version__ = "0.1.0"
 
 __all__ = ["Report", "__version__", "analyze", "capture", "on_trace_ready", "step"]
 
-_LAZY = {"analyze": "advisor.api", "Report": "advisor.api", "on_trace_ready": "advisor.profile.hooks",
-         "capture": "advisor.profile.hooks"}  # fmt: skip
+_LAZY = {
+    "analyze": "advisor.api",
+    "Report": "advisor.api",
+    "on_trace_ready": "advisor.profile.hooks",
+    "capture": "advisor.profile.hooks",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -29,17 +29,47 @@ if TYPE_CHECKING:
 
 # stable columns of Report.findings, in this order (docs/api.md)
 FINDING_COLUMNS = (
-    "rank", "id", "title", "severity", "est_savings_ms", "est_savings_pct",
-    "est_savings_low_ms", "est_savings_high_ms", "confidence", "location", "summary",
-    "recommendation", "snippet", "evidence_rows",
-)  # fmt: skip
-STEP_COLUMNS = ("step", "total_ms", "compute_ms", "communication_ms", "memcpy_ms",
-                "dataloader_ms", "idle_ms", "host_only_ms", "ts_us")  # fmt: skip
+    "rank",
+    "id",
+    "title",
+    "severity",
+    "est_savings_ms",
+    "est_savings_pct",
+    "est_savings_low_ms",
+    "est_savings_high_ms",
+    "confidence",
+    "location",
+    "summary",
+    "recommendation",
+    "snippet",
+    "evidence_rows",
+)
+STEP_COLUMNS = (
+    "step",
+    "total_ms",
+    "compute_ms",
+    "communication_ms",
+    "memcpy_ms",
+    "dataloader_ms",
+    "idle_ms",
+    "host_only_ms",
+    "ts_us",
+)
 KERNEL_COLUMNS = ("name", "count", "total_ms", "mean_us", "share_pct", "op", "source")
 OP_COLUMNS = ("name", "count", "total_ms", "self_ms", "mean_us", "share_pct", "gpu_ms", "source")
-RANK_COLUMNS = ("rank", "trace", "steps", "step_ms_median", "gpu_busy_pct", "comm_pct",
-                "comm_overlap_pct", "exposed_comm_ms_per_step", "lag_ms_per_step",
-                "findings", "error")  # fmt: skip
+RANK_COLUMNS = (
+    "rank",
+    "trace",
+    "steps",
+    "step_ms_median",
+    "gpu_busy_pct",
+    "comm_pct",
+    "comm_overlap_pct",
+    "exposed_comm_ms_per_step",
+    "lag_ms_per_step",
+    "findings",
+    "error",
+)
 
 
 def _frame(rows: Iterable[Mapping[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
@@ -67,14 +97,24 @@ class Report:
         for i, f in enumerate(self.raw.findings, 1):
             loc = f.locations[0] if f.locations else None
             rng = f.est_savings_range_ms
-            rows.append({"rank": i, "id": f.id, "title": f.title, "severity": f.severity,
-                         "est_savings_ms": f.est_savings_ms, "est_savings_pct": f.est_savings_pct,
-                         "est_savings_low_ms": rng[0] if rng else None,
-                         "est_savings_high_ms": rng[1] if rng else None,
-                         "confidence": f.confidence,
-                         "location": f"{loc.file}:{loc.line}" if loc else None,
-                         "summary": f.summary, "recommendation": f.recommendation,
-                         "snippet": f.snippet, "evidence_rows": len(f.evidence)})  # fmt: skip
+            rows.append(
+                {
+                    "rank": i,
+                    "id": f.id,
+                    "title": f.title,
+                    "severity": f.severity,
+                    "est_savings_ms": f.est_savings_ms,
+                    "est_savings_pct": f.est_savings_pct,
+                    "est_savings_low_ms": rng[0] if rng else None,
+                    "est_savings_high_ms": rng[1] if rng else None,
+                    "confidence": f.confidence,
+                    "location": f"{loc.file}:{loc.line}" if loc else None,
+                    "summary": f.summary,
+                    "recommendation": f.recommendation,
+                    "snippet": f.snippet,
+                    "evidence_rows": len(f.evidence),
+                }
+            )
         return _frame(rows, FINDING_COLUMNS)
 
     @property
@@ -135,11 +175,15 @@ class Report:
             f"<td><code>{e(_where(f))}</code></td></tr>"
             for i, f in enumerate(self.raw.findings, 1)
         )
-        head = ("<tr><th>#</th><th>severity</th><th>saves/step</th><th>%</th><th>finding</th>"
-                "<th>where</th></tr>")  # fmt: skip
+        head = (
+            "<tr><th>#</th><th>severity</th><th>saves/step</th><th>%</th><th>finding</th>"
+            "<th>where</th></tr>"
+        )
         body = f"<table>{head}{rows}</table>" if rows else "<p>No problems found.</p>"
-        return (f"<div class='torch-advisor'><p><b>torch-advisor</b>: "
-                f"{e(headline(self.raw))}</p>{body}</div>")  # fmt: skip
+        return (
+            f"<div class='torch-advisor'><p><b>torch-advisor</b>: "
+            f"{e(headline(self.raw))}</p>{body}</div>"
+        )
 
     def __repr__(self) -> str:
         from advisor.output.terminal import headline
@@ -154,9 +198,16 @@ def _where(f: Any) -> str:
     return f"{Path(loc.file).name}:{loc.line}"
 
 
-def analyze(path: str | Path, *, only: Iterable[str] = (), skip: Iterable[str] = (),
-            thresholds: Mapping[str, float] | None = None, no_source: bool = False,
-            jobs: int | None = None, scheduler: str | None = None) -> Report:  # fmt: skip
+def analyze(
+    path: str | Path,
+    *,
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    thresholds: Mapping[str, float] | None = None,
+    no_source: bool = False,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+) -> Report:
     """Analyze a trace, a run folder or a folder of per-rank traces, as ``advisor analyze``.
 
     ``only``/``skip``: finding ids; ``thresholds``: overrides (``advisor analyze
@@ -168,8 +219,7 @@ def analyze(path: str | Path, *, only: Iterable[str] = (), skip: Iterable[str] =
     from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
     sets = [f"{k}={v}" for k, v in (thresholds or {}).items()]
-    opts = options_from_cli(list(only), list(skip), sets, False, no_source,
-                            DEFAULT_MAX_TRACE_BYTES)  # fmt: skip
+    opts = options_from_cli(list(only), list(skip), sets, False, no_source, DEFAULT_MAX_TRACE_BYTES)
     p = Path(path)
     files = find_traces(p)
     if len(files) == 1:

@@ -90,9 +90,15 @@ def allocator_env() -> dict[str, Any]:
     """The caching allocator's settings from the environment (CUDA or ROCm names), recorded in
     run.json."""
     env = os.environ
-    conf = env.get("PYTORCH_CUDA_ALLOC_CONF") or env.get("PYTORCH_HIP_ALLOC_CONF") \
-        or env.get("PYTORCH_ALLOC_CONF")  # fmt: skip
+    conf = (
+        env.get("PYTORCH_CUDA_ALLOC_CONF")
+        or env.get("PYTORCH_HIP_ALLOC_CONF")
+        or env.get("PYTORCH_ALLOC_CONF")
+    )
     raw = env.get("PYTORCH_NO_CUDA_MEMORY_CACHING") or env.get("PYTORCH_NO_HIP_MEMORY_CACHING")
     # current torch reads "1" as off; older versions took any value, "0" included
-    return {"alloc_conf": conf, "caching_disabled": raw not in (None, "", "0"),
-            "no_memory_caching_env": raw}  # fmt: skip
+    return {
+        "alloc_conf": conf,
+        "caching_disabled": raw not in (None, "", "0"),
+        "no_memory_caching_env": raw,
+    }

@@ -83,8 +83,9 @@ def run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = No
     collected, e.g. the decoding child; peak RSS is the process's own (VmHWM, else wait4)."""
     full_env = {**os.environ, **(env or {})}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
-                            cwd=cwd)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env, cwd=cwd
+    )
     assert proc.stdout is not None
     out = proc.stdout.read().decode("utf-8", "replace")
     _, status, ru = os.wait4(proc.pid, 0)
@@ -171,8 +172,9 @@ def peak_tree_pss(cmd: list[str], env: dict[str, str] | None = None, every_s: fl
 
     This is the memory the whole command holds at once, counting pages that a forked child
     shares with its parent once. The polling costs CPU, so time a command in other runs."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, **(env or {})})  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
     peak = 0
     while proc.poll() is None:
         peak = max(peak, sum(_pss(p) for p in _tree(proc.pid)))

@@ -73,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("trace", nargs="?", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each figure (median)")
-    ap.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON"),
-                    help="python of a venv with HolisticTraceAnalysis==0.5.0 (or $HTA_PYTHON)")  # fmt: skip
+    ap.add_argument(
+        "--hta-python",
+        default=os.environ.get("HTA_PYTHON"),
+        help="python of a venv with HolisticTraceAnalysis==0.5.0 (or $HTA_PYTHON)",
+    )
     ap.add_argument("--no-floor", action="store_true", help="skip the parse floor")
     args = ap.parse_args(argv)
     trace: Path = args.trace.resolve()
@@ -100,8 +103,19 @@ def main(argv: list[str] | None = None) -> int:
         compile_checkout()
 
         def advisor() -> Sample:
-            return run([python(), "-c", ADVISOR_CODE, "analyze", str(trace), "--out",
-                        str(work / "out"), "--force"], env=env)  # fmt: skip
+            return run(
+                [
+                    python(),
+                    "-c",
+                    ADVISOR_CODE,
+                    "analyze",
+                    str(trace),
+                    "--out",
+                    str(work / "out"),
+                    "--force",
+                ],
+                env=env,
+            )
 
         def floor() -> Sample:
             return run([python(), "-c", FLOOR_CODE, str(trace)])
@@ -123,11 +137,27 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
                 figures[name].append(s)
         _report(trace, raw, figures, args.repeat)
-        tree = [peak_tree_pss([python(), "-c", ADVISOR_CODE, "analyze", str(trace), "--out",
-                               str(work / "out"), "--force"], env=env) for _ in range(3)]  # fmt: skip
+        tree = [
+            peak_tree_pss(
+                [
+                    python(),
+                    "-c",
+                    ADVISOR_CODE,
+                    "analyze",
+                    str(trace),
+                    "--out",
+                    str(work / "out"),
+                    "--force",
+                ],
+                env=env,
+            )
+            for _ in range(3)
+        ]
         pss = median([float(x) for x in tree])
-        print(f"advisor analyze, memory of all its processes at once (PSS sampled every 3 ms, "
-              f"3 separate runs): peak {mb(pss)} ({pss / raw:.2f}x raw)")  # fmt: skip
+        print(
+            f"advisor analyze, memory of all its processes at once (PSS sampled every 3 ms, "
+            f"3 separate runs): peak {mb(pss)} ({pss / raw:.2f}x raw)"
+        )
         _startup(env, trace, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -139,8 +169,10 @@ def _med(samples: list[Sample], attr: str) -> float:
 
 
 def _report(trace: Path, raw: int, fig: dict[str, list[Sample]], repeat: int) -> None:
-    print(f"trace: {trace} ({mb(trace.stat().st_size)} on disk, {mb(raw)} raw JSON); "
-          f"medians of {repeat} fresh processes")  # fmt: skip
+    print(
+        f"trace: {trace} ({mb(trace.stat().st_size)} on disk, {mb(raw)} raw JSON); "
+        f"medians of {repeat} fresh processes"
+    )
     a = fig["advisor"]
     aw, ac, ar = _med(a, "wall_s"), _med(a, "cpu_s"), _med(a, "peak_rss_bytes")
     achild = _med(a, "child_rss_bytes")
@@ -148,22 +180,30 @@ def _report(trace: Path, raw: int, fig: dict[str, list[Sample]], repeat: int) ->
     if fig["floor"]:
         f = fig["floor"]
         fw, fc, fr = _med(f, "wall_s"), _med(f, "cpu_s"), _med(f, "peak_rss_bytes")
-        print(f"parse floor (gunzip + orjson.loads): {fw:.2f} s wall, {fc:.2f} s CPU, "
-              f"peak RSS {mb(fr)} ({fr / raw:.1f}x raw)")  # fmt: skip
+        print(
+            f"parse floor (gunzip + orjson.loads): {fw:.2f} s wall, {fc:.2f} s CPU, "
+            f"peak RSS {mb(fr)} ({fr / raw:.1f}x raw)"
+        )
     floor_part = f" = {aw / fw:.2f}x the floor (CPU {ac / fc:.2f}x)" if fig["floor"] else ""
     rss = f"peak RSS {mb(ar)} ({ar / raw:.2f}x raw)"
     if achild:
         both = ar + achild
-        rss = (f"peak RSS {mb(ar)} ({ar / raw:.2f}x raw) + decoding child {mb(achild)}: "
-               f"together at most {mb(both)} ({both / raw:.2f}x raw)")  # fmt: skip
-    print(f"advisor analyze (end to end): {aw:.2f} s wall{floor_part}, {ac:.2f} s CPU "
-          f"(both processes), {rss}")  # fmt: skip
+        rss = (
+            f"peak RSS {mb(ar)} ({ar / raw:.2f}x raw) + decoding child {mb(achild)}: "
+            f"together at most {mb(both)} ({both / raw:.2f}x raw)"
+        )
+    print(
+        f"advisor analyze (end to end): {aw:.2f} s wall{floor_part}, {ac:.2f} s CPU "
+        f"(both processes), {rss}"
+    )
     if fig["hta"]:
         h = fig["hta"]
         hw, hc, hr = _med(h, "wall_s"), _med(h, "cpu_s"), _med(h, "peak_rss_bytes")
-        print(f"HTA 0.5.0 (load + temporal, idle-time, kernel breakdowns): {hw:.2f} s wall, "
-              f"{hc:.2f} s CPU, peak RSS {mb(hr)}; advisor is {hw / aw:.1f}x faster "
-              f"(CPU {hc / ac:.1f}x)")  # fmt: skip
+        print(
+            f"HTA 0.5.0 (load + temporal, idle-time, kernel breakdowns): {hw:.2f} s wall, "
+            f"{hc:.2f} s CPU, peak RSS {mb(hr)}; advisor is {hw / aw:.1f}x faster "
+            f"(CPU {hc / ac:.1f}x)"
+        )
 
 
 def _startup(env: dict[str, str], trace: Path, work: Path) -> None:
@@ -173,8 +213,10 @@ def _startup(env: dict[str, str], trace: Path, work: Path) -> None:
         out = run([python(), "-c", TORCH_CHECK, *argv], env=env).output.strip().splitlines()
         said = [x for x in out if x.startswith("torch")]
         checks.append(f"advisor {argv[0]}: {said[-1] if said else '?'}")
-    print(f"start-up: advisor --help {_med(helps, 'wall_s'):.2f} s, peak RSS "
-          f"{mb(_med(helps, 'peak_rss_bytes'))}; " + "; ".join(checks))  # fmt: skip
+    print(
+        f"start-up: advisor --help {_med(helps, 'wall_s'):.2f} s, peak RSS "
+        f"{mb(_med(helps, 'peak_rss_bytes'))}; " + "; ".join(checks)
+    )
 
 
 if __name__ == "__main__":

@@ -47,9 +47,22 @@ def run_pair(script: str, fix: str, out: Path, args: argparse.Namespace) -> dict
     env["NO_COLOR"] = "1"
     if args.threads > 0:  # on a shared machine, torch's thread pools oversubscribe the cores
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(args.threads)
-    cmd = [sys.executable, "-m", "advisor", "try", "--fix", fix, "--out", str(out), "--force",
-           "--repeat", str(args.repeat), str(REPO / "examples" / script),
-           "--steps", str(args.steps)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "advisor",
+        "try",
+        "--fix",
+        fix,
+        "--out",
+        str(out),
+        "--force",
+        "--repeat",
+        str(args.repeat),
+        str(REPO / "examples" / script),
+        "--steps",
+        str(args.steps),
+    ]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, check=False)
     wall = time.perf_counter() - t0
@@ -65,9 +78,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=2, help="rounds per try (default 2)")
     ap.add_argument("--steps", type=int, default=14, help="--steps for each example")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="OMP/MKL threads of every run (default 1: steadier on a shared machine; "
-                    "0 keeps the environment's)")  # fmt: skip
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP/MKL threads of every run (default 1: steadier on a shared machine; "
+        "0 keeps the environment's)",
+    )
     ap.add_argument("--only", default="", help="fix ids to run (comma-separated)")
     ap.add_argument("--keep", type=Path, help="keep the try folders here (default: a temp dir)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
@@ -79,9 +96,11 @@ def main() -> int:
     for script, fix in pairs:
         print(f"... {script} --fix {fix}", file=sys.stderr, flush=True)
         rows.append(run_pair(script, fix, root / f"{Path(script).stem}--{fix}", args))
-    print(f"advisor try over the examples (CPU: {os.cpu_count()} cores, {args.repeat} round(s), "
-          f"--steps {args.steps}, threads {args.threads or 'default'}); step ms = median of the "
-          "steady window steps; CPU timings are noisy, read the verdict")  # fmt: skip
+    print(
+        f"advisor try over the examples (CPU: {os.cpu_count()} cores, {args.repeat} round(s), "
+        f"--steps {args.steps}, threads {args.threads or 'default'}); step ms = median of the "
+        "steady window steps; CPU timings are noisy, read the verdict"
+    )
     head = f"{'example':<28}{'fix':<27}{'before':>9}{'after':>9}{'measured':>10}{'estimate':>10}{'ratio':>7}  verdict"
     print(head)
     out_rows = []
@@ -105,13 +124,25 @@ def main() -> int:
             num = (r.get("numerics") or {}).get("status")
             if num not in (None, "same"):
                 verdict += f", numerics {num}"
-            print(f"{name:<28}{fix:<27}{_fmt(b):>9}{_fmt(a):>9}{_fmt(r['measured_saving_ms']):>10}"
-                  f"{_fmt(r['estimated_saving_ms']):>10}{_fmt(r['ratio']):>7}  {verdict}")  # fmt: skip
-            out_rows.append({"script": name, "fix": fix, "before_ms": b, "after_ms": a,
-                             "measured_ms": r["measured_saving_ms"],
-                             "estimated_ms": r["estimated_saving_ms"], "ratio": r["ratio"],
-                             "verdict": r.get("verdict"), "noise_ms": r.get("noise_ms"),
-                             "numerics": num, "failed": r.get("failed")})  # fmt: skip
+            print(
+                f"{name:<28}{fix:<27}{_fmt(b):>9}{_fmt(a):>9}{_fmt(r['measured_saving_ms']):>10}"
+                f"{_fmt(r['estimated_saving_ms']):>10}{_fmt(r['ratio']):>7}  {verdict}"
+            )
+            out_rows.append(
+                {
+                    "script": name,
+                    "fix": fix,
+                    "before_ms": b,
+                    "after_ms": a,
+                    "measured_ms": r["measured_saving_ms"],
+                    "estimated_ms": r["estimated_saving_ms"],
+                    "ratio": r["ratio"],
+                    "verdict": r.get("verdict"),
+                    "noise_ms": r.get("noise_ms"),
+                    "numerics": num,
+                    "failed": r.get("failed"),
+                }
+            )
     print(f"try folders: {root}")
     if args.json:
         args.json.write_text(json.dumps(out_rows, indent=1) + "\n", encoding="utf-8")

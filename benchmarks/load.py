@@ -47,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     env = advisor_env()
     compile_checkout()
-    print(f"{'trace':<34} {'raw':>7} | {'load':>7} {'floor':>7} {'ratio':>6} | "
-          f"{'load RSS':>9} {'x raw':>6} | {'floor RSS':>9} {'x raw':>6}")  # fmt: skip
+    print(
+        f"{'trace':<34} {'raw':>7} | {'load':>7} {'floor':>7} {'ratio':>6} | "
+        f"{'load RSS':>9} {'x raw':>6} | {'floor RSS':>9} {'x raw':>6}"
+    )
     ok = True
     for trace in args.traces:
         if not trace.is_file():
@@ -70,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         lr = median([s.peak_rss_bytes for s in loads])
         fr = median([s.peak_rss_bytes for s in floors])
         ok &= lt <= 1.5 * ft and lr <= 3 * raw
-        print(f"{trace.name[:34]:<34} {mb(raw):>7} | {lt:6.2f}s {ft:6.2f}s {lt / ft:5.2f}x | "
-              f"{mb(lr):>9} {lr / raw:5.2f}x | {mb(fr):>9} {fr / raw:5.2f}x")  # fmt: skip
+        print(
+            f"{trace.name[:34]:<34} {mb(raw):>7} | {lt:6.2f}s {ft:6.2f}s {lt / ft:5.2f}x | "
+            f"{mb(lr):>9} {lr / raw:5.2f}x | {mb(fr):>9} {fr / raw:5.2f}x"
+        )
     print("targets (load <= 1.5x floor, RSS <= 3x raw): " + ("met" if ok else "NOT met"))
     return 0
 

@@ -25,8 +25,16 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import DEFAULT_TRACE  # noqa: E402
 
-ID_ARGS = ("correlation", "External id", "external id", "Python id", "Python parent id",
-           "Ev Idx", "Record function id", "Sequence number")  # fmt: skip
+ID_ARGS = (
+    "correlation",
+    "External id",
+    "external id",
+    "Python id",
+    "Python parent id",
+    "Ev Idx",
+    "Record function id",
+    "Sequence number",
+)
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 

@@ -59,8 +59,7 @@ def _tree_rss(root: int) -> tuple[int, int]:
 
 
 def measure(folder: Path, out: Path, engine: str) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "advisor", "analyze", str(folder), "--out", str(out),
-           "--force"]  # fmt: skip
+    cmd = [sys.executable, "-m", "advisor", "analyze", str(folder), "--out", str(out), "--force"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if engine == "dask":
         cmd += ["--scheduler", "local"]
@@ -78,14 +77,20 @@ def measure(folder: Path, out: Path, engine: str) -> dict[str, object]:
             time.sleep(0.1)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"advisor analyze failed ({proc.returncode}): "
-                         f"{log.read_text(errors='replace')[-2000:]}")  # fmt: skip
+        raise SystemExit(
+            f"advisor analyze failed ({proc.returncode}): {log.read_text(errors='replace')[-2000:]}"
+        )
     data = json.loads((out / "findings.json").read_text())
     ranks = data["run"]["ranks"]
     strag = (data["run"].get("ranks_summary") or {}).get("straggler") or {}
-    return {"wall_s": wall, "peak_mb": peak / 2**20, "worker_peak_mb": worker_peak / 2**20,
-            "ranks_read": sum(1 for r in ranks if "error" not in r), "ranks": len(ranks),
-            "straggler": strag.get("rank")}  # fmt: skip
+    return {
+        "wall_s": wall,
+        "peak_mb": peak / 2**20,
+        "worker_peak_mb": worker_peak / 2**20,
+        "ranks_read": sum(1 for r in ranks if "error" not in r),
+        "ranks": len(ranks),
+        "straggler": strag.get("rank"),
+    }
 
 
 def main() -> None:
@@ -97,10 +102,14 @@ def main() -> None:
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="advisor-many-ranks-"))
     size = args.trace.stat().st_size
-    print(f"trace: {args.trace.name} ({size / 2**20:.2f} MB), engine: {args.engine}, "
-          f"cpus: {os.cpu_count()}")  # fmt: skip
-    print(f"{'ranks':>6} {'build s':>8} {'wall s':>8} {'peak MB':>8} {'worker MB':>10} "
-          f"{'read':>9} {'straggler':>9}")  # fmt: skip
+    print(
+        f"trace: {args.trace.name} ({size / 2**20:.2f} MB), engine: {args.engine}, "
+        f"cpus: {os.cpu_count()}"
+    )
+    print(
+        f"{'ranks':>6} {'build s':>8} {'wall s':>8} {'peak MB':>8} {'worker MB':>10} "
+        f"{'read':>9} {'straggler':>9}"
+    )
     try:
         for n in args.ranks:
             folder = work / f"ranks{n}"
@@ -109,9 +118,12 @@ def main() -> None:
                 synth_ranks(args.trace, folder, n, straggler=n // 3)
             build = time.perf_counter() - t0
             r = measure(folder, work / f"out{n}", args.engine)
-            print(f"{n:>6} {build:>8.1f} {r['wall_s']:>8.1f} {r['peak_mb']:>8.0f} "
-                  f"{r['worker_peak_mb']:>10.0f} {r['ranks_read']:>4}/{r['ranks']:<4} "
-                  f"{r['straggler']!s:>9}", flush=True)  # fmt: skip
+            print(
+                f"{n:>6} {build:>8.1f} {r['wall_s']:>8.1f} {r['peak_mb']:>8.0f} "
+                f"{r['worker_peak_mb']:>10.0f} {r['ranks_read']:>4}/{r['ranks']:<4} "
+                f"{r['straggler']!s:>9}",
+                flush=True,
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

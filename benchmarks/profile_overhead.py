@@ -124,13 +124,28 @@ def _durations(times: list[float]) -> list[float]:
 def measure(script: str, script_args: list[str], workdir: Path) -> dict[str, object]:
     env = _env()
     native_json = workdir / "native.json"
-    native_wall = _timed([sys.executable, __file__, "--native-child", str(native_json), script,
-                          "--", *script_args], env)  # fmt: skip
+    native_wall = _timed(
+        [sys.executable, __file__, "--native-child", str(native_json), script, "--", *script_args],
+        env,
+    )
     native = json.loads(native_json.read_text())
     timings = workdir / "advisor.json"
     out = workdir / f"run-{time.time_ns()}"
-    adv_wall = _timed([sys.executable, "-c", PROFILE_CHILD, str(timings), "profile",
-                       "--run-to-end", "--out", str(out), script, *script_args], env)  # fmt: skip
+    adv_wall = _timed(
+        [
+            sys.executable,
+            "-c",
+            PROFILE_CHILD,
+            str(timings),
+            "profile",
+            "--run-to-end",
+            "--out",
+            str(out),
+            script,
+            *script_args,
+        ],
+        env,
+    )
     adv = json.loads(timings.read_text())
     return {"native_wall": native_wall, "native": native, "adv_wall": adv_wall, "adv": adv}
 
@@ -165,8 +180,10 @@ def report(script: str, script_args: list[str], m: dict[str, object]) -> None:
         print(f"    {name:<56}{v:+8.2f} s")
     if post_n[1:] and post_a[1:]:  # the first one holds the export
         mn, ma = statistics.median(post_n[1:]) * 1e3, statistics.median(post_a[1:]) * 1e3
-        print(f"  median step after the window: native {mn:.3f} ms, under advisor {ma:.3f} ms "
-              f"({100.0 * (ma - mn) / mn:+.1f}%)")  # fmt: skip
+        print(
+            f"  median step after the window: native {mn:.3f} ms, under advisor {ma:.3f} ms "
+            f"({100.0 * (ma - mn) / mn:+.1f}%)"
+        )
 
 
 def main() -> None:

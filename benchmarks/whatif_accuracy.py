@@ -61,11 +61,18 @@ def one(path: Path) -> dict[str, object]:
     m, r = float(np.median(meas)), float(np.median(pure))
     holes = [i.kind for i in trace_quality(tr) if i.kind in ("graph", "lost-launch")]
     b = rep.run.get("bound") or {}
-    row.update(measured_ms=m, replayed_ms=r, error_pct=100.0 * (r - m) / m if m else 0.0,
-               complete=not holes, holes=holes, bound=b.get("by"),
-               shares=b.get("shares_pct"), together_ms=rep.run.get("est_savings_bound_ms"),
-               together_how=rep.run.get("est_savings_bound_how"),
-               findings=[(f.id, f.est_savings_ms, f.est_savings_range_ms) for f in rep.findings])  # fmt: skip
+    row.update(
+        measured_ms=m,
+        replayed_ms=r,
+        error_pct=100.0 * (r - m) / m if m else 0.0,
+        complete=not holes,
+        holes=holes,
+        bound=b.get("by"),
+        shares=b.get("shares_pct"),
+        together_ms=rep.run.get("est_savings_bound_ms"),
+        together_how=rep.run.get("est_savings_bound_how"),
+        findings=[(f.id, f.est_savings_ms, f.est_savings_range_ms) for f in rep.findings],
+    )
     return row
 
 
@@ -97,11 +104,13 @@ def main(argv: list[str]) -> int:
             bad += 1
         shares = row["shares"] or {}
         sh = " ".join(f"{k} {v:.0f}%" for k, v in shares.items() if v >= 1)  # type: ignore[union-attr]
-        print(f"{rel}\n  measured {row['measured_ms']:.2f} ms  replayed {row['replayed_ms']:.2f} ms"
-              f"  error {err:+.1f}%{'' if ok else ' (over 5%)'}"
-              f"  {'complete' if row['complete'] else 'incomplete: ' + ', '.join(row['holes'])}"  # type: ignore[arg-type]
-              f"  bound by {row['bound']} ({sh})  together {row['together_ms']} ms"
-              f" ({row['together_how']})  [{row['secs']:.1f} s]")  # fmt: skip
+        print(
+            f"{rel}\n  measured {row['measured_ms']:.2f} ms  replayed {row['replayed_ms']:.2f} ms"
+            f"  error {err:+.1f}%{'' if ok else ' (over 5%)'}"
+            f"  {'complete' if row['complete'] else 'incomplete: ' + ', '.join(row['holes'])}"  # type: ignore[arg-type]
+            f"  bound by {row['bound']} ({sh})  together {row['together_ms']} ms"
+            f" ({row['together_how']})  [{row['secs']:.1f} s]"
+        )
         for fid, ms, rng in row["findings"]:  # type: ignore[attr-defined]
             r = f" [{rng[0]:.2f}-{rng[1]:.2f}]" if rng else ""
             print(f"    {fid:28s} {ms:9.3f} ms{r}")

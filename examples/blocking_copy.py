@@ -18,9 +18,15 @@ def main() -> None:
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     batches = [(torch.randn(128, 3, 64, 64), torch.randint(0, 1000, (128,))) for _ in range(4)]
-    model = nn.Sequential(nn.Conv2d(3, 32, 3, stride=2), nn.ReLU(), nn.Conv2d(32, 64, 3, stride=2),
-                          nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(64, 1000)).to(device)  # fmt: skip
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 1000),
+    ).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     logits_log = []
     for step in range(args.steps):

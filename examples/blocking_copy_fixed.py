@@ -18,11 +18,22 @@ def main() -> None:
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     pin = device == "cuda"
-    batches = [(torch.randn(128, 3, 64, 64, pin_memory=pin),
-                torch.randint(0, 1000, (128,), pin_memory=pin)) for _ in range(4)]  # fmt: skip
-    model = nn.Sequential(nn.Conv2d(3, 32, 3, stride=2), nn.ReLU(), nn.Conv2d(32, 64, 3, stride=2),
-                          nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(64, 1000)).to(device)  # fmt: skip
+    batches = [
+        (
+            torch.randn(128, 3, 64, 64, pin_memory=pin),
+            torch.randint(0, 1000, (128,), pin_memory=pin),
+        )
+        for _ in range(4)
+    ]
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 1000),
+    ).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     side = torch.cuda.Stream() if device == "cuda" else None
 

@@ -12,8 +12,9 @@ import torch.nn as nn
 
 
 def block(cin: int, cout: int) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
-                         nn.ReLU())  # fmt: skip
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()
+    )
 
 
 def main() -> None:
@@ -22,8 +23,15 @@ def main() -> None:
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     amp_dtype = torch.float16 if device == "cuda" else torch.bfloat16
-    model = nn.Sequential(block(3, 32), block(32, 64), nn.MaxPool2d(2), block(64, 64),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))  # fmt: skip
+    model = nn.Sequential(
+        block(3, 32),
+        block(32, 64),
+        nn.MaxPool2d(2),
+        block(64, 64),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    )
     model = model.to(device, memory_format=torch.channels_last)  # NHWC weights
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scaler = torch.amp.GradScaler(device, enabled=device == "cuda")

@@ -21,9 +21,14 @@ def main() -> None:
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = nn.Sequential(
-        block(3, 16), block(16, 32), nn.MaxPool2d(2), block(32, 32),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
-    ).to(device)  # fmt: skip
+        block(3, 16),
+        block(16, 32),
+        nn.MaxPool2d(2),
+        block(32, 32),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    ).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for _ in range(args.steps):
         x, y = torch.randn(16, 3, 32, 32, device=device), torch.randint(0, 10, (16,), device=device)

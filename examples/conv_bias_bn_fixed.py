@@ -24,9 +24,14 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cudnn.benchmark = True  # static input shapes: let cuDNN pick the fastest
     model = nn.Sequential(
-        block(3, 16), block(16, 32), nn.MaxPool2d(2), block(32, 32),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
-    ).to(device, memory_format=torch.channels_last)  # fmt: skip
+        block(3, 16),
+        block(16, 32),
+        nn.MaxPool2d(2),
+        block(32, 32),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    ).to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for _ in range(args.steps):
         x = torch.randn(16, 3, 32, 32, device=device).to(memory_format=torch.channels_last)

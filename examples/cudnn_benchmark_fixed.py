@@ -13,8 +13,9 @@ import torch.nn as nn
 
 
 def block(cin: int, cout: int) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
-                         nn.ReLU())  # fmt: skip
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()
+    )
 
 
 def main() -> None:
@@ -23,9 +24,15 @@ def main() -> None:
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cudnn.benchmark = True  # static shapes: time the algorithms once
-    model = nn.Sequential(block(3, 32), block(32, 64), nn.MaxPool2d(2), block(64, 64),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(64, 10)).to(device)  # fmt: skip
+    model = nn.Sequential(
+        block(3, 32),
+        block(32, 64),
+        nn.MaxPool2d(2),
+        block(64, 64),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    ).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for _ in range(args.steps):
         x = torch.randn(32, 3, 32, 32, device=device)  # the same shape every step

@@ -36,9 +36,14 @@ def main() -> None:
     ).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loader = DataLoader(
-        SlowImages(), batch_size=16, shuffle=True, num_workers=args.workers,
-        persistent_workers=True, prefetch_factor=4, pin_memory=device == "cuda",
-    )  # fmt: skip
+        SlowImages(),
+        batch_size=16,
+        shuffle=True,
+        num_workers=args.workers,
+        persistent_workers=True,
+        prefetch_factor=4,
+        pin_memory=device == "cuda",
+    )
     for step, (x, y) in enumerate(loader):
         if step == args.steps:
             break

@@ -17,8 +17,9 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     torch.set_float32_matmul_precision("high")  # TF32 on Tensor Core GPUs
-    block = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024,
-                                       batch_first=True).to(device)  # fmt: skip
+    block = nn.TransformerEncoderLayer(
+        d_model=256, nhead=8, dim_feedforward=1024, batch_first=True
+    ).to(device)
     opt = torch.optim.AdamW(block.parameters(), lr=1e-4)
     for _ in range(args.steps):
         x = torch.randn(8, 32, 256, device=device)

@@ -11,8 +11,9 @@ import torch
 import torch.nn as nn
 
 
-def bias_gelu_dropout_residual(x: torch.Tensor, h: torch.Tensor, bias: torch.Tensor,
-                               training: bool) -> torch.Tensor:  # fmt: skip
+def bias_gelu_dropout_residual(
+    x: torch.Tensor, h: torch.Tensor, bias: torch.Tensor, training: bool
+) -> torch.Tensor:
     h = h + bias
     h = 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
     h = nn.functional.dropout(h, 0.1, training)

@@ -14,8 +14,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def bias_gelu_dropout_residual(x: torch.Tensor, h: torch.Tensor, bias: torch.Tensor,
-                               training: bool) -> torch.Tensor:  # fmt: skip
+def bias_gelu_dropout_residual(
+    x: torch.Tensor, h: torch.Tensor, bias: torch.Tensor, training: bool
+) -> torch.Tensor:
     return x + F.dropout(F.gelu(h + bias, approximate="tanh"), 0.1, training)
 
 

@@ -19,8 +19,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=512,
-                                       batch_first=True).to(device)  # fmt: skip
+    model = nn.TransformerEncoderLayer(
+        d_model=128, nhead=4, dim_feedforward=512, batch_first=True
+    ).to(device)
     model.eval()
     correct = 0
     for _ in range(args.steps):

@@ -15,8 +15,9 @@ def make_model(device: str) -> nn.Module:
     def block(cin: int, cout: int) -> list[nn.Module]:
         return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
 
-    return nn.Sequential(*block(3, 16), *block(16, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Linear(16, 10)).to(device)  # fmt: skip
+    return nn.Sequential(
+        *block(3, 16), *block(16, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)
+    ).to(device)
 
 
 def main() -> None:

@@ -20,9 +20,11 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     use_amp = device == "cuda"  # 16-bit GEMMs are where alignment matters
     model = nn.Sequential(
-        nn.Embedding(PADDED_VOCAB, HIDDEN), nn.Linear(HIDDEN, HIDDEN), nn.GELU(),
+        nn.Embedding(PADDED_VOCAB, HIDDEN),
+        nn.Linear(HIDDEN, HIDDEN),
+        nn.GELU(),
         nn.Linear(HIDDEN, PADDED_VOCAB),
-    ).to(device)  # fmt: skip
+    ).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     for _ in range(args.steps):
         tokens = torch.randint(0, VOCAB, (BATCH, SEQ), device=device)

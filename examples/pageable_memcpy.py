@@ -19,8 +19,13 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     data = TensorDataset(torch.randn(2048, 3, 64, 64), torch.randint(0, 10, (2048,)))
     loader = DataLoader(data, batch_size=64, shuffle=True, pin_memory=False)
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                          nn.Flatten(), nn.Linear(16, 10)).to(device)  # fmt: skip
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, stride=2),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 10),
+    ).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for step, (x, y) in enumerate(loader):
         if step == args.steps:

@@ -55,9 +55,9 @@ def allocator_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return union(calls["ts_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64))
 
 
-def without_allocator(trace: Trace, starts: np.ndarray, ends: np.ndarray,
-                      tids: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:  # fmt: skip
+def without_allocator(
+    trace: Trace, starts: np.ndarray, ends: np.ndarray, tids: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Host ranges (per thread when ``tids`` is given) less the allocator calls inside them:
     what a fix other than allocator-churn's can shrink."""
     a_s, a_e = allocator_spans(trace)

@@ -41,9 +41,11 @@ _OVERLAP = {
     "TrainPipelineSparseDist; for pipeline parallelism, more micro-batches)",
 }
 _OVERLAP["AllToAll"] = _OVERLAP["SendRecv"]
-_DDP = ("tune DDP gradient bucketing (smaller bucket_cap_mb so all-reduce starts during "
-        "backward; gradient_as_bucket_view=True) and skip it on accumulation micro-steps with "
-        "no_sync()")  # fmt: skip
+_DDP = (
+    "tune DDP gradient bucketing (smaller bucket_cap_mb so all-reduce starts during "
+    "backward; gradient_as_bucket_view=True) and skip it on accumulation micro-steps with "
+    "no_sync()"
+)
 
 DDP_SNIPPET = """\
 model = torch.nn.parallel.DistributedDataParallel(
@@ -85,8 +87,9 @@ work.wait()
 """
 
 
-def comm_pattern(trace: Trace, ctx: Context, k: pd.DataFrame, steps: int, wait_ms: float,
-                 transfer_ms: float) -> CommPattern:  # fmt: skip
+def comm_pattern(
+    trace: Trace, ctx: Context, k: pd.DataFrame, steps: int, wait_ms: float, transfer_ms: float
+) -> CommPattern:
     """The advice for the communication kernels ``k`` (per_kernel_exposed rows with
     exposed_ns) given the exposed waiting and transfer per step."""
     ddp = has_ddp_reducer(trace) or bool(ctx.run_get("modules", "distributed_data_parallel"))
@@ -97,33 +100,51 @@ def comm_pattern(trace: Trace, ctx: Context, k: pd.DataFrame, steps: int, wait_m
     # the most specific advice first: per-parameter collectives, then a late peer
     if not ddp and per_step >= ctx.t("unbucketed_collectives.min_per_step"):
         kinds.append("per-parameter")
-        advice.append(f"{per_step:.0f} collectives per step with no DDP reducer: one per "
-                      "parameter. Bucketing them comes first; the unbucketed-collectives "
-                      "finding gives that fix and its saving.")  # fmt: skip
+        advice.append(
+            f"{per_step:.0f} collectives per step with no DDP reducer: one per "
+            "parameter. Bucketing them comes first; the unbucketed-collectives "
+            "finding gives that fix and its saving."
+        )
     if wait_ms > transfer_ms:
         kinds.append("peer-wait")
-        extra = (" For all-to-all, uneven splits (embedding lookups or tokens routed unevenly) "
-                 "make one rank late: balance them." if top in ("AllToAll", "SendRecv") else "")  # fmt: skip
-        advice.append("Most of the exposed time is waiting for other ranks to reach the "
-                      "collective, which overlap cannot hide: find the rank that arrives last "
-                      "(analyze the folder with every rank's trace; see straggler) and what "
-                      f"delays it (uneven work, data loading, host-side work).{extra}")  # fmt: skip
+        extra = (
+            " For all-to-all, uneven splits (embedding lookups or tokens routed unevenly) "
+            "make one rank late: balance them."
+            if top in ("AllToAll", "SendRecv")
+            else ""
+        )
+        advice.append(
+            "Most of the exposed time is waiting for other ranks to reach the "
+            "collective, which overlap cannot hide: find the rank that arrives last "
+            "(analyze the folder with every rank's trace; see straggler) and what "
+            f"delays it (uneven work, data loading, host-side work).{extra}"
+        )
         snippets.append(WAIT_SNIPPET)
     if transfer_ms > 0 and "per-parameter" not in kinds:
         kinds.append("overlap")
         how = _DDP if ddp and top == "AllReduce" else _OVERLAP.get(top, _OVERLAP["AllReduce"])
         advice.append(f"Start collectives earlier and keep them off the critical path: {how}.")
         snippets.append(DDP_SNIPPET if ddp and top == "AllReduce" else OVERLAP_SNIPPET)
-    why = (f"Pattern: {', '.join(kinds) or 'overlap'}; DDP reducer "
-           f"{'present' if ddp else 'absent'}; {per_step:.0f} collective kernel(s) per step.")  # fmt: skip
-    return CommPattern(tuple(kinds), " ".join(advice) or "Start collectives earlier.",
-                       snippets[0] if snippets else OVERLAP_SNIPPET, why)  # fmt: skip
+    why = (
+        f"Pattern: {', '.join(kinds) or 'overlap'}; DDP reducer "
+        f"{'present' if ddp else 'absent'}; {per_step:.0f} collective kernel(s) per step."
+    )
+    return CommPattern(
+        tuple(kinds),
+        " ".join(advice) or "Start collectives earlier.",
+        snippets[0] if snippets else OVERLAP_SNIPPET,
+        why,
+    )
 
 
 # ---- unbucketed-collectives: the bucketing fix for where the collectives come from
 
-COMPILED_MARKS = ("CompiledFunction", "Torch-Compiled Region", "CompiledAutograd",
-                  "compiled_autograd")  # fmt: skip
+COMPILED_MARKS = (
+    "CompiledFunction",
+    "Torch-Compiled Region",
+    "CompiledAutograd",
+    "compiled_autograd",
+)
 FSDP_MARKS = ("FullyShardedDataParallel", "FSDP::", "fsdp::")
 
 
@@ -150,8 +171,12 @@ def collective_source(trace: Trace, ops: Any, ddp: bool, fsdp: bool = False) -> 
         hit = [n for n in seen if any(m in n for m in marks)]
         if hit:
             return src, min(hit, key=len)
-    cats = [str(c) for df in (trace.annotations, trace.cpu_ops) if len(df)
-            for c in df["name"].array.categories]  # fmt: skip
+    cats = [
+        str(c)
+        for df in (trace.annotations, trace.cpu_ops)
+        if len(df)
+        for c in df["name"].array.categories
+    ]
     fsdp_ranges = [c for c in cats if any(m in c for m in FSDP_MARKS)]
     if fsdp_ranges:
         return "fsdp", min(fsdp_ranges, key=len)
@@ -171,31 +196,39 @@ _SOURCE_TEXT = {
 def bucketing_advice(source: str, kind: str) -> BucketAdvice:
     """The bucketing fix for collectives of ``kind`` from ``source`` (collective_source)."""
     if source == "compiled":
-        text = ("The collectives were traced into the compiled graph, one per gradient. Keep "
-                "DistributedDataParallel outside torch.compile (torch.compile(DDP(model))): its "
-                "reducer buckets gradients (25 MB by default) and "
-                "torch._dynamo.config.optimize_ddp (default 'ddp_optimizer') splits the graph "
-                "at bucket boundaries so all-reduce overlaps the backward pass; with compiled "
-                "autograd use optimize_ddp = 'python_reducer'. If the compiled function "
-                "all-reduces gradients itself, flatten them into one buffer first.")  # fmt: skip
+        text = (
+            "The collectives were traced into the compiled graph, one per gradient. Keep "
+            "DistributedDataParallel outside torch.compile (torch.compile(DDP(model))): its "
+            "reducer buckets gradients (25 MB by default) and "
+            "torch._dynamo.config.optimize_ddp (default 'ddp_optimizer') splits the graph "
+            "at bucket boundaries so all-reduce overlaps the backward pass; with compiled "
+            "autograd use optimize_ddp = 'python_reducer'. If the compiled function "
+            "all-reduces gradients itself, flatten them into one buffer first."
+        )
         snippet = COMPILED_DDP_SNIPPET
     elif source == "fsdp":
-        text = (f"FSDP issues one {kind} per wrapped unit: the wrap policy is too fine. Wrap "
-                "whole transformer blocks (ModuleWrapPolicy({Block}) or fully_shard(block) per "
-                "block), never individual nn.Linear layers, or use a size-based policy with a "
-                "larger min_num_params.")  # fmt: skip
+        text = (
+            f"FSDP issues one {kind} per wrapped unit: the wrap policy is too fine. Wrap "
+            "whole transformer blocks (ModuleWrapPolicy({Block}) or fully_shard(block) per "
+            "block), never individual nn.Linear layers, or use a size-based policy with a "
+            "larger min_num_params."
+        )
         snippet = FSDP_SNIPPET
     elif source == "ddp":
-        text = ("The DDP reducer sends many small buckets: wrap the whole model in one "
-                "DistributedDataParallel (not one per submodule) and raise bucket_cap_mb "
-                "(default 25) so gradients travel in a few large all-reduces; "
-                "static_graph=True lets DDP reorder buckets to the backward order.")  # fmt: skip
+        text = (
+            "The DDP reducer sends many small buckets: wrap the whole model in one "
+            "DistributedDataParallel (not one per submodule) and raise bucket_cap_mb "
+            "(default 25) so gradients travel in a few large all-reduces; "
+            "static_graph=True lets DDP reorder buckets to the backward order."
+        )
         snippet = DDP_BUCKET_SNIPPET
     else:
-        text = ("Each tensor is sent in its own collective. Flatten the gradients into a few "
-                "buffers (or torch.distributed's coalescing manager) before all_reduce, or wrap "
-                "the model in DistributedDataParallel, which buckets gradients and overlaps the "
-                "all-reduce with the backward pass.")  # fmt: skip
+        text = (
+            "Each tensor is sent in its own collective. Flatten the gradients into a few "
+            "buffers (or torch.distributed's coalescing manager) before all_reduce, or wrap "
+            "the model in DistributedDataParallel, which buckets gradients and overlaps the "
+            "all-reduce with the backward pass."
+        )
         snippet = COALESCE_SNIPPET
     return BucketAdvice(_SOURCE_TEXT.get(source, source), text, snippet)
 

@@ -21,11 +21,13 @@ def cross_rank_split(digests: Sequence[Any]) -> dict[str, Any] | None:
     """Per rank: exposed transfer and exposed waiting (ms per step), the clock offsets, and
     which rank arrives last; None when the ranks share no collective instance."""
     colls = [d.collectives for d in digests]
-    if len(colls) < 2 or any(c.exposed_ns is None or c.transfer_ns is None or not len(c)
-                             for c in colls):  # fmt: skip
+    if len(colls) < 2 or any(
+        c.exposed_ns is None or c.transfer_ns is None or not len(c) for c in colls
+    ):
         return None
-    m = match_by_end([c.name for c in colls], [c.start_abs_ns for c in colls],
-                     [c.dur_ns for c in colls])  # fmt: skip
+    m = match_by_end(
+        [c.name for c in colls], [c.start_abs_ns for c in colls], [c.dur_ns for c in colls]
+    )
     if not m.shape[1]:
         return None
     start = np.stack([c.start_abs_ns[r] for c, r in zip(colls, m, strict=True)])
@@ -47,13 +49,20 @@ def cross_rank_split(digests: Sequence[Any]) -> dict[str, Any] | None:
     others = [i for i in range(len(digests)) if i != late]
     steps = max(1, len(np.unique(colls[late].step)))
     return {
-        "ranks": [int(d.rank) for d in digests], "transfer_ms": tr, "wait_ms": wt,
-        "offset_ms": (off / 1e6).tolist(), "late": late, "late_count": int(np.sum(last == late)),
-        "matched": int(m.shape[1]), "world": world, "partial": partial,
+        "ranks": [int(d.rank) for d in digests],
+        "transfer_ms": tr,
+        "wait_ms": wt,
+        "offset_ms": (off / 1e6).tolist(),
+        "late": late,
+        "late_count": int(np.sum(last == late)),
+        "matched": int(m.shape[1]),
+        "world": world,
+        "partial": partial,
         "others_wait_ms": float(np.mean([wait_x[i].sum() for i in others]) / 1e6 / steps),
         "max_start_gap_ms": float((start.max(axis=0) - start.min(axis=0)).max()) / 1e6,
-        "max_end_gap_ms": float(((start + dur).max(axis=0) - (start + dur).min(axis=0)).max()) / 1e6,
-    }  # fmt: skip
+        "max_end_gap_ms": float(((start + dur).max(axis=0) - (start + dur).min(axis=0)).max())
+        / 1e6,
+    }
 
 
 @across_ranks(ID)
@@ -66,32 +75,50 @@ def refine(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext) -> li
     tr, wt = sp["transfer_ms"], sp["wait_ms"]
     # a rank's saving: its exposed transfer, capped at its compute that could hide it and at
     # what its replayed steps lose with all its communication hidden (nothing, host-bound)
-    per = [max(0.0, min(t, float(d.extra.get("free_compute_ms", float("inf"))),
-                        float(d.extra.get("comm_hidden_replay_ms", float("inf")))))
-           for t, d in zip(tr, digests, strict=True)]  # fmt: skip
+    per = [
+        max(
+            0.0,
+            min(
+                t,
+                float(d.extra.get("free_compute_ms", float("inf"))),
+                float(d.extra.get("comm_hidden_replay_ms", float("inf"))),
+            ),
+        )
+        for t, d in zip(tr, digests, strict=True)
+    ]
     b = int(np.argmax(per))
     saving = round(per[b], 3)
     rk = sp["ranks"]
     late = rk[sp["late"]]
     waits = sp["others_wait_ms"] >= 0.05 * max(tr[b] + wt[b], 1e-9)
-    wait_line = (f" Rank {late} arrives last at {sp['late_count']} of {sp['matched']} "
-                 f"collectives; the other ranks wait {sp['others_wait_ms']:.2f} ms per step "
-                 "inside them for it, which overlap cannot hide (see straggler)." if waits
-                 else "")  # fmt: skip
-    per_rank = "; ".join(f"rank {r}: {t:.2f} ms transfer, {w:.2f} ms waiting"
-                         for r, t, w in zip(rk, tr, wt, strict=True))  # fmt: skip
+    wait_line = (
+        f" Rank {late} arrives last at {sp['late_count']} of {sp['matched']} "
+        f"collectives; the other ranks wait {sp['others_wait_ms']:.2f} ms per step "
+        "inside them for it, which overlap cannot hide (see straggler)."
+        if waits
+        else ""
+    )
+    per_rank = "; ".join(
+        f"rank {r}: {t:.2f} ms transfer, {w:.2f} ms waiting"
+        for r, t, w in zip(rk, tr, wt, strict=True)
+    )
     old = drafts[at[0]]
     head = old.summary.split(" Of the exposed time", 1)[0]
     cut = old.summary.rfind(" (rank ")
     seen = old.summary[cut:] if cut >= 0 and "seen on" in old.summary[cut:] else ""
-    summary = (f"{head} Aligned across {len(rk)} ranks (clocks matched on the collectives' "
-               f"ends), the exposed time per step is {per_rank}.{wait_line}{seen}")  # fmt: skip
+    summary = (
+        f"{head} Aligned across {len(rk)} ranks (clocks matched on the collectives' "
+        f"ends), the exposed time per step is {per_rank}.{wait_line}{seen}"
+    )
     rec = old.recommendation
     if waits:
         rec = f"Rank {late} holds the collectives back: start there. {rec}"
-    seen = (f"only {len(rk)} of the job's {sp['world']} ranks are here, so a wait is at least "
-            "the one-rank estimate (the last rank here may wait for one that is not)"
-            if sp["partial"] else f"all {len(rk)} ranks are here")  # fmt: skip
+    seen = (
+        f"only {len(rk)} of the job's {sp['world']} ranks are here, so a wait is at least "
+        "the one-rank estimate (the last rank here may wait for one that is not)"
+        if sp["partial"]
+        else f"all {len(rk)} ranks are here"
+    )
     assumptions = tuple(a for a in old.assumptions if not a.startswith("One rank:")) + (
         "Each rank's claim is capped at what its replayed steps lose with all of its "
         "communication hidden (see docs/savings.md).",
@@ -103,7 +130,13 @@ def refine(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext) -> li
         + f"); {seen}; unmatched instances keep the one-rank estimate. The wait is counted as "
         "exposed first, so the transfer claimed is a lower bound.",
     )
-    new = replace(old, est_savings_ms=saving, est_savings_range_ms=(round(saving / 2, 3), saving),
-                  summary=summary, recommendation=rec, assumptions=assumptions,
-                  confidence="medium")  # fmt: skip
+    new = replace(
+        old,
+        est_savings_ms=saving,
+        est_savings_range_ms=(round(saving / 2, 3), saving),
+        summary=summary,
+        recommendation=rec,
+        assumptions=assumptions,
+        confidence="medium",
+    )
     return [new if i == at[0] else d for i, d in enumerate(drafts)]

@@ -21,13 +21,22 @@ from advisor.trace.names import name_flags
 from ._per_step import n_steps
 
 register("tiny_kernels.max_kernel_us", 10.0, "a kernel shorter than this (us) is tiny")
-register("tiny_kernels.max_gap_us", 100.0,
-         "idle gaps before a tiny kernel up to this long (us) count as launch overhead")  # fmt: skip
+register(
+    "tiny_kernels.max_gap_us",
+    100.0,
+    "idle gaps before a tiny kernel up to this long (us) count as launch overhead",
+)
 
-register("tiny_kernels.min_per_step", 20.0,
-         "report only with at least this many launch-bound tiny kernels per step")  # fmt: skip
-register("tiny_kernels.min_share_pct", 1.0,
-         "report only when their idle gaps reach this % of the median step")  # fmt: skip
+register(
+    "tiny_kernels.min_per_step",
+    20.0,
+    "report only with at least this many launch-bound tiny kernels per step",
+)
+register(
+    "tiny_kernels.min_share_pct",
+    1.0,
+    "report only when their idle gaps reach this % of the median step",
+)
 
 COLUMNS = ["k_idx", "device", "ts_ns", "dur_ns", "gap_ns", "gap_start_ns", "launch_idx", "step"]
 
@@ -83,11 +92,20 @@ def _build(trace: Trace, max_kernel_us: float, max_gap_us: float) -> pd.DataFram
         bound = linked & (gap > 0) & (gap <= max_gap_us * 1000) & (launch_end > prev_end)
         m = tiny & bound
         if m.any():
-            out.append(pd.DataFrame({
-                "k_idx": g.index.to_numpy()[m], "device": int(dev), "ts_ns": ts[m],
-                "dur_ns": dur[m], "gap_ns": gap[m], "gap_start_ns": prev_end[m],
-                "launch_idx": li[m], "step": g["step"].to_numpy()[m],
-            }))  # fmt: skip
+            out.append(
+                pd.DataFrame(
+                    {
+                        "k_idx": g.index.to_numpy()[m],
+                        "device": int(dev),
+                        "ts_ns": ts[m],
+                        "dur_ns": dur[m],
+                        "gap_ns": gap[m],
+                        "gap_start_ns": prev_end[m],
+                        "launch_idx": li[m],
+                        "step": g["step"].to_numpy()[m],
+                    }
+                )
+            )
     if not out:
         return pd.DataFrame(columns=COLUMNS)
     return pd.concat(out, ignore_index=True)

@@ -17,13 +17,33 @@ from advisor.trace.names import name_flags
 
 from ._ops import chain_match, kernel_op, op_names
 
-GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
-                      "aten::_addmm_activation", "aten::_scaled_mm"})  # fmt: skip
-CONV_FWD = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution",
-                      "aten::_convolution", "aten::cudnn_convolution", "aten::miopen_convolution",
-                      "aten::mkldnn_convolution", "aten::conv_transpose1d",
-                      "aten::conv_transpose2d", "aten::conv_transpose3d",
-                      "aten::cudnn_convolution_transpose"})  # fmt: skip
+GEMM_OPS = frozenset(
+    {
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::addbmm",
+        "aten::_addmm_activation",
+        "aten::_scaled_mm",
+    }
+)
+CONV_FWD = frozenset(
+    {
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::cudnn_convolution",
+        "aten::miopen_convolution",
+        "aten::mkldnn_convolution",
+        "aten::conv_transpose1d",
+        "aten::conv_transpose2d",
+        "aten::conv_transpose3d",
+        "aten::cudnn_convolution_transpose",
+    }
+)
 CONV_BWD = frozenset({"aten::convolution_backward", "aten::cudnn_convolution_backward"})
 # forward convolutions whose Input Dims are (input, weight, bias, ...): the backend calls
 # aten::cudnn_convolution(_transpose) take no bias (input, weight, padding, ...)
@@ -35,33 +55,65 @@ CONV_RE = re.compile(r"conv(?:\d|_|olution)", re.IGNORECASE)
 LAYOUT_KERNEL_RE = re.compile(r"nchw_?2_?nhwc|nhwc_?2_?nchw|nchwtonhwc|nhwctonchw", re.IGNORECASE)
 
 # kernels doing the GEMM / convolution math (not layout, reduction or epilogue helpers)
-_COMPUTE = re.compile(r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
-                      r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet", re.I)  # fmt: skip
-_NOT_COMPUTE = re.compile(r"splitkreduce|nchwtonhwc|nhwctonchw|scalepacked|offsetskernel|computeoffsets|"
-                          r"epilogue|elementwise|reduce_kernel|bn_fw|bn_bw|gemv|copy|transpose_|"
-                          r"memset|fill|fbgemm|embedding|quantize|reduce_wgrad", re.I)  # fmt: skip
-_TENSOR_CORE = re.compile(r"tensorop|s1688|s16816|h1688|h16816|s884|h884|i8816|hmma|imma|xmma|"
-                          r"wgmma|gmma|tf32|bf16|fp16|f16f16|tensor\d+x\d+x\d+|e4m3|e5m2|nvjet|"
-                          r"_h\d*gemm|hgemm", re.I)  # fmt: skip
+_COMPUTE = re.compile(
+    r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
+    r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet",
+    re.I,
+)
+_NOT_COMPUTE = re.compile(
+    r"splitkreduce|nchwtonhwc|nhwctonchw|scalepacked|offsetskernel|computeoffsets|"
+    r"epilogue|elementwise|reduce_kernel|bn_fw|bn_bw|gemv|copy|transpose_|"
+    r"memset|fill|fbgemm|embedding|quantize|reduce_wgrad",
+    re.I,
+)
+_TENSOR_CORE = re.compile(
+    r"tensorop|s1688|s16816|h1688|h16816|s884|h884|i8816|hmma|imma|xmma|"
+    r"wgmma|gmma|tf32|bf16|fp16|f16f16|tensor\d+x\d+x\d+|e4m3|e5m2|nvjet|"
+    r"_h\d*gemm|hgemm",
+    re.I,
+)
 # FP32 on CUDA cores even inside xmma/cutlass templates: cuBLAS 11+ names plain FP32 GEMMs
 # ``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...`` (ffma = FP32 fused multiply-add)
 _CUDA_CORE = re.compile(r"ffma|f32f32_f32f32_f32|_simt_|simt_s", re.I)
-_FP32_NAME = re.compile(r"sgemm|scudnn|<float|float,|gcgemm|cgemm|fft2d|simt_s|ffma|"
-                        r"f32f32_f32f32_f32", re.I)  # fmt: skip
+_FP32_NAME = re.compile(
+    r"sgemm|scudnn|<float|float,|gcgemm|cgemm|fft2d|simt_s|ffma|"
+    r"f32f32_f32f32_f32",
+    re.I,
+)
 _OTHER_DTYPE = re.compile(r"dgemm|zgemm|double|__half|bfloat|int8|_i8|hgemm|half", re.I)
-_ARCH = (("sm100", (10, 0)), ("blackwell", (10, 0)), ("sm90", (9, 0)), ("hopper", (9, 0)),
-         ("sm89", (8, 9)), ("sm86", (8, 6)), ("sm80", (8, 0)), ("ampere", (8, 0)),
-         ("sm75", (7, 5)), ("turing", (7, 5)), ("sm70", (7, 0)), ("volta", (7, 0)),
-         ("maxwell", (5, 0)), ("kepler", (3, 5)))  # fmt: skip
+_ARCH = (
+    ("sm100", (10, 0)),
+    ("blackwell", (10, 0)),
+    ("sm90", (9, 0)),
+    ("hopper", (9, 0)),
+    ("sm89", (8, 9)),
+    ("sm86", (8, 6)),
+    ("sm80", (8, 0)),
+    ("ampere", (8, 0)),
+    ("sm75", (7, 5)),
+    ("turing", (7, 5)),
+    ("sm70", (7, 0)),
+    ("volta", (7, 0)),
+    ("maxwell", (5, 0)),
+    ("kepler", (3, 5)),
+)
 
-DTYPES = {"float": "float32", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
-          "double": "float64", "c10::Float8_e4m3fn": "float8", "c10::Float8_e5m2": "float8"}  # fmt: skip
+DTYPES = {
+    "float": "float32",
+    "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "double": "float64",
+    "c10::Float8_e4m3fn": "float8",
+    "c10::Float8_e5m2": "float8",
+}
 
 
 # case-sensitive twins of the patterns above, for lowercased ASCII names: Python's re is
 # several times slower with re.I, and kernel names run to hundreds of characters
-_LOWER = {rx: re.compile(rx.pattern) for rx in (_COMPUTE, _NOT_COMPUTE, _TENSOR_CORE, _CUDA_CORE,
-                                                 _FP32_NAME, _OTHER_DTYPE)}  # fmt: skip
+_LOWER = {
+    rx: re.compile(rx.pattern)
+    for rx in (_COMPUTE, _NOT_COMPUTE, _TENSOR_CORE, _CUDA_CORE, _FP32_NAME, _OTHER_DTYPE)
+}
 
 
 def _found(rx: re.Pattern[str], name: str) -> bool:
@@ -173,8 +225,10 @@ def _matmul_kernels(trace: Trace) -> pd.DataFrame:
     types = trace.cpu_ops["input_types"].to_numpy() if len(trace.cpu_ops) else np.array([])
     cats = [str(n) for n in k["name"].cat.categories]
     codes = k["name"].cat.codes.to_numpy()
-    flags = np.array([(is_compute_kernel(n), is_tensor_core(n), looks_fp32(n), other_dtype(n))
-                      for n in cats], dtype=bool).reshape(-1, 4)[codes]  # fmt: skip
+    flags = np.array(
+        [(is_compute_kernel(n), is_tensor_core(n), looks_fp32(n), other_dtype(n)) for n in cats],
+        dtype=bool,
+    ).reshape(-1, 4)[codes]
     comp, tc, fp32_name, other = flags.T
     keep = comp & ((ops >= 0) | fp32_name | tc)
     idx = np.flatnonzero(keep)
@@ -186,18 +240,21 @@ def _matmul_kernels(trace: Trace) -> pd.DataFrame:
     ]
     is32 = np.array([d == "float32" for d in dtype], dtype=bool)
     fp32 = ~tc[idx] & ~other[idx] & is32 & (fp32_name[idx] | (o >= 0))
-    return pd.DataFrame({
-        "name": [cats[c] for c in codes[idx]],
-        "dur_ns": k["dur_ns"].to_numpy()[idx],
-        "ts_ns": k["ts_ns"].to_numpy()[idx],
-        "step": k["step"].to_numpy()[idx],
-        "op": o,
-        "op_name": [opn[i] if i >= 0 else "" for i in o],
-        "dtype": dtype,
-        "tc": tc[idx],
-        "fp32": fp32,
-        "row": idx,
-    }, columns=cols)  # fmt: skip
+    return pd.DataFrame(
+        {
+            "name": [cats[c] for c in codes[idx]],
+            "dur_ns": k["dur_ns"].to_numpy()[idx],
+            "ts_ns": k["ts_ns"].to_numpy()[idx],
+            "step": k["step"].to_numpy()[idx],
+            "op": o,
+            "op_name": [opn[i] if i >= 0 else "" for i in o],
+            "dtype": dtype,
+            "tc": tc[idx],
+            "fp32": fp32,
+            "row": idx,
+        },
+        columns=cols,
+    )
 
 
 # ---------------------------------------------------------------- GEMM dimensions

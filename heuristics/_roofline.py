@@ -27,25 +27,79 @@ from typing import Any
 from ._matmul import CONV_BWD, CONV_FWD, GEMM_OPS
 
 ELT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "float8": 1}
-ATTN_FWD_BHLE = frozenset({"aten::_scaled_dot_product_flash_attention",
-                           "aten::_scaled_dot_product_efficient_attention",
-                           "aten::_scaled_dot_product_cudnn_attention"})  # fmt: skip
-ATTN_BWD_BHLE = frozenset({"aten::_scaled_dot_product_flash_attention_backward",
-                           "aten::_scaled_dot_product_efficient_attention_backward",
-                           "aten::_scaled_dot_product_cudnn_attention_backward"})  # fmt: skip
+ATTN_FWD_BHLE = frozenset(
+    {
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+    }
+)
+ATTN_BWD_BHLE = frozenset(
+    {
+        "aten::_scaled_dot_product_flash_attention_backward",
+        "aten::_scaled_dot_product_efficient_attention_backward",
+        "aten::_scaled_dot_product_cudnn_attention_backward",
+    }
+)
 ATTN_FWD_BLHE = frozenset({"aten::_flash_attention_forward", "aten::_efficient_attention_forward"})
-ATTN_BWD_BLHE = frozenset({"aten::_flash_attention_backward",
-                           "aten::_efficient_attention_backward"})  # fmt: skip
+ATTN_BWD_BLHE = frozenset(
+    {"aten::_flash_attention_backward", "aten::_efficient_attention_backward"}
+)
 ATTN_OPS = ATTN_FWD_BHLE | ATTN_BWD_BHLE | ATTN_FWD_BLHE | ATTN_BWD_BLHE
-ELEMENTWISE = frozenset(f"aten::{n}" for n in (
-    "add", "add_", "mul", "mul_", "sub", "sub_", "div", "div_", "relu", "relu_", "gelu", "silu",
-    "sigmoid", "tanh", "exp", "where", "masked_fill", "masked_fill_", "threshold_backward",
-    "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward", "_softmax",
-    "_log_softmax", "_softmax_backward_data", "native_layer_norm", "native_dropout",
-    "fill_", "zero_", "addcmul_", "addcdiv_", "lerp_", "pow", "sqrt", "rsqrt"))  # fmt: skip
+ELEMENTWISE = frozenset(
+    f"aten::{n}"
+    for n in (
+        "add",
+        "add_",
+        "mul",
+        "mul_",
+        "sub",
+        "sub_",
+        "div",
+        "div_",
+        "relu",
+        "relu_",
+        "gelu",
+        "silu",
+        "sigmoid",
+        "tanh",
+        "exp",
+        "where",
+        "masked_fill",
+        "masked_fill_",
+        "threshold_backward",
+        "gelu_backward",
+        "silu_backward",
+        "sigmoid_backward",
+        "tanh_backward",
+        "_softmax",
+        "_log_softmax",
+        "_softmax_backward_data",
+        "native_layer_norm",
+        "native_dropout",
+        "fill_",
+        "zero_",
+        "addcmul_",
+        "addcdiv_",
+        "lerp_",
+        "pow",
+        "sqrt",
+        "rsqrt",
+    )
+)
 SOFTMAX = frozenset({"aten::_softmax", "aten::softmax", "aten::_safe_softmax"})
-REDUCTIONS = frozenset({"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::norm",
-                        "aten::linalg_vector_norm", "aten::var_mean", "aten::std"})  # fmt: skip
+REDUCTIONS = frozenset(
+    {
+        "aten::sum",
+        "aten::mean",
+        "aten::amax",
+        "aten::max",
+        "aten::norm",
+        "aten::linalg_vector_norm",
+        "aten::var_mean",
+        "aten::std",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -136,8 +190,13 @@ def attention_work(name: str, d: list[list[int]], elt: int) -> Work | None:
     nbytes = float(elt) * (_numel(q) + _numel(k) + _numel(v) + b * h * lq * ev)
     if first:
         flops, nbytes = flops * 2.5, nbytes * 2
-    return Work("attention", flops, nbytes, b * h * math.ceil(lq / 128),
-                {"B": b, "H": h, "L": lq, "S": s, "E": e})  # fmt: skip
+    return Work(
+        "attention",
+        flops,
+        nbytes,
+        b * h * math.ceil(lq / 128),
+        {"B": b, "H": h, "L": lq, "S": s, "E": e},
+    )
 
 
 def memory_work(name: str, d: list[list[int]], elt: int) -> Work | None:

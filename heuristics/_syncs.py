@@ -29,32 +29,71 @@ from advisor.trace.names import name_flags
 from ._ops import op_chain, op_names
 from ._per_step import in_steps
 
-_AUTOTUNE_OPS = ("cudnn_convolution", "convolution_backward", "ConvolutionBackward",
-                 "miopen_convolution")  # fmt: skip
+_AUTOTUNE_OPS = (
+    "cudnn_convolution",
+    "convolution_backward",
+    "ConvolutionBackward",
+    "miopen_convolution",
+)
 
 # reason kind -> (op names that identify it, label shown to users)
 REASONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("branch", ("aten::is_nonzero",),
-     "data-dependent Python branch (`if tensor:` / `bool(tensor)` / `while t.any():`)"),
+    (
+        "branch",
+        ("aten::is_nonzero",),
+        "data-dependent Python branch (`if tensor:` / `bool(tensor)` / `while t.any():`)",
+    ),
     ("equal", ("aten::equal", "aten::allclose"), "torch.equal / allclose on GPU tensors"),
-    ("nonzero", ("aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique2",
-                 "aten::unique_consecutive", "aten::unique_dim", "aten::repeat_interleave",
-                 "aten::masked_scatter"),
-     "data-dependent output size (nonzero / boolean-mask indexing / unique / masked_select)"),
-    ("item", ("aten::item", "aten::_local_scalar_dense"),
-     "`.item()` / `float(t)` / `int(t)` (scalar read back to the host)"),
-    ("to_cpu", ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu"),
-     "`.cpu()` / `.to('cpu')` / `.tolist()` / `.numpy()` (device-to-host copy)"),
-)  # fmt: skip
+    (
+        "nonzero",
+        (
+            "aten::nonzero",
+            "aten::masked_select",
+            "aten::unique",
+            "aten::_unique2",
+            "aten::unique_consecutive",
+            "aten::unique_dim",
+            "aten::repeat_interleave",
+            "aten::masked_scatter",
+        ),
+        "data-dependent output size (nonzero / boolean-mask indexing / unique / masked_select)",
+    ),
+    (
+        "item",
+        ("aten::item", "aten::_local_scalar_dense"),
+        "`.item()` / `float(t)` / `int(t)` (scalar read back to the host)",
+    ),
+    (
+        "to_cpu",
+        ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu"),
+        "`.cpu()` / `.to('cpu')` / `.tolist()` / `.numpy()` (device-to-host copy)",
+    ),
+)
 EXPLICIT = {
     "device": "torch.cuda.synchronize()",
     "stream": "stream.synchronize() / torch.cuda.current_stream().synchronize()",
     "event": "event.synchronize() / event.elapsed_time()",
 }
 
-COLUMNS = ["start_ns", "end_ns", "wait_ns", "pid", "tid", "rt_idx", "step", "op_idx", "reason_idx",
-           "kind", "label", "api", "device", "idle_after_ns", "idle_from_ns", "gpu_busy_ns",
-           "caused_ns"]  # fmt: skip
+COLUMNS = [
+    "start_ns",
+    "end_ns",
+    "wait_ns",
+    "pid",
+    "tid",
+    "rt_idx",
+    "step",
+    "op_idx",
+    "reason_idx",
+    "kind",
+    "label",
+    "api",
+    "device",
+    "idle_after_ns",
+    "idle_from_ns",
+    "gpu_busy_ns",
+    "caused_ns",
+]
 
 
 def classify(chain: list[int], names: np.ndarray) -> tuple[str, int, str]:
@@ -149,8 +188,13 @@ def _build(trace: Trace) -> pd.DataFrame:
                 continue  # cudnn.benchmark autotuning: a one-time cost of the first iterations
         if kind == "explicit":
             api = apis[0]
-            sub = ("device" if "Device" in api or "Ctx" in api or "Thread" in api
-                   else "event" if "Event" in api else "stream")  # fmt: skip
+            sub = (
+                "device"
+                if "Device" in api or "Ctx" in api or "Thread" in api
+                else "event"
+                if "Event" in api
+                else "stream"
+            )
             kind, label = f"explicit-{sub}", EXPLICIT[sub]
         dev = next((sync_dev[int(corr[i])] for i in idx if int(corr[i]) in sync_dev), -1)
         if dev < 0:
@@ -160,9 +204,27 @@ def _build(trace: Trace) -> pd.DataFrame:
         start = int(ts[first])
         stop = int(max(end[i] for i in idx))
         wait = int(sum(int(end[i] - ts[i]) for i in idx))
-        rows.append((start, stop, wait, int(pid[first]), int(tid[first]), first,
-                     int(rt["step"].iat[first]), oi, reason_idx,
-                     kind, label, "+".join(apis), dev, 0, stop, 0, 0))  # fmt: skip
+        rows.append(
+            (
+                start,
+                stop,
+                wait,
+                int(pid[first]),
+                int(tid[first]),
+                first,
+                int(rt["step"].iat[first]),
+                oi,
+                reason_idx,
+                kind,
+                label,
+                "+".join(apis),
+                dev,
+                0,
+                stop,
+                0,
+                0,
+            )
+        )
     df = pd.DataFrame(rows, columns=COLUMNS)
     if not len(df):
         return df

@@ -49,8 +49,11 @@ from ._per_step import fmt_ms, ms, n_steps
 ID = "allocator-churn"
 TITLE = "cudaMalloc/cudaFree inside steady steps"
 
-register("allocator_churn.min_pct", 1.0,
-         "report when allocator calls hold the host this % of the median step")  # fmt: skip
+register(
+    "allocator_churn.min_pct",
+    1.0,
+    "report when allocator calls hold the host this % of the median step",
+)
 
 
 def _empty_cache_sites(ctx: Context) -> list[Location]:
@@ -90,8 +93,10 @@ def _locations(trace: Trace, ctx: Context, calls: pd.DataFrame) -> tuple[Locatio
     tid = calls["tid"].to_numpy()
     ts = calls["ts_ns"].to_numpy()
     order = np.argsort(-calls["dur_ns"].to_numpy(), kind="stable")[:500]
-    locs = [ctx.locator.for_op(int(ops[i])) if ops[i] >= 0 else ctx.locator.at(int(tid[i]),
-            int(ts[i])) for i in order]  # fmt: skip
+    locs = [
+        ctx.locator.for_op(int(ops[i])) if ops[i] >= 0 else ctx.locator.at(int(tid[i]), int(ts[i]))
+        for i in order
+    ]
     return aggregate(locs)
 
 
@@ -116,40 +121,59 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # thread) gets the time back too
     rep = ctx.whatif(ShrinkHost(s, e, None, keep=0.0, low=0.5, label="warm caching allocator"))
     fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
-    replayed = (f" Replayed without these calls, the step is {fmt_ms(rep.ms)} shorter."
-                if rep.replayed else "")  # fmt: skip
+    replayed = (
+        f" Replayed without these calls, the step is {fmt_ms(rep.ms)} shorter."
+        if rep.replayed
+        else ""
+    )
     names = calls["name"].astype(str)
     ev = []
     for name, g in calls.groupby(names, sort=False):
-        ev.append(Evidence(f"{name} calls inside steady steps", len(g), ms(g["dur_ns"].sum()),
-                           trace.to_trace_us(int(g["ts_ns"].min()))))  # fmt: skip
+        ev.append(
+            Evidence(
+                f"{name} calls inside steady steps",
+                len(g),
+                ms(g["dur_ns"].sum()),
+                trace.to_trace_us(int(g["ts_ns"].min())),
+            )
+        )
     ev.sort(key=lambda x: -x.total_ms)
     ev.append(Evidence("GPU idle while the host was in these calls", len(s), ms(idle_ns)))
     per_step = len(calls) / steps
     cause = _cause(calls, sites, off, steps)
     host_only = bool(names.str.contains(HOST_RE).all())
-    summary = (f"{per_step:.0f} allocator call(s) per steady step ({', '.join(_counts(names, steps))}) "
-               f"hold the host {fmt_ms(host_ms)} in the median step ({share:.0f}% of the "
-               f"step); the GPU idles {fmt_ms(saving_ms)} per step on average meanwhile.{replayed} "
-               f"Likely cause: {cause}.")  # fmt: skip
+    summary = (
+        f"{per_step:.0f} allocator call(s) per steady step ({', '.join(_counts(names, steps))}) "
+        f"hold the host {fmt_ms(host_ms)} in the median step ({share:.0f}% of the "
+        f"step); the GPU idles {fmt_ms(saving_ms)} per step on average meanwhile.{replayed} "
+        f"Likely cause: {cause}."
+    )
     locs = tuple((*sites, *_locations(trace, ctx, calls))[:5])
-    return [Draft(
-        id=ID, title=TITLE, **fields,
-        confidence="high" if share >= 5 else "medium",
-        summary=summary, recommendation=_advice(conf, host_only), snippet=_snippet(conf),
-        evidence=tuple(ev), locations=locs,
-        assumptions=(
-            "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
-            "the pool's growth before them is one-time-init's.",
-            "A warm caching allocator serves the same requests in about a microsecond: the "
-            "calls' host time goes (range: half of it stays), on every thread (a thread waiting "
-            "on the allocating one, as backward() waits on the autograd thread, gets it back "
-            "too); cudaFree's device-wide wait is not modelled.",
-            rep.assumption if rep.replayed else
-            "Saving = the GPU idle time while the host was inside these calls, divided by the "
-            f"{steps} step(s).",
-        ),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if share >= 5 else "medium",
+            summary=summary,
+            recommendation=_advice(conf, host_only),
+            snippet=_snippet(conf),
+            evidence=tuple(ev),
+            locations=locs,
+            assumptions=(
+                "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
+                "the pool's growth before them is one-time-init's.",
+                "A warm caching allocator serves the same requests in about a microsecond: the "
+                "calls' host time goes (range: half of it stays), on every thread (a thread waiting "
+                "on the allocating one, as backward() waits on the autograd thread, gets it back "
+                "too); cudaFree's device-wide wait is not modelled.",
+                rep.assumption
+                if rep.replayed
+                else "Saving = the GPU idle time while the host was inside these calls, divided by the "
+                f"{steps} step(s).",
+            ),
+        )
+    ]
 
 
 def _median_per_step(calls: pd.DataFrame, trace: Trace) -> float:
@@ -169,14 +193,24 @@ def _counts(names: pd.Series, steps: int) -> list[str]:
 
 def _advice(conf: str | None, host_only: bool) -> str:
     if host_only:
-        return ("Allocate pinned host buffers once and reuse them (or let DataLoader's "
-                "pin_memory=True, which caches them) instead of pinning new memory every step.")  # fmt: skip
-    seg = "" if conf and "expandable_segments:true" in conf.replace(" ", "").lower() else (
-        " Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so freed memory is reused even "
-        "when sizes vary.")  # fmt: skip
-    return ("Keep the caching allocator's memory across steps: remove torch.cuda.empty_cache() "
-            "from the loop and leave the pool on (unset PYTORCH_NO_CUDA_MEMORY_CACHING)." + seg
-            + " Keep shapes stable (pad or bucket variable lengths) so cached blocks fit.")  # fmt: skip
+        return (
+            "Allocate pinned host buffers once and reuse them (or let DataLoader's "
+            "pin_memory=True, which caches them) instead of pinning new memory every step."
+        )
+    seg = (
+        ""
+        if conf and "expandable_segments:true" in conf.replace(" ", "").lower()
+        else (
+            " Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so freed memory is reused even "
+            "when sizes vary."
+        )
+    )
+    return (
+        "Keep the caching allocator's memory across steps: remove torch.cuda.empty_cache() "
+        "from the loop and leave the pool on (unset PYTORCH_NO_CUDA_MEMORY_CACHING)."
+        + seg
+        + " Keep shapes stable (pad or bucket variable lengths) so cached blocks fit."
+    )
 
 
 def _snippet(conf: str | None) -> str:
@@ -193,12 +227,22 @@ def _snippet(conf: str | None) -> str:
 
 def _latent(sites: list[Location]) -> Draft:
     return Draft(
-        id=ID, title=TITLE, est_savings_ms=0.0, latent=True, confidence="medium",
-        summary=(f"torch.cuda.empty_cache() is called at {len(sites)} site(s) (run.json); this "
-                 "trace shows no allocator calls inside its steady steps to measure their cost."),
-        recommendation=("Call torch.cuda.empty_cache() between phases at most, never inside the "
-                        "training loop: the next step has to get the memory from the driver."),
-        snippet=_snippet(None), locations=tuple(sites[:5]),
-        assumptions=("seen by advisor profile's empty_cache hook; cost not measured in this "
-                     "trace",),
-    )  # fmt: skip
+        id=ID,
+        title=TITLE,
+        est_savings_ms=0.0,
+        latent=True,
+        confidence="medium",
+        summary=(
+            f"torch.cuda.empty_cache() is called at {len(sites)} site(s) (run.json); this "
+            "trace shows no allocator calls inside its steady steps to measure their cost."
+        ),
+        recommendation=(
+            "Call torch.cuda.empty_cache() between phases at most, never inside the "
+            "training loop: the next step has to get the memory from the driver."
+        ),
+        snippet=_snippet(None),
+        locations=tuple(sites[:5]),
+        assumptions=(
+            "seen by advisor profile's empty_cache hook; cost not measured in this trace",
+        ),
+    )

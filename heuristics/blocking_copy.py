@@ -49,18 +49,27 @@ from ._ops import runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "blocking-copy"
-register("blocking_copy.min_bytes", 65536.0,
-         "only copies of at least this many bytes (smaller reads are sync-point's)")  # fmt: skip
-register("blocking_copy.max_gap_us", 100.0,
-         "a wait starting within this many us after the copy call belongs to the copy")  # fmt: skip
+register(
+    "blocking_copy.min_bytes",
+    65536.0,
+    "only copies of at least this many bytes (smaller reads are sync-point's)",
+)
+register(
+    "blocking_copy.max_gap_us",
+    100.0,
+    "a wait starting within this many us after the copy call belongs to the copy",
+)
 
 
 def _episodes(trace: Trace, ctx: Context) -> pd.DataFrame:
     """One row per blocking copy: memcpy row, runtime row, window [w_start, w_end), wait name."""
     rt = trace.runtime
     m = rows_in_steps(trace.memcpy, trace)
-    m = m[m["kind"].astype(str).isin(["HtoD", "DtoH"]) & (m["launch_idx"] >= 0)
-          & (m["bytes"] >= ctx.t("blocking_copy.min_bytes"))]  # fmt: skip
+    m = m[
+        m["kind"].astype(str).isin(["HtoD", "DtoH"])
+        & (m["launch_idx"] >= 0)
+        & (m["bytes"] >= ctx.t("blocking_copy.min_bytes"))
+    ]
     cols = ["mem", "rt", "w_start", "w_end", "wait", "how"]
     if not len(m) or not len(rt):
         return pd.DataFrame(columns=cols)
@@ -136,8 +145,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     low_ms = float(ep["low_ns"].sum()) / 1e6 / steps
     win_ms = float(ep["window_ns"].sum()) / 1e6 / steps
     rows = ep["mem"].to_numpy()
-    fix = AsyncCopies(memcpy=rows, speedup=float("inf"), low=1.0,
-                      label="non-blocking copies from pinned memory")  # fmt: skip
+    fix = AsyncCopies(
+        memcpy=rows, speedup=float("inf"), low=1.0, label="non-blocking copies from pinned memory"
+    )
     # a synchronous or pageable copy blocks inside the call itself: a pinned non_blocking call
     # returns at once, so that call's host time goes too
     rt = trace.runtime
@@ -153,7 +163,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 ),
             ],
             label=fix.label,
-        )  # fmt: skip
+        )
         if blocks.any()
         else fix
     )
@@ -231,15 +241,21 @@ def _evidence(trace: Trace, ep: pd.DataFrame) -> tuple[Evidence, ...]:
         label=[
             f"{mem.at[i, 'name']} {mem.at[i, 'bytes'] / 1e6:.2f} MB via {how}"
             for i, how in zip(ep["mem"], ep["how"], strict=True)
-        ]  # fmt: skip
+        ]
     )
     rows = []
     for label, g in ep.groupby("label", sort=False):
-        rows.append((
-            int(g["serial_ns"].sum()),
-            Evidence(str(label), len(g), ms(g["window_ns"].sum()),
-                     trace.to_trace_us(int(g["w_start"].min()))),
-        ))  # fmt: skip
+        rows.append(
+            (
+                int(g["serial_ns"].sum()),
+                Evidence(
+                    str(label),
+                    len(g),
+                    ms(g["window_ns"].sum()),
+                    trace.to_trace_us(int(g["w_start"].min())),
+                ),
+            )
+        )
     rows.sort(key=lambda r: -r[0])
     return tuple(e for _, e in rows[:5])
 

@@ -48,11 +48,23 @@ from ._per_step import ms, n_steps
 ID = "cat-in-loop"
 TITLE = "Tensor grown by repeated torch.cat"
 
-register("cat_in_loop.min_calls", 5.0,
-         "calls a growing cat/stack chain needs (within the profiled window) to be reported")  # fmt: skip
+register(
+    "cat_in_loop.min_calls",
+    5.0,
+    "calls a growing cat/stack chain needs (within the profiled window) to be reported",
+)
 
-CAT_OPS = frozenset({"aten::cat", "aten::_cat", "aten::concat", "aten::concatenate",
-                     "aten::stack", "aten::hstack", "aten::vstack"})  # fmt: skip
+CAT_OPS = frozenset(
+    {
+        "aten::cat",
+        "aten::_cat",
+        "aten::concat",
+        "aten::concatenate",
+        "aten::stack",
+        "aten::hstack",
+        "aten::vstack",
+    }
+)
 
 SNIPPET = """# before: every iteration copies everything collected so far
 out = torch.empty(0, dim, device=device)
@@ -83,8 +95,9 @@ def _shapes(dims: object) -> tuple[tuple[int, ...], ...] | None:
     if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
         return None
     first = dims[0]
-    if not first or not all(isinstance(s, list) and all(isinstance(v, int) for v in s)
-                            for s in first):  # fmt: skip
+    if not first or not all(
+        isinstance(s, list) and all(isinstance(v, int) for v in s) for s in first
+    ):
         return None
     return tuple(tuple(s) for s in first)
 
@@ -149,8 +162,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     dims = ops["input_dims"].to_numpy()
     if not any(_shapes(dims[r]) is not None for r in rows):
-        raise Skip("cat/stack inputs have no recorded shapes (this PyTorch version records "
-                   "TensorList inputs without dims)")  # fmt: skip
+        raise Skip(
+            "cat/stack inputs have no recorded shapes (this PyTorch version records "
+            "TensorList inputs without dims)"
+        )
     rows = rows[np.argsort(ops["ts_ns"].to_numpy()[rows], kind="stable")]
     if trace.has_stack:
         locs: list[Location | None] = ctx.locator.calling_lines(rows)
@@ -171,9 +186,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     by_key: dict[object, dict[str, float]] = {}
     for c in chains:
         cc = [costs[r] for r in c.rows]
-        acc = by_key.setdefault(c.key, {"calls": 0, "chains": 0, "saving": 0.0, "time": 0.0,
-                                        "first": float(ops["ts_ns"].iat[c.rows[0]]),
-                                        "from": c.totals[0], "to": 0, "longest": 0})  # fmt: skip
+        acc = by_key.setdefault(
+            c.key,
+            {
+                "calls": 0,
+                "chains": 0,
+                "saving": 0.0,
+                "time": 0.0,
+                "first": float(ops["ts_ns"].iat[c.rows[0]]),
+                "from": c.totals[0],
+                "to": 0,
+                "longest": 0,
+            },
+        )
         acc["calls"] += len(c.rows)
         acc["chains"] += 1
         acc["saving"] += sum(cc) - cc[-1]
@@ -190,12 +215,23 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         mask[gone] = True
         mask = inherit(trace, mask)
         k = trace.kernels
-        rep = ctx.whatif(Combined([
-            ShrinkHost(ops["ts_ns"].to_numpy()[gone], ops["end_ns"].to_numpy()[gone],
-                       ops["tid"].to_numpy()[gone], keep=0.0),
-            ScaleGpu(kernels=gpu_rows_from(trace, k, mask) if len(k) else [],
-                     speedup=float("inf")),
-        ], label="one cat after the loop"))  # fmt: skip
+        rep = ctx.whatif(
+            Combined(
+                [
+                    ShrinkHost(
+                        ops["ts_ns"].to_numpy()[gone],
+                        ops["end_ns"].to_numpy()[gone],
+                        ops["tid"].to_numpy()[gone],
+                        keep=0.0,
+                    ),
+                    ScaleGpu(
+                        kernels=gpu_rows_from(trace, k, mask) if len(k) else [],
+                        speedup=float("inf"),
+                    ),
+                ],
+                label="one cat after the loop",
+            )
+        )
         if rep.replayed:
             saving_ms = rep.ms
 
@@ -204,15 +240,22 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             return f"{key.file}:{key.line} ({key.function})"
         return f"thread {key[0]} {key[1]}" if isinstance(key, tuple) else str(key)
 
-    evidence = [Evidence(
-        f"{label(k)}: {int(v['chains'])} growing chain(s), up to {int(v['longest'])} calls, "
-        f"{int(v['from'])} -> {int(v['to'])} elements", int(v["calls"]), ms(v["time"]),
-        trace.to_trace_us(v["first"]),
-    ) for k, v in ((k, by_key[k]) for k in order[:5])]  # fmt: skip
+    evidence = [
+        Evidence(
+            f"{label(k)}: {int(v['chains'])} growing chain(s), up to {int(v['longest'])} calls, "
+            f"{int(v['from'])} -> {int(v['to'])} elements",
+            int(v["calls"]),
+            ms(v["time"]),
+            trace.to_trace_us(v["first"]),
+        )
+        for k, v in ((k, by_key[k]) for k in order[:5])
+    ]
     top = by_key[order[0]]
-    summary = (f"{label(order[0])} grows a tensor by repeated cat/stack ({int(top['longest'])} "
-               f"calls, {int(top['from'])} -> {int(top['to'])} elements), copying everything so "
-               f"far each time: about {saving_ms:.3f} ms per step to save.")  # fmt: skip
+    summary = (
+        f"{label(order[0])} grows a tensor by repeated cat/stack ({int(top['longest'])} "
+        f"calls, {int(top['from'])} -> {int(top['to'])} elements), copying everything so "
+        f"far each time: about {saving_ms:.3f} ms per step to save."
+    )
     assumptions = (
         (
             "Per chain: every call but the last (largest), about what one cat of the final list "
@@ -226,13 +269,22 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "A call's cost is the GPU time of its kernels, or its CPU time when it launched none; "
         "allocation of the discarded intermediates is not counted.",
     )
-    return [Draft(
-        id=ID, title=TITLE, est_savings_ms=round(saving_ms, 3),
-        extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
-        confidence="high" if trace.has_stack else "medium",
-        summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
-        evidence=tuple(evidence),
-        locations=tuple(replace(k, count=int(by_key[k]["calls"]))
-                        for k in order[:5] if isinstance(k, Location)),
-        assumptions=assumptions,
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=round(saving_ms, 3),
+            extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
+            confidence="high" if trace.has_stack else "medium",
+            summary=summary,
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=tuple(evidence),
+            locations=tuple(
+                replace(k, count=int(by_key[k]["calls"]))
+                for k in order[:5]
+                if isinstance(k, Location)
+            ),
+            assumptions=assumptions,
+        )
+    ]

@@ -46,10 +46,12 @@ from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "channels-last"
 TITLE = "Conv net in NCHW: layout conversions around convolutions"
-register("channels_last.min_pct", 0.5,
-         "report layout conversions from this % of the median step")  # fmt: skip
-register("channels_last.run_only_gain_pct", 8.0,
-         "% of conv GPU time assumed saved when only run.json shows NCHW (AMP conv nets)")  # fmt: skip
+register("channels_last.min_pct", 0.5, "report layout conversions from this % of the median step")
+register(
+    "channels_last.run_only_gain_pct",
+    8.0,
+    "% of conv GPU time assumed saved when only run.json shows NCHW (AMP conv nets)",
+)
 HALF_TYPES = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
 SNIPPET = (
     "model = model.to(device, memory_format=torch.channels_last)\n"
@@ -105,15 +107,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     gain = ctx.t("channels_last.run_only_gain_pct") / 100.0
     fields: dict = {"est_savings_ms": gain * conv_ms}
-    how = (f"{gain * 100:g}% of the convolutions' GPU time: the low end of the 8-35% "
-           "published for channels-last with AMP on conv nets; not measured here")  # fmt: skip
-    rep = ctx.whatif(ScaleGpu(kernels=conv_k.index.to_numpy(), speedup=1 / (1 - gain),
-                              label="channels-last"))  # fmt: skip
+    how = (
+        f"{gain * 100:g}% of the convolutions' GPU time: the low end of the 8-35% "
+        "published for channels-last with AMP on conv nets; not measured here"
+    )
+    rep = ctx.whatif(
+        ScaleGpu(kernels=conv_k.index.to_numpy(), speedup=1 / (1 - gain), label="channels-last")
+    )
     if rep.replayed:
         fields = rep.draft_fields()
-        how = (f"The convolutions' kernels {gain * 100:g}% faster (the low end of the 8-35% "
-               "published for channels-last with AMP on conv nets; not measured here). "
-               + rep.assumption)  # fmt: skip
+        how = (
+            f"The convolutions' kernels {gain * 100:g}% faster (the low end of the 8-35% "
+            "published for channels-last with AMP on conv nets; not measured here). "
+            + rep.assumption
+        )
     return [
         Draft(
             id=ID,
@@ -133,7 +140,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     ms(conv_k["dur_ns"].sum()),
                     trace.to_trace_us(int(conv_k["ts_ns"].min())),
                 ),
-            ),  # fmt: skip
+            ),
             locations=aggregate(ctx.locator.for_ops(conv_ops[:2000])),
             assumptions=(
                 how,
@@ -151,21 +158,36 @@ _REC = (
 
 
 def _measured(
-    trace: Trace, ctx: Context, lk: pd.DataFrame, layout_ms: float, conv_ms: float,
+    trace: Trace,
+    ctx: Context,
+    lk: pd.DataFrame,
+    layout_ms: float,
+    conv_ms: float,
     attributed: bool,
-) -> Draft:  # fmt: skip
+) -> Draft:
     steps = n_steps(trace)
     rows = []
     for name, g in lk.groupby(lk["name"].astype(str).map(_short), sort=False):
-        rows.append((int(g["dur_ns"].sum()),
-                     Evidence(f"{name} (layout conversion)", len(g), ms(g["dur_ns"].sum()),
-                              trace.to_trace_us(int(g["ts_ns"].min())))))  # fmt: skip
+        rows.append(
+            (
+                int(g["dur_ns"].sum()),
+                Evidence(
+                    f"{name} (layout conversion)",
+                    len(g),
+                    ms(g["dur_ns"].sum()),
+                    trace.to_trace_us(int(g["ts_ns"].min())),
+                ),
+            )
+        )
     rows.sort(key=lambda r: -r[0])
     op_of = runtime_op(trace)
     li = lk["launch_idx"].to_numpy()
     ops = [int(op_of[i]) for i in li if i >= 0 and op_of[i] >= 0]
-    share = f", {100 * layout_ms / (layout_ms + conv_ms):.0f}% of the convolutions' GPU time" if (
-        conv_ms > 0) else ""  # fmt: skip
+    share = (
+        f", {100 * layout_ms / (layout_ms + conv_ms):.0f}% of the convolutions' GPU time"
+        if (conv_ms > 0)
+        else ""
+    )
     cl = ctx.run_get("modules", "channels_last", default=None)
     summary = (
         f"{len(lk) / steps:.0f} NCHW<->NHWC layout conversion kernels {per_step_words(trace)} "
@@ -178,13 +200,17 @@ def _measured(
     how = "saving = GPU time of the layout-conversion kernels" + (
         " launched by convolution ops" if attributed else " (no launch links: all of them)"
     )
-    rep = ctx.whatif(ScaleGpu(kernels=lk.index.to_numpy(), speedup=float("inf"),
-                              label="no layout conversions"))  # fmt: skip
+    rep = ctx.whatif(
+        ScaleGpu(kernels=lk.index.to_numpy(), speedup=float("inf"), label="no layout conversions")
+    )
     if rep.replayed:
         fields = rep.draft_fields()
-        how = ("Replayed without the layout-conversion kernels"
-               + (" launched by convolution ops" if attributed else " (no launch links: all of them)")
-               + ". " + rep.assumption)  # fmt: skip
+        how = (
+            "Replayed without the layout-conversion kernels"
+            + (" launched by convolution ops" if attributed else " (no launch links: all of them)")
+            + ". "
+            + rep.assumption
+        )
     return Draft(
         id=ID,
         title=TITLE,

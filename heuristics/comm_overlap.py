@@ -58,8 +58,11 @@ from ._comm_advice import comm_pattern
 from ._comm_ranks import refine as refine  # registers the cross-rank split
 
 ID = "comm-overlap"
-register("comm_overlap.min_exposed_pct", 3.0,
-         "report exposed communication from this % of the median step")  # fmt: skip
+register(
+    "comm_overlap.min_exposed_pct",
+    3.0,
+    "report exposed communication from this % of the median step",
+)
 register("comm_overlap.min_exposed_ms", 0.1, "and from this many ms per step")
 
 
@@ -70,31 +73,38 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         raise Skip("no communication kernels (NCCL/RCCL) in this trace")
     exposed_ms = cs.exposed_ms_per_step
     step_ms = ctx.step_ms_median
-    floor = max(ctx.t("comm_overlap.min_exposed_ms"),
-                step_ms * ctx.t("comm_overlap.min_exposed_pct") / 100.0)  # fmt: skip
+    floor = max(
+        ctx.t("comm_overlap.min_exposed_ms"),
+        step_ms * ctx.t("comm_overlap.min_exposed_pct") / 100.0,
+    )
     if exposed_ms < floor:
         return []
     steps = max(cs.steps, 1)
     free_compute_ms = (cs.compute_ns - cs.overlap_ns) / 1e6 / steps
     k = per_kernel_exposed(trace, cs.device)
-    transfer = single_rank_transfer_ns(k["name"].tolist(), k["stream"].to_numpy(),
-                                       k["dur_ns"].to_numpy())  # fmt: skip
+    transfer = single_rank_transfer_ns(
+        k["name"].tolist(), k["stream"].to_numpy(), k["dur_ns"].to_numpy()
+    )
     wait = k["dur_ns"].to_numpy() - transfer
-    xt, xw = split_exposed(k["ts_ns"].to_numpy(), k["dur_ns"].to_numpy(), wait,
-                           *compute_union(trace, cs.device))  # fmt: skip
+    xt, xw = split_exposed(
+        k["ts_ns"].to_numpy(), k["dur_ns"].to_numpy(), wait, *compute_union(trace, cs.device)
+    )
     k = k.assign(exposed_transfer_ns=xt, exposed_wait_ns=xw)
     transfer_ms, wait_ms = float(xt.sum()) / 1e6 / steps, float(xw.sum()) / 1e6 / steps
     saving = max(0.0, min(transfer_ms, free_compute_ms))
     if free_compute_ms <= 0:
         return []
     kk = trace.kernels
-    comm_rows = np.flatnonzero(kk["is_comm"].to_numpy(dtype=bool)
-                               & (kk["device"] == cs.device).to_numpy())  # fmt: skip
+    comm_rows = np.flatnonzero(
+        kk["is_comm"].to_numpy(dtype=bool) & (kk["device"] == cs.device).to_numpy()
+    )
     rep = ctx.whatif(HideComm(comm_rows, share=1.0, low=0.5, label="communication overlapped"))
     if rep.replayed:
         fields = rep.draft_fields()
-        how = (f"Replayed with that transfer hidden under compute, the step is "
-               f"{rep.ms:.2f} ms shorter.")  # fmt: skip
+        how = (
+            f"Replayed with that transfer hidden under compute, the step is "
+            f"{rep.ms:.2f} ms shorter."
+        )
     else:
         fields = {
             "est_savings_ms": round(saving, 3),
@@ -103,19 +113,25 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         how = ""
     pattern = comm_pattern(trace, ctx, k, steps, wait_ms, transfer_ms)
     g = k.groupby("collective", sort=False).agg(
-        count=("exposed_ns", "size"), exposed=("exposed_ns", "sum"), total=("dur_ns", "sum"),
+        count=("exposed_ns", "size"),
+        exposed=("exposed_ns", "sum"),
+        total=("dur_ns", "sum"),
         waiting=("exposed_wait_ns", "sum"),
-    )  # fmt: skip
+    )
     g = g.sort_values("exposed", ascending=False)
     evidence = []
     for name, r in g.head(5).iterrows():
         rows = k[k["collective"] == name]
         worst = rows.iloc[int(np.argmax(rows["exposed_ns"].to_numpy()))]
-        evidence.append(Evidence(
-            f"{name}: {r['exposed'] / 1e6:.2f} ms exposed of {r['total'] / 1e6:.2f} ms "
-            f"({r['waiting'] / 1e6:.2f} ms of it waiting for other ranks)",
-            int(r["count"]), round(float(r["exposed"]) / 1e6, 3),
-            trace.to_trace_us(int(worst["ts_ns"]))))  # fmt: skip
+        evidence.append(
+            Evidence(
+                f"{name}: {r['exposed'] / 1e6:.2f} ms exposed of {r['total'] / 1e6:.2f} ms "
+                f"({r['waiting'] / 1e6:.2f} ms of it waiting for other ranks)",
+                int(r["count"]),
+                round(float(r["exposed"]) / 1e6, 3),
+                trace.to_trace_us(int(worst["ts_ns"])),
+            )
+        )
     top = [str(n) for n in g.index[:3]]
     rt = trace.runtime
     ops = rt["op_idx"].to_numpy()[k["launch_idx"].to_numpy()] if len(rt) and len(k) else []
@@ -123,32 +139,42 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         ctx.locator.for_ops(i for i in np.asarray(ops, np.int64).tolist() if i >= 0)
     )
     names = ", ".join(f"{n} ({g.loc[n, 'exposed'] / 1e6 / steps:.2f} ms)" for n in top)
-    return [Draft(
-        id=ID,
-        title="Communication not hidden under computation",
-        **{k: v for k, v in fields.items() if k != "extra"},
-        confidence="low" if wait_ms > transfer_ms else "medium",
-        summary=(f"{exposed_ms:.2f} ms of communication per step ({exposed_ms / step_ms:.0%} of "
-                 f"the {step_ms:.1f} ms step) runs with no computation beside it; only "
-                 f"{cs.overlap_pct:.1f}% of the {cs.comm_ns / 1e6 / steps:.2f} ms of "
-                 f"communication per step overlaps compute. Of the exposed time, about "
-                 f"{wait_ms:.2f} ms is waiting for other ranks (overlap cannot hide it) and "
-                 f"{transfer_ms:.2f} ms is transfer. Most exposed: {names}. {how}").strip(),  # fmt: skip
-        recommendation=pattern.advice,
-        snippet=pattern.snippet,
-        evidence=tuple(evidence),
-        locations=locations,
-        assumptions=(
-            f"Over {cs.steps} step(s) on device {cs.device}, the last step dropped as HTA does.",
-            "One rank: the shortest instance of each collective kernel (same name and stream) "
-            "is taken as its transfer time and the rest of every instance as waiting for other "
-            "ranks; message sizes are not in the trace, so waiting may be overstated and the "
-            "saving understated. A folder with one trace per rank aligns the ranks instead.",
-            (rep.assumption + " Low end: half of the transfer hidden.") if rep.replayed else
-            ("Saving = exposed transfer, capped at the computation per step that does not "
-             f"already overlap communication ({free_compute_ms:.2f} ms); low end: half of it."),
-            pattern.why,
-        ),
-        extra={"exposed_wait_ms": round(wait_ms, 3), "exposed_transfer_ms": round(transfer_ms, 3),
-               **fields.get("extra", {})},
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title="Communication not hidden under computation",
+            **{k: v for k, v in fields.items() if k != "extra"},
+            confidence="low" if wait_ms > transfer_ms else "medium",
+            summary=(
+                f"{exposed_ms:.2f} ms of communication per step ({exposed_ms / step_ms:.0%} of "
+                f"the {step_ms:.1f} ms step) runs with no computation beside it; only "
+                f"{cs.overlap_pct:.1f}% of the {cs.comm_ns / 1e6 / steps:.2f} ms of "
+                f"communication per step overlaps compute. Of the exposed time, about "
+                f"{wait_ms:.2f} ms is waiting for other ranks (overlap cannot hide it) and "
+                f"{transfer_ms:.2f} ms is transfer. Most exposed: {names}. {how}"
+            ).strip(),
+            recommendation=pattern.advice,
+            snippet=pattern.snippet,
+            evidence=tuple(evidence),
+            locations=locations,
+            assumptions=(
+                f"Over {cs.steps} step(s) on device {cs.device}, the last step dropped as HTA does.",
+                "One rank: the shortest instance of each collective kernel (same name and stream) "
+                "is taken as its transfer time and the rest of every instance as waiting for other "
+                "ranks; message sizes are not in the trace, so waiting may be overstated and the "
+                "saving understated. A folder with one trace per rank aligns the ranks instead.",
+                (rep.assumption + " Low end: half of the transfer hidden.")
+                if rep.replayed
+                else (
+                    "Saving = exposed transfer, capped at the computation per step that does not "
+                    f"already overlap communication ({free_compute_ms:.2f} ms); low end: half of it."
+                ),
+                pattern.why,
+            ),
+            extra={
+                "exposed_wait_ms": round(wait_ms, 3),
+                "exposed_transfer_ms": round(transfer_ms, 3),
+                **fields.get("extra", {}),
+            },
+        )
+    ]

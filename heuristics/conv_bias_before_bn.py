@@ -56,7 +56,7 @@ BN_OPS = frozenset(
         "cudnn_batch_norm",
         "miopen_batch_norm",
         "_native_batch_norm_legit",
-    )  # fmt: skip
+    )
 )
 SNIPPET = (
     "# before\n"
@@ -77,8 +77,9 @@ def _pairs(trace: Trace) -> pd.DataFrame:
     names = op_names(trace)
     parent = ops["parent_idx"].to_numpy()
     is_conv = name_in(ops["name"], CONV_FWD_WITH_BIAS)
-    roots = np.flatnonzero(is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)],
-                                                False))  # fmt: skip
+    roots = np.flatnonzero(
+        is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)], False)
+    )
     if not len(roots):
         return pd.DataFrame(columns=cols)
     # bias adds: aten::add_ ops whose outermost conv ancestor is a root
@@ -98,7 +99,8 @@ def _pairs(trace: Trace) -> pd.DataFrame:
     order = np.lexsort((ops["ts_ns"].to_numpy(), parent, ops["tid"].to_numpy()))
     nxt = np.full(len(ops), -1, dtype=np.int64)
     same = (parent[order[1:]] == parent[order[:-1]]) & (
-        ops["tid"].to_numpy()[order[1:]] == ops["tid"].to_numpy()[order[:-1]])  # fmt: skip
+        ops["tid"].to_numpy()[order[1:]] == ops["tid"].to_numpy()[order[:-1]]
+    )
     nxt[order[:-1][same]] = order[1:][same]
     rows = []
     for r in roots:
@@ -155,24 +157,40 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         per_add = _kernel_ns_by_add(trace, ks, mask)
         if n_k:
             busy = main_busy(trace)
-            _, idle_ns = busy.idle_in_spans(ops["ts_ns"].to_numpy()[add_rows],
-                                         ops["end_ns"].to_numpy()[add_rows])  # fmt: skip
+            _, idle_ns = busy.idle_in_spans(
+                ops["ts_ns"].to_numpy()[add_rows], ops["end_ns"].to_numpy()[add_rows]
+            )
     saving_ms = (gpu_ns + idle_ns) / 1e6 / steps
     fields: dict = {"est_savings_ms": saving_ms}
-    how_saved = ("saving = GPU time of the bias-add kernels under these convolutions + GPU "
-                 "idle time while the host ran the adds")  # fmt: skip
+    how_saved = (
+        "saving = GPU time of the bias-add kernels under these convolutions + GPU "
+        "idle time while the host ran the adds"
+    )
     replay_saves = True
     if n_k:
-        rep = ctx.whatif(Combined([
-            ScaleGpu(kernels=np.flatnonzero(kmask), speedup=float("inf"), label="bias adds gone"),
-            ShrinkHost(ops["ts_ns"].to_numpy()[add_rows], ops["end_ns"].to_numpy()[add_rows],
-                       tids=ops["tid"].to_numpy()[add_rows], keep=0.0, label="bias add calls gone"),
-        ]))  # fmt: skip
+        rep = ctx.whatif(
+            Combined(
+                [
+                    ScaleGpu(
+                        kernels=np.flatnonzero(kmask), speedup=float("inf"), label="bias adds gone"
+                    ),
+                    ShrinkHost(
+                        ops["ts_ns"].to_numpy()[add_rows],
+                        ops["end_ns"].to_numpy()[add_rows],
+                        tids=ops["tid"].to_numpy()[add_rows],
+                        keep=0.0,
+                        label="bias add calls gone",
+                    ),
+                ]
+            )
+        )
         if rep.replayed:
             fields = rep.draft_fields()
             replay_saves = rep.ms > 0
-            how_saved = ("The bias-add kernels and the host time of their aten::add_ calls are "
-                         "removed. " + rep.assumption)  # fmt: skip
+            how_saved = (
+                "The bias-add kernels and the host time of their aten::add_ calls are "
+                "removed. " + rep.assumption
+            )
     per_step = len(pairs) / steps
     locs = merge_locations(sites, aggregate(ctx.locator.for_ops(pairs["conv"])))
     latent = saving_ms <= 0 or not replay_saves
@@ -181,25 +199,31 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             f"{per_step:.0f} convolution(s) with a bias feed BatchNorm directly "
             f"{per_step_words(trace)}"
         )
-        summary += (f"; the bias adds cost {n_k / steps:.0f} kernels, {gpu_ns / 1e6 / steps:.2f} "
-                    "ms on the GPU, and cancel out in BatchNorm." if n_k else
-                    "; BatchNorm cancels the bias, so computing it and its gradient is wasted "
-                    "(no separate bias kernel to measure here; on cuDNN it is one add kernel "
-                    "per convolution).")  # fmt: skip
+        summary += (
+            f"; the bias adds cost {n_k / steps:.0f} kernels, {gpu_ns / 1e6 / steps:.2f} "
+            "ms on the GPU, and cancel out in BatchNorm."
+            if n_k
+            else "; BatchNorm cancels the bias, so computing it and its gradient is wasted "
+            "(no separate bias kernel to measure here; on cuDNN it is one add kernel "
+            "per convolution)."
+        )
     else:
-        summary = (f"{n_run} Conv->BatchNorm pair(s) with a conv bias (run.json); the bias is "
-                   "cancelled by BatchNorm but its cost is not visible in this trace.")  # fmt: skip
+        summary = (
+            f"{n_run} Conv->BatchNorm pair(s) with a conv bias (run.json); the bias is "
+            "cancelled by BatchNorm but its cost is not visible in this trace."
+        )
     if n_run and len(pairs):
         summary += f" run.json lists {n_run} such module pair(s)."
     if saving_ms > 0 and not replay_saves:
         summary += " Replayed without them, the step is no shorter: other work limits it."
     assumptions = [
-        how_saved if saving_ms > 0 else
-        "no separate bias-add kernel measured (fused into the convolution or not in the "
+        how_saved
+        if saving_ms > 0
+        else "no separate bias-add kernel measured (fused into the convolution or not in the "
         "trace): informational, no saving claimed",
         "bias gradient (backward reduction) and optimizer update not counted",
         f"divided over {steps} step(s)",
-    ]  # fmt: skip
+    ]
     return [
         Draft(
             id=ID,
@@ -247,8 +271,10 @@ def _evidence(
     for c in pairs["conv"]:
         w = arg_dims(ops["input_dims"].iat[c], 1)
         what = "GPU time of the bias add" if per_add is not None else "bias fused, not timed"
-        labels.append(f"{ops['name'].iat[c]}{' weight ' + str(w) if w else ''} with bias "
-                      f"-> batch_norm ({what})")  # fmt: skip
+        labels.append(
+            f"{ops['name'].iat[c]}{' weight ' + str(w) if w else ''} with bias "
+            f"-> batch_norm ({what})"
+        )
     rows = []
     for label, g in pairs.assign(label=labels).groupby("label", sort=False):
         add_ms = ms(sum((per_add or {}).get(a, 0) for lst in g["adds"] for a in lst))

@@ -73,8 +73,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()
     is_conv = name_in(ops["name"], CONV_FWD)
-    roots = np.flatnonzero(is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)],
-                                                False))  # fmt: skip
+    roots = np.flatnonzero(
+        is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)], False)
+    )
     roots = roots[ops["step"].to_numpy()[roots] >= 0] if not trace.meta.synthetic_steps else roots
     if not len(roots):
         return []
@@ -94,26 +95,36 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     low = conv_ms * (1 - 1 / lo_x)
     high = conv_ms * (1 - 1 / hi_x)
     fields: dict = {"est_savings_ms": low, "est_savings_range_ms": (round(low, 3), round(high, 3))}
-    how = (f"saving = conv GPU time x (1 - 1/{lo_x:g}); range up to x (1 - 1/{hi_x:g}): the "
-           "published 1.27-1.70x for static shapes, not measured on this model")  # fmt: skip
-    rep = ctx.whatif(ScaleGpu(kernels=ck.index.to_numpy(), speedup=lo_x, low=lo_x, high=hi_x,
-                              label="cudnn.benchmark"))  # fmt: skip
+    how = (
+        f"saving = conv GPU time x (1 - 1/{lo_x:g}); range up to x (1 - 1/{hi_x:g}): the "
+        "published 1.27-1.70x for static shapes, not measured on this model"
+    )
+    rep = ctx.whatif(
+        ScaleGpu(
+            kernels=ck.index.to_numpy(), speedup=lo_x, low=lo_x, high=hi_x, label="cudnn.benchmark"
+        )
+    )
     if rep.replayed:
         fields = rep.draft_fields()
         how = (
             f"The convolution kernels run {lo_x:g}x faster (up to {hi_x:g}x: the published "
             "1.27-1.70x for static shapes, not measured on this model). " + rep.assumption
         )
-    shapes = (f"the same {len(roots) // max(1, n_conv_steps)} convolution shapes in each of "
-              f"{n_conv_steps} steps" if static else
-              "shapes that could not be compared across steps")  # fmt: skip
+    shapes = (
+        f"the same {len(roots) // max(1, n_conv_steps)} convolution shapes in each of "
+        f"{n_conv_steps} steps"
+        if static
+        else "shapes that could not be compared across steps"
+    )
     summary = (
         f"torch.backends.cudnn.benchmark is off while convolutions take {conv_ms:.2f} ms of "
         f"GPU time {per_step_words(trace)} with {shapes}."
     )
     top = ck.groupby(ck["name"].astype(str).map(lambda n: n.split("(")[0][:120]), sort=False)
-    ev = sorted(((int(g["dur_ns"].sum()), str(n), len(g), int(g["ts_ns"].min()))
-                 for n, g in top), reverse=True)[:4]  # fmt: skip
+    ev = sorted(
+        ((int(g["dur_ns"].sum()), str(n), len(g), int(g["ts_ns"].min())) for n, g in top),
+        reverse=True,
+    )[:4]
     evidence = [Evidence(f"conv kernel {n}", c, ms(d), trace.to_trace_us(t)) for d, n, c, t in ev]
     return [
         Draft(
@@ -131,7 +142,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "import torch\n"
                 "torch.backends.cudnn.benchmark = True  # input shapes are fixed\n"
                 "loader = DataLoader(dataset, batch_size=64, drop_last=True)"
-            ),  # fmt: skip
+            ),
             evidence=tuple(evidence),
             locations=aggregate(ctx.locator.for_ops(roots[:2000])),
             assumptions=(

@@ -51,8 +51,13 @@ ID = "data-parallel"
 TITLE = "nn.DataParallel instead of DistributedDataParallel"
 
 FORWARD = ("Broadcast", "Scatter", "Gather")
-BACKWARD = ("BroadcastBackward", "ScatterBackward", "GatherBackward", "ReduceAddCoalesced",
-            "ReduceAddCoalescedBackward")  # fmt: skip
+BACKWARD = (
+    "BroadcastBackward",
+    "ScatterBackward",
+    "GatherBackward",
+    "ReduceAddCoalesced",
+    "ReduceAddCoalescedBackward",
+)
 DP_FILE = "torch/nn/parallel/data_parallel.py"
 
 SNIPPET = """# torchrun --nproc_per_node=NUM_GPUS train.py
@@ -121,9 +126,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     seen = len(kinds) >= 2 or (len(kinds) >= 1 and (frames > 0 or flagged > 0))
     if not seen or "Broadcast" not in kinds:  # no replication: one device, nothing to measure
         if flagged or frames or seen:
-            where = ("run.json" if flagged else
-                     f"Python frames in {DP_FILE}" if frames else
-                     f"{'/'.join(sorted(kinds))} operators in the trace")  # fmt: skip
+            where = (
+                "run.json"
+                if flagged
+                else f"Python frames in {DP_FILE}"
+                if frames
+                else f"{'/'.join(sorted(kinds))} operators in the trace"
+            )
             count = max(flagged, frames, int(fwd.sum()))
             return [_latent(trace, where, count, _run_sites(ctx))]
         return []
@@ -166,25 +175,35 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         m = names[rows] == name
         if m.any():
             first = int(sel["ts_ns"].to_numpy()[m].min())
-            what = {"Broadcast": "Broadcast (replicate: parameters copied to every GPU)",
-                    "Scatter": "Scatter (batch split across GPUs)",
-                    "Gather": "Gather (outputs collected on GPU 0)"}[name]  # fmt: skip
-            evidence.append(Evidence(what, int(m.sum()), ms(dur[m].sum()),
-                                     trace.to_trace_us(first)))  # fmt: skip
+            what = {
+                "Broadcast": "Broadcast (replicate: parameters copied to every GPU)",
+                "Scatter": "Scatter (batch split across GPUs)",
+                "Gather": "Gather (outputs collected on GPU 0)",
+            }[name]
+            evidence.append(
+                Evidence(what, int(m.sum()), ms(dur[m].sum()), trace.to_trace_us(first))
+            )
     if bwd.any():
         own = name_in(col, BACKWARD)
         under = inherit(trace, own)
         b = ops[own & ~np.where(parent >= 0, under[np.clip(parent, 0, None)], False)]
-        evidence.append(Evidence("gradient reduction onto GPU 0 in backward (not counted)",
-                                 len(b), ms(b["dur_ns"].sum())))  # fmt: skip
+        evidence.append(
+            Evidence(
+                "gradient reduction onto GPU 0 in backward (not counted)",
+                len(b),
+                ms(b["dur_ns"].sum()),
+            )
+        )
     if flagged:
         evidence.append(Evidence("run.json: nn.DataParallel wraps the model", flagged, 0.0))
     locs = (*_run_sites(ctx), *aggregate(ctx.locator.for_op(int(r)) for r in rows[:200]))[:5]
     counts = pd.Series(names[rows]).value_counts()
     calls = int(counts.max()) if len(counts) else 0
-    summary = (f"nn.DataParallel replicates the model, scatters the batch and gathers outputs "
-               f"every step ({calls} call(s) in {n_steps(trace)} step(s)): {per_step_ms:.3f} ms "
-               f"per step of host time that DistributedDataParallel does not spend.")  # fmt: skip
+    summary = (
+        f"nn.DataParallel replicates the model, scatters the batch and gathers outputs "
+        f"every step ({calls} call(s) in {n_steps(trace)} step(s)): {per_step_ms:.3f} ms "
+        f"per step of host time that DistributedDataParallel does not spend."
+    )
     if replayed_ms is not None:
         summary += f" Replayed without it, the step is {replayed_ms:.3f} ms shorter."
     assumptions = (
@@ -192,12 +211,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "Not counted: the gradient reduction onto GPU 0, GIL contention between replica "
         "threads and GPU 0's extra load, so the real gain is usually larger.",
     )
-    return [Draft(
-        id=ID, title=TITLE, **fields,
-        confidence="high" if (flagged or frames) else "medium",
-        summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
-        evidence=tuple(evidence[:5]), locations=locs, assumptions=assumptions,
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if (flagged or frames) else "medium",
+            summary=summary,
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=tuple(evidence[:5]),
+            locations=locs,
+            assumptions=assumptions,
+        )
+    ]
 
 
 def _fix(trace: Trace, rows: np.ndarray, scatter: np.ndarray, n_dev: int) -> Combined:
@@ -211,16 +238,21 @@ def _fix(trace: Trace, rows: np.ndarray, scatter: np.ndarray, n_dev: int) -> Com
     fixes = [
         ShrinkHost(ts[~scatter], end[~scatter], tid[~scatter], keep=0.0),
         ShrinkHost(ts[scatter], end[scatter], tid[scatter], keep=1.0 / n_dev),
-        ScaleGpu(kernels=np.flatnonzero(gpu_rows_from(trace, trace.kernels, under)),
-                 memcpy=np.flatnonzero(gpu_rows_from(trace, trace.memcpy, under)),
-                 speedup=float("inf")),
-    ]  # fmt: skip
+        ScaleGpu(
+            kernels=np.flatnonzero(gpu_rows_from(trace, trace.kernels, under)),
+            memcpy=np.flatnonzero(gpu_rows_from(trace, trace.memcpy, under)),
+            speedup=float("inf"),
+        ),
+    ]
     return Combined(fixes, label="DistributedDataParallel")
 
 
 def _latent(trace: Trace, where: str, count: int, sites: list[Location]) -> Draft:
-    gpu = (" over a single device (it only scatters the input)" if trace.has_gpu
-           else " (on a machine without GPUs it just calls the module)")  # fmt: skip
+    gpu = (
+        " over a single device (it only scatters the input)"
+        if trace.has_gpu
+        else " (on a machine without GPUs it just calls the module)"
+    )
     return Draft(
         id=ID,
         title=TITLE,
@@ -231,7 +263,7 @@ def _latent(trace: Trace, where: str, count: int, sites: list[Location]) -> Draf
             f"The model is wrapped in nn.DataParallel ({where}){gpu}; the trace shows no "
             f"replication to measure, but on several GPUs every step pays for replicate, "
             f"scatter and gather: use DistributedDataParallel there."
-        ),  # fmt: skip
+        ),
         recommendation=RECOMMENDATION,
         snippet=SNIPPET,
         evidence=(Evidence(f"nn.DataParallel seen in {where}", count, 0.0),),

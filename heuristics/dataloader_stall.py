@@ -48,15 +48,26 @@ from ._per_step import fmt_ms, in_steps, n_steps
 ID = "dataloader-stall"
 TITLE = "Training loop waits for the DataLoader"
 
-register("dataloader_stall.min_share_pct", 5.0,
-         "report when the exposed DataLoader time is at least this % of the step")  # fmt: skip
-register("dataloader_stall.workers_per_gpu", 4.0,
-         "num_workers recommended per GPU when run.json has no CPU count")  # fmt: skip
+register(
+    "dataloader_stall.min_share_pct",
+    5.0,
+    "report when the exposed DataLoader time is at least this % of the step",
+)
+register(
+    "dataloader_stall.workers_per_gpu",
+    4.0,
+    "num_workers recommended per GPU when run.json has no CPU count",
+)
 
 
 def _cpu_count(ctx: Context) -> int | None:
-    for keys in (("cpu_count",), ("host", "cpu_count"), ("system", "cpu_count"),
-                 ("machine", "cpu_count"), ("host", "cpus")):  # fmt: skip
+    for keys in (
+        ("cpu_count",),
+        ("host", "cpu_count"),
+        ("system", "cpu_count"),
+        ("machine", "cpu_count"),
+        ("host", "cpus"),
+    ):
         v = ctx.run_get(*keys)
         if isinstance(v, int) and v > 0:
             return v
@@ -116,25 +127,39 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     left_ms = max(0.0, batch_ms / max(rec_w, 1) - rest_ms) if rec_w > w0 else exp_ms
     saving = max(0.0, exp_ms - min(left_ms, exp_ms))
     keep = min(1.0, left_ms / raw_ms) if raw_ms > 0 else 1.0
-    rep = ctx.whatif(ShrinkHost(dl["ts_ns"].to_numpy(), dl["end_ns"].to_numpy(),
-                                dl["tid"].to_numpy(), keep=keep,
-                                label=f"{rec_w} DataLoader workers"))  # fmt: skip
+    rep = ctx.whatif(
+        ShrinkHost(
+            dl["ts_ns"].to_numpy(),
+            dl["end_ns"].to_numpy(),
+            dl["tid"].to_numpy(),
+            keep=keep,
+            label=f"{rec_w} DataLoader workers",
+        )
+    )
     if trace.has_gpu and rep.replayed:
         saving = rep.ms
 
     kind = "num_workers=0" if single else f"num_workers={w0 or '>0'}"
-    summary = (f"The loop waits {fmt_ms(exp_ms)} per step ({share:.0f}% of the step) for the "
-               f"next batch with the GPU idle ({kind}; `__next__` takes {fmt_ms(raw_ms)} per "
-               "step in total).")  # fmt: skip
+    summary = (
+        f"The loop waits {fmt_ms(exp_ms)} per step ({share:.0f}% of the step) for the "
+        f"next batch with the GPU idle ({kind}; `__next__` takes {fmt_ms(raw_ms)} per "
+        "step in total)."
+    )
     if not trace.has_gpu:
-        summary = (f"Fetching batches takes {fmt_ms(exp_ms)} per step ({share:.0f}% of the step, "
-                   f"{kind}); the model waits for it on every step.")  # fmt: skip
+        summary = (
+            f"Fetching batches takes {fmt_ms(exp_ms)} per step ({share:.0f}% of the step, "
+            f"{kind}); the model waits for it on every step."
+        )
     rec, snippet = _advice(trace, cfg, single, w0, rec_w, cpus)
-    evidence = [Evidence(
-        what=f"enumerate(DataLoader)#{it}.__next__: exposed {fmt_ms(float(exposed[g.index].sum()) / 1e6 / steps)}/step",
-        count=len(g), total_ms=round(float(g["dur_ns"].sum()) / 1e6, 3),
-        example_ts_us=trace.to_trace_us(int(g.loc[g["dur_ns"].idxmax(), "ts_ns"])),
-    ) for it, g in dl.groupby("it", sort=False)]  # fmt: skip
+    evidence = [
+        Evidence(
+            what=f"enumerate(DataLoader)#{it}.__next__: exposed {fmt_ms(float(exposed[g.index].sum()) / 1e6 / steps)}/step",
+            count=len(g),
+            total_ms=round(float(g["dur_ns"].sum()) / 1e6, 3),
+            example_ts_us=trace.to_trace_us(int(g.loc[g["dur_ns"].idxmax(), "ts_ns"])),
+        )
+        for it, g in dl.groupby("it", sort=False)
+    ]
     locs: list[Location | None] = [
         ctx.locator.for_op(int(r.op_idx))
         if r.op_idx >= 0
@@ -148,41 +173,52 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             Location(str(cfg["file"]), int(cfg["line"]), "DataLoader(...)", len(dl)),
             *where[:4],
         )
-    return [Draft(
-        id=ID, title=TITLE,
-        est_savings_ms=saving,
-        confidence="high" if single else "medium",
-        summary=summary,
-        recommendation=rec,
-        snippet=snippet,
-        evidence=tuple(evidence),
-        locations=where,
-        assumptions=(
-            "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
-            "CPU-only trace: all of it), per step.",
-            f"Saving with {rec_w} workers: exposed time minus max(0, B/{rec_w} - R), B = batch "
-            f"production time ({fmt_ms(batch_ms)}), R = rest of the step ({fmt_ms(rest_ms)}); "
-            "worker start-up and inter-process copies are not modeled.",
-            "gpu-idle's 'dataloader' share is this same idle time.",
-            *((rep.assumption,) if trace.has_gpu and rep.replayed else ()),
-        ),
-        extra={"share_pct": round(share, 2), "raw_ms_per_step": round(raw_ms, 3),
-               **({"fix": rep.fix} if trace.has_gpu and rep.replayed else {})},
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=saving,
+            confidence="high" if single else "medium",
+            summary=summary,
+            recommendation=rec,
+            snippet=snippet,
+            evidence=tuple(evidence),
+            locations=where,
+            assumptions=(
+                "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
+                "CPU-only trace: all of it), per step.",
+                f"Saving with {rec_w} workers: exposed time minus max(0, B/{rec_w} - R), B = batch "
+                f"production time ({fmt_ms(batch_ms)}), R = rest of the step ({fmt_ms(rest_ms)}); "
+                "worker start-up and inter-process copies are not modeled.",
+                "gpu-idle's 'dataloader' share is this same idle time.",
+                *((rep.assumption,) if trace.has_gpu and rep.replayed else ()),
+            ),
+            extra={
+                "share_pct": round(share, 2),
+                "raw_ms_per_step": round(raw_ms, 3),
+                **({"fix": rep.fix} if trace.has_gpu and rep.replayed else {}),
+            },
+        )
+    ]
 
 
-def _advice(trace: Trace, cfg: dict[str, Any] | None, single: bool, w0: int, rec_w: int,
-            cpus: int | None) -> tuple[str, str]:  # fmt: skip
+def _advice(
+    trace: Trace, cfg: dict[str, Any] | None, single: bool, w0: int, rec_w: int, cpus: int | None
+) -> tuple[str, str]:
     bound = f" (this machine has {cpus} CPUs)" if cpus else " (4 per GPU is a common start)"
     parts = []
     if single:
         parts.append(f"Load batches in background workers: `num_workers={rec_w}`{bound}.")
     elif rec_w > w0:
-        parts.append(f"The {w0 or ''} workers cannot keep up: raise `num_workers` to {rec_w}"
-                     f"{bound} or make `__getitem__` cheaper.")  # fmt: skip
+        parts.append(
+            f"The {w0 or ''} workers cannot keep up: raise `num_workers` to {rec_w}"
+            f"{bound} or make `__getitem__` cheaper."
+        )
     else:
-        parts.append("The workers cannot keep up and the CPUs are used: make `__getitem__` "
-                     "cheaper (decode once, cache, move augmentation to the GPU).")  # fmt: skip
+        parts.append(
+            "The workers cannot keep up and the CPUs are used: make `__getitem__` "
+            "cheaper (decode once, cache, move augmentation to the GPU)."
+        )
     pin = cfg.get("pin_memory") if cfg else None
     if trace.has_gpu and pin is not True:
         parts.append("Set `pin_memory=True` so batches are copied to the GPU asynchronously.")
@@ -192,9 +228,17 @@ def _advice(trace: Trace, cfg: dict[str, Any] | None, single: bool, w0: int, rec
         pf = cfg.get("prefetch_factor") if cfg else None
         parts.append(f"Raise `prefetch_factor` (now {pf or 2}) if batch cost varies.")
     if cfg:
-        desc = ", ".join(f"{k}={cfg.get(k)}" for k in ("batch_size", "num_workers", "pin_memory",
-                                                         "persistent_workers", "prefetch_factor")
-                         if k in cfg)  # fmt: skip
+        desc = ", ".join(
+            f"{k}={cfg.get(k)}"
+            for k in (
+                "batch_size",
+                "num_workers",
+                "pin_memory",
+                "persistent_workers",
+                "prefetch_factor",
+            )
+            if k in cfg
+        )
         parts.append(f"Current settings: {desc}.")
     bs = cfg.get("batch_size") if cfg else None
     snippet = (

@@ -114,9 +114,12 @@ def copy_activity(trace: Trace) -> pd.DataFrame:
         )
         ksel = hit & ~k["is_comm"].to_numpy(dtype=bool) & (k["step"] >= 0).to_numpy()
     cols = ["step", "ts_ns", "dur_ns", "launch_idx"]
-    parts = [m[msel][cols].assign(kind="memcpy", bytes=m["bytes"].to_numpy()[msel],
-                                  row=np.flatnonzero(msel)),
-             k[ksel][cols].assign(kind="kernel", bytes=0, row=np.flatnonzero(ksel))]  # fmt: skip
+    parts = [
+        m[msel][cols].assign(
+            kind="memcpy", bytes=m["bytes"].to_numpy()[msel], row=np.flatnonzero(msel)
+        ),
+        k[ksel][cols].assign(kind="kernel", bytes=0, row=np.flatnonzero(ksel)),
+    ]
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame(columns=[*cols, "kind", "bytes", "row"])
@@ -157,19 +160,33 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         label[i] = got[1]
     none = ("copy", "(no launching op)", "")
     lab = [label.get(int(i), none) for i in op]
-    act = act.assign(op=op, cause=[x[0] for x in lab], copy_op=[x[1] for x in lab],
-                     context=[x[2] for x in lab])  # fmt: skip
-    g = (act.groupby(["cause", "copy_op", "context"], sort=False)
-         .agg(n=("dur_ns", "size"), ns=("dur_ns", "sum"), nbytes=("bytes", "sum"),
-              ts=("ts_ns", "first"), op=("op", "first"))
-         .reset_index().sort_values("ns", ascending=False, kind="stable"))  # fmt: skip
+    act = act.assign(
+        op=op, cause=[x[0] for x in lab], copy_op=[x[1] for x in lab], context=[x[2] for x in lab]
+    )
+    g = (
+        act.groupby(["cause", "copy_op", "context"], sort=False)
+        .agg(
+            n=("dur_ns", "size"),
+            ns=("dur_ns", "sum"),
+            nbytes=("bytes", "sum"),
+            ts=("ts_ns", "first"),
+            op=("op", "first"),
+        )
+        .reset_index()
+        .sort_values("ns", ascending=False, kind="stable")
+    )
     evidence = []
     for r in g.head(5).itertuples(index=False):
         where = f" in {r.context}" if r.context and r.context != r.copy_op else ""
         size = f", {r.nbytes / steps / 1e6:.1f} MB per step" if r.nbytes else ""
-        evidence.append(Evidence(
-            f"{r.copy_op}{where} ({r.cause}): {r.n / steps:.0f} per step{size}",
-            int(r.n), round(float(r.ns) / 1e6, 3), trace.to_trace_us(int(r.ts))))  # fmt: skip
+        evidence.append(
+            Evidence(
+                f"{r.copy_op}{where} ({r.cause}): {r.n / steps:.0f} per step{size}",
+                int(r.n),
+                round(float(r.ns) / 1e6, 3),
+                trace.to_trace_us(int(r.ts)),
+            )
+        )
     causes = act.groupby("cause")["dur_ns"].sum().sort_values(ascending=False)
     fixes = [f"{_FIX[c]}." for c in causes.index[:3]]
     top = g.iloc[0]
@@ -182,31 +199,37 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     mc = act[act["kind"] == "memcpy"]
     locations = aggregate(ctx.locator.for_ops(i for i in act["op"].tolist() if i >= 0))
     where = f" in {top['context']}" if top["context"] and top["context"] != top["copy_op"] else ""
-    return [Draft(
-        id=ID, title=TITLE,
-        confidence="low",
-        summary=(f"{per_step:.0f} device-to-device copies per step ({len(mc) / steps:.0f} DtoD "
-                 f"memcpys, {(len(act) - len(mc)) / steps:.0f} copy kernels) take "
-                 f"{fmt_ms(gpu_ms)} of GPU time per step ({gpu_ms / step_ms:.1%} of the "
-                 f"{fmt_ms(step_ms)} step), and their ops {fmt_ms(host_ms)} of host time. "
-                 f"Most from {top['copy_op']}{where} "
-                 f"({top['n'] / steps:.0f} per step)."),  # fmt: skip
-        recommendation="Remove the copies at their source: " + " ".join(fixes),
-        snippet=_snippet(str(causes.index[0])),
-        evidence=tuple(evidence),
-        locations=locations,
-        assumptions=(
-            f"{frac:.0%} of the copies assumed avoidable (their GPU time and the host time of "
-            "their ops); some copies are needed and the trace cannot tell which; range: a "
-            "quarter to all of them.",
-            how,
-        ),
-        **fields,
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            confidence="low",
+            summary=(
+                f"{per_step:.0f} device-to-device copies per step ({len(mc) / steps:.0f} DtoD "
+                f"memcpys, {(len(act) - len(mc)) / steps:.0f} copy kernels) take "
+                f"{fmt_ms(gpu_ms)} of GPU time per step ({gpu_ms / step_ms:.1%} of the "
+                f"{fmt_ms(step_ms)} step), and their ops {fmt_ms(host_ms)} of host time. "
+                f"Most from {top['copy_op']}{where} "
+                f"({top['n'] / steps:.0f} per step)."
+            ),
+            recommendation="Remove the copies at their source: " + " ".join(fixes),
+            snippet=_snippet(str(causes.index[0])),
+            evidence=tuple(evidence),
+            locations=locations,
+            assumptions=(
+                f"{frac:.0%} of the copies assumed avoidable (their GPU time and the host time of "
+                "their ops); some copies are needed and the trace cannot tell which; range: a "
+                "quarter to all of them.",
+                how,
+            ),
+            **fields,
+        )
+    ]
 
 
-def _value(trace: Trace, ctx: Context, act: pd.DataFrame, copy_ops: list[int], frac: float,
-           gpu_ms: float) -> tuple[dict[str, Any], str]:  # fmt: skip
+def _value(
+    trace: Trace, ctx: Context, act: pd.DataFrame, copy_ops: list[int], frac: float, gpu_ms: float
+) -> tuple[dict[str, Any], str]:
     """The saving of removing ``frac`` of the copies, replayed; without a replayable step, that
     share of their GPU time."""
     ops = trace.cpu_ops
@@ -214,18 +237,31 @@ def _value(trace: Trace, ctx: Context, act: pd.DataFrame, copy_ops: list[int], f
     kern = act.loc[act["kind"] == "kernel", "row"].to_numpy(np.int64)
     mem = act.loc[act["kind"] == "memcpy", "row"].to_numpy(np.int64)
     speed = 1.0 / (1.0 - frac) if frac < 1 else float("inf")
-    fix = Combined([
-        ScaleGpu(kernels=kern, memcpy=mem, speedup=speed, low=4 / 3, high=float("inf")),
-        ShrinkHost(ops["ts_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows],
-                   ops["tid"].to_numpy()[rows], keep=1.0 - frac, low=0.75, high=0.0),
-    ], label="fewer device copies")  # fmt: skip
+    fix = Combined(
+        [
+            ScaleGpu(kernels=kern, memcpy=mem, speedup=speed, low=4 / 3, high=float("inf")),
+            ShrinkHost(
+                ops["ts_ns"].to_numpy()[rows],
+                ops["end_ns"].to_numpy()[rows],
+                ops["tid"].to_numpy()[rows],
+                keep=1.0 - frac,
+                low=0.75,
+                high=0.0,
+            ),
+        ],
+        label="fewer device copies",
+    )
     rep = ctx.whatif(fix) if len(trace.runtime) else None  # no launches: nothing to replay
     if rep is not None and rep.replayed:
         return rep.draft_fields(), rep.assumption
-    fields = {"est_savings_ms": round(gpu_ms * frac, 3),
-              "est_savings_range_ms": (round(gpu_ms / 4, 3), round(gpu_ms, 3))}  # fmt: skip
-    return fields, (f"Not replayed (no steady step the replay can place): {frac:g} x the "
-                    "copies' GPU time per step (median over the steps).")  # fmt: skip
+    fields = {
+        "est_savings_ms": round(gpu_ms * frac, 3),
+        "est_savings_range_ms": (round(gpu_ms / 4, 3), round(gpu_ms, 3)),
+    }
+    return fields, (
+        f"Not replayed (no steady step the replay can place): {frac:g} x the "
+        "copies' GPU time per step (median over the steps)."
+    )
 
 
 _SNIPPETS = {

@@ -52,10 +52,16 @@ from ._per_step import fmt_ms, n_steps
 ID = "fp32-matmul"
 TITLE = "FP32 matmul/conv on Tensor Core GPU"
 
-register("fp32_matmul.min_share_pct", 2.0,
-         "report when FP32 matmul/conv kernels take at least this % of GPU kernel time")  # fmt: skip
-register("fp32_matmul.min_ms", 0.05,
-         "report only when FP32 matmul/conv kernels take at least this many ms per step")  # fmt: skip
+register(
+    "fp32_matmul.min_share_pct",
+    2.0,
+    "report when FP32 matmul/conv kernels take at least this % of GPU kernel time",
+)
+register(
+    "fp32_matmul.min_ms",
+    0.05,
+    "report only when FP32 matmul/conv kernels take at least this many ms per step",
+)
 
 # conservative realized speedups of the recommended precision over FP32 CUDA cores
 _SPEEDUP = {(7, 0): 2.0, (7, 2): 2.0, (7, 5): 2.0, (8, 0): 2.0, (9, 0): 2.0, (10, 0): 2.0}
@@ -100,21 +106,30 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     s = _speedup(cc)
     naive = fp32_ms * (1 - 1 / s)
-    rep = ctx.whatif(ScaleGpu(kernels=fp["row"].to_numpy(), speedup=s, low=_LOW, high=_HIGH,
-                              label="FP32 matmul/conv on Tensor Cores"))  # fmt: skip
+    rep = ctx.whatif(
+        ScaleGpu(
+            kernels=fp["row"].to_numpy(),
+            speedup=s,
+            low=_LOW,
+            high=_HIGH,
+            label="FP32 matmul/conv on Tensor Cores",
+        )
+    )
     # the host limits the steps: no step time to gain now (the GPU time freed is still shown)
     latent = rep.replayed and max(rep.ms, rep.high_ms) < ctx.t("fp32_matmul.min_ms")
-    conv = np.array([_is_conv(o, n)
-                     for o, n in zip(fp["op_name"].tolist(), fp["name"].tolist(), strict=True)],
-                    dtype=bool)  # fmt: skip
+    conv = np.array(
+        [_is_conv(o, n) for o, n in zip(fp["op_name"].tolist(), fp["name"].tolist(), strict=True)],
+        dtype=bool,
+    )
     conv_ms = float(fp["dur_ns"].to_numpy()[conv].sum()) / 1e6 / steps
     mm_ms = fp32_ms - conv_ms
     tc_f32 = mk[mk["tc"].to_numpy(dtype=bool) & (mk["dtype"] == "float32").to_numpy()]
     tf32_seen = len(tc_f32) > 0
     dev = trace.device(main_device(trace))
     gpu = dev.name if dev is not None and dev.name else "GPU"
-    split = ", ".join(f"{k} {fmt_ms(v)}" for k, v in (("matmul", mm_ms), ("convolution", conv_ms))
-                      if v > 0)  # fmt: skip
+    split = ", ".join(
+        f"{k} {fmt_ms(v)}" for k, v in (("matmul", mm_ms), ("convolution", conv_ms)) if v > 0
+    )
     cc_s = f"{cc[0]}.{cc[1]}" + (" or newer, from kernel names" if inferred else "")
     rec, snippet = _advice(cc, ctx, mm_ms, conv_ms, tf32_seen)
 
@@ -123,11 +138,14 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     for r in g.sort_values("sum", ascending=False).head(5).itertuples(index=False):
         sel = fp[(fp["name"] == r.name) & (fp["op_name"] == r.op_name)]
         via = f" via {r.op_name}" if r.op_name else ""
-        evidence.append(Evidence(
-            what=f"{_short(r.name)}{via}: FP32 on CUDA cores",
-            count=int(r.size), total_ms=round(float(r.sum) / 1e6, 3),
-            example_ts_us=trace.to_trace_us(int(sel["ts_ns"].iat[0])),
-        ))  # fmt: skip
+        evidence.append(
+            Evidence(
+                what=f"{_short(r.name)}{via}: FP32 on CUDA cores",
+                count=int(r.size),
+                total_ms=round(float(r.sum) / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(sel["ts_ns"].iat[0])),
+            )
+        )
     locs: list[Location | None] = []
     counts = [(int(o), int(n)) for o, n in fp["op"].value_counts().items() if int(o) >= 0]
     for (_, n), loc in zip(counts, ctx.locator.for_ops(o for o, _ in counts), strict=True):
@@ -138,52 +156,67 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     if rep.replayed:
         fields = rep.draft_fields()
-        limit = (f" The steps replayed with these kernels {s:g}x faster are "
-                 f"{fmt_ms(rep.ms)} shorter (of the {fmt_ms(naive)} of kernel time saved): "
-                 + ("the GPU limits the step." if rep.ms >= 0.7 * naive else
-                    "the host, not these kernels, limits most of the step."))  # fmt: skip
+        limit = (
+            f" The steps replayed with these kernels {s:g}x faster are "
+            f"{fmt_ms(rep.ms)} shorter (of the {fmt_ms(naive)} of kernel time saved): "
+            + (
+                "the GPU limits the step."
+                if rep.ms >= 0.7 * naive
+                else "the host, not these kernels, limits most of the step."
+            )
+        )
     else:
         fields = {
             "est_savings_ms": naive,
             "est_savings_range_ms": (fp32_ms * (1 - 1 / _LOW), fp32_ms * (1 - 1 / _HIGH)),
         }
         limit = ""
-    return [Draft(
-        id=ID, title=TITLE,
-        **fields,
-        latent=latent,
-        confidence=conf,
-        summary=(f"{share:.0f}% of GPU kernel time ({fmt_ms(fp32_ms)} per step; {split}) runs "
-                 f"in FP32 on the CUDA cores of the {gpu} (compute capability {cc_s}), whose "
-                 f"Tensor Cores would run it about {s:g}x faster.{limit}"),
-        recommendation=rec,
-        snippet=snippet,
-        evidence=tuple(evidence),
-        locations=aggregate(locs),
-        assumptions=(
-            f"These kernels run {s:g}x faster, a conservative realized speedup (peak ratios: "
-            "A100 TF32 156 vs FP32 19.5 TFLOPS; V100 FP16 Tensor Core 125 vs FP32 15.7 "
-            "TFLOPS); the range uses 1.3x to 3x.",
-            rep.assumption,
-            "FP32 = ops with Input type float (or sgemm/scudnn/<float> kernel names) whose "
-            "kernel names show no Tensor Core use; layout, reduction and epilogue kernels are "
-            "not counted.",
-            "Elementwise and memory-bound kernels also speed up under autocast; not claimed.",
-            *(("Compute capability inferred from kernel names (no deviceProperties).",)
-              if inferred else ()),
-        ),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            latent=latent,
+            confidence=conf,
+            summary=(
+                f"{share:.0f}% of GPU kernel time ({fmt_ms(fp32_ms)} per step; {split}) runs "
+                f"in FP32 on the CUDA cores of the {gpu} (compute capability {cc_s}), whose "
+                f"Tensor Cores would run it about {s:g}x faster.{limit}"
+            ),
+            recommendation=rec,
+            snippet=snippet,
+            evidence=tuple(evidence),
+            locations=aggregate(locs),
+            assumptions=(
+                f"These kernels run {s:g}x faster, a conservative realized speedup (peak ratios: "
+                "A100 TF32 156 vs FP32 19.5 TFLOPS; V100 FP16 Tensor Core 125 vs FP32 15.7 "
+                "TFLOPS); the range uses 1.3x to 3x.",
+                rep.assumption,
+                "FP32 = ops with Input type float (or sgemm/scudnn/<float> kernel names) whose "
+                "kernel names show no Tensor Core use; layout, reduction and epilogue kernels are "
+                "not counted.",
+                "Elementwise and memory-bound kernels also speed up under autocast; not claimed.",
+                *(
+                    ("Compute capability inferred from kernel names (no deviceProperties).",)
+                    if inferred
+                    else ()
+                ),
+            ),
+        )
+    ]
 
 
 def _advice(
     cc: tuple[int, int], ctx: Context, mm_ms: float, conv_ms: float, tf32_seen: bool
 ) -> tuple[str, str]:
     if cc < (8, 0):
-        rec = (f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
-               "TF32: run the forward pass and loss under "
-               '`torch.autocast("cuda", dtype=torch.float16)` and scale the loss with '
-               "`torch.amp.GradScaler` to keep small gradients from underflowing. Do not rely "
-               "on TF32 settings here; they have no effect before compute capability 8.0.")  # fmt: skip
+        rec = (
+            f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
+            "TF32: run the forward pass and loss under "
+            '`torch.autocast("cuda", dtype=torch.float16)` and scale the loss with '
+            "`torch.amp.GradScaler` to keep small gradients from underflowing. Do not rely "
+            "on TF32 settings here; they have no effect before compute capability 8.0."
+        )
         snippet = (
             'scaler = torch.amp.GradScaler("cuda")\n'
             "for x, y in loader:\n"
@@ -202,22 +235,32 @@ def _advice(
     parts = []
     if mm_ms > 0:
         if prec in ("high", "medium") or mm_tf32 is True or tf32_seen:
-            parts.append("TF32 is already allowed for matmuls, yet these ran on CUDA cores: "
-                         "autocast them to bfloat16.")  # fmt: skip
+            parts.append(
+                "TF32 is already allowed for matmuls, yet these ran on CUDA cores: "
+                "autocast them to bfloat16."
+            )
         else:
-            parts.append('Allow TF32 for matmuls with `torch.set_float32_matmul_precision("high")`'
-                         " (off by default), or autocast to bfloat16.")  # fmt: skip
+            parts.append(
+                'Allow TF32 for matmuls with `torch.set_float32_matmul_precision("high")`'
+                " (off by default), or autocast to bfloat16."
+            )
     if conv_ms > 0:
         if cudnn_tf32 is False:
-            parts.append("`torch.backends.cudnn.allow_tf32` is off in this run: turn it on for "
-                         "the convolutions.")  # fmt: skip
+            parts.append(
+                "`torch.backends.cudnn.allow_tf32` is off in this run: turn it on for "
+                "the convolutions."
+            )
         else:
-            parts.append("cuDNN already allows TF32 for convolutions by default, yet these "
-                         "ran in FP32: autocast to bfloat16 (with channels_last) to get them "
-                         "onto the Tensor Cores.")  # fmt: skip
+            parts.append(
+                "cuDNN already allows TF32 for convolutions by default, yet these "
+                "ran in FP32: autocast to bfloat16 (with channels_last) to get them "
+                "onto the Tensor Cores."
+            )
     if consumer:
-        parts.append("On this GPU class TF32 is barely faster than FP32; bfloat16 autocast is "
-                     "the fix that pays.")  # fmt: skip
+        parts.append(
+            "On this GPU class TF32 is barely faster than FP32; bfloat16 autocast is "
+            "the fix that pays."
+        )
     snippet = (
         'torch.set_float32_matmul_precision("high")   # TF32 matmuls (compute capability 8.0+)\n'
         "torch.backends.cudnn.allow_tf32 = True        # TF32 convolutions (default)\n"

@@ -52,18 +52,29 @@ from ._per_step import ms, n_steps
 ID = "fusible-elementwise"
 TITLE = "Unfused chains of elementwise kernels"
 
-register("fusible_elementwise.min_chain", 3.0,
-         "back-to-back elementwise kernels that make a fusible chain")  # fmt: skip
-register("fusible_elementwise.min_step_share_pct", 50.0,
-         "% of steps a chain must recur in (repeated per step)")  # fmt: skip
-register("fusible_elementwise.min_savings_pct", 0.5,
-         "report only when the estimated saving reaches this % of the median step")  # fmt: skip
+register(
+    "fusible_elementwise.min_chain",
+    3.0,
+    "back-to-back elementwise kernels that make a fusible chain",
+)
+register(
+    "fusible_elementwise.min_step_share_pct",
+    50.0,
+    "% of steps a chain must recur in (repeated per step)",
+)
+register(
+    "fusible_elementwise.min_savings_pct",
+    0.5,
+    "report only when the estimated saving reaches this % of the median step",
+)
 COMPILED = re.compile(r"^CompiledFunction")
 
 EXCLUDE_NAMES = ("index_elementwise", "scatter_gather_elementwise", "FillFunctor", "copy_kernel")
 # launched by work other findings cover (optimizer, zero_grad, grad accumulation, DDP)
-EXCLUDE_OPS = re.compile(r"AccumulateGrad|^Optimizer\.|zero_grad|_foreach_|_fused_|reducer|"
-                         r"^c10d::|^nccl:|record_param_comms")  # fmt: skip
+EXCLUDE_OPS = re.compile(
+    r"AccumulateGrad|^Optimizer\.|zero_grad|_foreach_|_fused_|reducer|"
+    r"^c10d::|^nccl:|record_param_comms"
+)
 EXCLUDE_RANGES = re.compile(r"^Optimizer\.|zero_grad")
 _GENERIC = frozenset(
     "void at native detail gpu_kernel_impl gpu_kernel_impl_nocast BinaryFunctor AUnaryFunctor "
@@ -71,7 +82,7 @@ _GENERIC = frozenset(
     "StoreWithoutCast LoadWithCast StoreWithCast float double long int operator lambda c10 Half "
     "BFloat16 complex unsigned char bool short anonymous namespace binary_internal OpaqueType "
     "true false const TensorIteratorBase TensorIterator".split()
-)  # fmt: skip
+)
 _TOKEN = re.compile(r"[A-Za-z_]\w*")
 
 SNIPPET = """model = torch.compile(model)          # fuses elementwise chains into Triton kernels
@@ -114,9 +125,11 @@ def _elementwise(trace: Trace) -> np.ndarray:
     if not ew.any():
         return ew
     # context: the op that launched it, or a CPU range around the launch
-    ops_excl = inherit(trace, name_mask(trace.cpu_ops["name"], EXCLUDE_OPS)) \
-        if len(trace.cpu_ops) \
-        else np.zeros(0, dtype=bool)  # fmt: skip
+    ops_excl = (
+        inherit(trace, name_mask(trace.cpu_ops["name"], EXCLUDE_OPS))
+        if len(trace.cpu_ops)
+        else np.zeros(0, dtype=bool)
+    )
     kop = kernel_op(trace)
     if len(ops_excl):
         ew &= ~np.where(kop >= 0, ops_excl[np.clip(kop, 0, None)], False)
@@ -139,8 +152,14 @@ def _chains(trace: Trace, ew: np.ndarray, min_chain: int) -> list[np.ndarray]:
     if not len(order):
         return []
     e = ew[order]
-    same = np.r_[False, (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])
-                 & (step[1:] == step[:-1]) & e[1:] & e[:-1]]  # fmt: skip
+    same = np.r_[
+        False,
+        (dev[1:] == dev[:-1])
+        & (stream[1:] == stream[:-1])
+        & (step[1:] == step[:-1])
+        & e[1:]
+        & e[:-1],
+    ]
     # a chain starts where a kernel does not continue the previous one and runs up to the
     # next such break: maximal runs of linked elementwise kernels
     brk = np.flatnonzero(~same)
@@ -171,11 +190,14 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     for c in chains:
         sig_chains[tuple(short[n] for n in kname[c])].append(c)
     real_steps = [int(s) for s in trace.steps["step"]] if not trace.meta.synthetic_steps else []
-    need = max(1, math.ceil(len(real_steps) * ctx.t("fusible_elementwise.min_step_share_pct")
-                            / 100.0))  # fmt: skip
-    kept = {s: cs for s, cs in sig_chains.items()
-            if len({int(kstep[c[0]]) for c in cs if kstep[c[0]] >= 0}) >= need
-            or not real_steps}  # fmt: skip
+    need = max(
+        1, math.ceil(len(real_steps) * ctx.t("fusible_elementwise.min_step_share_pct") / 100.0)
+    )
+    kept = {
+        s: cs
+        for s, cs in sig_chains.items()
+        if len({int(kstep[c[0]]) for c in cs if kstep[c[0]] >= 0}) >= need or not real_steps
+    }
     if not kept:
         return []
 
@@ -184,8 +206,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     full_ns = sum(cns[int(c[0])] * (len(c) - 1) / len(c) for cs in kept.values() for c in cs)
     st = trace.steps
     span = int((st["end_ns"] - st["ts_ns"]).sum())
-    busy = sum(main_busy(trace).covered_ns(int(a), int(b)) for a, b in zip(st["ts_ns"], st["end_ns"],
-                                                                   strict=True))  # fmt: skip
+    busy = sum(
+        main_busy(trace).covered_ns(int(a), int(b))
+        for a, b in zip(st["ts_ns"], st["end_ns"], strict=True)
+    )
     share = min(1.0, busy / span) if span > 0 else 1.0
     saving_ms = full_ns * share / 1e6 / nst
     full_ms = full_ns / 1e6 / nst
@@ -196,11 +220,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     for cs in kept.values():
         for c in cs:
             by_len[len(c)].append(c)
-    rep = ctx.whatif(Combined([ScaleGpu(kernels=np.concatenate(v), speedup=float(n))
-                               for n, v in sorted(by_len.items())], label="fused chains"))  # fmt: skip
-    how = (f"Scaled by the GPU busy share of the steps ({share:.0%}): shorter kernels shorten a "
-           f"step only while the GPU is the bottleneck; divided by the {nst} step(s) in the "
-           "trace.")  # fmt: skip
+    rep = ctx.whatif(
+        Combined(
+            [
+                ScaleGpu(kernels=np.concatenate(v), speedup=float(n))
+                for n, v in sorted(by_len.items())
+            ],
+            label="fused chains",
+        )
+    )
+    how = (
+        f"Scaled by the GPU busy share of the steps ({share:.0%}): shorter kernels shorten a "
+        f"step only while the GPU is the bottleneck; divided by the {nst} step(s) in the "
+        "trace."
+    )
     if rep.replayed:
         saving_ms = rep.ms
         how = rep.assumption
@@ -212,17 +245,28 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     for sig, cs in ranked[:5]:
         what = " -> ".join(sig[:6]) + (f" ... ({len(sig)} kernels)" if len(sig) > 6 else "")
         first = min(int(kts[c[0]]) for c in cs)
-        evidence.append(Evidence(f"{what}, {_num(len(cs) / nst)} per step", len(cs),
-                                 ms(sum(cns[int(c[0])] for c in cs)),
-                                 trace.to_trace_us(first)))  # fmt: skip
+        evidence.append(
+            Evidence(
+                f"{what}, {_num(len(cs) / nst)} per step",
+                len(cs),
+                ms(sum(cns[int(c[0])] for c in cs)),
+                trace.to_trace_us(first),
+            )
+        )
     kop = kernel_op(trace)
     firsts = [int(kop[c[0]]) for cs in kept.values() for c in cs[:20]]
     locs = aggregate(ctx.locator.for_ops(int(r) for r in firsts if r >= 0))
     all_k = np.concatenate([c for cs in kept.values() for c in cs])
-    compiled = inherit(trace, name_mask(trace.cpu_ops["name"], COMPILED)) if len(trace.cpu_ops) \
-        else np.zeros(0, dtype=bool)  # fmt: skip
-    in_compiled = float(np.mean(np.where(kop[all_k] >= 0, compiled[np.clip(kop[all_k], 0, None)],
-                                         False))) if len(compiled) else 0.0  # fmt: skip
+    compiled = (
+        inherit(trace, name_mask(trace.cpu_ops["name"], COMPILED))
+        if len(trace.cpu_ops)
+        else np.zeros(0, dtype=bool)
+    )
+    in_compiled = (
+        float(np.mean(np.where(kop[all_k] >= 0, compiled[np.clip(kop[all_k], 0, None)], False)))
+        if len(compiled)
+        else 0.0
+    )
     rec = RECOMMENDATION
     if in_compiled >= 0.5:
         rec = (
@@ -231,10 +275,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "torch.compile): use the default Inductor backend. " + RECOMMENDATION
         )
     lens = Counter(len(c) for cs in kept.values() for c in cs)
-    summary = (f"{_num(n_chains / nst)} chains of back-to-back elementwise kernels per step "
-               f"({n_kernels / nst:.0f} kernels, typical length {lens.most_common(1)[0][0]}) "
-               f"could each be one fused kernel: about {saving_ms:.3f} ms per step "
-               f"(up to {full_ms:.3f} ms if the GPU were the bottleneck throughout).")  # fmt: skip
+    summary = (
+        f"{_num(n_chains / nst)} chains of back-to-back elementwise kernels per step "
+        f"({n_kernels / nst:.0f} kernels, typical length {lens.most_common(1)[0][0]}) "
+        f"could each be one fused kernel: about {saving_ms:.3f} ms per step "
+        f"(up to {full_ms:.3f} ms if the GPU were the bottleneck throughout)."
+    )
     assumptions = (
         "A chain of k memory-bound kernels fused into one moves about 1/k of the bytes: "
         "saving (k-1)/k of the chain's measured kernel time; launch overhead not counted.",
@@ -244,11 +290,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "zero_grad, gradient accumulation and DDP kernels are excluded.",
     )
     rt_linked = bool(len(trace.runtime)) and bool((runtime_op(trace) >= 0).any())
-    return [Draft(
-        id=ID, title=TITLE, est_savings_ms=round(saving_ms, 3),
-        confidence="medium" if real_steps and rt_linked else "low",
-        summary=summary, recommendation=rec, snippet=SNIPPET,
-        evidence=tuple(evidence), locations=locs, assumptions=assumptions,
-        est_savings_range_ms=(round(saving_ms, 3), round(max(full_ms, saving_ms), 3)),
-        extra={"fix": rep.fix} if rep.replayed else {},
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=round(saving_ms, 3),
+            confidence="medium" if real_steps and rt_linked else "low",
+            summary=summary,
+            recommendation=rec,
+            snippet=SNIPPET,
+            evidence=tuple(evidence),
+            locations=locs,
+            assumptions=assumptions,
+            est_savings_range_ms=(round(saving_ms, 3), round(max(full_ms, saving_ms), 3)),
+            extra={"fix": rep.fix} if rep.replayed else {},
+        )
+    ]

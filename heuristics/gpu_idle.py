@@ -66,8 +66,11 @@ ID = "gpu-idle"
 TITLE = "GPU idle inside steps"
 
 register("gpu_idle.min_idle_pct", 10.0, "report when the GPU is idle this % of the step time")
-register("gpu_idle.host_fraction", 0.5,
-         "share of host-launch idle time claimed as saving (beyond tiny-kernels')")  # fmt: skip
+register(
+    "gpu_idle.host_fraction",
+    0.5,
+    "share of host-launch idle time claimed as saving (beyond tiny-kernels')",
+)
 
 CATS = ("host", "allocator", "dataloader", "sync", "other")
 LABELS = {
@@ -104,8 +107,9 @@ def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray
     if not len(as_) or not len(bs):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     pts = np.concatenate([as_, ae, bs, be]).astype(np.int64)
-    step = np.concatenate([np.ones(len(as_)), -np.ones(len(ae)), np.ones(len(bs)),
-                           -np.ones(len(be))]).astype(np.int64)  # fmt: skip
+    step = np.concatenate(
+        [np.ones(len(as_)), -np.ones(len(ae)), np.ones(len(bs)), -np.ones(len(be))]
+    ).astype(np.int64)
     o = np.lexsort((step, pts))  # at one point, ends before starts (half-open intervals)
     pts, depth = pts[o], np.cumsum(step[o])
     both = np.flatnonzero(depth[:-1] == 2)
@@ -140,9 +144,14 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     dl = union(calls["ts_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64))
     ev = sync_events(trace)
     ev = ev[(ev["device"] == dev) & (ev["caused_ns"] > 0)] if len(ev) else ev
-    sy = union(ev["idle_from_ns"].to_numpy(dtype=np.int64),
-               (ev["idle_from_ns"] + ev["caused_ns"]).to_numpy(dtype=np.int64)) if len(ev) \
-        else (np.zeros(0, np.int64), np.zeros(0, np.int64))  # fmt: skip
+    sy = (
+        union(
+            ev["idle_from_ns"].to_numpy(dtype=np.int64),
+            (ev["idle_from_ns"] + ev["caused_ns"]).to_numpy(dtype=np.int64),
+        )
+        if len(ev)
+        else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    )
     dl_ns = _overlap(gs, ge, *dl)
     sync_ns = _overlap(gs, ge, *sy) - _overlap(gs, ge, *_intersect(dl, sy))
     # allocator calls in the rest of the gap (host stuck in the driver, not launching)
@@ -174,8 +183,16 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # the allocator calls inside them (allocator-churn's)
     hm = host & ~tail
     ls, le, _ = without_allocator(trace, *_intersect(launching_calls(trace), (gs[hm], ge[hm])))
-    rep = ctx.whatif(ShrinkHost(ls, le, keep=1.0 - frac, low=1.0 - frac / 2,
-                                high=max(0.0, 1.0 - 1.5 * frac), label="less launch overhead"))  # fmt: skip
+    rep = ctx.whatif(
+        ShrinkHost(
+            ls,
+            le,
+            keep=1.0 - frac,
+            low=1.0 - frac / 2,
+            high=max(0.0, 1.0 - 1.5 * frac),
+            label="less launch overhead",
+        )
+    )
     fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed and len(ls):
         fields = rep.draft_fields()
@@ -197,52 +214,81 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             continue
         v = by_cat[c]
         k = int(np.argmax(v))
-        evidence.append(Evidence(
-            what=f"{LABELS[c]}: {pct[c]:.1f}% of step time",
-            count=int(np.count_nonzero(v)), total_ms=round(tot[c] / 1e6, 3),
-            example_ts_us=trace.to_trace_us(int(gs[k])),
-        ))  # fmt: skip
-    split = ", ".join(f"{pct[c]:.0f}% {c if c != 'host' else 'host launch'}"
-                      for c in sorted(CATS, key=lambda c: -tot[c]) if tot[c] > 0)  # fmt: skip
+        evidence.append(
+            Evidence(
+                what=f"{LABELS[c]}: {pct[c]:.1f}% of step time",
+                count=int(np.count_nonzero(v)),
+                total_ms=round(tot[c] / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(gs[k])),
+            )
+        )
+    split = ", ".join(
+        f"{pct[c]:.0f}% {c if c != 'host' else 'host launch'}"
+        for c in sorted(CATS, key=lambda c: -tot[c])
+        if tot[c] > 0
+    )
     see = f" The largest share is {largest}: see {ref}." if ref else ""
     span_word = "of the GPU's active span" if trace.meta.synthetic_steps else "of each step"
-    return [Draft(
-        id=ID, title=TITLE,
-        **{k: v for k, v in fields.items() if k != "extra"},
-        confidence="medium" if not trace.meta.synthetic_steps else "low",
-        summary=(f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
-                 f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}"),
-        recommendation=_advice(largest, ref),
-        snippet=_SNIPPETS[largest],
-        evidence=tuple(evidence),
-        assumptions=(
-            "Idle = step time not covered by any kernel, copy or memset on the device (all "
-            "streams); a trace without step markers is measured from its first to its last "
-            "GPU activity.",
-            (f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
-             f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
-             f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
-             "launch gaps" + (" and host-overhead's claim. " if over_ns else ". ")
-             + rep.assumption) if "extra" in fields else
-            (f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
-             f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
-             "Python and other host work in the gaps is not claimed), minus the launch gaps "
-             f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step) and the share "
-             f"host-overhead reports ({fmt_ms(over_ns / 1e6 / steps)} per step), divided by the "
-             f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
-             + ("; none is claimed in a trace with no iterations (set-up and loop are mixed)."
-                if trace.meta.synthetic_steps else ".")),
-            "Only the steady steps are measured: set-up outside them (see one-time-init) is "
-            "not idle time of a step.",
-            *(("Spans the trace did not fully record (CUDA-graph replays, see "
-               "run.trace_quality) are counted as busy, not idle.",) if len(hs) else ()),
-            "The dataloader, sync and allocator shares are the savings of dataloader-stall, "
-            "sync-point and allocator-churn (the same figures); they are not claimed again "
-            "here. 'other' is not claimed.",
-        ),
-        extra={"idle_pct": round(idle_pct, 2), "split_pct": {c: round(pct[c], 2) for c in CATS},
-               **fields.get("extra", {})},
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **{k: v for k, v in fields.items() if k != "extra"},
+            confidence="medium" if not trace.meta.synthetic_steps else "low",
+            summary=(
+                f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
+                f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}"
+            ),
+            recommendation=_advice(largest, ref),
+            snippet=_SNIPPETS[largest],
+            evidence=tuple(evidence),
+            assumptions=(
+                "Idle = step time not covered by any kernel, copy or memset on the device (all "
+                "streams); a trace without step markers is measured from its first to its last "
+                "GPU activity.",
+                (
+                    f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
+                    f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
+                    f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
+                    "launch gaps"
+                    + (" and host-overhead's claim. " if over_ns else ". ")
+                    + rep.assumption
+                )
+                if "extra" in fields
+                else (
+                    f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
+                    f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
+                    "Python and other host work in the gaps is not claimed), minus the launch gaps "
+                    f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step) and the share "
+                    f"host-overhead reports ({fmt_ms(over_ns / 1e6 / steps)} per step), divided by the "
+                    f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
+                    + (
+                        "; none is claimed in a trace with no iterations (set-up and loop are mixed)."
+                        if trace.meta.synthetic_steps
+                        else "."
+                    )
+                ),
+                "Only the steady steps are measured: set-up outside them (see one-time-init) is "
+                "not idle time of a step.",
+                *(
+                    (
+                        "Spans the trace did not fully record (CUDA-graph replays, see "
+                        "run.trace_quality) are counted as busy, not idle.",
+                    )
+                    if len(hs)
+                    else ()
+                ),
+                "The dataloader, sync and allocator shares are the savings of dataloader-stall, "
+                "sync-point and allocator-churn (the same figures); they are not claimed again "
+                "here. 'other' is not claimed.",
+            ),
+            extra={
+                "idle_pct": round(idle_pct, 2),
+                "split_pct": {c: round(pct[c], 2) for c in CATS},
+                **fields.get("extra", {}),
+            },
+        )
+    ]
 
 
 def _launched_late(
@@ -265,36 +311,47 @@ def _launched_late(
 
 def _advice(largest: str, ref: str | None) -> str:
     if largest == "dataloader":
-        return ("The GPU mostly waits for the next batch: load data in background workers "
-                "(see dataloader-stall: num_workers, pin_memory, persistent_workers).")  # fmt: skip
+        return (
+            "The GPU mostly waits for the next batch: load data in background workers "
+            "(see dataloader-stall: num_workers, pin_memory, persistent_workers)."
+        )
     if largest == "sync":
-        return ("The GPU mostly idles after host-device syncs: remove or defer them "
-                "(see sync-point).")  # fmt: skip
+        return (
+            "The GPU mostly idles after host-device syncs: remove or defer them (see sync-point)."
+        )
     if largest == "allocator":
-        return ("The GPU mostly idles while the host allocates or frees device memory through "
-                "the driver (see allocator-churn: no empty_cache in the loop, caching "
-                "allocator on, expandable_segments).")  # fmt: skip
+        return (
+            "The GPU mostly idles while the host allocates or frees device memory through "
+            "the driver (see allocator-churn: no empty_cache in the loop, caching "
+            "allocator on, expandable_segments)."
+        )
     if largest == "other":
-        return ("The GPU had work queued but waited: look at the example gap in Perfetto for "
-                "cross-stream events, collectives waiting for other ranks or another device.")  # fmt: skip
+        return (
+            "The GPU had work queued but waited: look at the example gap in Perfetto for "
+            "cross-stream events, collectives waiting for other ranks or another device."
+        )
     if ref == "host-overhead":
-        return ("The host cannot launch work fast enough because every operator costs it far "
-                "more than usual: check the CPU (affinity, governor, other jobs) and debug modes "
-                "first (see host-overhead), then issue fewer operators (`torch.compile`, CUDA "
-                "graphs).")  # fmt: skip
+        return (
+            "The host cannot launch work fast enough because every operator costs it far "
+            "more than usual: check the CPU (affinity, governor, other jobs) and debug modes "
+            "first (see host-overhead), then issue fewer operators (`torch.compile`, CUDA "
+            "graphs)."
+        )
     tk = " (see tiny-kernels)" if ref else ""
-    return ("The host cannot launch work fast enough: cut per-step CPU overhead with fewer, "
-            f"larger kernels{tk}: `torch.compile`, CUDA graphs "
-            '(`mode="reduce-overhead"`), larger batches; move CPU preprocessing into DataLoader '
-            "workers and avoid Python loops over tensors.")  # fmt: skip
+    return (
+        "The host cannot launch work fast enough: cut per-step CPU overhead with fewer, "
+        f"larger kernels{tk}: `torch.compile`, CUDA graphs "
+        '(`mode="reduce-overhead"`), larger batches; move CPU preprocessing into DataLoader '
+        "workers and avoid Python loops over tensors."
+    )
 
 
 _SNIPPETS = {
     "host": 'model = torch.compile(model, mode="reduce-overhead")  # fewer launches, CUDA graphs',
     "dataloader": "loader = DataLoader(dataset, batch_size=bs, num_workers=4, pin_memory=True,\n"
-                  "                    persistent_workers=True)",
+    "                    persistent_workers=True)",
     "sync": "running += loss.detach()        # instead of running += loss.item()",
     "allocator": "# no torch.cuda.empty_cache() in the loop; run with\n"
-                 "# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    "# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
     "other": "# open the trace in Perfetto and look at the streams around the example timestamp",
-}  # fmt: skip
+}

@@ -66,20 +66,39 @@ from ._per_step import fmt_ms, n_steps
 ID = "host-overhead"
 TITLE = "High host cost per operator (CPU cannot launch fast enough)"
 
-register("host_overhead.min_ratio", 10.0,
-         "report when operators cost the host this many times their typical time (median)")  # fmt: skip
-register("host_overhead.min_calls", 20.0,
-         "calls of an operator inside the steps needed to compare it with its typical time")  # fmt: skip
-register("host_overhead.fraction", 0.5,
-         "share of the excess host time (GPU idle inside launching operators) claimed")  # fmt: skip
+register(
+    "host_overhead.min_ratio",
+    10.0,
+    "report when operators cost the host this many times their typical time (median)",
+)
+register(
+    "host_overhead.min_calls",
+    20.0,
+    "calls of an operator inside the steps needed to compare it with its typical time",
+)
+register(
+    "host_overhead.fraction",
+    0.5,
+    "share of the excess host time (GPU idle inside launching operators) claimed",
+)
 
 # mean host time per call (us), PyTorch 1.13-2.x with the profiler on (module docstring)
 TYPICAL_US = {
-    "aten::view": 0.51, "aten::as_strided": 0.56, "aten::empty": 3.40, "aten::slice": 2.02,
-    "aten::detach": 1.54, "aten::t": 4.32, "aten::transpose": 2.09, "aten::expand": 3.22,
-    "aten::unsqueeze": 1.99, "aten::permute": 2.55, "aten::reshape": 3.25,
-    "aten::_unsafe_view": 0.61, "aten::empty_like": 6.55, "aten::empty_strided": 7.01,
-}  # fmt: skip
+    "aten::view": 0.51,
+    "aten::as_strided": 0.56,
+    "aten::empty": 3.40,
+    "aten::slice": 2.02,
+    "aten::detach": 1.54,
+    "aten::t": 4.32,
+    "aten::transpose": 2.09,
+    "aten::expand": 3.22,
+    "aten::unsqueeze": 1.99,
+    "aten::permute": 2.55,
+    "aten::reshape": 3.25,
+    "aten::_unsafe_view": 0.61,
+    "aten::empty_like": 6.55,
+    "aten::empty_strided": 7.01,
+}
 
 
 def op_costs(trace: Trace, min_calls: float) -> pd.DataFrame:
@@ -164,8 +183,7 @@ def _framework_ns(trace: Trace) -> int:
     """Host time inside the steps in outermost aten operators, CUDA runtime calls excluded."""
     ops = trace.cpu_ops
     is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
-    s, e = _clip(*union(ops["ts_ns"].to_numpy()[is_aten], ops["end_ns"].to_numpy()[is_aten]),
-                 trace)  # fmt: skip
+    s, e = _clip(*union(ops["ts_ns"].to_numpy()[is_aten], ops["end_ns"].to_numpy()[is_aten]), trace)
     rt = trace.runtime
     inside = 0
     if len(rt) and len(s):
@@ -197,51 +215,91 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     saving_ms = claim / 1e6 / steps
     over = 1 - 1 / ratio  # share of operator time above the typical figures
     st, en, tids = without_allocator(trace, *_outer_aten(trace))  # allocator-churn's time
-    rep = ctx.whatif(ShrinkHost(st, en, tids, keep=1 - frac * over, low=1 - frac * over / 2,
-                                high=1 - over, label="operators at their typical host cost"))  # fmt: skip
+    rep = ctx.whatif(
+        ShrinkHost(
+            st,
+            en,
+            tids,
+            keep=1 - frac * over,
+            low=1 - frac * over / 2,
+            high=1 - over,
+            label="operators at their typical host cost",
+        )
+    )
     fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     fw_ms = _framework_ns(trace) / 1e6 / steps
     fw_pct = 100.0 * fw_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
     idle_ms = idle_in_launching_ns(trace) / 1e6 / steps
-    ev = [Evidence(f"{r.name}: {r.mean_us:.1f} us per call (typical {r.typical_us:g} us, "
-                   f"{r.ratio:.0f}x)", int(r.calls), round(r.calls * r.mean_us / 1e3, 3),
-                   trace.to_trace_us(int(trace.cpu_ops["ts_ns"].iat[int(r.row)])))
-          for r in costs.head(6).itertuples(index=False)]  # fmt: skip
-    ev.append(Evidence("host time in aten operators outside CUDA runtime calls (framework)",
-                       steps, round(fw_ms * steps, 3)))  # fmt: skip
-    ev.append(Evidence("GPU idle while the host was in operators that launch GPU work", steps,
-                       round(idle_ms * steps, 3)))  # fmt: skip
+    ev = [
+        Evidence(
+            f"{r.name}: {r.mean_us:.1f} us per call (typical {r.typical_us:g} us, {r.ratio:.0f}x)",
+            int(r.calls),
+            round(r.calls * r.mean_us / 1e3, 3),
+            trace.to_trace_us(int(trace.cpu_ops["ts_ns"].iat[int(r.row)])),
+        )
+        for r in costs.head(6).itertuples(index=False)
+    ]
+    ev.append(
+        Evidence(
+            "host time in aten operators outside CUDA runtime calls (framework)",
+            steps,
+            round(fw_ms * steps, 3),
+        )
+    )
+    ev.append(
+        Evidence(
+            "GPU idle while the host was in operators that launch GPU work",
+            steps,
+            round(idle_ms * steps, 3),
+        )
+    )
     top = costs.head(3)
-    pairs = ", ".join(f"{str(r.name).removeprefix('aten::')} {r.mean_us:.1f} us vs "
-                      f"{r.typical_us:g}" for r in top.itertuples(index=False))  # fmt: skip
+    pairs = ", ".join(
+        f"{str(r.name).removeprefix('aten::')} {r.mean_us:.1f} us vs {r.typical_us:g}"
+        for r in top.itertuples(index=False)
+    )
     causes = _causes(trace, ctx)
-    summary = (f"Operators cost the host {ratio:.0f}x their typical time ({pairs}); the host "
-               f"spends {fmt_ms(fw_ms)} per step ({fw_pct:.0f}% of the step) in framework "
-               f"overhead, and the GPU idles {fmt_ms(idle_ms)} per step while it launches"
-               + (f"; replayed with {frac * over:.0%} of the operators' host time gone, the "
-                  f"step is {fmt_ms(rep.ms)} shorter." if rep.replayed else ".")
-               + (f" {causes}" if causes else ""))  # fmt: skip
+    summary = (
+        f"Operators cost the host {ratio:.0f}x their typical time ({pairs}); the host "
+        f"spends {fmt_ms(fw_ms)} per step ({fw_pct:.0f}% of the step) in framework "
+        f"overhead, and the GPU idles {fmt_ms(idle_ms)} per step while it launches"
+        + (
+            f"; replayed with {frac * over:.0%} of the operators' host time gone, the "
+            f"step is {fmt_ms(rep.ms)} shorter."
+            if rep.replayed
+            else "."
+        )
+        + (f" {causes}" if causes else "")
+    )
     rows = trace.cpu_ops.index[trace.cpu_ops["name"].isin(list(top["name"]))][:300]
     locs = aggregate(ctx.locator.for_ops(rows))
-    return [Draft(
-        id=ID, title=TITLE, **fields,
-        confidence="medium" if ratio >= 2 * ctx.t("host_overhead.min_ratio") else "low",
-        summary=summary, recommendation=_advice(causes), snippet=SNIPPET,
-        evidence=tuple(ev), locations=locs,
-        assumptions=(
-            "Typical figures: median mean host time per call over nine PyTorch 1.13-2.x GPU "
-            "traces (V100, A100, H100, MI300X hosts) with the profiler on; slowdown = the median "
-            f"over the {len(costs)} operator kinds with enough calls here.",
-            f"The fix removes {frac:g} x (1 - 1/{ratio:.0f}) of the host time inside aten "
-            f"operators (range {frac / 2:g}x to all of the excess): the profiler's own share of "
-            "the slowdown is unknown.",
-            rep.assumption if rep.replayed else
-            f"Saving = {frac:g} x (1 - 1/{ratio:.0f}) x the GPU idle time while the host was in "
-            f"operators that launch GPU work ({fmt_ms(idle_ms)} per step, allocator calls "
-            "excluded), over the steady steps.",
-            "gpu-idle's launch-overhead replay shrinks the same operators: the savings overlap.",
-        ),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="medium" if ratio >= 2 * ctx.t("host_overhead.min_ratio") else "low",
+            summary=summary,
+            recommendation=_advice(causes),
+            snippet=SNIPPET,
+            evidence=tuple(ev),
+            locations=locs,
+            assumptions=(
+                "Typical figures: median mean host time per call over nine PyTorch 1.13-2.x GPU "
+                "traces (V100, A100, H100, MI300X hosts) with the profiler on; slowdown = the median "
+                f"over the {len(costs)} operator kinds with enough calls here.",
+                f"The fix removes {frac:g} x (1 - 1/{ratio:.0f}) of the host time inside aten "
+                f"operators (range {frac / 2:g}x to all of the excess): the profiler's own share of "
+                "the slowdown is unknown.",
+                rep.assumption
+                if rep.replayed
+                else f"Saving = {frac:g} x (1 - 1/{ratio:.0f}) x the GPU idle time while the host was in "
+                f"operators that launch GPU work ({fmt_ms(idle_ms)} per step, allocator calls "
+                "excluded), over the steady steps.",
+                "gpu-idle's launch-overhead replay shrinks the same operators: the savings overlap.",
+            ),
+        )
+    ]
 
 
 def _fires(costs: pd.DataFrame, ctx: Context) -> bool:
@@ -260,8 +318,10 @@ def _causes(trace: Trace, ctx: Context) -> str:
     if ctx.run_get("backends", "cuda_launch_blocking") is True:
         out.append("CUDA_LAUNCH_BLOCKING=1 is set (run.json)")
     if len(trace.memory):
-        out.append("the profiler recorded memory events (profile_memory=True), which adds "
-                   "host time to every operator")  # fmt: skip
+        out.append(
+            "the profiler recorded memory events (profile_memory=True), which adds "
+            "host time to every operator"
+        )
     cpus = ctx.run_get("host", "cpu_count")
     if isinstance(cpus, int) and cpus <= 2:
         out.append(f"the process may use only {cpus} CPU core(s) (run.json)")
@@ -270,11 +330,13 @@ def _causes(trace: Trace, ctx: Context) -> str:
 
 def _advice(causes: str) -> str:
     first = "Turn off what run.json shows first. " if "run.json" in causes else ""
-    return (first + "Check the host: CPU affinity and isolation (taskset/numactl, one core set "
-            "per rank, DataLoader workers away from the training process), the CPU governor "
-            "and other jobs on the machine; turn off debug modes (set_detect_anomaly, "
-            "CUDA_LAUNCH_BLOCKING). Then issue fewer operators: torch.compile fuses them and "
-            'skips per-op dispatch, mode="reduce-overhead" adds CUDA graphs.')  # fmt: skip
+    return (
+        first + "Check the host: CPU affinity and isolation (taskset/numactl, one core set "
+        "per rank, DataLoader workers away from the training process), the CPU governor "
+        "and other jobs on the machine; turn off debug modes (set_detect_anomaly, "
+        "CUDA_LAUNCH_BLOCKING). Then issue fewer operators: torch.compile fuses them and "
+        'skips per-op dispatch, mode="reduce-overhead" adds CUDA graphs.'
+    )
 
 
 SNIPPET = (

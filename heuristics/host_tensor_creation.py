@@ -53,10 +53,16 @@ from ._ops import arg_dims, launched_below, op_names, outermost, runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "host-tensor-creation"
-register("host_tensor_creation.max_gap_ms", 2.0,
-         "a copy starting within this many ms after a creation op can be its copy")  # fmt: skip
-register("host_tensor_creation.min_step_frac", 0.5,
-         "report only when the pattern shows in at least this share of the steps")  # fmt: skip
+register(
+    "host_tensor_creation.max_gap_ms",
+    2.0,
+    "a copy starting within this many ms after a creation op can be its copy",
+)
+register(
+    "host_tensor_creation.min_step_frac",
+    0.5,
+    "report only when the pattern shows in at least this share of the steps",
+)
 
 CREATE_OPS = frozenset(
     f"aten::{n}"
@@ -75,7 +81,7 @@ CREATE_OPS = frozenset(
         "from_numpy",
         "lift_fresh",
         "scalar_tensor",
-    )  # fmt: skip
+    )
 )
 COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::cuda"})
 # tensors made from Python/NumPy data: staged through pinned memory they are already fixed
@@ -182,18 +188,25 @@ def _kernel_launch_times(trace: Trace) -> dict[int, np.ndarray]:
     if not len(rt):
         return {}
     names = rt["name"].astype(str)
-    other = (names.str.match(COPY_CALL_RE) | names.str.match(SYNC_CALL_RE)
-             | names.isin(list(BOOKKEEPING_CALLS)) | names.str.contains("Malloc|Free|Host"))  # fmt: skip
+    other = (
+        names.str.match(COPY_CALL_RE)
+        | names.str.match(SYNC_CALL_RE)
+        | names.isin(list(BOOKKEEPING_CALLS))
+        | names.str.contains("Malloc|Free|Host")
+    )
     k = rt[~other.to_numpy()]
     return {int(t): np.sort(g["ts_ns"].to_numpy()) for t, g in k.groupby("tid")}
 
 
-@detector(ID, "Tensors created on the CPU, then copied to the GPU", needs=("cpu_ops",),
-          gpu_only=True)  # fmt: skip
+@detector(
+    ID, "Tensors created on the CPU, then copied to the GPU", needs=("cpu_ops",), gpu_only=True
+)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if not trace.has_shapes and not trace.has_stack:
-        raise Skip("needs record_shapes=True or with_stack=True to tie a copy to the op "
-                   "that made the tensor")  # fmt: skip
+        raise Skip(
+            "needs record_shapes=True or with_stack=True to tie a copy to the op "
+            "that made the tensor"
+        )
     mt = _matches(trace, ctx)
     if not len(mt):
         return []
@@ -222,18 +235,31 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if saving_ms < ctx.t("host_tensor_creation.min_ms"):
         return []
     rr = np.concatenate([mt["root"].to_numpy(), mt["copy_op"].to_numpy()]).astype(np.int64)
-    rep = ctx.whatif(Combined([
-        ShrinkHost(ops["ts_ns"].to_numpy()[rr], ops["end_ns"].to_numpy()[rr],
-                   ops["tid"].to_numpy()[rr], keep=0.0),
-        AsyncCopies(memcpy=mt["mem"].to_numpy(), speedup=float("inf")),
-    ], label="tensors made on the GPU"))  # fmt: skip
-    how = ("saving = copy time on the GPU + GPU idle time while the host ran the creation "
-           "op and the copy call - (5 us launch + bytes / 500 GB/s to create it on the GPU)")  # fmt: skip
+    rep = ctx.whatif(
+        Combined(
+            [
+                ShrinkHost(
+                    ops["ts_ns"].to_numpy()[rr],
+                    ops["end_ns"].to_numpy()[rr],
+                    ops["tid"].to_numpy()[rr],
+                    keep=0.0,
+                ),
+                AsyncCopies(memcpy=mt["mem"].to_numpy(), speedup=float("inf")),
+            ],
+            label="tensors made on the GPU",
+        )
+    )
+    how = (
+        "saving = copy time on the GPU + GPU idle time while the host ran the creation "
+        "op and the copy call - (5 us launch + bytes / 500 GB/s to create it on the GPU)"
+    )
     fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed:
         fields = rep.draft_fields()
-        how = ("Replayed without the creation ops, the copy calls and the copies (making the "
-               "tensor on the GPU, about 5 us, is not counted). " + rep.assumption)  # fmt: skip
+        how = (
+            "Replayed without the creation ops, the copy calls and the copies (making the "
+            "tensor on the GPU, about 5 us, is not counted). " + rep.assumption
+        )
     per_step = len(mt) / steps
     host_ms = float(mt["create_ns"].sum()) / 1e6 / steps
     copy_ms = float(mem.loc[mt["mem"], "dur_ns"].sum()) / 1e6 / steps
@@ -294,13 +320,15 @@ def _evidence(trace: Trace, mt: pd.DataFrame) -> tuple[Evidence, ...]:
         d = arg_dims(ops["input_dims"].iat[c], 0)
         shape = f" {list(d)}" if d else ""
         labels.append(f"{ops['name'].iat[r]}{shape} on the host, then {mem.at[mi, 'name']}")
-    mt = mt.assign(label=labels,
-                   total=mt["create_ns"] + mem.loc[mt["mem"], "dur_ns"].to_numpy())  # fmt: skip
+    mt = mt.assign(label=labels, total=mt["create_ns"] + mem.loc[mt["mem"], "dur_ns"].to_numpy())
     rows = []
     for label, g in mt.groupby("label", sort=False):
         first = int(ops["ts_ns"].iat[int(g["root"].iloc[0])])
-        rows.append((int(g["save_ns"].sum()),
-                     Evidence(str(label), len(g), ms(g["total"].sum()),
-                              trace.to_trace_us(first))))  # fmt: skip
+        rows.append(
+            (
+                int(g["save_ns"].sum()),
+                Evidence(str(label), len(g), ms(g["total"].sum()), trace.to_trace_us(first)),
+            )
+        )
     rows.sort(key=lambda r: -r[0])
     return tuple(e for _, e in rows[:5])

@@ -53,10 +53,16 @@ from ._per_step import n_steps
 ID = "inference-without-no-grad"
 TITLE = "Inference with autograd recording"
 
-register("inference_without_no_grad.min_nodes_per_step", 20.0,
-         "autograd nodes a step without backward must build to be reported")  # fmt: skip
-register("inference_without_no_grad.host_us_per_node", 1.0,
-         "host time (us) autograd spends per node it builds (the saving per node)")  # fmt: skip
+register(
+    "inference_without_no_grad.min_nodes_per_step",
+    20.0,
+    "autograd nodes a step without backward must build to be reported",
+)
+register(
+    "inference_without_no_grad.host_us_per_node",
+    1.0,
+    "host time (us) autograd spends per node it builds (the saving per node)",
+)
 
 SNIPPET = """model.eval()
 with torch.inference_mode():      # or torch.no_grad() if outputs meet autograd later
@@ -105,8 +111,9 @@ def _inference_steps(trace: Trace, ctx: Context) -> tuple[pd.DataFrame, bool]:
     if not len(f):
         return pd.DataFrame(columns=cols), bool(bw.any())
     g = f.groupby("step", sort=True)
-    out = pd.DataFrame({"nodes": g["seq"].nunique() - 1, "ops": g.size(),
-                        "first_row": g["row"].min()}).reset_index()  # fmt: skip
+    out = pd.DataFrame(
+        {"nodes": g["seq"].nunique() - 1, "ops": g.size(), "first_row": g["row"].min()}
+    ).reset_index()
     out = out[out["nodes"] >= ctx.t("inference_without_no_grad.min_nodes_per_step")]
     return out.reset_index(drop=True), bool(bw.any())
 
@@ -122,22 +129,36 @@ def _from_run_only(mods: list[dict[str, Any]], training: bool) -> list[Draft]:
     names = sorted({str(m.get("module", "?")) for m in mods})
     shown = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
     if training:
-        summary = (f"{len(names)} module(s) ran forward in eval mode with grad enabled during "
-                   f"training steps ({shown}); if they are not being trained (a teacher, EMA or "
-                   f"reference model), their autograd graph and saved activations are waste.")  # fmt: skip
+        summary = (
+            f"{len(names)} module(s) ran forward in eval mode with grad enabled during "
+            f"training steps ({shown}); if they are not being trained (a teacher, EMA or "
+            f"reference model), their autograd graph and saved activations are waste."
+        )
         conf: Confidence = "low"
     else:
-        summary = (f"{len(names)} module(s) ran forward in eval mode with grad enabled ({shown}); "
-                   f"the trace cannot show the cost (no operator events for those passes).")  # fmt: skip
+        summary = (
+            f"{len(names)} module(s) ran forward in eval mode with grad enabled ({shown}); "
+            f"the trace cannot show the cost (no operator events for those passes)."
+        )
         conf = "medium"
-    return [Draft(
-        id=ID, title=TITLE, est_savings_ms=0.0, confidence=conf, summary=summary,
-        recommendation=RECOMMENDATION, snippet=SNIPPET, latent=True,
-        evidence=tuple(Evidence(f"run.json: {n} forward in eval mode, grad enabled", 1, 0.0)
-                       for n in names[:5]),
-        locations=tuple(_run_locations(mods)[:5]),
-        assumptions=("From run.json only: no saving is claimed without trace evidence.",),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=0.0,
+            confidence=conf,
+            summary=summary,
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            latent=True,
+            evidence=tuple(
+                Evidence(f"run.json: {n} forward in eval mode, grad enabled", 1, 0.0)
+                for n in names[:5]
+            ),
+            locations=tuple(_run_locations(mods)[:5]),
+            assumptions=("From run.json only: no saving is claimed without trace evidence.",),
+        )
+    ]
 
 
 def _replay(trace: Trace, ctx: Context, rows: np.ndarray, autograd_ns: float) -> tuple[Any, float]:
@@ -154,8 +175,17 @@ def _replay(trace: Trace, ctx: Context, rows: np.ndarray, autograd_ns: float) ->
         return None, 0.0
     share = min(autograd_ns / host_ns, 1.0)
     keep = [max(0.0, 1.0 - share * f) for f in (1.0, 0.7, 1.2)]
-    rep = ctx.whatif(ShrinkHost(ts, end, ops["tid"].to_numpy()[outer], keep=keep[0], low=keep[1],
-                                high=keep[2], label="torch.inference_mode()"))  # fmt: skip
+    rep = ctx.whatif(
+        ShrinkHost(
+            ts,
+            end,
+            ops["tid"].to_numpy()[outer],
+            keep=keep[0],
+            low=keep[1],
+            high=keep[2],
+            label="torch.inference_mode()",
+        )
+    )
     return (rep if rep.replayed else None), share
 
 
@@ -177,16 +207,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     stepv = ops["step"].to_numpy()
     rows = np.flatnonzero(~bw & (seqv >= 0) & np.isin(stepv, steps["step"].to_numpy()))
     fields: dict = {"est_savings_ms": round(per_step_ms, 3)}
-    how = (f"Host cost {us:g} us per node (inference_without_no_grad.host_us_per_node), "
-           f"divided by the {n_steps(trace)} step(s) in the trace.")  # fmt: skip
+    how = (
+        f"Host cost {us:g} us per node (inference_without_no_grad.host_us_per_node), "
+        f"divided by the {n_steps(trace)} step(s) in the trace."
+    )
     if trace.has_gpu:
         rep, share = _replay(trace, ctx, rows, nodes * us * 1e3)
         if rep is not None:
             fields = rep.draft_fields()
             per_step_ms = rep.ms
-            how = (f"Autograd recording is {share:.0%} of the host time of these forward ops "
-                   f"({us:g} us per node; range 0.7x-1.2x); their host time shrinks by that "
-                   "share. " + rep.assumption)  # fmt: skip
+            how = (
+                f"Autograd recording is {share:.0%} of the host time of these forward ops "
+                f"({us:g} us per node; range 0.7x-1.2x); their host time shrinks by that "
+                "share. " + rep.assumption
+            )
 
     nsteps = len(steps)
     locs = list(aggregate(_trace_locations(trace, ctx, rows)))
@@ -194,19 +228,27 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     first = int(steps["first_row"].min())
     names = op_names(trace)
     top_ops = pd.Series(names[rows]).value_counts().head(3)
-    evidence = [Evidence(
-        f"autograd nodes built in {nsteps} step(s) with no backward", nodes,
-        round(nodes * us / 1e3, 3), trace.to_trace_us(int(ops["ts_ns"].iloc[first])),
-    )]  # fmt: skip
+    evidence = [
+        Evidence(
+            f"autograd nodes built in {nsteps} step(s) with no backward",
+            nodes,
+            round(nodes * us / 1e3, 3),
+            trace.to_trace_us(int(ops["ts_ns"].iloc[first])),
+        )
+    ]
     evidence += [Evidence(f"{n} run with grad mode on", int(c), 0.0) for n, c in top_ops.items()]
-    evidence += [Evidence(f"run.json: {m.get('module', '?')} forward in eval mode, grad enabled",
-                          1, 0.0) for m in mods[:2]]  # fmt: skip
+    evidence += [
+        Evidence(f"run.json: {m.get('module', '?')} forward in eval mode, grad enabled", 1, 0.0)
+        for m in mods[:2]
+    ]
     conf: Confidence = "low" if training else ("high" if mods else "medium")
     per_node = round(nodes / nsteps)
-    summary = (f"{nsteps} step(s) run forward with autograd recording and no backward: about "
-               f"{per_node} autograd nodes built per step: about {per_step_ms:.3f} ms per step "
-               f"of host time to save, and activations kept alive for a backward that never "
-               f"runs.")  # fmt: skip
+    summary = (
+        f"{nsteps} step(s) run forward with autograd recording and no backward: about "
+        f"{per_node} autograd nodes built per step: about {per_step_ms:.3f} ms per step "
+        f"of host time to save, and activations kept alive for a backward that never "
+        f"runs."
+    )
     if trace.has_gpu and "Replayed:" in how and per_step_ms <= 0:
         summary += " Replayed without it, the steps are no shorter: the GPU limits them."
     assumptions = [
@@ -215,10 +257,21 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "Memory held for the unused graph (saved activations) is not counted.",
     ]
     if training:
-        assumptions.append("The trace also holds steps with backward: these forward passes "
-                           "may feed a backward outside the profiled window.")  # fmt: skip
-    return [Draft(
-        id=ID, title=TITLE, **fields, confidence=conf,
-        summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
-        evidence=tuple(evidence[:5]), locations=tuple(locs), assumptions=tuple(assumptions),
-    )]  # fmt: skip
+        assumptions.append(
+            "The trace also holds steps with backward: these forward passes "
+            "may feed a backward outside the profiled window."
+        )
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence=conf,
+            summary=summary,
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=tuple(evidence[:5]),
+            locations=tuple(locs),
+            assumptions=tuple(assumptions),
+        )
+    ]

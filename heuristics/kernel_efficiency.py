@@ -75,10 +75,16 @@ TITLE = "Kernels far below the GPU's roofline for their shapes"
 register("kernel_efficiency.target", 0.5, "share of the roofline a good kernel reaches")
 register("kernel_efficiency.min_kernel_us", 10.0, "ignore op calls whose kernels take less (us)")
 register("kernel_efficiency.min_pct", 1.0, "report when the saving is this % of the step")
-register("kernel_efficiency.min_ms", 0.1,
-         "a replayed saving under this (ms per step) is shown as information")  # fmt: skip
-register("kernel_efficiency.floor_us", 5.0,
-         "the least time any kernel call is expected to take, added to the roofline (us)")  # fmt: skip
+register(
+    "kernel_efficiency.min_ms",
+    0.1,
+    "a replayed saving under this (ms per step) is shown as information",
+)
+register(
+    "kernel_efficiency.floor_us",
+    5.0,
+    "the least time any kernel call is expected to take, added to the roofline (us)",
+)
 
 
 def _op_kernels(trace: Trace) -> pd.DataFrame:
@@ -88,8 +94,16 @@ def _op_kernels(trace: Trace) -> pd.DataFrame:
     ksel = (k["step"] >= 0).to_numpy() & ~k["is_comm"].to_numpy(dtype=bool)
     mk = matmul_kernels(trace)
     mk = mk[(mk["op"] >= 0).to_numpy() & (mk["step"] >= 0).to_numpy()]
-    parts = [pd.DataFrame({"op": mk["op"].to_numpy(), "row": mk["row"].to_numpy(),
-                           "ns": mk["dur_ns"].to_numpy(), "tc": mk["tc"].to_numpy(dtype=bool)})]  # fmt: skip
+    parts = [
+        pd.DataFrame(
+            {
+                "op": mk["op"].to_numpy(),
+                "row": mk["row"].to_numpy(),
+                "ns": mk["dur_ns"].to_numpy(),
+                "tc": mk["tc"].to_numpy(dtype=bool),
+            }
+        )
+    ]
     ksel[mk["row"].to_numpy(np.int64)] = False
     if ksel.any() and len(trace.runtime):
         rows = np.flatnonzero(ksel)
@@ -106,8 +120,7 @@ def _op_kernels(trace: Trace) -> pd.DataFrame:
         dur = k["dur_ns"].to_numpy()[rows]
         for col, tc in ((attn, True), (np.where(attn >= 0, -1, mem), False)):
             sel = col >= 0
-            parts.append(pd.DataFrame({"op": col[sel], "row": rows[sel], "ns": dur[sel],
-                                       "tc": tc}))  # fmt: skip
+            parts.append(pd.DataFrame({"op": col[sel], "row": rows[sel], "ns": dur[sel], "tc": tc}))
     return pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
 
 
@@ -130,10 +143,14 @@ def _causes(w: Work, dtype: str | None, tc: bool, peak: Peak, units: int) -> lis
     if w.kind == "memory":
         s = w.dims.get("softmax_scores")
         if s:
-            return [f"attention scores materialized (a {s} softmax): "
-                    "F.scaled_dot_product_attention never writes them to memory"]  # fmt: skip
-        return ["below the memory bandwidth for a memory-bound op: strided or broadcast "
-                "inputs, or too small a grid"]  # fmt: skip
+            return [
+                f"attention scores materialized (a {s} softmax): "
+                "F.scaled_dot_product_attention never writes them to memory"
+            ]
+        return [
+            "below the memory bandwidth for a memory-bound op: strided or broadcast "
+            "inputs, or too small a grid"
+        ]
     out = []
     pf = peak.tflops(dtype, tc) * 1e12
     ridge = pf / (peak.mem_gbs * 1e9)
@@ -141,8 +158,10 @@ def _causes(w: Work, dtype: str | None, tc: bool, peak: Peak, units: int) -> lis
         e = w.dims["E"]
         pad = math.ceil(e / 32) * 32
         if pad > e:
-            out.append(f"head dim {e} padded to {pad} by the kernel: {1 - e / pad:.0%} of the "
-                       "math is wasted")  # fmt: skip
+            out.append(
+                f"head dim {e} padded to {pad} by the kernel: {1 - e / pad:.0%} of the "
+                "math is wasted"
+            )
         if w.tiles < units:
             out.append(
                 f"too few query blocks: {w.tiles} (batch x heads x L/128) for {units} {peak.unit}"
@@ -154,15 +173,21 @@ def _causes(w: Work, dtype: str | None, tc: bool, peak: Peak, units: int) -> lis
         )
     ai = w.flops / w.nbytes if w.nbytes else 0.0
     if ai < ridge:
-        out.append(f"memory-bound (tall-skinny / small K): {ai:.0f} FLOP/byte, under the "
-                   f"{ridge:.0f} the {peak.name} needs to be compute-bound")  # fmt: skip
+        out.append(
+            f"memory-bound (tall-skinny / small K): {ai:.0f} FLOP/byte, under the "
+            f"{ridge:.0f} the {peak.name} needs to be compute-bound"
+        )
     mult = 8 if dtype in ("float16", "bfloat16") else (4 if dtype == "float32" and tc else 0)
     bad = {
         k: v for k, v in w.dims.items() if k in ("M", "N", "K") and mult and v >= 16 and v % mult
     }
     if bad:
-        out.append("dims not multiples of " + f"{mult}: " + ", ".join(f"{k}={v}" for k, v in bad.items())
-                   + " (see misaligned-dims)")  # fmt: skip
+        out.append(
+            "dims not multiples of "
+            + f"{mult}: "
+            + ", ".join(f"{k}={v}" for k, v in bad.items())
+            + " (see misaligned-dims)"
+        )
     return out or ["a large, aligned shape whose kernel is slow"]
 
 
@@ -177,8 +202,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     dev = trace.device(main_device(trace))
     peak = peak_for(dev)
     if peak is None:
-        raise Skip(f"no peak figures for {dev.name if dev else 'this device'} (table: V100, "
-                   "A100, H100, H200, MI250, MI300X)")  # fmt: skip
+        raise Skip(
+            f"no peak figures for {dev.name if dev else 'this device'} (table: V100, "
+            "A100, H100, H200, MI250, MI300X)"
+        )
     units = (dev.num_sms if dev is not None and dev.num_sms else 0) or peak.units
     kern = _op_kernels(trace)
     if not len(kern):
@@ -212,10 +239,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     df = pd.DataFrame(rows, columns=["op", "name", "shape", "dtype", "tc", "ns", "ideal", "work"])
     df["gid"] = df.groupby(["name", "shape", "dtype", "tc"], sort=False).ngroup()
-    g = (df.groupby(["name", "shape", "dtype", "tc"], sort=False)
-         .agg(n=("op", "size"), ns=("ns", "sum"), ideal=("ideal", "sum"), op=("op", "first"),
-              work=("work", "first"), gid=("gid", "first"))
-         .reset_index())  # fmt: skip
+    g = (
+        df.groupby(["name", "shape", "dtype", "tc"], sort=False)
+        .agg(
+            n=("op", "size"),
+            ns=("ns", "sum"),
+            ideal=("ideal", "sum"),
+            op=("op", "first"),
+            work=("work", "first"),
+            gid=("gid", "first"),
+        )
+        .reset_index()
+    )
     g["eff"] = g["ideal"] / g["ns"]
     g["causes"] = [_causes(r.work, r.dtype, r.tc, peak, units) for r in g.itertuples()]
     mis = np.array(["misaligned-dims" in " ".join(c) for c in g["causes"]])
@@ -232,14 +267,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     for r in g.head(6).itertuples():
         secs = r.ns / 1e9
         rate = (f"{r.work.flops * r.n / secs / 1e12:.1f} TFLOP/s, " if r.work.flops else "") + (
-            f"{r.work.nbytes * r.n / secs / 1e9:.0f} GB/s")  # fmt: skip
+            f"{r.work.nbytes * r.n / secs / 1e9:.0f} GB/s"
+        )
         tf32 = r.work.kind in ("gemm", "conv") and r.dtype == "float32" and r.tc and peak.tf32
         mode = "TF32" if tf32 else (r.dtype or "?")
-        evidence.append(Evidence(
-            f"{r.name} [{r.shape}] {mode}: {rate} = {r.eff:.0%} of its roofline; "
-            f"{'; '.join(r.causes)}; saves {fmt_ms(r.save / 1e6 / steps)} per step",
-            int(r.n), round(float(r.ns) / 1e6, 3),
-            trace.to_trace_us(int(ops["ts_ns"].iat[int(r.op)]))))  # fmt: skip
+        evidence.append(
+            Evidence(
+                f"{r.name} [{r.shape}] {mode}: {rate} = {r.eff:.0%} of its roofline; "
+                f"{'; '.join(r.causes)}; saves {fmt_ms(r.save / 1e6 / steps)} per step",
+                int(r.n),
+                round(float(r.ns) / 1e6, 3),
+                trace.to_trace_us(int(ops["ts_ns"].iat[int(r.op)])),
+            )
+        )
     top = g.iloc[0]
     kernel_ms = float(g["ns"].sum()) / 1e6 / steps
     fields, how = _value(ctx, g, df, kern, saving)
@@ -247,37 +287,49 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     latent = max(fields["est_savings_ms"], rng[1] if rng else 0.0) < ctx.t(
         "kernel_efficiency.min_ms"
     )
-    host_bound = (f" Replayed with those kernels faster, the steps are only "
-                  f"{fmt_ms(fields['est_savings_ms'])} shorter: the host, not the GPU, limits "
-                  "them now (the gain comes once the host keeps up).") if latent else ""  # fmt: skip
-    return [Draft(
-        id=ID, title=TITLE,
-        confidence="medium",
-        latent=latent,
-        summary=(f"{len(g)} op shape(s) run below {target:.0%} of the {peak.name} roofline "
-                 f"({units} {peak.unit}): their kernels take {fmt_ms(kernel_ms)} per step, and kernels at "
-                 f"{target:.0%} of the roofline would take {fmt_ms(saving)} less. Most: "
-                 f"{top['name']} [{top['shape']}] at {top['eff']:.0%}, "
-                 f"{top['causes'][0]}.{host_bound}"),  # fmt: skip
-        recommendation=_advice(g),
-        snippet=_snippet(" ".join(top["causes"])),
-        evidence=tuple(evidence),
-        locations=aggregate(ctx.locator.for_op(int(o)) for o in g["op"].head(20)),
-        assumptions=(
-            f"Roofline per call: max(FLOPs / peak math, bytes / peak bandwidth) with the "
-            f"{peak.name}'s datasheet peaks (dense); bytes count each tensor once.",
-            f"Kernel time saved per shape = kernel time - roofline time / {target:g}, for shapes "
-            "below that share, less the misaligned-dims claim on misaligned shapes; the range "
-            "replays half that speedup.",
-            how,
-            "Kernels sharing the GPU with other streams look slower than they are.",
-        ),
-        **fields,
-    )]  # fmt: skip
+    host_bound = (
+        (
+            f" Replayed with those kernels faster, the steps are only "
+            f"{fmt_ms(fields['est_savings_ms'])} shorter: the host, not the GPU, limits "
+            "them now (the gain comes once the host keeps up)."
+        )
+        if latent
+        else ""
+    )
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            confidence="medium",
+            latent=latent,
+            summary=(
+                f"{len(g)} op shape(s) run below {target:.0%} of the {peak.name} roofline "
+                f"({units} {peak.unit}): their kernels take {fmt_ms(kernel_ms)} per step, and kernels at "
+                f"{target:.0%} of the roofline would take {fmt_ms(saving)} less. Most: "
+                f"{top['name']} [{top['shape']}] at {top['eff']:.0%}, "
+                f"{top['causes'][0]}.{host_bound}"
+            ),
+            recommendation=_advice(g),
+            snippet=_snippet(" ".join(top["causes"])),
+            evidence=tuple(evidence),
+            locations=aggregate(ctx.locator.for_op(int(o)) for o in g["op"].head(20)),
+            assumptions=(
+                f"Roofline per call: max(FLOPs / peak math, bytes / peak bandwidth) with the "
+                f"{peak.name}'s datasheet peaks (dense); bytes count each tensor once.",
+                f"Kernel time saved per shape = kernel time - roofline time / {target:g}, for shapes "
+                "below that share, less the misaligned-dims claim on misaligned shapes; the range "
+                "replays half that speedup.",
+                how,
+                "Kernels sharing the GPU with other streams look slower than they are.",
+            ),
+            **fields,
+        )
+    ]
 
 
-def _value(ctx: Context, g: pd.DataFrame, df: pd.DataFrame, kern: pd.DataFrame,
-           naive_ms: float) -> tuple[dict[str, Any], str]:  # fmt: skip
+def _value(
+    ctx: Context, g: pd.DataFrame, df: pd.DataFrame, kern: pd.DataFrame, naive_ms: float
+) -> tuple[dict[str, Any], str]:
     """The flagged shapes' kernels sped up to ``target`` of their roofline, replayed; without a
     replayable step, the kernel time saved (its half as the low end)."""
     fixes: list[Fix] = []
@@ -289,49 +341,65 @@ def _value(ctx: Context, g: pd.DataFrame, df: pd.DataFrame, kern: pd.DataFrame,
     rep = ctx.whatif(Combined(fixes, label="kernels at the target share of their roofline"))
     if rep.replayed:
         return rep.draft_fields(), rep.assumption
-    return ({"est_savings_ms": round(naive_ms, 3),
-             "est_savings_range_ms": (round(naive_ms / 2, 3), round(naive_ms, 3))},
-            "Not replayed (no steady step the replay can place): the kernel time saved.")  # fmt: skip
+    return (
+        {
+            "est_savings_ms": round(naive_ms, 3),
+            "est_savings_range_ms": (round(naive_ms / 2, 3), round(naive_ms, 3)),
+        },
+        "Not replayed (no steady step the replay can place): the kernel time saved.",
+    )
 
 
 def _advice(g: pd.DataFrame) -> str:
     text = " ".join(" ".join(c) for c in g["causes"].head(6))
     tips = []
     if "too few tiles" in text or "query blocks" in text:
-        tips.append("Too few tiles: batch the small matmuls into one (a bmm over stacked "
-                    "weights, a larger batch per call, torch.compile fusing them).")  # fmt: skip
+        tips.append(
+            "Too few tiles: batch the small matmuls into one (a bmm over stacked "
+            "weights, a larger batch per call, torch.compile fusing them)."
+        )
     if "memory-bound" in text:
-        tips.append("Memory-bound shapes: fuse them with their neighbours (torch.compile) or "
-                    "grow the small dimension (batch, sequence length per call).")  # fmt: skip
+        tips.append(
+            "Memory-bound shapes: fuse them with their neighbours (torch.compile) or "
+            "grow the small dimension (batch, sequence length per call)."
+        )
     if "multiples of" in text:
         tips.append("Pad dims to multiples of 8 (misaligned-dims lists them).")
     if "attention scores materialized" in text:
-        tips.append("Compute attention with torch.nn.functional.scaled_dot_product_attention "
-                    "(flash / memory-efficient kernels) instead of matmul, softmax, matmul.")  # fmt: skip
+        tips.append(
+            "Compute attention with torch.nn.functional.scaled_dot_product_attention "
+            "(flash / memory-efficient kernels) instead of matmul, softmax, matmul."
+        )
     if "head dim" in text:
         tips.append("Use head dims of 64 or 128 (multiples of 32 for flash kernels).")
     if "slow" in text or "bandwidth" in text:
-        tips.append('For large shapes with slow kernels: torch.compile(mode="max-autotune"), '
-                    "torch.backends.cudnn.benchmark = True for convolutions, contiguous "
-                    "inputs, a newer cuBLAS/cuDNN.")  # fmt: skip
+        tips.append(
+            'For large shapes with slow kernels: torch.compile(mode="max-autotune"), '
+            "torch.backends.cudnn.benchmark = True for convolutions, contiguous "
+            "inputs, a newer cuBLAS/cuDNN."
+        )
     return " ".join(tips)
 
 
 def _snippet(causes: str) -> str:
     if "too few tiles" in causes or "query blocks" in causes:
-        return ("# many small matmuls with the same shape: one batched call\n"
-                "w = torch.stack([l.weight for l in heads])        # [H, out, in]\n"
-                "y = torch.bmm(x.expand(len(heads), *x.shape), w.transpose(1, 2))\n"
-                "# or let torch.compile fuse and autotune them\n"
-                'model = torch.compile(model, mode="max-autotune")\n')  # fmt: skip
+        return (
+            "# many small matmuls with the same shape: one batched call\n"
+            "w = torch.stack([l.weight for l in heads])        # [H, out, in]\n"
+            "y = torch.bmm(x.expand(len(heads), *x.shape), w.transpose(1, 2))\n"
+            "# or let torch.compile fuse and autotune them\n"
+            'model = torch.compile(model, mode="max-autotune")\n'
+        )
     if "attention scores materialized" in causes:
         return (
             "# before: attn = (q @ k.transpose(-2, -1) * scale).softmax(-1); out = attn @ v\n"
             "out = torch.nn.functional.scaled_dot_product_attention(q, k, v)\n"
         )
     if "head dim" in causes:
-        return ("# a head dim the flash kernels run without padding\n"
-                "n_heads = hidden // 64          # head_dim 64 (or 128)\n")  # fmt: skip
+        return (
+            "# a head dim the flash kernels run without padding\n"
+            "n_heads = hidden // 64          # head_dim 64 (or 128)\n"
+        )
     if "multiples of" in causes:
         return (
             "# pad the dimension, slice the result\n"

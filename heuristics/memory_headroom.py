@@ -40,10 +40,16 @@ from advisor.trace.model import Trace
 ID = "memory-headroom"
 TITLE = "GPU memory headroom"
 
-register("memory_headroom.low_pct", 50.0,
-         "peak GPU memory below this % of capacity suggests a larger batch")  # fmt: skip
-register("memory_headroom.high_pct", 90.0,
-         "peak GPU memory above this % of capacity suggests checkpointing or AMP")  # fmt: skip
+register(
+    "memory_headroom.low_pct",
+    50.0,
+    "peak GPU memory below this % of capacity suggests a larger batch",
+)
+register(
+    "memory_headroom.high_pct",
+    90.0,
+    "peak GPU memory above this % of capacity suggests checkpointing or AMP",
+)
 
 CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (ROCm reports as CUDA too)
 GB = 1024**3
@@ -82,9 +88,13 @@ def _from_run(ctx: Context) -> Peak | None:
     ok = [v for v in (alloc, res) if isinstance(v, int | float) and v > 0]
     if not ok or not isinstance(cap, int | float) or cap <= 0:
         return None
-    return Peak("run.json (whole run)", None,
-                int(alloc) if isinstance(alloc, int | float) else None,
-                int(res) if isinstance(res, int | float) else None, int(cap))  # fmt: skip
+    return Peak(
+        "run.json (whole run)",
+        None,
+        int(alloc) if isinstance(alloc, int | float) else None,
+        int(res) if isinstance(res, int | float) else None,
+        int(cap),
+    )
 
 
 def _capacity(trace: Trace, device_id: int) -> int | None:
@@ -110,14 +120,21 @@ def _from_trace(trace: Trace) -> list[Peak]:
         if alloc.notna().any() and float(alloc.max()) > 0:
             r = int(res.max()) if res.notna().any() and float(res.max()) > 0 else None
             at = int(g["ts_ns"].to_numpy()[int(np.nanargmax(alloc.to_numpy(dtype=float)))])
-            out.append(Peak("trace [memory] events", int(dev), int(alloc.max()), r, cap,
-                            ts_ns=at))  # fmt: skip
+            out.append(Peak("trace [memory] events", int(dev), int(alloc.max()), r, cap, ts_ns=at))
         else:  # old traces: allocation sizes only; baseline before the trace is unknown
             run = np.cumsum(g.sort_values("ts_ns", kind="stable")["bytes"].to_numpy())
             if len(run):
                 lb = int(run.max() - min(0, int(run.min())))
-                out.append(Peak("trace [memory] events (sizes only: lower bound)", int(dev),
-                                lb, None, cap, lower_bound=True))  # fmt: skip
+                out.append(
+                    Peak(
+                        "trace [memory] events (sizes only: lower bound)",
+                        int(dev),
+                        lb,
+                        None,
+                        cap,
+                        lower_bound=True,
+                    )
+                )
     return out
 
 
@@ -129,8 +146,10 @@ def _gb(v: float) -> str:
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     peaks = [p for p in [_from_run(ctx)] if p is not None] or _from_trace(trace)
     if not peaks:
-        raise Skip("no GPU memory data (profile with profile_memory=True, or use advisor "
-                   "profile, which records peak memory)")  # fmt: skip
+        raise Skip(
+            "no GPU memory data (profile with profile_memory=True, or use advisor "
+            "profile, which records peak memory)"
+        )
     peak = max(peaks, key=lambda p: max(p.allocated or 0, p.reserved or 0) / p.capacity)
     used = max(peak.allocated or 0, peak.reserved or 0)
     pct = 100.0 * used / peak.capacity
@@ -141,8 +160,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         parts.append(f"{_gb(peak.allocated)} allocated")
     if peak.reserved is not None:
         parts.append(f"{_gb(peak.reserved)} reserved")
-    what = (("at least " if peak.lower_bound else "") + ", ".join(parts)
-            + f" of {_gb(peak.capacity)}{dev} ({pct:.0f}%)")  # fmt: skip
+    what = (
+        ("at least " if peak.lower_bound else "")
+        + ", ".join(parts)
+        + f" of {_gb(peak.capacity)}{dev} ({pct:.0f}%)"
+    )
     example = trace.to_trace_us(peak.ts_ns) if peak.ts_ns is not None else None
     evidence = [Evidence(f"peak memory from {peak.source}", 1, 0.0, example)]
     assumptions = [
@@ -151,33 +173,60 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "may miss the run's peak.",
     ]
     if pct >= high:
-        frag = (peak.reserved is not None and peak.allocated is not None
-                and peak.reserved > 1.2 * peak.allocated)  # fmt: skip
-        summary = (f"Peak GPU memory is {what}, within {100 - pct:.0f}% of the device's "
-                   f"capacity: out-of-memory and allocator stalls are close.")  # fmt: skip
-        rec = ("Free memory with mixed precision (bf16/fp16 autocast halves activations) or "
-               "activation checkpointing of the largest blocks"
-               + ("; reserved is well above allocated, so try "
-                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True." if frag else "."))  # fmt: skip
+        frag = (
+            peak.reserved is not None
+            and peak.allocated is not None
+            and peak.reserved > 1.2 * peak.allocated
+        )
+        summary = (
+            f"Peak GPU memory is {what}, within {100 - pct:.0f}% of the device's "
+            f"capacity: out-of-memory and allocator stalls are close."
+        )
+        rec = (
+            "Free memory with mixed precision (bf16/fp16 autocast halves activations) or "
+            "activation checkpointing of the largest blocks"
+            + (
+                "; reserved is well above allocated, so try "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
+                if frag
+                else "."
+            )
+        )
         snippet = SNIPPET_HIGH
     elif pct < low and not peak.lower_bound:
         free = peak.capacity - used
-        summary = (f"Peak GPU memory is {what}: {_gb(free)} stay unused, room for a larger "
-                   f"batch (activations grow about linearly with it).")  # fmt: skip
-        rec = ("Raise the batch size (scaling the learning rate), use fewer gradient-"
-               "accumulation steps, or fit a larger model: per-step overheads are amortized "
-               "over more samples and kernels get bigger.")  # fmt: skip
+        summary = (
+            f"Peak GPU memory is {what}: {_gb(free)} stay unused, room for a larger "
+            f"batch (activations grow about linearly with it)."
+        )
+        rec = (
+            "Raise the batch size (scaling the learning rate), use fewer gradient-"
+            "accumulation steps, or fit a larger model: per-step overheads are amortized "
+            "over more samples and kernels get bigger."
+        )
         snippet = SNIPPET_LOW
-        assumptions.append("Parameters, gradients and optimizer state do not grow with the "
-                           "batch, so the batch can grow by more than the free share suggests.")  # fmt: skip
+        assumptions.append(
+            "Parameters, gradients and optimizer state do not grow with the "
+            "batch, so the batch can grow by more than the free share suggests."
+        )
     elif peak.lower_bound:
-        raise Skip(f"memory events record allocation sizes only (PyTorch < 1.10): peak is {what}, "
-                   "which cannot show how much memory is free")  # fmt: skip
+        raise Skip(
+            f"memory events record allocation sizes only (PyTorch < 1.10): peak is {what}, "
+            "which cannot show how much memory is free"
+        )
     else:
         return []
-    return [Draft(
-        id=ID, title=TITLE, est_savings_ms=0.0, latent=True,
-        confidence="medium" if peak.lower_bound else "high",
-        summary=summary, recommendation=rec, snippet=snippet, evidence=tuple(evidence),
-        assumptions=tuple(assumptions),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=0.0,
+            latent=True,
+            confidence="medium" if peak.lower_bound else "high",
+            summary=summary,
+            recommendation=rec,
+            snippet=snippet,
+            evidence=tuple(evidence),
+            assumptions=tuple(assumptions),
+        )
+    ]

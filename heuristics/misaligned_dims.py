@@ -62,10 +62,16 @@ ID = "misaligned-dims"
 TITLE = "Matmul/conv dimensions not multiples of 8"
 
 register("misaligned_dims.min_dim", 16.0, "dimensions smaller than this are not checked")
-register("misaligned_dims.fraction", 0.2,
-         "share of a misaligned op's kernel time claimed as saving (1.25x speedup)")  # fmt: skip
-register("misaligned_dims.min_share_pct", 1.0,
-         "report when misaligned ops take at least this % of GPU kernel time")  # fmt: skip
+register(
+    "misaligned_dims.fraction",
+    0.2,
+    "share of a misaligned op's kernel time claimed as saving (1.25x speedup)",
+)
+register(
+    "misaligned_dims.min_share_pct",
+    1.0,
+    "report when misaligned ops take at least this % of GPU kernel time",
+)
 
 
 def _multiple(dtype: str | None, cc: tuple[int, int] | None, rocm: bool, latent: bool) -> int:
@@ -135,18 +141,29 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         share = 100.0 * float(df["ns"].sum()) / total if total else 0.0
         if not len(df) or share < ctx.t("misaligned_dims.min_share_pct"):
             return []
-    groups = (df.groupby(["name", "shape", "dtype"], sort=False)
-              .agg(n=("op", "size"), ns=("ns", "sum"), op=("op", "first"), bad=("bad", "first"),
-                   mult=("mult", "first"))
-              .reset_index().sort_values("ns", ascending=False, kind="stable"))  # fmt: skip
+    groups = (
+        df.groupby(["name", "shape", "dtype"], sort=False)
+        .agg(
+            n=("op", "size"),
+            ns=("ns", "sum"),
+            op=("op", "first"),
+            bad=("bad", "first"),
+            mult=("mult", "first"),
+        )
+        .reset_index()
+        .sort_values("ns", ascending=False, kind="stable")
+    )
     evidence = []
     for g in groups.head(5).itertuples(index=False):
         fixes = "; ".join(f"{k}={v} -> {pad_to(v, g.mult)}" for k, v in g.bad.items())
-        evidence.append(Evidence(
-            what=f"{g.name} [{g.shape}] {g.dtype}: {fixes}",
-            count=int(g.n), total_ms=round(float(g.ns) / 1e6, 3),
-            example_ts_us=trace.to_trace_us(int(ops["ts_ns"].iat[int(g.op)])),
-        ))  # fmt: skip
+        evidence.append(
+            Evidence(
+                what=f"{g.name} [{g.shape}] {g.dtype}: {fixes}",
+                count=int(g.n),
+                total_ms=round(float(g.ns) / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(ops["ts_ns"].iat[int(g.op)])),
+            )
+        )
     locs: list[Location | None] = ctx.locator.for_ops(df["op"])
     top = groups.iloc[0]
     k0, v0 = next(iter(top["bad"].items()))
@@ -156,50 +173,69 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     mults = sorted(set(groups["mult"]))
     rule = " / ".join(f"{m}" for m in mults)
     what = "the ops take {} of CPU time" if latent else "their GEMM/conv kernels take {}"
-    summary = (f"{len(groups)} matmul/conv shape(s) have dimensions that are not multiples of "
-               f"{rule} (e.g. {top['name']} {example}); "
-               f"{what.format(fmt_ms(kernel_ms))} per step.")  # fmt: skip
+    summary = (
+        f"{len(groups)} matmul/conv shape(s) have dimensions that are not multiples of "
+        f"{rule} (e.g. {top['name']} {example}); "
+        f"{what.format(fmt_ms(kernel_ms))} per step."
+    )
     if latent:
-        summary += (" Free on this CPU run; on a Tensor Core GPU with fp16/bf16 autocast they "
-                    "fall back to slower kernels.")  # fmt: skip
+        summary += (
+            " Free on this CPU run; on a Tensor Core GPU with fp16/bf16 autocast they "
+            "fall back to slower kernels."
+        )
     fields: dict = {
         "est_savings_ms": 0.0 if latent else kernel_ms * frac,
         "est_savings_range_ms": None if latent else (kernel_ms * 0.1, kernel_ms * 0.5),
     }
-    how = (f"Saving = {frac:g} x the GEMM/conv kernel time of misaligned ops (a 1.25x "
-           "speedup; peers report 1.3-4x); the range is 10%-50%.")  # fmt: skip
+    how = (
+        f"Saving = {frac:g} x the GEMM/conv kernel time of misaligned ops (a 1.25x "
+        "speedup; peers report 1.3-4x); the range is 10%-50%."
+    )
     if not latent and mk is not None:
         krows = use.loc[use["op"].isin(df["op"]).to_numpy(), "row"]
         sp = 1.0 / (1.0 - frac) if frac < 1 else float("inf")
-        rep = ctx.whatif(ScaleGpu(kernels=krows.to_numpy(), speedup=sp, low=1 / 0.9, high=2.0,
-                                  label="padded dimensions"))  # fmt: skip
+        rep = ctx.whatif(
+            ScaleGpu(
+                kernels=krows.to_numpy(),
+                speedup=sp,
+                low=1 / 0.9,
+                high=2.0,
+                label="padded dimensions",
+            )
+        )
         if rep.replayed:
             fields = rep.draft_fields()
-            how = (f"These kernels run {sp:.2f}x faster ({frac:g} of their time saved; peers "
-                   "report 1.3-4x; range 1.11x-2x). " + rep.assumption)  # fmt: skip
-    return [Draft(
-        id=ID, title=TITLE,
-        **fields,
-        confidence="medium" if not latent else "low",
-        latent=latent,
-        summary=summary,
-        recommendation=(
-            "Pad the listed dimensions to the next multiple (64 is even better on A100/H100): "
-            "vocabulary and output layers with extra unused rows (slice the logits), input "
-            "features with zero columns once in the data pipeline, hidden sizes in the model "
-            "config, and use batch sizes that are multiples of 8."
-        ),
-        snippet=_snippet(int(v0), int(top["mult"])),
-        evidence=tuple(evidence),
-        locations=aggregate(locs),
-        assumptions=(
-            how if not latent else
-            "CPU-only trace: no time claimed; checked with the 16-bit rule (multiples of 8).",
-            f"Rule: multiples of 8 for float16/bfloat16, of 4 for FP32 as TF32 (compute "
-            f"capability 8.0+); dimensions under {min_dim:g} are not checked.",
-            "FP32 shapes count only where their kernels already run on Tensor Cores (TF32).",
-        ),
-    )]  # fmt: skip
+            how = (
+                f"These kernels run {sp:.2f}x faster ({frac:g} of their time saved; peers "
+                "report 1.3-4x; range 1.11x-2x). " + rep.assumption
+            )
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="medium" if not latent else "low",
+            latent=latent,
+            summary=summary,
+            recommendation=(
+                "Pad the listed dimensions to the next multiple (64 is even better on A100/H100): "
+                "vocabulary and output layers with extra unused rows (slice the logits), input "
+                "features with zero columns once in the data pipeline, hidden sizes in the model "
+                "config, and use batch sizes that are multiples of 8."
+            ),
+            snippet=_snippet(int(v0), int(top["mult"])),
+            evidence=tuple(evidence),
+            locations=aggregate(locs),
+            assumptions=(
+                how
+                if not latent
+                else "CPU-only trace: no time claimed; checked with the 16-bit rule (multiples of 8).",
+                f"Rule: multiples of 8 for float16/bfloat16, of 4 for FP32 as TF32 (compute "
+                f"capability 8.0+); dimensions under {min_dim:g} are not checked.",
+                "FP32 shapes count only where their kernels already run on Tensor Cores (TF32).",
+            ),
+        )
+    ]
 
 
 def _snippet(v: int, mult: int) -> str:

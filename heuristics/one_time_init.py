@@ -45,8 +45,9 @@ from advisor.trace.model import Trace
 ID = "one-time-init"
 TITLE = "One-time set-up captured in the profiled window"
 
-register("one_time_init.min_pct", 10.0,
-         "report one-time work from this % of the median steady step")  # fmt: skip
+register(
+    "one_time_init.min_pct", 10.0, "report one-time work from this % of the median steady step"
+)
 
 
 @detector(ID, TITLE)
@@ -59,8 +60,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     end = int(ss.steps["end_ns"].max()) if len(ss.steps) else 0
     ev = ev if kept_in else ev[~inside & (ev["ts_ns"].to_numpy() < end)]
     up = _uploads(trace, end) if not kept_in else None
-    by_kind = {k: (int((ev["kind"] == k).sum()), int(ev.loc[ev["kind"] == k, "dur_ns"].sum()))
-               for k in KINDS}  # fmt: skip
+    by_kind = {
+        k: (int((ev["kind"] == k).sum()), int(ev.loc[ev["kind"] == k, "dur_ns"].sum()))
+        for k in KINDS
+    }
     once_ns = sum(ns for _, ns in by_kind.values()) + (up[1] if up else 0)
     step_ms = ss.median_ms()
     if once_ns <= 0 or once_ns / 1e6 < ctx.t("one_time_init.min_pct") / 100.0 * step_ms:
@@ -72,47 +75,81 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if n:
             rows = ev[ev["kind"] == k]
             top = rows.iloc[int(np.argmax(rows["dur_ns"].to_numpy()))]
-            evidence.append(Evidence(f"{LABELS[k]} (longest: {top['name']})", n,
-                                     round(ns / 1e6, 3), trace.to_trace_us(int(top["ts_ns"]))))  # fmt: skip
+            evidence.append(
+                Evidence(
+                    f"{LABELS[k]} (longest: {top['name']})",
+                    n,
+                    round(ns / 1e6, 3),
+                    trace.to_trace_us(int(top["ts_ns"])),
+                )
+            )
     if up and up[0]:
-        evidence.append(Evidence(f"{LABELS['upload']}: {up[2] / 1e6:.1f} MB", up[0],
-                                 round(up[1] / 1e6, 3), trace.to_trace_us(up[3])))  # fmt: skip
+        evidence.append(
+            Evidence(
+                f"{LABELS['upload']}: {up[2] / 1e6:.1f} MB",
+                up[0],
+                round(up[1] / 1e6, 3),
+                trace.to_trace_us(up[3]),
+            )
+        )
     tried = _tried_once(trace) if not kept_in else None
     if tried is not None:
         evidence.append(tried)
     for e in ss.excluded:
-        evidence.append(Evidence(f"left out of the steps: {e.reason}", 1, round(e.dur_ns / 1e6, 3),
-                                 trace.to_trace_us(e.start_ns)))  # fmt: skip
-    parts = ", ".join(f"{LABELS[k]} {_fmt(by_kind[k][1])}"
-                      for k in sorted(KINDS, key=lambda k: -by_kind[k][1]) if by_kind[k][0])  # fmt: skip
+        evidence.append(
+            Evidence(
+                f"left out of the steps: {e.reason}",
+                1,
+                round(e.dur_ns / 1e6, 3),
+                trace.to_trace_us(e.start_ns),
+            )
+        )
+    parts = ", ".join(
+        f"{LABELS[k]} {_fmt(by_kind[k][1])}"
+        for k in sorted(KINDS, key=lambda k: -by_kind[k][1])
+        if by_kind[k][0]
+    )
     if up and up[0]:
         parts += f", {LABELS['upload']} {_fmt(up[1])}"
     if kept_in:
-        where = ("The trace has no markers that split it into iterations, so this work is inside "
-                 "its single step and the per-step figures include it.")  # fmt: skip
+        where = (
+            "The trace has no markers that split it into iterations, so this work is inside "
+            "its single step and the per-step figures include it."
+        )
     else:
-        where = (f"It is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
-                 f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} ranges "
-                 f"(median {step_ms:.2f} ms) remain.")  # fmt: skip
-    return [Draft(
-        id=ID, title=TITLE, est_savings_ms=0.0, severity="info",
-        confidence="medium" if kept_in else "high",
-        summary=f"The window captured {_fmt(once_ns)} of one-time work ({parts}). {where}",
-        recommendation=(
-            "Nothing to fix in the model: profile past the set-up. Open the profiler window "
-            "after a few iterations with a schedule (wait/warmup steps) and call prof.step() "
-            "every iteration, or run `advisor profile --warmup N`; with torch.compile, let the "
-            "first calls compile before the window opens."),
-        snippet=_SNIPPET,
-        evidence=tuple(evidence),
-        assumptions=(
-            "One-time work: long first runtime calls (context creation), module loading and "
-            "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, and host-to-device "
-            "copies in the parts of the window left out of the steady steps.",
-            "No per-step saving is claimed; the total is the time those events took.",
-        ),
-        extra={"one_time_ms": round(once_ns / 1e6, 3), "excluded_ms": round(excluded_ns / 1e6, 3)},
-    )]  # fmt: skip
+        where = (
+            f"It is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
+            f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} ranges "
+            f"(median {step_ms:.2f} ms) remain."
+        )
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=0.0,
+            severity="info",
+            confidence="medium" if kept_in else "high",
+            summary=f"The window captured {_fmt(once_ns)} of one-time work ({parts}). {where}",
+            recommendation=(
+                "Nothing to fix in the model: profile past the set-up. Open the profiler window "
+                "after a few iterations with a schedule (wait/warmup steps) and call prof.step() "
+                "every iteration, or run `advisor profile --warmup N`; with torch.compile, let the "
+                "first calls compile before the window opens."
+            ),
+            snippet=_SNIPPET,
+            evidence=tuple(evidence),
+            assumptions=(
+                "One-time work: long first runtime calls (context creation), module loading and "
+                "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, and host-to-device "
+                "copies in the parts of the window left out of the steady steps.",
+                "No per-step saving is claimed; the total is the time those events took.",
+            ),
+            extra={
+                "one_time_ms": round(once_ns / 1e6, 3),
+                "excluded_ms": round(excluded_ns / 1e6, 3),
+            },
+        )
+    ]
 
 
 def _uploads(trace: Trace, before_ns: int) -> tuple[int, int, float, int] | None:
@@ -125,8 +162,12 @@ def _uploads(trace: Trace, before_ns: int) -> tuple[int, int, float, int] | None
     sel &= m["ts_ns"].to_numpy() < before_ns
     if not sel.any():
         return None
-    return (int(sel.sum()), int(m["dur_ns"].to_numpy()[sel].sum()),
-            float(m["bytes"].to_numpy()[sel].sum()), int(m["ts_ns"].to_numpy()[sel].min()))  # fmt: skip
+    return (
+        int(sel.sum()),
+        int(m["dur_ns"].to_numpy()[sel].sum()),
+        float(m["bytes"].to_numpy()[sel].sum()),
+        int(m["ts_ns"].to_numpy()[sel].min()),
+    )
 
 
 _CONV_RE = re.compile(r"conv|cudnn|winograd|implicit_gemm|fft|precomputed", re.IGNORECASE)
@@ -145,9 +186,12 @@ def _tried_once(trace: Trace) -> Evidence | None:
     if not m.any():
         return None
     ts = int(k["ts_ns"].to_numpy()[m].min())
-    return Evidence("convolution kernels that ran only before the steady steps (cuDNN trying "
-                    "algorithms)", int(m.sum()), round(float(k["dur_ns"].to_numpy()[m].sum()) / 1e6, 3),
-                    trace.to_trace_us(ts))  # fmt: skip
+    return Evidence(
+        "convolution kernels that ran only before the steady steps (cuDNN trying algorithms)",
+        int(m.sum()),
+        round(float(k["dur_ns"].to_numpy()[m].sum()) / 1e6, 3),
+        trace.to_trace_us(ts),
+    )
 
 
 def _fmt(ns: float) -> str:

@@ -57,10 +57,16 @@ from .single_tensor_optimizer import optimizer_ranges, per_parameter
 ID = "optimizer-host-time"
 TITLE = "Optimizer step bound by host time"
 
-register("optimizer_host_time.min_pct", 5.0,
-         "report when optimizer steps hold the host this % of the median step")  # fmt: skip
-register("optimizer_host_time.fraction", 0.5,
-         "share of the GPU idle time inside the optimizer step claimed as saving")  # fmt: skip
+register(
+    "optimizer_host_time.min_pct",
+    5.0,
+    "report when optimizer steps hold the host this % of the median step",
+)
+register(
+    "optimizer_host_time.fraction",
+    0.5,
+    "share of the GPU idle time inside the optimizer step claimed as saving",
+)
 
 
 def _gpu_ns(trace: Trace, stats: pd.DataFrame) -> np.ndarray:
@@ -112,19 +118,37 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     claim = np.minimum(rest["idle_ns"].to_numpy() * frac, excess)
     saving_ms = float(claim.sum()) / 1e6 / steps
     r_ts = rest["ts_ns"].to_numpy()
-    rep = ctx.whatif(ShrinkHost(r_ts, r_ts + rest["dur_ns"].to_numpy(), rest["tid"].to_numpy(),
-                                keep=1.0 - frac, low=1.0 - frac / 2,
-                                high=max(0.0, 1.0 - 1.5 * frac), label="cheaper optimizer step"))  # fmt: skip
+    rep = ctx.whatif(
+        ShrinkHost(
+            r_ts,
+            r_ts + rest["dur_ns"].to_numpy(),
+            rest["tid"].to_numpy(),
+            keep=1.0 - frac,
+            low=1.0 - frac / 2,
+            high=max(0.0, 1.0 - 1.5 * frac),
+            label="cheaper optimizer step",
+        )
+    )
     fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
-    by_cls = rest.groupby("cls", sort=False).agg(n=("dur_ns", "size"), host=("dur_ns", "sum"),
-                                                 gpu=("gpu_ns", "sum"), idle=("idle_ns", "sum"),
-                                                 ts=("ts_ns", "min"), k=("kernels", "sum"))  # fmt: skip
+    by_cls = rest.groupby("cls", sort=False).agg(
+        n=("dur_ns", "size"),
+        host=("dur_ns", "sum"),
+        gpu=("gpu_ns", "sum"),
+        idle=("idle_ns", "sum"),
+        ts=("ts_ns", "min"),
+        k=("kernels", "sum"),
+    )
     by_cls = by_cls.sort_values("host", ascending=False)
     ev = []
     for cls, r in by_cls.iterrows():
-        ev.append(Evidence(f"Optimizer.step#{cls}.step: host time (GPU work launched "
-                           f"{ms(r['gpu'])} ms)", int(r["n"]), ms(r["host"]),
-                           trace.to_trace_us(int(r["ts"]))))  # fmt: skip
+        ev.append(
+            Evidence(
+                f"Optimizer.step#{cls}.step: host time (GPU work launched {ms(r['gpu'])} ms)",
+                int(r["n"]),
+                ms(r["host"]),
+                trace.to_trace_us(int(r["ts"])),
+            )
+        )
     ev.append(Evidence("GPU idle inside those ranges", len(rest), ms(rest["idle_ns"].sum())))
     names = " and ".join(f"{c}.step" for c in by_cls.index[:3])
     top = str(by_cls.index[0])
@@ -132,55 +156,81 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     groups = opt.get("param_groups")
     setting = ""
     if opt:
-        setting = (f" (run.json: {opt.get('param_tensors', '?')} parameter tensors"
-                   + (f" in {groups} group(s)" if isinstance(groups, int) else "")
-                   + f", foreach={opt.get('foreach')}, fused={opt.get('fused')})")  # fmt: skip
+        setting = (
+            f" (run.json: {opt.get('param_tensors', '?')} parameter tensors"
+            + (f" in {groups} group(s)" if isinstance(groups, int) else "")
+            + f", foreach={opt.get('foreach')}, fused={opt.get('fused')})"
+        )
     verb = "holds" if len(by_cls) == 1 else "hold"
-    summary = (f"{names} {verb} the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step) "
-               f"while launching {fmt_ms(gpu_ms)} of GPU work{setting}; the GPU idles "
-               f"{fmt_ms(float(rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them"
-               + (f"; replayed with {frac:.0%} of that host time gone, the step is "
-                  f"{fmt_ms(rep.ms)} shorter." if rep.replayed else "."))  # fmt: skip
+    summary = (
+        f"{names} {verb} the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step) "
+        f"while launching {fmt_ms(gpu_ms)} of GPU work{setting}; the GPU idles "
+        f"{fmt_ms(float(rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them"
+        + (
+            f"; replayed with {frac:.0%} of that host time gone, the step is "
+            f"{fmt_ms(rep.ms)} shorter."
+            if rep.replayed
+            else "."
+        )
+    )
     locs = _locations(trace, ctx, rest, opt)
-    return [Draft(
-        id=ID, title=TITLE, **fields,
-        confidence="medium" if host_ms > 2 * gpu_ms else "low",
-        summary=summary, snippet=_snippet(top),
-        recommendation=(("Every operator is slow on this host (see host-overhead): fix that "
-                         "first. ") if slow_host(trace, ctx) else "") + _advice(top, groups),
-        evidence=tuple(ev), locations=locs,
-        assumptions=(
-            f"Host time = the Optimizer.step ranges inside the {steps} steady step(s); GPU work "
-            "= the kernels, copies and memsets launched from inside them.",
-            f"A cheaper step removes {frac:.0%} of the host time inside the ranges (range "
-            f"{frac / 2:.0%}-{min(1.0, 1.5 * frac):.0%}; optimizer_host_time.fraction); the "
-            "update kernels keep their GPU time.",
-            rep.assumption if rep.replayed else
-            f"Saving = {frac:g} x the GPU idle time inside the ranges (start to the end of their "
-            "last kernel), at most the host time above the GPU work.",
-            "Ranges with per-parameter ops and no foreach/fused kernel are single-tensor-"
-            "optimizer's and are not counted here.",
-        ),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="medium" if host_ms > 2 * gpu_ms else "low",
+            summary=summary,
+            snippet=_snippet(top),
+            recommendation=(
+                ("Every operator is slow on this host (see host-overhead): fix that first. ")
+                if slow_host(trace, ctx)
+                else ""
+            )
+            + _advice(top, groups),
+            evidence=tuple(ev),
+            locations=locs,
+            assumptions=(
+                f"Host time = the Optimizer.step ranges inside the {steps} steady step(s); GPU work "
+                "= the kernels, copies and memsets launched from inside them.",
+                f"A cheaper step removes {frac:.0%} of the host time inside the ranges (range "
+                f"{frac / 2:.0%}-{min(1.0, 1.5 * frac):.0%}; optimizer_host_time.fraction); the "
+                "update kernels keep their GPU time.",
+                rep.assumption
+                if rep.replayed
+                else f"Saving = {frac:g} x the GPU idle time inside the ranges (start to the end of their "
+                "last kernel), at most the host time above the GPU work.",
+                "Ranges with per-parameter ops and no foreach/fused kernel are single-tensor-"
+                "optimizer's and are not counted here.",
+            ),
+        )
+    ]
 
 
-def _locations(trace: Trace, ctx: Context, rest: pd.DataFrame,
-               opt: dict[str, Any]) -> tuple[Location, ...]:  # fmt: skip
-    locs = aggregate(ctx.locator.at(int(t), int(ts))
-                     for t, ts in zip(rest["tid"], rest["ts_ns"], strict=True))  # fmt: skip
+def _locations(
+    trace: Trace, ctx: Context, rest: pd.DataFrame, opt: dict[str, Any]
+) -> tuple[Location, ...]:
+    locs = aggregate(
+        ctx.locator.at(int(t), int(ts)) for t, ts in zip(rest["tid"], rest["ts_ns"], strict=True)
+    )
     if isinstance(opt.get("file"), str) and isinstance(opt.get("line"), int):
         locs = (Location(opt["file"], opt["line"], "optimizer created here"), *locs)[:5]
     return locs
 
 
 def _advice(cls: str, groups: object) -> str:
-    grp = (f" Merge its {groups} parameter groups into as few as the hyper-parameters need."
-           if isinstance(groups, int) and groups > 4 else " Use fewer parameter groups.")  # fmt: skip
-    return (f"Make {cls}.step cheaper on the host: foreach=True or fused=True where it has "
-            f"them, larger parameter blocks (for Shampoo a larger max_preconditioner_dim and a "
-            f"lower precondition_frequency).{grp} With gradient accumulation, step once every k "
-            f"micro-batches; or compile the step (torch.compile(optimizer.step)) so it runs as "
-            f"a few fused kernels.")  # fmt: skip
+    grp = (
+        f" Merge its {groups} parameter groups into as few as the hyper-parameters need."
+        if isinstance(groups, int) and groups > 4
+        else " Use fewer parameter groups."
+    )
+    return (
+        f"Make {cls}.step cheaper on the host: foreach=True or fused=True where it has "
+        f"them, larger parameter blocks (for Shampoo a larger max_preconditioner_dim and a "
+        f"lower precondition_frequency).{grp} With gradient accumulation, step once every k "
+        f"micro-batches; or compile the step (torch.compile(optimizer.step)) so it runs as "
+        f"a few fused kernels."
+    )
 
 
 def _snippet(cls: str) -> str:

@@ -45,12 +45,21 @@ from ._ops import runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "pageable-memcpy"
-register("pageable_memcpy.min_bytes_per_step", 1024.0**2,
-         "report pageable host-to-device copies from this many bytes per step")  # fmt: skip
-register("pageable_memcpy.pinned_speedup", 2.0,
-         "assumed pinned/pageable bandwidth ratio when the trace has no pinned copy to measure")  # fmt: skip
-register("pageable_memcpy.pinned_gbps", 0.0,
-         "pinned host-to-device bandwidth in GB/s (0 = measured in the trace, else by GPU generation)")  # fmt: skip
+register(
+    "pageable_memcpy.min_bytes_per_step",
+    1024.0**2,
+    "report pageable host-to-device copies from this many bytes per step",
+)
+register(
+    "pageable_memcpy.pinned_speedup",
+    2.0,
+    "assumed pinned/pageable bandwidth ratio when the trace has no pinned copy to measure",
+)
+register(
+    "pageable_memcpy.pinned_gbps",
+    0.0,
+    "pinned host-to-device bandwidth in GB/s (0 = measured in the trace, else by GPU generation)",
+)
 
 LATENCY_NS = 10_000
 MIN_PINNED_SAMPLE_BYTES = 1024**2
@@ -69,16 +78,22 @@ def _pinned_gbps(trace: Trace, ctx: Context, pageable_gbps: float) -> tuple[floa
     if forced > 0:
         return forced, f"pinned bandwidth {forced:.1f} GB/s (set with --set)", False
     m = trace.memcpy
-    pin = m[(m["kind"].astype(str) == "HtoD") & (m["src"].astype(str) == "Pinned")
-            & (m["bytes"] >= MIN_PINNED_SAMPLE_BYTES) & (m["dur_ns"] > 0)]  # fmt: skip
+    pin = m[
+        (m["kind"].astype(str) == "HtoD")
+        & (m["src"].astype(str) == "Pinned")
+        & (m["bytes"] >= MIN_PINNED_SAMPLE_BYTES)
+        & (m["dur_ns"] > 0)
+    ]
     if len(pin):
         bw = float(pin["bytes"].sum()) / float(pin["dur_ns"].sum())
         return bw, f"pinned bandwidth {bw:.1f} GB/s measured on {len(pin)} pinned copies here", True
     cap = _link_cap_gbps(trace)
     speedup = ctx.t("pageable_memcpy.pinned_speedup")
     bw = min(pageable_gbps * speedup, cap)
-    how = (f"pinned bandwidth assumed {bw:.1f} GB/s: {speedup:g}x the measured pageable "
-           f"{pageable_gbps:.1f} GB/s, capped at {cap:.0f} GB/s (conservative pinned rate for this GPU)")  # fmt: skip
+    how = (
+        f"pinned bandwidth assumed {bw:.1f} GB/s: {speedup:g}x the measured pageable "
+        f"{pageable_gbps:.1f} GB/s, capped at {cap:.0f} GB/s (conservative pinned rate for this GPU)"
+    )
     return bw, how, False
 
 
@@ -171,15 +186,17 @@ def _evidence(trace: Trace, pg: pd.DataFrame) -> tuple[Evidence, ...]:
     rows = []
     for nbytes, g in pg.groupby("bytes", sort=False):
         first = g.sort_values("ts_ns").iloc[0]
-        rows.append((
-            float(g["dur_ns"].sum()),
-            Evidence(
-                what=f"Memcpy HtoD (Pageable -> Device), {_size(float(nbytes))} each",
-                count=len(g),
-                total_ms=ms(g["dur_ns"].sum()),
-                example_ts_us=trace.to_trace_us(int(first["ts_ns"])),
-            ),
-        ))  # fmt: skip
+        rows.append(
+            (
+                float(g["dur_ns"].sum()),
+                Evidence(
+                    what=f"Memcpy HtoD (Pageable -> Device), {_size(float(nbytes))} each",
+                    count=len(g),
+                    total_ms=ms(g["dur_ns"].sum()),
+                    example_ts_us=trace.to_trace_us(int(first["ts_ns"])),
+                ),
+            )
+        )
     rows.sort(key=lambda r: -r[0])
     return tuple(e for _, e in rows[:5])
 

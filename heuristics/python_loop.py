@@ -49,19 +49,36 @@ from ._per_step import ms, n_steps
 ID = "python-loop"
 TITLE = "Per-element tensor ops from a Python loop"
 
-register("python_loop.min_ops_per_step", 200.0,
-         "per-element ops one line must issue in a step to be reported")  # fmt: skip
+register(
+    "python_loop.min_ops_per_step",
+    200.0,
+    "per-element ops one line must issue in a step to be reported",
+)
 
-PER_ELEMENT = frozenset({"aten::select", "aten::index", "aten::item",
-                         "aten::_local_scalar_dense", "aten::index_put_"})  # fmt: skip
+PER_ELEMENT = frozenset(
+    {"aten::select", "aten::index", "aten::item", "aten::_local_scalar_dense", "aten::index_put_"}
+)
 SCALAR_MATH = frozenset(
-    f"aten::{n}" for n in (
+    f"aten::{n}"
+    for n in (
         "add sub mul div add_ sub_ mul_ div_ rsub pow neg abs eq ne lt le gt ge remainder "
         "floor_divide maximum minimum sqrt exp log sin cos tanh sigmoid".split()
     )
-)  # fmt: skip
-NOT_TENSOR = frozenset({"", "Scalar", "ScalarList", "TensorList", "GenericList", "String",
-                        "Device", "Layout", "ScalarType", "MemoryFormat"})  # fmt: skip
+)
+NOT_TENSOR = frozenset(
+    {
+        "",
+        "Scalar",
+        "ScalarList",
+        "TensorList",
+        "GenericList",
+        "String",
+        "Device",
+        "Layout",
+        "ScalarType",
+        "MemoryFormat",
+    }
+)
 
 SNIPPET = """# before: one tiny op (and one .item()) per element
 total = 0.0
@@ -135,8 +152,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         cost = float(dur[a].sum() - dur[a].max())
         if trace.has_gpu:
             cost = min(cost, float(main_busy(trace).idle_ns(int(ts[a].min()), int(end[a].max()))))
-        acc = per_line.setdefault(loc, {"ops": 0, "saving_ns": 0.0, "op_ns": 0.0,
-                                        "max_step": 0, "first": int(ts[a].min())})  # fmt: skip
+        acc = per_line.setdefault(
+            loc,
+            {"ops": 0, "saving_ns": 0.0, "op_ns": 0.0, "max_step": 0, "first": int(ts[a].min())},
+        )
         acc["ops"] += len(a)
         acc["saving_ns"] += cost
         acc["op_ns"] += float(dur[a].sum())
@@ -151,25 +170,33 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     rep = None
     if trace.has_gpu:
         c = np.concatenate(cut)
-        rep = ctx.whatif(ShrinkHost(ts[c], end[c], ops["tid"].to_numpy()[c], keep=0.0,
-                                    label="vectorized loops"))  # fmt: skip
+        rep = ctx.whatif(
+            ShrinkHost(ts[c], end[c], ops["tid"].to_numpy()[c], keep=0.0, label="vectorized loops")
+        )
         saving_ms = rep.ms if rep.replayed else saving_ms
     evidence = []
     for loc in order[:5]:
         v = per_line[loc]
-        kinds = sorted(((k, int(c)) for k, c in v.items() if k.startswith("aten::")),
-                       key=lambda kc: -kc[1])  # fmt: skip
+        kinds = sorted(
+            ((k, int(c)) for k, c in v.items() if k.startswith("aten::")), key=lambda kc: -kc[1]
+        )
         mix = ", ".join(f"{k.removeprefix('aten::')} x{c}" for k, c in kinds[:3])
-        evidence.append(Evidence(
-            f"{loc.file}:{loc.line} ({loc.function}): up to {int(v['max_step'])} per-element "
-            f"ops in one step ({mix})", int(v["ops"]), ms(v["op_ns"]),
-            trace.to_trace_us(v["first"]),
-        ))  # fmt: skip
+        evidence.append(
+            Evidence(
+                f"{loc.file}:{loc.line} ({loc.function}): up to {int(v['max_step'])} per-element "
+                f"ops in one step ({mix})",
+                int(v["ops"]),
+                ms(v["op_ns"]),
+                trace.to_trace_us(v["first"]),
+            )
+        )
     top = per_line[order[0]]
-    summary = (f"{len(order)} line(s) drive per-element tensor ops from a Python loop: "
-               f"{order[0].file}:{order[0].line} issues up to {int(top['max_step'])} tiny ops in "
-               f"one step; vectorizing saves about {saving_ms:.3f} ms per step of measured op "
-               f"time.")  # fmt: skip
+    summary = (
+        f"{len(order)} line(s) drive per-element tensor ops from a Python loop: "
+        f"{order[0].file}:{order[0].line} issues up to {int(top['max_step'])} tiny ops in "
+        f"one step; vectorizing saves about {saving_ms:.3f} ms per step of measured op "
+        f"time."
+    )
     assumptions = [
         "Saving = measured duration of the per-element ops from each line in each step, minus "
         f"the longest one (a vectorized version still runs about one op), divided by the {nst} "
@@ -185,16 +212,24 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         )
         assumptions.append("Waits inside .item() overlap the sync-point finding.")
     elif trace.has_gpu:
-        assumptions.append("GPU trace: each loop's saving is capped at the GPU idle time while "
-                           "it ran; waits inside .item() overlap the sync-point finding.")  # fmt: skip
+        assumptions.append(
+            "GPU trace: each loop's saving is capped at the GPU idle time while "
+            "it ran; waits inside .item() overlap the sync-point finding."
+        )
     else:
         assumptions.append("CPU-only trace: this is measured CPU time.")
-    return [Draft(
-        id=ID, title=TITLE, est_savings_ms=round(saving_ms, 3),
-        extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
-        confidence="high" if top["max_step"] >= 4 * min_ops else "medium",
-        summary=summary, recommendation=RECOMMENDATION, snippet=SNIPPET,
-        evidence=tuple(evidence),
-        locations=tuple(replace(loc, count=int(per_line[loc]["ops"])) for loc in order[:5]),
-        assumptions=tuple(assumptions),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=round(saving_ms, 3),
+            extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
+            confidence="high" if top["max_step"] >= 4 * min_ops else "medium",
+            summary=summary,
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=tuple(evidence),
+            locations=tuple(replace(loc, count=int(per_line[loc]["ops"])) for loc in order[:5]),
+            assumptions=tuple(assumptions),
+        )
+    ]

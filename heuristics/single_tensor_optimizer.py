@@ -54,20 +54,27 @@ from ._per_step import ms, n_steps
 ID = "single-tensor-optimizer"
 TITLE = "Optimizer step without foreach/fused kernels"
 
-register("single_tensor_optimizer.min_ops_per_step", 30.0,
-         "per-parameter elementwise ops an optimizer step must issue to be reported")  # fmt: skip
-register("single_tensor_optimizer.residual_pct", 10.0,
-         "% of the optimizer step's range assumed left after switching to foreach/fused")  # fmt: skip
+register(
+    "single_tensor_optimizer.min_ops_per_step",
+    30.0,
+    "per-parameter elementwise ops an optimizer step must issue to be reported",
+)
+register(
+    "single_tensor_optimizer.residual_pct",
+    10.0,
+    "% of the optimizer step's range assumed left after switching to foreach/fused",
+)
 
 STEP_RE = re.compile(r"^Optimizer\.step#(\w+)\.step")
 MULTI_OP_RE = re.compile(r"_foreach_|_fused_")
 MULTI_KERNEL_RE = re.compile(r"multi_tensor_apply|fused_adam|fused_sgd|^triton_", re.I)
 PER_PARAM = frozenset(
-    f"aten::{n}" for n in (
+    f"aten::{n}"
+    for n in (
         "add add_ sub sub_ mul mul_ div div_ addcdiv addcdiv_ addcmul addcmul_ lerp lerp_ "
         "sqrt sqrt_ maximum maximum_ neg neg_ sign sign_ pow pow_ clamp clamp_ copy_".split()
     )
-)  # fmt: skip
+)
 FUSED_OK = {"Adam", "AdamW", "SGD", "Adagrad"}
 
 
@@ -93,8 +100,11 @@ def _window_stats(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
     launched = np.zeros(len(ops), dtype=bool)
     # per-row flags, each name tested once (names are categorical)
     multi_op = name_mask(ops["name"], MULTI_OP_RE)
-    multi_kernel = name_mask(trace.kernels["name"], MULTI_KERNEL_RE) if len(trace.kernels) \
-        else np.zeros(0, dtype=bool)  # fmt: skip
+    multi_kernel = (
+        name_mask(trace.kernels["name"], MULTI_KERNEL_RE)
+        if len(trace.kernels)
+        else np.zeros(0, dtype=bool)
+    )
     kop = kernel_op(trace) if len(trace.kernels) else np.zeros(0, np.int64)
     kend = trace.kernels["end_ns"].to_numpy() if len(trace.kernels) else np.zeros(0, np.int64)
     if len(kop):
@@ -117,17 +127,43 @@ def _window_stats(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
         if trace.has_gpu:
             per = per[launched[per]]
         # kernels launched by an op inside the range
-        k_in = np.flatnonzero((kop >= 0) & in_win[np.clip(kop, 0, None)]) if len(kop) and len(ops) \
-            else np.zeros(0, np.int64)  # fmt: skip
+        k_in = (
+            np.flatnonzero((kop >= 0) & in_win[np.clip(kop, 0, None)])
+            if len(kop) and len(ops)
+            else np.zeros(0, np.int64)
+        )
         if len(k_in) and multi_kernel[k_in].any():
             multi = True
         hi = max(int(w.end_ns), int(kend[k_in].max()) if len(k_in) else 0)
         idle = main_busy(trace).idle_ns(int(w.ts_ns), hi) if trace.has_gpu else 0
         m = STEP_RE.match(str(w.name))
-        rows.append((m.group(1) if m else "?", int(w.step), int(w.tid), int(w.ts_ns),
-                     int(w.end_ns) - int(w.ts_ns), len(per), len(k_in), multi, idle))  # fmt: skip
-    return pd.DataFrame(rows, columns=["cls", "step", "tid", "ts_ns", "dur_ns", "per_param",
-                                       "kernels", "multi", "idle_ns"])  # fmt: skip
+        rows.append(
+            (
+                m.group(1) if m else "?",
+                int(w.step),
+                int(w.tid),
+                int(w.ts_ns),
+                int(w.end_ns) - int(w.ts_ns),
+                len(per),
+                len(k_in),
+                multi,
+                idle,
+            )
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "cls",
+            "step",
+            "tid",
+            "ts_ns",
+            "dur_ns",
+            "per_param",
+            "kernels",
+            "multi",
+            "idle_ns",
+        ],
+    )
 
 
 def _innermost(win: pd.DataFrame) -> pd.DataFrame:
@@ -135,8 +171,10 @@ def _innermost(win: pd.DataFrame) -> pd.DataFrame:
     if len(win) < 2:
         return win
     ts, end, tid = (win[c].to_numpy() for c in ("ts_ns", "end_ns", "tid"))
-    outer = [bool(np.any((tid == tid[i]) & (ts >= ts[i]) & (end <= end[i])
-                         & (np.arange(len(win)) != i))) for i in range(len(win))]  # fmt: skip
+    outer = [
+        bool(np.any((tid == tid[i]) & (ts >= ts[i]) & (end <= end[i]) & (np.arange(len(win)) != i)))
+        for i in range(len(win))
+    ]
     return win[~np.asarray(outer)].reset_index(drop=True)
 
 
@@ -145,8 +183,7 @@ def _window_stacks(trace: Trace, flagged: pd.DataFrame) -> list[tuple[int, int, 
     ops = trace.cpu_ops
     out = []
     for w in flagged.itertuples(index=False):
-        m = np.flatnonzero((ops["ts_ns"].to_numpy() == w.ts_ns)
-                           & (ops["tid"].to_numpy() == w.tid))  # fmt: skip
+        m = np.flatnonzero((ops["ts_ns"].to_numpy() == w.ts_ns) & (ops["tid"].to_numpy() == w.tid))
         stack = ops["call_stack"].iat[int(m[0])] if len(m) else None
         out.append((int(w.tid), int(w.ts_ns), stack))
     return out
@@ -155,16 +192,21 @@ def _window_stacks(trace: Trace, flagged: pd.DataFrame) -> list[tuple[int, int, 
 def optimizer_ranges(trace: Trace) -> pd.DataFrame:
     """Per innermost ``Optimizer.step`` range: see :func:`_window_stats` (shared with
     optimizer-host-time, computed once per trace)."""
-    return trace.memo("single_tensor_optimizer.ranges",  # type: ignore[no-any-return]
-                      lambda: _window_stats(trace, _innermost(ranges(trace, STEP_RE))))  # fmt: skip
+    return trace.memo(
+        "single_tensor_optimizer.ranges",  # type: ignore[no-any-return]
+        lambda: _window_stats(trace, _innermost(ranges(trace, STEP_RE))),
+    )
 
 
 def per_parameter(stats: pd.DataFrame, trace: Trace, ctx: Context) -> pd.DataFrame:
     """The ranges this detector reports: per-parameter ops and no foreach/fused evidence."""
     run_opts = {str(o.get("class")): o for o in _run_optimizers(ctx)}
     min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
-    flagged = stats[~stats["multi"] & (stats["per_param"] >= min_ops)
-                    & ~stats["cls"].str.contains("Fused|fused", regex=True)]  # fmt: skip
+    flagged = stats[
+        ~stats["multi"]
+        & (stats["per_param"] >= min_ops)
+        & ~stats["cls"].str.contains("Fused|fused", regex=True)
+    ]
     declared = flagged["cls"].map(
         lambda c: bool(run_opts.get(c, {}).get("foreach") or run_opts.get(c, {}).get("fused"))
     )
@@ -196,64 +238,106 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if cls in run_opts:
         o = run_opts[cls]
         setting = f" (run.json: foreach={o.get('foreach')}, fused={o.get('fused')})"
-    evidence = [Evidence(
-        f"Optimizer.step#{cls}.step ranges with per-parameter ops and no foreach/fused op",
-        len(flagged), ms(flagged["dur_ns"].sum()), trace.to_trace_us(int(flagged["ts_ns"].min())),
-    )]  # fmt: skip
+    evidence = [
+        Evidence(
+            f"Optimizer.step#{cls}.step ranges with per-parameter ops and no foreach/fused op",
+            len(flagged),
+            ms(flagged["dur_ns"].sum()),
+            trace.to_trace_us(int(flagged["ts_ns"].min())),
+        )
+    ]
     if trace.has_gpu:
-        evidence.append(Evidence("GPU idle inside those ranges", len(flagged),
-                                 ms(flagged["idle_ns"].sum())))  # fmt: skip
-        evidence.append(Evidence("kernels launched by those ranges",
-                                 int(flagged["kernels"].sum()), 0.0))  # fmt: skip
+        evidence.append(
+            Evidence("GPU idle inside those ranges", len(flagged), ms(flagged["idle_ns"].sum()))
+        )
+        evidence.append(
+            Evidence("kernels launched by those ranges", int(flagged["kernels"].sum()), 0.0)
+        )
     snippet = _snippet(cls)
     stacks = _window_stacks(trace, flagged)
     locs = aggregate(ctx.locator.near(int(t), int(ts), st) for t, ts, st in stacks)
     made = run_opts.get(cls, {})
     if isinstance(made.get("file"), str) and isinstance(made.get("line"), int):
         locs = (Location(made["file"], made["line"], "optimizer created here"), *locs)[:5]
-    rec = (f"Create the optimizer with {'fused=True' if cls in FUSED_OK else 'foreach=True'}: "
-           f"all parameters are updated by one (fused) or a few (foreach) multi-tensor kernels "
-           f"instead of several kernels per parameter.")  # fmt: skip
+    rec = (
+        f"Create the optimizer with {'fused=True' if cls in FUSED_OK else 'foreach=True'}: "
+        f"all parameters are updated by one (fused) or a few (foreach) multi-tensor kernels "
+        f"instead of several kernels per parameter."
+    )
     if not trace.has_gpu:
-        summary = (f"{cls}.step runs about {per_step_ops:.0f} per-parameter ops per optimizer "
-                   f"step ({opt_ms:.3f} ms of host time){setting}; on a GPU each is a kernel "
-                   f"launch. No GPU activity in this trace: no saving claimed.")  # fmt: skip
-        return [Draft(
-            id=ID, title=TITLE, est_savings_ms=0.0, confidence="medium", latent=True,
-            summary=summary, recommendation=rec, snippet=snippet, evidence=tuple(evidence),
-            locations=locs,
-            assumptions=("No GPU activity: foreach gives little on a CPU and fused=True (Adam, "
-                         "AdamW, SGD, Adagrad) runs a fused CPU kernel; not estimated.",),
-        )]  # fmt: skip
+        summary = (
+            f"{cls}.step runs about {per_step_ops:.0f} per-parameter ops per optimizer "
+            f"step ({opt_ms:.3f} ms of host time){setting}; on a GPU each is a kernel "
+            f"launch. No GPU activity in this trace: no saving claimed."
+        )
+        return [
+            Draft(
+                id=ID,
+                title=TITLE,
+                est_savings_ms=0.0,
+                confidence="medium",
+                latent=True,
+                summary=summary,
+                recommendation=rec,
+                snippet=snippet,
+                evidence=tuple(evidence),
+                locations=locs,
+                assumptions=(
+                    "No GPU activity: foreach gives little on a CPU and fused=True (Adam, "
+                    "AdamW, SGD, Adagrad) runs a fused CPU kernel; not estimated.",
+                ),
+            )
+        ]
 
     keep = 1.0 - ctx.t("single_tensor_optimizer.residual_pct") / 100.0
     f_ts = flagged["ts_ns"].to_numpy()
-    rep = ctx.whatif(ShrinkHost(f_ts, f_ts + flagged["dur_ns"].to_numpy(),
-                                flagged["tid"].to_numpy(), keep=1.0 - keep,
-                                label="foreach/fused optimizer"))  # fmt: skip
+    rep = ctx.whatif(
+        ShrinkHost(
+            f_ts,
+            f_ts + flagged["dur_ns"].to_numpy(),
+            flagged["tid"].to_numpy(),
+            keep=1.0 - keep,
+            label="foreach/fused optimizer",
+        )
+    )
     saving_ns = np.minimum(flagged["idle_ns"].to_numpy(), keep * flagged["dur_ns"].to_numpy())
     saving_ms = float(saving_ns.sum()) / 1e6 / nst
     per_opt_ms = float(saving_ns.mean()) / 1e6
     also = "" if len(flagged) == nst else f", {saving_ms:.3f} ms per profiled step"
-    tail = (f"about {per_opt_ms:.3f} ms to save per optimizer step{also}" if not rep.replayed
-            else f"replayed with {keep:.0%} of that host time gone, the step is "
-                 f"{rep.ms:.3f} ms shorter")  # fmt: skip
-    summary = (f"{cls}.step launches about {per_step_ops:.0f} per-parameter ops with no "
-               f"foreach/fused kernel{setting}; the GPU idles {ms(flagged['idle_ns'].mean())} ms "
-               f"of the {opt_ms:.3f} ms optimizer range: {tail}.")  # fmt: skip
+    tail = (
+        f"about {per_opt_ms:.3f} ms to save per optimizer step{also}"
+        if not rep.replayed
+        else f"replayed with {keep:.0%} of that host time gone, the step is {rep.ms:.3f} ms shorter"
+    )
+    summary = (
+        f"{cls}.step launches about {per_step_ops:.0f} per-parameter ops with no "
+        f"foreach/fused kernel{setting}; the GPU idles {ms(flagged['idle_ns'].mean())} ms "
+        f"of the {opt_ms:.3f} ms optimizer range: {tail}."
+    )
     assumptions = (
-        (rep.assumption if rep.replayed else
-         "Saving per optimizer range = GPU idle time inside it (start to the end of its last "
-         f"kernel), at most {keep:.0%} of the range; summed and divided by the {nst} step(s)."),
+        (
+            rep.assumption
+            if rep.replayed
+            else "Saving per optimizer range = GPU idle time inside it (start to the end of its last "
+            f"kernel), at most {keep:.0%} of the range; summed and divided by the {nst} step(s)."
+        ),
         f"{keep:.0%} of the host time inside the optimizer ranges goes away "
         "(single_tensor_optimizer.residual_pct is left for the multi-tensor launches).",
         "GPU time of the update kernels themselves is assumed unchanged (fused kernels are "
         "usually faster too).",
-    )  # fmt: skip
+    )
     fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
-    return [Draft(
-        id=ID, title=TITLE, **fields,
-        confidence="high" if per_step_ops >= 3 * min_ops else "medium",
-        summary=summary, recommendation=rec, snippet=snippet, evidence=tuple(evidence),
-        locations=locs, assumptions=assumptions,
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if per_step_ops >= 3 * min_ops else "medium",
+            summary=summary,
+            recommendation=rec,
+            snippet=snippet,
+            evidence=tuple(evidence),
+            locations=locs,
+            assumptions=assumptions,
+        )
+    ]

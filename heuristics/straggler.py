@@ -86,8 +86,14 @@ def detect_ranks(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext)
     if by_coll:
         for r, s, ms, n, name, ts in rows:
             if r == worst and len(evidence) < 5:
-                evidence.append(Evidence(f"step {s}: rank {r} late at {n} collective(s), "
-                                         f"worst {name}", n, round(ms, 3), ts))  # fmt: skip
+                evidence.append(
+                    Evidence(
+                        f"step {s}: rank {r} late at {n} collective(s), worst {name}",
+                        n,
+                        round(ms, 3),
+                        ts,
+                    )
+                )
         how = (
             f"reaches the collectives {lag[worst]:.2f} ms per step after the other ranks "
             f"(median over {len(csteps)} step(s)), while they wait inside them"
@@ -95,33 +101,48 @@ def detect_ranks(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext)
     else:
         i = [int(d.rank) for d in digests].index(worst)
         for j, s in enumerate(ssteps[:5]):
-            evidence.append(Evidence(f"step {s}: rank {worst} step time above the others",
-                                     1, round(float(excess[i, j]), 3)))  # fmt: skip
+            evidence.append(
+                Evidence(
+                    f"step {s}: rank {worst} step time above the others",
+                    1,
+                    round(float(excess[i, j]), 3),
+                )
+            )
         how = (
             f"takes {lag[worst]:.2f} ms longer per step than the other ranks "
             f"(median over {len(ssteps)} step(s))"
         )
-    others = (f"; also lagging: {', '.join(f'rank {r} ({lag[r]:.2f} ms)' for r in late[1:6])}"
-              if len(late) > 1 else "")  # fmt: skip
-    return [*drafts, Draft(
-        id=ID,
-        title=f"Rank {worst} holds the other ranks back",
-        est_savings_ms=round(lag[worst], 3),
-        confidence="medium" if by_coll else "low",
-        summary=(f"Rank {worst} {how}: {lag[worst] / step_ms:.0%} of the {step_ms:.1f} ms "
-                 f"step{others}."),  # fmt: skip
-        recommendation=(f"Find what makes rank {worst} slower: compare its row in the per-rank "
-                        "table and its own findings with the others', check for uneven work per "
-                        "rank (shard sizes, sequence lengths) and for a slower or busier machine. "
-                        f"Open rank {worst}'s trace beside another rank's at the evidence "
-                        "timestamps."),  # fmt: skip
-        snippet=SNIPPET,
-        evidence=tuple(evidence),
-        assumptions=(
-            f"{len(digests)} ranks compared; lag = the smaller of arrival delay and shorter "
-            "collective time, summed per step, minus the other ranks' typical lag.",
-            "The others wait about this long per step for the straggler; removing its cause "
-            "saves that much.",
+    others = (
+        f"; also lagging: {', '.join(f'rank {r} ({lag[r]:.2f} ms)' for r in late[1:6])}"
+        if len(late) > 1
+        else ""
+    )
+    return [
+        *drafts,
+        Draft(
+            id=ID,
+            title=f"Rank {worst} holds the other ranks back",
+            est_savings_ms=round(lag[worst], 3),
+            confidence="medium" if by_coll else "low",
+            summary=(
+                f"Rank {worst} {how}: {lag[worst] / step_ms:.0%} of the {step_ms:.1f} ms "
+                f"step{others}."
+            ),
+            recommendation=(
+                f"Find what makes rank {worst} slower: compare its row in the per-rank "
+                "table and its own findings with the others', check for uneven work per "
+                "rank (shard sizes, sequence lengths) and for a slower or busier machine. "
+                f"Open rank {worst}'s trace beside another rank's at the evidence "
+                "timestamps."
+            ),
+            snippet=SNIPPET,
+            evidence=tuple(evidence),
+            assumptions=(
+                f"{len(digests)} ranks compared; lag = the smaller of arrival delay and shorter "
+                "collective time, summed per step, minus the other ranks' typical lag.",
+                "The others wait about this long per step for the straggler; removing its cause "
+                "saves that much.",
+            ),
+            extra={"lag_ms_by_rank": {int(r): round(v, 3) for r, v in sorted(lag.items())}},
         ),
-        extra={"lag_ms_by_rank": {int(r): round(v, 3) for r, v in sorted(lag.items())}},
-    )]  # fmt: skip
+    ]

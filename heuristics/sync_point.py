@@ -60,10 +60,16 @@ from ._syncs import REASONS, classify, sync_events
 ID = "sync-point"
 TITLE = "Host-device synchronization points"
 
-register("sync_point.min_idle_ms", 0.01,
-         "report when the GPU idle the syncs cause is at least this many ms per step")  # fmt: skip
-register("sync_point.min_wait_ms", 0.1,
-         "also report when the host waits on syncs at least this many ms per step")  # fmt: skip
+register(
+    "sync_point.min_idle_ms",
+    0.01,
+    "report when the GPU idle the syncs cause is at least this many ms per step",
+)
+register(
+    "sync_point.min_wait_ms",
+    0.1,
+    "also report when the host waits on syncs at least this many ms per step",
+)
 
 FIXES: dict[str, tuple[str, str]] = {
     "item": (
@@ -160,7 +166,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             caused=("caused_ns", "sum"),
             api=("api", "first"),
             reason=("reason_idx", "first"),
-        )  # fmt: skip
+        )
         .reset_index()
         .sort_values(["caused", "wait", "n"], ascending=False, kind="stable")
     )
@@ -171,13 +177,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         ex = sel.loc[sel["caused_ns"].idxmax() if sel["caused_ns"].max() > 0 else sel.index[0]]
         where = f" at {g.loc}" if g.loc else ""
         op = f" [{opn[int(g.reason)]}]" if g.reason >= 0 else ""
-        evidence.append(Evidence(
-            what=f"{g.label}{op}{where} ({g.api}): {g.n / steps:g}/step, host blocked "
-                 f"{fmt_ms(g.wait / 1e6 / steps)}/step; total = GPU idle caused",
-            count=int(g.n),
-            total_ms=round(float(g.caused) / 1e6, 3),
-            example_ts_us=trace.to_trace_us(int(ex["start_ns"])),
-        ))  # fmt: skip
+        evidence.append(
+            Evidence(
+                what=f"{g.label}{op}{where} ({g.api}): {g.n / steps:g}/step, host blocked "
+                f"{fmt_ms(g.wait / 1e6 / steps)}/step; total = GPU idle caused",
+                count=int(g.n),
+                total_ms=round(float(g.caused) / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(ex["start_ns"])),
+            )
+        )
     top = groups.iloc[0]
     fix_text, snippet = FIXES[_fix_key(str(top["kind"]))]
     kinds = list(dict.fromkeys(_fix_key(str(k)) for k in groups["kind"]))
@@ -201,34 +209,49 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "the GPU had already run dry or the host limits the step, so removing them would "
             "not shorten it."
         )
-    rec = " ".join([fix_text, *extra,
-                    'Run once with `torch.cuda.set_sync_debug_mode("warn")` to list every sync.'])  # fmt: skip
+    rec = " ".join(
+        [
+            fix_text,
+            *extra,
+            'Run once with `torch.cuda.set_sync_debug_mode("warn")` to list every sync.',
+        ]
+    )
     has_loc = any(loc is not None for loc in locs)
     confidence: Confidence = "low" if caused_ms <= 0 else ("high" if has_loc else "medium")
-    return [Draft(
-        id=ID, title=TITLE,
-        est_savings_ms=caused_ms,
-        confidence=confidence,
-        summary=summary,
-        recommendation=rec,
-        snippet=snippet,
-        evidence=tuple(evidence),
-        locations=aggregate(locs),
-        assumptions=(
-            *((rep.assumption,) if rep.replayed else (
-                "Saving = GPU idle each sync causes: min(idle gap from the sync's return to the "
-                "next GPU activity on its device, GPU work the host waited for during the sync), "
-                f"summed over the trace and divided by its {steps} step(s).",
-                "Removing a sync lets the host run ahead by at most the time it waited, so idle "
-                "time beyond that is not claimed (it is host-bound: see gpu-idle).")),
-            "gpu-idle's 'sync' share overlaps this figure.",
-            "Syncs that only wait for host-to-device copies (blocking-copy) and cuDNN "
-            "autotuning syncs are not counted; large device-to-host copies also appear in "
-            "blocking-copy, which counts the copy window itself, not the idle after it.",
-        ),
-        extra={"host_wait_ms_per_step": round(wait_ms, 3),
-               **({"fix": rep.fix} if rep.replayed else {})},
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=caused_ms,
+            confidence=confidence,
+            summary=summary,
+            recommendation=rec,
+            snippet=snippet,
+            evidence=tuple(evidence),
+            locations=aggregate(locs),
+            assumptions=(
+                *(
+                    (rep.assumption,)
+                    if rep.replayed
+                    else (
+                        "Saving = GPU idle each sync causes: min(idle gap from the sync's return to the "
+                        "next GPU activity on its device, GPU work the host waited for during the sync), "
+                        f"summed over the trace and divided by its {steps} step(s).",
+                        "Removing a sync lets the host run ahead by at most the time it waited, so idle "
+                        "time beyond that is not claimed (it is host-bound: see gpu-idle).",
+                    )
+                ),
+                "gpu-idle's 'sync' share overlaps this figure.",
+                "Syncs that only wait for host-to-device copies (blocking-copy) and cuDNN "
+                "autotuning syncs are not counted; large device-to-host copies also appear in "
+                "blocking-copy, which counts the copy window itself, not the idle after it.",
+            ),
+            extra={
+                "host_wait_ms_per_step": round(wait_ms, 3),
+                **({"fix": rep.fix} if rep.replayed else {}),
+            },
+        )
+    ]
 
 
 def _runtime_rows(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
@@ -238,8 +261,9 @@ def _runtime_rows(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
     order = np.argsort(ts, kind="stable")
     sts = ts[order]
     out = []
-    for s, e, t in zip(ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["tid"].to_numpy(),
-                       strict=True):  # fmt: skip
+    for s, e, t in zip(
+        ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["tid"].to_numpy(), strict=True
+    ):
         rows = order[np.searchsorted(sts, s, "left") : np.searchsorted(sts, e, "right")]
         out.append(rows[tid[rows] == t])
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
@@ -293,24 +317,37 @@ def _latent(trace: Trace, ctx: Context) -> list[Draft]:
     evidence = []
     for kind, g in rows.groupby("kind", sort=False):
         first = int(g["idx"].iloc[0])
-        evidence.append(Evidence(
-            what=f"{labels[str(kind)]} [{opn[first]}]: {len(g) / steps:g}/step",
-            count=len(g), total_ms=round(float(ops["dur_ns"].to_numpy()[g["idx"]].sum()) / 1e6, 3),
-            example_ts_us=trace.to_trace_us(int(ops["ts_ns"].iat[first])),
-        ))  # fmt: skip
+        evidence.append(
+            Evidence(
+                what=f"{labels[str(kind)]} [{opn[first]}]: {len(g) / steps:g}/step",
+                count=len(g),
+                total_ms=round(float(ops["dur_ns"].to_numpy()[g["idx"]].sum()) / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(ops["ts_ns"].iat[first])),
+            )
+        )
     evidence.sort(key=lambda e: -e.count)
     top = str(rows["kind"].value_counts().index[0])
     fix_text, snippet = FIXES[top]
     n = len(rows) / steps
-    return [Draft(
-        id=ID, title=TITLE, est_savings_ms=0.0, confidence="medium", latent=True,
-        summary=(f"{n:g} call(s) per step read tensor values back to Python ("
-                 f"{labels[top].split(' (')[0]}); free on this CPU run, but on a GPU each one "
-                 "stops the host until the GPU drains its queue."),  # fmt: skip
-        recommendation=fix_text + " This matters once the model runs on a GPU.",
-        snippet=snippet,
-        evidence=tuple(evidence[:5]),
-        locations=aggregate(locs),
-        assumptions=("CPU-only trace: no GPU time is claimed. On a GPU each call is a "
-                     "host-device sync costing the GPU's queue drain plus the relaunch gap.",),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=0.0,
+            confidence="medium",
+            latent=True,
+            summary=(
+                f"{n:g} call(s) per step read tensor values back to Python ("
+                f"{labels[top].split(' (')[0]}); free on this CPU run, but on a GPU each one "
+                "stops the host until the GPU drains its queue."
+            ),
+            recommendation=fix_text + " This matters once the model runs on a GPU.",
+            snippet=snippet,
+            evidence=tuple(evidence[:5]),
+            locations=aggregate(locs),
+            assumptions=(
+                "CPU-only trace: no GPU time is claimed. On a GPU each call is a "
+                "host-device sync costing the GPU's queue drain plus the relaunch gap.",
+            ),
+        )
+    ]

@@ -73,8 +73,9 @@ def _groups_of(trace: Trace, op_idx: np.ndarray, opn: np.ndarray) -> list[tuple[
     rows = np.flatnonzero(outer >= 0)
     pairs, which = np.unique(outer[rows] * (len(ops) + 1) + (aten[rows] + 1), return_inverse=True)
     hits = []
-    for o, a in zip((pairs // (len(ops) + 1)).tolist(), (pairs % (len(ops) + 1) - 1).tolist(),
-                    strict=True):  # fmt: skip
+    for o, a in zip(
+        (pairs // (len(ops) + 1)).tolist(), (pairs % (len(ops) + 1) - 1).tolist(), strict=True
+    ):
         name = opn[o].replace("autograd::engine::evaluate_function: ", "backward: ")
         hits.append((f"{opn[a]} in {name}", a) if a >= 0 and a != o else (name, o))
     for j, k in zip(rows.tolist(), which.ravel().tolist(), strict=True):
@@ -145,12 +146,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         idx = np.array(groups[label])
         gaps = lg["gap_ns"].to_numpy()[idx]
         durs = lg["dur_ns"].to_numpy()[idx]
-        evidence.append(Evidence(
-            what=f"{label}: {len(idx) / steps:.0f} kernels/step, median "
-                 f"{_us(float(np.median(durs)) / 1000)} each, idle {fmt_ms(gaps.sum() / 1e6 / steps)}/step before them",
-            count=len(idx), total_ms=round(float(gaps.sum()) / 1e6, 3),
-            example_ts_us=trace.to_trace_us(int(lg["ts_ns"].iat[int(idx[np.argmax(gaps)])])),
-        ))  # fmt: skip
+        evidence.append(
+            Evidence(
+                what=f"{label}: {len(idx) / steps:.0f} kernels/step, median "
+                f"{_us(float(np.median(durs)) / 1000)} each, idle {fmt_ms(gaps.sum() / 1e6 / steps)}/step before them",
+                count=len(idx),
+                total_ms=round(float(gaps.sum()) / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(lg["ts_ns"].iat[int(idx[np.argmax(gaps)])])),
+            )
+        )
     locs: list[Location | None] = []
     for label in order:
         loc = ctx.locator.for_op(src[label]) if src[label] >= 0 else None
@@ -159,43 +163,65 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     in_zero = sum(len(groups[g]) for g in groups if _ZERO in g) / len(lg)
     med_k = float(np.median(lg["dur_ns"])) / 1000.0
     med_launch = float(np.median(launch_us))
-    rec = ("Fuse the small ops: `torch.compile(model)`; with static shapes use "
-           '`torch.compile(model, mode="reduce-overhead")` so CUDA graphs replay the kernels '
-           "with one launch. Replace per-tensor Python loops with `torch._foreach_*` or batched "
-           "ops, and consider a larger batch (longer kernels for the same launch cost).")  # fmt: skip
+    rec = (
+        "Fuse the small ops: `torch.compile(model)`; with static shapes use "
+        '`torch.compile(model, mode="reduce-overhead")` so CUDA graphs replay the kernels '
+        "with one launch. Replace per-tensor Python loops with `torch._foreach_*` or batched "
+        "ops, and consider a larger batch (longer kernels for the same launch cost)."
+    )
     snippet = 'model = torch.compile(model, mode="reduce-overhead")  # fusion + CUDA graphs'
     if in_opt >= 0.5:
-        rec = ("Most of these kernels come from the optimizer step: use the multi-tensor or "
-               "fused implementation (`foreach=True` / `fused=True`), see also "
-               "single-tensor-optimizer. " + rec)  # fmt: skip
-        snippet = ("optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)\n"
-                   "# or foreach=True; and for the model itself:\n" + snippet)  # fmt: skip
+        rec = (
+            "Most of these kernels come from the optimizer step: use the multi-tensor or "
+            "fused implementation (`foreach=True` / `fused=True`), see also "
+            "single-tensor-optimizer. " + rec
+        )
+        snippet = (
+            "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)\n"
+            "# or foreach=True; and for the model itself:\n" + snippet
+        )
     elif in_zero >= 0.3:
-        rec = ("Many of these kernels zero gradients one parameter at a time: "
-               "`optimizer.zero_grad(set_to_none=True)` drops them (see zero-grad-not-none). "
-               + rec)  # fmt: skip
+        rec = (
+            "Many of these kernels zero gradients one parameter at a time: "
+            "`optimizer.zero_grad(set_to_none=True)` drops them (see zero-grad-not-none). " + rec
+        )
         snippet = "optimizer.zero_grad(set_to_none=True)\n" + snippet
-    rep = ctx.whatif(GraphLaunch(lg["k_idx"].to_numpy(), host_keep=0.5, low=1.0, high=0.0,
-                                 label="CUDA graphs for the tiny kernels"))  # fmt: skip
+    rep = ctx.whatif(
+        GraphLaunch(
+            lg["k_idx"].to_numpy(),
+            host_keep=0.5,
+            low=1.0,
+            high=0.0,
+            label="CUDA graphs for the tiny kernels",
+        )
+    )
     fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": gap_ms}
-    return [Draft(
-        id=ID, title=TITLE,
-        **fields,
-        confidence="medium" if in_opt < 0.5 else "high",
-        summary=(f"{per_step:.0f} tiny kernels per step (median {_us(med_k)}; their launch calls "
-                 f"take {_us(med_launch)}) leave the GPU idle {fmt_ms(gap_ms)} per step "
-                 f"({share:.1f}% of the step) waiting for the next launch."),
-        recommendation=rec,
-        snippet=snippet,
-        evidence=tuple(evidence),
-        locations=aggregate(locs),
-        assumptions=(
-            f"Tiny = shorter than {max_k:g} us or than its own launch call; only gaps of at "
-            f"most {ctx.t('tiny_kernels.max_gap_us'):g} us whose launch was still in progress "
-            "when the GPU ran dry are counted.",
-            (rep.assumption + " The kernels' own run time is not claimed.") if rep.replayed else
-            (f"Saving = those gaps summed and divided by the {steps} step(s): CUDA graphs "
-             "remove them; fusion removes most. The kernels' own run time is not claimed."),
-            "These gaps are part of gpu-idle's 'host launch' share; gpu-idle does not claim them.",
-        ),
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="medium" if in_opt < 0.5 else "high",
+            summary=(
+                f"{per_step:.0f} tiny kernels per step (median {_us(med_k)}; their launch calls "
+                f"take {_us(med_launch)}) leave the GPU idle {fmt_ms(gap_ms)} per step "
+                f"({share:.1f}% of the step) waiting for the next launch."
+            ),
+            recommendation=rec,
+            snippet=snippet,
+            evidence=tuple(evidence),
+            locations=aggregate(locs),
+            assumptions=(
+                f"Tiny = shorter than {max_k:g} us or than its own launch call; only gaps of at "
+                f"most {ctx.t('tiny_kernels.max_gap_us'):g} us whose launch was still in progress "
+                "when the GPU ran dry are counted.",
+                (rep.assumption + " The kernels' own run time is not claimed.")
+                if rep.replayed
+                else (
+                    f"Saving = those gaps summed and divided by the {steps} step(s): CUDA graphs "
+                    "remove them; fusion removes most. The kernels' own run time is not claimed."
+                ),
+                "These gaps are part of gpu-idle's 'host launch' share; gpu-idle does not claim them.",
+            ),
+        )
+    ]

@@ -66,10 +66,16 @@ from ._per_step import fmt_ms, n_steps
 ID = "unbucketed-collectives"
 TITLE = "Many small collectives per step instead of a few buckets"
 
-register("unbucketed_collectives.min_per_step", 100.0,
-         "collectives of one kind per step from which they count as unbucketed")  # fmt: skip
-register("unbucketed_collectives.params_per_bucket", 10.0,
-         "collectives assumed to merge into one bucket when estimating the saving")  # fmt: skip
+register(
+    "unbucketed_collectives.min_per_step",
+    100.0,
+    "collectives of one kind per step from which they count as unbucketed",
+)
+register(
+    "unbucketed_collectives.params_per_bucket",
+    10.0,
+    "collectives assumed to merge into one bucket when estimating the saving",
+)
 register("unbucketed_collectives.min_ms", 0.1, "report from this saving per step (ms)")
 
 _CALL_PREFIXES = ("c10d::", "nccl:", "rccl:", "record_param_comms")
@@ -96,11 +102,16 @@ def collective_calls(trace: Trace) -> pd.DataFrame:
         hit = name_flags(trace.cpu_ops["name"], _is_call)
         op = chain_match(trace, launcher, hit, outermost=True)
     names = k["name"].astype(str)
-    return pd.DataFrame({
-        "collective": [collective_name(x) for x in names],
-        "step": k["step"].to_numpy(), "ts_ns": k["ts_ns"].to_numpy(),
-        "end_ns": k["end_ns"].to_numpy(), "device": dev, "op": op,
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "collective": [collective_name(x) for x in names],
+            "step": k["step"].to_numpy(),
+            "ts_ns": k["ts_ns"].to_numpy(),
+            "end_ns": k["end_ns"].to_numpy(),
+            "device": dev,
+            "op": op,
+        }
+    )
 
 
 def _window(trace: Trace, calls: pd.DataFrame, device: int) -> tuple[float, float]:
@@ -147,13 +158,25 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     keep = left / per_step
     saving = max(0.0, min(host_ms * (1.0 - keep), idle_ms))
     ops = trace.cpu_ops
-    rep = ctx.whatif(ShrinkHost(ops["ts_ns"].to_numpy()[uniq], ops["end_ns"].to_numpy()[uniq],
-                                ops["tid"].to_numpy()[uniq], keep=keep, low=0.75,
-                                high=1.0 / per_step, label="bucketed collectives"))  # fmt: skip
-    fields: dict[str, Any] = {"est_savings_ms": round(saving, 3),
-                              "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3))}  # fmt: skip
-    how = (f"Without a replayable step: the host time saved, capped at the GPU idle time inside "
-           f"the collective window ({fmt_ms(idle_ms)}); low end: half of it.")  # fmt: skip
+    rep = ctx.whatif(
+        ShrinkHost(
+            ops["ts_ns"].to_numpy()[uniq],
+            ops["end_ns"].to_numpy()[uniq],
+            ops["tid"].to_numpy()[uniq],
+            keep=keep,
+            low=0.75,
+            high=1.0 / per_step,
+            label="bucketed collectives",
+        )
+    )
+    fields: dict[str, Any] = {
+        "est_savings_ms": round(saving, 3),
+        "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3)),
+    }
+    how = (
+        f"Without a replayable step: the host time saved, capped at the GPU idle time inside "
+        f"the collective window ({fmt_ms(idle_ms)}); low end: half of it."
+    )
     if rep.replayed:
         fields, how = rep.draft_fields(), rep.assumption
     if fields["est_savings_ms"] < ctx.t("unbucketed_collectives.min_ms"):
@@ -165,33 +188,46 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     call = pd.Series(opn[uniq]).value_counts().index[0] if len(uniq) else kind
     first = mine.iloc[0]
     evidence = [
-        Evidence(f"{call} -> {kind}: {per_step:.0f} per step, {fmt_ms(host_ms)} of host calls "
-                 f"and {fmt_ms(kernel_ms)} of kernels per step", int(len(mine)),
-                 round(host_ms * steps, 3), trace.to_trace_us(int(first["ts_ns"]))),
-        Evidence(f"window from the first call to the last {kind} end: {fmt_ms(window_ms)} per "
-                 f"step, GPU idle {fmt_ms(idle_ms)} of it", steps, round(idle_ms * steps, 3)),
-    ]  # fmt: skip
+        Evidence(
+            f"{call} -> {kind}: {per_step:.0f} per step, {fmt_ms(host_ms)} of host calls "
+            f"and {fmt_ms(kernel_ms)} of kernels per step",
+            int(len(mine)),
+            round(host_ms * steps, 3),
+            trace.to_trace_us(int(first["ts_ns"])),
+        ),
+        Evidence(
+            f"window from the first call to the last {kind} end: {fmt_ms(window_ms)} per "
+            f"step, GPU idle {fmt_ms(idle_ms)} of it",
+            steps,
+            round(idle_ms * steps, 3),
+        ),
+    ]
     if via:
         evidence.append(Evidence(f"launched from {via}", int((o >= 0).sum()), 0.0))
     locations = aggregate(ctx.locator.for_ops(uniq[:2000]))
-    return [Draft(
-        id=ID, title=TITLE,
-        confidence="medium" if source != "ddp" else "low",
-        summary=(f"{per_step:.0f} separate {kind} collectives per step ({call}), "
-                 f"{advice.source_text}: {fmt_ms(host_ms)} of host time per step issuing them "
-                 f"and a {fmt_ms(window_ms)} window in which the GPU idles {fmt_ms(idle_ms)} "
-                 f"between collectives. A few buckets would do the same work in "
-                 f"about {left} calls."),  # fmt: skip
-        recommendation=advice.text,
-        snippet=advice.snippet,
-        evidence=tuple(evidence),
-        locations=locations,
-        assumptions=(
-            f"Bucketing leaves about one call per {per_bucket:g} collectives ({left} per step): "
-            f"their host time keeps {keep:.0%} of itself (range: 75% to one call per step).",
-            how,
-            "Message sizes are not in the trace: the collective kernels are left unchanged.",
-            f"Source: {source} (DDP reducer {'present' if ddp else 'absent'}).",
-        ),
-        **fields,
-    )]  # fmt: skip
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            confidence="medium" if source != "ddp" else "low",
+            summary=(
+                f"{per_step:.0f} separate {kind} collectives per step ({call}), "
+                f"{advice.source_text}: {fmt_ms(host_ms)} of host time per step issuing them "
+                f"and a {fmt_ms(window_ms)} window in which the GPU idles {fmt_ms(idle_ms)} "
+                f"between collectives. A few buckets would do the same work in "
+                f"about {left} calls."
+            ),
+            recommendation=advice.text,
+            snippet=advice.snippet,
+            evidence=tuple(evidence),
+            locations=locations,
+            assumptions=(
+                f"Bucketing leaves about one call per {per_bucket:g} collectives ({left} per step): "
+                f"their host time keeps {keep:.0%} of itself (range: 75% to one call per step).",
+                how,
+                "Message sizes are not in the trace: the collective kernels are left unchanged.",
+                f"Source: {source} (DDP reducer {'present' if ddp else 'absent'}).",
+            ),
+            **fields,
+        )
+    ]

@@ -62,8 +62,9 @@ def _ranges(trace: Trace) -> pd.DataFrame:
         parts.append(a[["name", "tid", "ts_ns", "end_ns", "step"]])
     ops = trace.cpu_ops
     if len(ops):
-        parts.append(ops[ops["name"].str.startswith(PREFIX)][
-            ["name", "tid", "ts_ns", "end_ns", "step"]])  # fmt: skip
+        parts.append(
+            ops[ops["name"].str.startswith(PREFIX)][["name", "tid", "ts_ns", "end_ns", "step"]]
+        )
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame(columns=["name", "tid", "ts_ns", "end_ns", "step"])
@@ -136,22 +137,34 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     n_gpu = len(k_sel) + len(m_sel)
     if trace.has_gpu:
         busy = main_busy(trace)
-        _, idle_ns = busy.idle_in_spans(ops["ts_ns"].to_numpy()[zops],
-                                     ops["end_ns"].to_numpy()[zops])  # fmt: skip
+        _, idle_ns = busy.idle_in_spans(
+            ops["ts_ns"].to_numpy()[zops], ops["end_ns"].to_numpy()[zops]
+        )
         save_ns = gpu_ns + idle_ns
-        how = ("saving = GPU time of the zeroing kernels/memsets + GPU idle time while the host "
-               "ran the zero_/fill_ ops")  # fmt: skip
+        how = (
+            "saving = GPU time of the zeroing kernels/memsets + GPU idle time while the host "
+            "ran the zero_/fill_ ops"
+        )
     else:
         save_ns = host_ns
         how = "CPU-only run: saving = CPU time of the zero_/fill_ ops"
     saving_ms = save_ns / 1e6 / steps
     fields: dict = {"est_savings_ms": saving_ms}
     if trace.has_gpu:
-        rep = ctx.whatif(Combined([
-            ShrinkHost(ops["ts_ns"].to_numpy()[zops], ops["end_ns"].to_numpy()[zops],
-                       ops["tid"].to_numpy()[zops], keep=0.0),
-            ScaleGpu(kernels=k_rows, memcpy=m_rows, speedup=float("inf")),
-        ], label="zero_grad(set_to_none=True)"))  # fmt: skip
+        rep = ctx.whatif(
+            Combined(
+                [
+                    ShrinkHost(
+                        ops["ts_ns"].to_numpy()[zops],
+                        ops["end_ns"].to_numpy()[zops],
+                        ops["tid"].to_numpy()[zops],
+                        keep=0.0,
+                    ),
+                    ScaleGpu(kernels=k_rows, memcpy=m_rows, speedup=float("inf")),
+                ],
+                label="zero_grad(set_to_none=True)",
+            )
+        )
         if rep.replayed:
             fields = rep.draft_fields()
             how = rep.assumption + " (the zeroing ops, their host time and GPU work removed)"
@@ -165,15 +178,29 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         f"{host_ns / 1e6 / steps:.2f} ms on the host"
     )
     if n_gpu:
-        summary += (f" and launch {n_gpu / steps:.0f} kernels/memsets taking "
-                    f"{gpu_ns / 1e6 / steps:.2f} ms on the GPU")  # fmt: skip
+        summary += (
+            f" and launch {n_gpu / steps:.0f} kernels/memsets taking "
+            f"{gpu_ns / 1e6 / steps:.2f} ms on the GPU"
+        )
     summary += "."
-    ev = [Evidence(f"zero_/fill_/_foreach_zero_ inside {ranges['name'].iloc[0]}", len(zops),
-                   ms(host_ns), trace.to_trace_us(int(ops["ts_ns"].iat[int(zops[0])])))]  # fmt: skip
+    ev = [
+        Evidence(
+            f"zero_/fill_/_foreach_zero_ inside {ranges['name'].iloc[0]}",
+            len(zops),
+            ms(host_ns),
+            trace.to_trace_us(int(ops["ts_ns"].iat[int(zops[0])])),
+        )
+    ]
     for label, g in (("zeroing kernels", k_sel), ("memsets", m_sel)):
         if len(g):
-            ev.append(Evidence(f"{label} launched by zero_grad", len(g), ms(g["dur_ns"].sum()),
-                               trace.to_trace_us(int(g["ts_ns"].min()))))  # fmt: skip
+            ev.append(
+                Evidence(
+                    f"{label} launched by zero_grad",
+                    len(g),
+                    ms(g["dur_ns"].sum()),
+                    trace.to_trace_us(int(g["ts_ns"].min())),
+                )
+            )
     locs = merge_locations(sites, aggregate(ctx.locator.for_ops(zops[:2000])))
     return [
         Draft(
@@ -194,7 +221,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 how,
                 "the extra read of the zeroed gradients in the next backward is not counted",
                 f"divided over {steps} step(s)",
-            ),  # fmt: skip
+            ),
         )
     ]
 

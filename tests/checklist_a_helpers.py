@@ -12,9 +12,11 @@ from tests.tracebuilder import TraceBuilder
 
 
 def analyze(
-    trace: Trace, det_id: str, run: dict[str, Any] | None = None,
+    trace: Trace,
+    det_id: str,
+    run: dict[str, Any] | None = None,
     overrides: dict[str, float] | None = None,
-) -> Report:  # fmt: skip
+) -> Report:
     rep = analyze_trace(trace, run, Options(only=frozenset({det_id}), overrides=overrides or {}))
     assert not rep.errored, rep.errored
     return rep
@@ -38,10 +40,19 @@ def skip_reason(rep: Report, det_id: str) -> str | None:
 
 
 def htod(
-    b: TraceBuilder, ts: float, nbytes: int, gpu_dur: float, *, src: str = "Pageable",
-    call_dur: float | None = None, sync: bool = True, shape: list[int] | None = None,
-    gpu_delay: float = 2.0, kind: str = "HtoD", wait: float = 6.0,
-) -> dict[str, Any]:  # fmt: skip
+    b: TraceBuilder,
+    ts: float,
+    nbytes: int,
+    gpu_dur: float,
+    *,
+    src: str = "Pageable",
+    call_dur: float | None = None,
+    sync: bool = True,
+    shape: list[int] | None = None,
+    gpu_delay: float = 2.0,
+    kind: str = "HtoD",
+    wait: float = 6.0,
+) -> dict[str, Any]:
     """``tensor.to(device)``: aten::to > aten::copy_ > cudaMemcpyAsync (+ cudaStreamSynchronize).
 
     Returns the aten::to op. The host call lasts ``call_dur`` us (default: the copy, as for a
@@ -52,21 +63,41 @@ def htod(
     dims = [shape, [], [], [], []] if shape else None
     to = b.op("aten::to", ts, total, dims=dims, types=["float"] if shape else None)
     cp = b.op("aten::copy_", ts + 1, total - 2, dims=[shape, shape, []] if shape else None)
-    name = (f"Memcpy HtoD ({src} -> Device)" if kind == "HtoD"
-            else f"Memcpy DtoH (Device -> {src})")  # fmt: skip
-    b.launch(cp, "cudaMemcpyAsync", ts + 2, call, memcpy=(name, nbytes), gpu_ts=ts + 2 + gpu_delay,
-             gpu_dur=gpu_dur)  # fmt: skip
+    name = f"Memcpy HtoD ({src} -> Device)" if kind == "HtoD" else f"Memcpy DtoH (Device -> {src})"
+    b.launch(
+        cp,
+        "cudaMemcpyAsync",
+        ts + 2,
+        call,
+        memcpy=(name, nbytes),
+        gpu_ts=ts + 2 + gpu_delay,
+        gpu_dur=gpu_dur,
+    )
     if sync:
         b.runtime("cudaStreamSynchronize", ts + 2 + call + 1, wait - 1, cp)
     return to
 
 
 def kernel_op(
-    b: TraceBuilder, name: str, ts: float, dur: float, kernel: str, gpu_ts: float,
-    gpu_dur: float, dims: list[Any] | None = None, types: list[Any] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    b: TraceBuilder,
+    name: str,
+    ts: float,
+    dur: float,
+    kernel: str,
+    gpu_ts: float,
+    gpu_dur: float,
+    dims: list[Any] | None = None,
+    types: list[Any] | None = None,
+) -> dict[str, Any]:
     """An op that launches one kernel."""
     op = b.op(name, ts, dur, dims=dims, types=types)
-    b.launch(op, "cudaLaunchKernel", ts + 1, min(5.0, dur - 2), kernel=kernel, gpu_ts=gpu_ts,
-             gpu_dur=gpu_dur)  # fmt: skip
+    b.launch(
+        op,
+        "cudaLaunchKernel",
+        ts + 1,
+        min(5.0, dur - 2),
+        kernel=kernel,
+        gpu_ts=gpu_ts,
+        gpu_dur=gpu_dur,
+    )
     return op

@@ -10,8 +10,9 @@ from advisor.report import Report
 from advisor.trace.model import Trace
 
 
-def run(trace: Trace, det: str, run_ctx: dict[str, Any] | None = None,
-        **overrides: float) -> Report:  # fmt: skip
+def run(
+    trace: Trace, det: str, run_ctx: dict[str, Any] | None = None, **overrides: float
+) -> Report:
     """Analyze ``trace`` with only detector ``det``; thresholds as ``name=value`` (dots as __)."""
     over = {k.replace("__", "."): float(v) for k, v in overrides.items()}
     return analyze_trace(trace, run_ctx, Options(only=frozenset([det]), overrides=over))

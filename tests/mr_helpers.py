@@ -9,10 +9,18 @@ from tests.tracebuilder import TraceBuilder
 ALLREDUCE = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 
 
-def rank_builder(rank: int | None, world: int | None = 2, steps: int = 4, step_us: float = 10_000,
-                 arrive_us: float = 6_000, end_us: float = 9_000, compute_end_us: float | None = None,
-                 base_ts: float = 1_000_000.0, comm: bool = True,
-                 sync: bool = False) -> TraceBuilder:  # fmt: skip
+def rank_builder(
+    rank: int | None,
+    world: int | None = 2,
+    steps: int = 4,
+    step_us: float = 10_000,
+    arrive_us: float = 6_000,
+    end_us: float = 9_000,
+    compute_end_us: float | None = None,
+    base_ts: float = 1_000_000.0,
+    comm: bool = True,
+    sync: bool = False,
+) -> TraceBuilder:
     """Each step: a compute kernel from 100 us to ``compute_end_us`` (default: the arrival),
     then an all-reduce kernel from ``arrive_us`` to ``end_us`` (ends align across ranks);
     ``sync``: the host then waits for the GPU (`torch.cuda.synchronize()`), so the step's GPU
@@ -23,12 +31,27 @@ def rank_builder(rank: int | None, world: int | None = 2, steps: int = 4, step_u
         t0 = i * step_us
         b.step(i + 1, t0, step_us)
         op = b.op("aten::mm", t0 + 10, 60)
-        b.launch(op, "cudaLaunchKernel", t0 + 20, 5, kernel="volta_sgemm_128x64_nn",
-                 gpu_ts=t0 + 100, gpu_dur=cend - 100)  # fmt: skip
+        b.launch(
+            op,
+            "cudaLaunchKernel",
+            t0 + 20,
+            5,
+            kernel="volta_sgemm_128x64_nn",
+            gpu_ts=t0 + 100,
+            gpu_dur=cend - 100,
+        )
         if comm:
             op2 = b.op("c10d::allreduce_", t0 + arrive_us - 80, 40)
-            b.launch(op2, "cudaLaunchKernel", t0 + arrive_us - 70, 5, kernel=ALLREDUCE,
-                     gpu_ts=t0 + arrive_us, gpu_dur=end_us - arrive_us, stream=20)  # fmt: skip
+            b.launch(
+                op2,
+                "cudaLaunchKernel",
+                t0 + arrive_us - 70,
+                5,
+                kernel=ALLREDUCE,
+                gpu_ts=t0 + arrive_us,
+                gpu_dur=end_us - arrive_us,
+                stream=20,
+            )
         if sync:
             last = max(end_us if comm else 0, cend)
             b.runtime("cudaDeviceSynchronize", t0 + arrive_us - 60, last - arrive_us + 65)
@@ -42,8 +65,9 @@ def write_ranks(tmp: Path, builders: dict[int, TraceBuilder]) -> list[Path]:
 STRAGGLER_SLOWDOWN = 1.25
 
 
-def synth_ranks(src: Path, out: Path, n: int, straggler: int | None = None,
-                jitter: float = 0.02) -> list[Path]:  # fmt: skip
+def synth_ranks(
+    src: Path, out: Path, n: int, straggler: int | None = None, jitter: float = 0.02
+) -> list[Path]:
     """``n`` rank traces ``trace.rank<R>.json.gz`` in ``out``, built from the real trace ``src``:
     each rank is the same trace with ``distributedInfo`` set, its timeline stretched by a small
     per-rank factor (up to ``jitter``), and rank ``straggler`` slower by ``STRAGGLER_SLOWDOWN``."""
@@ -71,8 +95,11 @@ def synth_ranks(src: Path, out: Path, n: int, straggler: int | None = None,
             if isinstance(e2.get("dur"), int | float):
                 e2["dur"] = round(float(e2["dur"]) * f, 3)
             evs.append(e2)
-        doc = {**data, "traceEvents": evs,
-               "distributedInfo": {"backend": "nccl", "rank": r, "world_size": n}}  # fmt: skip
+        doc = {
+            **data,
+            "traceEvents": evs,
+            "distributedInfo": {"backend": "nccl", "rank": r, "world_size": n},
+        }
         path = out / f"trace.rank{r}.json.gz"
         with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
             json.dump(doc, fh)

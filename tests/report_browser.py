@@ -54,11 +54,19 @@ class Browser:
             os.dup2(b, 4)
 
         self.proc = subprocess.Popen(
-            [exe, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe",
-             "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=fds, close_fds=False,  # Python's own fds are not inheritable anyway
-        )  # fmt: skip
+            [
+                exe,
+                *FLAGS,
+                f"--user-data-dir={self.profile}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=fds,
+            close_fds=False,  # Python's own fds are not inheritable anyway
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         self._buf = b""
@@ -82,8 +90,9 @@ class Browser:
         msg, self._buf = self._buf.split(b"\0", 1)
         return json.loads(msg)  # type: ignore[no-any-return]
 
-    def send(self, method: str, params: dict[str, Any] | None = None,
-             session: str | None = None) -> dict[str, Any]:  # fmt: skip
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         self._id += 1
         msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
         if session:
@@ -110,17 +119,28 @@ class Browser:
                 return ev
 
     # ---- pages ----------------------------------------------------------------------
-    def open(self, url: str, javascript: bool = True, dark: bool = False,
-             width: int = 1200, height: int = 900) -> Page:  # fmt: skip
+    def open(
+        self,
+        url: str,
+        javascript: bool = True,
+        dark: bool = False,
+        width: int = 1200,
+        height: int = 900,
+    ) -> Page:
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         sid = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=sid)
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-                  session=sid)  # fmt: skip
-        self.send("Emulation.setEmulatedMedia", {"features": [
-            {"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]}, session=sid)  # fmt: skip
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=sid,
+        )
+        self.send(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]},
+            session=sid,
+        )
         if not javascript:
             self.send("Emulation.setScriptExecutionDisabled", {"value": True}, session=sid)
         self.send("Page.navigate", {"url": url}, session=sid)
@@ -151,8 +171,9 @@ class Page:
         self.sid = session
 
     def eval(self, expression: str) -> Any:
-        res = self.b.send("Runtime.evaluate", {"expression": expression, "returnByValue": True},
-                          session=self.sid)  # fmt: skip
+        res = self.b.send(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=self.sid
+        )
         if "exceptionDetails" in res:
             raise RuntimeError(f"evaluate failed: {res['exceptionDetails']}")
         return res["result"].get("value")
@@ -175,16 +196,26 @@ class Page:
         return out
 
     def requests(self) -> list[str]:
-        return [ev["params"]["request"]["url"] for ev in self.b.events
-                if ev.get("sessionId") == self.sid and ev.get("method") == "Network.requestWillBeSent"]  # fmt: skip
+        return [
+            ev["params"]["request"]["url"]
+            for ev in self.b.events
+            if ev.get("sessionId") == self.sid and ev.get("method") == "Network.requestWillBeSent"
+        ]
 
     def screenshot(self, path: Path, full: bool = True) -> Path:
         params: dict[str, Any] = {"format": "png"}
         if full:
             size = self.b.send("Page.getLayoutMetrics", session=self.sid)["cssContentSize"]
-            params |= {"captureBeyondViewport": True,
-                       "clip": {"x": 0, "y": 0, "width": size["width"],
-                                "height": min(size["height"], 16000), "scale": 1}}  # fmt: skip
+            params |= {
+                "captureBeyondViewport": True,
+                "clip": {
+                    "x": 0,
+                    "y": 0,
+                    "width": size["width"],
+                    "height": min(size["height"], 16000),
+                    "scale": 1,
+                },
+            }
         data = self.b.send("Page.captureScreenshot", params, session=self.sid)["data"]
         path.write_bytes(base64.b64decode(data))
         return path

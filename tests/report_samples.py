@@ -49,16 +49,31 @@ def gpu_builder(kernel_name: str = KERNEL) -> TraceBuilder:
     mm = b.op("aten::mm", 300, 100)
     b.launch(mm, "cudaLaunchKernel", 310, 10, kernel=kernel_name, gpu_ts=400, gpu_dur=300)
     ar = b.op("c10d::allreduce_", 400, 50)
-    b.launch(ar, "cudaLaunchKernel", 410, 10, kernel="ncclKernel_AllReduce_RING_LL_Sum_float",
-             gpu_ts=650, gpu_dur=150)  # fmt: skip
+    b.launch(
+        ar,
+        "cudaLaunchKernel",
+        410,
+        10,
+        kernel="ncclKernel_AllReduce_RING_LL_Sum_float",
+        gpu_ts=650,
+        gpu_dur=150,
+    )
     cp = b.op("aten::copy_", 450, 50)
-    b.launch(cp, "cudaMemcpyAsync", 460, 10, memcpy=("Memcpy HtoD (Pageable -> Device)", 4096),
-             gpu_ts=800, gpu_dur=50)  # fmt: skip
+    b.launch(
+        cp,
+        "cudaMemcpyAsync",
+        460,
+        10,
+        memcpy=("Memcpy HtoD (Pageable -> Device)", 4096),
+        gpu_ts=800,
+        gpu_dur=50,
+    )
     mm2 = b.op("aten::mm", 1010, 50)
     b.launch(mm2, "cudaLaunchKernel", 1020, 10, kernel=kernel_name, gpu_ts=1100, gpu_dur=800)
     z = b.op("aten::zero_", 2000, 20)
-    b.launch(z, "cudaMemsetAsync", 2001, 5, memcpy=("Memset (Device)", 1024), gpu_ts=2000,
-             gpu_dur=100)  # fmt: skip
+    b.launch(
+        z, "cudaMemsetAsync", 2001, 5, memcpy=("Memset (Device)", 1024), gpu_ts=2000, gpu_dur=100
+    )
     mm3 = b.op("aten::mm", 2050, 20)
     b.launch(mm3, "cudaLaunchKernel", 2060, 10, kernel=kernel_name, gpu_ts=2100, gpu_dur=100)
     b.memory(100, 1 << 30, 1 << 30, 2 << 30)
@@ -70,37 +85,76 @@ def gpu_builder(kernel_name: str = KERNEL) -> TraceBuilder:
 def sample_drafts(trace: Trace, evil: bool = True) -> list[Draft]:
     o = trace.to_trace_us(0)
     return [
-        Draft("sync-point", "Host waits on the device", 0.2, "high",
-              "`loss.item()` makes the host wait 0.20 ms per step for the GPU.",
-              "Keep the loss on the GPU and call `.item()` every N steps.",
-              "if step % 100 == 0:\n    print(loss.item())",
-              evidence=tuple(Evidence(f"cudaStreamSynchronize #{i}", 3, 0.6 - i / 100, o + 700 + i)
-                             for i in range(10)),
-              locations=(Location("train_example.py", 12, "train", 3),
-                         Location("/nonexistent/dir/lib.py", 7, "helper", 1)),
-              assumptions=("the GPU stays busy once the host stops waiting",),
-              est_savings_range_ms=(0.1, 0.25)),
-        Draft("dataloader-stall", "Steps wait on the DataLoader", 0.3, "high",
-              "Each step waits 0.30 ms (36%) in `DataLoader.__next__` with num_workers=0.",
-              "Load in worker processes: `DataLoader(num_workers=4, pin_memory=True)`.",
-              "loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)",
-              evidence=(Evidence("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-                                 1, 0.3, o),),
-              locations=(Location("train_example.py", 6, "train", 1),),
-              assumptions=("workers hide the loading time completely",)),
-        Draft("tiny-kernels", (EVIL + " & <b>kernels</b>") if evil else "Tiny kernels", 0.02,
-              "low", f"Kernel {EVIL if evil else 'k'} runs 3 times for 0.02 ms & more.",
-              "Fuse with `torch.compile`.", "model = torch.compile(model)",
-              evidence=(Evidence(EVIL if evil else "k", 3, 0.06, o + 400),)),
-        Draft("memory-headroom", "Memory headroom", 0.0, "medium",
-              "Peak memory is 3.0 GiB of 80 GiB.", "Raise the batch size.", "", latent=True),
-    ]  # fmt: skip
+        Draft(
+            "sync-point",
+            "Host waits on the device",
+            0.2,
+            "high",
+            "`loss.item()` makes the host wait 0.20 ms per step for the GPU.",
+            "Keep the loss on the GPU and call `.item()` every N steps.",
+            "if step % 100 == 0:\n    print(loss.item())",
+            evidence=tuple(
+                Evidence(f"cudaStreamSynchronize #{i}", 3, 0.6 - i / 100, o + 700 + i)
+                for i in range(10)
+            ),
+            locations=(
+                Location("train_example.py", 12, "train", 3),
+                Location("/nonexistent/dir/lib.py", 7, "helper", 1),
+            ),
+            assumptions=("the GPU stays busy once the host stops waiting",),
+            est_savings_range_ms=(0.1, 0.25),
+        ),
+        Draft(
+            "dataloader-stall",
+            "Steps wait on the DataLoader",
+            0.3,
+            "high",
+            "Each step waits 0.30 ms (36%) in `DataLoader.__next__` with num_workers=0.",
+            "Load in worker processes: `DataLoader(num_workers=4, pin_memory=True)`.",
+            "loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)",
+            evidence=(
+                Evidence("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1, 0.3, o),
+            ),
+            locations=(Location("train_example.py", 6, "train", 1),),
+            assumptions=("workers hide the loading time completely",),
+        ),
+        Draft(
+            "tiny-kernels",
+            (EVIL + " & <b>kernels</b>") if evil else "Tiny kernels",
+            0.02,
+            "low",
+            f"Kernel {EVIL if evil else 'k'} runs 3 times for 0.02 ms & more.",
+            "Fuse with `torch.compile`.",
+            "model = torch.compile(model)",
+            evidence=(Evidence(EVIL if evil else "k", 3, 0.06, o + 400),),
+        ),
+        Draft(
+            "memory-headroom",
+            "Memory headroom",
+            0.0,
+            "medium",
+            "Peak memory is 3.0 GiB of 80 GiB.",
+            "Raise the batch size.",
+            "",
+            latent=True,
+        ),
+    ]
 
 
-def sample_report(trace: Trace, run_ctx: dict[str, Any] | None = None, evil: bool = True,
-                  no_source: bool = False) -> Report:  # fmt: skip
-    ctx = {"script": "train_example.py", "argv": ["--epochs", "1"], "torch": "2.5.1",
-           "cuda": "12.4", "cwd": str(GOLDEN)} if run_ctx is None else run_ctx  # fmt: skip
+def sample_report(
+    trace: Trace, run_ctx: dict[str, Any] | None = None, evil: bool = True, no_source: bool = False
+) -> Report:
+    ctx = (
+        {
+            "script": "train_example.py",
+            "argv": ["--epochs", "1"],
+            "torch": "2.5.1",
+            "cuda": "12.4",
+            "cwd": str(GOLDEN),
+        }
+        if run_ctx is None
+        else run_ctx
+    )
     th = Thresholds({})
     step = trace.median_step_ms()
     findings = rank(sample_drafts(trace, evil), step, th)
@@ -110,12 +164,16 @@ def sample_report(trace: Trace, run_ctx: dict[str, Any] | None = None, evil: boo
     return Report(
         run=run,
         findings=tuple(findings),
-        skipped=(Skipped("fp32-matmul", "no input shapes in this trace (profile with record_shapes=True)"),),
+        skipped=(
+            Skipped(
+                "fp32-matmul", "no input shapes in this trace (profile with record_shapes=True)"
+            ),
+        ),
         errored=(Errored("gpu-idle", "ZeroDivisionError: division by zero", "Traceback ..."),),
         thresholds={"rank.high_pct": 10.0, "rank.medium_pct": 3.0},
         advisor_version="0.0.0-test",
         views=views,
-    )  # fmt: skip
+    )
 
 
 def with_run(report: Report, **changes: Any) -> Report:

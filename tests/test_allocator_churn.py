@@ -13,8 +13,13 @@ from tests.tracebuilder import TraceBuilder
 ID = "allocator-churn"
 
 
-def _trace(malloc_us: float = 300.0, name: str = "cudaMalloc", steps: int = 3,
-           gpu_busy_during: bool = False, cc: tuple[int, int] | None = (8, 0)) -> TraceBuilder:  # fmt: skip
+def _trace(
+    malloc_us: float = 300.0,
+    name: str = "cudaMalloc",
+    steps: int = 3,
+    gpu_busy_during: bool = False,
+    cc: tuple[int, int] | None = (8, 0),
+) -> TraceBuilder:
     """Each 1000 us step: a kernel, then an aten::empty whose cudaMalloc holds the host
     ``malloc_us`` (the GPU idle unless ``gpu_busy_during``), then a kernel launched after it."""
     b = TraceBuilder(cc=cc)
@@ -24,14 +29,28 @@ def _trace(malloc_us: float = 300.0, name: str = "cudaMalloc", steps: int = 3,
         a = b.op("aten::relu", t0 + 10, 20)
         long = 975 if gpu_busy_during else 30  # GPU-bound: a kernel through the step
         if cc is not None:
-            b.launch(a, "cudaLaunchKernel", t0 + 12, 5, kernel="relu_kernel", gpu_ts=t0 + 20,
-                     gpu_dur=long)  # fmt: skip
+            b.launch(
+                a,
+                "cudaLaunchKernel",
+                t0 + 12,
+                5,
+                kernel="relu_kernel",
+                gpu_ts=t0 + 20,
+                gpu_dur=long,
+            )
         e = b.op("aten::empty", t0 + 40, malloc_us + 10)
         b.runtime(name, t0 + 45, malloc_us, e)
         c = b.op("aten::add", t0 + malloc_us + 60, 20)
         if cc is not None:
-            b.launch(c, "cudaLaunchKernel", t0 + malloc_us + 62, 5, kernel="add_kernel",
-                     gpu_ts=t0 + malloc_us + 70, gpu_dur=30)  # fmt: skip
+            b.launch(
+                c,
+                "cudaLaunchKernel",
+                t0 + malloc_us + 62,
+                5,
+                kernel="add_kernel",
+                gpu_ts=t0 + malloc_us + 70,
+                gpu_dur=30,
+            )
     return b
 
 

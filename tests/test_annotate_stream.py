@@ -34,8 +34,9 @@ def _members(data: bytes) -> int:
 
 
 @pytest.mark.parametrize("name", ["t.json.gz", "t.json"])
-def test_streamed_copy_equals_the_in_memory_one(tmp_path: Path, name: str,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_streamed_copy_equals_the_in_memory_one(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(source, "_PIECE_BYTES", 97)  # many pieces: patterns split across them
     src = gpu_builder().write(tmp_path / name)
     report = _report(src)

@@ -30,8 +30,10 @@ def resnet() -> advisor.Report:
 
 
 def test_import_stays_light() -> None:
-    code = ("import sys, advisor; advisor.step; "
-            "print(sorted(m for m in ('torch', 'pandas', 'typer') if m in sys.modules))")  # fmt: skip
+    code = (
+        "import sys, advisor; advisor.step; "
+        "print(sorted(m for m in ('torch', 'pandas', 'typer') if m in sys.modules))"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == "[]"
 

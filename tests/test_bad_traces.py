@@ -75,7 +75,7 @@ CASES: list[tuple[str, Callable[[Path], Path], str]] = [
             + b"[" * 200_000
             + b"]" * 200_000
             + b"}}]}",
-        ),  # fmt: skip
+        ),
         "nested too deeply",
     ),
     (
@@ -89,9 +89,13 @@ CASES: list[tuple[str, Callable[[Path], Path], str]] = [
 @pytest.mark.parametrize("command", ["analyze", "inspect", "diff"])
 @pytest.mark.parametrize(("case", "make", "words"), CASES, ids=[c[0] for c in CASES])
 def test_bad_trace_is_one_line_exit_1_and_no_output(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, case: str,
-    make: Callable[[Path], Path], words: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    case: str,
+    make: Callable[[Path], Path],
+    words: str,
+) -> None:
     path = make(tmp_path)
     out = tmp_path / "out"
     argv = [command, str(path)] + (["--out", str(out)] if command == "analyze" else [])
@@ -205,8 +209,12 @@ def test_skipped_events_are_counted_in_findings(tmp_path: Path) -> None:
 def test_console_entry_in_a_subprocess(tmp_path: Path) -> None:
     p = tmp_path / "cut.json.gz"
     p.write_bytes(gzip.compress(_GOOD)[:-30])
-    r = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(p), "--out",
-                        str(tmp_path / "o")], capture_output=True, text=True, timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor", "analyze", str(p), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1
     assert r.stderr.strip() == f"advisor: error: {p}: truncated gzip file (stream ends early)"
     assert r.stdout == ""
@@ -218,16 +226,22 @@ REPORT_CASES: list[tuple[str, Callable[[Path], Path], str]] = [
     ("corrupt findings.json", _write("findings.json", b"{bad"), "not valid JSON"),
     ("empty findings.json", _write("findings.json", b""), "not valid JSON"),
     ("a list, not findings", _write("findings.json", b"[1, 2]"), "not a torch-advisor"),
-    ("findings without a body", _write("findings.json", b'{"schema_version": 1}'),
-     "not a torch-advisor"),
-]  # fmt: skip
+    (
+        "findings without a body",
+        _write("findings.json", b'{"schema_version": 1}'),
+        "not a torch-advisor",
+    ),
+]
 
 
 @pytest.mark.parametrize(("case", "make", "words"), REPORT_CASES, ids=[c[0] for c in REPORT_CASES])
 def test_report_command_bad_input_is_one_line_and_writes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
-    make: Callable[[Path], Path], words: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    make: Callable[[Path], Path],
+    words: str,
+) -> None:
     path = make(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(SystemExit) as ei:

@@ -23,22 +23,38 @@ def _small_trace(tmp_path: Path) -> Path:
     for s in range(4):
         b.step(s + 1, s * 1000, 1000)
         op = b.op("aten::mm", s * 1000 + 10, 300, dims=[[8, 16], [16, 8]], types=["float"] * 2)
-        b.launch(op, "cudaLaunchKernel", s * 1000 + 20, 5, kernel="volta_sgemm_128x64_nn",
-                 gpu_ts=s * 1000 + 400, gpu_dur=200)  # fmt: skip
+        b.launch(
+            op,
+            "cudaLaunchKernel",
+            s * 1000 + 20,
+            5,
+            kernel="volta_sgemm_128x64_nn",
+            gpu_ts=s * 1000 + 400,
+            gpu_dur=200,
+        )
     return b.write(tmp_path / "small.json.gz")
 
 
 def _run(args: list[str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=REPO)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO
+    )
 
 
 @pytest.mark.slow
 def test_analyze_speed_script_runs(tmp_path: Path) -> None:
     trace = _small_trace(tmp_path)
-    r = _run([str(BENCH / "analyze_speed.py"), str(trace), "--repeat", "1",
-              "--hta-python", str(tmp_path / "no-such-python")])  # fmt: skip
+    r = _run(
+        [
+            str(BENCH / "analyze_speed.py"),
+            str(trace),
+            "--repeat",
+            "1",
+            "--hta-python",
+            str(tmp_path / "no-such-python"),
+        ]
+    )
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "skipping the HTA figure" in out
@@ -55,8 +71,9 @@ def test_load_script_and_big_trace_builder(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "small.json.gz" in r.stdout and "targets" in r.stdout
     big = tmp_path / "big.json"
-    r = _run([str(BENCH / "make_big_trace.py"), str(big), "--source", str(trace),
-              "--size-mb", "0.05"])  # fmt: skip
+    r = _run(
+        [str(BENCH / "make_big_trace.py"), str(big), "--source", str(trace), "--size-mb", "0.05"]
+    )
     assert r.returncode == 0, r.stderr
     from advisor.trace import load_trace
 

@@ -155,8 +155,10 @@ def test_a_trace_without_call_sites_says_its_lines_are_frame_starts(
     # the report says so under each such line, and the terminal table marks it
     vm = build_viewmodel(report, "2026-11-24T00:00:00Z")
     card = next(c for c in vm["findings"] if c["id"] == "sync-point")
-    assert all("not the line that was running" in "".join(p["text"] for p in loc["how"])
-               for loc in card["locations"])  # fmt: skip
+    assert all(
+        "not the line that was running" in "".join(p["text"] for p in loc["how"])
+        for loc in card["locations"]
+    )
     out = io.StringIO()
     print_summary(report, {}, file=out)
     assert "(frame start)" in out.getvalue()
@@ -175,13 +177,31 @@ def test_exact_lines_carry_no_note(run: Any) -> None:
 def test_annotate_matches_by_start_and_name(tmp_path: Path) -> None:
     base = 1_790_857_026_000_000_000
     events = [
-        {"ph": "X", "cat": "python_function", "name": "<built-in method item>",
-         "ts": 4659536070010.791, "dur": 1.0, "args": {"Python id": 3}},
-        {"ph": "X", "cat": "python_function", "name": "<built-in method cat>",
-         "ts": 4659536070020.5, "dur": 1.0, "args": {}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::item", "ts": 4659536070010.791, "dur": 1,
-         "args": {}},
-    ]  # fmt: skip
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "<built-in method item>",
+            "ts": 4659536070010.791,
+            "dur": 1.0,
+            "args": {"Python id": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "<built-in method cat>",
+            "ts": 4659536070020.5,
+            "dur": 1.0,
+            "args": {},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::item",
+            "ts": 4659536070010.791,
+            "dur": 1,
+            "args": {},
+        },
+    ]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"baseTimeNanoseconds": base, "traceEvents": events}))
     sites = {
@@ -192,6 +212,8 @@ def test_annotate_matches_by_start_and_name(tmp_path: Path) -> None:
     assert annotate(path, sites) == 2
     got = json.loads(path.read_text())["traceEvents"]
     assert [e["args"].get("call_site") for e in got] == [
-        "loop.py(14): <module>", "loop.py(20): step", None,
-    ]  # fmt: skip
+        "loop.py(14): <module>",
+        "loop.py(20): step",
+        None,
+    ]
     assert got[0]["args"]["Python id"] == 3

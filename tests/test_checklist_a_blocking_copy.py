@@ -125,8 +125,15 @@ def test_bookkeeping_calls_between_copy_and_wait_are_skipped() -> None:
     b = TraceBuilder()
     _steps(b, 1)
     to = b.op("aten::to", 100, 2000)
-    b.launch(to, "cudaMemcpyAsync", 110, 10, memcpy=("Memcpy HtoD (Pinned -> Device)", MB8),
-             gpu_ts=125, gpu_dur=1000)  # fmt: skip
+    b.launch(
+        to,
+        "cudaMemcpyAsync",
+        110,
+        10,
+        memcpy=("Memcpy HtoD (Pinned -> Device)", MB8),
+        gpu_ts=125,
+        gpu_dur=1000,
+    )
     b.runtime("cudaStreamIsCapturing", 122, 1, to)
     b.runtime("cudaStreamSynchronize", 125, 1005, to)
     f = one(analyze(b.load(), ID), ID)

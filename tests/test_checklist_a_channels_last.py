@@ -15,26 +15,45 @@ TO_NHWC = (
 TO_NCHW = "void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false>(float const*)"
 
 
-def _trace(cc: tuple[int, int] | None = (8, 0), conv_us: float = 1000.0, xform_us: float = 150.0,
-           under: str = "aten::cudnn_convolution", types: str = "float",
-           steps: int = 2) -> TraceBuilder:  # fmt: skip
+def _trace(
+    cc: tuple[int, int] | None = (8, 0),
+    conv_us: float = 1000.0,
+    xform_us: float = 150.0,
+    under: str = "aten::cudnn_convolution",
+    types: str = "float",
+    steps: int = 2,
+) -> TraceBuilder:
     b = TraceBuilder(cc=cc)
     for s in range(steps):
         t0 = s * 4000.0
         b.step(s + 1, t0, 4000)
-        b.op("aten::conv2d", t0 + 10, 100, dims=[[8, 64, 56, 56], [64, 64, 3, 3], []],
-             types=[types, types])  # fmt: skip
+        b.op(
+            "aten::conv2d",
+            t0 + 10,
+            100,
+            dims=[[8, 64, 56, 56], [64, 64, 3, 3], []],
+            types=[types, types],
+        )
         # the launching op: inside aten::conv2d, or (another op) after it
         c = b.op(under, t0 + 20 if "conv" in under else t0 + 120, 80)
         t1 = c["ts"] - b.base
-        b.launch(c, "cudaLaunchKernel", t1 + 5, 5, kernel=TO_NHWC, gpu_ts=t0 + 300,
-                 gpu_dur=xform_us)  # fmt: skip
+        b.launch(
+            c, "cudaLaunchKernel", t1 + 5, 5, kernel=TO_NHWC, gpu_ts=t0 + 300, gpu_dur=xform_us
+        )
         # back to back on the stream; the host then waits for them (on the step's path)
-        b.launch(c, "cudaLaunchKernel", t1 + 15, 5, kernel="sm80_xmma_fprop_implicit_gemm_tf32",
-                 gpu_ts=t0 + 300 + xform_us, gpu_dur=conv_us)  # fmt: skip
+        b.launch(
+            c,
+            "cudaLaunchKernel",
+            t1 + 15,
+            5,
+            kernel="sm80_xmma_fprop_implicit_gemm_tf32",
+            gpu_ts=t0 + 300 + xform_us,
+            gpu_dur=conv_us,
+        )
         end = t0 + 300 + xform_us + conv_us
-        b.launch(c, "cudaLaunchKernel", t1 + 25, 5, kernel=TO_NCHW, gpu_ts=end,
-                 gpu_dur=xform_us / 2)  # fmt: skip
+        b.launch(
+            c, "cudaLaunchKernel", t1 + 25, 5, kernel=TO_NCHW, gpu_ts=end, gpu_dur=xform_us / 2
+        )
         b.runtime("cudaDeviceSynchronize", t1 + 35, end + xform_us / 2 + 5 - (t1 + 35))
     return b
 
@@ -71,10 +90,15 @@ def test_run_json_only_with_amp_convs_gives_a_low_confidence_estimate() -> None:
 
 
 def test_run_json_only_fp32_or_channels_last_model_is_not_reported() -> None:
-    assert not found(analyze(_trace(xform_us=0.5).load(), ID,
-                             {"modules": {"channels_last": False}}), ID)  # fmt: skip
-    assert not found(analyze(_trace(xform_us=0.5, types="c10::Half").load(), ID,
-                             {"modules": {"channels_last": True}}), ID)  # fmt: skip
+    assert not found(
+        analyze(_trace(xform_us=0.5).load(), ID, {"modules": {"channels_last": False}}), ID
+    )
+    assert not found(
+        analyze(
+            _trace(xform_us=0.5, types="c10::Half").load(), ID, {"modules": {"channels_last": True}}
+        ),
+        ID,
+    )
 
 
 def test_cpu_only_trace_is_skipped() -> None:

@@ -15,8 +15,9 @@ W = [16, 3, 3, 3]
 Y = [8, 16, 30, 30]
 
 
-def _conv(b: TraceBuilder, ts: float, bias: bool, shapes: bool = True, gpu: bool = True,
-          out_ch: int = 16) -> None:  # fmt: skip
+def _conv(
+    b: TraceBuilder, ts: float, bias: bool, shapes: bool = True, gpu: bool = True, out_ch: int = 16
+) -> None:
     """aten::conv2d > convolution > _convolution > cudnn_convolution (+ aten::add_ for bias)."""
     w = [out_ch, 3, 3, 3]
     dims: Any = [X, w, [out_ch] if bias else [], [], [], [], []] if shapes else None
@@ -25,24 +26,45 @@ def _conv(b: TraceBuilder, ts: float, bias: bool, shapes: bool = True, gpu: bool
     b.op("aten::_convolution", ts + 4, 92, dims=dims)
     c = b.op("aten::cudnn_convolution", ts + 6, 50, dims=[X, w, []] if shapes else None)
     if gpu:
-        b.launch(c, "cudaLaunchKernel", ts + 10, 5, kernel="implicit_gemm_conv",
-                 gpu_ts=ts + 200, gpu_dur=300)  # fmt: skip
+        b.launch(
+            c,
+            "cudaLaunchKernel",
+            ts + 10,
+            5,
+            kernel="implicit_gemm_conv",
+            gpu_ts=ts + 200,
+            gpu_dur=300,
+        )
     if bias:
         a = b.op("aten::add_", ts + 60, 30, dims=[Y, [1, out_ch, 1, 1], []] if shapes else None)
         if gpu:
-            b.launch(a, "cudaLaunchKernel", ts + 65, 5, kernel="elementwise_add",
-                     gpu_ts=ts + 500, gpu_dur=40)  # fmt: skip
+            b.launch(
+                a,
+                "cudaLaunchKernel",
+                ts + 65,
+                5,
+                kernel="elementwise_add",
+                gpu_ts=ts + 500,
+                gpu_dur=40,
+            )
 
 
-def _bn(b: TraceBuilder, ts: float, shapes: bool = True, name: str = "aten::batch_norm",
-        ch: int = 16) -> None:  # fmt: skip
+def _bn(
+    b: TraceBuilder, ts: float, shapes: bool = True, name: str = "aten::batch_norm", ch: int = 16
+) -> None:
     b.op("aten::add_", ts, 5, dims=[[], [], []] if shapes else None)  # num_batches_tracked += 1
     y = [8, ch, 30, 30]
     b.op(name, ts + 10, 60, dims=[y, [ch], [ch], [ch], [ch], [], [], [], []] if shapes else None)
 
 
-def _trace(bias: bool = True, shapes: bool = True, gpu: bool = True, follow: str = "bn",
-           bn_ch: int = 16, sync: bool = False) -> TraceBuilder:  # fmt: skip
+def _trace(
+    bias: bool = True,
+    shapes: bool = True,
+    gpu: bool = True,
+    follow: str = "bn",
+    bn_ch: int = 16,
+    sync: bool = False,
+) -> TraceBuilder:
     b = TraceBuilder(cc=(8, 0) if gpu else None)
     for s in range(2):
         t0 = s * 2000.0

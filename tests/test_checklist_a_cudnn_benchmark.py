@@ -11,8 +11,9 @@ ID = "cudnn-benchmark"
 OFF = {"backends": {"cudnn_benchmark": False, "cudnn_deterministic": False}}
 
 
-def _trace(steps: int = 3, vary: bool = False, shapes: bool = True,
-           gpu: bool = True) -> TraceBuilder:  # fmt: skip
+def _trace(
+    steps: int = 3, vary: bool = False, shapes: bool = True, gpu: bool = True
+) -> TraceBuilder:
     b = TraceBuilder(cc=(8, 0) if gpu else None)
     for s in range(steps):
         t0 = s * 5000.0
@@ -22,17 +23,32 @@ def _trace(steps: int = 3, vary: bool = False, shapes: bool = True,
         b.op("aten::conv2d", t0 + 10, 100, dims=dims)
         c = b.op("aten::cudnn_convolution", t0 + 20, 80)
         if gpu:
-            b.launch(c, "cudaLaunchKernel", t0 + 30, 5, kernel="implicit_gemm_fprop",
-                     gpu_ts=t0 + 200, gpu_dur=600)  # fmt: skip
+            b.launch(
+                c,
+                "cudaLaunchKernel",
+                t0 + 30,
+                5,
+                kernel="implicit_gemm_fprop",
+                gpu_ts=t0 + 200,
+                gpu_dur=600,
+            )
             b.runtime("cudaDeviceSynchronize", t0 + 40, 765)  # the GPU work is on the step's path
         bw = b.op("aten::convolution_backward", t0 + 1000, 100)
         if gpu:
-            b.launch(bw, "cudaLaunchKernel", t0 + 1010, 5, kernel="dgrad_engine",
-                     gpu_ts=t0 + 1200, gpu_dur=400)  # fmt: skip
+            b.launch(
+                bw,
+                "cudaLaunchKernel",
+                t0 + 1010,
+                5,
+                kernel="dgrad_engine",
+                gpu_ts=t0 + 1200,
+                gpu_dur=400,
+            )
             b.runtime("cudaDeviceSynchronize", t0 + 1020, 585)
             mm = b.op("aten::mm", t0 + 2000, 50)  # not a convolution
-            b.launch(mm, "cudaLaunchKernel", t0 + 2010, 5, kernel="sgemm", gpu_ts=t0 + 2100,
-                     gpu_dur=900)  # fmt: skip
+            b.launch(
+                mm, "cudaLaunchKernel", t0 + 2010, 5, kernel="sgemm", gpu_ts=t0 + 2100, gpu_dur=900
+            )
     return b
 
 

@@ -6,10 +6,22 @@ import pytest
 
 from advisor.analysis.detection import all_detectors
 
-IDS = ["pageable-memcpy", "blocking-copy", "host-tensor-creation", "zero-grad-not-none",
-       "conv-bias-before-bn", "channels-last", "cudnn-benchmark"]  # fmt: skip
-SECTIONS = ["**What it detects.**", "**Why it costs time.**", "**How the saving is estimated.**",
-            "**How to fix.**", "**Known false positives.**"]  # fmt: skip
+IDS = [
+    "pageable-memcpy",
+    "blocking-copy",
+    "host-tensor-creation",
+    "zero-grad-not-none",
+    "conv-bias-before-bn",
+    "channels-last",
+    "cudnn-benchmark",
+]
+SECTIONS = [
+    "**What it detects.**",
+    "**Why it costs time.**",
+    "**How the saving is estimated.**",
+    "**How to fix.**",
+    "**Known false positives.**",
+]
 
 
 @pytest.mark.parametrize("det_id", IDS)

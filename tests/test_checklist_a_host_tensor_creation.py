@@ -14,8 +14,9 @@ SHAPE = [256, 1024]
 NBYTES = 256 * 1024 * 4
 
 
-def _randn(b: TraceBuilder, ts: float, shape: list[int] | None, dur: float = 400.0,
-           shapes: bool = True) -> dict[str, Any]:  # fmt: skip
+def _randn(
+    b: TraceBuilder, ts: float, shape: list[int] | None, dur: float = 400.0, shapes: bool = True
+) -> dict[str, Any]:
     """A CPU torch.randn: aten::randn > aten::empty + aten::normal_ (no GPU launch)."""
     op = b.op("aten::randn", ts, dur, dims=[[], [], [], [], []] if shapes else None)
     b.op("aten::empty", ts + 1, 5, dims=[[], [], [], [], [], []] if shapes else None)
@@ -23,8 +24,9 @@ def _randn(b: TraceBuilder, ts: float, shape: list[int] | None, dur: float = 400
     return op
 
 
-def _trace(steps: int = 3, copied_shape: list[int] | None = None, every: int = 1,
-           shapes: bool = True) -> TraceBuilder:  # fmt: skip
+def _trace(
+    steps: int = 3, copied_shape: list[int] | None = None, every: int = 1, shapes: bool = True
+) -> TraceBuilder:
     b = TraceBuilder()
     for i in range(steps):
         t0 = i * 10_000.0
@@ -69,8 +71,9 @@ def test_creation_on_the_gpu_is_not_reported() -> None:
         b.step(i + 1, t0, 10_000)
         b.op("aten::randn", t0 + 100, 50, dims=[[], [], [], [], []])
         n = b.op("aten::normal_", t0 + 110, 30, dims=[SHAPE, [], [], []])
-        b.launch(n, "cudaLaunchKernel", t0 + 115, 5, kernel="normal_kernel", gpu_ts=t0 + 130,
-                 gpu_dur=10)  # fmt: skip
+        b.launch(
+            n, "cudaLaunchKernel", t0 + 115, 5, kernel="normal_kernel", gpu_ts=t0 + 130, gpu_dur=10
+        )
         htod(b, t0 + 600, NBYTES, 100.0, shape=SHAPE)  # an unrelated copy of the same shape
     assert not found(analyze(b.load(), ID), ID)
 

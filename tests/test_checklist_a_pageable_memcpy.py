@@ -11,8 +11,14 @@ ID = "pageable-memcpy"
 MB16 = 16_000_000
 
 
-def _trace(src: str = "Pageable", nbytes: int = MB16, dur: float = 3000.0, steps: int = 3,
-           pinned_probe: float | None = None, cc: tuple[int, int] = (8, 0)) -> TraceBuilder:  # fmt: skip
+def _trace(
+    src: str = "Pageable",
+    nbytes: int = MB16,
+    dur: float = 3000.0,
+    steps: int = 3,
+    pinned_probe: float | None = None,
+    cc: tuple[int, int] = (8, 0),
+) -> TraceBuilder:
     b = TraceBuilder(cc=cc)
     for i in range(steps):
         t0 = i * 10_000.0
@@ -48,8 +54,17 @@ def test_link_cap_by_gpu_generation() -> None:
 
 
 def test_run_json_names_the_unpinned_dataloader() -> None:
-    run = {"dataloaders": [{"pin_memory": False, "num_workers": 0, "batch_size": 32,
-                            "file": "train.py", "line": 17}]}  # fmt: skip
+    run = {
+        "dataloaders": [
+            {
+                "pin_memory": False,
+                "num_workers": 0,
+                "batch_size": 32,
+                "file": "train.py",
+                "line": 17,
+            }
+        ]
+    }
     f = one(analyze(_trace().load(), ID, run), ID)
     assert f.locations[0].file == "train.py" and f.locations[0].line == 17
     assert "pin_memory=False" in f.summary

@@ -12,8 +12,17 @@ from tests.conftest import shared_trace
 
 pytestmark = pytest.mark.shared
 
-IDS = frozenset({"pageable-memcpy", "blocking-copy", "host-tensor-creation", "zero-grad-not-none",
-                 "conv-bias-before-bn", "channels-last", "cudnn-benchmark"})  # fmt: skip
+IDS = frozenset(
+    {
+        "pageable-memcpy",
+        "blocking-copy",
+        "host-tensor-creation",
+        "zero-grad-not-none",
+        "conv-bias-before-bn",
+        "channels-last",
+        "cudnn-benchmark",
+    }
+)
 RESNET = [
     "kineto/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
     "kineto/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz",
@@ -94,18 +103,27 @@ def test_nccl_conv_net_layout_conversions() -> None:
 
 
 def test_amd_toy_randn_on_host_then_copied() -> None:
-    f = one(report("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
-            "host-tensor-creation")  # fmt: skip
+    f = one(
+        report("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"), "host-tensor-creation"
+    )
     assert f.evidence[0].what.startswith("aten::randn [5, 128] on the host")
 
 
-@pytest.mark.parametrize("rel", [
-    "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
-    "hta/mtia_trace_single_rank/mtia_rank_0.json.gz",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+        "hta/mtia_trace_single_rank/mtia_rank_0.json.gz",
+    ],
+)
 def test_no_saving_claimed_without_gpu(rel: str) -> None:
     rep = report(rel)
     assert [f.id for f in rep.findings if f.est_savings_ms > 0] == []
-    gpu_only = {"pageable-memcpy", "blocking-copy", "host-tensor-creation", "channels-last",
-                "cudnn-benchmark"}  # fmt: skip
+    gpu_only = {
+        "pageable-memcpy",
+        "blocking-copy",
+        "host-tensor-creation",
+        "channels-last",
+        "cudnn-benchmark",
+    }
     assert gpu_only <= {s.id for s in rep.skipped}

@@ -11,8 +11,9 @@ ID = "zero-grad-not-none"
 ANN = "Optimizer.zero_grad#SGD.zero_grad"
 
 
-def _gpu_trace(n_params: int = 4, steps: int = 2, zero_ops: bool = True,
-               legacy: bool = False) -> TraceBuilder:  # fmt: skip
+def _gpu_trace(
+    n_params: int = 4, steps: int = 2, zero_ops: bool = True, legacy: bool = False
+) -> TraceBuilder:
     b = TraceBuilder()
     for s in range(steps):
         t0 = s * 10_000.0
@@ -27,8 +28,9 @@ def _gpu_trace(n_params: int = 4, steps: int = 2, zero_ops: bool = True,
             ts = start + 10 + 50 * i
             b.op("aten::zero_", ts, 40, dims=[[64, 64]])
             f = b.op("aten::fill_", ts + 2, 36, dims=[[64, 64], []])
-            b.launch(f, "cudaLaunchKernel", ts + 5, 10, kernel="fill_kernel", gpu_ts=ts + 20,
-                     gpu_dur=3)  # fmt: skip
+            b.launch(
+                f, "cudaLaunchKernel", ts + 5, 10, kernel="fill_kernel", gpu_ts=ts + 20, gpu_dur=3
+            )
     return b
 
 
@@ -65,17 +67,19 @@ def test_set_to_none_and_zero_ops_elsewhere_are_not_reported() -> None:
 
 
 def test_run_json_site_without_trace_evidence_is_latent() -> None:
-    run = {"zero_grad": [{"owner": "Module", "set_to_none": False, "file": "train.py",
-                          "line": 33}]}  # fmt: skip
+    run = {"zero_grad": [{"owner": "Module", "set_to_none": False, "file": "train.py", "line": 33}]}
     f = one(analyze(_gpu_trace(zero_ops=False).load(), ID, run), ID)
     assert f.severity == "info" and f.est_savings_ms == 0
     assert f.locations[0].line == 33 and "Module.zero_grad" in f.locations[0].function
 
 
 def test_run_json_site_is_named_with_measured_cost() -> None:
-    run = {"zero_grad": [{"owner": "Optimizer", "set_to_none": False, "file": "train.py",
-                          "line": 40}, {"owner": "Optimizer", "set_to_none": True,
-                                        "file": "train.py", "line": 41}]}  # fmt: skip
+    run = {
+        "zero_grad": [
+            {"owner": "Optimizer", "set_to_none": False, "file": "train.py", "line": 40},
+            {"owner": "Optimizer", "set_to_none": True, "file": "train.py", "line": 41},
+        ]
+    }
     f = one(analyze(_gpu_trace().load(), ID, run), ID)
     assert [loc.line for loc in f.locations][:1] == [40]
     assert all(loc.line != 41 for loc in f.locations)
@@ -93,8 +97,9 @@ def test_foreach_zero_counts_the_gradients_in_its_list() -> None:
     b.annotation(ANN, 100, 200)
     grads = [[64, 64], [64], [128, 64], [128]]
     z = b.op("aten::_foreach_zero_", 120, 100, dims=[grads])
-    b.launch(z, "cudaLaunchKernel", 130, 10, kernel="multi_tensor_apply_kernel", gpu_ts=150,
-             gpu_dur=20)  # fmt: skip
+    b.launch(
+        z, "cudaLaunchKernel", 130, 10, kernel="multi_tensor_apply_kernel", gpu_ts=150, gpu_dur=20
+    )
     f = one(analyze(b.load(), ID), ID)
     assert "fills 4 gradient(s)" in f.summary and "1 zeroing op(s) per step" in f.summary
     assert f.est_savings_ms == pytest.approx(0.1, abs=0.001)  # 20 us kernel + 80 us idle

@@ -62,9 +62,19 @@ def test_name_in_and_name_mask_match_per_row_tests() -> None:
     names = ["aten::add_", "aten::mm", None, "aten::add_", "aten::_foreach_add_"]
     for values in (pd.Series(names, dtype="category"), np.array(names, dtype=object)):
         assert name_in(values, ["aten::add_", "aten::mul_"]).tolist() == [
-            True, False, False, True, False]  # fmt: skip
+            True,
+            False,
+            False,
+            True,
+            False,
+        ]
         assert name_mask(values, re.compile("_foreach_|mm")).tolist() == [
-            False, True, False, False, True]  # fmt: skip
+            False,
+            True,
+            False,
+            False,
+            True,
+        ]
     assert name_in(np.zeros(0, dtype=object), ["x"]).tolist() == []
 
 
@@ -75,8 +85,15 @@ def _chains_by_loop(k: pd.DataFrame, ew: np.ndarray, min_chain: int) -> list[lis
     e = ew[order]
     out, start = [], None
     for i in range(len(order) + 1):
-        if (i < len(order) and e[i] and i > 0 and e[i - 1] and dev[i] == dev[i - 1]
-                and stream[i] == stream[i - 1] and step[i] == step[i - 1]):  # fmt: skip
+        if (
+            i < len(order)
+            and e[i]
+            and i > 0
+            and e[i - 1]
+            and dev[i] == dev[i - 1]
+            and stream[i] == stream[i - 1]
+            and step[i] == step[i - 1]
+        ):
             continue
         if start is not None and i - start >= min_chain:
             out.append(order[start:i].tolist())
@@ -84,8 +101,9 @@ def _chains_by_loop(k: pd.DataFrame, ew: np.ndarray, min_chain: int) -> list[lis
     return out
 
 
-_kernel_rows = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.integers(-1, 2),
-                                  st.booleans()), max_size=60)  # fmt: skip
+_kernel_rows = st.lists(
+    st.tuples(st.integers(0, 1), st.integers(0, 2), st.integers(-1, 2), st.booleans()), max_size=60
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -93,9 +111,15 @@ _kernel_rows = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.integ
 def test_chains_are_the_maximal_runs_of_linked_elementwise_kernels(
     rows: list[tuple[int, int, int, bool]], min_chain: int
 ) -> None:
-    k = pd.DataFrame({"ts_ns": np.arange(len(rows), dtype=np.int64) * 10,
-                      "device": [r[0] for r in rows], "stream": [r[1] for r in rows],
-                      "step": [r[2] for r in rows]}, dtype=np.int64)  # fmt: skip
+    k = pd.DataFrame(
+        {
+            "ts_ns": np.arange(len(rows), dtype=np.int64) * 10,
+            "device": [r[0] for r in rows],
+            "stream": [r[1] for r in rows],
+            "step": [r[2] for r in rows],
+        },
+        dtype=np.int64,
+    )
     ew = np.array([r[3] for r in rows], dtype=bool)
     got = [c.tolist() for c in _chains(SimpleNamespace(kernels=k), ew, min_chain)]  # type: ignore[arg-type]
     assert got == _chains_by_loop(k, ew, min_chain)
@@ -123,9 +147,14 @@ def test_short_kernel_names() -> None:
         )
         == "mul"
     )
-    assert short_name("void at::native::vectorized_elementwise_kernel<4, at::native::"
-                      "tanh_backward_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}"
-                      "::operator()() const>(int)") == "tanh_backward"  # fmt: skip
+    assert (
+        short_name(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::"
+            "tanh_backward_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}"
+            "::operator()() const>(int)"
+        )
+        == "tanh_backward"
+    )
 
 
 # ------------------------------------------------------------------ inference-without-no-grad
@@ -133,8 +162,13 @@ def test_short_kernel_names() -> None:
 INF = "inference-without-no-grad"
 
 
-def inference_trace(n_steps: int = 3, nodes: int = 30, grad: bool = True, bw: bool = False,
-                    cc: tuple[int, int] | None = None) -> TraceBuilder:  # fmt: skip
+def inference_trace(
+    n_steps: int = 3,
+    nodes: int = 30,
+    grad: bool = True,
+    bw: bool = False,
+    cc: tuple[int, int] | None = None,
+) -> TraceBuilder:
     b = TraceBuilder(cc=cc)
     seq = 100
     for s in range(n_steps):
@@ -291,12 +325,12 @@ def _dp_gpu(early_us: float = 0.0) -> TraceBuilder:
         end = t0 + 3010 + 500
         if early_us:
             op = b.op("aten::mm", t0 + 2, 6)
-            b.launch(op, "cudaLaunchKernel", t0 + 3, 2, kernel="gemm", gpu_ts=t0 + 5,
-                     gpu_dur=early_us)  # fmt: skip
+            b.launch(
+                op, "cudaLaunchKernel", t0 + 3, 2, kernel="gemm", gpu_ts=t0 + 5, gpu_dur=early_us
+            )
             end = max(end, t0 + 5 + early_us + 500)
         op = b.op("aten::mm", t0 + 3000, 10)
-        b.launch(op, "cudaLaunchKernel", t0 + 3001, 5, kernel="gemm",
-                 gpu_ts=end - 500, gpu_dur=500)  # fmt: skip
+        b.launch(op, "cudaLaunchKernel", t0 + 3001, 5, kernel="gemm", gpu_ts=end - 500, gpu_dur=500)
         b.runtime("cudaDeviceSynchronize", t0 + 3012, end - (t0 + 3012))
     return b
 
@@ -371,18 +405,32 @@ def test_data_parallel_without_data_is_skipped() -> None:
 PL = "python-loop"
 
 
-def builtin_frame(b: TraceBuilder, name: str, ts: float, dur: float,
-                  parent: dict[str, Any]) -> None:  # fmt: skip
+def builtin_frame(
+    b: TraceBuilder, name: str, ts: float, dur: float, parent: dict[str, Any]
+) -> None:
     """A C call as torch's Python tracer names it (no file and line)."""
     b._pyid += 1
-    b.events.append({"ph": "X", "cat": "python_function", "name": name, "pid": PID, "tid": TID,
-                     "ts": b.base + ts, "dur": dur,
-                     "args": {"Python id": b._pyid, "Python thread": 0,
-                              "Python parent id": parent["args"]["Python id"]}})  # fmt: skip
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": name,
+            "pid": PID,
+            "tid": TID,
+            "ts": b.base + ts,
+            "dur": dur,
+            "args": {
+                "Python id": b._pyid,
+                "Python thread": 0,
+                "Python parent id": parent["args"]["Python id"],
+            },
+        }
+    )
 
 
-def loop_trace(per_step: int = 250, file: str = "train.py", steps: int = 2,
-               gpu_busy: bool = False) -> TraceBuilder:  # fmt: skip
+def loop_trace(
+    per_step: int = 250, file: str = "train.py", steps: int = 2, gpu_busy: bool = False
+) -> TraceBuilder:
     b = TraceBuilder(cc=(8, 0) if gpu_busy else None)
     for s in range(steps):
         t0 = s * 10_000.0
@@ -398,8 +446,7 @@ def loop_trace(per_step: int = 250, file: str = "train.py", steps: int = 2,
             t += 12
         if gpu_busy:
             op = b.op("aten::mm", t0 + 9_995, 1)
-            b.launch(op, "cudaLaunchKernel", t0 + 9_995, 1, kernel="gemm", gpu_ts=t0,
-                     gpu_dur=9_990)  # fmt: skip
+            b.launch(op, "cudaLaunchKernel", t0 + 9_995, 1, kernel="gemm", gpu_ts=t0, gpu_dur=9_990)
     return b
 
 
@@ -415,8 +462,11 @@ def test_python_loop_reports_the_line_and_measured_cpu_time() -> None:
 
 
 def test_python_loop_inside_library_code_is_not_reported() -> None:
-    for lib in ("torch/nn/functional.py", "/opt/venv/lib/python3.11/site-packages/torchrec/x.py",
-                "torchrec/sparse/jagged_tensor.py"):  # fmt: skip
+    for lib in (
+        "torch/nn/functional.py",
+        "/opt/venv/lib/python3.11/site-packages/torchrec/x.py",
+        "torchrec/sparse/jagged_tensor.py",
+    ):
         assert finding(analyze(loop_trace(file=lib).load(), PL), PL) is None
 
 
@@ -458,8 +508,9 @@ def test_python_loop_needs_stacks() -> None:
 CAT = "cat-in-loop"
 
 
-def cat_op(b: TraceBuilder, ts: float, dur: float, shapes: list[list[int]],
-           name: str = "aten::cat") -> dict[str, Any]:  # fmt: skip
+def cat_op(
+    b: TraceBuilder, ts: float, dur: float, shapes: list[list[int]], name: str = "aten::cat"
+) -> dict[str, Any]:
     return b.op(name, ts, dur, dims=[shapes, []], types=["TensorList", "Scalar"])
 
 
@@ -516,8 +567,15 @@ def test_cat_cost_on_gpu_comes_from_its_kernels() -> None:
     b.step(1, 0, 10_000)
     for i in range(6):
         op = cat_op(b, 10 + i * 100, 8, [[i * 4, 8], [4, 8]])
-        b.launch(op, "cudaLaunchKernel", 12 + i * 100, 3, kernel="CatArrayBatchedCopy",
-                 gpu_ts=20 + 50 * i * (i + 1), gpu_dur=100 * (i + 1))  # back to back  # fmt: skip
+        b.launch(
+            op,
+            "cudaLaunchKernel",
+            12 + i * 100,
+            3,
+            kernel="CatArrayBatchedCopy",
+            gpu_ts=20 + 50 * i * (i + 1),
+            gpu_dur=100 * (i + 1),
+        )  # back to back
     b.runtime("cudaDeviceSynchronize", 650, 1475)  # waits for the queued copies (until 2120)
     f = finding(analyze(b.load(), CAT), CAT)
     assert f is not None
@@ -533,8 +591,15 @@ def test_stack_cost_on_gpu_comes_from_the_cat_inside_it() -> None:
     for i in range(1, 7):
         st = cat_op(b, 10 + i * 100, 8, [[16]] * i, name="aten::stack")
         inner = cat_op(b, 11 + i * 100, 6, [[16]] * i)
-        b.launch(inner, "cudaLaunchKernel", 12 + i * 100, 3, kernel="CatArrayBatchedCopy",
-                 gpu_ts=120 + 25 * i * (i - 1), gpu_dur=50 * i)  # back to back  # fmt: skip
+        b.launch(
+            inner,
+            "cudaLaunchKernel",
+            12 + i * 100,
+            3,
+            kernel="CatArrayBatchedCopy",
+            gpu_ts=120 + 25 * i * (i - 1),
+            gpu_dur=50 * i,
+        )  # back to back
         assert st["name"] == "aten::stack"
     b.runtime("cudaDeviceSynchronize", 750, 425)  # waits for the copies (until 1170)
     f = finding(analyze(b.load(), CAT), CAT)
@@ -561,10 +626,17 @@ def test_cat_without_tensorlist_shapes_is_skipped() -> None:
 OPT = "single-tensor-optimizer"
 
 
-def optimizer_trace(cls: str = "SGD", op: str = "aten::add_", n: int = 60, gpu: bool = True,
-                    kernel: str = "vectorized_elementwise_kernel<4, add>",
-                    legacy: bool = False, busy_until: float = 0.0,
-                    launch: bool = True, sync_after: bool = False) -> TraceBuilder:  # fmt: skip
+def optimizer_trace(
+    cls: str = "SGD",
+    op: str = "aten::add_",
+    n: int = 60,
+    gpu: bool = True,
+    kernel: str = "vectorized_elementwise_kernel<4, add>",
+    legacy: bool = False,
+    busy_until: float = 0.0,
+    launch: bool = True,
+    sync_after: bool = False,
+) -> TraceBuilder:
     b = TraceBuilder(cc=(8, 0) if gpu else None)
     for s in range(2):
         t0 = s * 10_000.0
@@ -578,15 +650,23 @@ def optimizer_trace(cls: str = "SGD", op: str = "aten::add_", n: int = 60, gpu: 
             b.annotation(name, w0, 1_000)
         if busy_until:
             bw = b.op("aten::mm", w0 - 10, 5)
-            b.launch(bw, "cudaLaunchKernel", w0 - 9, 2, kernel="gemm", gpu_ts=w0 - 5,
-                     gpu_dur=busy_until)  # fmt: skip
+            b.launch(
+                bw, "cudaLaunchKernel", w0 - 9, 2, kernel="gemm", gpu_ts=w0 - 5, gpu_dur=busy_until
+            )
         for i in range(n):
             o = b.op(op, w0 + 5 + i * 16, 14)
             # behind a busy GPU the update kernels queue up and run back to back afterwards
             gpu_ts = w0 - 5 + busy_until + i * 2 if busy_until else w0 + 12 + i * 16
             if gpu and launch:
-                b.launch(o, "cudaLaunchKernel", w0 + 6 + i * 16, 5, kernel=kernel,
-                         gpu_ts=gpu_ts, gpu_dur=2)  # fmt: skip
+                b.launch(
+                    o,
+                    "cudaLaunchKernel",
+                    w0 + 6 + i * 16,
+                    5,
+                    kernel=kernel,
+                    gpu_ts=gpu_ts,
+                    gpu_dur=2,
+                )
         if sync_after:  # `loss.item()` after the step: the host waits for the GPU's queue
             end = max(w0 + 1_000, w0 - 5 + busy_until + n * 2)
             b.runtime("cudaDeviceSynchronize", w0 + 1_000, end - w0 - 1_000 + 5)
@@ -611,14 +691,18 @@ def test_optimizer_behind_a_busy_gpu_saves_only_the_idle_part() -> None:
 
 
 def test_foreach_fused_and_declared_optimizers_are_not_reported() -> None:
-    foreach = optimizer_trace(op="aten::_foreach_add_", n=40,
-                              kernel="multi_tensor_apply_kernel<...>")  # fmt: skip
+    foreach = optimizer_trace(
+        op="aten::_foreach_add_", n=40, kernel="multi_tensor_apply_kernel<...>"
+    )
     assert finding(analyze(foreach.load(), OPT), OPT) is None
     assert finding(analyze(optimizer_trace(cls="FusedAdam").load(), OPT), OPT) is None
     run = {"optimizers": [{"class": "SGD", "foreach": True, "fused": False}]}
     assert finding(analyze(optimizer_trace().load(), OPT, run), OPT) is None
-    run = {"optimizers": [{"class": "SGD", "foreach": False, "fused": None, "file": "train.py",
-                           "line": 20}]}  # fmt: skip
+    run = {
+        "optimizers": [
+            {"class": "SGD", "foreach": False, "fused": None, "file": "train.py", "line": 20}
+        ]
+    }
     f = finding(analyze(optimizer_trace().load(), OPT, run), OPT)
     assert f is not None and "foreach=False" in f.summary and f.locations[0].line == 20
     # ops that launch nothing (FusedAdam's step counters on the CPU) in a GPU trace
@@ -655,13 +739,18 @@ def test_no_optimizer_step_is_skipped() -> None:
 # ------------------------------------------------------------------ fusible-elementwise
 
 FUSE = "fusible-elementwise"
-EW = "void at::native::vectorized_elementwise_kernel<4, at::native::{}<float>, at::detail::" \
-     "Array<char*, 3> >(int)"  # fmt: skip
+EW = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::{}<float>, at::detail::"
+    "Array<char*, 3> >(int)"
+)
 
 
-def fusible_trace(chain: tuple[str, ...] = ("MulFunctor", "CUDAFunctor_add", "tanh_kernel_cuda"),
-                  steps: int = 3, only_step: int | None = None,
-                  wrap: str | None = None) -> TraceBuilder:  # fmt: skip
+def fusible_trace(
+    chain: tuple[str, ...] = ("MulFunctor", "CUDAFunctor_add", "tanh_kernel_cuda"),
+    steps: int = 3,
+    only_step: int | None = None,
+    wrap: str | None = None,
+) -> TraceBuilder:
     b = TraceBuilder()
     for s in range(steps):
         t0 = s * 100.0
@@ -676,8 +765,7 @@ def fusible_trace(chain: tuple[str, ...] = ("MulFunctor", "CUDAFunctor_add", "ta
             o = b.op(wrap or "aten::op", t0 + 1 + i * 5, 4)
             if wrap:
                 o = b.op("aten::mul", t0 + 1.5 + i * 5, 3)
-            b.launch(o, "cudaLaunchKernel", t0 + 2 + i * 5, 1, kernel=kname, gpu_ts=g,
-                     gpu_dur=dur)  # fmt: skip
+            b.launch(o, "cudaLaunchKernel", t0 + 2 + i * 5, 1, kernel=kname, gpu_ts=g, gpu_dur=dur)
             g += dur
         # the host then waits for the GPU: the kernels are the step's critical path
         b.runtime("cudaDeviceSynchronize", t0 + 3 + len(kernels) * 5, g - t0 - 3 - len(kernels) * 5)
@@ -698,8 +786,10 @@ def test_fusible_chain_saves_k_minus_one_over_k_of_its_time() -> None:
 
 
 def test_short_chains_and_one_off_chains_are_not_reported() -> None:
-    assert finding(analyze(fusible_trace(chain=("MulFunctor", "CUDAFunctor_add")).load(), FUSE),
-                   FUSE) is None  # fmt: skip
+    assert (
+        finding(analyze(fusible_trace(chain=("MulFunctor", "CUDAFunctor_add")).load(), FUSE), FUSE)
+        is None
+    )
     assert finding(analyze(fusible_trace(only_step=1).load(), FUSE), FUSE) is None
 
 
@@ -752,15 +842,19 @@ def test_nearly_full_memory_suggests_checkpointing_and_amp() -> None:
 
 
 def test_run_json_peak_wins_over_the_profiled_window() -> None:
-    run = {"memory": {"peak_allocated_bytes": 76 * GB, "peak_reserved_bytes": 78 * GB},
-           "device": {"total_memory_bytes": 80 * GB}}  # fmt: skip
+    run = {
+        "memory": {"peak_allocated_bytes": 76 * GB, "peak_reserved_bytes": 78 * GB},
+        "device": {"total_memory_bytes": 80 * GB},
+    }
     f = finding(analyze(memory_trace(10, 12).load(), MEM, run), MEM)
     assert f is not None and "run.json" in f.evidence[0].what and "(98%)" in f.summary
 
 
 def test_run_json_of_a_cpu_run_is_not_gpu_memory() -> None:
-    run = {"memory": {"peak_allocated_bytes": None, "peak_reserved_bytes": None},
-           "device": {"type": "cpu", "total_memory_bytes": 64 * GB}}  # fmt: skip
+    run = {
+        "memory": {"peak_allocated_bytes": None, "peak_reserved_bytes": None},
+        "device": {"type": "cpu", "total_memory_bytes": 64 * GB},
+    }
     b = TraceBuilder(cc=None)
     b.step(1, 0, 100)
     assert "no GPU memory data" in (skip_reason(analyze(b.load(), MEM, run), MEM) or "")
@@ -776,9 +870,18 @@ def test_sizes_only_memory_events_give_a_lower_bound() -> None:
     b = TraceBuilder(total_mem=16 * GB)
     b.step(1, 0, 1000)
     for i, size in enumerate([8 * GB, 7 * GB, -2 * GB]):
-        b.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
-                         "pid": PID, "tid": TID, "ts": b.base + 10 + i,
-                         "args": {"Bytes": size, "Device Type": 1, "Device Id": 0}})  # fmt: skip
+        b.events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": PID,
+                "tid": TID,
+                "ts": b.base + 10 + i,
+                "args": {"Bytes": size, "Device Type": 1, "Device Id": 0},
+            }
+        )
     f = finding(analyze(b.load(), MEM), MEM)
     assert f is not None and "at least 15.0 GB" in f.summary  # 15 of 16 GB: nearly full
     assert f.confidence == "medium"
@@ -805,13 +908,22 @@ def test_every_checklist_b_detector_registers_thresholds_and_docs() -> None:
     ids = {INF, DP, PL, CAT, OPT, FUSE, MEM}
     dets = {d.id: d for d in all_detectors() if d.id in ids}
     assert set(dets) == ids
-    sections = ("**What it detects.**", "**Why it costs time.**",
-                "**How the saving is estimated.**", "**How to fix.**",
-                "**Known false positives.**")  # fmt: skip
+    sections = (
+        "**What it detects.**",
+        "**Why it costs time.**",
+        "**How the saving is estimated.**",
+        "**How to fix.**",
+        "**Known false positives.**",
+    )
     for d in dets.values():
         assert all(s in d.doc for s in sections), d.id
         assert d.func.__module__ == "advisor.detectors." + d.id.replace("-", "_")
     assert {k.split(".")[0] for k in THRESHOLDS} >= {
-        "python_loop", "cat_in_loop", "single_tensor_optimizer", "fusible_elementwise",
-        "memory_headroom", "inference_without_no_grad"}  # fmt: skip
+        "python_loop",
+        "cat_in_loop",
+        "single_tensor_optimizer",
+        "fusible_elementwise",
+        "memory_headroom",
+        "inference_without_no_grad",
+    }
     assert np.isfinite(THRESHOLDS["python_loop.min_ops_per_step"].default)

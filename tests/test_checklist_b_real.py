@@ -27,8 +27,17 @@ from advisor.trace import load_trace
 from tests.checklist_b_util import finding, skip_reason
 from tests.conftest import shared_trace
 
-IDS = frozenset({"inference-without-no-grad", "data-parallel", "python-loop", "cat-in-loop",
-                 "single-tensor-optimizer", "fusible-elementwise", "memory-headroom"})  # fmt: skip
+IDS = frozenset(
+    {
+        "inference-without-no-grad",
+        "data-parallel",
+        "python-loop",
+        "cat-in-loop",
+        "single-tensor-optimizer",
+        "fusible-elementwise",
+        "memory-headroom",
+    }
+)
 
 RESNET = "kineto/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 RESNET_LEGACY = "kineto/resnet50_legacy_2020_num_workers_0/worker0.pt.trace.json.gz"

@@ -30,7 +30,15 @@ def test_coverage_of_disjoint_intervals() -> None:
 
     s, e = np.array([0, 10, 30]), np.array([5, 20, 40])
     assert covered_before(s, e, np.array([-1, 0, 3, 5, 15, 25, 35, 100])).tolist() == [
-        0, 0, 3, 5, 10, 15, 20, 25]  # fmt: skip
+        0,
+        0,
+        3,
+        5,
+        10,
+        15,
+        20,
+        25,
+    ]
 
 
 def test_exposed_allreduce_is_reported_per_step() -> None:
@@ -78,7 +86,8 @@ def test_no_communication_kernels_is_skipped() -> None:
     rep = _run(rank_builder(0, comm=False).load())
     assert rep.findings == ()
     assert [(s.id, s.reason) for s in rep.skipped] == [
-        ("comm-overlap", "no communication kernels (NCCL/RCCL) in this trace")]  # fmt: skip
+        ("comm-overlap", "no communication kernels (NCCL/RCCL) in this trace")
+    ]
 
 
 def test_cpu_only_trace_is_skipped() -> None:

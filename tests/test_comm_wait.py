@@ -52,11 +52,18 @@ def test_single_rank_shortest_instance_is_the_transfer() -> None:
         t0 = i * 10_000.0
         b.step(i + 1, t0, 10_000)
         op = b.op("aten::mm", t0 + 10, 60)
-        b.launch(op, "cudaLaunchKernel", t0 + 20, 5, kernel="sgemm", gpu_ts=t0 + 100,
-                 gpu_dur=5_000)  # fmt: skip
+        b.launch(op, "cudaLaunchKernel", t0 + 20, 5, kernel="sgemm", gpu_ts=t0 + 100, gpu_dur=5_000)
         op2 = b.op("c10d::allreduce_", t0 + 5_100, 40)
-        b.launch(op2, "cudaLaunchKernel", t0 + 5_110, 5, kernel=ALLREDUCE, gpu_ts=t0 + 5_200,
-                 gpu_dur=dur, stream=20)  # fmt: skip
+        b.launch(
+            op2,
+            "cudaLaunchKernel",
+            t0 + 5_110,
+            5,
+            kernel=ALLREDUCE,
+            gpu_ts=t0 + 5_200,
+            gpu_dur=dur,
+            stream=20,
+        )
         b.runtime("cudaDeviceSynchronize", t0 + 5_120, 100 + dur)  # the host waits for it
     (f,) = analyze_trace(b.load(), None, ONLY).findings
     assert f.est_savings_ms == pytest.approx(1.0, abs=0.01)  # 3 x 1 ms transfer / 3 steps
@@ -74,11 +81,20 @@ def _many_small(ddp: bool) -> TraceBuilder:
             b.annotation("DistributedDataParallel.forward", t0 + 1, 50)
         for j in range(120):
             op = b.op("c10d::allreduce_", t0 + 100 + j * 60, 20)
-            b.launch(op, "cudaLaunchKernel", t0 + 105 + j * 60, 5, kernel=ALLREDUCE,
-                     gpu_ts=t0 + 120 + j * 60, gpu_dur=30, stream=20)  # fmt: skip
+            b.launch(
+                op,
+                "cudaLaunchKernel",
+                t0 + 105 + j * 60,
+                5,
+                kernel=ALLREDUCE,
+                gpu_ts=t0 + 120 + j * 60,
+                gpu_dur=30,
+                stream=20,
+            )
         op = b.op("aten::mm", t0 + 8_000, 20)
-        b.launch(op, "cudaLaunchKernel", t0 + 8_005, 5, kernel="sgemm", gpu_ts=t0 + 8_100,
-                 gpu_dur=1_500)  # fmt: skip
+        b.launch(
+            op, "cudaLaunchKernel", t0 + 8_005, 5, kernel="sgemm", gpu_ts=t0 + 8_100, gpu_dur=1_500
+        )
     return b
 
 
@@ -100,20 +116,26 @@ def test_match_by_end_skips_other_process_groups_and_measures_wait() -> None:
     names = [["AllToAll"] * 3, ["AllToAll"] * 4]
     s0 = np.array([0, 100_000_000, 200_000_000])
     d0 = np.array([30_000_000, 20_000_000, 10_000_000])
-    s1 = np.array([5_000_000 + 20_000_000, 5_000_000 + 60_000_000, 5_000_000 + 110_000_000,
-                   5_000_000 + 205_000_000])  # fmt: skip
+    s1 = np.array(
+        [
+            5_000_000 + 20_000_000,
+            5_000_000 + 60_000_000,
+            5_000_000 + 110_000_000,
+            5_000_000 + 205_000_000,
+        ]
+    )
     d1 = np.array([10_000_000, 30_000_000, 10_000_000, 5_000_000])
     m = match_by_end(names, [s0, s1], [d0, d1])
     assert m.tolist() == [[0, 1, 2], [0, 2, 3]]
-    wait, off = cross_rank_wait_ns(np.stack([s0[m[0]], s1[m[1]]]),
-                                   np.stack([d0[m[0]], d1[m[1]]]))  # fmt: skip
+    wait, off = cross_rank_wait_ns(np.stack([s0[m[0]], s1[m[1]]]), np.stack([d0[m[0]], d1[m[1]]]))
     assert off[1] - off[0] == pytest.approx(5_000_000, abs=1)
     assert wait[0].tolist() == [20_000_000, 10_000_000, 5_000_000] and wait[1].sum() == 0
 
 
 def test_single_rank_transfer_groups_by_kernel_and_stream() -> None:
-    t = single_rank_transfer_ns(["a", "a", "b", "a"], np.array([1, 1, 1, 2]),
-                                np.array([5, 3, 9, 7]))  # fmt: skip
+    t = single_rank_transfer_ns(
+        ["a", "a", "b", "a"], np.array([1, 1, 1, 2]), np.array([5, 3, 9, 7])
+    )
     assert t.tolist() == [3, 3, 9, 7]
 
 

@@ -25,8 +25,9 @@ pytestmark = pytest.mark.slow
 
 
 def _two_ranks(tmp_path: Path) -> list[Path]:
-    return write_ranks(tmp_path, {0: rank_builder(0, arrive_us=3_000),
-                                  1: rank_builder(1, arrive_us=8_000)})  # fmt: skip
+    return write_ranks(
+        tmp_path, {0: rank_builder(0, arrive_us=3_000), 1: rank_builder(1, arrive_us=8_000)}
+    )
 
 
 def test_local_cluster_of_processes_with_a_memory_limit() -> None:
@@ -39,8 +40,9 @@ def test_local_cluster_of_processes_with_a_memory_limit() -> None:
         with Client(cluster, set_as_default=False) as client:
             workers = client.scheduler_info()["workers"]
             assert len(workers) == 2
-            assert all(w["memory_limit"] == 512 * 1024**2 and w["nthreads"] == 1
-                       for w in workers.values())  # fmt: skip
+            assert all(
+                w["memory_limit"] == 512 * 1024**2 and w["nthreads"] == 1 for w in workers.values()
+            )
             pids = client.run(os.getpid)
             assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
             # workers ignore Ctrl-C: the caller handles it and closes the cluster
@@ -55,8 +57,7 @@ def test_ranks_as_dask_tasks_give_the_same_report(tmp_path: Path, monkeypatch) -
     serial, _ = multirank.analyze_files(files, Options(), tmp_path, jobs=1)
     monkeypatch.setattr(multirank, "DASK_ABOVE", 1)  # 2 traces > 1: a LocalCluster
     seen: list[int] = []
-    digests = multirank.digest_all(files, Options(), jobs=2,
-                                   progress=lambda d: seen.append(d.rank))  # fmt: skip
+    digests = multirank.digest_all(files, Options(), jobs=2, progress=lambda d: seen.append(d.rank))
     assert sorted(seen) == [0, 1] and all(d.error is None for d in digests)
     dask_report = multirank.merge(digests, Options(), tmp_path)
     assert [f.to_dict() for f in dask_report.findings] == [f.to_dict() for f in serial.findings]
@@ -69,21 +70,52 @@ def scheduler(tmp_path: Path):
     """A scheduler and one worker, each its own process, on the loopback address."""
     sched_file = tmp_path / "scheduler.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
-                               "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                               "--scheduler-file", str(sched_file)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(sched_file),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    ]
     try:
         deadline = time.monotonic() + 60
         while not sched_file.is_file() and time.monotonic() < deadline:
             time.sleep(0.2)
         address = json.loads(sched_file.read_text())["address"]
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
-                                       address, "--nthreads", "1", "--nworkers", "1",
-                                       "--no-dashboard", "--host", "127.0.0.1",
-                                       "--memory-limit", "1GiB"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      env=env))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    address,
+                    "--nthreads",
+                    "1",
+                    "--nworkers",
+                    "1",
+                    "--no-dashboard",
+                    "--host",
+                    "127.0.0.1",
+                    "--memory-limit",
+                    "1GiB",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+        )
         yield address
     finally:
         for p in reversed(procs):
@@ -100,10 +132,25 @@ def test_scheduler_address_runs_the_ranks_there(tmp_path: Path, scheduler: str) 
     inp = tmp_path / "in"
     inp.mkdir()
     _two_ranks(inp)
-    p = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(inp), "--out",
-                        str(tmp_path / "out"), "--json", "--scheduler", scheduler],
-                       capture_output=True, text=True, timeout=240, cwd=REPO,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "analyze",
+            str(inp),
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+            "--scheduler",
+            scheduler,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert [r["rank"] for r in d["run"]["ranks"]] == [0, 1]
@@ -115,18 +162,36 @@ def test_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
     inp = tmp_path / "in"
     inp.mkdir()
     _two_ranks(inp)
-    p = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(inp), "--out",
-                        str(tmp_path / "out"), "--scheduler", "tcp://127.0.0.1:9"],
-                       capture_output=True, text=True, timeout=120, cwd=REPO,
-                       env={**os.environ, "PYTHONPATH": str(REPO),
-                            "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3s"})  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "analyze",
+            str(inp),
+            "--out",
+            str(tmp_path / "out"),
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3s",
+        },
+    )
     assert p.returncode == 1
     assert p.stderr.strip().splitlines() == [p.stderr.strip()]
     assert "--scheduler tcp://127.0.0.1:9: cannot connect" in p.stderr
 
 
-def test_no_local_cluster_falls_back_to_worker_processes(tmp_path: Path, monkeypatch,
-                                                          capsys) -> None:  # fmt: skip
+def test_no_local_cluster_falls_back_to_worker_processes(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
     import advisor.multirank.daskrun
 
     def fail(*a, **k):

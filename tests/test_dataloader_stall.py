@@ -11,8 +11,13 @@ SINGLE = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 MULTI = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 
 
-def _loop(dl_us: float, name: str = SINGLE, gpu: bool = True, gpu_overlap_us: float = 0,
-          as_op: bool = False) -> TraceBuilder:  # fmt: skip
+def _loop(
+    dl_us: float,
+    name: str = SINGLE,
+    gpu: bool = True,
+    gpu_overlap_us: float = 0,
+    as_op: bool = False,
+) -> TraceBuilder:
     """3 steps of 1 ms, each starting with ``dl_us`` in ``__next__``; the GPU works from
     ``dl_us + 10`` to 990 us (and during the first ``gpu_overlap_us`` of the fetch)."""
     b = TraceBuilder(cc=(8, 0) if gpu else None)
@@ -28,8 +33,15 @@ def _loop(dl_us: float, name: str = SINGLE, gpu: bool = True, gpu_overlap_us: fl
             if gpu_overlap_us:
                 b.kernel("prev_step_tail", t + 1, gpu_overlap_us)
             o = b.op("aten::mm", t + dl_us + 1, 5)
-            b.launch(o, "cudaLaunchKernel", t + dl_us + 2, 5, kernel="k", gpu_ts=t + dl_us + 10,
-                     gpu_dur=980 - dl_us)  # fmt: skip
+            b.launch(
+                o,
+                "cudaLaunchKernel",
+                t + dl_us + 2,
+                5,
+                kernel="k",
+                gpu_ts=t + dl_us + 10,
+                gpu_dur=980 - dl_us,
+            )
         else:
             b.op("aten::mm", t + dl_us + 1, 900 - dl_us)
     return b
@@ -52,9 +64,21 @@ def test_exposed_time_excludes_gpu_overlap() -> None:
 
 
 def test_run_json_settings_and_cpu_bound() -> None:
-    ctx = {"cpu_count": 3, "dataloaders": [
-        {"num_workers": 0, "pin_memory": False, "batch_size": 32, "persistent_workers": False,
-         "prefetch_factor": None, "dataset_len": 1000, "file": "train.py", "line": 12}]}  # fmt: skip
+    ctx = {
+        "cpu_count": 3,
+        "dataloaders": [
+            {
+                "num_workers": 0,
+                "pin_memory": False,
+                "batch_size": 32,
+                "persistent_workers": False,
+                "prefetch_factor": None,
+                "dataset_len": 1000,
+                "file": "train.py",
+                "line": 12,
+            }
+        ],
+    }
     f = finding(run(_loop(301).load(), "dataloader-stall", ctx), "dataloader-stall")
     assert f is not None
     assert "num_workers=2" in f.recommendation and "3 CPUs" in f.recommendation
@@ -63,8 +87,9 @@ def test_run_json_settings_and_cpu_bound() -> None:
 
 
 def test_cpu_only_and_legacy_operator_ranges_count_fully() -> None:
-    f = finding(run(_loop(201, gpu=False, as_op=True).load(), "dataloader-stall"),
-                "dataloader-stall")  # fmt: skip
+    f = finding(
+        run(_loop(201, gpu=False, as_op=True).load(), "dataloader-stall"), "dataloader-stall"
+    )
     assert f is not None and f.est_savings_ms == pytest.approx(0.2, abs=0.002)
     assert "20% of the step" in f.summary and "pin_memory" not in f.recommendation
 
@@ -74,8 +99,12 @@ def test_short_fetches_with_workers_do_not_fire() -> None:
         finding(run(_loop(31, name=MULTI).load(), "dataloader-stall"), "dataloader-stall") is None
     )
     # a slow multi-process loader does fire, and asks for more workers
-    f = finding(run(_loop(301, name=MULTI).load(), "dataloader-stall",
-                    {"dataloaders": [{"num_workers": 2}]}), "dataloader-stall")  # fmt: skip
+    f = finding(
+        run(
+            _loop(301, name=MULTI).load(), "dataloader-stall", {"dataloaders": [{"num_workers": 2}]}
+        ),
+        "dataloader-stall",
+    )
     assert f is not None and "raise `num_workers` to 4" in f.recommendation
 
 
@@ -87,5 +116,6 @@ def test_missing_data() -> None:
     empty = TraceBuilder()
     empty.step(1, 0, 100)
     empty.kernel("k", 1, 10)
-    assert "CPU operator" in (skipped(run(empty.load(), "dataloader-stall"),
-                                      "dataloader-stall") or "")  # fmt: skip
+    assert "CPU operator" in (
+        skipped(run(empty.load(), "dataloader-stall"), "dataloader-stall") or ""
+    )

@@ -11,12 +11,19 @@ from tests.tracebuilder import TraceBuilder
 
 ID = "device-copies"
 ONLY = Options(only=frozenset({ID}))
-COPY_KERNEL = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda"
-               "(at::TensorIteratorBase&)::{lambda(float)#1}>(int)")  # fmt: skip
+COPY_KERNEL = (
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda"
+    "(at::TensorIteratorBase&)::{lambda(float)#1}>(int)"
+)
 
 
-def _copies(n: int = 150, context: str = "CompiledFunctionBackward", dur: float = 20.0,
-            steps: int = 3, kernel: bool = False) -> TraceBuilder:  # fmt: skip
+def _copies(
+    n: int = 150,
+    context: str = "CompiledFunctionBackward",
+    dur: float = 20.0,
+    steps: int = 3,
+    kernel: bool = False,
+) -> TraceBuilder:
     """Each 10 ms step: a 2 ms matmul, then ``n`` clones (copy_ under clone under ``context``),
     each a DtoD memcpy (or a copy kernel) of ``dur`` us, 30 us apart."""
     b = TraceBuilder()
@@ -24,19 +31,40 @@ def _copies(n: int = 150, context: str = "CompiledFunctionBackward", dur: float 
         t0 = s * 10_000
         b.step(s + 1, t0, 10_000)
         mm = b.op("aten::mm", t0 + 10, 60)
-        b.launch(mm, "cudaLaunchKernel", t0 + 20, 5, kernel="volta_sgemm_128x64_nn",
-                 gpu_ts=t0 + 100, gpu_dur=2_000)  # fmt: skip
+        b.launch(
+            mm,
+            "cudaLaunchKernel",
+            t0 + 20,
+            5,
+            kernel="volta_sgemm_128x64_nn",
+            gpu_ts=t0 + 100,
+            gpu_dur=2_000,
+        )
         b.op(context, t0 + 2_200, n * 30 + 50)
         for i in range(n):
             ts = t0 + 2_210 + i * 30
             b.op("aten::clone", ts, 25)
             cp = b.op("aten::copy_", ts + 2, 20)
             if kernel:
-                b.launch(cp, "cudaLaunchKernel", ts + 5, 5, kernel=COPY_KERNEL, gpu_ts=ts + 10,
-                         gpu_dur=dur)  # fmt: skip
+                b.launch(
+                    cp,
+                    "cudaLaunchKernel",
+                    ts + 5,
+                    5,
+                    kernel=COPY_KERNEL,
+                    gpu_ts=ts + 10,
+                    gpu_dur=dur,
+                )
             else:
-                b.launch(cp, "cudaMemcpyAsync", ts + 5, 5, gpu_ts=ts + 10, gpu_dur=dur,
-                         memcpy=("Memcpy DtoD (Device -> Device)", 1 << 20))  # fmt: skip
+                b.launch(
+                    cp,
+                    "cudaMemcpyAsync",
+                    ts + 5,
+                    5,
+                    gpu_ts=ts + 10,
+                    gpu_dur=dur,
+                    memcpy=("Memcpy DtoD (Device -> Device)", 1 << 20),
+                )
     return b
 
 
@@ -59,8 +87,11 @@ def test_compiled_clone_storm_is_reported() -> None:
 
 
 def test_cause_follows_the_op_chain() -> None:
-    (f,) = analyze_trace(_copies(context="torch.distributed.ddp.reducer::copy_bucket_to_grad",
-                                 kernel=True).load(), None, ONLY).findings  # fmt: skip
+    (f,) = analyze_trace(
+        _copies(context="torch.distributed.ddp.reducer::copy_bucket_to_grad", kernel=True).load(),
+        None,
+        ONLY,
+    ).findings
     assert "gradient_as_bucket_view=True" in f.recommendation
     assert "gradient_as_bucket_view=True" in f.snippet
     assert "0 DtoD memcpys, 150 copy kernels" in f.summary
@@ -88,8 +119,14 @@ def test_missing_data() -> None:
     for s in range(3):
         b.step(s + 1, s * 4_000, 4_000)
         for i in range(120):
-            b.launch(None, "cudaMemcpyAsync", s * 4_000 + 10 + i * 30, 5, gpu_dur=20,
-                     memcpy=("Memcpy DtoD (Device -> Device)", 4096))  # fmt: skip
+            b.launch(
+                None,
+                "cudaMemcpyAsync",
+                s * 4_000 + 10 + i * 30,
+                5,
+                gpu_dur=20,
+                memcpy=("Memcpy DtoD (Device -> Device)", 4096),
+            )
     (f,) = analyze_trace(b.load(), None, ONLY).findings
     assert "(no launching op)" in f.summary and f.locations == ()
     assert 0 < f.est_savings_ms <= 1.2  # at most half of 120 x 20 us
@@ -107,7 +144,8 @@ def test_df_index_resolver_gradient_clones_in_compiled_backward() -> None:
     assert "477 device-to-device copies per step (408 DtoD memcpys, 69 copy kernels)" in f.summary
     assert "5.27 ms of GPU time per step (1.5% of the 346 ms step)" in f.summary
     assert "aten::clone in autograd::engine::evaluate_function: CompiledFunctionBackward" in (
-        f.summary)  # fmt: skip
+        f.summary
+    )
     assert f.evidence[0].count == 2205 and "(compiled)" in f.evidence[0].what
     # their ops take 31.6 ms of host time per step on a host-bound step: the replay finds
     # more than the GPU time, never more than GPU and host time together

@@ -17,20 +17,33 @@ from tests.mr_helpers import rank_builder
 
 
 def _f(id: str, ms: float, sev: str = "high", loc: tuple[str, int, str] | None = None) -> Finding:
-    return Finding(id=id, title=id, severity=sev, est_savings_ms=ms, est_savings_pct=0.0,  # type: ignore[arg-type]
-                   confidence="high", summary=f"{id} {ms}", recommendation="", snippet="",
-                   locations=(Location(*loc),) if loc else ())  # fmt: skip
+    return Finding(
+        id=id,
+        title=id,
+        severity=sev,
+        est_savings_ms=ms,
+        est_savings_pct=0.0,  # type: ignore[arg-type]
+        confidence="high",
+        summary=f"{id} {ms}",
+        recommendation="",
+        snippet="",
+        locations=(Location(*loc),) if loc else (),
+    )
 
 
 def test_findings_resolved_new_changed_unchanged() -> None:
-    a = [_f("dataloader-stall", 55.0, loc=("/a/train.py", 40, "main")),
-         _f("sync-point", 3.0, "medium", loc=("/a/train.py", 52, "main")),
-         _f("gpu-idle", 20.0),
-         _f("fp32-matmul", 10.0, loc=("/a/model.py", 8, "forward"))]  # fmt: skip
-    b = [_f("sync-point", 3.05, "medium", loc=("/b/train.py", 52, "main")),  # same place
-         _f("gpu-idle", 5.0, "medium"),  # changed
-         _f("fp32-matmul", 10.0, loc=("/b/model.py", 11, "forward")),  # line moved, same function
-         _f("pageable-memcpy", 2.0, "low", loc=("/b/train.py", 44, "main"))]  # fmt: skip
+    a = [
+        _f("dataloader-stall", 55.0, loc=("/a/train.py", 40, "main")),
+        _f("sync-point", 3.0, "medium", loc=("/a/train.py", 52, "main")),
+        _f("gpu-idle", 20.0),
+        _f("fp32-matmul", 10.0, loc=("/a/model.py", 8, "forward")),
+    ]
+    b = [
+        _f("sync-point", 3.05, "medium", loc=("/b/train.py", 52, "main")),  # same place
+        _f("gpu-idle", 5.0, "medium"),  # changed
+        _f("fp32-matmul", 10.0, loc=("/b/model.py", 11, "forward")),  # line moved, same function
+        _f("pageable-memcpy", 2.0, "low", loc=("/b/train.py", 44, "main")),
+    ]
     d = findings_diff(a, b)
     assert [(e["id"], e["location"]) for e in d["resolved"]] == [
         ("dataloader-stall", "train.py:40")
@@ -55,8 +68,9 @@ def test_same_id_at_different_lines_do_not_pair() -> None:
 def _sides(tmp_path: Path):  # type: ignore[no-untyped-def]
     # A: 10 ms steps with 3 ms of exposed all-reduce; B: the all-reduce hidden under compute
     a = rank_builder(None, None, arrive_us=6_000, end_us=9_000).write(tmp_path / "a.json")
-    b = rank_builder(None, None, step_us=8_000, arrive_us=2_000, end_us=5_000,
-                     compute_end_us=6_500).write(tmp_path / "b.json")  # fmt: skip
+    b = rank_builder(
+        None, None, step_us=8_000, arrive_us=2_000, end_us=5_000, compute_end_us=6_500
+    ).write(tmp_path / "b.json")
     return load_side(a, Options()), load_side(b, Options())
 
 
@@ -78,8 +92,9 @@ def test_diff_of_two_traces(tmp_path: Path) -> None:
 
 def test_diff_command_json_and_text(tmp_path: Path) -> None:
     a = rank_builder(None, None, arrive_us=6_000, end_us=9_000).write(tmp_path / "a.json")
-    b = rank_builder(None, None, step_us=8_000, arrive_us=2_000, end_us=5_000,
-                     compute_end_us=6_500).write(tmp_path / "b.json")  # fmt: skip
+    b = rank_builder(
+        None, None, step_us=8_000, arrive_us=2_000, end_us=5_000, compute_end_us=6_500
+    ).write(tmp_path / "b.json")
     cmd = [sys.executable, "-m", "advisor", "diff", str(a), str(b)]
     p = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr

@@ -79,11 +79,17 @@ def test_every_example_runs_on_cpu(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run(
         [sys.executable, "-c", RUNNER, jobs, str(TIMEOUT_S), str(tmp_path), *map(str, SCRIPTS)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S * len(SCRIPTS),
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S * len(SCRIPTS),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = {name: (int(rc), float(secs), timed_out == "1")
-               for name, rc, secs, timed_out in (line.split() for line in proc.stdout.splitlines())}  # fmt: skip
+    results = {
+        name: (int(rc), float(secs), timed_out == "1")
+        for name, rc, secs, timed_out in (line.split() for line in proc.stdout.splitlines())
+    }
     assert sorted(results) == [p.name for p in SCRIPTS]
     failed = [
         f"{name}: rc={rc} after {secs:.1f} s{' (timed out)' if late else ''}\n"

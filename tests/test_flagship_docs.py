@@ -7,10 +7,21 @@ import pytest
 from advisor.analysis.detection import all_detectors
 from advisor.detect.thresholds import THRESHOLDS
 
-IDS = ["sync-point", "tiny-kernels", "fp32-matmul", "misaligned-dims", "gpu-idle",
-       "dataloader-stall"]  # fmt: skip
-SECTIONS = ["**What it detects.**", "**Why it costs time.**", "**How the saving is estimated.**",
-            "**How to fix.**", "**Known false positives.**"]  # fmt: skip
+IDS = [
+    "sync-point",
+    "tiny-kernels",
+    "fp32-matmul",
+    "misaligned-dims",
+    "gpu-idle",
+    "dataloader-stall",
+]
+SECTIONS = [
+    "**What it detects.**",
+    "**Why it costs time.**",
+    "**How the saving is estimated.**",
+    "**How to fix.**",
+    "**Known false positives.**",
+]
 
 
 @pytest.mark.parametrize("det_id", IDS)

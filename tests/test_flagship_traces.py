@@ -18,8 +18,14 @@ from tests.conftest import SHARED, shared_trace
 
 pytestmark = pytest.mark.shared
 
-MINE = ("sync-point", "tiny-kernels", "fp32-matmul", "misaligned-dims", "gpu-idle",
-        "dataloader-stall")  # fmt: skip
+MINE = (
+    "sync-point",
+    "tiny-kernels",
+    "fp32-matmul",
+    "misaligned-dims",
+    "gpu-idle",
+    "dataloader-stall",
+)
 NW0 = "kineto/resnet50_num_workers_0/"
 NW4 = "kineto/resnet50_num_workers_4/"
 # tb-profiler's DataLoader time per step (us) and share of the step on the num_workers=0 runs
@@ -33,8 +39,10 @@ TWIN_SAVED_MS = {
     NW0 + "worker0.1623143089861.pt.trace.json.gz": 49.7,
     NW0 + "worker0.1623143566756.pt.trace.json.gz": 27.4,
 }
-V100 = [NW0 + "worker0.1623143089861.pt.trace.json.gz",
-        "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"]  # fmt: skip
+V100 = [
+    NW0 + "worker0.1623143089861.pt.trace.json.gz",
+    "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+]
 ALEXNET = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 NEGQ = "hta/negative_queue_length_values_check/rank0.json.gz"
 

@@ -12,8 +12,13 @@ from tests.tracebuilder import TraceBuilder
 F32 = ["float", "float"]
 
 
-def _mm(kernel: str, cc: tuple[int, int] | None = (8, 0), types: list[str] | None = None,
-        name: str = "NVIDIA A100-SXM4-80GB", op: str = "aten::mm") -> TraceBuilder:  # fmt: skip
+def _mm(
+    kernel: str,
+    cc: tuple[int, int] | None = (8, 0),
+    types: list[str] | None = None,
+    name: str = "NVIDIA A100-SXM4-80GB",
+    op: str = "aten::mm",
+) -> TraceBuilder:
     """3 steps of 2 ms: one matmul op per step launching a 500 us kernel the host then waits
     for (the kernel's time is on the step's critical path)."""
     b = TraceBuilder(cc=cc, gpu_name=name)
@@ -28,8 +33,10 @@ def _mm(kernel: str, cc: tuple[int, int] | None = (8, 0), types: list[str] | Non
 
 
 def test_v100_recommends_fp16_autocast_not_tf32() -> None:
-    f = finding(run(_mm("volta_sgemm_128x64_nn", cc=(7, 0), name="Tesla V100").load(),
-                    "fp32-matmul"), "fp32-matmul")  # fmt: skip
+    f = finding(
+        run(_mm("volta_sgemm_128x64_nn", cc=(7, 0), name="Tesla V100").load(), "fp32-matmul"),
+        "fp32-matmul",
+    )
     assert f is not None
     assert f.est_savings_ms == pytest.approx(0.25)  # 0.5 ms x (1 - 1/2)
     assert f.est_savings_range_ms == pytest.approx(
@@ -51,8 +58,10 @@ def test_a100_recommends_tf32_then_bf16_when_tf32_is_already_on() -> None:
 
 
 def test_cublas_xmma_ffma_kernels_are_fp32_cuda_core() -> None:
-    name = ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
-            "aligna4_alignc4_execute_kernel__5x_cublas")  # fmt: skip
+    name = (
+        "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+        "aligna4_alignc4_execute_kernel__5x_cublas"
+    )
     f = finding(run(_mm(name, cc=(9, 0), name="NVIDIA H100").load(), "fp32-matmul"), "fp32-matmul")
     assert f is not None and f.est_savings_ms == pytest.approx(0.25)
 
@@ -62,17 +71,21 @@ def test_conv_on_a100_points_at_bf16_and_cudnn_flag() -> None:
     f = finding(run(b.load(), "fp32-matmul"), "fp32-matmul")
     assert f is not None and "convolution" in f.summary
     assert "cuDNN already allows TF32" in f.recommendation
-    f2 = finding(run(b.load(), "fp32-matmul", {"backends": {"cudnn_allow_tf32": False}}),
-                 "fp32-matmul")  # fmt: skip
+    f2 = finding(
+        run(b.load(), "fp32-matmul", {"backends": {"cudnn_allow_tf32": False}}), "fp32-matmul"
+    )
     assert f2 is not None and "allow_tf32` is off" in f2.recommendation
 
 
-@pytest.mark.parametrize("kernel", [
-    "ampere_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn",
-    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align1>(Params)",
-    "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16",
-    "volta_h884gemm_64x64_ldg8_nn",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "ampere_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn",
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align1>(Params)",
+        "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16",
+        "volta_h884gemm_64x64_ldg8_nn",
+    ],
+)
 def test_tensor_core_kernels_do_not_fire(kernel: str) -> None:
     assert finding(run(_mm(kernel).load(), "fp32-matmul"), "fp32-matmul") is None
 
@@ -88,8 +101,9 @@ def test_no_tensor_cores_half_inputs_and_amd_do_not_fire() -> None:
 
 def test_missing_data() -> None:
     # no deviceProperties: the architecture comes from kernel names when they carry it
-    inferred = finding(run(_mm("volta_sgemm_128x64_nn", cc=None).load(), "fp32-matmul"),
-                       "fp32-matmul")  # fmt: skip
+    inferred = finding(
+        run(_mm("volta_sgemm_128x64_nn", cc=None).load(), "fp32-matmul"), "fp32-matmul"
+    )
     assert inferred is not None and inferred.confidence == "low"
     assert "from kernel names" in inferred.summary and "float16" in inferred.recommendation
     unknown = run(_mm("gemm_kernel", cc=None).load(), "fp32-matmul")
@@ -103,10 +117,17 @@ def test_missing_data() -> None:
 def test_lowercase_pattern_twins_match_like_the_case_insensitive_patterns() -> None:
     from advisor.detectors._matmul import _LOWER, _found
 
-    names = ["volta_SGEMM_128x64_NN", "sm80_XMMA_gemm_F32F32_F32F32_F32_tn_n_FFMA",
-             "void cutlass::Kernel<cutlass_80_TensorOp_s1688gemm_bf16>", "Memset (Device)",
-             "ampere_fp16_s16816gemm_fp16_256x128_ldg8_f2f_stages_32x3_nn", "",
-             "kelvin_\u212a_sgemm", "long_\u017f_gemm", "h\u0130gemm"]  # fmt: skip
+    names = [
+        "volta_SGEMM_128x64_NN",
+        "sm80_XMMA_gemm_F32F32_F32F32_F32_tn_n_FFMA",
+        "void cutlass::Kernel<cutlass_80_TensorOp_s1688gemm_bf16>",
+        "Memset (Device)",
+        "ampere_fp16_s16816gemm_fp16_256x128_ldg8_f2f_stages_32x3_nn",
+        "",
+        "kelvin_\u212a_sgemm",
+        "long_\u017f_gemm",
+        "h\u0130gemm",
+    ]
     for rx, lower in _LOWER.items():
         assert rx.flags & re.IGNORECASE and rx.pattern == rx.pattern.lower() == lower.pattern
         for n in names:

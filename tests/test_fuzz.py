@@ -38,13 +38,55 @@ SMALL_REAL = [
     "hta/trace_file_list/inference_rank_1.json.gz",
 ]
 KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"]
-ARG_KEYS = ["External id", "correlation", "device", "stream", "Input Dims", "Input type",
-            "bytes", "Python id", "Python parent id", "Sequence number", "grid", "block",
-            "Bytes", "Total Allocated", "Device Id", "cuda_sync_kind", "kind", "Call stack"]  # fmt: skip
-WEIRD = [None, True, -1, 0, 2**63, 2**70, -(2**70), 1e308, -1e308, float("nan"), float("inf"),
-         -float("inf"), "", "x", "<script>alert(1)</script>", "0x1f", "ProfilerStep#99999999999",
-         "ProfilerStep#-1", "\u202e\u0000", [], [1, [2, [3]]], {}, {"a": {"b": None}},
-         "Memcpy HtoD (Pageable -> Device)", "aten::mm", "nccl:all_reduce", 3.5]  # fmt: skip
+ARG_KEYS = [
+    "External id",
+    "correlation",
+    "device",
+    "stream",
+    "Input Dims",
+    "Input type",
+    "bytes",
+    "Python id",
+    "Python parent id",
+    "Sequence number",
+    "grid",
+    "block",
+    "Bytes",
+    "Total Allocated",
+    "Device Id",
+    "cuda_sync_kind",
+    "kind",
+    "Call stack",
+]
+WEIRD = [
+    None,
+    True,
+    -1,
+    0,
+    2**63,
+    2**70,
+    -(2**70),
+    1e308,
+    -1e308,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    "",
+    "x",
+    "<script>alert(1)</script>",
+    "0x1f",
+    "ProfilerStep#99999999999",
+    "ProfilerStep#-1",
+    "\u202e\u0000",
+    [],
+    [1, [2, [3]]],
+    {},
+    {"a": {"b": None}},
+    "Memcpy HtoD (Pageable -> Device)",
+    "aten::mm",
+    "nccl:all_reduce",
+    3.5,
+]
 
 
 def _synthetic() -> dict[str, Any]:
@@ -55,10 +97,24 @@ def _synthetic() -> dict[str, Any]:
     b.frame("/home/me/model.py", 7, "forward", 10, 500, parent=top)
     for s in (0, 1000):
         op = b.op("aten::mm", s + 10, 300, dims=[[8, 16], [16, 8]], types=["float", "float"])
-        b.launch(op, "cudaLaunchKernel", s + 20, 5, kernel="volta_sgemm_128x64_nn",
-                 gpu_ts=s + 400, gpu_dur=200)  # fmt: skip
-        b.launch(op, "cudaMemcpyAsync", s + 40, 5, memcpy=("Memcpy DtoH (Device -> Pageable)", 4),
-                 gpu_ts=s + 650, gpu_dur=5)  # fmt: skip
+        b.launch(
+            op,
+            "cudaLaunchKernel",
+            s + 20,
+            5,
+            kernel="volta_sgemm_128x64_nn",
+            gpu_ts=s + 400,
+            gpu_dur=200,
+        )
+        b.launch(
+            op,
+            "cudaMemcpyAsync",
+            s + 40,
+            5,
+            memcpy=("Memcpy DtoH (Device -> Pageable)", 4),
+            gpu_ts=s + 650,
+            gpu_dur=5,
+        )
         b.sync("cudaStreamSynchronize", s + 60, 600)
         b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", s + 700, 200)
         b.memory(s + 5, 4096, 1 << 20, 2 << 20)
@@ -87,8 +143,11 @@ def mutants(draw: st.DrawFn) -> tuple[bytes, bool]:
             break
         i = draw(st.integers(0, len(events) - 1))
         ev = events[i]
-        op = draw(st.sampled_from(["drop", "retype", "arg", "dup", "shuffle", "truncate",
-                                   "replace", "huge"]))  # fmt: skip
+        op = draw(
+            st.sampled_from(
+                ["drop", "retype", "arg", "dup", "shuffle", "truncate", "replace", "huge"]
+            )
+        )
         if op == "drop" and isinstance(ev, dict) and ev:
             ev.pop(draw(st.sampled_from(sorted(ev))), None)
         elif op == "retype" and isinstance(ev, dict):
@@ -115,8 +174,13 @@ def mutants(draw: st.DrawFn) -> tuple[bytes, bool]:
     return data, draw(st.booleans())
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=EXAMPLES <= 40,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=EXAMPLES <= 40,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(mutants())
 def test_mutated_traces_load_analyze_and_render_or_fail_cleanly(
     tmp_path_factory: pytest.TempPathFactory, mutant: tuple[bytes, bool]

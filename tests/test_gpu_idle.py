@@ -10,8 +10,12 @@ from tests.tracebuilder import TraceBuilder
 DL = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
-def _steps(dl_us: float = 0, late_launch_us: float = 600, sync: bool = False,
-           add_from_us: float | None = None) -> TraceBuilder:  # fmt: skip
+def _steps(
+    dl_us: float = 0,
+    late_launch_us: float = 600,
+    sync: bool = False,
+    add_from_us: float | None = None,
+) -> TraceBuilder:
     """3 steps of 1 ms: [DataLoader], kernel A (300 us), kernel B launched late at
     ``late_launch_us`` (by an aten::add from ``add_from_us``, default 1 us before) and running
     to +900 us; the last 100 us of each step are idle."""
@@ -22,17 +26,37 @@ def _steps(dl_us: float = 0, late_launch_us: float = 600, sync: bool = False,
         if dl_us:
             b.annotation(DL, t, dl_us)
         a = b.op("aten::mm", t + dl_us + 1, 10)
-        b.launch(a, "cudaLaunchKernel", t + dl_us + 2, 5, kernel="k_a", gpu_ts=t + dl_us + 10,
-                 gpu_dur=300)  # fmt: skip
+        b.launch(
+            a,
+            "cudaLaunchKernel",
+            t + dl_us + 2,
+            5,
+            kernel="k_a",
+            gpu_ts=t + dl_us + 10,
+            gpu_dur=300,
+        )
         if sync:  # the host waits for kernel A, then takes a while to launch B
             it = b.op("aten::_local_scalar_dense", t + dl_us + 20, 292)
-            b.launch(it, "cudaMemcpyAsync", t + dl_us + 21, 290,
-                     memcpy=("Memcpy DtoH (Device -> Pageable)", 4), gpu_ts=t + dl_us + 310,
-                     gpu_dur=1)  # fmt: skip
+            b.launch(
+                it,
+                "cudaMemcpyAsync",
+                t + dl_us + 21,
+                290,
+                memcpy=("Memcpy DtoH (Device -> Pageable)", 4),
+                gpu_ts=t + dl_us + 310,
+                gpu_dur=1,
+            )
         add_ts = late_launch_us - 1 if add_from_us is None else add_from_us
         bo = b.op("aten::add", t + add_ts, late_launch_us + 9 - add_ts)
-        b.launch(bo, "cudaLaunchKernel", t + late_launch_us, 5, kernel="k_b",
-                 gpu_ts=t + late_launch_us + 10, gpu_dur=900 - late_launch_us - 10)  # fmt: skip
+        b.launch(
+            bo,
+            "cudaLaunchKernel",
+            t + late_launch_us,
+            5,
+            kernel="k_b",
+            gpu_ts=t + late_launch_us + 10,
+            gpu_dur=900 - late_launch_us - 10,
+        )
     return b
 
 

@@ -33,9 +33,13 @@ def test_on_trace_ready_exports_like_tensorboard_and_reports(tmp_path: Path) -> 
 
     model, opt = _model()
     handler = advisor.on_trace_ready(tmp_path / "tb", worker_name="w0")
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True,
-                 schedule=schedule(wait=1, warmup=1, active=3, repeat=2),
-                 on_trace_ready=handler) as prof:  # fmt: skip
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        with_stack=True,
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=2),
+        on_trace_ready=handler,
+    ) as prof:
         for _ in range(10):
             _train_step(model, opt)
             prof.step()
@@ -66,9 +70,11 @@ def test_on_trace_ready_never_breaks_the_loop(tmp_path: Path, monkeypatch) -> No
     handler = advisor.on_trace_ready(tmp_path)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        with profile(activities=[ProfilerActivity.CPU],
-                     schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
-                     on_trace_ready=handler) as prof:  # fmt: skip
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
+            on_trace_ready=handler,
+        ) as prof:
             for _ in range(4):
                 _train_step(model, opt)
                 prof.step()

@@ -22,8 +22,13 @@ NW4 = [
 ]
 
 
-SECTIONS = ["**What it detects.**", "**Why it costs time.**", "**How the saving is estimated.**",
-            "**How to fix.**", "**Known false positives.**"]  # fmt: skip
+SECTIONS = [
+    "**What it detects.**",
+    "**Why it costs time.**",
+    "**How the saving is estimated.**",
+    "**How to fix.**",
+    "**Known false positives.**",
+]
 
 
 @pytest.mark.parametrize("det_id", sorted(IDS))

@@ -13,8 +13,13 @@ from tests.tracebuilder import TraceBuilder
 ID = "host-overhead"
 
 
-def _trace(scale: float = 40.0, n: int = 30, gpu: bool = True, launch_us: float = 30.0,
-           memory: bool = False) -> TraceBuilder:  # fmt: skip
+def _trace(
+    scale: float = 40.0,
+    n: int = 30,
+    gpu: bool = True,
+    launch_us: float = 30.0,
+    memory: bool = False,
+) -> TraceBuilder:
     """Two 8 ms steps of ``n`` blocks: view + as_strided + empty (``scale`` x their typical
     0.5/0.56/3.4 us), then an aten::add launching a 5 us kernel."""
     b = TraceBuilder(cc=(8, 0) if gpu else None)
@@ -24,14 +29,24 @@ def _trace(scale: float = 40.0, n: int = 30, gpu: bool = True, launch_us: float 
         b.frame("model.py", 12, "forward", t0 + 1, 7_990)
         t = t0 + 10
         for _ in range(n):
-            for name, typ in (("aten::view", 0.5), ("aten::as_strided", 0.56),
-                              ("aten::empty", 3.4)):  # fmt: skip
+            for name, typ in (
+                ("aten::view", 0.5),
+                ("aten::as_strided", 0.56),
+                ("aten::empty", 3.4),
+            ):
                 b.op(name, t, typ * scale)
                 t += typ * scale + 1
             a = b.op("aten::add", t, launch_us)
             if gpu:
-                b.launch(a, "cudaLaunchKernel", t + launch_us - 6, 5, kernel="add_kernel",
-                         gpu_ts=t + launch_us, gpu_dur=5)  # fmt: skip
+                b.launch(
+                    a,
+                    "cudaLaunchKernel",
+                    t + launch_us - 6,
+                    5,
+                    kernel="add_kernel",
+                    gpu_ts=t + launch_us,
+                    gpu_dur=5,
+                )
             if memory:
                 b.memory(t + 1, 4096, 1 << 20, 1 << 22)
             t += launch_us + 1

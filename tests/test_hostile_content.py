@@ -43,17 +43,28 @@ def _evil_trace(tmp_path: Path) -> Path:
         top = b.frame(evil_file, 42, f"loop_{AMP}", s, 900)
         b.annotation("Optimizer.zero_grad#SGD.zero_grad", s + 10, 200)
         z = b.op("aten::zero_", s + 20, 100)
-        b.launch(z, "cudaLaunchKernel", s + 30, 5, kernel=f"void fill<{EVIL}{ATTR}{AMP}>()",
-                 gpu_ts=s + 300, gpu_dur=50)  # fmt: skip
+        b.launch(
+            z,
+            "cudaLaunchKernel",
+            s + 30,
+            5,
+            kernel=f"void fill<{EVIL}{ATTR}{AMP}>()",
+            gpu_ts=s + 300,
+            gpu_dur=50,
+        )
         b.frame(f"/home/me/{EVIL}{ATTR}/mo&del.py", 7, f"forward{ATTR}", s + 20, 100, parent=top)
     d = tmp_path / f"run {EVIL[:7]}&'\""
     d.mkdir()
     path = b.write(d / f"t{AMP}.json")
-    (d / "run.json").write_text(json.dumps({
-        "script": f"/home/me/{EVIL}/train.py",
-        "argv": ["--name", ATTR, AMP, EVIL],
-        "torch": "2.13.0",
-    }))  # fmt: skip
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "script": f"/home/me/{EVIL}/train.py",
+                "argv": ["--name", ATTR, AMP, EVIL],
+                "torch": "2.13.0",
+            }
+        )
+    )
     return path
 
 

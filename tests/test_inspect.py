@@ -13,8 +13,17 @@ from advisor.trace import load_trace
 from tests.conftest import shared_trace
 from tests.tracebuilder import TraceBuilder
 
-STABLE_KEYS = {"devices", "steps", "step_ms_median", "gpu_busy_pct", "gpu_idle_pct",
-               "kernels_top", "ops_top", "memcpy", "sync_calls"}  # fmt: skip
+STABLE_KEYS = {
+    "devices",
+    "steps",
+    "step_ms_median",
+    "gpu_busy_pct",
+    "gpu_idle_pct",
+    "kernels_top",
+    "ops_top",
+    "memcpy",
+    "sync_calls",
+}
 
 # HTA 0.5.0 idle % (../shared/traces/hta/REFERENCE.md)
 HTA_IDLE = {
@@ -36,18 +45,38 @@ def test_synthetic_busy_idle_and_tables() -> None:
     op = b.op("aten::mm", 0, 100)
     b.launch(op, "cudaLaunchKernel", 10, 5, kernel="sgemm", gpu_ts=100, gpu_dur=300)
     b.launch(op, "cudaLaunchKernel", 20, 5, kernel="sgemm", gpu_ts=600, gpu_dur=100)
-    b.launch(op, "cudaMemcpyAsync", 30, 5, memcpy=("Memcpy HtoD (Pinned -> Device)", 1024),
-             gpu_ts=750, gpu_dur=50)  # fmt: skip
+    b.launch(
+        op,
+        "cudaMemcpyAsync",
+        30,
+        5,
+        memcpy=("Memcpy HtoD (Pinned -> Device)", 1024),
+        gpu_ts=750,
+        gpu_dur=50,
+    )
     b.runtime("cudaStreamSynchronize", 40, 500)
     s = inspect_trace(b.load())
     assert STABLE_KEYS <= set(s)
     # span 100..800 us = 700 us, busy 300 + 100 + 50 = 450 us
     assert s["gpu_busy_pct"] == pytest.approx(100 * 450 / 700, abs=0.01)
     assert s["gpu_idle_pct"] == pytest.approx(100 * 250 / 700, abs=0.01)
-    assert s["kernels_top"][0] == {"name": "sgemm", "count": 2, "total_ms": 0.4, "mean_us": 200.0,
-                                   "pct": 100.0}  # fmt: skip
-    assert s["memcpy"] == [{"kind": "HtoD", "src": "Pinned", "dst": "Device", "count": 1,
-                            "bytes": 1024, "total_ms": 0.05}]  # fmt: skip
+    assert s["kernels_top"][0] == {
+        "name": "sgemm",
+        "count": 2,
+        "total_ms": 0.4,
+        "mean_us": 200.0,
+        "pct": 100.0,
+    }
+    assert s["memcpy"] == [
+        {
+            "kind": "HtoD",
+            "src": "Pinned",
+            "dst": "Device",
+            "count": 1,
+            "bytes": 1024,
+            "total_ms": 0.05,
+        }
+    ]
     assert {r["name"] for r in s["sync_calls"]} == {"cudaStreamSynchronize", "cudaMemcpyAsync"}
     assert s["steps"]["count"] == 1 and s["step_ms_median"] == 1.0
     assert s["devices"][0]["compute_capability"] == "8.0"
@@ -71,8 +100,13 @@ def test_gpu_idle_agrees_with_hta_within_two_points(rel: str) -> None:
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("rel", ["hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz",
-                                 "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"])  # fmt: skip
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz",
+        "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    ],
+)
 def test_no_gpu_activity_traces(rel: str) -> None:
     s = inspect_trace(load_trace(shared_trace(rel)))
     assert s["gpu_idle_pct"] is None
@@ -84,13 +118,22 @@ def test_cli_json_and_text() -> None:
     path = shared_trace(
         "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
     )
-    out = subprocess.run([sys.executable, "-m", "advisor", "inspect", "--json", str(path)],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "advisor", "inspect", "--json", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     data = json.loads(out.stdout)
     assert STABLE_KEYS <= set(data)
     assert data["devices"][0]["name"].startswith("NVIDIA A100")
-    text = subprocess.run([sys.executable, "-m", "advisor", "inspect", str(path)],
-                          capture_output=True, text=True, check=True, env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"}).stdout  # fmt: skip
+    text = subprocess.run(
+        [sys.executable, "-m", "advisor", "inspect", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    ).stdout
     assert "GPU busy" in text and "Top kernels" in text and "Memory copies" in text
     assert "Pageable" in text
 

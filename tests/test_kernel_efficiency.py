@@ -29,8 +29,16 @@ FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<96, 128, 6
 BF16 = ["c10::BFloat16", "c10::BFloat16"]
 
 
-def _trace(op: str, dims: list, kernel: str, dur: float, n: int = 5, types: list | None = None,
-           gpu_name: str = H100, shapes: bool = True):  # type: ignore[no-untyped-def]  # fmt: skip
+def _trace(
+    op: str,
+    dims: list,
+    kernel: str,
+    dur: float,
+    n: int = 5,
+    types: list | None = None,
+    gpu_name: str = H100,
+    shapes: bool = True,
+):  # type: ignore[no-untyped-def]
     """3 GPU-bound steps: ``n`` op calls 30 us apart, their kernels (``dur`` us) back to back on
     the GPU, then a synchronize that waits for the last one."""
     b = TraceBuilder(cc=(9, 0), gpu_name=gpu_name)
@@ -40,10 +48,18 @@ def _trace(op: str, dims: list, kernel: str, dur: float, n: int = 5, types: list
         b.step(s + 1, t0, span)
         for i in range(n):
             ts = t0 + 10 + i * 30
-            o = b.op(op, ts, 20, dims=dims if shapes else None,
-                     types=(types or BF16) if shapes else None)  # fmt: skip
-            b.launch(o, "cudaLaunchKernel", ts + 5, 5, kernel=kernel, gpu_ts=t0 + 100 + i * dur,
-                     gpu_dur=dur)  # fmt: skip
+            o = b.op(
+                op, ts, 20, dims=dims if shapes else None, types=(types or BF16) if shapes else None
+            )
+            b.launch(
+                o,
+                "cudaLaunchKernel",
+                ts + 5,
+                5,
+                kernel=kernel,
+                gpu_ts=t0 + 100 + i * dur,
+                gpu_dur=dur,
+            )
         sync_ts = t0 + 10 + n * 30
         b.runtime("cudaDeviceSynchronize", sync_ts, t0 + 100 + n * dur + 10 - sync_ts)
     return b.load()
@@ -87,8 +103,9 @@ def test_work_from_shapes() -> None:
 
 def test_slow_large_gemm_is_reported() -> None:
     # 4096^3 bf16: 137.4 GFLOP, 139 us at 989.5 TFLOP/s; 1000 us per call = 14% of the roofline
-    (f,) = analyze_trace(_trace("aten::mm", [[4096, 4096], [4096, 4096]], GEMM, 1000), None,
-                         ONLY).findings  # fmt: skip
+    (f,) = analyze_trace(
+        _trace("aten::mm", [[4096, 4096], [4096, 4096]], GEMM, 1000), None, ONLY
+    ).findings
     assert "below 50% of the H100 SXM roofline" in f.summary
     assert "aten::mm [4096x4096 4096x4096] at 14%" in f.summary
     assert "a large, aligned shape whose kernel is slow" in f.summary
@@ -126,11 +143,17 @@ def test_efficient_or_short_kernels_are_not_reported() -> None:
 
 
 def test_missing_data_is_never_claimed() -> None:
-    rep = analyze_trace(_trace("aten::mm", [[4096, 4096], [4096, 4096]], GEMM, 1000, shapes=False),
-                        None, ONLY)  # fmt: skip
+    rep = analyze_trace(
+        _trace("aten::mm", [[4096, 4096], [4096, 4096]], GEMM, 1000, shapes=False), None, ONLY
+    )
     assert rep.findings == () and "no input shapes" in rep.skipped[0].reason
-    rep = analyze_trace(_trace("aten::mm", [[4096, 4096], [4096, 4096]], GEMM, 1000,
-                               gpu_name="NVIDIA GeForce RTX 3090"), None, ONLY)  # fmt: skip
+    rep = analyze_trace(
+        _trace(
+            "aten::mm", [[4096, 4096], [4096, 4096]], GEMM, 1000, gpu_name="NVIDIA GeForce RTX 3090"
+        ),
+        None,
+        ONLY,
+    )
     assert rep.findings == ()
     assert rep.skipped[0].reason.startswith("no peak figures for NVIDIA GeForce RTX 3090")
     cpu = TraceBuilder(cc=None)
@@ -159,8 +182,9 @@ def test_timesformer_h100_materialized_attention() -> None:
 
 @pytest.mark.shared
 def test_control_a100_small_linear_layers() -> None:
-    (f,) = analyze_trace(load_trace(shared_trace("hta/trace_diff/control/control.json.gz")), None,
-                         ONLY).findings  # fmt: skip
+    (f,) = analyze_trace(
+        load_trace(shared_trace("hta/trace_diff/control/control.json.gz")), None, ONLY
+    ).findings
     assert "A100 SXM 40GB roofline (108 SMs)" in f.summary
     small = [e.what for e in f.evidence if e.what.startswith("aten::addmm [96 1024x512 512x96]")]
     assert small and "too few tiles: 8 128x128 output tiles for 108 SMs" in small[0]

@@ -20,9 +20,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("output", ("advisor.output",)),
     ("derive", ("advisor.derive",)),
     ("trace", ("advisor.trace",)),
-    ("base", ("advisor.report", "advisor.findings", "advisor.errors", "advisor.settings",
-              "advisor")),
-]  # fmt: skip
+    (
+        "base",
+        ("advisor.report", "advisor.findings", "advisor.errors", "advisor.settings", "advisor"),
+    ),
+]
 
 
 def layer_of(module: str) -> int:
@@ -113,8 +115,16 @@ def test_only_settings_reads_the_environment() -> None:
     assert not readers, sorted(readers)
     documented = (REPO / "docs" / "settings.md").read_text()
     source = (REPO / "advisor" / "settings.py").read_text()
-    for name in ("ADVISOR_DEBUG", "ADVISOR_NO_FORK", "ADVISOR_NO_DASK", "ADVISOR_TRY", "NO_COLOR",
-                 "LOCAL_WORLD_SIZE", "CUDA_LAUNCH_BLOCKING", "PYTORCH_CUDA_ALLOC_CONF"):  # fmt: skip
+    for name in (
+        "ADVISOR_DEBUG",
+        "ADVISOR_NO_FORK",
+        "ADVISOR_NO_DASK",
+        "ADVISOR_TRY",
+        "NO_COLOR",
+        "LOCAL_WORLD_SIZE",
+        "CUDA_LAUNCH_BLOCKING",
+        "PYTORCH_CUDA_ALLOC_CONF",
+    ):
         assert name in source and name in documented, name
 
 

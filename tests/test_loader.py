@@ -47,20 +47,58 @@ def test_gzip_and_plain_files_load_the_same(tmp_path: Path) -> None:
 
 def test_bare_array_string_tids_and_legacy_categories(tmp_path: Path) -> None:
     events = [
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 7, "tid": "7",
-         "ts": 1000, "dur": 500, "args": {}},
-        {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 7, "tid": "7", "ts": 1010,
-         "dur": 40, "args": {"external id": 5, "Input dims": [[1, 3, 8, 8]]}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": "7",
-         "ts": 1020, "dur": 5, "args": {"correlation": 9, "external id": 5}},
-        {"ph": "X", "cat": "Kernel", "name": "implicit_convolve_sgemm", "pid": 0,
-         "tid": "stream 7", "ts": 1100, "dur": 30,
-         "args": {"correlation": 9, "external id": 5, "device": 0, "stream": 7}},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
-         "tid": "stream 7", "ts": 1200, "dur": 10,
-         "args": {"correlation": 10, "device": 0, "stream": 7, "bytes": 4096}},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "ProfilerStep#3",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1000,
+            "dur": 500,
+            "args": {},
+        },
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "aten::conv2d",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1010,
+            "dur": 40,
+            "args": {"external id": 5, "Input dims": [[1, 3, 8, 8]]},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1020,
+            "dur": 5,
+            "args": {"correlation": 9, "external id": 5},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "implicit_convolve_sgemm",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1100,
+            "dur": 30,
+            "args": {"correlation": 9, "external id": 5, "device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1200,
+            "dur": 10,
+            "args": {"correlation": 10, "device": 0, "stream": 7, "bytes": 4096},
+        },
         {"ph": "s", "id": 9, "pid": 7, "tid": 7, "ts": 1020, "cat": "async", "name": "launch"},
-    ]  # fmt: skip
+    ]
     p = tmp_path / "legacy.json"
     p.write_text(json.dumps(events))
     t = load_trace(p)
@@ -111,8 +149,9 @@ def test_cpu_only_trace_has_no_gpu() -> None:
 
 def test_compute_properties_and_rocm(tmp_path: Path) -> None:
     b = TraceBuilder(cc=None)
-    b.header["computeProperties"] = [{"id": 0, "name": "Tesla V100", "major": 7, "minor": 0,
-                                      "multiProcessorCount": 80}]  # fmt: skip
+    b.header["computeProperties"] = [
+        {"id": 0, "name": "Tesla V100", "major": 7, "minor": 0, "multiProcessorCount": 80}
+    ]
     t = b.load()
     assert t.meta.devices[0].compute_capability == (7, 0)
     assert t.meta.devices[0].num_sms == 80
@@ -126,8 +165,14 @@ def test_compute_properties_and_rocm(tmp_path: Path) -> None:
 def test_python_frames_and_user_lines() -> None:
     b = TraceBuilder()
     top = b.frame("/home/me/train.py", 42, "train", 0, 100)
-    lib = b.frame("/usr/lib/python3.11/site-packages/torch/nn/modules/module.py", 1500,
-                  "_call_impl", 10, 50, parent=top)  # fmt: skip
+    lib = b.frame(
+        "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py",
+        1500,
+        "_call_impl",
+        10,
+        50,
+        parent=top,
+    )
     b.frame("/home/me/model.py", 7, "forward", 20, 20, parent=lib)
     t = b.load()
     assert t.python["is_user"].tolist() == [True, False, True]
@@ -204,7 +249,10 @@ def test_directory_discovery(tmp_path: Path) -> None:
         b.write(ranks / f"trace.rank{r}.json.gz")
     (ranks / "run.json").write_text("{}")
     assert [f.name for f in find_traces(ranks)] == [
-        "trace.rank0.json.gz", "trace.rank1.json.gz", "trace.rank10.json.gz"]  # fmt: skip
+        "trace.rank0.json.gz",
+        "trace.rank1.json.gz",
+        "trace.rank10.json.gz",
+    ]
 
 
 ALL_SHARED = (

@@ -41,16 +41,30 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _advisor(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([sys.executable, "-m", "advisor", *args], capture_output=True,
-                              text=True, timeout=LIMIT_S, env=_env(**env), cwd=REPO)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "advisor", *args],
+            capture_output=True,
+            text=True,
+            timeout=LIMIT_S,
+            env=_env(**env),
+            cwd=REPO,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"advisor {args[0]} on {N} traces did not finish in {LIMIT_S} s (hang)")
 
 
 def test_analyze_32_traces_in_the_process_pool(folder: Path, tmp_path: Path) -> None:
     # ADVISOR_NO_DASK: the machine's own worker processes, the pool that used to hang
-    p = _advisor("analyze", str(folder), "--out", str(tmp_path / "out"), "--json", "-j", "2",
-                 ADVISOR_NO_DASK="1")  # fmt: skip
+    p = _advisor(
+        "analyze",
+        str(folder),
+        "--out",
+        str(tmp_path / "out"),
+        "--json",
+        "-j",
+        "2",
+        ADVISOR_NO_DASK="1",
+    )
     assert p.returncode == 0, p.stderr
     ranks = json.loads(p.stdout)["run"]["ranks"]
     assert [r["rank"] for r in ranks] == list(range(N))
@@ -74,11 +88,25 @@ def test_first_ctrl_c_ends_the_run(tmp_path: Path, engine: str) -> None:
     for r in range(N):
         shutil.copyfile(SAMPLES / "resnet50_v100.kineto.json.gz", folder / f"trace.rank{r}.json.gz")
     # the terminal sends SIGINT to the whole foreground process group: workers included
-    proc = subprocess.Popen([sys.executable, "-m", "advisor", "analyze", str(folder), "--out",
-                             str(tmp_path / "out"), "-j", "2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env=_env(ADVISOR_NO_DASK="1" if engine == "pool" else ""),
-                            cwd=REPO, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "analyze",
+            str(folder),
+            "--out",
+            str(tmp_path / "out"),
+            "-j",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(ADVISOR_NO_DASK="1" if engine == "pool" else ""),
+        cwd=REPO,
+        start_new_session=True,
+    )
     try:
         time.sleep(6.0)  # imports done, workers (or the Dask cluster) analysing
         assert proc.poll() is None, proc.communicate()

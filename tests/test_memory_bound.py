@@ -39,12 +39,28 @@ def test_whitespace_padding_does_not_fill_memory(tmp_path: Path) -> None:
         fh.write(b"]}")
     assert path.stat().st_size < 2 << 20
     # a fresh parent, so its children's peak RSS is this command's alone
-    measure = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
-               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
-               "sys.exit(p.returncode)")  # fmt: skip
-    p = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "advisor", "inspect",
-                        "--json", str(path)], env=_env(), capture_output=True, text=True,
-                       timeout=300)  # fmt: skip
+    measure = (
+        "import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+        "sys.exit(p.returncode)"
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            measure,
+            sys.executable,
+            "-m",
+            "advisor",
+            "inspect",
+            "--json",
+            str(path),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["steps"]["count"] == 4
     peak_mb = int(p.stderr.strip().splitlines()[-1]) / 1024

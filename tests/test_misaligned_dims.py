@@ -13,8 +13,14 @@ TC16 = "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x3_nn"
 TF32 = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align1>(Params)"
 
 
-def _addmm(k: int, n: int, types: list[str], kernel: str, cc: tuple[int, int] | None = (8, 0),
-           shapes: bool = True) -> TraceBuilder:  # fmt: skip
+def _addmm(
+    k: int,
+    n: int,
+    types: list[str],
+    kernel: str,
+    cc: tuple[int, int] | None = (8, 0),
+    shapes: bool = True,
+) -> TraceBuilder:
     """3 steps of 2 ms; per step nn.Linear(k, n) on a batch of 4096: linear > addmm > kernel,
     which the host then waits for (the kernel is on the step's critical path)."""
     b = TraceBuilder(cc=cc)
@@ -23,8 +29,13 @@ def _addmm(k: int, n: int, types: list[str], kernel: str, cc: tuple[int, int] | 
         b.step(s + 1, t, 2000)
         b.frame("model.py", 21, "forward", t + 5, 100)
         dims = [[n], [4096, k], [k, n], [], []] if shapes else None
-        lin = b.op("aten::linear", t + 9, 60, dims=[[4096, k], [n, k], [n]] if shapes else None,
-                   types=types[:3])  # fmt: skip
+        lin = b.op(
+            "aten::linear",
+            t + 9,
+            60,
+            dims=[[4096, k], [n, k], [n]] if shapes else None,
+            types=types[:3],
+        )
         o = b.op("aten::addmm", t + 10, 50, dims=dims, types=types)
         assert lin
         if kernel:
@@ -47,21 +58,39 @@ def test_fp32_as_tf32_uses_multiples_of_4() -> None:
     f = finding(run(_addmm(2798, 64, f32, TF32).load(), "misaligned-dims"), "misaligned-dims")
     assert f is not None and "K=2798 -> 2800" in f.evidence[0].what
     # 100 is a multiple of 4: fine for TF32 (it would not be for 16-bit)
-    assert finding(run(_addmm(100, 64, f32, TF32).load(), "misaligned-dims"),
-                   "misaligned-dims") is None  # fmt: skip
+    assert (
+        finding(run(_addmm(100, 64, f32, TF32).load(), "misaligned-dims"), "misaligned-dims")
+        is None
+    )
     # FP32 on CUDA cores (no TF32): alignment is fp32-matmul's concern, not claimed here
-    assert finding(run(_addmm(2798, 64, f32, "ampere_sgemm_128x64_nn").load(),
-                       "misaligned-dims"), "misaligned-dims") is None  # fmt: skip
+    assert (
+        finding(
+            run(_addmm(2798, 64, f32, "ampere_sgemm_128x64_nn").load(), "misaligned-dims"),
+            "misaligned-dims",
+        )
+        is None
+    )
     # FP32 before compute capability 8.0: no TF32 at all
-    assert finding(run(_addmm(2798, 64, f32, "volta_sgemm_128x64_nn", cc=(7, 0)).load(),
-                       "misaligned-dims"), "misaligned-dims") is None  # fmt: skip
+    assert (
+        finding(
+            run(
+                _addmm(2798, 64, f32, "volta_sgemm_128x64_nn", cc=(7, 0)).load(), "misaligned-dims"
+            ),
+            "misaligned-dims",
+        )
+        is None
+    )
 
 
 def test_aligned_and_tiny_dims_do_not_fire() -> None:
-    assert finding(run(_addmm(1024, 30008, HALF, TC16).load(), "misaligned-dims"),
-                   "misaligned-dims") is None  # fmt: skip
-    assert finding(run(_addmm(1024, 5, HALF, TC16).load(), "misaligned-dims"),
-                   "misaligned-dims") is None  # fmt: skip
+    assert (
+        finding(run(_addmm(1024, 30008, HALF, TC16).load(), "misaligned-dims"), "misaligned-dims")
+        is None
+    )
+    assert (
+        finding(run(_addmm(1024, 5, HALF, TC16).load(), "misaligned-dims"), "misaligned-dims")
+        is None
+    )
 
 
 def test_missing_shapes_and_cpu_only() -> None:
@@ -76,8 +105,10 @@ def test_missing_shapes_and_cpu_only() -> None:
 def test_gemm_dims_and_padding() -> None:
     assert gemm_dims("aten::mm", [[8, 30], [30, 16]]) == {"M": 8, "K": 30, "N": 16}
     assert gemm_dims("aten::bmm", [[4, 8, 30], [4, 30, 16]]) == {"M": 8, "K": 30, "N": 16}
-    assert gemm_dims("aten::conv2d", [[32, 3, 224, 224], [64, 3, 7, 7], [64]]) == \
-        {"C_in": 3, "C_out": 64}  # fmt: skip
+    assert gemm_dims("aten::conv2d", [[32, 3, 224, 224], [64, 3, 7, 7], [64]]) == {
+        "C_in": 3,
+        "C_out": 64,
+    }
     # depthwise convolution (groups = channels): not one GEMM, not judged
     assert gemm_dims("aten::conv2d", [[32, 64, 56, 56], [64, 1, 3, 3]]) is None
     assert gemm_dims("aten::mm", [[8], [30, 16]]) is None

@@ -32,8 +32,11 @@ def _ids(report) -> list[str]:  # type: ignore[no-untyped-def]
 
 def test_late_rank_is_named_with_its_lag_per_step(tmp_path: Path) -> None:
     # rank 1 reaches the all-reduce 5 ms after ranks 0 and 2; all finish together at 9 ms
-    b = {0: rank_builder(0, 3, arrive_us=3_000), 1: rank_builder(1, 3, arrive_us=8_000),
-         2: rank_builder(2, 3, arrive_us=3_000)}  # fmt: skip
+    b = {
+        0: rank_builder(0, 3, arrive_us=3_000),
+        1: rank_builder(1, 3, arrive_us=8_000),
+        2: rank_builder(2, 3, arrive_us=3_000),
+    }
     report, _ = _analyze(tmp_path, b)
     (f,) = [f for f in report.findings if f.id == "straggler"]
     assert f.title == "Rank 1 holds the other ranks back"
@@ -84,8 +87,15 @@ def test_ranks_taking_turns_are_not_stragglers(tmp_path: Path) -> None:
             arrive = t0 + (8_000 if late else 3_000)
             b.step(i + 1, t0, 10_000)
             op = b.op("c10d::allreduce_", arrive - 50, 20)
-            b.launch(op, "cudaLaunchKernel", arrive - 40, 5, kernel=ALLREDUCE, gpu_ts=arrive,
-                     gpu_dur=t0 + 9_000 - arrive)  # fmt: skip
+            b.launch(
+                op,
+                "cudaLaunchKernel",
+                arrive - 40,
+                5,
+                kernel=ALLREDUCE,
+                gpu_ts=arrive,
+                gpu_dur=t0 + 9_000 - arrive,
+            )
     report, _ = _analyze(tmp_path, {0: b0, 1: b1})
     assert "straggler" not in _ids(report)
 
@@ -128,8 +138,11 @@ def test_straggler_respects_skip(tmp_path: Path) -> None:
 
 
 def test_merged_report_has_ranks_side_by_side_and_findings_once(tmp_path: Path) -> None:
-    b = {0: rank_builder(0, 4, arrive_us=6_000), 1: rank_builder(1, 4, arrive_us=6_000),
-         3: rank_builder(3, 4, arrive_us=6_000)}  # fmt: skip
+    b = {
+        0: rank_builder(0, 4, arrive_us=6_000),
+        1: rank_builder(1, 4, arrive_us=6_000),
+        3: rank_builder(3, 4, arrive_us=6_000),
+    }
     report, digests = _analyze(tmp_path, b)
     run = report.run
     assert [r["rank"] for r in run["ranks"]] == [0, 1, 3]
@@ -187,12 +200,25 @@ def test_analyze_command_on_rank_folder(tmp_path: Path) -> None:
     import sys
 
     (tmp_path / "in").mkdir()
-    write_ranks(tmp_path / "in", {0: rank_builder(0, arrive_us=3_000),
-                                 1: rank_builder(1, arrive_us=8_000)})  # fmt: skip
+    write_ranks(
+        tmp_path / "in", {0: rank_builder(0, arrive_us=3_000), 1: rank_builder(1, arrive_us=8_000)}
+    )
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(tmp_path / "in"),
-                           "--out", str(out), "--json"], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "analyze",
+            str(tmp_path / "in"),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     d = json.loads(proc.stdout)
     assert [r["rank"] for r in d["run"]["ranks"]] == [0, 1]
@@ -263,8 +289,18 @@ def test_cross_rank_checks_run_through_the_registry(
     def check(drafts: list[Draft], digests: list, ctx: registry.RanksContext) -> list[Draft]:  # type: ignore[type-arg]
         seen.append([d.rank for d in digests])
         assert ctx.step_ms_median > 0 and ctx.t("straggler.min_lag_ms") > 0
-        return [*drafts, Draft(id="zz-demo", title="demo", est_savings_ms=0.5, confidence="low",
-                               summary="seen across ranks", recommendation="-", snippet="")]  # fmt: skip
+        return [
+            *drafts,
+            Draft(
+                id="zz-demo",
+                title="demo",
+                est_savings_ms=0.5,
+                confidence="low",
+                summary="seen across ranks",
+                recommendation="-",
+                snippet="",
+            ),
+        ]
 
     def broken(drafts: list[Draft], digests: list, ctx: registry.RanksContext) -> list[Draft]:  # type: ignore[type-arg]
         raise ValueError("bad check")

@@ -43,8 +43,16 @@ SCRIPT = textwrap.dedent("""
 
 def _torchrun(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           "2", script, *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        script,
+        *args,
+    ]
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -64,9 +72,21 @@ def test_torchrun_gloo_ranks_straggler(tmp_path: Path) -> None:
         p = _torchrun(tmp_path, str(script), str(traces))
     assert p.returncode == 0, p.stderr[-2000:]
     assert sorted(x.name for x in traces.iterdir()) == ["trace.rank0.json", "trace.rank1.json"]
-    a = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(traces), "--out",
-                        str(tmp_path / "out"), "--json"], capture_output=True, text=True,
-                       timeout=120)  # fmt: skip
+    a = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "analyze",
+            str(traces),
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert a.returncode == 0, a.stderr
     d = json.loads(a.stdout)
     rows = {r["rank"]: r for r in d["run"]["ranks"]}

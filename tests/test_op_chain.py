@@ -74,8 +74,12 @@ def test_chain_match_on_a_real_trace() -> None:
         shared_trace("kineto/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz")
     )
     names = tr.cpu_ops["name"]
-    for pred in (GEMM_OPS.__contains__, CONV_FWD.__contains__, CONV_BWD.__contains__,
-                 lambda n: not n.startswith("ProfilerStep#")):  # fmt: skip
+    for pred in (
+        GEMM_OPS.__contains__,
+        CONV_FWD.__contains__,
+        CONV_BWD.__contains__,
+        lambda n: not n.startswith("ProfilerStep#"),
+    ):
         _check_all(tr, name_flags(names, pred))
     # kernel_ops (vectorized) agrees with the per-kernel op_chain walk it replaced
     opn = op_names(tr)

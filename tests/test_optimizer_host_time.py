@@ -16,9 +16,15 @@ ID = "optimizer-host-time"
 BOTH = frozenset({ID, "single-tensor-optimizer"})
 
 
-def _trace(cls: str = "Shampoo", op: str = "aten::_foreach_add_", n: int = 40,
-           kernel: str = "multi_tensor_apply_kernel<...>", gpu_dur: float = 2.0,
-           gpu: bool = True, range_us: float = 1000.0) -> TraceBuilder:  # fmt: skip
+def _trace(
+    cls: str = "Shampoo",
+    op: str = "aten::_foreach_add_",
+    n: int = 40,
+    kernel: str = "multi_tensor_apply_kernel<...>",
+    gpu_dur: float = 2.0,
+    gpu: bool = True,
+    range_us: float = 1000.0,
+) -> TraceBuilder:
     """Two 10 ms steps, each with one optimizer range of ``range_us`` issuing ``n`` ops."""
     b = TraceBuilder(cc=(8, 0) if gpu else None)
     for s in range(2):
@@ -30,8 +36,15 @@ def _trace(cls: str = "Shampoo", op: str = "aten::_foreach_add_", n: int = 40,
         for i in range(n):
             o = b.op(op, w0 + 5 + i * 16, 14)
             if gpu:
-                b.launch(o, "cudaLaunchKernel", w0 + 6 + i * 16, 5, kernel=kernel,
-                         gpu_ts=w0 + 12 + i * 16, gpu_dur=gpu_dur)  # fmt: skip
+                b.launch(
+                    o,
+                    "cudaLaunchKernel",
+                    w0 + 6 + i * 16,
+                    5,
+                    kernel=kernel,
+                    gpu_ts=w0 + 12 + i * 16,
+                    gpu_dur=gpu_dur,
+                )
     return b
 
 
@@ -50,9 +63,19 @@ def test_host_bound_multi_tensor_optimizer_is_reported() -> None:
 
 
 def test_run_json_names_groups_and_where_the_optimizer_was_made() -> None:
-    run = {"optimizers": [{"class": "Shampoo", "foreach": None, "fused": None,
-                           "param_tensors": 300, "param_groups": 12, "file": "train.py",
-                           "line": 21}]}  # fmt: skip
+    run = {
+        "optimizers": [
+            {
+                "class": "Shampoo",
+                "foreach": None,
+                "fused": None,
+                "param_tensors": 300,
+                "param_groups": 12,
+                "file": "train.py",
+                "line": 21,
+            }
+        ]
+    }
     f = one(analyze(_trace().load(), ID, run), ID)
     assert "300 parameter tensors in 12 group(s)" in f.summary
     assert "Merge its 12 parameter groups" in f.recommendation
@@ -68,8 +91,9 @@ def test_per_parameter_loop_is_left_to_single_tensor_optimizer() -> None:
 
 def test_gpu_bound_or_small_optimizer_is_not_reported() -> None:
     assert not found(analyze(_trace(gpu_dur=30).load(), ID), ID)  # 1.2 ms GPU > 1 ms host
-    assert not found(analyze(_trace(range_us=700).load(), ID, overrides={
-        "optimizer_host_time.min_pct": 8.0}), ID)  # fmt: skip
+    assert not found(
+        analyze(_trace(range_us=700).load(), ID, overrides={"optimizer_host_time.min_pct": 8.0}), ID
+    )
 
 
 def test_missing_data() -> None:
@@ -95,8 +119,10 @@ def test_shampoo_on_trace_filter() -> None:
     f = one(rep, ID)
     # Shampoo + EMAOptimizer: 204 ms of host time in the first step, 212.5 in the second,
     # a third of the 615 ms step; the GPU work they launch is a quarter of that
-    assert f.summary.startswith("Shampoo.step and EMAOptimizer.step hold the host 208 ms per "
-                                "step (34% of the step) while launching 56.2 ms of GPU work")  # fmt: skip
+    assert f.summary.startswith(
+        "Shampoo.step and EMAOptimizer.step hold the host 208 ms per "
+        "step (34% of the step) while launching 56.2 ms of GPU work"
+    )
     assert f.evidence[0].total_ms / 2 == pytest.approx(195, rel=0.1)
     assert f.est_savings_ms == pytest.approx(104, rel=0.1)  # replayed, half the host time
     assert not found(rep, "single-tensor-optimizer")

@@ -20,8 +20,21 @@ from tests.conftest import REPO, SAMPLES
 @pytest.mark.slow
 def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(dist), str(REPO)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(REPO),
+        ],
+        check=True,
+    )
     wheel = next(dist.glob("torch_advisor-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "advisor/templates/report.html.j2" in names
@@ -36,29 +49,60 @@ def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--target", str(target), str(wheel)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+    )
     # dependencies come from this interpreter's site-packages; .pth files there (our editable
     # install) are not processed for PYTHONPATH entries, so the repository is not importable
     deps = sysconfig.get_paths()["purelib"]
     env = {**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{deps}", "NO_COLOR": "1"}
     work = tmp_path / "cwd"
     work.mkdir()
-    where = subprocess.run([str(py), "-c", "import advisor.detectors as d; print(d.__file__);"
-                            " print(d.__path__); import heuristics"], cwd=work, env=env, text=True,
-                           capture_output=True)  # fmt: skip
+    where = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import advisor.detectors as d; print(d.__file__);"
+            " print(d.__path__); import heuristics",
+        ],
+        cwd=work,
+        env=env,
+        text=True,
+        capture_output=True,
+    )
     assert "No module named 'heuristics'" in where.stderr
     assert str(REPO) not in where.stdout and str(target) in where.stdout
     sample = sorted(SAMPLES.glob("*.json.gz"))
     if not sample:
         pytest.skip("no sample traces yet")
-    out = subprocess.run([str(py), "-m", "advisor", "inspect", str(sample[0])], cwd=work,
-                         env=env, text=True, capture_output=True)  # fmt: skip
+    out = subprocess.run(
+        [str(py), "-m", "advisor", "inspect", str(sample[0])],
+        cwd=work,
+        env=env,
+        text=True,
+        capture_output=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "steps:" in out.stdout
-    res = subprocess.run([str(py), "-m", "advisor", "analyze", str(sample[0]), "--out",
-                          str(tmp_path / "o")], cwd=work, env=env, text=True,
-                         capture_output=True)  # fmt: skip
+    res = subprocess.run(
+        [str(py), "-m", "advisor", "analyze", str(sample[0]), "--out", str(tmp_path / "o")],
+        cwd=work,
+        env=env,
+        text=True,
+        capture_output=True,
+    )
     assert res.returncode == 0, res.stderr
     html = (tmp_path / "o" / "report.html").read_text()
     assert "<html" in html and "torch-advisor" in html

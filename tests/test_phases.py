@@ -103,8 +103,9 @@ def test_validation_loop_gets_its_own_window(tmp_path: Path) -> None:
 
 def test_phases_eval_records_only_the_validation_and_runs_to_end(tmp_path: Path) -> None:
     script = _write(tmp_path, "tv.py", TRAIN_THEN_VALIDATE)
-    p = advisor(tmp_path, *FAST, "--no-memory", "--phases", "eval", "--run-to-end", "-o", "out",
-                script.name)  # fmt: skip
+    p = advisor(
+        tmp_path, *FAST, "--no-memory", "--phases", "eval", "--run-to-end", "-o", "out", script.name
+    )
     assert p.returncode == 0, p.stderr
     assert "VALIDATED" in p.stdout  # --run-to-end: the script finished
     run, findings = outputs(tmp_path / "out")
@@ -141,8 +142,11 @@ def test_no_evaluation_within_max_seconds_is_said(tmp_path: Path) -> None:
     assert run["eval"]["missing"] == "max-seconds" and not run["eval"]["trace_written"]
     assert run["end_reason"] == "window-captured" and run["trace_scope"] == "window"
     assert any("No evaluation phase" in n for n in run["notes"])
-    assert findings["run"]["phases"][1] == {"phase": "eval", "captured": False,
-                                            "missing": "max-seconds"}  # fmt: skip
+    assert findings["run"]["phases"][1] == {
+        "phase": "eval",
+        "captured": False,
+        "missing": "max-seconds",
+    }
     assert "No evaluation phase" in (tmp_path / "out" / "report.html").read_text()
 
 

@@ -64,15 +64,33 @@ def test_an_installed_plugin_detector_runs(tmp_path: Path) -> None:
     good = _package(tmp_path, "advisor-demo-plugin", "advisor_demo_plugin", PLUGIN, "demo")
     bad = _package(tmp_path, "advisor-broken-plugin", "advisor_broken_plugin", BROKEN, "broken")
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--no-build-isolation", "--target", str(target), str(good), str(bad)],
-                   check=True)  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO)]),
-           "NO_COLOR": "1"}  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(good),
+            str(bad),
+        ],
+        check=True,
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO)]), "NO_COLOR": "1"}
     sample = sorted(SAMPLES.glob("*.json.gz"))[0]
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(sample), "--out", str(out)],
-                       env=env, text=True, capture_output=True, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor", "analyze", str(sample), "--out", str(out)],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads((out / "findings.json").read_text())
     found = [f for f in doc["findings"] if f["id"] == "demo-plugin"]
@@ -81,9 +99,23 @@ def test_an_installed_plugin_detector_runs(tmp_path: Path) -> None:
     errored = {e["id"]: e["error"] for e in doc["errored"]}
     assert "this plugin is broken" in errored["broken"]
     # --only knows the plugin's id like a built-in one
-    only = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(sample), "--out",
-                           str(tmp_path / "only"), "--only", "demo-plugin"], env=env, text=True,
-                          capture_output=True, timeout=300)  # fmt: skip
+    only = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "analyze",
+            str(sample),
+            "--out",
+            str(tmp_path / "only"),
+            "--only",
+            "demo-plugin",
+        ],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert only.returncode == 0, only.stderr
     ids = [
         f["id"] for f in json.loads((tmp_path / "only" / "findings.json").read_text())["findings"]

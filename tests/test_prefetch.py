@@ -255,8 +255,12 @@ def test_the_console_entry_runs_analyze_with_an_early_child(tmp_path: Path) -> N
     import sys
 
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(SAMPLE), "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor", "analyze", str(SAMPLE), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert (out / "findings.json").is_file() and (out / "trace.annotated.json.gz").is_file()
     ann = load_trace(out / "trace.annotated.json.gz")
@@ -327,9 +331,13 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
         "main()\n"
     )
     out = tmp_path / "out"
-    p = subprocess.Popen([sys.executable, "-c", code, "analyze", str(SAMPLE), "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, "analyze", str(SAMPLE), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     kids: list[str] = []
     while not kids and time.monotonic() < deadline:

@@ -106,8 +106,14 @@ def _write(folder: Path, name: str, text: str, **subs: Any) -> Path:
     return path
 
 
-def _loop(folder: Path, name: str = "loop.py", steps: int = 12, ready_at: int = -1,
-          sleep: float = 0.0, exit: str = "") -> Path:  # fmt: skip
+def _loop(
+    folder: Path,
+    name: str = "loop.py",
+    steps: int = 12,
+    ready_at: int = -1,
+    sleep: float = 0.0,
+    exit: str = "",
+) -> Path:
     return _write(folder, name, LOOP, STEPS=steps, READY_AT=ready_at, SLEEP=sleep, EXIT=exit)
 
 
@@ -125,8 +131,14 @@ def _cmd(*args: str | Path) -> list[str]:
 def advisor(
     cwd: Path, *args: str | Path, timeout: float = 120, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_cmd(*args), cwd=cwd, env={**_env(), **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        _cmd(*args),
+        cwd=cwd,
+        env={**_env(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def outputs(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -153,8 +165,21 @@ def train_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _write(d / "proj", "train.py", TRAIN, NUM_WORKERS=2)
     _write(d / "proj", "helper.py", "VALUE = 42\n")
     t0 = time.perf_counter()
-    p = advisor(d, *FAST, "--phases", "train", "--out", "out", "proj/train.py", "--lr", "0.1",
-                "--out", "theirs", "-m", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})  # fmt: skip
+    p = advisor(
+        d,
+        *FAST,
+        "--phases",
+        "train",
+        "--out",
+        "out",
+        "proj/train.py",
+        "--lr",
+        "0.1",
+        "--out",
+        "theirs",
+        "-m",
+        env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    )
     run, findings = outputs(d / "out")
     return {"p": p, "dir": d, "run": run, "findings": findings, "s": time.perf_counter() - t0}
 
@@ -193,11 +218,18 @@ def test_run_json_content(train_run: dict[str, Any]) -> None:
     assert run["torch"] == torch.__version__ and run["script"] == "proj/train.py"
     assert run["argv"] == ["--lr", "0.1", "--out", "theirs", "-m"]
     assert run["profile"] == {
-        "wait": 1, "warmup": 1, "active": 2, "record_shapes": True, "with_stack": True,
-        "profile_memory": True, "max_seconds": 60.0, "run_to_end": False,
-        "phases": ["train"], "eval_steps": 3,
+        "wait": 1,
+        "warmup": 1,
+        "active": 2,
+        "record_shapes": True,
+        "with_stack": True,
+        "profile_memory": True,
+        "max_seconds": 60.0,
+        "run_to_end": False,
+        "phases": ["train"],
+        "eval_steps": 3,
         "activities": ["cpu"],  # CUDA is profiled only once the script has initialized it
-    }  # fmt: skip
+    }
     assert run["eval"] is None and run["phase"] == "train" and run["step_module"] is None
     assert run["call_sites"] > 0 and run["call_sites_error"] is None
     assert run["backends"]["cudnn_benchmark"] is True
@@ -259,8 +291,12 @@ def test_refuses_to_overwrite_user_files(tmp_path: Path) -> None:
 def test_module_mode_and_sys_exit_code(tmp_path: Path) -> None:
     _write(tmp_path / "pkg", "__init__.py", "")
     _write(tmp_path / "pkg", "util.py", "N = 5\n")
-    _loop(tmp_path / "pkg", "train.py", steps=4,
-          exit="from .util import N\nprint('ARGS', sys.argv[1:], __name__)\nsys.exit(N - 2)")  # fmt: skip
+    _loop(
+        tmp_path / "pkg",
+        "train.py",
+        steps=4,
+        exit="from .util import N\nprint('ARGS', sys.argv[1:], __name__)\nsys.exit(N - 2)",
+    )
     p = advisor(tmp_path, *FAST, "--out", "o", "-m", "pkg.train", "--out", "x", "--force")
     assert p.returncode == 3, p.stderr
     assert "ARGS ['--out', 'x', '--force'] __main__" in p.stdout
@@ -283,13 +319,21 @@ def test_uncaught_exception_exits_1_with_users_traceback(tmp_path: Path) -> None
     assert any("ValueError" in n for n in run["notes"])
 
 
-@pytest.mark.parametrize(("sig", "code", "reason"), [
-    (signal.SIGINT, 130, "keyboard-interrupt"), (signal.SIGTERM, 143, "sigterm")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sig", "code", "reason"),
+    [(signal.SIGINT, 130, "keyboard-interrupt"), (signal.SIGTERM, 143, "sigterm")],
+)
 def test_signal_writes_outputs(tmp_path: Path, sig: int, code: int, reason: str) -> None:
     _loop(tmp_path, steps=100_000, ready_at=5, sleep=0.01)
     args = ["--wait", "0", "--warmup", "0", "--active", "100000", "--out", "o", "loop.py"]
-    proc = subprocess.Popen(_cmd(*args), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        _cmd(*args),
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     watchdog = threading.Timer(120, proc.kill)  # readline() must not hang the suite
     watchdog.start()
     try:
@@ -322,7 +366,10 @@ for name in ("is_available", "device_count", "get_device_properties", "init"):
 def test_advisor_step_without_optimizer_and_tensorboard(tmp_path: Path) -> None:
     # the script must be able to set CUDA_VISIBLE_DEVICES itself: nothing may query CUDA first
     _write(tmp_path / "site", "sitecustomize.py", SITECUSTOMIZE)
-    _write(tmp_path, "infer.py", """
+    _write(
+        tmp_path,
+        "infer.py",
+        """
         import builtins
         assert builtins.CUDA_QUERIED == [], builtins.CUDA_QUERIED
         import torch, advisor
@@ -332,7 +379,8 @@ def test_advisor_step_without_optimizer_and_tensorboard(tmp_path: Path) -> None:
                 model(torch.randn(16, 32))
                 advisor.step()
         print("FINISHED")
-    """)  # fmt: skip
+    """,
+    )
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])}
     p = advisor(tmp_path, *FAST, "--out", "o", "--tensorboard", "tb", "infer.py", env=env)
     assert p.returncode == 0, p.stderr
@@ -345,7 +393,10 @@ def test_advisor_step_without_optimizer_and_tensorboard(tmp_path: Path) -> None:
 
 
 def test_script_without_steps_is_one_step_bounded(tmp_path: Path) -> None:
-    _write(tmp_path, "nostep.py", """
+    _write(
+        tmp_path,
+        "nostep.py",
+        """
         import time, torch
         x = torch.randn(32, 32)
         t0 = time.time()
@@ -353,7 +404,8 @@ def test_script_without_steps_is_one_step_bounded(tmp_path: Path) -> None:
             x = torch.tanh(x @ x)
             time.sleep(0.02)
         print("FINISHED")
-    """)  # fmt: skip
+    """,
+    )
     p = advisor(tmp_path, "--max-seconds", "1", "--out", "o", "nostep.py")
     assert p.returncode == 0, p.stderr
     assert "FINISHED" not in p.stdout  # stopped long before its 30 s loop ended (not timed:
@@ -366,7 +418,10 @@ def test_script_without_steps_is_one_step_bounded(tmp_path: Path) -> None:
 
 
 def test_script_using_torch_profiler_itself(tmp_path: Path) -> None:
-    _write(tmp_path, "own.py", """
+    _write(
+        tmp_path,
+        "own.py",
+        """
         import torch
         from torch.profiler import profile, ProfilerActivity
         model = torch.nn.Linear(16, 4)
@@ -379,7 +434,8 @@ def test_script_using_torch_profiler_itself(tmp_path: Path) -> None:
             for _ in range(3):
                 step()
         print("OWN", len(prof.key_averages()) > 0)
-    """)  # fmt: skip
+    """,
+    )
     p = advisor(tmp_path, *FAST, "--out", "o", "own.py")
     assert p.returncode == 0, p.stderr
     assert "OWN True" in p.stdout

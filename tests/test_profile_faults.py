@@ -77,8 +77,15 @@ sys.exit(0)
 def _signal_run(tmp: Path, sig: int, *args: str, group: bool = False) -> tuple[int, str, str]:
     """Start ``advisor profile ARGS``, wait for READY on stdout, send ``sig`` (to the whole
     process group with ``group``, as a job scheduler does); returns (code, stdout, stderr)."""
-    proc = subprocess.Popen(_cmd(*args), cwd=tmp, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=group)  # fmt: skip
+    proc = subprocess.Popen(
+        _cmd(*args),
+        cwd=tmp,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=group,
+    )
     watchdog = threading.Timer(120, proc.kill)  # readline() must not hang the suite
     watchdog.start()
     try:
@@ -164,8 +171,9 @@ print("FINISHED")
 @pytest.mark.parametrize("how", ["exit", "kill"])
 def test_dataloader_worker_dies(tmp_path: Path, how: str) -> None:
     _write(tmp_path, "dl.py", DATALOADER_DIES)
-    p = advisor(tmp_path, "--wait", "1", "--warmup", "1", "--active", "100", "--out", "o",
-                "dl.py", how)  # fmt: skip
+    p = advisor(
+        tmp_path, "--wait", "1", "--warmup", "1", "--active", "100", "--out", "o", "dl.py", how
+    )
     assert p.returncode == 1, p.stderr
     assert "FINISHED" not in p.stdout and "Traceback (most recent call last):" in p.stderr
     run, findings = outputs(tmp_path / "o")
@@ -181,7 +189,10 @@ def test_dataloader_worker_dies(tmp_path: Path, how: str) -> None:
 
 @slow
 def test_cuda_out_of_memory(tmp_path: Path) -> None:
-    _write(tmp_path, "oom.py", """
+    _write(
+        tmp_path,
+        "oom.py",
+        """
         import torch
         model = torch.nn.Linear(16, 4)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -190,7 +201,8 @@ def test_cuda_out_of_memory(tmp_path: Path) -> None:
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
             model(torch.randn(8, 16)).sum().backward()
             opt.step()
-    """)  # fmt: skip
+    """,
+    )
     p = advisor(tmp_path, *FAST, "--out", "o", "oom.py")
     assert p.returncode == 1, p.stderr
     tb = p.stderr[p.stderr.index("Traceback (most recent call last):") :]
@@ -218,14 +230,18 @@ os.replace = replace
 @slow
 def test_killed_while_writing_leaves_no_partial_outputs(tmp_path: Path) -> None:
     _write(tmp_path / "site", "sitecustomize.py", SITE_KILL_ON_RENAME)
-    _write(tmp_path, "loop.py", """
+    _write(
+        tmp_path,
+        "loop.py",
+        """
         import torch
         model = torch.nn.Linear(16, 4)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         for _ in range(10):
             model(torch.randn(8, 16)).sum().backward()
             opt.step()
-    """)  # fmt: skip
+    """,
+    )
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])}
     p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "loop.py", env=env)
     assert p.returncode == -signal.SIGKILL, p.stderr
@@ -255,7 +271,10 @@ os.replace = replace
 @slow
 def test_disk_full_after_the_script_ran(tmp_path: Path) -> None:
     _write(tmp_path / "site", "sitecustomize.py", SITE_DISK_FULL)
-    _write(tmp_path, "loop.py", """
+    _write(
+        tmp_path,
+        "loop.py",
+        """
         import sys, torch
         model = torch.nn.Linear(16, 4)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -263,7 +282,8 @@ def test_disk_full_after_the_script_ran(tmp_path: Path) -> None:
             model(torch.randn(8, 16)).sum().backward()
             opt.step()
         sys.exit(5)
-    """)  # fmt: skip
+    """,
+    )
     out = tmp_path / "o"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
@@ -312,27 +332,45 @@ class OutOfMemoryError(RuntimeError):  # the class name torch.OutOfMemoryError h
     pass
 
 
-@pytest.mark.parametrize(("exc", "reason"), [
-    (MemoryError(), "out-of-memory"),
-    (OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB"), "out-of-memory"),
-    (RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate "
-                  "memory: you tried to allocate 99 bytes."), "out-of-memory"),
-    (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate"),
-     "out-of-memory"),
-    (_raised(ValueError("training failed"), MemoryError()), "out-of-memory"),  # during handling
-    (RuntimeError("DataLoader worker (pid 123) is killed by signal: Killed. "),
-     "dataloader-worker-died"),
-    (RuntimeError("DataLoader worker (pid(s) 12, 13) exited unexpectedly"),
-     "dataloader-worker-died"),
-    (RuntimeError("DataLoader worker (pid 9) exited unexpectedly with exit code 1."),
-     "dataloader-worker-died"),
-    # the Dataset's own error re-raised from a worker: the user's bug, not a dead worker
-    (KeyError("Caught KeyError in DataLoader worker process 0.\nOriginal Traceback..."),
-     "exception"),
-    (ConnectionResetError(104, "Connection reset by peer"), "exception"),  # not in a DataLoader
-    (RuntimeError("shape mismatch"), "exception"),
-    (ValueError("memory layout"), "exception"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (MemoryError(), "out-of-memory"),
+        (OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB"), "out-of-memory"),
+        (
+            RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate "
+                "memory: you tried to allocate 99 bytes."
+            ),
+            "out-of-memory",
+        ),
+        (
+            RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate"),
+            "out-of-memory",
+        ),
+        (_raised(ValueError("training failed"), MemoryError()), "out-of-memory"),  # during handling
+        (
+            RuntimeError("DataLoader worker (pid 123) is killed by signal: Killed. "),
+            "dataloader-worker-died",
+        ),
+        (
+            RuntimeError("DataLoader worker (pid(s) 12, 13) exited unexpectedly"),
+            "dataloader-worker-died",
+        ),
+        (
+            RuntimeError("DataLoader worker (pid 9) exited unexpectedly with exit code 1."),
+            "dataloader-worker-died",
+        ),
+        # the Dataset's own error re-raised from a worker: the user's bug, not a dead worker
+        (
+            KeyError("Caught KeyError in DataLoader worker process 0.\nOriginal Traceback..."),
+            "exception",
+        ),
+        (ConnectionResetError(104, "Connection reset by peer"), "exception"),  # not in a DataLoader
+        (RuntimeError("shape mismatch"), "exception"),
+        (ValueError("memory layout"), "exception"),
+    ],
+)
 def test_classify(exc: BaseException, reason: str) -> None:
     from advisor.profile.faults import classify
 

@@ -58,16 +58,29 @@ def _env() -> dict[str, str]:
 
 
 def _torchrun(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           "2", *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=180)
 
 
 def _check_run(out: Path, p: subprocess.CompletedProcess[str]) -> dict:
     assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
     names = sorted(x.name for x in out.iterdir())
-    assert names == ["findings.json", "report.html", "run.rank0.json", "run.rank1.json",
-                     "trace.rank0.json.gz", "trace.rank1.json.gz"], names  # fmt: skip
+    assert names == [
+        "findings.json",
+        "report.html",
+        "run.rank0.json",
+        "run.rank1.json",
+        "trace.rank0.json.gz",
+        "trace.rank1.json.gz",
+    ], names
     d = json.loads((out / "findings.json").read_text())
     assert [r["rank"] for r in d["run"]["ranks"]] == [0, 1] and d["run"]["ranks_missing"] == []
     run1 = json.loads((out / "run.rank1.json").read_text())
@@ -109,9 +122,25 @@ def test_missing_rank_is_reported_not_fatal(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {**_env(), "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "advisor", "profile", "--out", str(out),
-                        "--rank-timeout", "1", *WINDOW, "loop.py"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "profile",
+            "--out",
+            str(out),
+            "--rank-timeout",
+            "1",
+            *WINDOW,
+            "loop.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "waits up to 1 s for rank(s) 1" in p.stderr
     d = json.loads((out / "findings.json").read_text())
@@ -142,6 +171,7 @@ def test_out_dir_rule_refuses_an_earlier_run(tmp_path: Path) -> None:
     # --force replaces an earlier advisor run's rank files, never files advisor did not write
     with pytest.raises(AdvisorError, match="did not write"):
         check_out_dir(out, True, RankEnv(1, 2, 1))
-    (out / "run.rank1.json").write_text(json.dumps({"advisor_version": "0", "end_reason": "x",
-                                                    "trace": "trace.rank1.json.gz"}))  # fmt: skip
+    (out / "run.rank1.json").write_text(
+        json.dumps({"advisor_version": "0", "end_reason": "x", "trace": "trace.rank1.json.gz"})
+    )
     check_out_dir(out, True, RankEnv(1, 2, 1))

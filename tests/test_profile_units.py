@@ -27,11 +27,14 @@ def _script(tmp_path: Path, body: str, name: str = "s.py") -> Path:
 
 def test_script_runs_as_main_and_state_is_restored(tmp_path: Path) -> None:
     _script(tmp_path, "X = 3\n", "sib.py")
-    s = _script(tmp_path, (
-        "import sys, os\nfrom sib import X\n"
-        "RESULT.update(name=__name__, argv=list(sys.argv), path0=sys.path[0], file=__file__, x=X)\n"
-        "os.chdir(os.path.dirname(__file__))\n"
-    ))  # fmt: skip
+    s = _script(
+        tmp_path,
+        (
+            "import sys, os\nfrom sib import X\n"
+            "RESULT.update(name=__name__, argv=list(sys.argv), path0=sys.path[0], file=__file__, x=X)\n"
+            "os.chdir(os.path.dirname(__file__))\n"
+        ),
+    )
     result: dict[str, object] = {}
     import builtins
 
@@ -42,21 +45,30 @@ def test_script_runs_as_main_and_state_is_restored(tmp_path: Path) -> None:
     finally:
         del builtins.RESULT  # type: ignore[attr-defined]
     assert out.end_reason == "completed" and out.exit_code == 0
-    assert result == {"name": "__main__", "argv": [os.path.relpath(s), "--lr", "0.1"],
-                      "path0": str(tmp_path), "file": str(s), "x": 3}  # fmt: skip
+    assert result == {
+        "name": "__main__",
+        "argv": [os.path.relpath(s), "--lr", "0.1"],
+        "path0": str(tmp_path),
+        "file": str(s),
+        "x": 3,
+    }
     assert (sys.argv, sys.path, os.getcwd(), sys.modules["__main__"]) == (argv, path, cwd, main)
 
 
-@pytest.mark.parametrize(("body", "reason", "code"), [
-    ("import sys; sys.exit(4)", "sys-exit", 4),
-    ("import sys; sys.exit()", "sys-exit", 0),
-    ("import sys; sys.exit('bye')", "sys-exit", 1),
-    ("raise KeyboardInterrupt", "keyboard-interrupt", 130),
-    ("raise RuntimeError('no')", "exception", 1),
-    ("x = 1", "completed", 0),
-])  # fmt: skip
-def test_exit_codes(tmp_path: Path, body: str, reason: str, code: int,
-                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "reason", "code"),
+    [
+        ("import sys; sys.exit(4)", "sys-exit", 4),
+        ("import sys; sys.exit()", "sys-exit", 0),
+        ("import sys; sys.exit('bye')", "sys-exit", 1),
+        ("raise KeyboardInterrupt", "keyboard-interrupt", 130),
+        ("raise RuntimeError('no')", "exception", 1),
+        ("x = 1", "completed", 0),
+    ],
+)
+def test_exit_codes(
+    tmp_path: Path, body: str, reason: str, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = run_target(Target("script", str(_script(tmp_path, body + "\n")), ()))
     assert (out.end_reason, out.exit_code) == (reason, code)
     err = capsys.readouterr().err
@@ -96,8 +108,15 @@ def test_out_dir_rules(tmp_path: Path) -> None:
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n'
         '<meta name="generator" content="torch-advisor 0.1">\n'
     )
-    write_json(a / "run.json", {"advisor_version": "0", "end_reason": "completed",
-                                "trace": "trace.json.gz", "x": float("nan")})  # fmt: skip
+    write_json(
+        a / "run.json",
+        {
+            "advisor_version": "0",
+            "end_reason": "completed",
+            "trace": "trace.json.gz",
+            "x": float("nan"),
+        },
+    )
     (a / "trace.json.gz").write_bytes(b"")
     (a / ".findings.json.x1y2.tmp").write_bytes(b"{")  # left by a killed run
     assert json.loads((a / "run.json").read_text())["x"] is None  # strict JSON
@@ -112,8 +131,16 @@ def test_out_dir_rules(tmp_path: Path) -> None:
 def test_analysis_without_trace_still_writes_valid_outputs(tmp_path: Path) -> None:
     from advisor.profile.analysis import _analyze_and_write
 
-    write_json(tmp_path / "run.json", {"script": "t.py", "argv": [], "ended_early": True,
-                                       "end_reason": "sigterm", "notes": ["No trace."]})  # fmt: skip
+    write_json(
+        tmp_path / "run.json",
+        {
+            "script": "t.py",
+            "argv": [],
+            "ended_early": True,
+            "end_reason": "sigterm",
+            "notes": ["No trace."],
+        },
+    )
     report, written, _ = _analyze_and_write(
         tmp_path, tmp_path / "trace.json.gz", tmp_path / "run.json"
     )
@@ -136,11 +163,19 @@ def test_help_does_not_import_torch() -> None:
 def test_allocator_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from advisor.settings import allocator_env
 
-    for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
-              "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING"):  # fmt: skip
+    for k in (
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "PYTORCH_HIP_ALLOC_CONF",
+        "PYTORCH_ALLOC_CONF",
+        "PYTORCH_NO_CUDA_MEMORY_CACHING",
+        "PYTORCH_NO_HIP_MEMORY_CACHING",
+    ):
         monkeypatch.delenv(k, raising=False)
-    assert allocator_env() == {"alloc_conf": None, "caching_disabled": False,
-                               "no_memory_caching_env": None}  # fmt: skip
+    assert allocator_env() == {
+        "alloc_conf": None,
+        "caching_disabled": False,
+        "no_memory_caching_env": None,
+    }
     monkeypatch.setenv("PYTORCH_HIP_ALLOC_CONF", "expandable_segments:True")
     monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "0")  # "0" leaves the pool on
     env = allocator_env()

@@ -25,10 +25,20 @@ def _ranks(n: int, slow: int | None = None, chatty: int | None = None) -> list[d
             step, lag = 112.0, 11.5
         if r == chatty:
             comm = 35.0
-        rows.append({"rank": r, "trace": f"trace.rank{r}.json.gz", "steps": 5,
-                     "step_ms_median": round(step, 3), "gpu_busy_pct": 80.0, "comm_pct": comm,
-                     "comm_overlap_pct": 50.0, "exposed_comm_ms_per_step": 2.0,
-                     "lag_ms_per_step": lag, "findings": 3})  # fmt: skip
+        rows.append(
+            {
+                "rank": r,
+                "trace": f"trace.rank{r}.json.gz",
+                "steps": 5,
+                "step_ms_median": round(step, 3),
+                "gpu_busy_pct": 80.0,
+                "comm_pct": comm,
+                "comm_overlap_pct": 50.0,
+                "exposed_comm_ms_per_step": 2.0,
+                "lag_ms_per_step": lag,
+                "findings": 3,
+            }
+        )
     return rows
 
 
@@ -52,8 +62,12 @@ def test_even_ranks_name_nobody() -> None:
 def _report(n: int, **kw):
     rep = sample_report(gpu_builder().load())
     ranks = _ranks(n, **kw)
-    run = {**rep.run, "ranks": ranks, "world_size": n,
-           "ranks_summary": ranks_summary(ranks, straggler_found=True)}  # fmt: skip
+    run = {
+        **rep.run,
+        "ranks": ranks,
+        "world_size": n,
+        "ranks_summary": ranks_summary(ranks, straggler_found=True),
+    }
     return dataclasses.replace(rep, run=run)
 
 
@@ -61,7 +75,10 @@ def test_many_ranks_get_a_heatmap_and_a_short_table() -> None:
     vm = build_viewmodel(_report(256, slow=77, chatty=200), "2026-01-01 00:00")
     hm = vm["rankmap"]
     assert hm["ranks"] == 256 and [g["label"] for g in hm["grids"]] == [
-        "Step time", "Communication share", "Lag per step"]  # fmt: skip
+        "Step time",
+        "Communication share",
+        "Lag per step",
+    ]
     assert all(len(g["cells"]) == 256 for g in hm["grids"])
     step_cells = hm["grids"][0]["cells"]
     assert step_cells[77]["cls"].startswith("hm7") and "hm-out" in step_cells[77]["cls"]

@@ -114,8 +114,16 @@ def comm_bound(late_peer: bool) -> TraceBuilder:
         b.launch(o, "cudaLaunchKernel", t + 12, 5, kernel="gemm", gpu_ts=t + 20, gpu_dur=200)
         dur = 570 if (late_peer and s == 1) else 270
         o2 = b.op("c10d::allreduce_", t + 22, 5)
-        b.launch(o2, "cudaLaunchKernel", t + 23, 5, kernel=ALLREDUCE, gpu_ts=t + 230,
-                 gpu_dur=dur, stream=20)  # fmt: skip
+        b.launch(
+            o2,
+            "cudaLaunchKernel",
+            t + 23,
+            5,
+            kernel=ALLREDUCE,
+            gpu_ts=t + 230,
+            gpu_dur=dur,
+            stream=20,
+        )
         b.runtime("cudaDeviceSynchronize", t + 30, 205 + dur)
     return b
 
@@ -124,8 +132,18 @@ def _median_step(tr: Trace) -> float:
     return float(np.median(tr.steps["dur_ns"])) / 1e6
 
 
-@pytest.mark.parametrize("build", [host_bound, gpu_bound, sync_bound, input_bound, launch_bound,
-                                   lambda: comm_bound(False), lambda: comm_bound(True)])  # fmt: skip
+@pytest.mark.parametrize(
+    "build",
+    [
+        host_bound,
+        gpu_bound,
+        sync_bound,
+        input_bound,
+        launch_bound,
+        lambda: comm_bound(False),
+        lambda: comm_bound(True),
+    ],
+)
 def test_unchanged_replay_gives_back_the_measured_steps(build) -> None:  # type: ignore[no-untyped-def]
     tr = _load(build())
     gr = graph(tr)
@@ -240,8 +258,15 @@ def test_report_header_and_findings_json_carry_the_bound_and_the_replayed_headli
     facts = {f["label"]: f for f in vm["header"]["facts"]}
     assert facts["Bound by"]["note"].startswith("of the critical path")
     assert "replayed together" in facts["Possible saving"]["note"]
-    tile = bound_fact({"by": "peer", "shares_pct": {"host": 10.0, "gpu": 0.0, "comm": 20.0,
-                                                    "copies": 0.0, "peer": 70.0}})  # fmt: skip
-    assert tile == {"label": "Bound by", "value": "waiting for peers 70%",
-                    "note": "of the critical path; communication 20%, host 10%"}  # fmt: skip
+    tile = bound_fact(
+        {
+            "by": "peer",
+            "shares_pct": {"host": 10.0, "gpu": 0.0, "comm": 20.0, "copies": 0.0, "peer": 70.0},
+        }
+    )
+    assert tile == {
+        "label": "Bound by",
+        "value": "waiting for peers 70%",
+        "note": "of the critical path; communication 20%, host 10%",
+    }
     assert bound_fact(None) is None

@@ -19,13 +19,20 @@ from advisor.report import Report
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
 
-NW4 = ["kineto/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
-       "kineto/resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz"]  # fmt: skip
+NW4 = [
+    "kineto/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+    "kineto/resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz",
+]
 DF = "hta/df_index_resolver/df_index_resolver.json.gz"
 ALEXNET = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 NS = "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
-COMPLETE = [*NW4, DF, "kineto/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
-            "hta/trace_diff/control/control.json.gz", NS]  # fmt: skip
+COMPLETE = [
+    *NW4,
+    DF,
+    "kineto/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+    "hta/trace_diff/control/control.json.gz",
+    NS,
+]
 
 
 @functools.cache

@@ -16,8 +16,17 @@ from advisor.trace import load_trace
 from tests.conftest import shared_trace
 from tests.report_samples import gpu_builder, sample_report
 
-TABLES = ("kernels", "memcpy", "runtime", "cpu_ops", "python", "annotations", "syncs",
-          "memory", "steps")  # fmt: skip
+TABLES = (
+    "kernels",
+    "memcpy",
+    "runtime",
+    "cpu_ops",
+    "python",
+    "annotations",
+    "syncs",
+    "memory",
+    "steps",
+)
 
 
 def _events(path) -> list[dict]:
@@ -26,8 +35,9 @@ def _events(path) -> list[dict]:
 
 def _report_for(path):
     trace = load_trace(path)
-    return trace, dataclasses.replace(sample_report(trace), run={**sample_report(trace).run,
-                                                                 "trace": str(path)})  # fmt: skip
+    return trace, dataclasses.replace(
+        sample_report(trace), run={**sample_report(trace).run, "trace": str(path)}
+    )
 
 
 def _same_tables(a, b) -> None:
@@ -97,9 +107,11 @@ def test_reannotating_replaces_the_old_track(tmp_path):
 def test_fast_splice_equals_a_full_rewrite(tmp_path, monkeypatch):
     import advisor.output.annotate as ann
 
-    for name, data in (("d.json", json.dumps(gpu_builder().to_dict(), indent=1)),
-                       ("a.json", json.dumps(gpu_builder().events)),
-                       ("e.json", '{"schemaVersion": 1, "traceEvents" : [ ] }')):  # fmt: skip
+    for name, data in (
+        ("d.json", json.dumps(gpu_builder().to_dict(), indent=1)),
+        ("a.json", json.dumps(gpu_builder().events)),
+        ("e.json", '{"schemaVersion": 1, "traceEvents" : [ ] }'),
+    ):
         src = tmp_path / name
         src.write_text(data)
         _, report = _report_for(gpu_builder().write(tmp_path / "t.json"))

@@ -79,9 +79,12 @@ def _check_png(path: Path) -> None:
 
 def _check_cards(page) -> None:
     cards = page.eval(CARDS_JS)
-    assert [c["title"] for c in cards] == ["Steps wait on the DataLoader",
-                                           "Host waits on the device",
-                                           f"{EVIL} & <b>kernels</b>", "Memory headroom"]  # fmt: skip
+    assert [c["title"] for c in cards] == [
+        "Steps wait on the DataLoader",
+        "Host waits on the device",
+        f"{EVIL} & <b>kernels</b>",
+        "Memory headroom",
+    ]
     for c in cards:
         assert c["visible"] and c["open"] and c["w"] > 500 and c["h"] > 20 and c["body"] > 50
 
@@ -142,9 +145,11 @@ LABELS_JS = """(() => { const svg = document.querySelector('svg.svg-chart');
   const left = svg.getBoundingClientRect().left;
   return [...svg.querySelectorAll('.sbar .lbl')].map(t => ({text: t.textContent,
     x: t.getBBox().x, left: t.getBoundingClientRect().left - left})); })()"""
-LONG_TITLES = ("Communication not hidden under computation on every rank of this job",
-               "WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW",
-               "Memory-bound elementwise kernels MMMMMMMMMMMMMMMMMMMMMMMM@@@@")  # fmt: skip
+LONG_TITLES = (
+    "Communication not hidden under computation on every rank of this job",
+    "WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW",
+    "Memory-bound elementwise kernels MMMMMMMMMMMMMMMMMMMMMMMM@@@@",
+)
 
 
 def test_saving_bar_labels_are_never_clipped(browser, tmp_path):

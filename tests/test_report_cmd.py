@@ -121,8 +121,12 @@ def test_ranks_table_rendered_when_present(tmp_path):
     from advisor.output.html import render_html
     from tests.report_samples import with_run
 
-    report = with_run(sample_report(gpu_builder().load()), ranks=[
-        {"rank": 0, "step_ms_median": 10.0, "gpu_busy_pct": 80.0, "comm_pct": 12.5},
-        {"rank": 1, "step_ms_median": 14.0, "gpu_busy_pct": None, "comm_pct": 3.0}])  # fmt: skip
+    report = with_run(
+        sample_report(gpu_builder().load()),
+        ranks=[
+            {"rank": 0, "step_ms_median": 10.0, "gpu_busy_pct": 80.0, "comm_pct": 12.5},
+            {"rank": 1, "step_ms_median": 14.0, "gpu_busy_pct": None, "comm_pct": 3.0},
+        ],
+    )
     html = render_html(report, {"generated_at": "x"})
     assert "<h3>Ranks</h3>" in html and "14.00 ms" in html and "12.5%" in html

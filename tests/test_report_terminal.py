@@ -12,8 +12,11 @@ from advisor.output.terminal import print_summary, progress
 from tests.conftest import REPO
 from tests.report_samples import gpu_builder, sample_report, with_run
 
-WRITTEN = {"report": Path("out/report.html"), "findings": Path("out/findings.json"),
-           "annotated": Path("out/trace.annotated.json.gz")}  # fmt: skip
+WRITTEN = {
+    "report": Path("out/report.html"),
+    "findings": Path("out/findings.json"),
+    "annotated": Path("out/trace.annotated.json.gz"),
+}
 
 
 class Tty(io.StringIO):
@@ -34,8 +37,10 @@ def test_plain_text_when_not_a_tty(monkeypatch):
     assert "\x1b[" not in out  # no escape codes in a pipe or a CI log
     lines = out.splitlines()
     assert lines[0] == "torch-advisor · train_example.py --epochs 1"
-    assert lines[1] == ("NVIDIA A100-SXM4-80GB · 3 steps · median step 1.00 ms · GPU busy 58.0% · "
-                        "peak memory 3.0 GiB")  # fmt: skip
+    assert lines[1] == (
+        "NVIDIA A100-SXM4-80GB · 3 steps · median step 1.00 ms · GPU busy 58.0% · "
+        "peak memory 3.0 GiB"
+    )
     assert "HIGH" in out and "0.30 ms" in out and "Steps wait on the DataLoader" in out
     assert "train_example.py:6" in out
     assert "<script>alert(1)</script>" in out  # names print verbatim, never as markup
@@ -101,9 +106,13 @@ def test_analyze_command_prints_the_summary_and_no_progress_when_piped(tmp_path)
 
     src = gpu_builder().write(tmp_path / "trace.json.gz")
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(src), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "advisor", "analyze", str(src), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # no spinner on a non-TTY
     assert "median step 1.00 ms" in proc.stdout and "report.html" in proc.stdout

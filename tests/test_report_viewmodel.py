@@ -47,13 +47,26 @@ def test_golden_gpu_report():
     assert h["device"] == "NVIDIA A100-SXM4-80GB · compute capability 8.0 · 80.0 GiB"
     assert h["versions"] == "torch 2.5.1 · CUDA 12.4"
     facts = {f["label"]: f["value"] for f in h["facts"]}
-    assert facts == {"Steps captured": "3", "Median step": "1.00 ms", "GPU busy": "58.0%",
-                     "Peak memory": "3.0 GiB", "Possible saving": "≤ 0.520 ms"}  # fmt: skip
-    assert [c["id"] for c in vm["findings"]] == ["dataloader-stall", "sync-point", "tiny-kernels",
-                                                 "memory-headroom"]  # fmt: skip
+    assert facts == {
+        "Steps captured": "3",
+        "Median step": "1.00 ms",
+        "GPU busy": "58.0%",
+        "Peak memory": "3.0 GiB",
+        "Possible saving": "≤ 0.520 ms",
+    }
+    assert [c["id"] for c in vm["findings"]] == [
+        "dataloader-stall",
+        "sync-point",
+        "tiny-kernels",
+        "memory-headroom",
+    ]
     sync = vm["findings"][1]
-    assert sync["saving"] == {"ms": "0.200 ms/step", "pct": "20.0% of step",
-                              "range": "0.100 ms to 0.250 ms", "value": 0.2}  # fmt: skip
+    assert sync["saving"] == {
+        "ms": "0.200 ms/step",
+        "pct": "20.0% of step",
+        "range": "0.100 ms to 0.250 ms",
+        "value": 0.2,
+    }
     assert len(sync["evidence"]["rows"]) == 8 and sync["evidence"]["more"] == 2
     assert sync["evidence"]["rows"][0]["at"] == "+0.700 ms"
     hot = [ln for ln in sync["locations"][0]["code"] if ln["hot"]]
@@ -70,16 +83,18 @@ def test_golden_cpu_only_empty_report():
     b.step(7, 0, 2000)
     b.op("aten::add", 100, 500)
     report = dataclasses.replace(sample_report(b.load(), run_ctx={}), findings=(), errored=())
-    report = with_run(report, ended_early=True, end_reason="KeyboardInterrupt",
-                      est_savings_bound_ms=0.0)  # fmt: skip
+    report = with_run(
+        report, ended_early=True, end_reason="KeyboardInterrupt", est_savings_bound_ms=0.0
+    )
     vm = build_viewmodel(report, generated_at=WHEN)
     _golden("viewmodel_cpu_empty.json", vm)
     notes = " ".join(n["text"] for n in vm["header"]["notes"])
     assert "ended early (KeyboardInterrupt)" in notes and "No GPU activity" in notes
     assert vm["header"]["device"] == "no GPU (CPU-only trace)"
     assert vm["charts"]["util"] is None and vm["charts"]["savings"] is None
-    assert vm["charts"]["steps"]["legend"] == [{"label": "Host only (no GPU)", "cls": "c-host",
-                                               "mean": "2.00 ms", "pct": "100.0%"}]  # fmt: skip
+    assert vm["charts"]["steps"]["legend"] == [
+        {"label": "Host only (no GPU)", "cls": "c-host", "mean": "2.00 ms", "pct": "100.0%"}
+    ]
 
 
 def test_doc_blocks_paragraphs_lists_and_code():
@@ -87,15 +102,25 @@ def test_doc_blocks_paragraphs_lists_and_code():
     assert blocks == [
         {"kind": "p", "parts": [{"text": "Title line.", "code": False}]},
         {"kind": "p", "parts": [{"text": "Why:", "code": False}]},
-        {"kind": "list", "items": [
-            [{"text": "one ", "code": False}, {"text": "x", "code": True},
-             {"text": " two", "code": False}],
-            [{"text": "three", "code": False}]]},
+        {
+            "kind": "list",
+            "items": [
+                [
+                    {"text": "one ", "code": False},
+                    {"text": "x", "code": True},
+                    {"text": " two", "code": False},
+                ],
+                [{"text": "three", "code": False}],
+            ],
+        },
         {"kind": "p", "parts": [{"text": "After.", "code": False}]},
-    ]  # fmt: skip
+    ]
     assert doc_blocks("") == []
-    assert inline("a `b` c") == [{"text": "a ", "code": False}, {"text": "b", "code": True},
-                                 {"text": " c", "code": False}]  # fmt: skip
+    assert inline("a `b` c") == [
+        {"text": "a ", "code": False},
+        {"text": "b", "code": True},
+        {"text": " c", "code": False},
+    ]
 
 
 class _Tags(HTMLParser):
@@ -138,8 +163,19 @@ def test_no_external_resources():
     html = render_html(_gpu_report(), {"generated_at": WHEN})
     p = _parse(html)
     for tag, attrs in p.tags:
-        if tag in ("script", "link", "img", "iframe", "source", "video", "audio", "embed",
-                   "object", "use", "image"):  # fmt: skip
+        if tag in (
+            "script",
+            "link",
+            "img",
+            "iframe",
+            "source",
+            "video",
+            "audio",
+            "embed",
+            "object",
+            "use",
+            "image",
+        ):
             for key in ("src", "href", "data", "xlink:href"):
                 val = attrs.get(key) or ""
                 assert not re.match(r"\s*(https?:)?//", val, re.I), (tag, key, val)
@@ -153,15 +189,27 @@ def test_no_external_resources():
 
 
 def test_readable_without_javascript():
-    html = render_html(_gpu_report(), {"generated_at": WHEN,
-                                       "annotated_trace": "trace.annotated.json.gz"})  # fmt: skip
+    html = render_html(
+        _gpu_report(), {"generated_at": WHEN, "annotated_trace": "trace.annotated.json.gz"}
+    )
     body = re.sub(r"<script>.*?</script>", "", html, flags=re.S)
     text = " ".join(_parse(body).text)
-    for needle in ("Steps wait on the DataLoader", "Host waits on the device", "Evidence",
-                   "host waits for the GPU here", "if step % 100 == 0:", "Why this costs time",
-                   "the GPU stays busy once the host stops waiting", "ui.perfetto.dev",
-                   "chrome://tracing", "trace.annotated.json.gz", "ZeroDivisionError",
-                   "no input shapes in this trace", "rank.high_pct", "0.0.0-test"):  # fmt: skip
+    for needle in (
+        "Steps wait on the DataLoader",
+        "Host waits on the device",
+        "Evidence",
+        "host waits for the GPU here",
+        "if step % 100 == 0:",
+        "Why this costs time",
+        "the GPU stays busy once the host stops waiting",
+        "ui.perfetto.dev",
+        "chrome://tracing",
+        "trace.annotated.json.gz",
+        "ZeroDivisionError",
+        "no input shapes in this trace",
+        "rank.high_pct",
+        "0.0.0-test",
+    ):
         assert needle in text, needle
     # the JS-only controls start hidden; the findings start open
     assert re.search(r'<button type="button" class="copy" data-copy="fix-1" hidden>', html)
@@ -225,8 +273,11 @@ def test_saving_labels_fit_their_column() -> None:
     room = 300 - LABEL_PAD
     short = "#1 Steps wait on the DataLoader"
     assert fit_label(short, room) == short
-    for title in ("#1 Communication not hidden under computation on every rank",
-                  "#2 " + "W" * 60, "#3 " + "i" * 120):  # fmt: skip
+    for title in (
+        "#1 Communication not hidden under computation on every rank",
+        "#2 " + "W" * 60,
+        "#3 " + "i" * 120,
+    ):
         label = fit_label(title, room)
         assert label.endswith("…") and title.startswith(label[:-1])
         assert text_width_px(label) <= room

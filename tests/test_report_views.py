@@ -106,8 +106,10 @@ def test_sources_resolve_relative_files_and_no_source_keeps_them_out():
     assert "sources" not in sample_report(trace, no_source=True).views
     rel = read_sources(report.findings, [GOLDEN])
     assert rel == report.views["sources"]
-    assert read_sources([report.findings[0].with_(locations=(Location("x.py", 1, "f"),))],
-                        [GOLDEN]) == {}  # fmt: skip
+    assert (
+        read_sources([report.findings[0].with_(locations=(Location("x.py", 1, "f"),))], [GOLDEN])
+        == {}
+    )
 
 
 def test_findings_json_carries_views_and_round_trips():
@@ -126,8 +128,10 @@ def test_pipeline_fills_views():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 200)), max_size=30),
-       st.lists(st.integers(-50, 1300), min_size=1, max_size=10))  # fmt: skip
+@given(
+    st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 200)), max_size=30),
+    st.lists(st.integers(-50, 1300), min_size=1, max_size=10),
+)
 def test_coverage_matches_brute_force(intervals, points):
     s = np.array([a for a, _ in intervals], dtype=np.int64)
     e = np.array([a + d for a, d in intervals], dtype=np.int64)

@@ -60,9 +60,13 @@ def test_max_seconds_out_of_range(tmp_path: Path, value: str) -> None:
 @slow
 @pytest.mark.parametrize(
     "how,code,reason",
-    [("os-exit", 7, "os-exit"), ("big-exit", 255, "sys-exit"), ("sighup", 129, "sighup"),
-     ("sigquit", 131, "sigquit")],
-)  # fmt: skip
+    [
+        ("os-exit", 7, "os-exit"),
+        ("big-exit", 255, "sys-exit"),
+        ("sighup", 129, "sighup"),
+        ("sigquit", 131, "sigquit"),
+    ],
+)
 def test_script_endings_keep_their_report(tmp_path: Path, how: str, code: int, reason: str) -> None:
     _write(tmp_path, "ends.py", ENDS)
     # plain python: 7, 255, killed by SIGHUP (shells say 129), by SIGQUIT (131)
@@ -88,12 +92,24 @@ def test_a_crash_leaves_a_run_json_that_says_so(tmp_path: Path) -> None:
 def test_closed_stdout_and_early_reader_keep_the_exit_code(tmp_path: Path) -> None:
     _write(tmp_path, "s.py", "import torch\nprint('FIRST', flush=True)\n")
     cmd = " ".join(_cmd("--out", "a", "s.py"))
-    p = subprocess.run(["bash", "-c", f"{cmd} >&-"], cwd=tmp_path, env=_env(),
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        ["bash", "-c", f"{cmd} >&-"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and (tmp_path / "a" / "report.html").is_file()
-    p = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd.replace(' a ', ' b ')} | head -1"],
-                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {cmd.replace(' a ', ' b ')} | head -1"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0 and p.stdout == "FIRST\n", p.stderr
     assert "Traceback" not in p.stderr and (tmp_path / "b" / "report.html").is_file()
 
@@ -109,8 +125,13 @@ TAMPER = {
 
 def test_tampered_findings_json_names_the_file(tmp_path: Path) -> None:
     sample = REPO / "sample_traces" / "sync_point.cpu.json.gz"
-    run = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(sample), "--out", "r"],
-                         cwd=tmp_path, env=_env(), capture_output=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "advisor", "analyze", str(sample), "--out", "r"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        timeout=120,
+    )
     assert run.returncode == 0
     base = json.loads((tmp_path / "r" / "findings.json").read_text())
     for name, change in TAMPER.items():
@@ -118,8 +139,14 @@ def test_tampered_findings_json_names_the_file(tmp_path: Path) -> None:
         change(d)
         (tmp_path / name).mkdir()
         (tmp_path / name / "findings.json").write_text(json.dumps(d))
-        p = subprocess.run([sys.executable, "-m", "advisor", "report", name], cwd=tmp_path,
-                           env=_env(), capture_output=True, text=True, timeout=60)  # fmt: skip
+        p = subprocess.run(
+            [sys.executable, "-m", "advisor", "report", name],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         _one_line(p, f"{name}/findings.json: damaged findings.json")
 
 
@@ -138,8 +165,14 @@ def test_disk_full_while_analyze_writes_the_annotated_trace(tmp_path: Path) -> N
     _write(tmp_path / "site", "sitecustomize.py", SITE_FULL_ON_ANNOTATED)
     env = {**_env(), "PYTHONPATH": f"{tmp_path / 'site'}:{REPO}"}
     sample = REPO / "sample_traces" / "sync_point.cpu.json.gz"
-    p = subprocess.run([sys.executable, "-m", "advisor", "analyze", str(sample), "--out", "o"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", "analyze", str(sample), "--out", "o"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     _one_line(p, "No space left on device")
     assert not (tmp_path / "o").exists()  # a failed write removes what it had written
 
@@ -160,8 +193,12 @@ def test_disk_full_during_profile_leaves_no_temporary_file(tmp_path: Path) -> No
     """A real full disk: a 1 MB tmpfs (needs root to mount; skipped otherwise)."""
     full = tmp_path / "full"
     full.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)],
-                      capture_output=True).returncode != 0:  # fmt: skip
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a small tmpfs here (not root)")
     try:
         _write(tmp_path, "big.py", BIG)
@@ -170,7 +207,9 @@ def test_disk_full_during_profile_leaves_no_temporary_file(tmp_path: Path) -> No
         assert "No space left on device" in p.stderr
         left = sorted(os.listdir(full / "o"))
         assert not [n for n in left if n.endswith(".tmp")], left
-        assert "run.json" not in left or json.loads((full / "o" / "run.json").read_text())[
-            "end_reason"] != "process-died"  # fmt: skip
+        assert (
+            "run.json" not in left
+            or json.loads((full / "o" / "run.json").read_text())["end_reason"] != "process-died"
+        )
     finally:
         subprocess.run(["umount", str(full)], capture_output=True)

@@ -40,8 +40,14 @@ def _hostile(tmp: Path) -> tuple[Path, Path]:
 
 
 def _analyze(cwd: Path, *args: str | Path) -> tuple[str, dict]:  # type: ignore[type-arg]
-    p = subprocess.run([sys.executable, "-m", "advisor", "analyze", *map(str, args)], cwd=cwd,
-                       env=_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", "analyze", *map(str, args)],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     out = cwd / "o"
     return (out / "report.html").read_text(), json.loads((out / "findings.json").read_text())

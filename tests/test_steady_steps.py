@@ -24,11 +24,25 @@ def _warm_loop(markers: str = "dataloader") -> TraceBuilder:
     b.runtime("cudaGetDeviceCount", 10, 5000)
     b.runtime("cudaMalloc", 5100, 3000)
     up = b.op("aten::to", 8200, 8100)
-    b.launch(up, "cudaMemcpy", 8210, 8000, memcpy=("Memcpy HtoD (Pageable -> Device)", 100 << 20),
-             gpu_ts=8250, gpu_dur=7900)  # fmt: skip
+    b.launch(
+        up,
+        "cudaMemcpy",
+        8210,
+        8000,
+        memcpy=("Memcpy HtoD (Pageable -> Device)", 100 << 20),
+        gpu_ts=8250,
+        gpu_dur=7900,
+    )
     conv = b.op("aten::cudnn_convolution", 16_500, 900)  # cuDNN trying an algorithm, once
-    b.launch(conv, "cudaLaunchKernel", 16_510, 5, kernel="cudnn::winograd_try", gpu_ts=16_600,
-             gpu_dur=700)  # fmt: skip
+    b.launch(
+        conv,
+        "cudaLaunchKernel",
+        16_510,
+        5,
+        kernel="cudnn::winograd_try",
+        gpu_ts=16_600,
+        gpu_dur=700,
+    )
     for i, t in enumerate(starts):
         if markers == "dataloader":
             b.annotation(DL, t + 1, 100)
@@ -81,8 +95,15 @@ def test_profiler_steps_without_warm_up_are_kept_as_is() -> None:
     for s in range(3):
         b.step(s + 1, s * 1000.0, 1000)
         a = b.op("aten::mm", s * 1000.0 + 10, 50)
-        b.launch(a, "cudaLaunchKernel", s * 1000.0 + 20, 10, kernel="k", gpu_ts=s * 1000.0 + 40,
-                 gpu_dur=800)  # fmt: skip
+        b.launch(
+            a,
+            "cudaLaunchKernel",
+            s * 1000.0 + 20,
+            10,
+            kernel="k",
+            gpu_ts=s * 1000.0 + 40,
+            gpu_dur=800,
+        )
     t = b.load()
     assert steady_trace(t) is t and steady_steps(t).source == "ProfilerStep"
     assert finding(analyze_trace(t, None, Options()), "one-time-init") is None
@@ -92,8 +113,9 @@ def test_no_markers_stays_one_step_and_gpu_idle_claims_nothing() -> None:
     b = TraceBuilder()
     for i in range(5):  # a tiny trace: 5 short kernels, GPU idle ~96% of its span
         a = b.op("aten::add", i * 500.0, 20)
-        b.launch(a, "cudaLaunchKernel", i * 500.0 + 5, 10, kernel="k", gpu_ts=i * 500.0 + 30,
-                 gpu_dur=20)  # fmt: skip
+        b.launch(
+            a, "cudaLaunchKernel", i * 500.0 + 5, 10, kernel="k", gpu_ts=i * 500.0 + 30, gpu_dur=20
+        )
     rep = analyze_trace(b.load(), None, Options())
     assert steady_steps(b.load()).synthetic
     f = finding(rep, "gpu-idle")
@@ -138,8 +160,15 @@ def test_one_time_work_in_a_trace_without_iterations_is_named_as_included() -> N
     b.runtime("cudaGetDeviceCount", 10, 20_000)  # context creation, then a short loop
     for i in range(3):
         a = b.op("aten::add", 21_000 + i * 500.0, 20)
-        b.launch(a, "cudaLaunchKernel", 21_005 + i * 500.0, 10, kernel="k",
-                 gpu_ts=21_030 + i * 500.0, gpu_dur=400)  # fmt: skip
+        b.launch(
+            a,
+            "cudaLaunchKernel",
+            21_005 + i * 500.0,
+            10,
+            kernel="k",
+            gpu_ts=21_030 + i * 500.0,
+            gpu_dur=400,
+        )
     rep = _analyze(b)
     f = rep.findings[0]
     assert f.id == "one-time-init" and f.confidence == "medium"
@@ -158,8 +187,9 @@ def test_profiler_step_with_allocator_growth_is_left_out(n: int, left_out: int) 
         if s == 0:
             b.runtime("cudaMalloc", t + 10, 3000)
         a = b.op("aten::mm", t + dur - 900, 50)
-        b.launch(a, "cudaLaunchKernel", t + dur - 890, 10, kernel="k", gpu_ts=t + dur - 800,
-                 gpu_dur=600)  # fmt: skip
+        b.launch(
+            a, "cudaLaunchKernel", t + dur - 890, 10, kernel="k", gpu_ts=t + dur - 800, gpu_dur=600
+        )
         t += dur
     rep = _analyze(b)
     assert rep.run["steps_profiled"] == n - left_out

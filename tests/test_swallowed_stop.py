@@ -39,8 +39,9 @@ print("FINISHED", flush=True)
 
 
 def _term_after_ready(tmp: Path, *args: str) -> tuple[int, str, str, float]:
-    proc = subprocess.Popen(_cmd(*args), cwd=tmp, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        _cmd(*args), cwd=tmp, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -68,13 +68,27 @@ def test_already_idle_gpu_and_host_to_device_copies_claim_nothing() -> None:
         b.runtime("cudaStreamSynchronize", t + 500, 3)
         # a blocking host-to-device copy: blocking-copy's finding, not this one
         cp = b.op("aten::copy_", t + 600, 100)
-        b.launch(cp, "cudaMemcpyAsync", t + 601, 50,
-                 memcpy=("Memcpy HtoD (Pageable -> Device)", 1024), gpu_ts=t + 640, gpu_dur=10)  # fmt: skip
+        b.launch(
+            cp,
+            "cudaMemcpyAsync",
+            t + 601,
+            50,
+            memcpy=("Memcpy HtoD (Pageable -> Device)", 1024),
+            gpu_ts=t + 640,
+            gpu_dur=10,
+        )
         b.runtime("cudaStreamSynchronize", t + 652, 40, op=cp)
         # a non-blocking copy into pinned memory
         cp2 = b.op("aten::copy_", t + 800, 10)
-        b.launch(cp2, "cudaMemcpyAsync", t + 801, 5,
-                 memcpy=("Memcpy DtoH (Device -> Pinned)", 4), gpu_ts=t + 810, gpu_dur=2)  # fmt: skip
+        b.launch(
+            cp2,
+            "cudaMemcpyAsync",
+            t + 801,
+            5,
+            memcpy=("Memcpy DtoH (Device -> Pinned)", 4),
+            gpu_ts=t + 810,
+            gpu_dur=2,
+        )
     tr = b.load()
     assert list(sync_events(tr)["kind"]) == ["explicit-stream"] * 3
     assert finding(run(tr, "sync-point"), "sync-point") is None
@@ -132,4 +146,8 @@ def test_op_of_a_runtime_call_found_by_time_when_external_id_is_wrong(tmp_path) 
     t = load_trace(b.write(tmp_path / "t.json"))
     names = t.cpu_ops["name"].astype(str).tolist()
     assert [names[i] for i in t.runtime["op_idx"]] == [
-        "aten::mm", "aten::_local_scalar_dense", "aten::_local_scalar_dense", "aten::add"]  # fmt: skip
+        "aten::mm",
+        "aten::_local_scalar_dense",
+        "aten::_local_scalar_dense",
+        "aten::add",
+    ]

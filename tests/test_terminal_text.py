@@ -30,8 +30,14 @@ def _trace(path: Path, slow: float) -> Path:
 
 
 def _cli(cwd: Path, *args: str | Path) -> str:
-    p = subprocess.run([sys.executable, "-m", "advisor", *map(str, args)], cwd=cwd, env=_env(),
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", *map(str, args)],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     out = p.stdout + p.stderr
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
@@ -51,6 +57,11 @@ def test_names_print_verbatim_with_controls_escaped(tmp_path: Path) -> None:
     # a file name with an ESC in it, in the one-line error
     bad = tmp_path / "x\x1b[31m.json"
     bad.write_text("{")
-    p = subprocess.run([sys.executable, "-m", "advisor", "inspect", str(bad)], env=_env(),
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", "inspect", str(bad)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 1 and "\x1b" not in p.stderr and "x\\x1b[31m.json" in p.stderr

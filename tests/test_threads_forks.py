@@ -77,8 +77,14 @@ def test_training_in_a_thread(tmp_path: Path) -> None:
 
 def test_forked_workers_run_untouched(tmp_path: Path) -> None:
     script = _write(tmp_path, "hog.py", HOGWILD)
-    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(),
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    plain = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert plain.returncode == 0 and "CODES [0, 0]" in plain.stdout and "RAW 0" in plain.stdout
     p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "hog.py")
     assert p.returncode == 0, p.stderr

@@ -17,8 +17,9 @@ _spans = st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 300)), max_siz
 @settings(max_examples=200, deadline=None)
 @given(busy=_spans, host=_spans)
 def test_idle_in_spans_matches_the_per_span_sum(busy: list, host: list) -> None:
-    bs, be = union(np.array([s for s, _ in busy], np.int64),
-                   np.array([s + d for s, d in busy], np.int64))  # fmt: skip
+    bs, be = union(
+        np.array([s for s, _ in busy], np.int64), np.array([s + d for s, d in busy], np.int64)
+    )
     starts = np.array([s for s, _ in host], np.int64)
     ends = np.array([s + d for s, d in host], np.int64)
     us, ue = union(starts, ends)
@@ -30,8 +31,9 @@ def test_idle_in_spans_matches_the_per_span_sum(busy: list, host: list) -> None:
 @settings(max_examples=200, deadline=None)
 @given(busy=_spans, lo=st.integers(-50, 2_400), width=st.integers(0, 600))
 def test_covered_matches_brute_force(busy: list, lo: int, width: int) -> None:
-    iv = Intervals.union_of(np.array([s for s, _ in busy], np.int64),
-                            np.array([s + d for s, d in busy], np.int64))  # fmt: skip
+    iv = Intervals.union_of(
+        np.array([s for s, _ in busy], np.int64), np.array([s + d for s, d in busy], np.int64)
+    )
     mask = np.zeros(3_200, dtype=bool)
     for s, d in busy:
         mask[s + 100 : s + d + 100] = True
@@ -54,8 +56,9 @@ def test_idle_in_spans_without_spans_or_busy_time() -> None:
 
 
 def test_name_flags_tests_each_distinct_name_once() -> None:
-    names = pd.Series(["aten::zero_", "aten::mm", "aten::zero_", None, "aten::fill_"],
-                      dtype="category")  # fmt: skip
+    names = pd.Series(
+        ["aten::zero_", "aten::mm", "aten::zero_", None, "aten::fill_"], dtype="category"
+    )
     seen: list[str] = []
 
     def pred(n: str) -> bool:
@@ -74,8 +77,9 @@ def test_name_flags_tests_each_distinct_name_once() -> None:
 def test_subtract_cuts_intervals_out() -> None:
     from advisor.derive.timeline import subtract
 
-    s, e = subtract(np.array([0, 10, 30]), np.array([5, 20, 40]),
-                    np.array([3, 12, 25]), np.array([11, 15, 35]))  # fmt: skip
+    s, e = subtract(
+        np.array([0, 10, 30]), np.array([5, 20, 40]), np.array([3, 12, 25]), np.array([11, 15, 35])
+    )
     assert s.tolist() == [0, 11, 15, 35] and e.tolist() == [3, 12, 20, 40]
     s, e = subtract(np.array([0]), np.array([100]), np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert s.tolist() == [0] and e.tolist() == [100]
@@ -88,10 +92,12 @@ def test_subtract_cuts_intervals_out() -> None:
 def test_subtract_leaves_exactly_the_uncovered_part(keep: list, cut: list) -> None:
     from advisor.derive.timeline import subtract
 
-    ks, ke = union(np.array([s for s, _ in keep], np.int64),
-                   np.array([s + d for s, d in keep], np.int64))  # fmt: skip
-    cs, ce = union(np.array([s for s, _ in cut], np.int64),
-                   np.array([s + d for s, d in cut], np.int64))  # fmt: skip
+    ks, ke = union(
+        np.array([s for s, _ in keep], np.int64), np.array([s + d for s, d in keep], np.int64)
+    )
+    cs, ce = union(
+        np.array([s for s, _ in cut], np.int64), np.array([s + d for s, d in cut], np.int64)
+    )
     s, e = subtract(ks, ke, cs, ce)
     inside = sum(covered_ns(cs, ce, int(a), int(b)) for a, b in zip(ks, ke, strict=True))
     assert int(np.sum(e - s)) == int(np.sum(ke - ks)) - inside

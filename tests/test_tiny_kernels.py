@@ -11,8 +11,12 @@ from tests.flagship_util import finding, run, skipped
 from tests.tracebuilder import TID, TraceBuilder
 
 
-def _stretch(n_kernels: int = 50, kernel_us: float = 3.0, queued: bool = False,
-             annotation: str | None = "Optimizer.step#SGD.step") -> TraceBuilder:  # fmt: skip
+def _stretch(
+    n_kernels: int = 50,
+    kernel_us: float = 3.0,
+    queued: bool = False,
+    annotation: str | None = "Optimizer.step#SGD.step",
+) -> TraceBuilder:
     """3 steps of 1 ms; each launches ``n_kernels`` kernels 15 us apart. Launch-bound: each
     kernel starts 2 us after its 8 us launch call, 12 us after the previous one ended."""
     b = TraceBuilder()
@@ -26,8 +30,15 @@ def _stretch(n_kernels: int = 50, kernel_us: float = 3.0, queued: bool = False,
             lt = t + 10 + i * 15
             op = b.op("aten::add_", lt - 1, 10)
             gpu = t + 5 + i * kernel_us if queued else lt + 10
-            b.launch(op, "cudaLaunchKernel", lt, 8, kernel="vectorized_elementwise_kernel",
-                     gpu_ts=gpu + (500 if queued else 0), gpu_dur=kernel_us)  # fmt: skip
+            b.launch(
+                op,
+                "cudaLaunchKernel",
+                lt,
+                8,
+                kernel="vectorized_elementwise_kernel",
+                gpu_ts=gpu + (500 if queued else 0),
+                gpu_dur=kernel_us,
+            )
     return b
 
 
@@ -51,8 +62,12 @@ def test_queued_kernels_are_not_launch_bound() -> None:
 
 
 def test_long_kernels_and_few_kernels_do_not_fire() -> None:
-    assert finding(run(_stretch(kernel_us=11.0, annotation=None).load(), "tiny-kernels"),
-                   "tiny-kernels") is None  # fmt: skip
+    assert (
+        finding(
+            run(_stretch(kernel_us=11.0, annotation=None).load(), "tiny-kernels"), "tiny-kernels"
+        )
+        is None
+    )
     assert finding(run(_stretch(n_kernels=10).load(), "tiny-kernels"), "tiny-kernels") is None
     # thresholds are honoured
     rep = run(_stretch(n_kernels=10).load(), "tiny-kernels", tiny_kernels__min_per_step=5)
@@ -78,8 +93,10 @@ def _contexts_reference(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> list[
     """The per-launch walk that tiny_kernels._contexts vectorizes (searchsorted per launch,
     then back at most 64 ranges to the innermost one enclosing the launch)."""
     a = trace.annotations
-    a = a[~a["on_gpu"].to_numpy(dtype=bool)
-          & ~a["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()]  # fmt: skip
+    a = a[
+        ~a["on_gpu"].to_numpy(dtype=bool)
+        & ~a["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
+    ]
     out = []
     for tid, t in zip(tids, ts, strict=True):
         g = a[a["tid"] == tid].sort_values("ts_ns", kind="stable")
@@ -104,11 +121,20 @@ def test_contexts_innermost_enclosing_annotation() -> None:
         b.annotation(f"sib{k}", 2_000 + 10 * k, 5)
     b.annotation("other-thread", 0, 500, tid=2)
     tr = b.load()
-    cases = [(TID, 150, "inner"), (TID, 250, "outer"), (TID, 350, "later"),
-             (TID, 2_012, "sib1"), (TID, 2_017, "outer"),
-             (TID, 2_703, ""),  # 70 finished ranges to walk back over: past the limit
-             (TID, 15_000, ""), (TID, -5, ""), (2, 100, "other-thread"), (2, 900, ""),
-             (3, 100, ""), (7, 100, "")]  # fmt: skip
+    cases = [
+        (TID, 150, "inner"),
+        (TID, 250, "outer"),
+        (TID, 350, "later"),
+        (TID, 2_012, "sib1"),
+        (TID, 2_017, "outer"),
+        (TID, 2_703, ""),  # 70 finished ranges to walk back over: past the limit
+        (TID, 15_000, ""),
+        (TID, -5, ""),
+        (2, 100, "other-thread"),
+        (2, 900, ""),
+        (3, 100, ""),
+        (7, 100, ""),
+    ]
     tids = np.array([c[0] for c in cases])
     ts = np.array([c[1] * 1000 for c in cases], dtype=np.int64)
     got = _contexts(tr, tids, ts)

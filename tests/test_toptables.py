@@ -54,6 +54,13 @@ def test_merge_tables_sums_over_ranks() -> None:
     ]
     b = [{"name": "k1", "count": 2, "total_ms": 2.0, "op": None, "source": "t.py:9"}]
     rows = merge_tables([a, b])
-    assert rows[0] == {"name": "k1", "count": 4, "total_ms": 6.0, "op": "aten::mm",
-                       "source": "t.py:9", "mean_us": 1500.0, "share_pct": 85.71}  # fmt: skip
+    assert rows[0] == {
+        "name": "k1",
+        "count": 4,
+        "total_ms": 6.0,
+        "op": "aten::mm",
+        "source": "t.py:9",
+        "mean_us": 1500.0,
+        "share_pct": 85.71,
+    }
     assert rows[1]["name"] == "k2" and rows[1]["share_pct"] == 14.29

@@ -28,8 +28,11 @@ def _graph_steps(record_all: bool) -> TraceBuilder:
         b.launch(op, "cudaLaunchKernel", t + 2, 5, kernel="k_a", gpu_ts=t + 10, gpu_dur=90)
         g = b.runtime("cudaGraphLaunch", t + 20, 30)
         corr = g["args"]["correlation"]
-        times = [(t + 100 + i * 50, 50) for i in range(36)] if record_all else \
-            [(t + 100, 50), (t + 1850, 50)]  # fmt: skip
+        times = (
+            [(t + 100 + i * 50, 50) for i in range(36)]
+            if record_all
+            else [(t + 100, 50), (t + 1850, 50)]
+        )
         for ts, dur in times:
             b.kernel("graph_kernel", ts, dur, corr=corr)
     return b

@@ -63,10 +63,14 @@ def test_parse_and_select() -> None:
         parse_fix_ids("zero-grad-not-none,nope")
     with pytest.raises(AdvisorError):
         parse_fix_ids(" , ")
-    cpu = RunFacts(cuda=False, dataloaders=({"num_workers": 0},),
-                   zero_grad=({"set_to_none": False},),
-                   findings=frozenset({"dataloader-stall", "zero-grad-not-none", "python-loop",
-                                       "fp32-matmul"}))  # fmt: skip
+    cpu = RunFacts(
+        cuda=False,
+        dataloaders=({"num_workers": 0},),
+        zero_grad=({"set_to_none": False},),
+        findings=frozenset(
+            {"dataloader-stall", "zero-grad-not-none", "python-loop", "fp32-matmul"}
+        ),
+    )
     sel = select((ALL_SAFE,), cpu)
     # fp32-matmul changes numerics: never in all-safe; python-loop needs a code change
     assert set(sel.run) <= {"dataloader-stall", "zero-grad-not-none"}
@@ -110,8 +114,15 @@ def test_patches_act_and_revert_completely() -> None:
     from advisor.profile.fixes.runtime import TryRuntime
 
     before = _originals()
-    ids = ["dataloader-stall", "zero-grad-not-none", "single-tensor-optimizer", "channels-last",
-           "inference-without-no-grad", "cudnn-benchmark", "fp32-matmul"]  # fmt: skip
+    ids = [
+        "dataloader-stall",
+        "zero-grad-not-none",
+        "single-tensor-optimizer",
+        "channels-last",
+        "inference-without-no-grad",
+        "cudnn-benchmark",
+        "fp32-matmul",
+    ]
     rt = TryRuntime(ids, seed=0, loss_steps=2)
     rt.install()
     try:
@@ -175,9 +186,18 @@ def test_a_patch_that_fails_to_install_is_reported_and_undone() -> None:
 
 
 def _finding(fid: str, ms: float) -> Finding:
-    return Finding.from_dict({"id": fid, "title": fid, "severity": "medium", "est_savings_ms": ms,
-                              "est_savings_pct": 1.0, "confidence": "medium", "summary": "s",
-                              "recommendation": "r"})  # fmt: skip
+    return Finding.from_dict(
+        {
+            "id": fid,
+            "title": fid,
+            "severity": "medium",
+            "est_savings_ms": ms,
+            "est_savings_pct": 1.0,
+            "confidence": "medium",
+            "summary": "s",
+            "recommendation": "r",
+        }
+    )
 
 
 def test_compare_rows() -> None:
@@ -211,12 +231,29 @@ def test_compare_rows() -> None:
 def test_html_is_escaped_and_offline() -> None:
     from advisor.output.try_view import render_html
 
-    doc = {"try_schema_version": 1, "advisor_version": "0", "script": "<script>x</script>.py",
-           "argv": ["</td>"], "fix": "zero-grad-not-none", "started_at": "t",
-           "settings": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1, "seed": 0},
-           "before": {"failed": None}, "skipped": [], "not_applicable": [], "diff_command": None,
-           "results": [{"label": "after", "fixes": ["zero-grad-not-none"], "failed": None,
-                        "before": {}, "after": {}, "notes": {"z": ["<b>n</b>"]}}]}  # fmt: skip
+    doc = {
+        "try_schema_version": 1,
+        "advisor_version": "0",
+        "script": "<script>x</script>.py",
+        "argv": ["</td>"],
+        "fix": "zero-grad-not-none",
+        "started_at": "t",
+        "settings": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1, "seed": 0},
+        "before": {"failed": None},
+        "skipped": [],
+        "not_applicable": [],
+        "diff_command": None,
+        "results": [
+            {
+                "label": "after",
+                "fixes": ["zero-grad-not-none"],
+                "failed": None,
+                "before": {},
+                "after": {},
+                "notes": {"z": ["<b>n</b>"]},
+            }
+        ],
+    }
     html = render_html(doc)
     assert "<script>x" not in html and "&lt;script&gt;" in html and "&lt;b&gt;n" in html
     assert "http://" not in html and "https://" not in html
@@ -227,11 +264,17 @@ def test_terminal_text_is_verbatim_and_escaped() -> None:
 
     from advisor.output.try_view import print_try
 
-    doc = {"script": "weird[b].py", "argv": ["k[/oops]", "\x1b[2J"], "fix": "x",
-           "settings": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
-           "before": {"failed": "boom \x1b]0;title\x07"}, "results": [],
-           "skipped": [{"id": "cudnn-benchmark", "reason": "needs [bold]CUDA[/bold]"}],
-           "not_applicable": [], "diff_command": None}  # fmt: skip
+    doc = {
+        "script": "weird[b].py",
+        "argv": ["k[/oops]", "\x1b[2J"],
+        "fix": "x",
+        "settings": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
+        "before": {"failed": "boom \x1b]0;title\x07"},
+        "results": [],
+        "skipped": [{"id": "cudnn-benchmark", "reason": "needs [bold]CUDA[/bold]"}],
+        "not_applicable": [],
+        "diff_command": None,
+    }
     buf = io.StringIO()
     print_try(doc, {"json": Path("o/try[1].json")}, file=buf)
     text = buf.getvalue()
@@ -255,8 +298,17 @@ def stall_try(
 
 
 # --wait 1 --warmup 1 --active 5: steps 3-7 are compared
-STALL = ["--wait", "1", "--warmup", "1", "--active", "5", "examples/dataloader_stall.py",
-         "--steps", "9"]  # fmt: skip
+STALL = [
+    "--wait",
+    "1",
+    "--warmup",
+    "1",
+    "--active",
+    "5",
+    "examples/dataloader_stall.py",
+    "--steps",
+    "9",
+]
 
 
 @pytestmark_slow
@@ -278,8 +330,9 @@ def test_dataloader_stall_measures_a_saving_beside_the_estimate(stall_try: Any) 
 
     before, after = row["before"]["median_ms"], row["after"]["median_ms"]
     assert row["measured_saving_ms"] == pytest.approx(before - after, abs=0.01), row
-    assert row["noise_ms"] >= 0 and row["verdict"] == verdict(row["measured_saving_ms"],
-                                                             row["noise_ms"])  # fmt: skip
+    assert row["noise_ms"] >= 0 and row["verdict"] == verdict(
+        row["measured_saving_ms"], row["noise_ms"]
+    )
     assert row["verdict"] in r.stdout
     assert row["numerics"]["status"] == "same"  # same seed, same batches
     run = json.loads((out / "after" / "run.json").read_text(encoding="utf-8"))
@@ -325,11 +378,14 @@ def test_out_folder_is_never_overwritten(stall_try: Any, tmp_path: Path) -> None
     ("script", "fixes", "count"),
     [
         # a fix that cannot act on a CPU run and a finding try cannot fix: reported, not run
-        ("zero_grad.py", "zero-grad-not-none,cudnn-benchmark,python-loop",
-         "Optimizer.zero_grad calls switched"),
+        (
+            "zero_grad.py",
+            "zero-grad-not-none,cudnn-benchmark,python-loop",
+            "Optimizer.zero_grad calls switched",
+        ),
         ("inference_no_grad.py", "inference-without-no-grad", "eval forwards under inference_mode"),
     ],
-)  # fmt: skip
+)
 def test_examples_run_with_their_fixes(tmp_path: Path, script: str, fixes: str, count: str) -> None:
     fix = fixes.split(",")[0]
     out = tmp_path / "out"
@@ -359,9 +415,13 @@ def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
     folder = tmp_path / "after"
     folder.mkdir()
     (folder / LOG_NAME).write_text("# advisor try:\nAttributeError: 'NoneType'\n", encoding="utf-8")
-    run = {"end_reason": "exception", "exit_code": 1, "trace_scope": "partial-window",
-           "error": "AttributeError: 'NoneType' object has no attribute 'mul_'",
-           "try": {"applied": ["zero-grad-not-none"], "losses": [1.0]}}  # fmt: skip
+    run = {
+        "end_reason": "exception",
+        "exit_code": 1,
+        "trace_scope": "partial-window",
+        "error": "AttributeError: 'NoneType' object has no attribute 'mul_'",
+        "try": {"applied": ["zero-grad-not-none"], "losses": [1.0]},
+    }
     (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
     before, after = Plan("before", ()), Plan("after", ("zero-grad-not-none",))
     before.data.step_ms = [5.0, 5.0, 5.0]
@@ -396,8 +456,14 @@ def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.Monkey
     (tmp_path / "s.py").write_text("pass\n", encoding="utf-8")
     opts = trial.TryOptions(fix="amp", script=str(tmp_path / "s.py"), out=tmp_path / "o", repeat=3)
     doc, _ = trial.run_try(opts)
-    assert seen == [("before", 1), ("after", 2), ("after.2", 3), ("before.2", 4),
-                    ("before.3", 5), ("after.3", 6)]  # fmt: skip
+    assert seen == [
+        ("before", 1),
+        ("after", 2),
+        ("after.2", 3),
+        ("before.2", 4),
+        ("before.3", 5),
+        ("after.3", 6),
+    ]
     (row,) = doc["results"]
     assert row["before"]["steps"] == 6 and row["measured_saving_ms"] == 5.0
 
@@ -405,11 +471,26 @@ def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.Monkey
 @pytestmark_slow
 def test_benchmark_script_reports_a_fix_that_cannot_act(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "estimate_vs_measured.py"), "--only",
-         "cudnn-benchmark", "--repeat", "1", "--steps", "11", "--keep", str(tmp_path),
-         "--json", str(tmp_path / "rows.json")],
-        capture_output=True, text=True, env=_env(), cwd=REPO, timeout=240,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "estimate_vs_measured.py"),
+            "--only",
+            "cudnn-benchmark",
+            "--repeat",
+            "1",
+            "--steps",
+            "11",
+            "--keep",
+            str(tmp_path),
+            "--json",
+            str(tmp_path / "rows.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        timeout=240,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "not applied: cuDNN runs only on CUDA devices" in r.stdout and "estimate" in r.stdout
     (row,) = json.loads((tmp_path / "rows.json").read_text(encoding="utf-8"))

@@ -16,8 +16,9 @@ ID = "unbucketed-collectives"
 ONLY = Options(only=frozenset({ID, "comm-overlap"}))
 
 
-def _per_param(n: int = 120, parent: str | None = None, ddp: bool = False,
-               steps: int = 3) -> TraceBuilder:  # fmt: skip
+def _per_param(
+    n: int = 120, parent: str | None = None, ddp: bool = False, steps: int = 3
+) -> TraceBuilder:
     """Each 20 ms step: compute 0.1-5 ms, then ``n`` all-reduce calls 100 us apart on the host
     (each 60 us), each kernel 20 us: the GPU idles 80 us between them."""
     b = TraceBuilder(rank=0, world_size=2)
@@ -27,15 +28,30 @@ def _per_param(n: int = 120, parent: str | None = None, ddp: bool = False,
         if ddp:
             b.annotation("DistributedDataParallel.forward", t0 + 5, 50)
         mm = b.op("aten::mm", t0 + 10, 60)
-        b.launch(mm, "cudaLaunchKernel", t0 + 20, 5, kernel="volta_sgemm_128x64_nn",
-                 gpu_ts=t0 + 100, gpu_dur=4_900)  # fmt: skip
+        b.launch(
+            mm,
+            "cudaLaunchKernel",
+            t0 + 20,
+            5,
+            kernel="volta_sgemm_128x64_nn",
+            gpu_ts=t0 + 100,
+            gpu_dur=4_900,
+        )
         if parent:
             b.op(parent, t0 + 5_000, n * 100 + 100)
         for i in range(n):
             ts = t0 + 5_050 + i * 100
             op = b.op("c10d::allreduce_", ts, 60)
-            b.launch(op, "cudaLaunchKernel", ts + 10, 5, kernel=ALLREDUCE, gpu_ts=ts + 40,
-                     gpu_dur=20, stream=20)  # fmt: skip
+            b.launch(
+                op,
+                "cudaLaunchKernel",
+                ts + 10,
+                5,
+                kernel=ALLREDUCE,
+                gpu_ts=ts + 40,
+                gpu_dur=20,
+                stream=20,
+            )
     return b
 
 
@@ -67,8 +83,7 @@ def test_saving_is_bounded_by_the_gpu() -> None:
         for i in range(120):
             ts = t0 + 100 + i * 100
             op = b.op("c10d::allreduce_", ts, 60)
-            b.launch(op, "cudaLaunchKernel", ts + 1, 2, kernel=ALLREDUCE, gpu_ts=ts + 5,
-                     gpu_dur=95)  # fmt: skip
+            b.launch(op, "cudaLaunchKernel", ts + 1, 2, kernel=ALLREDUCE, gpu_ts=ts + 5, gpu_dur=95)
         b.runtime("cudaDeviceSynchronize", t0 + 12_070, 40)
     (f,) = _find(analyze_trace(b.load(), None, ONLY))
     assert f.est_savings_ms == pytest.approx(0.6, abs=0.05)
@@ -87,8 +102,9 @@ def test_compiled_source_gets_compiled_ddp_advice_and_comm_overlap_only_points()
 
 
 def test_fsdp_and_ddp_sources() -> None:
-    (f,) = _find(analyze_trace(_per_param(parent="FullyShardedDataParallel.forward").load(),
-                               None, ONLY))  # fmt: skip
+    (f,) = _find(
+        analyze_trace(_per_param(parent="FullyShardedDataParallel.forward").load(), None, ONLY)
+    )
     assert "FSDP units" in f.summary and "ModuleWrapPolicy" in f.snippet
     (g,) = _find(analyze_trace(_per_param(ddp=True).load(), None, ONLY))
     assert "DDP reducer" in g.summary and "bucket_cap_mb" in g.recommendation
@@ -132,7 +148,8 @@ def test_missing_data_is_skipped() -> None:
     rep = analyze_trace(b.load(), None, Options(only=frozenset({ID})))
     assert rep.findings == ()
     assert [(s.id, s.reason) for s in rep.skipped] == [
-        (ID, "no communication kernels (NCCL/RCCL) in this trace")]  # fmt: skip
+        (ID, "no communication kernels (NCCL/RCCL) in this trace")
+    ]
     cpu = TraceBuilder(cc=None)
     cpu.step(1, 0, 1000)
     for i in range(200):

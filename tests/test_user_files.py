@@ -19,8 +19,14 @@ USERS = "<html><body>my notes on torch-advisor: keep this</body></html>\n"
 
 
 def cli(cwd: Path, *args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "advisor", *map(str, args)], cwd=cwd,
-                          env=_env(), capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "advisor", *map(str, args)],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _one_line_error(p: subprocess.CompletedProcess[str], words: str) -> None:
@@ -95,8 +101,14 @@ def test_two_runs_into_one_out(tmp_path: Path) -> None:
     _write(tmp_path, "slow.py", CONCURRENT, STEPS=400, SLEEP=0.01)
     _write(tmp_path, "quick.py", CONCURRENT, STEPS=6, SLEEP=0)
     cmd = [sys.executable, "-m", "advisor", "profile", "--run-to-end", "--out", "o"]
-    first = subprocess.Popen([*cmd, "slow.py"], cwd=tmp_path, env=_env(), text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    first = subprocess.Popen(
+        [*cmd, "slow.py"],
+        cwd=tmp_path,
+        env=_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert first.stdout is not None and first.stdout.readline().strip() == "READY"
         for extra in ([], ["--force"]):

@@ -36,24 +36,42 @@ class TraceBuilder:
         self.header: dict[str, Any] = {"schemaVersion": 1}
         if cc is not None:
             self.header["deviceProperties"] = [
-                {"id": 0, "name": gpu_name, "totalGlobalMem": total_mem,
-                 "computeMajor": cc[0], "computeMinor": cc[1], "numSms": 108}
-            ]  # fmt: skip
+                {
+                    "id": 0,
+                    "name": gpu_name,
+                    "totalGlobalMem": total_mem,
+                    "computeMajor": cc[0],
+                    "computeMinor": cc[1],
+                    "numSms": 108,
+                }
+            ]
         else:
             self.header["deviceProperties"] = []
         if rank is not None:
-            self.header["distributedInfo"] = {"backend": "nccl", "rank": rank,
-                                              "world_size": world_size or 1}  # fmt: skip
+            self.header["distributedInfo"] = {
+                "backend": "nccl",
+                "rank": rank,
+                "world_size": world_size or 1,
+            }
         self.base = base_ts
         self._ext = 0
         self._corr = 0
         self._pyid = 0
 
     # ---- raw events -------------------------------------------------------------
-    def _x(self, cat: str, name: str, ts: float, dur: float, pid: Any, tid: Any,
-           args: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
-        ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
-              "ts": self.base + ts, "dur": dur, "args": args}  # fmt: skip
+    def _x(
+        self, cat: str, name: str, ts: float, dur: float, pid: Any, tid: Any, args: dict[str, Any]
+    ) -> dict[str, Any]:
+        ev = {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": self.base + ts,
+            "dur": dur,
+            "args": args,
+        }
         self.events.append(ev)
         return ev
 
@@ -62,18 +80,41 @@ class TraceBuilder:
         return self._ext
 
     def step(self, n: int, ts: float, dur: float, tid: int = TID) -> dict[str, Any]:
-        return self._x("user_annotation", f"ProfilerStep#{n}", ts, dur, PID, tid,
-                       {"External id": self.next_ext()})  # fmt: skip
+        return self._x(
+            "user_annotation",
+            f"ProfilerStep#{n}",
+            ts,
+            dur,
+            PID,
+            tid,
+            {"External id": self.next_ext()},
+        )
 
-    def annotation(self, name: str, ts: float, dur: float, tid: int = TID,
-                   gpu: bool = False) -> dict[str, Any]:  # fmt: skip
+    def annotation(
+        self, name: str, ts: float, dur: float, tid: int = TID, gpu: bool = False
+    ) -> dict[str, Any]:
         cat = "gpu_user_annotation" if gpu else "user_annotation"
-        return self._x(cat, name, ts, dur, 0 if gpu else PID, 7 if gpu else tid,
-                       {"External id": self.next_ext()})  # fmt: skip
+        return self._x(
+            cat,
+            name,
+            ts,
+            dur,
+            0 if gpu else PID,
+            7 if gpu else tid,
+            {"External id": self.next_ext()},
+        )
 
-    def op(self, name: str, ts: float, dur: float, tid: int = TID,
-           dims: list[Any] | None = None, types: list[Any] | None = None,
-           seq: int | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    def op(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        tid: int = TID,
+        dims: list[Any] | None = None,
+        types: list[Any] | None = None,
+        seq: int | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
         args: dict[str, Any] = {"External id": self.next_ext()}
         if dims is not None:
             args["Input Dims"] = dims
@@ -84,57 +125,159 @@ class TraceBuilder:
         args.update(extra)
         return self._x("cpu_op", name, ts, dur, PID, tid, args)
 
-    def runtime(self, name: str, ts: float, dur: float, op: dict[str, Any] | None = None,
-                tid: int = TID, corr: int | None = None) -> dict[str, Any]:  # fmt: skip
+    def runtime(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        op: dict[str, Any] | None = None,
+        tid: int = TID,
+        corr: int | None = None,
+    ) -> dict[str, Any]:
         if corr is None:
             self._corr += 1
             corr = self._corr
         ext = op["args"]["External id"] if op is not None else 0
-        return self._x("cuda_runtime", name, ts, dur, PID, tid,
-                       {"External id": ext, "correlation": corr, "cbid": 1})  # fmt: skip
+        return self._x(
+            "cuda_runtime",
+            name,
+            ts,
+            dur,
+            PID,
+            tid,
+            {"External id": ext, "correlation": corr, "cbid": 1},
+        )
 
-    def kernel(self, name: str, ts: float, dur: float, corr: int = 0, ext: int = 0,
-               device: int = 0, stream: int = 7, grid: list[int] | None = None,
-               block: list[int] | None = None) -> dict[str, Any]:  # fmt: skip
-        args = {"External id": ext, "device": device, "stream": stream, "correlation": corr,
-                "grid": grid or [1, 1, 1], "block": block or [128, 1, 1]}  # fmt: skip
+    def kernel(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        corr: int = 0,
+        ext: int = 0,
+        device: int = 0,
+        stream: int = 7,
+        grid: list[int] | None = None,
+        block: list[int] | None = None,
+    ) -> dict[str, Any]:
+        args = {
+            "External id": ext,
+            "device": device,
+            "stream": stream,
+            "correlation": corr,
+            "grid": grid or [1, 1, 1],
+            "block": block or [128, 1, 1],
+        }
         return self._x("kernel", name, ts, dur, device, stream, args)
 
-    def memcpy(self, name: str, ts: float, dur: float, nbytes: int, corr: int = 0,
-               ext: int = 0, device: int = 0, stream: int = 7) -> dict[str, Any]:  # fmt: skip
+    def memcpy(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        nbytes: int,
+        corr: int = 0,
+        ext: int = 0,
+        device: int = 0,
+        stream: int = 7,
+    ) -> dict[str, Any]:
         cat = "gpu_memset" if name.startswith("Memset") else "gpu_memcpy"
-        return self._x(cat, name, ts, dur, device, stream,
-                       {"External id": ext, "device": device, "stream": stream,
-                        "correlation": corr, "bytes": nbytes})  # fmt: skip
+        return self._x(
+            cat,
+            name,
+            ts,
+            dur,
+            device,
+            stream,
+            {
+                "External id": ext,
+                "device": device,
+                "stream": stream,
+                "correlation": corr,
+                "bytes": nbytes,
+            },
+        )
 
-    def sync(self, name: str, ts: float, dur: float, kind: str = "stream",
-             device: int = 0, stream: int = 7, corr: int = 0) -> dict[str, Any]:  # fmt: skip
-        return self._x("cuda_sync", name, ts, dur, device, stream,
-                       {"cuda_sync_kind": kind, "device": device, "stream": stream,
-                        "correlation": corr})  # fmt: skip
+    def sync(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        kind: str = "stream",
+        device: int = 0,
+        stream: int = 7,
+        corr: int = 0,
+    ) -> dict[str, Any]:
+        return self._x(
+            "cuda_sync",
+            name,
+            ts,
+            dur,
+            device,
+            stream,
+            {"cuda_sync_kind": kind, "device": device, "stream": stream, "correlation": corr},
+        )
 
-    def frame(self, file: str, line: int, func: str, ts: float, dur: float,
-              parent: dict[str, Any] | None = None, tid: int = TID) -> dict[str, Any]:  # fmt: skip
+    def frame(
+        self,
+        file: str,
+        line: int,
+        func: str,
+        ts: float,
+        dur: float,
+        parent: dict[str, Any] | None = None,
+        tid: int = TID,
+    ) -> dict[str, Any]:
         self._pyid += 1
-        args = {"Python id": self._pyid,
-                "Python parent id": parent["args"]["Python id"] if parent else 0,
-                "Python thread": 0}  # fmt: skip
+        args = {
+            "Python id": self._pyid,
+            "Python parent id": parent["args"]["Python id"] if parent else 0,
+            "Python thread": 0,
+        }
         return self._x("python_function", f"{file}({line}): {func}", ts, dur, PID, tid, args)
 
-    def memory(self, ts: float, nbytes: int, total_allocated: int, total_reserved: int,
-               device_type: int = 1, device_id: int = 0) -> dict[str, Any]:  # fmt: skip
-        ev = {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": PID,
-              "tid": TID, "ts": self.base + ts,
-              "args": {"Bytes": nbytes, "Total Allocated": total_allocated,
-                       "Total Reserved": total_reserved, "Device Type": device_type,
-                       "Device Id": device_id, "Addr": 1}}  # fmt: skip
+    def memory(
+        self,
+        ts: float,
+        nbytes: int,
+        total_allocated: int,
+        total_reserved: int,
+        device_type: int = 1,
+        device_id: int = 0,
+    ) -> dict[str, Any]:
+        ev = {
+            "ph": "i",
+            "s": "t",
+            "cat": "cpu_instant_event",
+            "name": "[memory]",
+            "pid": PID,
+            "tid": TID,
+            "ts": self.base + ts,
+            "args": {
+                "Bytes": nbytes,
+                "Total Allocated": total_allocated,
+                "Total Reserved": total_reserved,
+                "Device Type": device_type,
+                "Device Id": device_id,
+                "Addr": 1,
+            },
+        }
         self.events.append(ev)
         return ev
 
     # ---- composite helpers -------------------------------------------------------
-    def launch(self, op: dict[str, Any] | None, rt_name: str, ts: float, dur: float,
-               kernel: str | None = None, gpu_ts: float | None = None, gpu_dur: float = 0.0,
-               memcpy: tuple[str, int] | None = None, **kw: Any) -> tuple[dict, dict]:  # fmt: skip
+    def launch(
+        self,
+        op: dict[str, Any] | None,
+        rt_name: str,
+        ts: float,
+        dur: float,
+        kernel: str | None = None,
+        gpu_ts: float | None = None,
+        gpu_dur: float = 0.0,
+        memcpy: tuple[str, int] | None = None,
+        **kw: Any,
+    ) -> tuple[dict, dict]:
         """A runtime call and the GPU work it launched (a kernel, or memcpy=(name, bytes))."""
         rt = self.runtime(rt_name, ts, dur, op)
         corr = rt["args"]["correlation"]

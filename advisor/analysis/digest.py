@@ -79,10 +79,31 @@ class Digest:
 
 
 def failed_digest(path: Path, error: str) -> Digest:
-    empty = Collectives(np.zeros(0, np.int64), [], np.zeros(0, np.int64),
-                        np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))  # fmt: skip
-    return Digest(str(path), rank_from_name(path), None, {}, np.zeros(0, np.int64),
-                  np.zeros(0), None, None, None, None, {}, {}, {}, empty, error=error)  # fmt: skip
+    empty = Collectives(
+        np.zeros(0, np.int64),
+        [],
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int64),
+        np.zeros(0),
+    )
+    return Digest(
+        str(path),
+        rank_from_name(path),
+        None,
+        {},
+        np.zeros(0, np.int64),
+        np.zeros(0),
+        None,
+        None,
+        None,
+        None,
+        {},
+        {},
+        {},
+        empty,
+        error=error,
+    )
 
 
 def load_rank_context(trace_path: Path, rank: int | None) -> dict[str, Any] | None:
@@ -195,8 +216,12 @@ def categories_ms(trace: Trace) -> dict[str, Any]:
         comp_comm = _in_steps(s[k], e[k], lo, hi)
         busy = _in_steps(s, e, lo, hi)
         comm_any = _in_steps(s[kind == "comm"], e[kind == "comm"], lo, hi)
-        parts = {"compute": comp, "communication": comp_comm - comp,
-                 "memcpy": busy - comp_comm, "idle": total - busy}  # fmt: skip
+        parts = {
+            "compute": comp,
+            "communication": comp_comm - comp,
+            "memcpy": busy - comp_comm,
+            "idle": total - busy,
+        }
     else:
         coll = cpu_collectives(trace)
         cs, ce = coll["ts_ns"].to_numpy(dtype=np.int64), coll["end_ns"].to_numpy(dtype=np.int64)
@@ -204,8 +229,12 @@ def categories_ms(trace: Trace) -> dict[str, Any]:
         comm_any = _in_steps(cs, ce, lo, hi)
         busy = _in_steps(np.r_[ms, cs, dl_s], np.r_[me, ce, dl_e], lo, hi)
         comm_dl = _in_steps(np.r_[cs, dl_s], np.r_[ce, dl_e], lo, hi)
-        parts = {"compute": busy - comm_dl, "communication": comm_dl - dataloader,
-                 "memcpy": 0, "idle": total - busy}  # fmt: skip
+        parts = {
+            "compute": busy - comm_dl,
+            "communication": comm_dl - dataloader,
+            "memcpy": 0,
+            "idle": total - busy,
+        }
     for key, ns in parts.items():
         out[key] = round(max(ns, 0) / 1e6 / n, 3)
     out["dataloader"] = round(dataloader / 1e6 / n, 3)
@@ -259,8 +288,9 @@ def collectives(trace: Trace) -> Collectives:
         names = [collective_name(str(x)) for x in c["name"]]
         stream = c["stream"].to_numpy(dtype=np.int64)
         exposed = _exposed(trace, c)
-        transfer = single_rank_transfer_ns([str(x) for x in c["name"]], stream,
-                                           c["dur_ns"].to_numpy())  # fmt: skip
+        transfer = single_rank_transfer_ns(
+            [str(x) for x in c["name"]], stream, c["dur_ns"].to_numpy()
+        )
     else:
         c = cpu_collectives(trace)
         c = c[c["step"].to_numpy() >= 0]

@@ -66,8 +66,9 @@ def with_phases(
             views["sources"] = sources
     elif isinstance(ev, dict) and first == "train":
         phases.append({"phase": "eval", "captured": False, "missing": ev.get("missing")})
-    return replace(report, run={**report.run, "phases": phases}, findings=tuple(findings),
-                   views=views)  # fmt: skip
+    return replace(
+        report, run={**report.run, "phases": phases}, findings=tuple(findings), views=views
+    )
 
 
 def _analyze_eval(path: Path, rc: dict[str, Any], options: Options | None) -> Report:
@@ -76,7 +77,14 @@ def _analyze_eval(path: Path, rc: dict[str, Any], options: Options | None) -> Re
 
     opts = options or Options()
     ev = rc.get("eval") or {}
-    ctx = {**rc, "trace": path.name, "trace_scope": ev.get("scope"),
-           "window_steps": ev.get("steps"), "step_source": "forward", "phase": "eval",
-           "notes": [], "eval": None}  # fmt: skip
+    ctx = {
+        **rc,
+        "trace": path.name,
+        "trace_scope": ev.get("scope"),
+        "window_steps": ev.get("steps"),
+        "step_source": "forward",
+        "phase": "eval",
+        "notes": [],
+        "eval": None,
+    }
     return analyze_trace(load_trace(path, opts.max_trace_bytes), ctx, opts)

@@ -139,8 +139,17 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
 
 
 # findings whose figures rest on the GPU timeline: a trace missing part of it lowers them
-TIMELINE_FINDINGS = frozenset({"gpu-idle", "comm-overlap", "tiny-kernels", "sync-point",
-                               "dataloader-stall", "blocking-copy", "single-tensor-optimizer"})  # fmt: skip
+TIMELINE_FINDINGS = frozenset(
+    {
+        "gpu-idle",
+        "comm-overlap",
+        "tiny-kernels",
+        "sync-point",
+        "dataloader-stall",
+        "blocking-copy",
+        "single-tensor-optimizer",
+    }
+)
 TIMELINE_FINDINGS |= {"unbucketed-collectives"}  # capped at the GPU idle time between collectives
 
 
@@ -152,8 +161,12 @@ def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
     why = "The trace is missing part of the GPU timeline (see run.trace_quality): " + " ".join(
         i.what for i in holes
     )
-    return [replace(d, confidence="low", assumptions=d.assumptions + (why,))
-            if d.id in TIMELINE_FINDINGS else d for d in drafts]  # fmt: skip
+    return [
+        replace(d, confidence="low", assumptions=d.assumptions + (why,))
+        if d.id in TIMELINE_FINDINGS
+        else d
+        for d in drafts
+    ]
 
 
 def _steady_block(trace: Trace) -> dict[str, Any]:
@@ -161,10 +174,18 @@ def _steady_block(trace: Trace) -> dict[str, Any]:
     ss = steady_steps(trace)
     if ss.source in ("ProfilerStep", "whole trace") and not ss.excluded:
         return {}
-    return {"steps_source": ss.source,
-            "steps_excluded": [{"step": e.step, "start_ms": round(e.start_ns / 1e6, 3),
-                                "ms": round(e.dur_ns / 1e6, 3), "reason": e.reason}
-                               for e in ss.excluded]}  # fmt: skip
+    return {
+        "steps_source": ss.source,
+        "steps_excluded": [
+            {
+                "step": e.step,
+                "start_ms": round(e.start_ns / 1e6, 3),
+                "ms": round(e.dur_ns / 1e6, 3),
+                "reason": e.reason,
+            }
+            for e in ss.excluded
+        ],
+    }
 
 
 def analyze_trace(
@@ -182,13 +203,21 @@ def analyze_trace(
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
     findings = rank(lower_confidence(outcome.drafts, trace_quality(trace)), step_ms, th)
     run = run_summary(trace, run_ctx)
-    run["est_savings_bound_ms"], replayed = combined_bound_ms(trace, outcome.drafts, findings,
-                                                              step_ms)  # fmt: skip
+    run["est_savings_bound_ms"], replayed = combined_bound_ms(
+        trace, outcome.drafts, findings, step_ms
+    )
     run["est_savings_bound_how"] = "replayed together" if replayed else "sum, capped at the step"
     run["bound"] = step_bound(trace)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
-    views = build_views(trace, run_ctx, findings, docs, no_source=opts.no_source,
-                        locator=ctx.locator, extra_roots=opts.source_roots)  # fmt: skip
+    views = build_views(
+        trace,
+        run_ctx,
+        findings,
+        docs,
+        no_source=opts.no_source,
+        locator=ctx.locator,
+        extra_roots=opts.source_roots,
+    )
     return Report(
         run=run,
         findings=tuple(findings),

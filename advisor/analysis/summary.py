@@ -44,8 +44,10 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     if not trace.has_gpu:
         notes.append("no GPU activity in this trace (CPU-only): GPU figures are empty")
     if meta.profiler_ranges:
-        notes.append(f"CUPTI range-profiler trace: {meta.profiler_ranges} profiler ranges and no"
-                     " kernel timeline")  # fmt: skip
+        notes.append(
+            f"CUPTI range-profiler trace: {meta.profiler_ranges} profiler ranges and no"
+            " kernel timeline"
+        )
     if meta.synthetic_steps:
         notes.append("no ProfilerStep markers: the whole trace is treated as one step")
     if meta.skipped_events:
@@ -105,10 +107,15 @@ def _kernels_top(trace: Trace, top: int) -> list[dict[str, Any]]:
     g = k.groupby("name", observed=True)["dur_ns"].agg(["sum", "count", "mean"])
     g = g.sort_values(["sum", "count"], ascending=False).head(top)
     return [
-        {"name": str(n), "count": int(r["count"]), "total_ms": _ms(r["sum"]),
-         "mean_us": round(float(r["mean"]) / 1e3, 3), "pct": _pct(float(r["sum"]), total)}
+        {
+            "name": str(n),
+            "count": int(r["count"]),
+            "total_ms": _ms(r["sum"]),
+            "mean_us": round(float(r["mean"]) / 1e3, 3),
+            "pct": _pct(float(r["sum"]), total),
+        }
         for n, r in g.iterrows()
-    ]  # fmt: skip
+    ]
 
 
 def op_self_ns(ops: pd.DataFrame) -> np.ndarray:
@@ -126,32 +133,49 @@ def _ops_top(trace: Trace, top: int) -> list[dict[str, Any]]:
     if not len(ops):
         return []
     df = pd.DataFrame({"name": ops["name"], "dur": ops["dur_ns"], "self": op_self_ns(ops)})
-    g = df.groupby("name", observed=True).agg(total=("dur", "sum"), self_ns=("self", "sum"),
-                                               count=("dur", "size"))  # fmt: skip
+    g = df.groupby("name", observed=True).agg(
+        total=("dur", "sum"), self_ns=("self", "sum"), count=("dur", "size")
+    )
     g = g.sort_values(["total", "count"], ascending=False).head(top)
     return [
-        {"name": str(n), "count": int(r["count"]), "total_ms": _ms(r["total"]),
-         "self_ms": _ms(r["self_ns"])}
+        {
+            "name": str(n),
+            "count": int(r["count"]),
+            "total_ms": _ms(r["total"]),
+            "self_ms": _ms(r["self_ns"]),
+        }
         for n, r in g.iterrows()
-    ]  # fmt: skip
+    ]
 
 
 def _memcpy(trace: Trace) -> list[dict[str, Any]]:
     m = trace.memcpy
     if not len(m):
         return []
-    df = pd.DataFrame({
-        "kind": m["kind"].astype(str), "src": m["src"].astype(str), "dst": m["dst"].astype(str),
-        "bytes": m["bytes"], "dur": m["dur_ns"],
-    })  # fmt: skip
-    g = df.groupby(["kind", "src", "dst"]).agg(count=("dur", "size"), bytes=("bytes", "sum"),
-                                               dur=("dur", "sum"))  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "kind": m["kind"].astype(str),
+            "src": m["src"].astype(str),
+            "dst": m["dst"].astype(str),
+            "bytes": m["bytes"],
+            "dur": m["dur_ns"],
+        }
+    )
+    g = df.groupby(["kind", "src", "dst"]).agg(
+        count=("dur", "size"), bytes=("bytes", "sum"), dur=("dur", "sum")
+    )
     g = g.sort_values("dur", ascending=False)
     return [
-        {"kind": k, "src": s, "dst": d, "count": int(r["count"]), "bytes": int(r["bytes"]),
-         "total_ms": _ms(r["dur"])}
+        {
+            "kind": k,
+            "src": s,
+            "dst": d,
+            "count": int(r["count"]),
+            "bytes": int(r["bytes"]),
+            "total_ms": _ms(r["dur"]),
+        }
         for (k, s, d), r in g.iterrows()
-    ]  # fmt: skip
+    ]
 
 
 def _syncs(trace: Trace) -> list[dict[str, Any]]:

@@ -87,8 +87,9 @@ def top_kernels(
         return []
     ops = trace.cpu_ops
     key, label = _name_keys(k["name"])
-    df = pd.DataFrame({"name": key, "dur": k["dur_ns"].to_numpy(dtype=np.int64),
-                       "op": kernel_ops(trace, k)})  # fmt: skip
+    df = pd.DataFrame(
+        {"name": key, "dur": k["dur_ns"].to_numpy(dtype=np.int64), "op": kernel_ops(trace, k)}
+    )
     total = float(df["dur"].sum())
     g = df.groupby("name", sort=False)["dur"].agg(["sum", "count", "mean"])
     g = g.sort_values(["sum", "count"], ascending=False).head(top)
@@ -104,10 +105,17 @@ def top_kernels(
             op_name = str(vals[int(np.argmax(counts))])
             first = int(launched.to_numpy()[names == op_name][0])
             src = _where(locator, first)
-        rows.append({"name": str(name), "count": int(r["count"]), "total_ms": _ms(r["sum"]),
-                     "mean_us": round(float(r["mean"]) / 1e3, 3),
-                     "share_pct": _pct(float(r["sum"]), total), "op": op_name,
-                     "source": src})  # fmt: skip
+        rows.append(
+            {
+                "name": str(name),
+                "count": int(r["count"]),
+                "total_ms": _ms(r["sum"]),
+                "mean_us": round(float(r["mean"]) / 1e3, 3),
+                "share_pct": _pct(float(r["sum"]), total),
+                "op": op_name,
+                "source": src,
+            }
+        )
     return rows
 
 
@@ -128,23 +136,39 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
         has = kop >= 0
         np.add.at(gpu, kop[has], k["dur_ns"].to_numpy(dtype=np.int64)[has])
     key, label = _name_keys(ops["name"])
-    df = pd.DataFrame({"name": key[rows_in],
-                       "dur": ops["dur_ns"].to_numpy(dtype=np.int64)[rows_in],
-                       "self": op_self_ns(ops)[rows_in], "gpu": gpu[rows_in],
-                       "row": rows_in})  # fmt: skip
-    g = df.groupby("name", sort=False).agg(total=("dur", "sum"), self_ns=("self", "sum"),
-                                           count=("dur", "size"), mean=("dur", "mean"),
-                                           gpu=("gpu", "sum"), row=("row", "first"))  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "name": key[rows_in],
+            "dur": ops["dur_ns"].to_numpy(dtype=np.int64)[rows_in],
+            "self": op_self_ns(ops)[rows_in],
+            "gpu": gpu[rows_in],
+            "row": rows_in,
+        }
+    )
+    g = df.groupby("name", sort=False).agg(
+        total=("dur", "sum"),
+        self_ns=("self", "sum"),
+        count=("dur", "size"),
+        mean=("dur", "mean"),
+        gpu=("gpu", "sum"),
+        row=("row", "first"),
+    )
     g = g.sort_values(["total", "count"], ascending=False).head(top)
     st = trace.steps
     wall = float(st["dur_ns"].sum()) if len(st) else float(df["dur"].max() if len(df) else 0)
     return [
-        {"name": label[int(n)], "count": int(r["count"]), "total_ms": _ms(r["total"]),
-         "self_ms": _ms(r["self_ns"]), "mean_us": round(float(r["mean"]) / 1e3, 3),
-         "share_pct": min(_pct(float(r["total"]), wall), 100.0),
-         "gpu_ms": _ms(r["gpu"]) if len(k) else None, "source": _where(locator, int(r["row"]))}
+        {
+            "name": label[int(n)],
+            "count": int(r["count"]),
+            "total_ms": _ms(r["total"]),
+            "self_ms": _ms(r["self_ns"]),
+            "mean_us": round(float(r["mean"]) / 1e3, 3),
+            "share_pct": min(_pct(float(r["total"]), wall), 100.0),
+            "gpu_ms": _ms(r["gpu"]) if len(k) else None,
+            "source": _where(locator, int(r["row"])),
+        }
         for n, r in g.iterrows()
-    ]  # fmt: skip
+    ]
 
 
 def merge_tables(tables: list[list[dict[str, Any]]], top: int = TOP) -> list[dict[str, Any]]:
@@ -155,8 +179,9 @@ def merge_tables(tables: list[list[dict[str, Any]]], top: int = TOP) -> list[dic
     acc: dict[str, dict[str, Any]] = {}
     for rows in tables:
         for r in rows:
-            a = acc.setdefault(str(r.get("name")), {"name": str(r.get("name")), "count": 0,
-                                                    "total_ms": 0.0})  # fmt: skip
+            a = acc.setdefault(
+                str(r.get("name")), {"name": str(r.get("name")), "count": 0, "total_ms": 0.0}
+            )
             a["count"] += int(r.get("count") or 0)
             a["total_ms"] += float(r.get("total_ms") or 0.0)
             for key in ("self_ms", "gpu_ms"):

@@ -54,9 +54,11 @@ def _gpu_layers(trace: Trace) -> tuple[Intervals, Intervals, Intervals] | None:
     act = trace.gpu_activity()
     act = act[act["device"] == dev]
     kind = act["kind"]
-    return (Intervals.of([act[kind == "kernel"]]),
-            Intervals.of([act[kind.isin(["kernel", "comm"])]]),
-            Intervals.of([act]))  # fmt: skip
+    return (
+        Intervals.of([act[kind == "kernel"]]),
+        Intervals.of([act[kind.isin(["kernel", "comm"])]]),
+        Intervals.of([act]),
+    )
 
 
 _UNSET: Any = object()
@@ -89,11 +91,19 @@ def step_breakdown(trace: Trace, layers: Any = _UNSET) -> list[dict[str, Any]]:
         host = zero
     rows = []
     for i, s in enumerate(st["step"].to_numpy()):
-        rows.append({"step": int(s), "ts_us": trace.to_trace_us(int(lo[i])),
-                     "total_ms": _ms(dur[i]), "compute_ms": _ms(compute[i]),
-                     "communication_ms": _ms(comm[i]), "memcpy_ms": _ms(memcpy[i]),
-                     "dataloader_ms": _ms(loader[i]), "idle_ms": _ms(max(0, idle[i])),
-                     "host_only_ms": _ms(host[i])})  # fmt: skip
+        rows.append(
+            {
+                "step": int(s),
+                "ts_us": trace.to_trace_us(int(lo[i])),
+                "total_ms": _ms(dur[i]),
+                "compute_ms": _ms(compute[i]),
+                "communication_ms": _ms(comm[i]),
+                "memcpy_ms": _ms(memcpy[i]),
+                "dataloader_ms": _ms(loader[i]),
+                "idle_ms": _ms(max(0, idle[i])),
+                "host_only_ms": _ms(host[i]),
+            }
+        )
     return rows
 
 
@@ -104,8 +114,9 @@ def _window_ns(trace: Trace) -> tuple[int, int]:
     return 0, 0
 
 
-def utilization(trace: Trace, buckets: int = UTIL_BUCKETS,
-                layers: Any = _UNSET) -> dict[str, Any] | None:  # fmt: skip
+def utilization(
+    trace: Trace, buckets: int = UTIL_BUCKETS, layers: Any = _UNSET
+) -> dict[str, Any] | None:
     layers = _gpu_layers(trace) if layers is _UNSET else layers
     lo, hi = _window_ns(trace)
     if layers is None or hi <= lo:
@@ -126,8 +137,10 @@ def utilization(trace: Trace, buckets: int = UTIL_BUCKETS,
 def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
     rc = run_ctx or {}
     mem = rc.get("memory")
-    for v in ((mem or {}).get("peak_allocated_bytes") if isinstance(mem, dict) else None,
-              rc.get("peak_memory_bytes")):  # fmt: skip
+    for v in (
+        (mem or {}).get("peak_allocated_bytes") if isinstance(mem, dict) else None,
+        rc.get("peak_memory_bytes"),
+    ):
         if isinstance(v, int | float) and v > 0:
             return int(v)
     m = trace.memory

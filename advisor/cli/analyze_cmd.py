@@ -112,8 +112,16 @@ def register(app: typer.Typer) -> None:
         sys.exit(finish(report, written, json_out, fail_on, open_, time.perf_counter() - t0))
 
 
-def _analyze(files: list[Path], root: Path, target: Path, opts: Options, force: bool, jobs: int,
-             scheduler: str | None, pre: Prefetch | None) -> tuple[Report, dict[str, Path]]:  # fmt: skip
+def _analyze(
+    files: list[Path],
+    root: Path,
+    target: Path,
+    opts: Options,
+    force: bool,
+    jobs: int,
+    scheduler: str | None,
+    pre: Prefetch | None,
+) -> tuple[Report, dict[str, Path]]:
     from advisor.analysis.pipeline import analyze_path, write_outputs
     from advisor.output.annotate_stream import AheadCopy
     from advisor.output.outfiles import prepare_out_dir

@@ -14,8 +14,14 @@ from advisor.findings import fails_at
 from advisor.report import Report
 
 
-def finish(report: Report, written: dict[str, Path], json_out: bool, fail_on: str | None,
-           open_: bool, seconds: float) -> int:  # fmt: skip
+def finish(
+    report: Report,
+    written: dict[str, Path],
+    json_out: bool,
+    fail_on: str | None,
+    open_: bool,
+    seconds: float,
+) -> int:
     if json_out:
         sys.stdout.buffer.write(report.to_json())
         sys.stdout.flush()

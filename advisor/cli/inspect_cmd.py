@@ -84,8 +84,9 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
                 if d["compute_capability"]
                 else ""
             )
-            con.print(f"device {p(d['id'])}: {p(d['name'])}{cc}, "
-                      f"{_fmt_bytes(d['total_memory_bytes'])}")  # fmt: skip
+            con.print(
+                f"device {p(d['id'])}: {p(d['name'])}{cc}, {_fmt_bytes(d['total_memory_bytes'])}"
+            )
     s = r["steps"]
     con.print(
         f"steps: {s['count']}{' (no ProfilerStep markers: whole trace = one step)' if s['synthetic'] else ''}"
@@ -110,11 +111,16 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
             continue
         t = Table(title=title, title_justify="left", box=None, header_style="bold")
         for c in cols:
-            t.add_column(c, justify="left" if c in ("name", "kind", "src", "dst") else "right",
-                         overflow="fold", max_width=80 if c == "name" else None)  # fmt: skip
+            t.add_column(
+                c,
+                justify="left" if c in ("name", "kind", "src", "dst") else "right",
+                overflow="fold",
+                max_width=80 if c == "name" else None,
+            )
         for row in rows:
-            t.add_row(*[Text(f"{row[c]:,}" if isinstance(row[c], int) else p(row[c]))
-                        for c in cols])  # fmt: skip
+            t.add_row(
+                *[Text(f"{row[c]:,}" if isinstance(row[c], int) else p(row[c])) for c in cols]
+            )
         con.print(t)
     for n in r["notes"]:
         con.print(Text(f"note: {p(n)}"))

@@ -110,16 +110,31 @@ def register(app: typer.Typer) -> None:
 
         analysis = options_from_cli(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
         opts = ProfileOptions(
-            script=script, args=tuple(script_args or ()), module=module, out=out, force=force,
+            script=script,
+            args=tuple(script_args or ()),
+            module=module,
+            out=out,
+            force=force,
             session=SessionConfig(
-                wait=wait, warmup=warmup, active=active, record_shapes=record_shapes,
-                with_stack=with_stack, profile_memory=profile_memory, max_seconds=max_seconds,
-                run_to_end=run_to_end, phases=parse_phases(phases or default_phases()), eval_steps=eval_steps,
+                wait=wait,
+                warmup=warmup,
+                active=active,
+                record_shapes=record_shapes,
+                with_stack=with_stack,
+                profile_memory=profile_memory,
+                max_seconds=max_seconds,
+                run_to_end=run_to_end,
+                phases=parse_phases(phases or default_phases()),
+                eval_steps=eval_steps,
             ),
-            tensorboard=tensorboard, open_report=open_,
-            json_out=json_out, fail_on=fail_on, analysis=analysis, debug=debug,
+            tensorboard=tensorboard,
+            open_report=open_,
+            json_out=json_out,
+            fail_on=fail_on,
+            analysis=analysis,
+            debug=debug,
             rank_timeout=rank_timeout,
-        )  # fmt: skip
+        )
         code = run_profile(opts)
         sys.stdout.flush()
         raise typer.Exit(code)

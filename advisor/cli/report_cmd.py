@@ -33,8 +33,9 @@ def load_report(path: Path):  # type: ignore[no-untyped-def]
         raise AdvisorError(f"damaged findings.json ({type(err).__name__}: {err})", src) from None
 
 
-def rerender(path: Path, out: Path | None = None, no_source: bool = False,
-             force: bool = False) -> Path:  # fmt: skip
+def rerender(
+    path: Path, out: Path | None = None, no_source: bool = False, force: bool = False
+) -> Path:
     """Write report.html from a saved findings.json; returns the file written.
 
     Beside the findings (no ``out``) it replaces the report advisor wrote there; an existing
@@ -55,8 +56,9 @@ def rerender(path: Path, out: Path | None = None, no_source: bool = False,
         target = target / REPORT_NAME
     if target.exists() or target.is_symlink():
         if not is_advisor_report(target):
-            raise AdvisorError("exists and is not a report advisor wrote; pick another --out",
-                               target)  # fmt: skip
+            raise AdvisorError(
+                "exists and is not a report advisor wrote; pick another --out", target
+            )
         if out is not None and not force:
             raise AdvisorError("exists (use --force to replace this advisor report)", target)
     annotated = src.parent / ANNOTATED_NAME

@@ -62,11 +62,21 @@ def register(app: typer.Typer) -> None:
         from advisor.profile.fixes.trial import TryOptions, run_try, write_outputs
 
         opts = TryOptions(
-            fix=fix, script=script, args=tuple(script_args or ()), module=module, out=out,
-            force=force, wait=wait, warmup=warmup, active=active, max_seconds=max_seconds,
-            repeat=repeat, seed=None if no_seed else seed, loss_steps=loss_steps,
+            fix=fix,
+            script=script,
+            args=tuple(script_args or ()),
+            module=module,
+            out=out,
+            force=force,
+            wait=wait,
+            warmup=warmup,
+            active=active,
+            max_seconds=max_seconds,
+            repeat=repeat,
+            seed=None if no_seed else seed,
+            loss_steps=loss_steps,
             loss_rtol=loss_rtol,
-        )  # fmt: skip
+        )
         doc, out_dir = run_try(opts)
         files = write_outputs(doc, out_dir)
         if json_out:

@@ -122,17 +122,19 @@ def per_kernel_exposed(trace: Trace, device: int) -> pd.DataFrame:
     e = k["end_ns"].to_numpy()
     exposed = (e - s) - covered_by(ks, ke, s, e)
     names = k["name"].astype(str)
-    return pd.DataFrame({
-        "name": names.to_numpy(),
-        "collective": [collective_name(x) for x in names],
-        "stream": k["stream"].to_numpy(),
-        "step": k["step"].to_numpy(),
-        "ts_ns": s,
-        "dur_ns": e - s,
-        "exposed_ns": exposed,
-        "launch_idx": k["launch_idx"].to_numpy(),
-        "row": k["row"].to_numpy(),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "name": names.to_numpy(),
+            "collective": [collective_name(x) for x in names],
+            "stream": k["stream"].to_numpy(),
+            "step": k["step"].to_numpy(),
+            "ts_ns": s,
+            "dur_ns": e - s,
+            "exposed_ns": exposed,
+            "launch_idx": k["launch_idx"].to_numpy(),
+            "row": k["row"].to_numpy(),
+        }
+    )
 
 
 def cpu_collectives(trace: Trace) -> pd.DataFrame:
@@ -148,11 +150,18 @@ def cpu_collectives(trace: Trace) -> pd.DataFrame:
             m = m & ~df["on_gpu"].to_numpy(dtype=bool)
         if m.any():
             sub = df[m]
-            parts.append(pd.DataFrame({
-                "name": names[m].to_numpy(), "tid": sub["tid"].to_numpy(),
-                "ts_ns": sub["ts_ns"].to_numpy(), "end_ns": sub["end_ns"].to_numpy(),
-                "dur_ns": sub["dur_ns"].to_numpy(), "step": sub["step"].to_numpy(),
-            }))  # fmt: skip
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "name": names[m].to_numpy(),
+                        "tid": sub["tid"].to_numpy(),
+                        "ts_ns": sub["ts_ns"].to_numpy(),
+                        "end_ns": sub["end_ns"].to_numpy(),
+                        "dur_ns": sub["dur_ns"].to_numpy(),
+                        "step": sub["step"].to_numpy(),
+                    }
+                )
+            )
     if not parts:
         return pd.DataFrame(columns=["name", "tid", "ts_ns", "end_ns", "dur_ns", "step"])
     out = pd.concat(parts, ignore_index=True)

@@ -54,12 +54,16 @@ def _build(trace: Trace) -> pd.DataFrame:
             sel = df[m]
             it = names[m].str.extract(FETCH_RE.pattern, expand=False)
             op_idx = np.flatnonzero(m) if df is trace.cpu_ops else np.full(len(sel), -1)
-            parts.append(sel[["ts_ns", "end_ns", "dur_ns", "tid", "step"]]
-                         .assign(it=it.to_numpy(), op_idx=op_idx))  # fmt: skip
+            parts.append(
+                sel[["ts_ns", "end_ns", "dur_ns", "tid", "step"]].assign(
+                    it=it.to_numpy(), op_idx=op_idx
+                )
+            )
     if not parts:
         return pd.DataFrame({c: pd.Series([], dtype=object) for c in COLUMNS})
-    df = pd.concat(parts, ignore_index=True).sort_values(["tid", "ts_ns", "dur_ns"],
-                                                         ascending=[True, True, False])  # fmt: skip
+    df = pd.concat(parts, ignore_index=True).sort_values(
+        ["tid", "ts_ns", "dur_ns"], ascending=[True, True, False]
+    )
     prev_end = df.groupby("tid")["end_ns"].cummax().groupby(df["tid"]).shift(1)
     df = df[~(prev_end.fillna(-1).to_numpy() >= df["end_ns"].to_numpy())]
     return df[COLUMNS].sort_values("ts_ns", kind="stable").reset_index(drop=True)

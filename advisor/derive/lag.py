@@ -52,8 +52,16 @@ def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float]
         for j, s in enumerate(steps):
             m = np.flatnonzero(col_step == s)
             w = m[int(np.argmax(lag_ns[i, m]))]
-            rows.append((int(d.rank), s, float(net[i, j]), int(np.sum(lag_ns[i, m] > 0)),
-                         col_name[w], float(d.collectives.ts_us[take[i][w]])))  # fmt: skip
+            rows.append(
+                (
+                    int(d.rank),
+                    s,
+                    float(net[i, j]),
+                    int(np.sum(lag_ns[i, m] > 0)),
+                    col_name[w],
+                    float(d.collectives.ts_us[take[i][w]]),
+                )
+            )
     return steps, lags, rows
 
 

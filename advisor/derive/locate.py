@@ -32,8 +32,13 @@ from advisor.trace.build import is_user_file, parse_frame
 from advisor.trace.model import Trace
 
 # thin torch wrappers between a user's line and the op (operators, torch-function modes)
-_WRAPPER_FILES = ("torch/_tensor.py", "torch/overrides.py", "torch/utils/_device.py",
-                  "torch/_ops.py", "torch/_jit_internal.py")  # fmt: skip
+_WRAPPER_FILES = (
+    "torch/_tensor.py",
+    "torch/overrides.py",
+    "torch/utils/_device.py",
+    "torch/_ops.py",
+    "torch/_jit_internal.py",
+)
 
 
 class Locator:
@@ -106,8 +111,9 @@ class Locator:
             return None
         assert self._op_stack is not None
         # backward ops run on the autograd thread: no user frame there (None)
-        return self.near(int(self._op_tid[op_idx]), int(self._op_ts[op_idx]),
-                         self._op_stack[op_idx])  # fmt: skip
+        return self.near(
+            int(self._op_tid[op_idx]), int(self._op_ts[op_idx]), self._op_stack[op_idx]
+        )
 
     def near(self, tid: int, ts_ns: int, call_stack: object = None) -> Location | None:
         """:meth:`at`, else the first user frame of a legacy ``Call stack`` string."""
@@ -181,9 +187,14 @@ class Locator:
     def calling_lines(self, op_rows: Iterable[int]) -> list[Location | None]:
         """:meth:`calling_line` for many cpu_ops rows."""
         assert self._op_stack is not None or not len(self._op_tid)
-        return [self.calling_line(int(self._op_tid[r]), int(self._op_ts[r]),
-                                  self._op_stack[r] if self._op_stack is not None else None)
-                for r in op_rows]  # fmt: skip
+        return [
+            self.calling_line(
+                int(self._op_tid[r]),
+                int(self._op_ts[r]),
+                self._op_stack[r] if self._op_stack is not None else None,
+            )
+            for r in op_rows
+        ]
 
     def _from_call_stack(self, stack: str) -> Location | None:
         if stack in self._stack_cache:

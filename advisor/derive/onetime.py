@@ -80,9 +80,15 @@ def _build(trace: Trace) -> pd.DataFrame:
     parts = []
     rt = trace.runtime
     if len(rt):
-        kind = _kind_per_name(rt["name"].array, [
-            ("module-load", _MODULE_RE), ("context", _CONTEXT_RE), ("autotune", _AUTOTUNE_RE),
-            ("alloc", _ALLOC_RE)])  # fmt: skip
+        kind = _kind_per_name(
+            rt["name"].array,
+            [
+                ("module-load", _MODULE_RE),
+                ("context", _CONTEXT_RE),
+                ("autotune", _AUTOTUNE_RE),
+                ("alloc", _ALLOC_RE),
+            ],
+        )
         dur = rt["dur_ns"].to_numpy()
         ctx_code = KINDS.index("context")
         # stream/event creation and cudaFree are everyday calls: only long ones initialize
@@ -108,13 +114,17 @@ def _build(trace: Trace) -> pd.DataFrame:
 
 def _rows(df: pd.DataFrame, src: str, kind: np.ndarray) -> pd.DataFrame:
     hit = np.flatnonzero(np.asarray(kind) >= 0)
-    return pd.DataFrame({
-        "source": src, "row": hit,
-        "ts_ns": df["ts_ns"].to_numpy()[hit], "end_ns": df["end_ns"].to_numpy()[hit],
-        "dur_ns": df["dur_ns"].to_numpy()[hit],
-        "kind": [KINDS[int(k)] for k in np.asarray(kind)[hit]],
-        "name": [str(n) for n in df["name"].to_numpy()[hit]] if len(hit) else [],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "source": src,
+            "row": hit,
+            "ts_ns": df["ts_ns"].to_numpy()[hit],
+            "end_ns": df["end_ns"].to_numpy()[hit],
+            "dur_ns": df["dur_ns"].to_numpy()[hit],
+            "kind": [KINDS[int(k)] for k in np.asarray(kind)[hit]],
+            "name": [str(n) for n in df["name"].to_numpy()[hit]] if len(hit) else [],
+        }
+    )
 
 
 def _outermost(ev: pd.DataFrame) -> pd.DataFrame:

@@ -33,8 +33,9 @@ import pandas as pd
 from advisor.derive.timeline import covered_by
 
 
-def single_rank_transfer_ns(names: Sequence[str], streams: np.ndarray, dur_ns: np.ndarray
-                            ) -> np.ndarray:  # fmt: skip
+def single_rank_transfer_ns(
+    names: Sequence[str], streams: np.ndarray, dur_ns: np.ndarray
+) -> np.ndarray:
     """Per collective kernel: the transfer time estimated from one rank (see the module doc)."""
     if not len(dur_ns):
         return np.zeros(0, dtype=np.int64)
@@ -42,8 +43,13 @@ def single_rank_transfer_ns(names: Sequence[str], streams: np.ndarray, dur_ns: n
     return df.groupby(["n", "s"], sort=False)["d"].transform("min").to_numpy(dtype=np.int64)
 
 
-def split_exposed(ts_ns: np.ndarray, dur_ns: np.ndarray, wait_ns: np.ndarray,
-                  busy_starts: np.ndarray, busy_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def split_exposed(
+    ts_ns: np.ndarray,
+    dur_ns: np.ndarray,
+    wait_ns: np.ndarray,
+    busy_starts: np.ndarray,
+    busy_ends: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """(exposed transfer, exposed wait) ns of each collective: the waiting at its start, the
     transfer after it, each minus what the compute intervals (disjoint, sorted) cover."""
     ts = np.asarray(ts_ns, dtype=np.int64)
@@ -106,8 +112,9 @@ def match_by_end(
     return np.stack(rows)[:, ok] if len(ref_end) else np.zeros((len(names), 0), dtype=np.int64)
 
 
-def _nearest(ref_n: np.ndarray, ref_end: np.ndarray, n: np.ndarray, end: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _nearest(
+    ref_n: np.ndarray, ref_end: np.ndarray, n: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """For each reference collective: the row of the same-named one ending nearest, and the
     difference of the ends (its minus the reference's)."""
     idx = np.full(len(ref_end), -1, dtype=np.int64)
@@ -130,8 +137,9 @@ def matched(colls: Sequence[Any]) -> tuple[list[np.ndarray], np.ndarray, list[st
     """The collective instances every rank ran: per rank its rows, and each instance's step and
     name (from the first rank). Matched by end time (:func:`match_by_end`), else, when no end
     agrees, by step, name, stream and order (:func:`align`)."""
-    m = match_by_end([c.name for c in colls], [c.start_abs_ns for c in colls],
-                     [c.dur_ns for c in colls])  # fmt: skip
+    m = match_by_end(
+        [c.name for c in colls], [c.start_abs_ns for c in colls], [c.dur_ns for c in colls]
+    )
     if m.shape[1]:
         rows = [np.asarray(r, dtype=np.int64) for r in m]
     else:

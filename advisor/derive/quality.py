@@ -31,9 +31,11 @@ LOST_LAUNCH_MIN_SHARE = 0.05  # launch calls without their GPU work from this sh
 LOST_LAUNCH_MIN_COUNT = 10  # ...and this count
 SKEW_TOL_NS = 1_000_000  # ends of one collective agree this well once the offset is removed
 EARLY_TOL_NS = 10_000  # GPU work starting this much before its launch call: clocks disagree
-COMPLETE = ("profile a window with CUDA graphs off (e.g. torch.compile without "
-            '"reduce-overhead", or before graph capture), or use Nsight Systems with '
-            "--cuda-graph-trace=node")  # fmt: skip
+COMPLETE = (
+    "profile a window with CUDA graphs off (e.g. torch.compile without "
+    '"reduce-overhead", or before graph capture), or use Nsight Systems with '
+    "--cuda-graph-trace=node"
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,9 @@ def affected_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     parts = [i for i in trace_quality(trace) if len(i.span_starts)]
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return union(np.concatenate([i.span_starts for i in parts]),
-                 np.concatenate([i.span_ends for i in parts]))  # fmt: skip
+    return union(
+        np.concatenate([i.span_starts for i in parts]), np.concatenate([i.span_ends for i in parts])
+    )
 
 
 def _issues(trace: Trace) -> list[Issue]:
@@ -68,10 +71,14 @@ def _issues(trace: Trace) -> list[Issue]:
     if g is not None:
         out.append(g)
     if trace.meta.skipped_events:
-        out.append(Issue(
-            f"{trace.meta.skipped_events:,} trace events were dropped while loading (missing "
-            "or wrong-typed fields, negative durations).",
-            "Figures do not include them; the rest of the trace is unaffected.", "dropped"))  # fmt: skip
+        out.append(
+            Issue(
+                f"{trace.meta.skipped_events:,} trace events were dropped while loading (missing "
+                "or wrong-typed fields, negative durations).",
+                "Figures do not include them; the rest of the trace is unaffected.",
+                "dropped",
+            )
+        )
     lost = _lost_launches(trace)
     if lost is not None:
         out.append(lost)
@@ -93,10 +100,13 @@ def _graph_replays(trace: Trace) -> Issue | None:
     sel = np.isin(li, rows)
     a = act[sel]
     if not len(a):
-        return Issue(f"{len(rows)} CUDA-graph replays (cudaGraphLaunch) have no recorded GPU "
-                     "work at all.", "The GPU work of the graphs is missing from the timeline: "
-                     f"idle time around them is not measured idle. For a complete trace, "
-                     f"{COMPLETE}.", "graph")  # fmt: skip
+        return Issue(
+            f"{len(rows)} CUDA-graph replays (cudaGraphLaunch) have no recorded GPU work at all.",
+            "The GPU work of the graphs is missing from the timeline: "
+            f"idle time around them is not measured idle. For a complete trace, "
+            f"{COMPLETE}.",
+            "graph",
+        )
     grp = a.groupby(a["launch_idx"].to_numpy(), sort=True)
     lo, hi = grp["ts_ns"].min().to_numpy(), grp["end_ns"].max().to_numpy()
     n = grp.size().to_numpy()
@@ -115,7 +125,11 @@ def _graph_replays(trace: Trace) -> Issue | None:
         f"GPU busy %, gpu-idle's idle split and communication overlap are computed outside "
         f"the {len(ss)} affected span(s) ({float(np.sum(se - ss)) / 1e6:.1f} ms), and findings "
         f"that rest on the GPU timeline have lower confidence. For a complete trace, "
-        f"{COMPLETE}.", "graph", ss, se)  # fmt: skip
+        f"{COMPLETE}.",
+        "graph",
+        ss,
+        se,
+    )
 
 
 def _lost_launches(trace: Trace) -> Issue | None:
@@ -134,7 +148,9 @@ def _lost_launches(trace: Trace) -> Issue | None:
     return Issue(
         f"{n:,} of {total:,} launch calls have no GPU work in the trace (flows with no target).",
         "Their kernels or copies were not recorded (the profiler's buffer filled, or the window "
-        "ended first): GPU busy time is undercounted there.", "lost-launch")  # fmt: skip
+        "ended first): GPU busy time is undercounted there.",
+        "lost-launch",
+    )
 
 
 def _before_launch(trace: Trace) -> Issue | None:
@@ -155,7 +171,9 @@ def _before_launch(trace: Trace) -> Issue | None:
     return Issue(
         f"{n:,} GPU activities start before the call that launched them (up to "
         f"{worst / 1e6:.3f} ms): the GPU's and the host's clocks disagree.",
-        "Launch delays and host-GPU waits near them are unreliable by that much.", "clock")  # fmt: skip
+        "Launch delays and host-GPU waits near them are unreliable by that much.",
+        "clock",
+    )
 
 
 def rank_skew(ends_ns: np.ndarray, dur_ns: np.ndarray, ranks: list[int]) -> Issue | None:
@@ -178,4 +196,6 @@ def rank_skew(ends_ns: np.ndarray, dur_ns: np.ndarray, ranks: list[int]) -> Issu
         "others' median).",
         "Cross-rank arrival times are unreliable by that much; straggler relies on the "
         "collectives' durations, which need no common clock; comm-overlap aligns the ranks on "
-        "the collectives' ends.", "clock")  # fmt: skip
+        "the collectives' ends.",
+        "clock",
+    )

@@ -16,8 +16,10 @@ SYNC_CALL_RE = re.compile(
 DEVICE_SYNC_RE = re.compile(r"^(?:cuda|hip)(?:Device|Ctx|Thread)Synchronize$|^cuCtxSynchronize$")
 # synchronous copy calls: the host returns when the copy is done (cudaMemcpy, cudaMemcpy2D,
 # cudaMemcpyToSymbol, cudaMemcpyFromArray, cudaMemcpyPeer, hipMemcpyDtoH, hipMemcpyWithStream...)
-SYNC_COPY_RE = re.compile(r"^(?:cuda|hip)Memcpy(?:2D|3D)?"
-                          r"(?:ToSymbol|FromSymbol|ToArray|FromArray|Peer|HtoD|DtoH|DtoD|WithStream)?$")  # fmt: skip
+SYNC_COPY_RE = re.compile(
+    r"^(?:cuda|hip)Memcpy(?:2D|3D)?"
+    r"(?:ToSymbol|FromSymbol|ToArray|FromArray|Peer|HtoD|DtoH|DtoD|WithStream)?$"
+)
 ASYNC_COPY_RE = re.compile(r"^(?:cuda|hip)Memcpy(?:2D|3D|Peer)?Async$")
 # any copy call, synchronous or not
 COPY_CALL_RE = re.compile(r"^(?:cuda|hip)Memcpy")
@@ -33,7 +35,7 @@ BOOKKEEPING_CALLS = frozenset(
         "SetDevice",
         "EventRecord",
         "EventQuery",
-    )  # fmt: skip
+    )
 )
 # kernel launch calls (cudaLaunchKernel, cuLaunchKernel, hipExtLaunchKernel, hipModuleLaunchKernel,
 # cudaLaunchCooperativeKernel...)
@@ -42,8 +44,15 @@ KERNEL_LAUNCH_RE = re.compile(
 )
 # every call that puts GPU work in a queue (name parts): kernel and graph launches, async copies
 # and memsets
-GPU_WORK_CALL_PARTS = ("LaunchKernel", "GraphLaunch", "LaunchCooperativeKernel", "MemcpyAsync",
-                       "MemsetAsync", "ModuleLaunchKernel", "ExtLaunchKernel")  # fmt: skip
+GPU_WORK_CALL_PARTS = (
+    "LaunchKernel",
+    "GraphLaunch",
+    "LaunchCooperativeKernel",
+    "MemcpyAsync",
+    "MemsetAsync",
+    "ModuleLaunchKernel",
+    "ExtLaunchKernel",
+)
 # GPU work seen ending this soon after a sync returned had finished by then (host and GPU
 # clocks are aligned only this well)
 CLOCK_TOL_NS = 20_000

@@ -104,9 +104,12 @@ def read_snippet(path: Path, line: int, context: int = SOURCE_CONTEXT) -> dict[s
     return {"start": start, "line": line, "lines": body}
 
 
-def read_sources(findings: Iterable[Finding], bases: Iterable[Path],
-                 roots: Iterable[Path] | None = None,
-                 withheld: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+def read_sources(
+    findings: Iterable[Finding],
+    bases: Iterable[Path],
+    roots: Iterable[Path] | None = None,
+    withheld: list[str] | None = None,
+) -> dict[str, Any]:
     """Source snippets for the top locations of each finding; relative files tried in ``bases``.
 
     Only files under ``roots`` (default: the current folder) are read; the names of existing
@@ -145,6 +148,8 @@ def withheld_note(files: list[str]) -> str:
     """The report's line about code it did not show."""
     shown = ", ".join(files[:MAX_WITHHELD_SHOWN])
     more = f" and {len(files) - MAX_WITHHELD_SHOWN} more" if len(files) > MAX_WITHHELD_SHOWN else ""
-    return (f"Source code withheld from {len(files)} file(s) outside the folders advisor reads "
-            f"code from (the current folder, the profiled script's folder, --source-root): "
-            f"{shown}{more}.")  # fmt: skip
+    return (
+        f"Source code withheld from {len(files)} file(s) outside the folders advisor reads "
+        f"code from (the current folder, the profiled script's folder, --source-root): "
+        f"{shown}{more}."
+    )

@@ -84,9 +84,16 @@ _MARKERS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
     ("DataLoader.__next__", is_fetch, "start"),
     ("Optimizer.step", lambda n: n.startswith("Optimizer.step#"), "end"),
     ("advisor.step", lambda n: n == STEP_MARK, "end"),
-    ("forward", lambda n: bool(_FORWARD_RE.search(n)) and "backward" not in n.lower()
-     and not n.startswith(("aten::", "nn.Module", "autograd::")), "range"),
-)  # fmt: skip
+    (
+        "forward",
+        lambda n: (
+            bool(_FORWARD_RE.search(n))
+            and "backward" not in n.lower()
+            and not n.startswith(("aten::", "nn.Module", "autograd::"))
+        ),
+        "range",
+    ),
+)
 
 
 def steady_steps(trace: Trace) -> StepSet:
@@ -118,8 +125,9 @@ def _steady(trace: Trace) -> StepSet:
     return StepSet(source, keep, tuple(out + excluded))
 
 
-def _drop_warmup(trace: Trace, its: pd.DataFrame, min_left: int
-                 ) -> tuple[pd.DataFrame, list[Excluded]]:  # fmt: skip
+def _drop_warmup(
+    trace: Trace, its: pd.DataFrame, min_left: int
+) -> tuple[pd.DataFrame, list[Excluded]]:
     """Leave out leading iterations that are slow and hold one-time work (at most half of them,
     keeping ``min_left``)."""
     ev = one_time_events(trace)
@@ -129,12 +137,22 @@ def _drop_warmup(trace: Trace, its: pd.DataFrame, min_left: int
         rest = float(np.median(dur[i + 1 :]))
         lo, hi = int(its["ts_ns"].iloc[i]), int(its["end_ns"].iloc[i])
         once = total_ns(ev, lo, hi)
-        if not (rest > 0 and once > 0 and dur[i] > FIRST_STEP_SLOW * rest
-                and once >= FIRST_STEP_ONE_TIME * rest):  # fmt: skip
+        if not (
+            rest > 0
+            and once > 0
+            and dur[i] > FIRST_STEP_SLOW * rest
+            and once >= FIRST_STEP_ONE_TIME * rest
+        ):
             break
         kinds = sorted(set(ev.loc[(ev["ts_ns"] >= lo) & (ev["ts_ns"] < hi), "kind"]))
-        out.append(Excluded(lo, hi, f"warm-up iteration: {once / 1e6:.1f} ms of one-time work "
-                            f"({', '.join(kinds)})", int(its["step"].iloc[i])))  # fmt: skip
+        out.append(
+            Excluded(
+                lo,
+                hi,
+                f"warm-up iteration: {once / 1e6:.1f} ms of one-time work ({', '.join(kinds)})",
+                int(its["step"].iloc[i]),
+            )
+        )
         i += 1
     return (its.iloc[i:].reset_index(drop=True) if i else its), out
 
@@ -151,9 +169,15 @@ def _marker_iterations(trace: Trace) -> tuple[pd.DataFrame, str] | None:
         else:
             starts = np.insert(end[:-1], 0, _thread_start(trace, tid, int(ts[0])))
             ends = end
-        st = pd.DataFrame({"step": np.arange(len(starts), dtype=np.int64),
-                           "ts_ns": starts.astype(np.int64), "dur_ns": (ends - starts).astype(np.int64),
-                           "end_ns": ends.astype(np.int64), "synthetic": False})  # fmt: skip
+        st = pd.DataFrame(
+            {
+                "step": np.arange(len(starts), dtype=np.int64),
+                "ts_ns": starts.astype(np.int64),
+                "dur_ns": (ends - starts).astype(np.int64),
+                "end_ns": ends.astype(np.int64),
+                "synthetic": False,
+            }
+        )
         return st, label
     return None
 

@@ -68,8 +68,9 @@ def covered_ns(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
     return int(covered_by(starts, ends, np.array([lo]), np.array([hi]))[0])
 
 
-def subtract(starts: np.ndarray, ends: np.ndarray, cut_starts: np.ndarray,
-             cut_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def subtract(
+    starts: np.ndarray, ends: np.ndarray, cut_starts: np.ndarray, cut_ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The parts of the disjoint sorted intervals [starts, ends) outside the disjoint sorted
     intervals [cut_starts, cut_ends)."""
     if not len(cut_starts) or not len(starts):
@@ -118,8 +119,10 @@ class Intervals:
         parts = [f for f in frames if len(f)]
         if not parts:
             return cls(_EMPTY, _EMPTY)
-        return cls.union_of(np.concatenate([f["ts_ns"].to_numpy() for f in parts]),
-                            np.concatenate([f["end_ns"].to_numpy() for f in parts]))  # fmt: skip
+        return cls.union_of(
+            np.concatenate([f["ts_ns"].to_numpy() for f in parts]),
+            np.concatenate([f["end_ns"].to_numpy() for f in parts]),
+        )
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -187,8 +190,9 @@ class Busy(Intervals):
     device: int = -1
 
 
-def activity(trace: Trace, device: int | None = None,
-             kinds: Iterable[str] | None = None) -> Intervals:  # fmt: skip
+def activity(
+    trace: Trace, device: int | None = None, kinds: Iterable[str] | None = None
+) -> Intervals:
     """The union of a device's GPU activity (all devices when None), of some ``kinds`` only
     (kernel, comm, memcpy, memset; all when None), over the whole trace."""
     act = trace.gpu_activity()
@@ -302,8 +306,20 @@ def _device_busy(trace: Trace, hta: bool) -> list[DeviceBusy]:
             parts[kind] = int(np.sum(ue - us))
         bs.setflags(write=False)  # shared by every caller of the cached result
         be.setflags(write=False)
-        out.append(DeviceBusy(int(dev), lo, hi, int(np.sum(be - bs)), parts["kernel"],
-                              parts["comm"], parts["memcpy"], parts["memset"], bs, be))  # fmt: skip
+        out.append(
+            DeviceBusy(
+                int(dev),
+                lo,
+                hi,
+                int(np.sum(be - bs)),
+                parts["kernel"],
+                parts["comm"],
+                parts["memcpy"],
+                parts["memset"],
+                bs,
+                be,
+            )
+        )
     return out
 
 

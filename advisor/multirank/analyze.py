@@ -75,8 +75,12 @@ def mem_available() -> int:
         return 4 * 1024**3
 
 
-def plan_workers(raw_sizes: Sequence[int], jobs: int | None = None, cpus: int | None = None,
-                 available: int | None = None) -> int:  # fmt: skip
+def plan_workers(
+    raw_sizes: Sequence[int],
+    jobs: int | None = None,
+    cpus: int | None = None,
+    available: int | None = None,
+) -> int:
     """How many worker processes: at most ``jobs`` (default min(cpus, 4)), never more than the
     number of traces, and few enough that the largest trace fits in every worker at once."""
     if len(raw_sizes) <= 1:
@@ -87,9 +91,13 @@ def plan_workers(raw_sizes: Sequence[int], jobs: int | None = None, cpus: int | 
     return max(1, min(cap, len(raw_sizes), int(budget // per)))
 
 
-def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
-               progress: Callable[[Digest], None] | None = None,
-               scheduler: str | None = None) -> list[Digest]:  # fmt: skip
+def digest_all(
+    files: Sequence[Path],
+    options: Any,
+    jobs: int | None = None,
+    progress: Callable[[Digest], None] | None = None,
+    scheduler: str | None = None,
+) -> list[Digest]:
     """Digest every trace: serially for one worker; on a Dask cluster for ``scheduler`` (an
     address, or ``"local"`` for a LocalCluster whatever the number of traces) or more than
     ``DASK_ABOVE`` traces (:mod:`advisor.multirank.daskrun`); else in this machine's worker processes
@@ -120,17 +128,27 @@ def digest_all(files: Sequence[Path], options: Any, jobs: int | None = None,
         per_worker = WORKER_BASE_BYTES + BYTES_PER_RAW_BYTE * max(sizes, default=0)
         address = None if scheduler in (None, LOCAL) else scheduler
         try:
-            run_dask(task, [str(f.absolute()) for f in files], workers, done, scheduler=address,
-                     memory_limit=worker_memory_limit(per_worker, workers))  # fmt: skip
+            run_dask(
+                task,
+                [str(f.absolute()) for f in files],
+                workers,
+                done,
+                scheduler=address,
+                memory_limit=worker_memory_limit(per_worker, workers),
+            )
         except (OSError, RuntimeError, TimeoutError) as err:
             if address is not None:
                 raise AdvisorError(f"--scheduler {address}: {type(err).__name__}: {err}") from None
             # no local cluster here (no loopback sockets, a broken install): the process pool
-            print(f"advisor: the local Dask cluster failed ({type(err).__name__}: {err}); "
-                  "using worker processes", file=sys.stderr)  # fmt: skip
+            print(
+                f"advisor: the local Dask cluster failed ({type(err).__name__}: {err}); "
+                "using worker processes",
+                file=sys.stderr,
+            )
             left = [i for i in range(len(files)) if i not in results]
-            run_batched(task, [files[i] for i in left], workers,
-                        lambda j, r, e: done(left[j], r, e))  # fmt: skip
+            run_batched(
+                task, [files[i] for i in left], workers, lambda j, r, e: done(left[j], r, e)
+            )
     else:
         run_batched(task, list(files), workers, done)
     return [results[i] for i in range(len(files))]
@@ -159,11 +177,20 @@ def worker_memory_limit(per_worker: int, workers: int, available: int | None = N
 
 
 def _as_draft(f: Finding) -> Draft:
-    return Draft(id=f.id, title=f.title, est_savings_ms=f.est_savings_ms,
-                 confidence=f.confidence, summary=f.summary, recommendation=f.recommendation,
-                 snippet=f.snippet, evidence=f.evidence, locations=f.locations,
-                 assumptions=f.assumptions, est_savings_range_ms=f.est_savings_range_ms,
-                 latent=f.severity == "info")  # fmt: skip
+    return Draft(
+        id=f.id,
+        title=f.title,
+        est_savings_ms=f.est_savings_ms,
+        confidence=f.confidence,
+        summary=f.summary,
+        recommendation=f.recommendation,
+        snippet=f.snippet,
+        evidence=f.evidence,
+        locations=f.locations,
+        assumptions=f.assumptions,
+        est_savings_range_ms=f.est_savings_range_ms,
+        latent=f.severity == "info",
+    )
 
 
 def _finding_key(f: Finding, seen: dict[tuple, int]) -> tuple:
@@ -191,14 +218,17 @@ def merge_findings(digests: Sequence[Digest]) -> list[Draft]:
             where = ", ".join(m[0].label for m in members[:8]) + (
                 " ..." if len(members) > 8 else ""
             )
-            f = f.with_(summary=f"{f.summary} ({d.label}; seen on {len(members)} of {n}: {where})",
-                        assumptions=f.assumptions + (f"Figures from {d.label}.",))  # fmt: skip
+            f = f.with_(
+                summary=f"{f.summary} ({d.label}; seen on {len(members)} of {n}: {where})",
+                assumptions=f.assumptions + (f"Figures from {d.label}.",),
+            )
         out.append(_as_draft(f))
     return out
 
 
-def merge(digests: Sequence[Digest], options: Any, root: Path,
-          world_size: int | None = None) -> Report:  # fmt: skip
+def merge(
+    digests: Sequence[Digest], options: Any, root: Path, world_size: int | None = None
+) -> Report:
     """One Report for several digests (see the module doc)."""
     ok = [d for d in digests if d.error is None]
     if not ok:
@@ -214,8 +244,11 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     for s in ok[0].report.get("skipped", ()):
         if all(any(x["id"] == s["id"] for x in d.report.get("skipped", ())) for d in ok[1:]):
             skipped[s["id"]] = s.get("reason", "")
-    errored = [Errored(e["id"], f"{d.label}: {e.get('error', '')}")
-               for d in ok for e in d.report.get("errored", ())]  # fmt: skip
+    errored = [
+        Errored(e["id"], f"{d.label}: {e.get('error', '')}")
+        for d in ok
+        for e in d.report.get("errored", ())
+    ]
     lags: dict[int, float] = {}
     ordered = sorted(ok, key=lambda d: d.rank or 0)
     across = distinct and len(ok) >= 2
@@ -230,8 +263,10 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
             continue  # the per-rank reports already say so
         if not across:
             if check.only_across:
-                skipped[check.id] = ("needs traces from two or more distinct ranks (rank from "
-                                     "distributedInfo or the file name)")  # fmt: skip
+                skipped[check.id] = (
+                    "needs traces from two or more distinct ranks (rank from "
+                    "distributedInfo or the file name)"
+                )
             continue
         if check.only_across:
             skipped.pop(check.id, None)
@@ -246,55 +281,78 @@ def merge(digests: Sequence[Digest], options: Any, root: Path,
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
     run["ranks_summary"] = ranks_summary(run["ranks"], any(f.id == STRAGGLER for f in findings))
     docs = {d.id: {"title": d.title, "doc": d.doc} for d in all_detectors()}
-    views = {"detectors": docs,
-             "kernels": merge_tables([d.report.get("views", {}).get("kernels") or [] for d in ok]),
-             "ops": merge_tables([d.report.get("views", {}).get("ops") or [] for d in ok])}  # fmt: skip
-    return Report(run=run, findings=tuple(findings),
-                  skipped=tuple(Skipped(i, r) for i, r in sorted(skipped.items())),
-                  errored=tuple(errored), thresholds=th.used(), views=views)  # fmt: skip
+    views = {
+        "detectors": docs,
+        "kernels": merge_tables([d.report.get("views", {}).get("kernels") or [] for d in ok]),
+        "ops": merge_tables([d.report.get("views", {}).get("ops") or [] for d in ok]),
+    }
+    return Report(
+        run=run,
+        findings=tuple(findings),
+        skipped=tuple(Skipped(i, r) for i, r in sorted(skipped.items())),
+        errored=tuple(errored),
+        thresholds=th.used(),
+        views=views,
+    )
 
 
 def rank_row(d: Digest, lag_ms: float | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {
-        "rank": d.rank, "trace": Path(d.path).name, "steps": d.steps,
-        "step_ms_median": round(d.step_ms_median, 3), "gpu_busy_pct": d.gpu_busy_pct,
-        "comm_pct": d.comm_pct, "comm_overlap_pct": d.comm_overlap_pct,
+        "rank": d.rank,
+        "trace": Path(d.path).name,
+        "steps": d.steps,
+        "step_ms_median": round(d.step_ms_median, 3),
+        "gpu_busy_pct": d.gpu_busy_pct,
+        "comm_pct": d.comm_pct,
+        "comm_overlap_pct": d.comm_overlap_pct,
         "exposed_comm_ms_per_step": d.exposed_comm_ms_per_step,
         "lag_ms_per_step": None if lag_ms is None else round(lag_ms, 3),
         "findings": len(d.report.get("findings", ())),
-    }  # fmt: skip
+    }
     if d.error is not None:
         row["error"] = d.error
     return row
 
 
-def run_block(digests: Sequence[Digest], root: Path, step_ms: float,
-              world_size: int | None, lags: dict[int, float]) -> dict[str, Any]:  # fmt: skip
+def run_block(
+    digests: Sequence[Digest],
+    root: Path,
+    step_ms: float,
+    world_size: int | None,
+    lags: dict[int, float],
+) -> dict[str, Any]:
     ok = [d for d in digests if d.error is None]
     first = min(ok, key=lambda d: (d.rank is None, d.rank or 0))
     run = dict(first.report.get("run", {}))
     world = world_size or max((d.world_size or 0 for d in ok), default=0) or None
     known = {d.rank for d in digests if d.rank is not None}
     busy = [d.gpu_busy_pct for d in ok if d.gpu_busy_pct is not None]
-    run.update({
-        "trace": str(root),
-        "rank": None,
-        "world_size": world,
-        "step_ms_median": round(step_ms, 3),
-        "gpu_busy_pct": round(float(np.mean(busy)), 2) if busy else None,
-        "steps_profiled": int(np.median([d.steps for d in ok])),
-        "ranks": [rank_row(d, lags.get(d.rank) if d.rank is not None else None)
-                  for d in sorted(digests, key=lambda d: (d.rank is None, d.rank or 0, d.path))],
-        "ranks_missing": sorted(set(range(world)) - known) if world and known else [],
-        "trace_quality": ranks_quality(ok),
-    })  # fmt: skip
+    run.update(
+        {
+            "trace": str(root),
+            "rank": None,
+            "world_size": world,
+            "step_ms_median": round(step_ms, 3),
+            "gpu_busy_pct": round(float(np.mean(busy)), 2) if busy else None,
+            "steps_profiled": int(np.median([d.steps for d in ok])),
+            "ranks": [
+                rank_row(d, lags.get(d.rank) if d.rank is not None else None)
+                for d in sorted(digests, key=lambda d: (d.rank is None, d.rank or 0, d.path))
+            ],
+            "ranks_missing": sorted(set(range(world)) - known) if world and known else [],
+            "trace_quality": ranks_quality(ok),
+        }
+    )
     return run
 
 
 def ranks_quality(digests: Sequence[Digest]) -> list[dict[str, str]]:
     """Each rank's trace-quality notes (labelled), and clock skew between the ranks."""
-    out = [{"what": f"{d.label}: {q.get('what')}", "effect": str(q.get("effect"))}
-           for d in digests for q in d.report.get("run", {}).get("trace_quality") or ()]  # fmt: skip
+    out = [
+        {"what": f"{d.label}: {q.get('what')}", "effect": str(q.get("effect"))}
+        for d in digests
+        for q in d.report.get("run", {}).get("trace_quality") or ()
+    ]
     ranked = sorted((d for d in digests if d.rank is not None), key=lambda d: d.rank or 0)
     if len(ranked) >= 2:
         colls = [d.collectives for d in ranked]
@@ -310,9 +368,14 @@ def ranks_quality(digests: Sequence[Digest]) -> list[dict[str, str]]:
     return out
 
 
-def analyze_files(files: Sequence[Path], options: Any, root: Path, jobs: int | None = None,
-                  world_size: int | None = None,
-                  scheduler: str | None = None) -> tuple[Report, list[Digest]]:  # fmt: skip
+def analyze_files(
+    files: Sequence[Path],
+    options: Any,
+    root: Path,
+    jobs: int | None = None,
+    world_size: int | None = None,
+    scheduler: str | None = None,
+) -> tuple[Report, list[Digest]]:
     """Digest every trace (in parallel) and merge them: the multi-trace ``analyze``."""
     digests = digest_all(files, options, jobs, scheduler=scheduler)
     return merge(digests, options, root, world_size), digests

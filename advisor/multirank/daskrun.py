@@ -29,8 +29,14 @@ CONNECT_TIMEOUT_S = 30
 def _quiet() -> None:
     """Dask logs every worker start/stop at INFO and memory warnings at WARNING: keep the
     terminal for the advisor's own lines."""
-    for name in ("distributed", "distributed.nanny", "distributed.worker", "distributed.scheduler",
-                 "distributed.core", "distributed.worker_memory"):  # fmt: skip
+    for name in (
+        "distributed",
+        "distributed.nanny",
+        "distributed.worker",
+        "distributed.scheduler",
+        "distributed.core",
+        "distributed.worker_memory",
+    ):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
@@ -49,10 +55,17 @@ def local_cluster(workers: int, memory_limit: int) -> Any:
     with neutral_main(), dask.config.set({"distributed.worker.multiprocessing-method": method}):
         # (neutral_main: spawned workers must not re-run the caller's script)
         with deferred_sigint() as pressed:  # a half-built cluster cannot be closed cleanly
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   memory_limit=memory_limit, dashboard_address=None,
-                                   silence_logs=logging.CRITICAL, scheduler_port=0,
-                                   host="127.0.0.1", preload=[__name__])  # fmt: skip
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                memory_limit=memory_limit,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,
+                scheduler_port=0,
+                host="127.0.0.1",
+                preload=[__name__],
+            )
     if pressed:
         cluster.close()
         raise KeyboardInterrupt
@@ -100,9 +113,14 @@ def connect(scheduler: str | None, workers: int, memory_limit: int) -> tuple[Any
         raise
 
 
-def run_dask(fn: Callable[[Any], Any], items: Sequence[Any], workers: int,
-             on_done: Callable[[int, Any, BaseException | None], None],
-             scheduler: str | None = None, memory_limit: int = 0) -> None:  # fmt: skip
+def run_dask(
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    workers: int,
+    on_done: Callable[[int, Any, BaseException | None], None],
+    scheduler: str | None = None,
+    memory_limit: int = 0,
+) -> None:
     """Call ``fn(item)`` for every item on a Dask cluster; ``on_done(index, result, error)`` runs
     here as each finishes (a worker killed for memory gives a ``KilledWorker`` error)."""
     from distributed import as_completed

@@ -36,8 +36,9 @@ class Side:
         return sum(d.steps for d in self.digests)
 
 
-def load_side(path: str | Path, options: Any, jobs: int | None = None,
-              scheduler: str | None = None) -> Side:  # fmt: skip
+def load_side(
+    path: str | Path, options: Any, jobs: int | None = None, scheduler: str | None = None
+) -> Side:
     """Analyse one side (a trace, a run folder or a folder of per-rank traces)."""
     from advisor.analysis.digest import digest_file
     from advisor.multirank.analyze import analyze_files
@@ -76,16 +77,25 @@ def _changes(a: Side, b: Side, attr: str, top: int) -> list[dict[str, Any]]:
     for name in set(pa) | set(pb):
         ca, ma = pa.get(name, (0.0, 0.0))
         cb, mb = pb.get(name, (0.0, 0.0))
-        rows.append({"name": name, "a_ms": _r(ma), "b_ms": _r(mb), "delta_ms": _r(mb - ma),
-                     "a_count": _r(ca, 2), "b_count": _r(cb, 2)})  # fmt: skip
+        rows.append(
+            {
+                "name": name,
+                "a_ms": _r(ma),
+                "b_ms": _r(mb),
+                "delta_ms": _r(mb - ma),
+                "a_count": _r(ca, 2),
+                "b_count": _r(cb, 2),
+            }
+        )
     rows.sort(key=lambda r: (-abs(r["delta_ms"]), r["name"]))
     return [r for r in rows[:top] if r["delta_ms"] != 0]
 
 
 def _categories(side: Side) -> dict[str, float]:
     n = max(side.steps, 1)
-    return {c: sum(d.categories_ms.get(c, 0.0) * d.steps for d in side.digests) / n
-            for c in CATEGORIES}  # fmt: skip
+    return {
+        c: sum(d.categories_ms.get(c, 0.0) * d.steps for d in side.digests) / n for c in CATEGORIES
+    }
 
 
 def _step_median(side: Side) -> float:
@@ -103,8 +113,9 @@ def _loc(f: Finding) -> tuple[str, int, str] | None:
     return (Path(loc.file).name, loc.line, loc.function)
 
 
-def match_findings(a: Sequence[Finding], b: Sequence[Finding]) -> tuple[
-        list[tuple[Finding, Finding]], list[Finding], list[Finding]]:  # fmt: skip
+def match_findings(
+    a: Sequence[Finding], b: Sequence[Finding]
+) -> tuple[list[tuple[Finding, Finding]], list[Finding], list[Finding]]:
     """Pairs (same id and place), resolved (only in a), new (only in b).
 
     Same place: the same file name and line; else the same file name and function (the fix
@@ -147,7 +158,7 @@ def _entry(fa: Finding | None, fb: Finding | None) -> dict[str, Any]:
         "est_savings_ms": {
             "a": fa.est_savings_ms if fa else None,
             "b": fb.est_savings_ms if fb else None,
-        },  # fmt: skip
+        },
         "summary": f.summary,
     }
 
@@ -167,8 +178,13 @@ def findings_diff(a: Sequence[Finding], b: Sequence[Finding]) -> dict[str, list[
         "unchanged": [_entry(x, y) for x, y in pairs if not _changed(x, y)],
     }
     for k in out:
-        out[k].sort(key=lambda e: (sev(e["severity"]["b"] or e["severity"]["a"]), e["id"],
-                                   e["location"] or ""))  # fmt: skip
+        out[k].sort(
+            key=lambda e: (
+                sev(e["severity"]["b"] or e["severity"]["a"]),
+                e["id"],
+                e["location"] or "",
+            )
+        )
     return out
 
 
@@ -198,8 +214,10 @@ def _verdict(ma: float, mb: float, fd: dict[str, list[Any]]) -> str:
         word = "faster" if mb < ma else "slower"
         change = f"B is {abs(mb - ma) / ma:.1%} {word} per step ({ma:.2f} -> {mb:.2f} ms)"
     left = [e for e in fd["new"] + fd["changed"] + fd["unchanged"] if e["severity"]["b"] != "info"]
-    return (f"{change}; {len(fd['resolved'])} finding(s) resolved, {len(fd['new'])} new, "
-            f"{len(left)} still to fix")  # fmt: skip
+    return (
+        f"{change}; {len(fd['resolved'])} finding(s) resolved, {len(fd['new'])} new, "
+        f"{len(left)} still to fix"
+    )
 
 
 def diff_sides(a: Side, b: Side, top: int = 10) -> dict[str, Any]:
@@ -215,10 +233,10 @@ def diff_sides(a: Side, b: Side, top: int = 10) -> dict[str, Any]:
             "b": _r(mb),
             "delta_ms": _r(mb - ma),
             "delta_pct": _r(100.0 * (mb - ma) / ma, 2) if ma > 0 else None,
-        },  # fmt: skip
+        },
         "categories_ms": {
             c: {"a": _r(ca[c]), "b": _r(cb[c]), "delta_ms": _r(cb[c] - ca[c])} for c in CATEGORIES
-        },  # fmt: skip
+        },
         "kernels": _changes(a, b, "kernels", top),
         "ops": _changes(a, b, "ops", top),
         "findings": fd,

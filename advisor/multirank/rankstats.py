@@ -40,8 +40,9 @@ def _values(ranks: Sequence[dict[str, Any]], key: str) -> tuple[np.ndarray, np.n
     return ids, vals
 
 
-def outliers(ids: np.ndarray, vals: np.ndarray, min_diff: float, relative: bool
-             ) -> list[dict[str, Any]]:  # fmt: skip
+def outliers(
+    ids: np.ndarray, vals: np.ndarray, min_diff: float, relative: bool
+) -> list[dict[str, Any]]:
     """Ranks far from the median of ``vals`` (see the module doc), farthest first."""
     if len(vals) < 4:
         return []
@@ -53,10 +54,15 @@ def outliers(ids: np.ndarray, vals: np.ndarray, min_diff: float, relative: bool
     z = diff / scale
     hit = (np.abs(z) >= OUTLIER_Z) & (np.abs(diff) >= floor)
     order = np.argsort(-np.abs(z[hit]), kind="stable")
-    return [{"rank": int(r), "value": round(float(v), 3), "median": round(med, 3),
-             "z": round(float(zz), 1)}
-            for r, v, zz in zip(ids[hit][order], vals[hit][order], z[hit][order],
-                                strict=True)][:MAX_OUTLIERS]  # fmt: skip
+    return [
+        {
+            "rank": int(r),
+            "value": round(float(v), 3),
+            "median": round(med, 3),
+            "z": round(float(zz), 1),
+        }
+        for r, v, zz in zip(ids[hit][order], vals[hit][order], z[hit][order], strict=True)
+    ][:MAX_OUTLIERS]
 
 
 def ranks_summary(ranks: Sequence[dict[str, Any]], straggler_found: bool) -> dict[str, Any]:
@@ -69,11 +75,15 @@ def ranks_summary(ranks: Sequence[dict[str, Any]], straggler_found: bool) -> dic
             continue
         lo, hi = int(np.argmin(vals)), int(np.argmax(vals))
         out["metrics"][key] = {
-            "label": label, "unit": unit, "median": round(float(np.median(vals)), 3),
-            "min": round(float(vals[lo]), 3), "min_rank": int(ids[lo]),
-            "max": round(float(vals[hi]), 3), "max_rank": int(ids[hi]),
+            "label": label,
+            "unit": unit,
+            "median": round(float(np.median(vals)), 3),
+            "min": round(float(vals[lo]), 3),
+            "min_rank": int(ids[lo]),
+            "max": round(float(vals[hi]), 3),
+            "max_rank": int(ids[hi]),
             "outliers": outliers(ids, vals, min_diff, relative),
-        }  # fmt: skip
+        }
     lag = out["metrics"].get("lag_ms_per_step")
     if straggler_found and lag and lag["max"] > 0:
         out["straggler"] = {"rank": lag["max_rank"], "lag_ms_per_step": lag["max"]}

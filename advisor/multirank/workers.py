@@ -88,8 +88,12 @@ def _abandon(pool: cf.ProcessPoolExecutor) -> None:
         manager.join(timeout=5)
 
 
-def run_batched(fn: Callable[[Any], Any], items: Sequence[Any], workers: int,
-                on_done: Callable[[int, Any, BaseException | None], None]) -> None:  # fmt: skip
+def run_batched(
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    workers: int,
+    on_done: Callable[[int, Any, BaseException | None], None],
+) -> None:
     """Call ``fn(item)`` for every item in up to ``workers`` processes; ``on_done(index, result,
     error)`` runs in this process as each finishes (``error``: the exception, or a
     :class:`concurrent.futures.process.BrokenProcessPool` when the worker died)."""
@@ -98,8 +102,9 @@ def run_batched(fn: Callable[[Any], Any], items: Sequence[Any], workers: int,
     with neutral_main():
         for first in range(0, len(items), batch):
             chunk = items[first : first + batch]
-            pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(chunk)), mp_context=ctx,
-                                          initializer=ignore_sigint)  # fmt: skip
+            pool = cf.ProcessPoolExecutor(
+                max_workers=min(workers, len(chunk)), mp_context=ctx, initializer=ignore_sigint
+            )
             try:
                 futs = {pool.submit(fn, item): first + i for i, item in enumerate(chunk)}
                 for fut in cf.as_completed(futs):

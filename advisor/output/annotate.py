@@ -55,10 +55,14 @@ def _args(rank: int, f: Finding) -> dict[str, Any]:
 
 def finding_events(report: Report, pid: int) -> list[dict[str, Any]]:
     """The metadata and slice events of the findings track."""
-    meta = lambda name, tid, args: {"ph": "M", "name": name, "pid": pid, "tid": tid,  # noqa: E731
-                                     "ts": 0, "args": args}  # fmt: skip
-    evs = [meta("process_name", 0, {"name": PROCESS_NAME}),
-           meta("process_sort_index", 0, {"sort_index": -1000000})]  # fmt: skip
+
+    def meta(name: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+        return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
+
+    evs = [
+        meta("process_name", 0, {"name": PROCESS_NAME}),
+        meta("process_sort_index", 0, {"sort_index": -1000000}),
+    ]
     window = (report.views.get("trace") or {}).get("window_us")
     for rank, f in enumerate(report.findings, 1):
         tid = rank
@@ -76,18 +80,33 @@ def finding_events(report: Report, pid: int) -> list[dict[str, Any]]:
             if slices and ts <= slices[-1]["ts"]:
                 continue  # same moment as the previous row: one slice is enough
             mean_us = 1000.0 * e.total_ms / e.count if e.count else 0.0
-            ev = {"ph": "X", "cat": CATEGORY, "name": f"#{rank} {f.id}: {e.what}"[:MAX_NAME_CHARS],
-                  "pid": pid, "tid": tid, "ts": ts, "dur": round(max(mean_us, 1.0), 3),
-                  "args": {**base, "evidence": e.what, "count": e.count,
-                           "total ms": e.total_ms}}  # fmt: skip
+            ev = {
+                "ph": "X",
+                "cat": CATEGORY,
+                "name": f"#{rank} {f.id}: {e.what}"[:MAX_NAME_CHARS],
+                "pid": pid,
+                "tid": tid,
+                "ts": ts,
+                "dur": round(max(mean_us, 1.0), 3),
+                "args": {**base, "evidence": e.what, "count": e.count, "total ms": e.total_ms},
+            }
             if slices:  # slices on one track must not overlap (Perfetto nests or drops them)
                 prev = slices[-1]
                 prev["dur"] = round(min(prev["dur"], ts - prev["ts"]), 3)
             slices.append(ev)
         if not slices and window and window[1] > window[0]:
-            slices.append({"ph": "X", "cat": CATEGORY, "name": label, "pid": pid, "tid": tid,
-                           "ts": window[0], "dur": round(window[1] - window[0], 3),
-                           "args": {**base, "evidence": "no example timestamp: whole window"}})  # fmt: skip
+            slices.append(
+                {
+                    "ph": "X",
+                    "cat": CATEGORY,
+                    "name": label,
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": window[0],
+                    "dur": round(window[1] - window[0], 3),
+                    "args": {**base, "evidence": "no example timestamp: whole window"},
+                }
+            )
         evs.extend(slices)
     return evs
 

@@ -74,26 +74,65 @@ def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
             hh = plot_h * v / ymax
             y -= hh
             pct = 100.0 * v / s["total_ms"] if s["total_ms"] else 0.0
-            segs.append({"x": round(x, 2), "y": round(y, 2), "w": round(bw, 2),
-                         "h": round(hh, 2), "cls": cls,
-                         "title": f"step {s['step']}: {label} {fmt_ms(v)} ({pct:.1f}%)"})  # fmt: skip
-        bars.append({"step": s["step"], "segments": segs,
-                     "label": str(s["step"]) if i % every == 0 else "",
-                     "label_x": round(x + bw / 2, 2)})  # fmt: skip
+            segs.append(
+                {
+                    "x": round(x, 2),
+                    "y": round(y, 2),
+                    "w": round(bw, 2),
+                    "h": round(hh, 2),
+                    "cls": cls,
+                    "title": f"step {s['step']}: {label} {fmt_ms(v)} ({pct:.1f}%)",
+                }
+            )
+        bars.append(
+            {
+                "step": s["step"],
+                "segments": segs,
+                "label": str(s["step"]) if i % every == 0 else "",
+                "label_x": round(x + bw / 2, 2),
+            }
+        )
     totals = {key: sum(float(s.get(f"{key}_ms", 0.0)) for s in steps) for key, _, _ in SEGMENTS}
     whole = sum(s["total_ms"] for s in steps)
-    legend = [{"label": label, "cls": cls, "mean": fmt_ms(totals[key] / n),
-               "pct": f"{100.0 * totals[key] / whole:.1f}%" if whole else "0.0%"}
-              for key, label, cls in SEGMENTS if totals[key] > 0]  # fmt: skip
-    yticks = [{"y": round(top + plot_h - plot_h * (i * ystep) / ymax, 2),
-               "label": _tick(round(i * ystep, 10))}
-              for i in range(int(round(ymax / ystep)) + 1)]  # fmt: skip
-    table = [{"step": s["step"], "total": f"{s['total_ms']:.2f}",
-              "values": [f"{float(s.get(f'{k}_ms', 0.0)):.2f}" for k, _, _ in SEGMENTS]}
-             for s in steps]  # fmt: skip
-    return {"width": WIDTH, "height": h, "left": left, "top": top, "plot_w": round(plot_w, 2),
-            "plot_h": plot_h, "bars": bars, "legend": legend, "yticks": yticks,
-            "y_unit": "ms", "columns": [label for _, label, _ in SEGMENTS], "table": table}  # fmt: skip
+    legend = [
+        {
+            "label": label,
+            "cls": cls,
+            "mean": fmt_ms(totals[key] / n),
+            "pct": f"{100.0 * totals[key] / whole:.1f}%" if whole else "0.0%",
+        }
+        for key, label, cls in SEGMENTS
+        if totals[key] > 0
+    ]
+    yticks = [
+        {
+            "y": round(top + plot_h - plot_h * (i * ystep) / ymax, 2),
+            "label": _tick(round(i * ystep, 10)),
+        }
+        for i in range(int(round(ymax / ystep)) + 1)
+    ]
+    table = [
+        {
+            "step": s["step"],
+            "total": f"{s['total_ms']:.2f}",
+            "values": [f"{float(s.get(f'{k}_ms', 0.0)):.2f}" for k, _, _ in SEGMENTS],
+        }
+        for s in steps
+    ]
+    return {
+        "width": WIDTH,
+        "height": h,
+        "left": left,
+        "top": top,
+        "plot_w": round(plot_w, 2),
+        "plot_h": plot_h,
+        "bars": bars,
+        "legend": legend,
+        "yticks": yticks,
+        "y_unit": "ms",
+        "columns": [label for _, label, _ in SEGMENTS],
+        "table": table,
+    }
 
 
 def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -114,9 +153,17 @@ def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict
         title = (
             f"{i * util['bucket_ms']:.1f}-{(i + 1) * util['bucket_ms']:.1f} ms: GPU busy {b:.1f}%"
         )
-        cols.append({"x": round(x, 2), "w": round(bw + 0.02, 2), "title": title,
-                     "busy_y": round(top + plot_h - hb, 2), "busy_h": round(hb, 2),
-                     "comp_y": round(top + plot_h - hc, 2), "comp_h": round(hc, 2)})  # fmt: skip
+        cols.append(
+            {
+                "x": round(x, 2),
+                "w": round(bw + 0.02, 2),
+                "title": title,
+                "busy_y": round(top + plot_h - hb, 2),
+                "busy_h": round(hb, 2),
+                "comp_y": round(top + plot_h - hc, 2),
+                "comp_h": round(hc, 2),
+            }
+        )
     span = util["end_us"] - util["start_us"]
     rules = []
     if span > 0 and len(steps) <= 60:
@@ -124,12 +171,24 @@ def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict
             f = (s["ts_us"] - util["start_us"]) / span
             if 0 < f < 1:
                 rules.append({"x": round(left + plot_w * f, 2), "step": s["step"]})
-    yticks = [{"y": round(top + plot_h - plot_h * f, 2), "label": f"{int(100 * f)}%"}
-              for f in (0.0, 0.5, 1.0)]  # fmt: skip
-    return {"width": WIDTH, "height": h, "left": left, "top": top, "plot_w": round(plot_w, 2),
-            "plot_h": plot_h, "cols": cols, "rules": rules, "yticks": yticks,
-            "x_end": fmt_ms(span / 1000.0),
-            "bucket": fmt_ms(util["bucket_ms"]), "buckets": n}  # fmt: skip
+    yticks = [
+        {"y": round(top + plot_h - plot_h * f, 2), "label": f"{int(100 * f)}%"}
+        for f in (0.0, 0.5, 1.0)
+    ]
+    return {
+        "width": WIDTH,
+        "height": h,
+        "left": left,
+        "top": top,
+        "plot_w": round(plot_w, 2),
+        "plot_h": plot_h,
+        "cols": cols,
+        "rules": rules,
+        "yticks": yticks,
+        "x_end": fmt_ms(span / 1000.0),
+        "bucket": fmt_ms(util["bucket_ms"]),
+        "buckets": n,
+    }
 
 
 # Width of a character in em, for the widest common sans-serif fonts (DejaVu Sans, Verdana):
@@ -170,8 +229,9 @@ def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str
     return text[:cut].rstrip() + "…"
 
 
-def savings_chart(findings: tuple[Finding, ...] | list[Finding],
-                  step_ms: float) -> dict[str, Any] | None:  # fmt: skip
+def savings_chart(
+    findings: tuple[Finding, ...] | list[Finding], step_ms: float
+) -> dict[str, Any] | None:
     """Horizontal bars: estimated saving per finding (ms/step), with the range as a whisker."""
     rows = [(i, f) for i, f in enumerate(findings, 1) if f.est_savings_ms > 0][:MAX_SAVING_BARS]
     if not rows:
@@ -187,17 +247,34 @@ def savings_chart(findings: tuple[Finding, ...] | list[Finding],
         rng = f.est_savings_range_ms
         whisker = None
         if rng is not None and rng[1] > rng[0]:
-            whisker = {"x1": round(label_w + plot_w * min(rng[0], vmax) / vmax, 2),
-                       "x2": round(label_w + plot_w * min(rng[1], vmax) / vmax, 2)}  # fmt: skip
+            whisker = {
+                "x1": round(label_w + plot_w * min(rng[0], vmax) / vmax, 2),
+                "x2": round(label_w + plot_w * min(rng[1], vmax) / vmax, 2),
+            }
         title = f"#{rank} {f.title}"
-        bars.append({"y": y, "bar_y": y + 5, "h": row_h - 10, "w": round(max(w, 1.0), 2),
-                     "cls": f"sev-fill-{f.severity}", "anchor": f"f{rank}",
-                     "label": fit_label(title, label_w - LABEL_PAD),
-                     "title": f"{title}: {fmt_ms(f.est_savings_ms)} per step",
-                     "value": f"{fmt_ms(f.est_savings_ms)} ({f.est_savings_pct:.1f}%)",
-                     "whisker": whisker, "text_y": y + row_h / 2 + 4})  # fmt: skip
-    return {"width": WIDTH, "height": top * 2 + row_h * len(rows), "label_w": label_w,
-            "plot_w": plot_w, "value_x": label_w + plot_w + 8, "bars": bars,
-            "more": max(0, sum(1 for f in findings if f.est_savings_ms > 0) - len(rows)),
-            "has_range": any(b["whisker"] for b in bars),
-            "axis_max": fmt_ms(vmax)}  # fmt: skip
+        bars.append(
+            {
+                "y": y,
+                "bar_y": y + 5,
+                "h": row_h - 10,
+                "w": round(max(w, 1.0), 2),
+                "cls": f"sev-fill-{f.severity}",
+                "anchor": f"f{rank}",
+                "label": fit_label(title, label_w - LABEL_PAD),
+                "title": f"{title}: {fmt_ms(f.est_savings_ms)} per step",
+                "value": f"{fmt_ms(f.est_savings_ms)} ({f.est_savings_pct:.1f}%)",
+                "whisker": whisker,
+                "text_y": y + row_h / 2 + 4,
+            }
+        )
+    return {
+        "width": WIDTH,
+        "height": top * 2 + row_h * len(rows),
+        "label_w": label_w,
+        "plot_w": plot_w,
+        "value_x": label_w + plot_w + 8,
+        "bars": bars,
+        "more": max(0, sum(1 for f in findings if f.est_savings_ms > 0) - len(rows)),
+        "has_range": any(b["whisker"] for b in bars),
+        "axis_max": fmt_ms(vmax),
+    }

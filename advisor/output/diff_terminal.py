@@ -46,12 +46,22 @@ def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
         con.print(f"{title} whose time per step changed most:")
         t = _table("name", "A ms", "B ms", "change ms", "A count", "B count")
         for r in rows:
-            t.add_row(_short(r["name"]), f"{r['a_ms']:.2f}", f"{r['b_ms']:.2f}",
-                      _signed(r["delta_ms"]), f"{r['a_count']:g}", f"{r['b_count']:g}")  # fmt: skip
+            t.add_row(
+                _short(r["name"]),
+                f"{r['a_ms']:.2f}",
+                f"{r['b_ms']:.2f}",
+                _signed(r["delta_ms"]),
+                f"{r['a_count']:g}",
+                f"{r['b_count']:g}",
+            )
         con.print(t)
     fd = d["findings"]
-    for key, title in (("resolved", "Resolved"), ("new", "New"), ("changed", "Changed"),
-                       ("unchanged", "Still there")):  # fmt: skip
+    for key, title in (
+        ("resolved", "Resolved"),
+        ("new", "New"),
+        ("changed", "Changed"),
+        ("unchanged", "Still there"),
+    ):
         rows = fd[key]
         if not rows:
             continue

@@ -61,6 +61,9 @@ def render_viewmodel(vm: dict[str, Any]) -> str:
 def render_html(report: Report, extra: dict[str, Any] | None = None) -> str:
     """``extra``: ``annotated_trace`` (file name written beside the report), ``generated_at``."""
     ex = extra or {}
-    vm = build_viewmodel(report, generated_at=str(ex.get("generated_at") or now_str()),
-                         annotated_trace=ex.get("annotated_trace"))  # fmt: skip
+    vm = build_viewmodel(
+        report,
+        generated_at=str(ex.get("generated_at") or now_str()),
+        annotated_trace=ex.get("annotated_trace"),
+    )
     return render_viewmodel(vm)

@@ -37,8 +37,9 @@ REPORT_GENERATOR_RE = re.compile(rb'<meta name="generator" content="torch-adviso
 _RANK_NAME_RE = re.compile(r"^(trace|run)\.rank(\d+)\.json(?:\.gz)?$")
 
 
-def default_out_dir(stem: str, base: Path | None = None, when: float | None = None,
-                    tag: str | None = None) -> Path:  # fmt: skip
+def default_out_dir(
+    stem: str, base: Path | None = None, when: float | None = None, tag: str | None = None
+) -> Path:
     """The default ``--out`` of every command: ``<base or cwd>/advisor-runs/<stem>-<time>``
     (``when``, default now, as YYYYmmdd-HHMMSS), then ``-<tag>`` when given. Without a tag,
     ``-2``, ``-3``... when the name is taken; with one (the ranks of one launch all name the

@@ -57,22 +57,46 @@ def rank_heatmap(run: dict[str, Any]) -> dict[str, Any] | None:
                 frac = 0.0 if flat else (float(v) - lo) / (hi - lo)
                 level = f"hm{min(LEVELS - 1, int(frac * LEVELS))}"
             rk = int(r["rank"])
-            cls = level + (" hm-strag" if rk == straggler and key == "lag_ms_per_step" else "") \
-                + (" hm-out" if rk in out else "")  # fmt: skip
-            cells.append({"x": round(4 + (i % cols) * cell, 2),
-                          "y": round(y + LABEL_H + (i // cols) * ch, 2),
-                          "w": round(cell - 1, 2), "h": round(ch - 1, 2), "cls": cls,
-                          "title": _title(rk, m["label"], float(v), unit, med)
-                          if isinstance(v, int | float) else f"rank {rk}: no value"})  # fmt: skip
-        outs = ", ".join(f"rank {o['rank']} ({_fmt(float(o['value']), unit)})"
-                         for o in (m.get("outliers") or ())[:5])  # fmt: skip
-        grids.append({"label": m["label"], "label_y": round(y + 13, 2),
-                      "range": f"min {_fmt(lo, unit)} (rank {m['min_rank']}), median "
-                               f"{_fmt(med, unit)}, max {_fmt(hi, unit)} (rank {m['max_rank']})",
-                      "outliers": outs, "cells": cells})  # fmt: skip
+            cls = (
+                level
+                + (" hm-strag" if rk == straggler and key == "lag_ms_per_step" else "")
+                + (" hm-out" if rk in out else "")
+            )
+            cells.append(
+                {
+                    "x": round(4 + (i % cols) * cell, 2),
+                    "y": round(y + LABEL_H + (i // cols) * ch, 2),
+                    "w": round(cell - 1, 2),
+                    "h": round(ch - 1, 2),
+                    "cls": cls,
+                    "title": _title(rk, m["label"], float(v), unit, med)
+                    if isinstance(v, int | float)
+                    else f"rank {rk}: no value",
+                }
+            )
+        outs = ", ".join(
+            f"rank {o['rank']} ({_fmt(float(o['value']), unit)})"
+            for o in (m.get("outliers") or ())[:5]
+        )
+        grids.append(
+            {
+                "label": m["label"],
+                "label_y": round(y + 13, 2),
+                "range": f"min {_fmt(lo, unit)} (rank {m['min_rank']}), median "
+                f"{_fmt(med, unit)}, max {_fmt(hi, unit)} (rank {m['max_rank']})",
+                "outliers": outs,
+                "cells": cells,
+            }
+        )
         y += LABEL_H + rows * ch + GAP
-    return {"width": WIDTH, "height": round(y, 2), "grids": grids, "ranks": n, "cols": cols,
-            "straggler": straggler}  # fmt: skip
+    return {
+        "width": WIDTH,
+        "height": round(y, 2),
+        "grids": grids,
+        "ranks": n,
+        "cols": cols,
+        "straggler": straggler,
+    }
 
 
 def notable_ranks(run: dict[str, Any], slowest: int = 5) -> set[int]:

@@ -30,15 +30,25 @@ def print_ranks(con: Console, run: dict[str, Any], top: int = 16) -> None:
         t.add_column(col, justify="right")
     t.add_column("trace")
     # the slowest ranks first when there are many
-    rows = sorted(ranks, key=lambda r: -(r.get("lag_ms_per_step") or 0.0)) if len(ranks) > top \
-        else ranks  # fmt: skip
+    rows = (
+        sorted(ranks, key=lambda r: -(r.get("lag_ms_per_step") or 0.0))
+        if len(ranks) > top
+        else ranks
+    )
     for r in rows[:top]:
-        t.add_row(_f(r.get("rank"), "d"), _f(r.get("step_ms_median"), ".2f"),
-                  _f(r.get("gpu_busy_pct"), ".1f"), _f(r.get("comm_pct"), ".1f"),
-                  _f(r.get("comm_overlap_pct"), ".1f"), _f(r.get("exposed_comm_ms_per_step"), ".2f"),
-                  _f(r.get("lag_ms_per_step"), ".2f"),
-                  Text(printable(r.get("trace")) + (f" (unreadable: {printable(r['error'])})"
-                                                    if r.get("error") else "")))  # fmt: skip
+        t.add_row(
+            _f(r.get("rank"), "d"),
+            _f(r.get("step_ms_median"), ".2f"),
+            _f(r.get("gpu_busy_pct"), ".1f"),
+            _f(r.get("comm_pct"), ".1f"),
+            _f(r.get("comm_overlap_pct"), ".1f"),
+            _f(r.get("exposed_comm_ms_per_step"), ".2f"),
+            _f(r.get("lag_ms_per_step"), ".2f"),
+            Text(
+                printable(r.get("trace"))
+                + (f" (unreadable: {printable(r['error'])})" if r.get("error") else "")
+            ),
+        )
     con.print(t)
     if len(rows) > top:
         con.print(f"... and {len(rows) - top} more ranks in the report")

@@ -29,8 +29,11 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def kernel_rows(views: dict[str, Any]) -> list[dict[str, Any]]:
-    return [_row(r) | {"op": str(r.get("op") or "")}
-            for r in views.get("kernels") or () if isinstance(r, dict)]  # fmt: skip
+    return [
+        _row(r) | {"op": str(r.get("op") or "")}
+        for r in views.get("kernels") or ()
+        if isinstance(r, dict)
+    ]
 
 
 def op_rows(views: dict[str, Any]) -> list[dict[str, Any]]:
@@ -38,6 +41,11 @@ def op_rows(views: dict[str, Any]) -> list[dict[str, Any]]:
     for r in views.get("ops") or ():
         if isinstance(r, dict):
             gpu = r.get("gpu_ms")
-            out.append(_row(r) | {"self": fmt_ms(float(r.get("self_ms") or 0.0)),
-                                  "gpu": fmt_ms(float(gpu)) if gpu else ""})  # fmt: skip
+            out.append(
+                _row(r)
+                | {
+                    "self": fmt_ms(float(r.get("self_ms") or 0.0)),
+                    "gpu": fmt_ms(float(gpu)) if gpu else "",
+                }
+            )
     return out

@@ -38,9 +38,13 @@ class Tail:
     empty: bool  # the events array is empty: no comma after the findings
 
 
-def recompress(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-               stop: Callable[[], bool] = lambda: False, max_text: int | None = None,
-               sink: Callable[[bytes], object] | None = None) -> Tail | None:  # fmt: skip
+def recompress(
+    path: Path,
+    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+    stop: Callable[[], bool] = lambda: False,
+    max_text: int | None = None,
+    sink: Callable[[bytes], object] | None = None,
+) -> Tail | None:
     """Gunzip ``path`` and recompress the text after the splice point; None when this path can't
     (no events key, a findings track already there, an unreadable file), ``stop()`` said so, or
     the text is longer than ``max_text``. ``sink`` takes the deflate chunks as they are made

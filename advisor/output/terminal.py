@@ -110,8 +110,14 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
         title.append(f"  {printable(f.id)}", style="dim")
         if f.phase:
             title.append(f"  ({f.phase} phase)")
-        t.add_row(str(i), Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
-                  saving, pct, title, Text(_where(f)))  # fmt: skip
+        t.add_row(
+            str(i),
+            Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
+            saving,
+            pct,
+            title,
+            Text(_where(f)),
+        )
     return t
 
 
@@ -132,8 +138,12 @@ def print_summary(
 
         print_ranks(con, run)
     if run.get("ended_early"):
-        con.print(Text(f"note: the run ended early ({printable(run.get('end_reason') or 'reason unknown')})",
-                       style="yellow"))  # fmt: skip
+        con.print(
+            Text(
+                f"note: the run ended early ({printable(run.get('end_reason') or 'reason unknown')})",
+                style="yellow",
+            )
+        )
     con.print()
     if report.findings:
         con.print(findings_table(report.findings, top, tty))
@@ -143,21 +153,34 @@ def print_summary(
         if bound > 0:
             step = float(run.get("step_ms_median") or 0.0)
             share = f" ({100.0 * bound / step:.0f}% of the step)" if step > 0 else ""
-            how = ("replayed together, at most" if run.get("est_savings_bound_how") ==
-                   "replayed together" else "Savings overlap; together at most")  # fmt: skip
-            con.print(Text(f"{how[0].upper()}{how[1:]} {bound:.2f} ms per step{share}.",
-                           style="dim"))  # fmt: skip
+            how = (
+                "replayed together, at most"
+                if run.get("est_savings_bound_how") == "replayed together"
+                else "Savings overlap; together at most"
+            )
+            con.print(
+                Text(f"{how[0].upper()}{how[1:]} {bound:.2f} ms per step{share}.", style="dim")
+            )
         bt = bound_fact(run.get("bound"))
         if bt is not None:
             con.print(Text(f"Bound by {bt['value']} {bt['note']}.", style="dim"))
     else:
         con.print(Text("No problems found."))
     if report.skipped:
-        con.print(Text(f"{len(report.skipped)} check(s) not run for missing data (listed in the report).",
-                       style="dim"))  # fmt: skip
+        con.print(
+            Text(
+                f"{len(report.skipped)} check(s) not run for missing data (listed in the report).",
+                style="dim",
+            )
+        )
     if report.errored:
-        con.print(Text(f"{len(report.errored)} check(s) failed: " + ", ".join(e.id for e in report.errored),
-                       style="red"))  # fmt: skip
+        con.print(
+            Text(
+                f"{len(report.errored)} check(s) failed: "
+                + ", ".join(e.id for e in report.errored),
+                style="red",
+            )
+        )
     if written:
         con.print()
         for key, path in written.items():

@@ -74,25 +74,33 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         )
         notes = [f"{k}: {v}" for c in (r.get("counts") or {}).values() for k, v in c.items()]
         notes += [n for ns in (r.get("notes") or {}).values() for n in ns]
-        out.append({
-            "fix": label,
-            "folder": r["label"],
-            "before_ms": _ms((r.get("before") or {}).get("median_ms")),
-            "after_ms": _ms((r.get("after") or {}).get("median_ms")),
-            "spread": _spread(r),
-            "before": _step(r.get("before", {})),
-            "after": _step(r.get("after", {})),
-            "saving": _saving(r),
-            "estimate": _estimate(r),
-            "ratio": "–" if r.get("ratio") is None else f"{r['ratio']:.2f}",
-            "verdict": r.get("verdict") or "failed",
-            "numerics": {"same": "same", "changed": "CHANGED", "not-observed": "not observed",
-                         "inconclusive": "inconclusive"}.get(status or "", "–"),  # fmt: skip
-            "numerics_text": num.get("text") or "",
-            "findings_after": ", ".join(f"{k}: {v}" for k, v in (r.get("findings_after") or {}).items()),
-            "warnings": warn,
-            "notes": notes,
-        })  # fmt: skip
+        out.append(
+            {
+                "fix": label,
+                "folder": r["label"],
+                "before_ms": _ms((r.get("before") or {}).get("median_ms")),
+                "after_ms": _ms((r.get("after") or {}).get("median_ms")),
+                "spread": _spread(r),
+                "before": _step(r.get("before", {})),
+                "after": _step(r.get("after", {})),
+                "saving": _saving(r),
+                "estimate": _estimate(r),
+                "ratio": "–" if r.get("ratio") is None else f"{r['ratio']:.2f}",
+                "verdict": r.get("verdict") or "failed",
+                "numerics": {
+                    "same": "same",
+                    "changed": "CHANGED",
+                    "not-observed": "not observed",
+                    "inconclusive": "inconclusive",
+                }.get(status or "", "–"),
+                "numerics_text": num.get("text") or "",
+                "findings_after": ", ".join(
+                    f"{k}: {v}" for k, v in (r.get("findings_after") or {}).items()
+                ),
+                "warnings": warn,
+                "notes": notes,
+            }
+        )
     return out
 
 
@@ -104,19 +112,44 @@ def print_try(doc: dict[str, Any], files: dict[str, Any], file: TextIO | None = 
     con.print(
         f"advisor try · {printable(doc['script'])} {printable(' '.join(doc['argv']))}".rstrip()
     )
-    con.print(f"steps {s['wait']}/{s['warmup']}/{s['active']} (wait/warmup/active), "
-              f"{s['repeat']} round(s); step ms: median of the steady steps in each window")  # fmt: skip
+    con.print(
+        f"steps {s['wait']}/{s['warmup']}/{s['active']} (wait/warmup/active), "
+        f"{s['repeat']} round(s); step ms: median of the steady steps in each window"
+    )
     if doc["before"].get("failed"):
         con.print(f"the unchanged run failed: {printable(doc['before']['failed'])}")
     rs = rows(doc)
     if rs:
         t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for i, c in enumerate(("fix", "before ms", "after ms", "saved ms", "estimate ms",
-                               "ratio", "verdict", "numerics")):  # fmt: skip
+        for i, c in enumerate(
+            (
+                "fix",
+                "before ms",
+                "after ms",
+                "saved ms",
+                "estimate ms",
+                "ratio",
+                "verdict",
+                "numerics",
+            )
+        ):
             t.add_column(c, justify="left" if i in (0, 6, 7) else "right")
         for r in rs:
-            t.add_row(*(Text(printable(r[k])) for k in ("fix", "before_ms", "after_ms", "saving",
-                                               "estimate", "ratio", "verdict", "numerics")))  # fmt: skip
+            t.add_row(
+                *(
+                    Text(printable(r[k]))
+                    for k in (
+                        "fix",
+                        "before_ms",
+                        "after_ms",
+                        "saving",
+                        "estimate",
+                        "ratio",
+                        "verdict",
+                        "numerics",
+                    )
+                )
+            )
         con.print(t)
     for r in rs:
         con.print(f"{printable(r['fix'])}: {printable(r['spread'])}")
@@ -137,6 +170,13 @@ def print_try(doc: dict[str, Any], files: dict[str, Any], file: TextIO | None = 
 def render_html(doc: dict[str, Any]) -> str:
     from advisor.output.html import _asset, environment, now_str
 
-    return environment().get_template("try.html.j2").render(
-        doc=doc, rows=rows(doc), css=_asset("report.css"), generated_at=now_str(),
-    )  # fmt: skip
+    return (
+        environment()
+        .get_template("try.html.j2")
+        .render(
+            doc=doc,
+            rows=rows(doc),
+            css=_asset("report.css"),
+            generated_at=now_str(),
+        )
+    )

@@ -81,9 +81,12 @@ def _saving(f: Finding) -> dict[str, Any]:
     if f.est_savings_ms <= 0:
         return {"ms": "no measured saving", "pct": "", "range": None, "value": 0.0}
     r = f.est_savings_range_ms
-    return {"ms": f"{fmt_ms(f.est_savings_ms)}/step", "pct": f"{f.est_savings_pct:.1f}% of step",
-            "range": f"{fmt_ms(r[0])} to {fmt_ms(r[1])}" if r else None,
-            "value": f.est_savings_ms}  # fmt: skip
+    return {
+        "ms": f"{fmt_ms(f.est_savings_ms)}/step",
+        "pct": f"{f.est_savings_pct:.1f}% of step",
+        "range": f"{fmt_ms(r[0])} to {fmt_ms(r[1])}" if r else None,
+        "value": f.est_savings_ms,
+    }
 
 
 def _evidence(f: Finding, origin_us: float | None) -> dict[str, Any]:
@@ -95,8 +98,15 @@ def _evidence(f: Finding, origin_us: float | None) -> dict[str, Any]:
             if ts is not None and origin_us is not None
             else ""
         )
-        rows.append({"what": e.what, "count": f"{e.count:,}", "total": f"{e.total_ms:,.3f}",
-                     "at": rel, "ts": "" if ts is None else f"{ts:.3f}"})  # fmt: skip
+        rows.append(
+            {
+                "what": e.what,
+                "count": f"{e.count:,}",
+                "total": f"{e.total_ms:,.3f}",
+                "at": rel,
+                "ts": "" if ts is None else f"{ts:.3f}",
+            }
+        )
     return {"rows": rows, "more": max(0, len(f.evidence) - MAX_EVIDENCE)}
 
 
@@ -117,12 +127,21 @@ def _locations(f: Finding, sources: dict[str, Any] | None) -> list[dict[str, Any
         snip = (sources or {}).get(f"{loc.file}:{loc.line}") if i < 3 else None
         code = None
         if snip:
-            code = [{"no": snip["start"] + j, "text": t, "hot": snip["start"] + j == loc.line}
-                    for j, t in enumerate(snip["lines"])]  # fmt: skip
-        out.append({"label": f"{Path(loc.file).name}:{loc.line}", "file": loc.file,
-                    "line": loc.line, "function": loc.function, "count": f"{loc.count:,}",
-                    "code": code,
-                    "how": inline(LINE_IS[loc.line_is]) if loc.line_is in LINE_IS else None})  # fmt: skip
+            code = [
+                {"no": snip["start"] + j, "text": t, "hot": snip["start"] + j == loc.line}
+                for j, t in enumerate(snip["lines"])
+            ]
+        out.append(
+            {
+                "label": f"{Path(loc.file).name}:{loc.line}",
+                "file": loc.file,
+                "line": loc.line,
+                "function": loc.function,
+                "count": f"{loc.count:,}",
+                "code": code,
+                "how": inline(LINE_IS[loc.line_is]) if loc.line_is in LINE_IS else None,
+            }
+        )
     return out
 
 
@@ -152,32 +171,57 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
     dev = views.get("device") or {}
     steps = run.get("steps_profiled")
     facts = [
-        {"label": "Steps captured", "value": f"{steps}" if steps is not None else "unknown",
-         "note": "whole trace = 1 step" if run.get("steps_synthetic") else
-         (f"from {run['steps_source']} ranges" if run.get("steps_source") else "")},
-        {"label": "Median step", "value": fmt_ms(float(run.get("step_ms_median") or 0.0)),
-         "note": ""},
-        {"label": "GPU busy", "value": "n/a" if run.get("gpu_busy_pct") is None
-         else f"{run['gpu_busy_pct']:.1f}%", "note": "of the steps' wall time"},
-    ]  # fmt: skip
+        {
+            "label": "Steps captured",
+            "value": f"{steps}" if steps is not None else "unknown",
+            "note": "whole trace = 1 step"
+            if run.get("steps_synthetic")
+            else (f"from {run['steps_source']} ranges" if run.get("steps_source") else ""),
+        },
+        {
+            "label": "Median step",
+            "value": fmt_ms(float(run.get("step_ms_median") or 0.0)),
+            "note": "",
+        },
+        {
+            "label": "GPU busy",
+            "value": "n/a" if run.get("gpu_busy_pct") is None else f"{run['gpu_busy_pct']:.1f}%",
+            "note": "of the steps' wall time",
+        },
+    ]
     peak, total = dev.get("peak_memory_bytes"), dev.get("total_memory_bytes")
-    facts.append({"label": "Peak memory", "value": fmt_bytes(peak) or "not recorded",
-                  "note": f"of {fmt_bytes(total)}" if peak and total else ""})  # fmt: skip
+    facts.append(
+        {
+            "label": "Peak memory",
+            "value": fmt_bytes(peak) or "not recorded",
+            "note": f"of {fmt_bytes(total)}" if peak and total else "",
+        }
+    )
     facts += _phase_facts(run)
     bound = float(run.get("est_savings_bound_ms") or 0.0)
     step = float(run.get("step_ms_median") or 0.0)
     pct = f"{100.0 * bound / step:.0f}% of step, " if step > 0 and bound > 0 else ""
     how = "replayed together, " if run.get("est_savings_bound_how") == "replayed together" else ""
-    facts.append({"label": "Possible saving", "value": f"≤ {fmt_ms(bound)}" if bound else "none",
-                  "note": f"{pct}{how}{n_findings} finding(s)"})  # fmt: skip
+    facts.append(
+        {
+            "label": "Possible saving",
+            "value": f"≤ {fmt_ms(bound)}" if bound else "none",
+            "note": f"{pct}{how}{n_findings} finding(s)",
+        }
+    )
     bt = bound_fact(run.get("bound"))
     if bt is not None:
         facts.append(bt)
     return facts
 
 
-BOUND_LABELS = {"host": "host", "gpu": "GPU compute", "comm": "communication",
-                "copies": "copies", "peer": "waiting for peers"}  # fmt: skip
+BOUND_LABELS = {
+    "host": "host",
+    "gpu": "GPU compute",
+    "comm": "communication",
+    "copies": "copies",
+    "peer": "waiting for peers",
+}
 
 
 def bound_fact(b: Any) -> dict[str, str] | None:
@@ -188,10 +232,16 @@ def bound_fact(b: Any) -> dict[str, str] | None:
     by = str(b.get("by") or "")
     if by not in sh:
         return None
-    rest = ", ".join(f"{BOUND_LABELS.get(k, k)} {v:.0f}%"
-                     for k, v in sorted(sh.items(), key=lambda kv: -kv[1]) if k != by and v >= 1)  # fmt: skip
-    return {"label": "Bound by", "value": f"{BOUND_LABELS.get(by, by)} {sh[by]:.0f}%",
-            "note": "of the critical path" + (f"; {rest}" if rest else "")}  # fmt: skip
+    rest = ", ".join(
+        f"{BOUND_LABELS.get(k, k)} {v:.0f}%"
+        for k, v in sorted(sh.items(), key=lambda kv: -kv[1])
+        if k != by and v >= 1
+    )
+    return {
+        "label": "Bound by",
+        "value": f"{BOUND_LABELS.get(by, by)} {sh[by]:.0f}%",
+        "note": "of the critical path" + (f"; {rest}" if rest else ""),
+    }
 
 
 def _phase_facts(run: dict[str, Any]) -> list[dict[str, str]]:
@@ -202,13 +252,20 @@ def _phase_facts(run: dict[str, Any]) -> list[dict[str, str]]:
             continue
         name = str(ph.get("phase") or "").capitalize()
         if ph.get("captured") is False:
-            why = {"ended": "the script ended first",
-                   "max-seconds": "not within --max-seconds"}.get(str(ph.get("missing")), "")  # fmt: skip
+            why = {
+                "ended": "the script ended first",
+                "max-seconds": "not within --max-seconds",
+            }.get(str(ph.get("missing")), "")
             out.append({"label": f"{name} phase", "value": "not captured", "note": why})
             continue
         n = len(ph.get("findings") or ())
-        out.append({"label": f"{name} step", "value": fmt_ms(float(ph.get("step_ms_median") or 0)),
-                    "note": f"median of {ph.get('steps_profiled')} step(s), {n} finding(s)"})  # fmt: skip
+        out.append(
+            {
+                "label": f"{name} step",
+                "value": fmt_ms(float(ph.get("step_ms_median") or 0)),
+                "note": f"median of {ph.get('steps_profiled')} step(s), {n} finding(s)",
+            }
+        )
     return out
 
 
@@ -218,15 +275,30 @@ def _notes(report: Report) -> list[dict[str, str]]:
     for text in run.get("notes") or ():  # how an ``advisor profile`` run went (run.json)
         notes.append({"level": "info", "text": str(text)})
     if run.get("ended_early"):
-        notes.append({"level": "warn", "text": "The run ended early "
-                      f"({run.get('end_reason') or 'reason unknown'}): the figures cover only "
-                      "what was captured before that."})  # fmt: skip
+        notes.append(
+            {
+                "level": "warn",
+                "text": "The run ended early "
+                f"({run.get('end_reason') or 'reason unknown'}): the figures cover only "
+                "what was captured before that.",
+            }
+        )
     if run.get("gpu_busy_pct") is None:
-        notes.append({"level": "warn", "text": "No GPU activity in this trace: GPU checks were "
-                      "skipped or report what the pattern will cost on a GPU, without savings."})  # fmt: skip
+        notes.append(
+            {
+                "level": "warn",
+                "text": "No GPU activity in this trace: GPU checks were "
+                "skipped or report what the pattern will cost on a GPU, without savings.",
+            }
+        )
     if run.get("steps_synthetic"):
-        notes.append({"level": "info", "text": "No ProfilerStep markers: the whole trace is "
-                      "treated as one step (profile with a schedule to get per-step figures)."})  # fmt: skip
+        notes.append(
+            {
+                "level": "info",
+                "text": "No ProfilerStep markers: the whole trace is "
+                "treated as one step (profile with a schedule to get per-step figures).",
+            }
+        )
     notes += _step_notes(run)
     total = int(report.views.get("steps_total") or 0)
     shown = len(report.views.get("steps") or ())
@@ -235,14 +307,24 @@ def _notes(report: Report) -> list[dict[str, str]]:
             {"level": "info", "text": f"The charts show the first {shown} of {total} steps."}
         )
     if run.get("events_skipped") and "trace_quality" not in run:  # else a trace-quality note
-        notes.append({"level": "info", "text": f"{run['events_skipped']:,} malformed trace "
-                      "events were skipped while loading."})  # fmt: skip
+        notes.append(
+            {
+                "level": "info",
+                "text": f"{run['events_skipped']:,} malformed trace "
+                "events were skipped while loading.",
+            }
+        )
     withheld = report.views.get("sources_withheld")
     if isinstance(withheld, list) and withheld:
         notes.append({"level": "info", "text": withheld_note([str(w) for w in withheld])})
     if report.errored:
-        notes.append({"level": "warn", "text": f"{len(report.errored)} check(s) failed with an "
-                      "error and are listed at the bottom; the other results are unaffected."})  # fmt: skip
+        notes.append(
+            {
+                "level": "warn",
+                "text": f"{len(report.errored)} check(s) failed with an "
+                "error and are listed at the bottom; the other results are unaffected.",
+            }
+        )
     return notes
 
 
@@ -250,16 +332,27 @@ def _step_notes(run: dict[str, Any]) -> list[dict[str, str]]:
     """How the steady steps were found and what was left out; what the trace is missing."""
     notes, left = [], [e for e in run.get("steps_excluded") or () if isinstance(e, dict)]
     if run.get("steps_source") and run["steps_source"] != "ProfilerStep":
-        notes.append({"level": "info", "text": "No ProfilerStep markers: steps were found from "
-                      f"{run['steps_source']} ranges."})  # fmt: skip
+        notes.append(
+            {
+                "level": "info",
+                "text": "No ProfilerStep markers: steps were found from "
+                f"{run['steps_source']} ranges.",
+            }
+        )
     if left:
         ms = sum(float(e.get("ms") or 0.0) for e in left)
-        notes.append({"level": "info", "text": f"{fmt_ms(ms)} of the window is left out of the "
-                      "per-step figures: " + "; ".join(str(e.get("reason")) for e in left) + "."})  # fmt: skip
+        notes.append(
+            {
+                "level": "info",
+                "text": f"{fmt_ms(ms)} of the window is left out of the "
+                "per-step figures: " + "; ".join(str(e.get("reason")) for e in left) + ".",
+            }
+        )
     for q in run.get("trace_quality") or ():
         if isinstance(q, dict):
-            notes.append({"level": "warn", "text": f"Trace quality: {q.get('what')} "
-                          f"{q.get('effect')}"})  # fmt: skip
+            notes.append(
+                {"level": "warn", "text": f"Trace quality: {q.get('what')} {q.get('effect')}"}
+            )
     return notes
 
 
@@ -275,22 +368,29 @@ def _header(report: Report, generated_at: str) -> dict[str, Any]:
         dev_parts.append(f"compute capability {cc}")
     if dev.get("total_memory_bytes"):
         dev_parts.append(fmt_bytes(dev["total_memory_bytes"]))
-    versions = [f"torch {run['torch']}" if run.get("torch") else None,
-                f"CUDA {run['cuda']}" if run.get("cuda") else None]  # fmt: skip
+    versions = [
+        f"torch {run['torch']}" if run.get("torch") else None,
+        f"CUDA {run['cuda']}" if run.get("cuda") else None,
+    ]
     trace = views.get("trace") or {}
     return {
-        "title": f"torch-advisor: {Path(str(script)).name}" if script
+        "title": f"torch-advisor: {Path(str(script)).name}"
+        if script
         else f"torch-advisor: {trace.get('file') or Path(str(run.get('trace') or 'trace')).name}",
         "command": command,
         "trace_path": run.get("trace"),
         "recorded_at": trace.get("recorded_at"),
         "generated_at": generated_at,
-        "device": " · ".join(p for p in dev_parts if p) if dev_parts[0] else "no GPU (CPU-only trace)",
+        "device": " · ".join(p for p in dev_parts if p)
+        if dev_parts[0]
+        else "no GPU (CPU-only trace)",
         "versions": " · ".join(v for v in versions if v) or None,
-        "rank": None if run.get("rank") is None else f"rank {run['rank']} of {run.get('world_size')}",
+        "rank": None
+        if run.get("rank") is None
+        else f"rank {run['rank']} of {run.get('world_size')}",
         "facts": _facts(run, views, len(report.findings)),
         "notes": _notes(report),
-    }  # fmt: skip
+    }
 
 
 def _pct(v: Any) -> str:
@@ -302,15 +402,19 @@ def _ranks(run: dict[str, Any], only: set[int] | None = None) -> list[dict[str, 
     for r in run.get("ranks") or ():
         if isinstance(r, dict) and (only is None or r.get("rank") in only):
             lag, exp = r.get("lag_ms_per_step"), r.get("exposed_comm_ms_per_step")
-            rows.append({"rank": str(r.get("rank")),
-                         "step": fmt_ms(float(r.get("step_ms_median") or 0.0)),
-                         "busy": _pct(r.get("gpu_busy_pct")),
-                         "comm": _pct(r.get("comm_pct")),
-                         "overlap": _pct(r.get("comm_overlap_pct")),
-                         "exposed": "n/a" if exp is None else fmt_ms(float(exp)),
-                         "lag": "n/a" if lag is None else f"{lag:+.2f} ms",
-                         "trace": str(r.get("trace") or ""),
-                         "error": str(r.get("error") or "")})  # fmt: skip
+            rows.append(
+                {
+                    "rank": str(r.get("rank")),
+                    "step": fmt_ms(float(r.get("step_ms_median") or 0.0)),
+                    "busy": _pct(r.get("gpu_busy_pct")),
+                    "comm": _pct(r.get("comm_pct")),
+                    "overlap": _pct(r.get("comm_overlap_pct")),
+                    "exposed": "n/a" if exp is None else fmt_ms(float(exp)),
+                    "lag": "n/a" if lag is None else f"{lag:+.2f} ms",
+                    "trace": str(r.get("trace") or ""),
+                    "error": str(r.get("error") or ""),
+                }
+            )
     return rows
 
 
@@ -319,8 +423,10 @@ def _ranks_note(run: dict[str, Any]) -> str | None:
     if not missing:
         return None
     shown = ", ".join(str(m) for m in missing[:20]) + (", ..." if len(missing) > 20 else "")
-    return (f"No trace for {len(missing)} of {run.get('world_size')} rank(s): {shown}. "
-            "The figures cover the ranks analysed.")  # fmt: skip
+    return (
+        f"No trace for {len(missing)} of {run.get('world_size')} rank(s): {shown}. "
+        "The figures cover the ranks analysed."
+    )
 
 
 def _rank_views(run: dict[str, Any]) -> dict[str, Any]:
@@ -332,12 +438,21 @@ def _rank_views(run: dict[str, Any]) -> dict[str, Any]:
     heat = rank_heatmap(run)
     short = notable_ranks(run)
     strag = (run.get("ranks_summary") or {}).get("straggler")
-    lead = (f"Straggler: rank {strag['rank']} (the others wait {strag['lag_ms_per_step']:.2f} "
-            "ms per step for it). ") if strag else "No straggler. "  # fmt: skip
-    return {"ranks": _ranks(run, short), "rankmap": heat,
-            "ranks_short": f"{lead}The table lists {len(short)} of {n} ranks: the straggler, the "
-                           "outliers of each metric and the five slowest; the heatmap shows "
-                           "every rank (findings.json has all rows)."}  # fmt: skip
+    lead = (
+        (
+            f"Straggler: rank {strag['rank']} (the others wait {strag['lag_ms_per_step']:.2f} "
+            "ms per step for it). "
+        )
+        if strag
+        else "No straggler. "
+    )
+    return {
+        "ranks": _ranks(run, short),
+        "rankmap": heat,
+        "ranks_short": f"{lead}The table lists {len(short)} of {n} ranks: the straggler, the "
+        "outliers of each metric and the five slowest; the heatmap shows "
+        "every rank (findings.json has all rows).",
+    }
 
 
 def _footer(report: Report, generated_at: str) -> dict[str, Any]:
@@ -345,25 +460,32 @@ def _footer(report: Report, generated_at: str) -> dict[str, Any]:
         k: (v or {}).get("title", "") for k, v in (report.views.get("detectors") or {}).items()
     }
     return {
-        "skipped": [{"id": s.id, "title": titles.get(s.id, ""), "reason": s.reason} for s in report.skipped],
-        "errored": [{"id": e.id, "title": titles.get(e.id, ""), "error": e.error} for e in report.errored],
+        "skipped": [
+            {"id": s.id, "title": titles.get(s.id, ""), "reason": s.reason} for s in report.skipped
+        ],
+        "errored": [
+            {"id": e.id, "title": titles.get(e.id, ""), "error": e.error} for e in report.errored
+        ],
         "thresholds": [{"key": k, "value": f"{v:g}"} for k, v in sorted(report.thresholds.items())],
         "version": report.advisor_version,
         "generated_at": generated_at,
-    }  # fmt: skip
+    }
 
 
-def build_viewmodel(report: Report, generated_at: str,
-                    annotated_trace: str | None = None) -> dict[str, Any]:  # fmt: skip
+def build_viewmodel(
+    report: Report, generated_at: str, annotated_trace: str | None = None
+) -> dict[str, Any]:
     """The template's whole input. ``generated_at`` is passed in so the output is reproducible."""
     views = report.views
     trace = views.get("trace") or {}
     origin = trace.get("origin_us")
     steps = list(views.get("steps") or ())
     cards = [_card(i, f, views, origin) for i, f in enumerate(report.findings, 1)]
-    summary = [{k: c[k] for k in ("rank", "anchor", "id", "title", "severity", "confidence", "where")}
-               | {"saving": c["saving"]["ms"], "pct": c["saving"]["pct"],
-                  "sort": c["saving"]["value"]} for c in cards]  # fmt: skip
+    summary = [
+        {k: c[k] for k in ("rank", "anchor", "id", "title", "severity", "confidence", "where")}
+        | {"saving": c["saving"]["ms"], "pct": c["saving"]["pct"], "sort": c["saving"]["value"]}
+        for c in cards
+    ]
     trace_name = trace.get("file") or Path(str(report.run.get("trace") or "")).name or None
     return {
         "header": _header(report, generated_at),
@@ -387,6 +509,6 @@ def build_viewmodel(report: Report, generated_at: str,
             "trace_path": report.run.get("trace"),
             "annotated": annotated_trace,
             "perfetto": PERFETTO_URL,
-        },  # fmt: skip
+        },
         "footer": _footer(report, generated_at),
     }

@@ -95,8 +95,12 @@ class ContextRecorder:
         self._fwd_on = True
         # torch warns that global hooks fire once more for torch.compile(module): that is our
         # hook, not the user's, so the warning is ours to silence
-        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there "
-                                "are global hooks", category=UserWarning)  # fmt: skip
+        warnings.filterwarnings(
+            "ignore",
+            message=r"Using `torch\.compile\(module\)` when there "
+            "are global hooks",
+            category=UserWarning,
+        )
         self._warning_filter = warnings.filters[0]
 
     def _observe_dataloaders(self, DataLoader: Any) -> None:  # noqa: N803
@@ -195,18 +199,20 @@ class ContextRecorder:
                 n = None
             nw = int(dl.num_workers)
             site = self._sites.get(dl) or user_site(3) or {}
-            self.dataloaders.append({
-                "num_workers": nw,
-                "pin_memory": bool(dl.pin_memory),
-                "batch_size": dl.batch_size,
-                "persistent_workers": bool(dl.persistent_workers),
-                "prefetch_factor": dl.prefetch_factor if nw > 0 else None,
-                "drop_last": bool(dl.drop_last),
-                "dataset_len": n,
-                "dataset_class": type(dl.dataset).__name__,
-                "file": site.get("file"),
-                "line": site.get("line"),
-            })  # fmt: skip
+            self.dataloaders.append(
+                {
+                    "num_workers": nw,
+                    "pin_memory": bool(dl.pin_memory),
+                    "batch_size": dl.batch_size,
+                    "persistent_workers": bool(dl.persistent_workers),
+                    "prefetch_factor": dl.prefetch_factor if nw > 0 else None,
+                    "drop_last": bool(dl.drop_last),
+                    "dataset_len": n,
+                    "dataset_class": type(dl.dataset).__name__,
+                    "file": site.get("file"),
+                    "line": site.get("line"),
+                }
+            )
         except Exception:  # noqa: BLE001
             pass
 
@@ -224,18 +230,20 @@ class ContextRecorder:
                 k = str(p.dtype).removeprefix("torch.")
                 dtypes[k] = dtypes.get(k, 0) + int(p.numel())
             site = self._sites.get(opt) or {}
-            self.optimizers.append({
-                "class": type(opt).__name__,
-                "module": type(opt).__module__,
-                "foreach": opt.defaults.get("foreach"),
-                "fused": opt.defaults.get("fused"),
-                "param_tensors": len(params),
-                "param_groups": len(opt.param_groups),
-                "param_elements": sum(dtypes.values()),
-                "param_dtypes": dtypes,
-                "file": site.get("file"),
-                "line": site.get("line"),
-            })  # fmt: skip
+            self.optimizers.append(
+                {
+                    "class": type(opt).__name__,
+                    "module": type(opt).__module__,
+                    "foreach": opt.defaults.get("foreach"),
+                    "fused": opt.defaults.get("fused"),
+                    "param_tensors": len(params),
+                    "param_groups": len(opt.param_groups),
+                    "param_elements": sum(dtypes.values()),
+                    "param_dtypes": dtypes,
+                    "file": site.get("file"),
+                    "line": site.get("line"),
+                }
+            )
         except Exception:  # noqa: BLE001
             pass
 

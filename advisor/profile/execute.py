@@ -168,9 +168,13 @@ def _exec_module(name: str) -> None:
         raise ImportError(f"No code object available for {name}")
     main = types.ModuleType("__main__")
     main.__dict__.update(
-        __file__=spec.origin, __cached__=spec.cached, __loader__=loader,
-        __package__=spec.parent, __spec__=spec, __builtins__=builtins,
-    )  # fmt: skip
+        __file__=spec.origin,
+        __cached__=spec.cached,
+        __loader__=loader,
+        __package__=spec.parent,
+        __spec__=spec,
+        __builtins__=builtins,
+    )
     if spec.origin:
         sys.argv[0] = spec.origin
     sys.modules["__main__"] = main

@@ -38,20 +38,26 @@ from advisor.errors import AdvisorError
 from advisor.runfolder import TRACE_NAME
 
 
-def _options(only: Iterable[str], skip: Iterable[str], thresholds: Mapping[str, float] | None,
-             no_source: bool) -> Any:  # fmt: skip
+def _options(
+    only: Iterable[str],
+    skip: Iterable[str],
+    thresholds: Mapping[str, float] | None,
+    no_source: bool,
+) -> Any:
     from advisor.analysis.pipeline import options_from_cli
     from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
     sets = [f"{k}={v}" for k, v in (thresholds or {}).items()]
-    return options_from_cli(list(only), list(skip), sets, False, no_source,
-                            DEFAULT_MAX_TRACE_BYTES)  # fmt: skip
+    return options_from_cli(list(only), list(skip), sets, False, no_source, DEFAULT_MAX_TRACE_BYTES)
 
 
 def live_context() -> dict[str, Any]:
     """What this process knows that a trace does not: script, argv, cwd, versions, device."""
-    ctx: dict[str, Any] = {"script": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0]
-                           else None, "argv": list(sys.argv[1:]), "cwd": os.getcwd()}  # fmt: skip
+    ctx: dict[str, Any] = {
+        "script": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None,
+        "argv": list(sys.argv[1:]),
+        "cwd": os.getcwd(),
+    }
     torch = sys.modules.get("torch")
     if torch is not None:
         ctx["torch"] = getattr(torch, "__version__", None)
@@ -60,8 +66,11 @@ def live_context() -> dict[str, Any]:
             if torch.cuda.is_available():
                 i = torch.cuda.current_device()
                 p = torch.cuda.get_device_properties(i)
-                ctx["device"] = {"name": p.name, "compute_capability": f"{p.major}.{p.minor}",
-                                 "total_memory_bytes": int(p.total_memory)}  # fmt: skip
+                ctx["device"] = {
+                    "name": p.name,
+                    "compute_capability": f"{p.major}.{p.minor}",
+                    "total_memory_bytes": int(p.total_memory),
+                }
         except Exception:  # noqa: BLE001 (facts only; never break the caller)
             pass
     return ctx
@@ -77,8 +86,7 @@ def analyze_exported(trace: Path, options: Any, outputs: Callable[[Any], None]) 
         raw = analyze_trace(load_trace(trace, options.max_trace_bytes), live_context(), options)
         outputs(raw)
     except (AdvisorError, OSError, MemoryError, ValueError) as err:
-        warnings.warn(f"torch-advisor: {trace}: not analysed ({err})", RuntimeWarning,
-                      stacklevel=3)  # fmt: skip
+        warnings.warn(f"torch-advisor: {trace}: not analysed ({err})", RuntimeWarning, stacklevel=3)
         return None
     return Report(raw)
 
@@ -86,8 +94,9 @@ def analyze_exported(trace: Path, options: Any, outputs: Callable[[Any], None]) 
 class TraceReadyHandler:
     """The callable ``on_trace_ready`` returns; ``.reports`` lists the results so far."""
 
-    def __init__(self, out_dir: str | Path, worker_name: str | None, use_gzip: bool,
-                 options: Any) -> None:  # fmt: skip
+    def __init__(
+        self, out_dir: str | Path, worker_name: str | None, use_gzip: bool, options: Any
+    ) -> None:
         self.out_dir = Path(out_dir)
         self.worker_name = worker_name
         self.use_gzip = use_gzip
@@ -115,24 +124,38 @@ class TraceReadyHandler:
             self.reports.append(report)
 
 
-def on_trace_ready(out_dir: str | Path, worker_name: str | None = None, use_gzip: bool = True,
-                   *, only: Iterable[str] = (), skip: Iterable[str] = (),
-                   thresholds: Mapping[str, float] | None = None,
-                   no_source: bool = False) -> TraceReadyHandler:  # fmt: skip
+def on_trace_ready(
+    out_dir: str | Path,
+    worker_name: str | None = None,
+    use_gzip: bool = True,
+    *,
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    thresholds: Mapping[str, float] | None = None,
+    no_source: bool = False,
+) -> TraceReadyHandler:
     """A ``torch.profiler.profile(on_trace_ready=...)`` handler: exports the trace as
     ``tensorboard_trace_handler`` does and writes findings.json and report.html beside it
     (see the module doc). Options as :func:`advisor.analyze`."""
-    return TraceReadyHandler(out_dir, worker_name, use_gzip,
-                             _options(only, skip, thresholds, no_source))  # fmt: skip
+    return TraceReadyHandler(
+        out_dir, worker_name, use_gzip, _options(only, skip, thresholds, no_source)
+    )
 
 
 class capture:  # noqa: N801 (a context manager used like a function: ``with advisor.capture()``)
     """Profile the ``with`` block and write the advisor's report (see the module doc)."""
 
-    def __init__(self, out: str | Path = "advisor-runs/capture", *, force: bool = False,
-                 profile_memory: bool = False, only: Iterable[str] = (),
-                 skip: Iterable[str] = (), thresholds: Mapping[str, float] | None = None,
-                 no_source: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        out: str | Path = "advisor-runs/capture",
+        *,
+        force: bool = False,
+        profile_memory: bool = False,
+        only: Iterable[str] = (),
+        skip: Iterable[str] = (),
+        thresholds: Mapping[str, float] | None = None,
+        no_source: bool = False,
+    ) -> None:
         self.out = Path(out)
         self.force = force
         self.profile_memory = profile_memory
@@ -147,8 +170,10 @@ class capture:  # noqa: N801 (a context manager used like a function: ``with adv
         from advisor.output.outfiles import prepare_out_dir
 
         if advisor._step_hook is not None:
-            raise AdvisorError("advisor.capture() cannot run inside `advisor profile`, which "
-                               "profiles the whole script already")  # fmt: skip
+            raise AdvisorError(
+                "advisor.capture() cannot run inside `advisor profile`, which "
+                "profiles the whole script already"
+            )
         prepare_out_dir(self.out, self.force, create=False)
         import torch
         from torch.profiler import ProfilerActivity, profile
@@ -159,8 +184,9 @@ class capture:  # noqa: N801 (a context manager used like a function: ``with adv
         # no schedule, so no ProfilerStep ranges: the steps end at each optimizer step (the
         # Optimizer.step#... ranges torch records) or advisor.step() mark, and the block's
         # tail after the last one is no step (advisor.derive.steps)
-        self._prof = profile(activities=acts, record_shapes=True, with_stack=True,
-                             profile_memory=self.profile_memory)  # fmt: skip
+        self._prof = profile(
+            activities=acts, record_shapes=True, with_stack=True, profile_memory=self.profile_memory
+        )
         self._prof.__enter__()
         self._saved_step = advisor._step_hook
         advisor._step_hook = self.step

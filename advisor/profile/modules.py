@@ -64,10 +64,13 @@ class ModuleObserver:
         try:
             torch.is_autocast_enabled("cpu")
             return [
-                (dev, functools.partial(torch.is_autocast_enabled, dev),
-                 functools.partial(torch.get_autocast_dtype, dev))
+                (
+                    dev,
+                    functools.partial(torch.is_autocast_enabled, dev),
+                    functools.partial(torch.get_autocast_dtype, dev),
+                )
                 for dev in ("cuda", "cpu")
-            ]  # fmt: skip
+            ]
         except TypeError:  # torch < 2.4
             return [
                 ("cuda", torch.is_autocast_enabled, torch.get_autocast_gpu_dtype),
@@ -153,12 +156,14 @@ class ModuleObserver:
         pairs = []
         for conv, bn in self._pairs.values():
             site = sites.get(conv) or {}
-            pairs.append({
-                "conv": names.get(id(conv), type(conv).__name__),
-                "bn": names.get(id(bn), type(bn).__name__),
-                "file": site.get("file"),
-                "line": site.get("line"),
-            })  # fmt: skip
+            pairs.append(
+                {
+                    "conv": names.get(id(conv), type(conv).__name__),
+                    "bn": names.get(id(bn), type(bn).__name__),
+                    "file": site.get("file"),
+                    "line": site.get("line"),
+                }
+            )
         return {
             "conv_bias_before_bn": pairs,
             "param_dtypes": dict(sorted(dtypes.items())),

@@ -24,8 +24,9 @@ def _notes(run_json: Path) -> list[str]:
     return [str(n) for n in data.get("notes", [])] if isinstance(data, dict) else []
 
 
-def merge_ranks_and_write(out_dir: Path, renv: RankEnv, options: Any, debug: bool,
-                          timeout_s: float) -> tuple[Any, dict[str, Path], dict[str, float]]:  # fmt: skip
+def merge_ranks_and_write(
+    out_dir: Path, renv: RankEnv, options: Any, debug: bool, timeout_s: float
+) -> tuple[Any, dict[str, Path], dict[str, float]]:
     """Rank 0: wait for the other ranks, analyse every rank's trace (worker processes) and
     write the merged outputs. Never raises: on failure the minimal outputs say what happened."""
     from advisor.profile.analysis import _analyze_and_write, _minimal_outputs, _run_block
@@ -34,27 +35,32 @@ def merge_ranks_and_write(out_dir: Path, renv: RankEnv, options: Any, debug: boo
     t0 = time.perf_counter()
 
     def told(missing: list[int]) -> None:
-        print(f"advisor: rank 0 waits up to {timeout_s:g} s for rank(s) {_ranks(missing)}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"advisor: rank 0 waits up to {timeout_s:g} s for rank(s) {_ranks(missing)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     missing = wait_for_ranks(out_dir, renv, timeout_s, told)
     timings["wait_ranks"] = time.perf_counter() - t0
     notes = _notes(out_dir / renv.run_name)
     if missing:
-        notes.append(f"No result from rank(s) {_ranks(missing)} within {timeout_s:g} s "
-                     "(--rank-timeout); the report covers the ranks that finished.")  # fmt: skip
+        notes.append(
+            f"No result from rank(s) {_ranks(missing)} within {timeout_s:g} s "
+            "(--rank-timeout); the report covers the ranks that finished."
+        )
         print(f"advisor: {notes[-1]}", file=sys.stderr, flush=True)
     files = rank_traces(out_dir, renv.world_size)
     if not files:  # not even rank 0's trace: the single-run path writes what it can
-        return _analyze_and_write(out_dir, out_dir / renv.trace_name, out_dir / renv.run_name,
-                                  options, debug)  # fmt: skip
+        return _analyze_and_write(
+            out_dir, out_dir / renv.trace_name, out_dir / renv.run_name, options, debug
+        )
     try:
         from advisor.analysis.pipeline import Options, write_outputs
         from advisor.multirank.analyze import analyze_files
 
         t0 = time.perf_counter()
-        report, _ = analyze_files(files, options or Options(), out_dir,
-                                  world_size=renv.world_size)  # fmt: skip
+        report, _ = analyze_files(files, options or Options(), out_dir, world_size=renv.world_size)
         timings["analysis"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         written = write_outputs(report, out_dir, debug, extra={"notes": notes})

@@ -51,14 +51,19 @@ class ProfileOptions:
 
     def validate(self) -> None:
         cfg = self.session
-        for flag, v, low in (("--wait", cfg.wait, 0), ("--warmup", cfg.warmup, 0),
-                             ("--active", cfg.active, 1),
-                             ("--eval-steps", cfg.eval_steps, 1)):  # fmt: skip
+        for flag, v, low in (
+            ("--wait", cfg.wait, 0),
+            ("--warmup", cfg.warmup, 0),
+            ("--active", cfg.active, 1),
+            ("--eval-steps", cfg.eval_steps, 1),
+        ):
             if v < low:
                 raise AdvisorError(f"{flag} must be at least {low}, got {v}")
         if not 0 <= cfg.max_seconds <= MAX_SECONDS_LIMIT:  # NaN fails too
-            raise AdvisorError(f"--max-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g} "
-                               f"seconds, got {cfg.max_seconds}")  # fmt: skip
+            raise AdvisorError(
+                f"--max-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g} "
+                f"seconds, got {cfg.max_seconds}"
+            )
         if self.rank_timeout < 0:
             raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
         check_fail_on(self.fail_on)
@@ -89,8 +94,9 @@ def run_profile(opts: ProfileOptions) -> int:
         release(out_dir)
 
 
-def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
-             out_dir: Path) -> int:  # fmt: skip
+def _profile(
+    opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None, out_dir: Path
+) -> int:
     tb_dir = Path(os.path.abspath(opts.tensorboard)) if opts.tensorboard else None
     if tb_dir is not None:
         check_writable(tb_dir, "--tensorboard folder")
@@ -117,9 +123,19 @@ def _profile(opts: ProfileOptions, target: Any, cwd: str, renv: RankEnv | None,
         t_run = time.perf_counter() - t_start
         try:
             report, files, t_an, notes = _write_outputs(
-                opts, target, outcome, cap, cfg, context, started_at, t_run, cwd, out_dir,
-                tb_dir, renv,
-            )  # fmt: skip
+                opts,
+                target,
+                outcome,
+                cap,
+                cfg,
+                context,
+                started_at,
+                t_run,
+                cwd,
+                out_dir,
+                tb_dir,
+                renv,
+            )
         except (OSError, AdvisorError) as err:
             # the script has run: its exit code stands; what could be written stays (but the
             # run.json written at the start, which would say that the process died)
@@ -153,8 +169,9 @@ def _drop_unfinished(run_json: Path) -> None:
         pass
 
 
-def _hard_stop(outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals,
-               conclude: Any, out_dir: Path) -> None:  # fmt: skip
+def _hard_stop(
+    outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals, conclude: Any, out_dir: Path
+) -> None:
     """End the run from inside the script (a step hook or a signal handler, in the main
     thread) when it swallowed the advisor's stop or SIGTERM (``except BaseException``): write
     the outputs, then leave at once as plain Python's SIGTERM would (no cleanup of the
@@ -162,8 +179,11 @@ def _hard_stop(outcome: Outcome, session: Any, recorder: Any, sigs: RunSignals,
     sigs.script_over()  # first: torch's SIGCHLD handler would raise from the calls below
     if outcome.end_reason != "os-exit":
         what = outcome.error if outcome.error else "the advisor's stop after the window"
-        print(f"advisor: the script caught {what} (except BaseException?); ending it now",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"advisor: the script caught {what} (except BaseException?); ending it now",
+            file=sys.stderr,
+            flush=True,
+        )
     code = outcome.exit_code
     try:
         sigs.finalizing()
@@ -228,10 +248,19 @@ def _run_script(
 
 
 def _write_outputs(
-    opts: ProfileOptions, target: Any, outcome: Outcome, cap: Any, cfg: Any,
-    context: dict[str, Any], started_at: str, t_run: float, cwd: str, out_dir: Path,
-    tb_dir: Path | None, renv: RankEnv | None,
-) -> tuple[Any, dict[str, Path], dict[str, float], list[str]]:  # fmt: skip
+    opts: ProfileOptions,
+    target: Any,
+    outcome: Outcome,
+    cap: Any,
+    cfg: Any,
+    context: dict[str, Any],
+    started_at: str,
+    t_run: float,
+    cwd: str,
+    out_dir: Path,
+    tb_dir: Path | None,
+    renv: RankEnv | None,
+) -> tuple[Any, dict[str, Path], dict[str, float], list[str]]:
     """run.json, then the analysis (findings.json, report.html; under torchrun rank 0 merges
     the ranks) and TensorBoard; returns the report, the files written, the analysis timings
     and the run's notes. Raises OSError / AdvisorError when the folder cannot take them."""
@@ -241,17 +270,27 @@ def _write_outputs(
 
     trace_name = renv.trace_name if renv else TRACE_NAME
     trace_path, run_json = out_dir / trace_name, out_dir / (renv.run_name if renv else RUN_NAME)
-    env = {"versions": facts.versions(), "device": facts.device_facts(),
-           "host": facts.host_facts()}  # fmt: skip
+    env = {"versions": facts.versions(), "device": facts.device_facts(), "host": facts.host_facts()}
     run = build_run_json(
-        target=target, outcome=outcome, cap=cap, cfg=cfg, context=context, env=env,
+        target=target,
+        outcome=outcome,
+        cap=cap,
+        cfg=cfg,
+        context=context,
+        env=env,
         started_at=started_at,
         ended_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        duration_s=t_run, cwd=cwd, trace_name=trace_name,
-    )  # fmt: skip
+        duration_s=t_run,
+        cwd=cwd,
+        trace_name=trace_name,
+    )
     if renv is not None:
-        run["distributed"] = {"rank": renv.rank, "world_size": renv.world_size,
-                              "local_rank": renv.local_rank, "run_id": renv.run_id}  # fmt: skip
+        run["distributed"] = {
+            "rank": renv.rank,
+            "world_size": renv.world_size,
+            "local_rank": renv.local_rank,
+            "run_id": renv.run_id,
+        }
     if "try" in context:  # advisor try: the fixes applied in this run, and its first losses
         run["try"] = context["try"]
     write_json(run_json, run)
@@ -326,8 +365,12 @@ def _print_summary(
         pass
     if renv is not None and not renv.is_leader:
         names = " and ".join(p.name for p in files.values())
-        print(f"advisor: rank {renv.rank} wrote {names} into {_shown(files['run'].parent, cwd)}; "
-              "rank 0 writes findings.json and report.html", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"advisor: rank {renv.rank} wrote {names} into {_shown(files['run'].parent, cwd)}; "
+            "rank 0 writes findings.json and report.html",
+            file=sys.stderr,
+            flush=True,
+        )
         return
     out = sys.stderr if opts.json_out else sys.stdout
     if opts.json_out and report is not None:

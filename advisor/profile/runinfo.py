@@ -52,9 +52,12 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         out.append(
             f"Steps are the top-level calls of {cap.step_module} (the script never created an "
             "optimizer); "
-            + ("they ran in evaluation (eval() mode or autograd off)." if cap.phase == "eval"
-               else "they ran in training mode.")
-        )  # fmt: skip
+            + (
+                "they ran in evaluation (eval() mode or autograd off)."
+                if cap.phase == "eval"
+                else "they ran in training mode."
+            )
+        )
     ev = cap.eval
     if cap.scope == "window" and cap.stopped_after_window and not ev.get("trace_written"):
         out.append(
@@ -113,22 +116,36 @@ def _eval_notes(ev: dict[str, Any], cap: Capture, cfg: SessionConfig) -> list[st
         return []
     if ev.get("trace_written"):
         a, b = ev.get("steps") or (0, 0)
-        stop = (" Stopped the script after it; --run-to-end lets it finish."
-                if cap.stopped_after_window else "")  # fmt: skip
+        stop = (
+            " Stopped the script after it; --run-to-end lets it finish."
+            if cap.stopped_after_window
+            else ""
+        )
         part = "" if ev.get("scope") == "window" else " (the phase ended early)"
-        return [f"Evaluation phase: {_steps(a, b)} of the calls of {ev.get('module')} in "
-                f"evaluation were captured{part}, in {ev.get('trace')}.{stop}"]  # fmt: skip
-    what = ("a module with parameters called in eval() mode or under torch.no_grad() / "
-            "torch.inference_mode()")  # fmt: skip
+        return [
+            f"Evaluation phase: {_steps(a, b)} of the calls of {ev.get('module')} in "
+            f"evaluation were captured{part}, in {ev.get('trace')}.{stop}"
+        ]
+    what = (
+        "a module with parameters called in eval() mode or under torch.no_grad() / "
+        "torch.inference_mode()"
+    )
     if ev.get("missing") == "max-seconds":
-        end = ("the script was stopped there (--run-to-end lets it finish)"
-               if cap.stopped_after_window else "the script ran on unprofiled")  # fmt: skip
-        return [f"No evaluation phase ({what}) came within --max-seconds "
-                f"({cfg.max_seconds:g} s) after the training window; {end}. The report covers "
-                "training only."]  # fmt: skip
+        end = (
+            "the script was stopped there (--run-to-end lets it finish)"
+            if cap.stopped_after_window
+            else "the script ran on unprofiled"
+        )
+        return [
+            f"No evaluation phase ({what}) came within --max-seconds "
+            f"({cfg.max_seconds:g} s) after the training window; {end}. The report covers "
+            "training only."
+        ]
     if ev.get("missing") == "ended":
-        return [f"No evaluation phase ({what}) came after the training window before the "
-                "script ended. The report covers training only."]  # fmt: skip
+        return [
+            f"No evaluation phase ({what}) came after the training window before the "
+            "script ended. The report covers training only."
+        ]
     if ev.get("export_error"):
         return [f"The evaluation window could not be written: {ev['export_error']}."]
     return []

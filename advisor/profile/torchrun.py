@@ -111,9 +111,13 @@ def default_rank_out_dir(stem: str, renv: RankEnv, base: Path | None = None) -> 
     return default_out_dir(stem, base, when=process_start_time(ppid), tag=rid[:12])
 
 
-def wait_for_ranks(out: Path, renv: RankEnv, timeout_s: float,
-                   notify: Callable[[list[int]], None] | None = None,
-                   poll_s: float = 0.25) -> list[int]:  # fmt: skip
+def wait_for_ranks(
+    out: Path,
+    renv: RankEnv,
+    timeout_s: float,
+    notify: Callable[[list[int]], None] | None = None,
+    poll_s: float = 0.25,
+) -> list[int]:
     """Rank 0: wait until every rank's run file exists or ``timeout_s`` passes; returns the
     ranks still missing. (Each rank writes its run file after its trace, atomically.)"""
     deadline = time.monotonic() + max(timeout_s, 0.0)

@@ -42,8 +42,7 @@ def step_bound(trace: Trace) -> dict[str, Any] | None:
     wait = np.zeros(gr.n_g, dtype=np.int64)
     comm = np.flatnonzero(gr.g_kind == 0)
     if len(comm):
-        wait[comm] = np.minimum(comm_wait_ns(trace, gr.g_row[comm]),
-                                gr.g_end[comm] - gr.g_ts[comm])  # fmt: skip
+        wait[comm] = np.minimum(comm_wait_ns(trace, gr.g_row[comm]), gr.g_end[comm] - gr.g_ts[comm])
     rows = []
     steps = trace.steps["step"].to_numpy()
     d = np.diff(gr.bounds)
@@ -57,13 +56,20 @@ def step_bound(trace: Trace) -> dict[str, Any] | None:
         total = sum(got.values())
         if total <= 0:
             continue
-        rows.append((int(steps[k]) if k < len(steps) else k,
-                     {c: round(100.0 * got[c] / total, 1) for c in KINDS}))  # fmt: skip
+        rows.append(
+            (
+                int(steps[k]) if k < len(steps) else k,
+                {c: round(100.0 * got[c] / total, 1) for c in KINDS},
+            )
+        )
     if not rows:
         return None
     med = {c: round(float(np.median([r[1][c] for r in rows])), 1) for c in KINDS}
-    return {"by": max(KINDS, key=lambda c: med[c]), "shares_pct": med,
-            "per_step": [{"step": s, **sh} for s, sh in rows]}  # fmt: skip
+    return {
+        "by": max(KINDS, key=lambda c: med[c]),
+        "shares_pct": med,
+        "per_step": [{"step": s, **sh} for s, sh in rows],
+    }
 
 
 class _Lists:

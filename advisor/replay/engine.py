@@ -48,11 +48,20 @@ class Mods:
             offl = np.where(gr.g_bind == 0, offl - r, offl)
             offp = np.where(gr.g_bind == 1, offp - r, offp)
             offd = np.where(gr.g_bind == 2, offd - r, offd)
-        return Mods(h_dur=gr.h_end - gr.h_ts, h_gap=gr.h_gap.copy(), h_qoff=gr.h_qoff.copy(),
-                    h_base=gr.h_base.copy(), h_tail=gr.h_tail.copy(),
-                    h_await=gr.h_await.copy(), g_dur=gr.g_end - gr.g_ts, g_offl=offl,
-                    g_launch=gr.g_launch.copy(), g_offp=offp, g_offd=offd,
-                    b_off=gr.anchor_off.copy())  # fmt: skip
+        return Mods(
+            h_dur=gr.h_end - gr.h_ts,
+            h_gap=gr.h_gap.copy(),
+            h_qoff=gr.h_qoff.copy(),
+            h_base=gr.h_base.copy(),
+            h_tail=gr.h_tail.copy(),
+            h_await=gr.h_await.copy(),
+            g_dur=gr.g_end - gr.g_ts,
+            g_offl=offl,
+            g_launch=gr.g_launch.copy(),
+            g_offp=offp,
+            g_offd=offd,
+            b_off=gr.anchor_off.copy(),
+        )
 
 
 @dataclass(frozen=True)
@@ -169,8 +178,11 @@ def one_step_of(gr: Graph, mods: Mods, full: Replayed) -> Replayed:
     hs, he = _Either(vis_h, S, c["S"]), _Either(vis_h, E, c["E"])
     gs, ge = _Either(vis_g, GS, c["GS"]), _Either(vis_g, GE, c["GE"])
     bounds = _bounds(gr, mods, hs, he, ge)  # type: ignore[arg-type]
-    return Replayed(bounds, _busy(gr, mods, True, len(bounds)),
-                    lambda: (hs.merged(), he.merged(), gs.merged(), ge.merged()))  # fmt: skip
+    return Replayed(
+        bounds,
+        _busy(gr, mods, True, len(bounds)),
+        lambda: (hs.merged(), he.merged(), gs.merged(), ge.merged()),
+    )
 
 
 class _Either:
@@ -194,8 +206,10 @@ class _Either:
 
 def _no_new_edges(gr: Graph, mods: Mods) -> bool:
     """``mods`` keeps or drops the graph's launch and sync edges, adds none."""
-    return bool(((mods.g_launch == gr.g_launch) | (mods.g_launch < 0)).all()
-                and ((mods.h_await == gr.h_await) | (mods.h_await < 0)).all())  # fmt: skip
+    return bool(
+        ((mods.g_launch == gr.g_launch) | (mods.g_launch < 0)).all()
+        and ((mods.h_await == gr.h_await) | (mods.h_await < 0)).all()
+    )
 
 
 def _one_step_apart(gr: Graph) -> bool:
@@ -214,11 +228,14 @@ def _one_step_apart(gr: Graph) -> bool:
         h, g = np.flatnonzero(_visited_host_one(gr)), np.flatnonzero(_visited_one(gr))
         more = [w for i in h.tolist() for w in gr.h_await_more.get(i, ())]
         gr.__dict__[key] = not (
-            only_h[gr.h_prev[h]].any() or only_h[gr.h_q[h]].any()
-            or only_g[gr.h_await[h]].any() or only_g[np.asarray(more, dtype=np.int64)].any()
-            or only_h[gr.g_launch[g]].any() or only_g[gr.g_prev[g]].any()
+            only_h[gr.h_prev[h]].any()
+            or only_h[gr.h_q[h]].any()
+            or only_g[gr.h_await[h]].any()
+            or only_g[np.asarray(more, dtype=np.int64)].any()
+            or only_h[gr.g_launch[g]].any()
+            or only_g[gr.g_prev[g]].any()
             or only_g[gr.g_dep[g]].any()
-        )  # fmt: skip
+        )
     return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
@@ -290,9 +307,22 @@ def _mods_lists(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
     key = "_replay_mods_lists"
     if key not in gr.__dict__:
         m0 = Mods.of(gr)
-        gr.__dict__[key] = {k: (getattr(m0, k), getattr(m0, k).tolist())
-                            for k in ("h_gap", "h_qoff", "h_dur", "h_await", "h_base", "h_tail",
-                                      "g_launch", "g_offl", "g_offp", "g_offd", "g_dur")}  # fmt: skip
+        gr.__dict__[key] = {
+            k: (getattr(m0, k), getattr(m0, k).tolist())
+            for k in (
+                "h_gap",
+                "h_qoff",
+                "h_dur",
+                "h_await",
+                "h_base",
+                "h_tail",
+                "g_launch",
+                "g_offl",
+                "g_offp",
+                "g_offd",
+                "g_dur",
+            )
+        }
     return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
@@ -301,11 +331,17 @@ def _constants(gr: Graph) -> dict[str, list[Any]]:
     key = "_replay_lists"
     if key not in gr.__dict__:
         gr.__dict__[key] = {
-            "S": gr.h_ts.tolist(), "E": gr.h_end.tolist(), "GS": gr.g_ts.tolist(),
-            "GE": gr.g_end.tolist(), "prev": gr.h_prev.tolist(), "q": gr.h_q.tolist(),
-            "gp": gr.g_prev.tolist(), "gd": gr.g_dep.tolist(), "origin": gr.h_origin.tolist(),
+            "S": gr.h_ts.tolist(),
+            "E": gr.h_end.tolist(),
+            "GS": gr.g_ts.tolist(),
+            "GE": gr.g_end.tolist(),
+            "prev": gr.h_prev.tolist(),
+            "q": gr.h_q.tolist(),
+            "gp": gr.g_prev.tolist(),
+            "gd": gr.g_dep.tolist(),
+            "origin": gr.h_origin.tolist(),
             "sync": (gr.h_sync & (gr.h_await >= 0)).tolist(),
-        }  # fmt: skip
+        }
     return gr.__dict__[key]  # type: ignore[no-any-return]
 
 
@@ -313,8 +349,9 @@ def _bounds(gr: Graph, mods: Mods, hs: list[int], he: list[int], ge: list[int]) 
     b = gr.bounds.copy()
     if len(b) < 2 or not len(hs):
         return b
-    for x, (a, at_end, off) in enumerate(zip(gr.anchor.tolist(), gr.anchor_end.tolist(),
-                                            mods.b_off.tolist(), strict=True)):  # fmt: skip
+    for x, (a, at_end, off) in enumerate(
+        zip(gr.anchor.tolist(), gr.anchor_end.tolist(), mods.b_off.tolist(), strict=True)
+    ):
         if a >= 0:
             b[x] = (he[a] if at_end else hs[a]) + off
     if gr.last_gpu >= 0:  # the last step also ends with the GPU work it launched

@@ -84,8 +84,9 @@ class ScaleGpu(Fix):
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         s = _pick(self.speedup, self.low, self.high, level)
-        nodes = np.concatenate([gr.kernel_nodes(_rows(self.kernels)),
-                                gr.memcpy_nodes(_rows(self.memcpy))])  # fmt: skip
+        nodes = np.concatenate(
+            [gr.kernel_nodes(_rows(self.kernels)), gr.memcpy_nodes(_rows(self.memcpy))]
+        )
         if s == float("inf"):
             mods.g_dur[nodes] = 0
         elif s > 0:
@@ -141,8 +142,11 @@ class ShrinkHost(Fix):
         if not len(st) or not gr.n_h:
             return []
         tids = None if self.tids is None else np.asarray(self.tids).ravel()
-        groups = [(None, np.ones(len(st), bool))] if tids is None else \
-            [(t, tids == t) for t in np.unique(tids)]  # fmt: skip
+        groups = (
+            [(None, np.ones(len(st), bool))]
+            if tids is None
+            else [(t, tids == t) for t in np.unique(tids)]
+        )
         prev_end = np.where(gr.h_prev >= 0, gr.h_end[np.clip(gr.h_prev, 0, None)], gr.h_origin)
         plan: list[tuple[np.ndarray, ...]] = []
         for t, m in groups:
@@ -299,8 +303,9 @@ def _comm_wait(trace: Trace) -> np.ndarray:
     if not len(ci):
         return wait
     d = k["dur_ns"].to_numpy(np.int64)[ci]
-    tr = single_rank_transfer_ns(k["name"].astype(str).to_numpy()[ci],
-                                 np.asarray(k["stream"].to_numpy()[ci]), d)  # fmt: skip
+    tr = single_rank_transfer_ns(
+        k["name"].astype(str).to_numpy()[ci], np.asarray(k["stream"].to_numpy()[ci]), d
+    )
     wait[ci] = d - tr
     return wait
 

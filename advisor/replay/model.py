@@ -155,10 +155,20 @@ def _empty() -> Graph:
     vals: dict[str, object] = {}
     for f in fields(Graph):
         t = str(f.type)
-        vals[f.name] = ({} if t.startswith("dict") else [] if t.startswith("list")
-                        else np.zeros(0, dtype=bool if f.name in ("h_sync", "h_fixed", "g_fixed",
-                                                                  "anchor_end") else np.int64)
-                        if "ndarray" in t else (1 if f.name == "n_streams" else -1))  # fmt: skip
+        vals[f.name] = (
+            {}
+            if t.startswith("dict")
+            else []
+            if t.startswith("list")
+            else np.zeros(
+                0,
+                dtype=bool
+                if f.name in ("h_sync", "h_fixed", "g_fixed", "anchor_end")
+                else np.int64,
+            )
+            if "ndarray" in t
+            else (1 if f.name == "n_streams" else -1)
+        )
     vals["chosen"] = np.zeros(0, dtype=bool)
     vals["one_step"] = -1
     return Graph(**vals)  # type: ignore[arg-type]
@@ -172,10 +182,14 @@ def _build(trace: Trace) -> Graph:
     lo = int(st["ts_ns"].min()) if len(st) else 0
     # ---- GPU activities
     kcols = ["ts_ns", "end_ns", "device", "stream", "launch_idx"]
-    kk = k[kcols].assign(src=0, row=np.arange(len(k)),
-                         kind=np.where(k["is_comm"].to_numpy(dtype=bool), 0, 1))  # fmt: skip
-    mm = mc[kcols].assign(src=1, row=np.arange(len(mc)),
-                          kind=np.where(mc["kind"].astype(str).to_numpy() == "Memset", 3, 2))  # fmt: skip
+    kk = k[kcols].assign(
+        src=0, row=np.arange(len(k)), kind=np.where(k["is_comm"].to_numpy(dtype=bool), 0, 1)
+    )
+    mm = mc[kcols].assign(
+        src=1,
+        row=np.arange(len(mc)),
+        kind=np.where(mc["kind"].astype(str).to_numpy() == "Memset", 3, 2),
+    )
     g = pd.concat([p for p in (kk, mm) if len(p)] or [kk], ignore_index=True)
     g_ts = g["ts_ns"].to_numpy(np.int64)
     g_end = g["end_ns"].to_numpy(np.int64)
@@ -305,8 +319,7 @@ def _build(trace: Trace) -> Graph:
                 if is_device_sync[i]:  # every stream's last activity launched before it
                     cs = g_stream[cand]
                     last = pd.Series(np.arange(len(cand))).groupby(cs).last().to_numpy()
-                    more = [int(cand[x]) for x in last if cand[x] != h_await[i]
-                            and e[x] > NEG]  # fmt: skip
+                    more = [int(cand[x]) for x in last if cand[x] != h_await[i] and e[x] > NEG]
                     if more:
                         await_more[i] = more
     copy_h = np.flatnonzero(is_copy_call[h_rt]) if n_h else np.zeros(0, np.int64)
@@ -323,8 +336,9 @@ def _build(trace: Trace) -> Graph:
         if len(mc):
             mk = (g["src"].to_numpy() == 1) & (g["kind"].to_numpy() == 2)
             rows = g["row"].to_numpy()[mk]
-            dtoh[np.flatnonzero(mk)] = ((mc["kind"].astype(str).to_numpy()[rows] == "DtoH")
-                                        & (mc["dst"].astype(str).to_numpy()[rows] != "Pinned"))  # fmt: skip
+            dtoh[np.flatnonzero(mk)] = (mc["kind"].astype(str).to_numpy()[rows] == "DtoH") & (
+                mc["dst"].astype(str).to_numpy()[rows] != "Pinned"
+            )
         blocking = has & (ce > h_ts[copy_h])
         blocking &= (ce <= h_end[copy_h] + CLOCK_TOL_NS) | dtoh[np.clip(oc, 0, None)]
         h_await[copy_h[blocking]] = oc[blocking]
@@ -346,8 +360,9 @@ def _build(trace: Trace) -> Graph:
     first = (~h_fixed) & ((h_prev < 0) | h_fixed[np.clip(h_prev, 0, None)]) & (h_q < 0)
     h_prev[first] = -1
     h_gap[first] = np.maximum(h_ts[first] - h_origin[first], 0)
-    g_fixed = np.where(g_launch >= 0, h_fixed[np.clip(g_launch, 0, None)],
-                       ~in_replayed_steps(st, chosen, g_ts)[0])  # fmt: skip
+    g_fixed = np.where(
+        g_launch >= 0, h_fixed[np.clip(g_launch, 0, None)], ~in_replayed_steps(st, chosen, g_ts)[0]
+    )
     if not len(st):
         h_fixed[:] = True
         g_fixed[:] = True
@@ -363,30 +378,80 @@ def _build(trace: Trace) -> Graph:
     )
     inside = (sidx >= 0) & (when < hi) & ~g_fixed & chosen[np.clip(sidx, 0, None)]
     g_key = np.where(inside, sidx * n_streams + sc, -1).astype(np.int64)
-    order = replay_order(h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed,
-                   g_stream)  # fmt: skip
+    order = replay_order(
+        h_tid, h_ts, h_end, h_fixed, h_sync, h_await, g_ts, g_launch, g_fixed, g_stream
+    )
     # the events of the one step closest to the median alone (the range ends replay only it)
-    h_k = np.searchsorted(st["ts_ns"].to_numpy(np.int64), h_ts, side="right") - 1 if len(st) \
-        else np.full(n_h, -1)  # fmt: skip
-    mid = int(np.argmin(np.abs(st["dur_ns"].to_numpy() - np.median(st["dur_ns"].to_numpy())))) \
-        if len(st) else -1  # fmt: skip
+    h_k = (
+        np.searchsorted(st["ts_ns"].to_numpy(np.int64), h_ts, side="right") - 1
+        if len(st)
+        else np.full(n_h, -1)
+    )
+    mid = (
+        int(np.argmin(np.abs(st["dur_ns"].to_numpy() - np.median(st["dur_ns"].to_numpy()))))
+        if len(st)
+        else -1
+    )
     g_k = np.where(g_launch >= 0, h_k[np.clip(g_launch, 0, None)], sidx)
     codes = np.asarray(order, dtype=np.int64)
-    ev_k = np.where(codes < n_h, h_k[np.clip(codes, 0, n_h - 1)],
-                    np.where(codes < n_h + n_g, g_k[np.clip(codes - n_h, 0, max(n_g - 1, 0))],
-                             h_k[np.clip(codes - n_h - n_g, 0, n_h - 1)]))  # fmt: skip
+    ev_k = np.where(
+        codes < n_h,
+        h_k[np.clip(codes, 0, n_h - 1)],
+        np.where(
+            codes < n_h + n_g,
+            g_k[np.clip(codes - n_h, 0, max(n_g - 1, 0))],
+            h_k[np.clip(codes - n_h - n_g, 0, n_h - 1)],
+        ),
+    )
     order_one = codes[ev_k == mid].tolist() if len(codes) else []
     bounds, anchor, anchor_off, anchor_end, last_gpu, last_off, main_tid = step_anchors(
-        trace, st, h_tid, h_ts, h_end, tid_raw, g_launch, g_end, g_fixed)  # fmt: skip
-    return Graph(h_rt=h_rt, h_tid=h_tid, h_traw=tid_raw, h_ts=h_ts, h_end=h_end, h_prev=h_prev, h_gap=h_gap,
-                 h_q=h_q, h_qoff=h_qoff, h_await=h_await, h_await_more=await_more, h_tail=h_tail, h_base=h_base,
-                 h_sync=h_sync, h_fixed=h_fixed, g_src=g["src"].to_numpy(np.int64),
-                 g_row=g["row"].to_numpy(np.int64), g_ts=g_ts, g_end=g_end, g_stream=g_stream,
-                 g_kind=g["kind"].to_numpy(np.int64), g_launch=g_launch, g_offl=g_offl,
-                 g_prev=g_prev, g_offp=g_offp, g_dep=g_dep, g_offd=g_offd, g_resid=resid,
-                 g_bind=g_bind, g_fixed=g_fixed, order=order,
-                 order_one=order_one, one_step=mid, bounds=bounds, anchor=anchor,
-                 anchor_off=anchor_off, anchor_end=anchor_end, last_gpu=last_gpu, last_gpu_off=last_off,
-                 launch_latency_ns=L0, main_tid=main_tid, start_ns=lo,
-        h_origin=h_origin, chosen=chosen,
-                 g_key=g_key, n_streams=n_streams)  # fmt: skip
+        trace, st, h_tid, h_ts, h_end, tid_raw, g_launch, g_end, g_fixed
+    )
+    return Graph(
+        h_rt=h_rt,
+        h_tid=h_tid,
+        h_traw=tid_raw,
+        h_ts=h_ts,
+        h_end=h_end,
+        h_prev=h_prev,
+        h_gap=h_gap,
+        h_q=h_q,
+        h_qoff=h_qoff,
+        h_await=h_await,
+        h_await_more=await_more,
+        h_tail=h_tail,
+        h_base=h_base,
+        h_sync=h_sync,
+        h_fixed=h_fixed,
+        g_src=g["src"].to_numpy(np.int64),
+        g_row=g["row"].to_numpy(np.int64),
+        g_ts=g_ts,
+        g_end=g_end,
+        g_stream=g_stream,
+        g_kind=g["kind"].to_numpy(np.int64),
+        g_launch=g_launch,
+        g_offl=g_offl,
+        g_prev=g_prev,
+        g_offp=g_offp,
+        g_dep=g_dep,
+        g_offd=g_offd,
+        g_resid=resid,
+        g_bind=g_bind,
+        g_fixed=g_fixed,
+        order=order,
+        order_one=order_one,
+        one_step=mid,
+        bounds=bounds,
+        anchor=anchor,
+        anchor_off=anchor_off,
+        anchor_end=anchor_end,
+        last_gpu=last_gpu,
+        last_gpu_off=last_off,
+        launch_latency_ns=L0,
+        main_tid=main_tid,
+        start_ns=lo,
+        h_origin=h_origin,
+        chosen=chosen,
+        g_key=g_key,
+        n_streams=n_streams,
+    )

@@ -47,8 +47,9 @@ def in_replayed_steps(
     return (k >= 0) & (t < e[kk]) & chosen[kk], s[kk]
 
 
-def cross_stream_waits(late: np.ndarray, g_ts: np.ndarray, g_end: np.ndarray,
-                  g_stream: np.ndarray) -> np.ndarray:  # fmt: skip
+def cross_stream_waits(
+    late: np.ndarray, g_ts: np.ndarray, g_end: np.ndarray, g_stream: np.ndarray
+) -> np.ndarray:
     """For each late activity, the activity on another stream of its device that ended last in
     [start - CROSS_STREAM_TOL_NS, start] (the later one in end order on a tie), -1: all the
     candidates of every activity at once, in pieces of bounded size."""
@@ -74,9 +75,18 @@ def cross_stream_waits(late: np.ndarray, g_ts: np.ndarray, g_end: np.ndarray,
     return out
 
 
-def replay_order(h_tid: np.ndarray, h_ts: np.ndarray, h_end: np.ndarray, h_fixed: np.ndarray,
-           h_sync: np.ndarray, h_await: np.ndarray, g_ts: np.ndarray, g_launch: np.ndarray,
-           g_fixed: np.ndarray, g_stream: np.ndarray) -> list[int]:  # fmt: skip
+def replay_order(
+    h_tid: np.ndarray,
+    h_ts: np.ndarray,
+    h_end: np.ndarray,
+    h_fixed: np.ndarray,
+    h_sync: np.ndarray,
+    h_await: np.ndarray,
+    g_ts: np.ndarray,
+    g_launch: np.ndarray,
+    g_fixed: np.ndarray,
+    g_stream: np.ndarray,
+) -> list[int]:
     """Replay order: every node after the nodes it reads. Measured times, with each key moved
     past a predecessor's when the clocks put the predecessor later (keys never decrease along
     a thread or a stream; a sync ends after what it waited for started)."""
@@ -106,10 +116,17 @@ def replay_order(h_tid: np.ndarray, h_ts: np.ndarray, h_end: np.ndarray, h_fixed
     return code[o].tolist()  # type: ignore[no-any-return]
 
 
-def step_anchors(trace: Trace, st: pd.DataFrame, h_tid: np.ndarray, h_ts: np.ndarray,
-             h_end: np.ndarray, tid_raw: np.ndarray, g_launch: np.ndarray, g_end: np.ndarray,
-             g_fixed: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:  # fmt: skip
+def step_anchors(
+    trace: Trace,
+    st: pd.DataFrame,
+    h_tid: np.ndarray,
+    h_ts: np.ndarray,
+    h_end: np.ndarray,
+    tid_raw: np.ndarray,
+    g_launch: np.ndarray,
+    g_end: np.ndarray,
+    g_fixed: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:
     """Step boundaries and the host calls on the main thread that place them in the replay."""
     n = len(st)
     bounds = (
@@ -141,8 +158,9 @@ def step_anchors(trace: Trace, st: pd.DataFrame, h_tid: np.ndarray, h_ts: np.nda
     return bounds, anchor, off, ends_at, last_gpu, last_off, int(main)
 
 
-def main_thread(trace: Trace, h_tid: np.ndarray, tid_raw: np.ndarray, h_ts: np.ndarray,
-                 lo: int, hi: int) -> int:  # fmt: skip
+def main_thread(
+    trace: Trace, h_tid: np.ndarray, tid_raw: np.ndarray, h_ts: np.ndarray, lo: int, hi: int
+) -> int:
     """The thread the step markers are on (else the one with the most calls in the window)."""
     ann = trace.annotations
     if len(ann) and not trace.meta.synthetic_steps:

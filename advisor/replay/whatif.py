@@ -48,16 +48,21 @@ class Saving:
             return "Not replayed: the trace has no steady step the replay can place."
         rng = self.range_ms
         span = f" ({rng[0]:.2f}-{rng[1]:.2f} ms over the range)" if rng else ""
-        return (f"Replayed: each steady step's dependency graph (host calls, launches, stream "
-                f"order, cross-stream waits, syncs) with the fix applied runs "
-                f"{self.replayed_ms:.2f} ms instead of {self.measured_ms:.2f} ms; the saving is "
-                f"the median over the steps{span}. See docs/savings.md.")  # fmt: skip
+        return (
+            f"Replayed: each steady step's dependency graph (host calls, launches, stream "
+            f"order, cross-stream waits, syncs) with the fix applied runs "
+            f"{self.replayed_ms:.2f} ms instead of {self.measured_ms:.2f} ms; the saving is "
+            f"the median over the steps{span}. See docs/savings.md."
+        )
 
     def draft_fields(self) -> dict[str, Any]:
         """``est_savings_ms``, ``est_savings_range_ms`` and ``extra`` (the fix, for the combined
         replay) for a :class:`~advisor.findings.Draft`."""
-        return {"est_savings_ms": self.ms, "est_savings_range_ms": self.range_ms,
-                "extra": {"fix": self.fix}}  # fmt: skip
+        return {
+            "est_savings_ms": self.ms,
+            "est_savings_range_ms": self.range_ms,
+            "extra": {"fix": self.fix},
+        }
 
 
 def base(trace: Trace) -> Replayed:
@@ -137,21 +142,30 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
     mid, per, rep = out["mid"]
     low = out.get("low", out["mid"])[0]
     high = out.get("high", out["mid"])[0]
-    return Saving(ms=round(mid, 3), low_ms=round(low, 3), high_ms=round(high, 3),
-                  per_step_ms=tuple(round(float(x), 3) for x in per),
-                  measured_ms=round(float(np.median(before)) / 1e6, 3),
-                  replayed_ms=round(rep, 3), fix=fix)  # fmt: skip
+    return Saving(
+        ms=round(mid, 3),
+        low_ms=round(low, 3),
+        high_ms=round(high, 3),
+        per_step_ms=tuple(round(float(x), 3) for x in per),
+        measured_ms=round(float(np.median(before)) / 1e6, 3),
+        replayed_ms=round(rep, 3),
+        fix=fix,
+    )
 
 
-def combined_bound_ms(trace: Trace, drafts: Sequence[Draft], findings: Sequence[Finding],
-                      step_ms: float) -> tuple[float, bool]:  # fmt: skip
+def combined_bound_ms(
+    trace: Trace, drafts: Sequence[Draft], findings: Sequence[Finding], step_ms: float
+) -> tuple[float, bool]:
     """The headline "together at most X ms": every reported finding's fix replayed at once,
     plus the savings of findings that carry no fix, never above the step. Second value: True
     when a combined replay was made (else the capped sum)."""
 
     shown = {f.id for f in findings if f.est_savings_ms > 0}
-    fixes = [d.extra["fix"] for d in drafts
-             if d.id in shown and not d.latent and isinstance(d.extra.get("fix"), Fix)]  # fmt: skip
+    fixes = [
+        d.extra["fix"]
+        for d in drafts
+        if d.id in shown and not d.latent and isinstance(d.extra.get("fix"), Fix)
+    ]
     if not fixes or not replayable(trace):
         return savings_bound_ms(list(findings), step_ms), False
     with_fix = {d.id for d in drafts if isinstance(d.extra.get("fix"), Fix)}

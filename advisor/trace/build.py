@@ -36,24 +36,73 @@ _F64 = np.float64
 _O = object
 # every table's columns after ts/dur, with their dtype when the table is empty
 SCHEMA: dict[str, list[tuple[str, Any]]] = {
-    "cpu_ops": [("name", _O), ("pid", _I64), ("tid", _I64), ("external_id", _I64),
-                ("seq", _I64), ("fwd_tid", _I64), ("input_dims", _O), ("input_types", _O),
-                ("call_stack", _O)],
-    "annotations": [("name", _O), ("pid", _I64), ("tid", _I64), ("on_gpu", bool),
-                    ("external_id", _I64)],
-    "python": [("name", _O), ("pid", _I64), ("tid", _I64), ("python_id", _I64),
-               ("parent_id", _I64), ("call_site", _O)],
-    "runtime": [("name", _O), ("pid", _I64), ("tid", _I64), ("correlation", _I64),
-                ("external_id", _I64), ("is_driver", bool)],
-    "kernels": [("name", _O), ("device", _I64), ("stream", _I64), ("correlation", _I64),
-                ("external_id", _I64), ("grid", _O), ("block", _O)],
-    "memcpy": [("name", _O), ("device", _I64), ("stream", _I64), ("correlation", _I64),
-               ("external_id", _I64), ("bytes", _F64), ("argkind", _O)],
-    "syncs": [("name", _O), ("sync_kind", _O), ("device", _I64), ("stream", _I64),
-              ("correlation", _I64)],
-    "memory": [("bytes", _F64), ("total_allocated", _F64), ("total_reserved", _F64),
-               ("device_type", _I64), ("device_id", _I64)],
-}  # fmt: skip
+    "cpu_ops": [
+        ("name", _O),
+        ("pid", _I64),
+        ("tid", _I64),
+        ("external_id", _I64),
+        ("seq", _I64),
+        ("fwd_tid", _I64),
+        ("input_dims", _O),
+        ("input_types", _O),
+        ("call_stack", _O),
+    ],
+    "annotations": [
+        ("name", _O),
+        ("pid", _I64),
+        ("tid", _I64),
+        ("on_gpu", bool),
+        ("external_id", _I64),
+    ],
+    "python": [
+        ("name", _O),
+        ("pid", _I64),
+        ("tid", _I64),
+        ("python_id", _I64),
+        ("parent_id", _I64),
+        ("call_site", _O),
+    ],
+    "runtime": [
+        ("name", _O),
+        ("pid", _I64),
+        ("tid", _I64),
+        ("correlation", _I64),
+        ("external_id", _I64),
+        ("is_driver", bool),
+    ],
+    "kernels": [
+        ("name", _O),
+        ("device", _I64),
+        ("stream", _I64),
+        ("correlation", _I64),
+        ("external_id", _I64),
+        ("grid", _O),
+        ("block", _O),
+    ],
+    "memcpy": [
+        ("name", _O),
+        ("device", _I64),
+        ("stream", _I64),
+        ("correlation", _I64),
+        ("external_id", _I64),
+        ("bytes", _F64),
+        ("argkind", _O),
+    ],
+    "syncs": [
+        ("name", _O),
+        ("sync_kind", _O),
+        ("device", _I64),
+        ("stream", _I64),
+        ("correlation", _I64),
+    ],
+    "memory": [
+        ("bytes", _F64),
+        ("total_allocated", _F64),
+        ("total_reserved", _F64),
+        ("device_type", _I64),
+        ("device_id", _I64),
+    ],
+}
 
 
 @dataclass
@@ -76,16 +125,16 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     steps, synthetic = _steps(ann, cpu_ops, origin, col.tmax)
     for df in (cpu_ops, ann, python, runtime, syncs, memory):
         df["step"] = assign_steps(df["ts_ns"].to_numpy(), steps)
-    depth, parent = nest_ops(cpu_ops["tid"].to_numpy(), cpu_ops["ts_ns"].to_numpy(),
-                             cpu_ops["end_ns"].to_numpy())  # fmt: skip
+    depth, parent = nest_ops(
+        cpu_ops["tid"].to_numpy(), cpu_ops["ts_ns"].to_numpy(), cpu_ops["end_ns"].to_numpy()
+    )
     cpu_ops["depth"] = depth
     cpu_ops["parent_idx"] = parent
     runtime["op_idx"] = op_index(runtime, cpu_ops, depth)
     rt_corr, rt_steps = runtime["correlation"].to_numpy(), runtime["step"].to_numpy()
     for df in (kernels, memcpy):
         df["launch_idx"] = launch_index(df["correlation"].to_numpy(), rt_corr)
-        df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps,
-                               steps)  # fmt: skip
+        df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps, steps)
     kernels["is_comm"] = is_comm(kernels["name"].array)
     argkind = memcpy.pop("argkind").to_numpy()
     for k, v in memcpy_kinds(memcpy["name"].array, argkind).items():
@@ -124,8 +173,9 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     return Trace(meta, kernels, memcpy, runtime, cpu_ops, python, ann, syncs, memory, steps)
 
 
-def _frame(cols: dict[str, np.ndarray], table: str, origin: float,
-           names: np.ndarray) -> pd.DataFrame:  # fmt: skip
+def _frame(
+    cols: dict[str, np.ndarray], table: str, origin: float, names: np.ndarray
+) -> pd.DataFrame:
     """One table: ts_ns, dur_ns, end_ns, then its columns (categorical name)."""
     n = len(cols["ts"]) if "ts" in cols else 0
     ts_ns = _ns(cols.pop("ts") if n else np.zeros(0), origin)
@@ -192,8 +242,12 @@ def _steps(
         mask = is_step[cat.codes]
         if "on_gpu" in df:
             mask &= ~df["on_gpu"].to_numpy(dtype=bool)
-        for code, ts, dur in zip(cat.codes[mask], df["ts_ns"].to_numpy()[mask],
-                                 df["dur_ns"].to_numpy()[mask], strict=True):  # fmt: skip
+        for code, ts, dur in zip(
+            cat.codes[mask],
+            df["ts_ns"].to_numpy()[mask],
+            df["dur_ns"].to_numpy()[mask],
+            strict=True,
+        ):
             rows.append((nums[code], int(ts), int(dur)))
     if rows:
         st = pd.DataFrame(rows, columns=["step", "ts_ns", "dur_ns"])
@@ -234,19 +288,26 @@ def _devices(header: dict[str, Any]) -> tuple[Device, ...]:
         cc = (int(major), int(minor)) if isinstance(major, int) and isinstance(minor, int) else None
         name = str(p.get("name", "unknown GPU"))
         warp = p.get("warpSize")
-        vendor = "amd" if ("AMD" in name or "Radeon" in name or "Instinct" in name or warp == 64) \
-            else ("nvidia" if cc else "unknown")  # fmt: skip
+        vendor = (
+            "amd"
+            if ("AMD" in name or "Radeon" in name or "Instinct" in name or warp == 64)
+            else ("nvidia" if cc else "unknown")
+        )
         mem = p.get("totalGlobalMem")
         sms = p.get("numSms", p.get("multiProcessorCount"))
         dev_id = p.get("id", i)
-        out.append(Device(
-            id=int(dev_id) if isinstance(dev_id, int) else i,
-            name=name,
-            compute_capability=cc,
-            total_memory_bytes=int(mem) if isinstance(mem, int | float) and 0 <= mem < 2**62 else None,
-            num_sms=int(sms) if isinstance(sms, int) else None,
-            vendor=vendor,
-        ))  # fmt: skip
+        out.append(
+            Device(
+                id=int(dev_id) if isinstance(dev_id, int) else i,
+                name=name,
+                compute_capability=cc,
+                total_memory_bytes=int(mem)
+                if isinstance(mem, int | float) and 0 <= mem < 2**62
+                else None,
+                num_sms=int(sms) if isinstance(sms, int) else None,
+                vendor=vendor,
+            )
+        )
     return tuple(out)
 
 

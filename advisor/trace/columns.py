@@ -170,31 +170,55 @@ class Columns:
     def _cpu_ops(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
         a = list(map(_ARGS, evs))
         dims = [x.input_dims if x.input_dims is not NULL else x.input_dims_legacy for x in a]
-        self._put("cpu_ops", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
-                  tid=self._ids(map(_TID, evs)), external_id=_ext(a), seq=_ints(a, "seq"),
-                  fwd_tid=_ints(a, "fwd_tid"), input_dims=self._raws(dims),
-                  input_types=self._raws(map(attrgetter("input_type"), a)),
-                  call_stack=self._strs(map(attrgetter("call_stack"), a)))  # fmt: skip
+        self._put(
+            "cpu_ops",
+            **self._common(evs, ts, dur),
+            pid=self._ids(map(_PID, evs)),
+            tid=self._ids(map(_TID, evs)),
+            external_id=_ext(a),
+            seq=_ints(a, "seq"),
+            fwd_tid=_ints(a, "fwd_tid"),
+            input_dims=self._raws(dims),
+            input_types=self._raws(map(attrgetter("input_type"), a)),
+            call_stack=self._strs(map(attrgetter("call_stack"), a)),
+        )
 
-    def _annotations(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray,
-                     kind: np.ndarray) -> None:  # fmt: skip
+    def _annotations(
+        self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray
+    ) -> None:
         a = list(map(_ARGS, evs))
-        self._put("annotations", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
-                  tid=self._ids(map(_TID, evs)), on_gpu=kind == K_GANN,
-                  external_id=_ext(a))  # fmt: skip
+        self._put(
+            "annotations",
+            **self._common(evs, ts, dur),
+            pid=self._ids(map(_PID, evs)),
+            tid=self._ids(map(_TID, evs)),
+            on_gpu=kind == K_GANN,
+            external_id=_ext(a),
+        )
 
     def _python(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
         a = list(map(_ARGS, evs))
-        self._put("python", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
-                  tid=self._ids(map(_TID, evs)), python_id=_ints(a, "python_id"),
-                  parent_id=_ints(a, "python_parent_id"),
-                  call_site=self._strs(map(attrgetter("call_site"), a)))  # fmt: skip
+        self._put(
+            "python",
+            **self._common(evs, ts, dur),
+            pid=self._ids(map(_PID, evs)),
+            tid=self._ids(map(_TID, evs)),
+            python_id=_ints(a, "python_id"),
+            parent_id=_ints(a, "python_parent_id"),
+            call_site=self._strs(map(attrgetter("call_site"), a)),
+        )
 
     def _runtime(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
         a = list(map(_ARGS, evs))
-        self._put("runtime", **self._common(evs, ts, dur), pid=self._ids(map(_PID, evs)),
-                  tid=self._ids(map(_TID, evs)), correlation=_ints(a, "correlation"),
-                  external_id=_ext(a), is_driver=kind == K_DRV)  # fmt: skip
+        self._put(
+            "runtime",
+            **self._common(evs, ts, dur),
+            pid=self._ids(map(_PID, evs)),
+            tid=self._ids(map(_TID, evs)),
+            correlation=_ints(a, "correlation"),
+            external_id=_ext(a),
+            is_driver=kind == K_DRV,
+        )
 
     def _device(self, evs: list[Event], a: list[Any]) -> np.ndarray:
         dev = _ints(a, "device")
@@ -204,25 +228,42 @@ class Columns:
 
     def _kernels(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
         a = list(map(_ARGS, evs))
-        self._put("kernels", **self._common(evs, ts, dur), device=self._device(evs, a),
-                  stream=_streams(a), correlation=_ints(a, "correlation"), external_id=_ext(a),
-                  grid=self._raws(map(attrgetter("grid"), a)),
-                  block=self._raws(map(attrgetter("block"), a)))  # fmt: skip
+        self._put(
+            "kernels",
+            **self._common(evs, ts, dur),
+            device=self._device(evs, a),
+            stream=_streams(a),
+            correlation=_ints(a, "correlation"),
+            external_id=_ext(a),
+            grid=self._raws(map(attrgetter("grid"), a)),
+            block=self._raws(map(attrgetter("block"), a)),
+        )
 
     def _memcpy(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
         a = list(map(_ARGS, evs))
         argkind = self._raws(map(attrgetter("kind"), a))
         argkind[kind == K_MEMSET] = self._code(("s", "Memset"), "Memset")
-        self._put("memcpy", **self._common(evs, ts, dur), device=self._device(evs, a),
-                  stream=_streams(a), correlation=_ints(a, "correlation"), external_id=_ext(a),
-                  bytes=_floats(a, "nbytes"), argkind=argkind)  # fmt: skip
+        self._put(
+            "memcpy",
+            **self._common(evs, ts, dur),
+            device=self._device(evs, a),
+            stream=_streams(a),
+            correlation=_ints(a, "correlation"),
+            external_id=_ext(a),
+            bytes=_floats(a, "nbytes"),
+            argkind=argkind,
+        )
 
     def _syncs(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
         a = list(map(_ARGS, evs))
-        self._put("syncs", **self._common(evs, ts, dur),
-                  sync_kind=self._strs(map(attrgetter("sync_kind"), a)),
-                  device=_ints(a, "device"), stream=_streams(a),
-                  correlation=_ints(a, "correlation"))  # fmt: skip
+        self._put(
+            "syncs",
+            **self._common(evs, ts, dur),
+            sync_kind=self._strs(map(attrgetter("sync_kind"), a)),
+            device=_ints(a, "device"),
+            stream=_streams(a),
+            correlation=_ints(a, "correlation"),
+        )
 
     def _memory(self, evs: list[Event], ts: np.ndarray) -> None:
         sel = np.array([n == "[memory]" for n in map(_NAME, evs)], dtype=bool)
@@ -231,10 +272,15 @@ class Columns:
             return
         idx = np.flatnonzero(sel)
         a = list(map(_ARGS, _take(evs, idx)))
-        self._put("memory", ts=ts[idx], bytes=_floats(a, "mem_bytes"),
-                  total_allocated=_floats(a, "total_allocated"),
-                  total_reserved=_floats(a, "total_reserved"),
-                  device_type=_ints(a, "device_type"), device_id=_ints(a, "device_id"))  # fmt: skip
+        self._put(
+            "memory",
+            ts=ts[idx],
+            bytes=_floats(a, "mem_bytes"),
+            total_allocated=_floats(a, "total_allocated"),
+            total_reserved=_floats(a, "total_reserved"),
+            device_type=_ints(a, "device_type"),
+            device_id=_ints(a, "device_id"),
+        )
 
     # ---------------------------------------------------------------- values
     def _names(self, values: list[str]) -> np.ndarray:

@@ -50,9 +50,18 @@ from advisor.trace.tolerant import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_TRACE_BYTES", "EMPTY_ARGS", "NAN", "NULL", "Args", "Event", "TraceFile",
-    "decode_stream", "decode_whole", "pieces", "read_bytes",
-]  # fmt: skip
+    "DEFAULT_MAX_TRACE_BYTES",
+    "EMPTY_ARGS",
+    "NAN",
+    "NULL",
+    "Args",
+    "Event",
+    "TraceFile",
+    "decode_stream",
+    "decode_whole",
+    "pieces",
+    "read_bytes",
+]
 
 CHUNK_BYTES = 1 << 20  # decompressed text decoded at a time
 _HEAD_LIMIT = 64 << 20  # the "traceEvents" key must appear within this many bytes

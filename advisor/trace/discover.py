@@ -27,8 +27,11 @@ _RANK_RE = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 def _is_trace_name(name: str) -> bool:
     # an advisor profile run's evaluation window (trace.eval.json.gz) is read with its main
     # trace (advisor.analysis.phases), never as a trace of its own rank
-    return (name.endswith(_TRACE_SUFFIXES) and name not in _SKIP_NAMES
-            and not name.endswith(".eval.json.gz"))  # fmt: skip
+    return (
+        name.endswith(_TRACE_SUFFIXES)
+        and name not in _SKIP_NAMES
+        and not name.endswith(".eval.json.gz")
+    )
 
 
 def find_traces(path: str | os.PathLike[str]) -> list[Path]:
@@ -142,8 +145,12 @@ def decode_columns(
     return cols, header, size
 
 
-def _load(p: Path, src: Iterator[bytes] | None, require_events: bool,
-          max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Trace:  # fmt: skip
+def _load(
+    p: Path,
+    src: Iterator[bytes] | None,
+    require_events: bool,
+    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+) -> Trace:
     from advisor.trace.build import Decoded, build_trace
 
     cols, header, size = decode_columns(

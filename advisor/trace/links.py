@@ -14,10 +14,16 @@ import pandas as pd
 _MEMCPY_RE = re.compile(r"^Mem(?:cpy|set)\s*(\w+)?\s*(?:\((\w+)(?:\s*->\s*(\w+))?\))?")
 _FRAME_RE = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _NON_USER_PARTS = (
-    "/torch/", "site-packages", "dist-packages", "/lib/python3", "/advisor/profile",
+    "/torch/",
+    "site-packages",
+    "dist-packages",
+    "/lib/python3",
+    "/advisor/profile",
     "/advisor/runner",  # where advisor.profile lived in traces recorded before this layout
-    "<frozen", "<string>", "/usr/lib/python",
-)  # fmt: skip
+    "<frozen",
+    "<string>",
+    "/usr/lib/python",
+)
 # top-level packages whose frames are never the user's own code
 _LIBRARY_TOPS = frozenset(
     "torch torchvision torchaudio torchtext triton advisor numpy pandas scipy sklearn PIL tqdm "
@@ -229,8 +235,9 @@ def _lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray) -> np.nda
     return np.where(hit, values[i], -1).astype(np.int64)
 
 
-def gpu_steps(gpu_ts: np.ndarray, launch: np.ndarray, rt_steps: np.ndarray,
-              steps: pd.DataFrame) -> np.ndarray:  # fmt: skip
+def gpu_steps(
+    gpu_ts: np.ndarray, launch: np.ndarray, rt_steps: np.ndarray, steps: pd.DataFrame
+) -> np.ndarray:
     """GPU work belongs to the step that launched it; unmatched work goes by its own time."""
     by_time = assign_steps(gpu_ts, steps)
     if not len(rt_steps):

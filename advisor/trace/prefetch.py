@@ -134,8 +134,10 @@ class Prefetch:
             problem, path = payload
             raise TraceError(problem, path)
         if settings.debug():  # a bug in the child: say so, then decode here
-            print(f"advisor: decoding child failed ({payload[0]}); decoding in this process",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"advisor: decoding child failed ({payload[0]}); decoding in this process",
+                file=sys.stderr,
+            )
         return None
 
     def cancel(self) -> None:

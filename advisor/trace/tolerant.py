@@ -115,8 +115,13 @@ def _convert_event(item: Any) -> Event | None:
             try:
                 one = {key: value}
                 _DECODE_ARGS.decode(_ENCODE.encode(one))
-            except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError,
-                    RecursionError):  # fmt: skip
+            except (
+                msgspec.ValidationError,
+                msgspec.EncodeError,
+                TypeError,
+                ValueError,
+                RecursionError,
+            ):
                 continue
             clean[key] = value
     base = {k: item[k] for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur") if k in item}

@@ -35,8 +35,11 @@ def _hold_cudnn(patcher: Patcher, fix_id: str, name: str, value: Any) -> None:
     mod = torch.backends.cudnn
     cls: Any = type(mod)
     before = getattr(mod, name)
-    held = _Held(cls.__dict__[name], value,
-                 lambda v: patcher.note(fix_id, f"the script set cudnn.{name}={v!r}; kept {value!r}"))  # fmt: skip
+    held = _Held(
+        cls.__dict__[name],
+        value,
+        lambda v: patcher.note(fix_id, f"the script set cudnn.{name}={v!r}; kept {value!r}"),
+    )
     patcher.patch(fix_id, cls, name, held)
     setattr(mod, name, value)
     patcher.on_revert(fix_id, lambda: held.orig.__set__(mod, before))
@@ -145,8 +148,10 @@ class Autocast(PatchFix):
 
     def applies_to(self, facts: RunFacts) -> str | None:
         if facts.cuda and facts.compute_capability is not None and facts.compute_capability < 8.0:
-            return ("bfloat16 autocast needs compute capability 8.0 or newer; fp16 needs a "
-                    "GradScaler, a code change")  # fmt: skip
+            return (
+                "bfloat16 autocast needs compute capability 8.0 or newer; fp16 needs a "
+                "GradScaler, a code change"
+            )
         return None
 
     def apply(self, patcher: Patcher) -> None:

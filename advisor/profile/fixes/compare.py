@@ -38,12 +38,24 @@ class RunData:
 
 def step_stats(step_ms: list[float]) -> dict[str, Any]:
     if not step_ms:
-        return {"steps": 0, "median_ms": None, "p25_ms": None, "p75_ms": None,
-                "min_ms": None, "max_ms": None}  # fmt: skip
+        return {
+            "steps": 0,
+            "median_ms": None,
+            "p25_ms": None,
+            "p75_ms": None,
+            "min_ms": None,
+            "max_ms": None,
+        }
     v = np.asarray(step_ms, dtype=float)
     p25, med, p75 = np.percentile(v, [25, 50, 75])
-    return {"steps": len(v), "median_ms": _r(med), "p25_ms": _r(p25), "p75_ms": _r(p75),
-            "min_ms": _r(v.min()), "max_ms": _r(v.max())}  # fmt: skip
+    return {
+        "steps": len(v),
+        "median_ms": _r(med),
+        "p25_ms": _r(p25),
+        "p75_ms": _r(p75),
+        "min_ms": _r(v.min()),
+        "max_ms": _r(v.max()),
+    }
 
 
 def _r(x: float, nd: int = 3) -> float:
@@ -78,11 +90,19 @@ def numerics(before: RunData, after: RunData, rtol: float) -> dict[str, Any]:
             "outputs",
         )
     n = min(len(a), len(b))
-    out: dict[str, Any] = {"observed": what, "before": a, "after": b, "rtol": rtol,
-                           "max_rel_diff": None}  # fmt: skip
+    out: dict[str, Any] = {
+        "observed": what,
+        "before": a,
+        "after": b,
+        "rtol": rtol,
+        "max_rel_diff": None,
+    }
     if n == 0:
-        out.update(status="not-observed", text="not observed: no scalar .backward() call and no "
-                   "floating-point module output in the first steps of both runs")  # fmt: skip
+        out.update(
+            status="not-observed",
+            text="not observed: no scalar .backward() call and no "
+            "floating-point module output in the first steps of both runs",
+        )
         return out
     diff = _max_rel(a[:n], b[:n])
     out["max_rel_diff"] = diff
@@ -93,12 +113,18 @@ def numerics(before: RunData, after: RunData, rtol: float) -> dict[str, Any]:
             status="same", text=f"first {n} {what} agree (max relative difference {diff:.2g})"
         )
     elif noise > rtol:
-        out.update(status="inconclusive", text=f"first {what} differ by {diff:.2g}, but two "
-                   f"unchanged runs already differ by {noise:.2g}: the script is not "
-                   "deterministic under a fixed seed")  # fmt: skip
+        out.update(
+            status="inconclusive",
+            text=f"first {what} differ by {diff:.2g}, but two "
+            f"unchanged runs already differ by {noise:.2g}: the script is not "
+            "deterministic under a fixed seed",
+        )
     else:
-        out.update(status="changed", text=f"numerics changed: the first {n} {what} differ by up "
-                   f"to {diff:.2g} (relative), above the tolerance {rtol:g}")  # fmt: skip
+        out.update(
+            status="changed",
+            text=f"numerics changed: the first {n} {what} differ by up "
+            f"to {diff:.2g} (relative), above the tolerance {rtol:g}",
+        )
     return out
 
 
@@ -133,12 +159,22 @@ def compare(before: RunData, after: RunData, est_ids: set[str], rtol: float) -> 
     sb, sa = step_stats(before.step_ms), step_stats(after.step_ms)
     t = after.trial
     row: dict[str, Any] = {
-        "label": after.label, "fixes": list(after.fixes), "folders": after.folders,
-        "before": sb, "after": sa, "applied": t.get("applied", []),
-        "notes": t.get("notes", {}), "counts": t.get("counts", {}), "errors": t.get("errors", {}),
-        "failed": after.failed, "measured_saving_ms": None, "measured_saving_pct": None,
-        "ratio": None, "verdict": None, "numerics": None,
-    }  # fmt: skip
+        "label": after.label,
+        "fixes": list(after.fixes),
+        "folders": after.folders,
+        "before": sb,
+        "after": sa,
+        "applied": t.get("applied", []),
+        "notes": t.get("notes", {}),
+        "counts": t.get("counts", {}),
+        "errors": t.get("errors", {}),
+        "failed": after.failed,
+        "measured_saving_ms": None,
+        "measured_saving_pct": None,
+        "ratio": None,
+        "verdict": None,
+        "numerics": None,
+    }
     base = before.step_ms_median_report or (sb["median_ms"] or 0.0)
     est, used = estimate(before.findings, est_ids, base)
     row["estimated_saving_ms"] = est if used else None

@@ -94,8 +94,11 @@ class DataLoaderStall(PatchFix):
             name = type(a.get("dataset")).__name__
             before = int(a.get("num_workers") or 0)
             if isinstance(a.get("dataset"), IterableDataset):
-                patcher.note(self.id, f"{name}: an IterableDataset keeps num_workers={before} "
-                             "(workers would each yield the whole stream)")  # fmt: skip
+                patcher.note(
+                    self.id,
+                    f"{name}: an IterableDataset keeps num_workers={before} "
+                    "(workers would each yield the whole stream)",
+                )
                 return
             if before < target:
                 a["num_workers"] = target
@@ -106,9 +109,12 @@ class DataLoaderStall(PatchFix):
             if pin and not a.get("pin_memory"):
                 a["pin_memory"] = True
             patcher.count(self.id, "dataloaders")
-            patcher.note(self.id, f"{name}: num_workers {before} -> {a['num_workers']}, "
-                         f"persistent_workers={a['persistent_workers']}, prefetch_factor="
-                         f"{a['prefetch_factor']}, pin_memory={bool(a['pin_memory'])}")  # fmt: skip
+            patcher.note(
+                self.id,
+                f"{name}: num_workers {before} -> {a['num_workers']}, "
+                f"persistent_workers={a['persistent_workers']}, prefetch_factor="
+                f"{a['prefetch_factor']}, pin_memory={bool(a['pin_memory'])}",
+            )
 
         _patch_loader_init(patcher, self.id, edit)
 

@@ -92,8 +92,12 @@ class ChannelsLast(PatchFix):
                     patcher.note(fid, f"{type(module).__name__}: parameters to channels_last")
             if not has_conv:
                 return None, None
-            new = tuple(a.contiguous(memory_format=cl)
-                        if isinstance(a, torch.Tensor) and a.dim() == 4 else a for a in args)  # fmt: skip
+            new = tuple(
+                a.contiguous(memory_format=cl)
+                if isinstance(a, torch.Tensor) and a.dim() == 4
+                else a
+                for a in args
+            )
             patcher.count(fid, "forwards with channels_last inputs")
             return None, new
 

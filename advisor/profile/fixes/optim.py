@@ -79,8 +79,12 @@ class SingleTensorOptimizer(PatchFix):
         @functools.wraps(orig)
         def __init__(opt: Any, params: Any, defaults: dict[str, Any], *a: Any, **kw: Any) -> None:
             try:
-                if ("foreach" in defaults and not defaults.get("foreach")
-                        and not defaults.get("fused") and not defaults.get("differentiable")):  # fmt: skip
+                if (
+                    "foreach" in defaults
+                    and not defaults.get("foreach")
+                    and not defaults.get("fused")
+                    and not defaults.get("differentiable")
+                ):
                     defaults = dict(defaults, foreach=True)
                     patcher.count(fid, "optimizers switched to foreach=True")
                     patcher.note(fid, f"{type(opt).__name__}: foreach=True")

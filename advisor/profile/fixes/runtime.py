@@ -95,8 +95,10 @@ class TryRuntime:
                 except Exception:  # noqa: BLE001
                     pass
 
-        for h in (m.register_module_forward_pre_hook(pre),
-                  m.register_module_forward_hook(post, always_call=True)):  # fmt: skip
+        for h in (
+            m.register_module_forward_pre_hook(pre),
+            m.register_module_forward_hook(post, always_call=True),
+        ):
             self.patcher.on_revert(OBSERVE, h.remove)
 
     def finish(self) -> dict[str, Any]:
@@ -137,8 +139,9 @@ def install_from_env() -> TryRuntime | None:
         data = json.loads(spec)
         fixes = [str(f) for f in data.get("fixes") or ()]
         seed = data.get("seed")
-        rt = TryRuntime(fixes, int(seed) if seed is not None else None,
-                        int(data.get("loss_steps", 3)))  # fmt: skip
+        rt = TryRuntime(
+            fixes, int(seed) if seed is not None else None, int(data.get("loss_steps", 3))
+        )
     except (ValueError, TypeError, AttributeError) as err:
         print(f"advisor: {settings.TRY_VAR} ignored: {err}", flush=True)
         return None

@@ -54,9 +54,13 @@ class TryOptions:
     loss_rtol: float = 1e-3
 
     def validate(self) -> None:
-        for flag, v, low in (("--wait", self.wait, 0), ("--warmup", self.warmup, 0),
-                             ("--active", self.active, 1), ("--repeat", self.repeat, 1),
-                             ("--loss-steps", self.loss_steps, 0)):  # fmt: skip
+        for flag, v, low in (
+            ("--wait", self.wait, 0),
+            ("--warmup", self.warmup, 0),
+            ("--active", self.active, 1),
+            ("--repeat", self.repeat, 1),
+            ("--loss-steps", self.loss_steps, 0),
+        ):
             if v < low:
                 raise AdvisorError(f"{flag} must be at least {low}, got {v}")
         if not self.loss_rtol >= 0:
@@ -84,13 +88,19 @@ def check_try_out(out: Path, force: bool) -> None:
         raise AdvisorError("exists and is not a directory", out)
     if out.is_dir() and any(out.iterdir()):
         if not force:
-            raise AdvisorError("output folder exists and is not empty (pick another --out, or "
-                               "--force to replace an earlier advisor try there)", out)  # fmt: skip
+            raise AdvisorError(
+                "output folder exists and is not empty (pick another --out, or "
+                "--force to replace an earlier advisor try there)",
+                out,
+            )
         for name, mark in ((JSON_NAME, '"try_schema_version"'), (HTML_NAME, "torch-advisor")):
             p = out / name
             if p.exists() and mark not in p.read_text(encoding="utf-8", errors="replace")[:65536]:
-                raise AdvisorError(f"--force would overwrite {name}, which advisor did not "
-                                   "write; pick another --out", out)  # fmt: skip
+                raise AdvisorError(
+                    f"--force would overwrite {name}, which advisor did not "
+                    "write; pick another --out",
+                    out,
+                )
 
 
 def _prepare_run_dir(folder: Path, force: bool) -> None:
@@ -98,16 +108,35 @@ def _prepare_run_dir(folder: Path, force: bool) -> None:
     if log.exists():
         head = log.read_text(encoding="utf-8", errors="replace")[: len(_LOG_HEADER)]
         if head != _LOG_HEADER:
-            raise AdvisorError(f"--force would overwrite {LOG_NAME}, which advisor did not "
-                               "write; pick another --out", folder)  # fmt: skip
+            raise AdvisorError(
+                f"--force would overwrite {LOG_NAME}, which advisor did not "
+                "write; pick another --out",
+                folder,
+            )
     check_out_dir(folder, force)
     release(folder)  # the profile run started next claims the folder for itself
 
 
 def _command(opts: TryOptions, folder: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "advisor", "profile", "--out", str(folder), "--force",
-           "--wait", str(opts.wait), "--warmup", str(opts.warmup), "--active", str(opts.active),
-           "--max-seconds", str(opts.max_seconds), "--phases", "train"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "advisor",
+        "profile",
+        "--out",
+        str(folder),
+        "--force",
+        "--wait",
+        str(opts.wait),
+        "--warmup",
+        str(opts.warmup),
+        "--active",
+        str(opts.active),
+        "--max-seconds",
+        str(opts.max_seconds),
+        "--phases",
+        "train",
+    ]
     if opts.module:
         cmd.append("-m")
     return [*cmd, opts.script, *opts.args]
@@ -191,13 +220,20 @@ def _run(opts: TryOptions, plan: Plan, out: Path, rnd: int, n: int, total: int |
     folder = _folder(out, plan.label, rnd)
     _prepare_run_dir(folder, True)
     of = "" if total is None else f"/{total}"
-    _say(opts, f"run {n}{of}: {plan.label}" + (f" (round {rnd})" if rnd > 1 else "")
-         + (f" with {', '.join(plan.fixes)}" if plan.fixes else " (unchanged)"))  # fmt: skip
+    _say(
+        opts,
+        f"run {n}{of}: {plan.label}"
+        + (f" (round {rnd})" if rnd > 1 else "")
+        + (f" with {', '.join(plan.fixes)}" if plan.fixes else " (unchanged)"),
+    )
     t0 = time.perf_counter()
     code = _launch(opts, folder, plan.fixes)
     _collect(plan.data, folder, code, rnd == 1)
-    _say(opts, f"  {time.perf_counter() - t0:.1f} s" + (f"; failed: {plan.data.failed}"
-                                                         if plan.data.failed else ""))  # fmt: skip
+    _say(
+        opts,
+        f"  {time.perf_counter() - t0:.1f} s"
+        + (f"; failed: {plan.data.failed}" if plan.data.failed else ""),
+    )
 
 
 def run_try(opts: TryOptions) -> tuple[dict[str, Any], Path]:
@@ -234,8 +270,9 @@ def run_try(opts: TryOptions) -> tuple[dict[str, Any], Path]:
     return _document(opts, target, started, before, plans, sel), out
 
 
-def _document(opts: TryOptions, target: Any, started: str, before: Plan, plans: list[Plan],
-              sel: Selection) -> dict[str, Any]:  # fmt: skip
+def _document(
+    opts: TryOptions, target: Any, started: str, before: Plan, plans: list[Plan], sel: Selection
+) -> dict[str, Any]:
     rows = []
     for p in plans:
         est_ids = {i for f in p.fixes for i in FIXES[f].finding_ids}
@@ -258,7 +295,7 @@ def _document(opts: TryOptions, target: Any, started: str, before: Plan, plans: 
             "loss_steps": opts.loss_steps,
             "loss_rtol": opts.loss_rtol,
             "max_seconds": opts.max_seconds,
-        },  # fmt: skip
+        },
         "before": {
             "folders": before.data.folders,
             "failed": before.data.failed,
@@ -266,7 +303,7 @@ def _document(opts: TryOptions, target: Any, started: str, before: Plan, plans: 
             "findings": [
                 {"id": f.id, "est_savings_ms": f.est_savings_ms} for f in before.data.findings
             ],
-        },  # fmt: skip
+        },
         "results": rows,
         "skipped": [{"id": i, "reason": r} for i, r in sel.skipped],
         "not_applicable": [{"id": i, "reason": r} for i, r in sel.not_applicable],
