@@ -53,11 +53,11 @@ def one(path: Path) -> dict[str, object]:
     tr = steady_trace(raw)
     gr = graph(tr)
     row: dict[str, object] = {"trace": str(path), "secs": time.perf_counter() - t0}
-    if not len(gr.chosen) or not gr.chosen.any() or not gr.n_h:
+    if not len(gr.steps.chosen) or not gr.steps.chosen.any() or not gr.n_h:
         row["note"] = "nothing to replay (no host calls, GPU work or steps)"
         return row
-    meas = np.diff(gr.bounds)[gr.chosen] / 1e6
-    pure = replay(gr, Mods.of(gr, calibrated=False)).step_ns[gr.chosen] / 1e6
+    meas = np.diff(gr.steps.bounds_ns)[gr.steps.chosen] / 1e6
+    pure = replay(gr, Mods.of(gr, calibrated=False)).step_ns[gr.steps.chosen] / 1e6
     m, r = float(np.median(meas)), float(np.median(pure))
     holes = [i.kind for i in trace_quality(tr) if i.kind in ("graph", "lost-launch")]
     b = rep.run.get("bound") or {}

@@ -21,7 +21,7 @@ from advisor.replay.fixes import (
     ScaleGpu,
     ShrinkHost,
 )
-from advisor.replay.model import graph
+from advisor.replay.model import Bind, Work, graph
 from advisor.replay.whatif import whatif
 from advisor.trace.model import Trace
 from tests.mr_helpers import ALLREDUCE
@@ -148,9 +148,9 @@ def test_unchanged_replay_gives_back_the_measured_steps(build) -> None:  # type:
     tr = _load(build())
     gr = graph(tr)
     r = replay(gr, Mods.of(gr))
-    assert np.allclose(r.step_ns, np.diff(gr.bounds), rtol=0, atol=2_000)
+    assert np.allclose(r.step_ns, np.diff(gr.steps.bounds_ns), rtol=0, atol=2_000)
     pure = replay(gr, Mods.of(gr, calibrated=False))  # the graph alone explains these steps
-    assert np.allclose(pure.step_ns, np.diff(gr.bounds), rtol=0.05)
+    assert np.allclose(pure.step_ns, np.diff(gr.steps.bounds_ns), rtol=0.05)
 
 
 def test_host_bound_step_gains_nothing_from_faster_kernels() -> None:
@@ -270,3 +270,221 @@ def test_report_header_and_findings_json_carry_the_bound_and_the_replayed_headli
         "note": "of the critical path; communication 20%, host 10%",
     }
     assert bound_fact(None) is None
+
+
+# ---- the graph's edges, one builder each (advisor/replay/edges.py), on built traces
+
+
+def _rt_rows(tr: Trace, name: str) -> np.ndarray:
+    return np.flatnonzero(tr.runtime["name"].astype(str).to_numpy() == name)
+
+
+def test_host_order_links_each_call_to_the_previous_one_with_the_host_work_between() -> None:
+    tr = _load(sync_bound())
+    gr = graph(tr)
+    h = gr.host
+    sync = gr.host_nodes(_rt_rows(tr, "cudaStreamSynchronize"))
+    launch = gr.host_nodes(_rt_rows(tr, "cudaLaunchKernel"))
+    first, second = launch[0::2], launch[1::2]
+    # the sync follows the gemm's launch (ended at t + 17) after 8 us of host work
+    assert (h.prev[sync] == first).all()
+    assert (h.gap_ns[sync] == 8_000).all()
+    # the add's launch follows the sync after the 300 us of Python (from t + 425 to t + 742)
+    assert (h.prev[second] == sync).all() and (h.gap_ns[second] == 317_000).all()
+    # a step's first call follows the previous step's last call (265 us of host work before
+    # it), or, in the first replayed step, the step's start
+    replayed = first[~h.fixed[first]]
+    linked = replayed[h.prev[replayed] >= 0]
+    assert (h.prev[linked] == sync[np.searchsorted(sync, linked) - 1] + 1).all()
+    assert (h.gap_ns[linked] == 265_000).all()
+    opening = replayed[h.prev[replayed] < 0]
+    assert len(opening) >= 1 and (h.ts_ns[opening] - h.origin_ns[opening] == 12_000).all()
+    assert (h.gap_ns[opening] == 12_000).all()
+
+
+def test_handoff_links_a_thread_that_resumes_when_another_thread_finishes() -> None:
+    b = TraceBuilder()
+    for s in range(STEPS):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        o = b.op("aten::mm", t + 10, 20)
+        b.launch(o, "cudaLaunchKernel", t + 15, 5, kernel="fwd", gpu_ts=t + 30, gpu_dur=50)
+        # the backward thread resumes 20 us after the main thread's launch returned
+        o2 = b.op("aten::mm", t + 40, 20, tid=TID + 1)
+        rt = b.runtime("cudaLaunchKernel", t + 40, 5, op=o2, tid=TID + 1)
+        b.kernel("bwd", t + 90, 50, corr=rt["args"]["correlation"])
+    tr = _load(b)
+    gr = graph(tr)
+    h = gr.host
+    bwd = np.flatnonzero((h.trace_tid == TID + 1) & ~h.fixed)
+    resumed = bwd[h.handoff[bwd] >= 0]
+    assert len(resumed) >= STEPS - 1
+    waited_for = h.handoff[resumed]
+    assert (h.trace_tid[waited_for] == TID).all()
+    assert (h.handoff_ns[resumed] == 20_000).all() and (h.gap_ns[resumed] == 0).all()
+
+
+def test_launch_edge_and_binding() -> None:
+    tr = _load(host_bound())
+    gr = graph(tr)
+    g, h = gr.gpu, gr.host
+    assert (g.launch >= 0).all()
+    assert (h.runtime_row[g.launch] == tr.kernels["launch_idx"].to_numpy()).all()
+    assert gr.launch_latency_ns == 15_000  # each kernel starts 15 us after its launch call
+    assert (g.bind == Bind.LAUNCH).all() and (g.launch_ns == 15_000).all()
+    assert (g.residual_ns == 0).all()
+
+
+def test_stream_order_binds_kernels_queued_behind_each_other() -> None:
+    b = TraceBuilder()
+    for s in range(STEPS):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        for i in range(3):  # launched 10 us apart, each 200 us long: they queue
+            lt = t + 10 + 10 * i
+            b.launch(
+                None, "cudaLaunchKernel", lt, 5, kernel="k", gpu_ts=t + 30 + 200 * i, gpu_dur=200
+            )
+        b.runtime("cudaDeviceSynchronize", t + 50, 640)
+    tr = _load(b)
+    g = graph(tr).gpu
+    order = np.argsort(g.ts_ns)
+    queued = order[np.arange(len(order)) % 3 != 0]
+    assert (g.prev[queued] == order[np.arange(len(order)) % 3 != 2][: len(queued)]).all()
+    assert (g.bind[queued] == Bind.STREAM).all() and (g.prev_ns[queued] == 0).all()
+    # a step's first kernel follows the previous step's last one on the stream, but its launch
+    # decided its start
+    firsts = order[np.arange(len(order)) % 3 == 0]
+    assert (g.bind[firsts] == Bind.LAUNCH).all()
+
+
+def test_cross_stream_wait_on_an_activity_of_another_stream() -> None:
+    b = TraceBuilder()
+    for s in range(STEPS):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        b.launch(None, "cudaLaunchKernel", t + 10, 5, kernel="producer", gpu_ts=t + 20, gpu_dur=300)
+        # launched at once on stream 20, it starts when the producer on stream 7 ends
+        b.launch(
+            None,
+            "cudaLaunchKernel",
+            t + 16,
+            5,
+            kernel="consumer",
+            gpu_ts=t + 322,
+            gpu_dur=50,
+            stream=20,
+        )
+        b.runtime("cudaDeviceSynchronize", t + 30, 345)
+    tr = _load(b)
+    g = graph(tr).gpu
+    names = tr.kernels["name"].astype(str).to_numpy()[g.row]
+    cons, prod = np.flatnonzero(names == "consumer"), np.flatnonzero(names == "producer")
+    assert (g.dep[cons] == prod).all() and (g.bind[cons] == Bind.CROSS_STREAM).all()
+    assert (g.dep_ns[cons] == 2_000).all() and (g.dep[prod] == -1).all()
+
+
+def test_syncs_wait_for_the_last_gpu_work_before_them() -> None:
+    tr = _load(sync_bound())
+    gr = graph(tr)
+    h, g = gr.host, gr.gpu
+    sync = gr.host_nodes(_rt_rows(tr, "cudaStreamSynchronize"))
+    assert h.waits[sync].all()
+    gemm = h.awaited[sync]
+    assert (tr.kernels["name"].astype(str).to_numpy()[g.row[gemm]] == "gemm").all()
+    assert (h.return_ns[sync] == 5_000).all()  # returned 5 us after the gemm ended
+    assert (h.own_ns[sync] == 5_000).all()
+    launch = gr.host_nodes(_rt_rows(tr, "cudaLaunchKernel"))
+    assert not h.waits[launch].any() and (h.awaited[launch] == -1).all()
+
+
+def test_device_sync_waits_for_every_stream() -> None:
+    tr = _load(comm_bound(False))
+    gr = graph(tr)
+    h = gr.host
+    sync = gr.host_nodes(_rt_rows(tr, "cudaDeviceSynchronize"))
+    sync = sync[~h.fixed[sync]]
+    for i in sync.tolist():
+        waited = {int(h.awaited[i]), *h.awaited_more.get(i, [])}
+        assert len({int(s) for s in gr.gpu.stream[list(waited)]}) == 2
+
+
+def test_pageable_copy_to_the_host_blocks_until_its_copy_ends() -> None:
+    b = TraceBuilder()
+    for s in range(STEPS):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        b.launch(None, "cudaLaunchKernel", t + 10, 5, kernel="k", gpu_ts=t + 20, gpu_dur=500)
+        b.launch(
+            None,
+            "cudaMemcpyAsync",
+            t + 20,
+            510,
+            memcpy=("Memcpy DtoH (Device -> Pageable)", 4096),
+            gpu_ts=t + 520,
+            gpu_dur=8,
+        )
+    tr = _load(b)
+    gr = graph(tr)
+    h, g = gr.host, gr.gpu
+    copy = gr.host_nodes(_rt_rows(tr, "cudaMemcpyAsync"))
+    assert h.waits[copy].all()
+    assert (g.source[h.awaited[copy]] == 1).all() and (g.kind[h.awaited[copy]] == Work.MEMCPY).all()
+    assert (g.launch[h.awaited[copy]] == copy).all()  # it waits for its own copy
+
+
+def test_a_launch_far_slower_than_the_others_waits_for_the_queue() -> None:
+    b = TraceBuilder()
+    for s in range(STEPS):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        b.launch(None, "cudaLaunchKernel", t + 5, 5, kernel="long", gpu_ts=t + 15, gpu_dur=600)
+        for i in range(8):
+            b.launch(
+                None,
+                "cudaLaunchKernel",
+                t + 12 + 6 * i,
+                4,
+                kernel="k",
+                gpu_ts=t + 650 + 5 * i,
+                gpu_dur=5,
+            )
+        # the queue is full: this launch returns when the long kernel ends
+        b.launch(None, "cudaLaunchKernel", t + 70, 550, kernel="k", gpu_ts=t + 700, gpu_dur=5)
+    tr = _load(b)
+    gr = graph(tr)
+    h, g = gr.host, gr.gpu
+    slow = np.flatnonzero((h.end_ns - h.ts_ns) > 500_000)
+    assert len(slow) == STEPS and h.waits[slow].all()
+    names = tr.kernels["name"].astype(str).to_numpy()
+    assert (names[g.row[h.awaited[slow]]] == "long").all()
+    assert not h.waits[(h.end_ns - h.ts_ns) < 10_000].any()
+
+
+def test_replayed_window_keeps_other_steps_at_their_measured_times() -> None:
+    tr = _load(host_bound())
+    gr = graph(tr)
+    st, h, g = gr.steps, gr.host, gr.gpu
+    assert st.chosen.any() and len(st.bounds_ns) == st.chosen.size + 1
+    step_of_call = np.searchsorted(st.bounds_ns, h.ts_ns, side="right") - 1
+    inside = (step_of_call >= 0) & (step_of_call < st.chosen.size)
+    assert (h.fixed[inside] == ~st.chosen[step_of_call[inside]]).all()
+    assert (g.fixed == h.fixed[g.launch]).all()  # an activity goes with its launch
+    # every boundary after the first is anchored on the main thread's last call before it
+    anchored = st.anchor >= 0
+    assert (h.thread[st.anchor[anchored]] == st.main_thread).all()
+    assert (h.ts_ns[st.anchor[anchored]] < st.bounds_ns[anchored]).all()
+    assert 0 <= st.median_step < st.chosen.size
+    # each replayed step's kernel is keyed to its step
+    keyed = g.step_key >= 0
+    assert keyed.sum() == (~g.fixed).sum()
+    assert set((g.step_key[keyed] // g.n_streams).tolist()) == set(np.flatnonzero(st.chosen))
+
+
+def test_cache_is_one_object_made_on_first_use() -> None:
+    tr = _load(sync_bound())
+    gr = graph(tr)
+    assert gr.cache.loop_lists is None and gr.cache.unchanged is None
+    whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0, low=1.5, high=3.0))
+    assert gr.cache.loop_lists is not None and gr.cache.keyed is not None
+    assert not [k for k in vars(gr) if k.startswith("_replay")]

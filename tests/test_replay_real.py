@@ -80,10 +80,10 @@ def test_alexnet_one_time_init_first_and_no_claim_above_the_forward() -> None:
 def test_replay_of_the_graph_alone_matches_the_measured_steps(rel: str) -> None:
     tr = steady_trace(load_trace(shared_trace(rel)))
     gr = graph(tr)
-    meas = np.diff(gr.bounds)[gr.chosen]
-    pure = replay(gr, Mods.of(gr, calibrated=False)).step_ns[gr.chosen]
+    meas = np.diff(gr.steps.bounds_ns)[gr.steps.chosen]
+    pure = replay(gr, Mods.of(gr, calibrated=False)).step_ns[gr.steps.chosen]
     assert abs(float(np.median(pure)) / float(np.median(meas)) - 1) <= 0.05
     # with the measured delays kept, the median step comes back (a step whose own GPU work runs
     # past its end, as ns_resolution's first ones, is held to that GPU work)
-    cal = replay(gr, Mods.of(gr)).step_ns[gr.chosen]
+    cal = replay(gr, Mods.of(gr)).step_ns[gr.steps.chosen]
     assert float(np.median(cal)) == pytest.approx(float(np.median(meas)), rel=0.01)

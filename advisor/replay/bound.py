@@ -25,28 +25,29 @@ from typing import Any
 import numpy as np
 
 from advisor.replay.fixes import comm_wait_ns
-from advisor.replay.model import Graph, graph
+from advisor.replay.model import Bind, Graph, Work, graph
 from advisor.trace.model import Trace
 
 KINDS = ("host", "gpu", "comm", "copies", "peer")
 WALK_STEPS = 3  # the replayed steps closest to the median whose critical paths are walked
-_GPU_KIND = {0: "comm", 1: "gpu", 2: "copies", 3: "copies"}
+_GPU_KIND = {Work.COMM: "comm", Work.KERNEL: "gpu", Work.MEMCPY: "copies", Work.MEMSET: "copies"}
 
 
 def step_bound(trace: Trace) -> dict[str, Any] | None:
     """``run.bound``: ``by`` (the largest share), ``shares_pct`` (median per kind over the
     steady steps) and ``per_step`` (step number and shares); None without GPU work or steps."""
     gr = graph(trace)
-    if not gr.n_g or not gr.n_h or len(gr.bounds) < 2 or not (gr.anchor >= 0).any():
+    g, st = gr.gpu, gr.steps
+    if not gr.n_g or not gr.n_h or len(st.bounds_ns) < 2 or not (st.anchor >= 0).any():
         return None
     wait = np.zeros(gr.n_g, dtype=np.int64)
-    comm = np.flatnonzero(gr.g_kind == 0)
+    comm = np.flatnonzero(g.kind == Work.COMM)
     if len(comm):
-        wait[comm] = np.minimum(comm_wait_ns(trace, gr.g_row[comm]), gr.g_end[comm] - gr.g_ts[comm])
+        wait[comm] = np.minimum(comm_wait_ns(trace, g.row[comm]), g.end_ns[comm] - g.ts_ns[comm])
     rows = []
     steps = trace.steps["step"].to_numpy()
-    d = np.diff(gr.bounds)
-    ks = np.flatnonzero(gr.chosen)
+    d = np.diff(st.bounds_ns)
+    ks = np.flatnonzero(st.chosen)
     ks = np.sort(ks[np.argsort(np.abs(d[ks] - np.median(d[ks])), kind="stable")[:WALK_STEPS]])
     lists = _Lists(gr, wait)
     for k in ks.tolist():
@@ -76,24 +77,22 @@ class _Lists:
     """The graph's arrays the walk reads, as lists (the walk indexes one node at a time)."""
 
     def __init__(self, gr: Graph, wait: np.ndarray) -> None:
-        self.h_ts, self.h_end = gr.h_ts.tolist(), gr.h_end.tolist()
-        self.g_ts, self.g_end = gr.g_ts.tolist(), gr.g_end.tolist()
-        self.h_await, self.h_prev, self.h_q = (
-            gr.h_await.tolist(),
-            gr.h_prev.tolist(),
-            gr.h_q.tolist(),
+        h, g = gr.host, gr.gpu
+        self.h_ts, self.h_end = h.ts_ns.tolist(), h.end_ns.tolist()
+        self.g_ts, self.g_end = g.ts_ns.tolist(), g.end_ns.tolist()
+        self.awaited, self.h_prev, self.handoff = (
+            h.awaited.tolist(),
+            h.prev.tolist(),
+            h.handoff.tolist(),
         )
-        self.g_kind, self.g_bind = gr.g_kind.tolist(), gr.g_bind.tolist()
-        self.g_launch, self.g_prev, self.g_dep = (
-            gr.g_launch.tolist(),
-            gr.g_prev.tolist(),
-            gr.g_dep.tolist(),
-        )
+        self.kind, self.bind = g.kind.tolist(), g.bind.tolist()
+        self.launch, self.g_prev, self.dep = g.launch.tolist(), g.prev.tolist(), g.dep.tolist()
         self.wait = wait.tolist()
 
 
 def _walk(gr: Graph, ls: _Lists, k: int) -> dict[str, int] | None:
-    lo, hi = int(gr.bounds[k]), int(gr.bounds[k + 1])
+    st = gr.steps
+    lo, hi = int(st.bounds_ns[k]), int(st.bounds_ns[k + 1])
     got = dict.fromkeys(KINDS, 0)
 
     def add(kind: str, a: int, b: int) -> None:
@@ -102,11 +101,11 @@ def _walk(gr: Graph, ls: _Lists, k: int) -> dict[str, int] | None:
             got[kind] += b - a
 
     h_ts, h_end, g_ts, g_end = ls.h_ts, ls.h_end, ls.g_ts, ls.g_end
-    a = int(gr.anchor[k + 1])
-    if k + 1 == len(gr.bounds) - 1 and gr.last_gpu >= 0:
-        state, i, t = "g", gr.last_gpu, g_end[gr.last_gpu]
+    a = int(st.anchor[k + 1])
+    if k + 1 == len(st.bounds_ns) - 1 and st.last_gpu >= 0:
+        state, i, t = "g", st.last_gpu, g_end[st.last_gpu]
     elif a >= 0:
-        state, i = ("he", a) if gr.anchor_end[k + 1] else ("hs", a)
+        state, i = ("he", a) if st.anchor_at_end[k + 1] else ("hs", a)
         t = h_end[a] if state == "he" else h_ts[a]
     else:
         return None
@@ -115,7 +114,7 @@ def _walk(gr: Graph, ls: _Lists, k: int) -> dict[str, int] | None:
         if t <= lo:
             break
         if state == "he":  # a host call, from its end
-            aw = ls.h_await[i]
+            aw = ls.awaited[i]
             if aw >= 0 and g_end[aw] > h_ts[i]:
                 add("host", g_end[aw], h_end[i])
                 state, i, t = "g", aw, g_end[aw]
@@ -124,7 +123,7 @@ def _walk(gr: Graph, ls: _Lists, k: int) -> dict[str, int] | None:
             state, t = "hs", h_ts[i]
             continue
         if state == "hs":  # a host call, from its start
-            p, q = ls.h_prev[i], ls.h_q[i]
+            p, q = ls.h_prev[i], ls.handoff[i]
             pe = h_end[p] if p >= 0 else None
             qe = h_end[q] if q >= 0 else None
             if qe is not None and (pe is None or qe >= pe):
@@ -138,7 +137,7 @@ def _walk(gr: Graph, ls: _Lists, k: int) -> dict[str, int] | None:
                 break
             continue
         # a GPU activity, from its end
-        kind = _GPU_KIND.get(ls.g_kind[i], "gpu")
+        kind = _GPU_KIND.get(ls.kind[i], "gpu")
         s, e = g_ts[i], g_end[i]
         w = ls.wait[i]
         if kind == "comm" and w > 0:
@@ -146,17 +145,17 @@ def _walk(gr: Graph, ls: _Lists, k: int) -> dict[str, int] | None:
             add("comm", s + w, e)
         else:
             add(kind, s, e)
-        b = ls.g_bind[i]
-        if b == 0 and ls.g_launch[i] >= 0:
-            h = ls.g_launch[i]
+        b = ls.bind[i]
+        if b == Bind.LAUNCH and ls.launch[i] >= 0:
+            h = ls.launch[i]
             add("host", h_ts[h], s)  # launch latency: the GPU waited for the host
             state, i, t = "hs", h, h_ts[h]
-        elif b == 1 and ls.g_prev[i] >= 0:
+        elif b == Bind.STREAM and ls.g_prev[i] >= 0:
             j = ls.g_prev[i]
             add(kind if kind != "comm" else "gpu", g_end[j], s)
             i, t = j, g_end[j]
-        elif b == 2 and ls.g_dep[i] >= 0:
-            j = ls.g_dep[i]
+        elif b == Bind.CROSS_STREAM and ls.dep[i] >= 0:
+            j = ls.dep[i]
             add("gpu", g_end[j], s)
             i, t = j, g_end[j]
         else:

@@ -73,7 +73,8 @@ def base(trace: Trace) -> Replayed:
 
 def replayable(trace: Trace) -> bool:
     gr = graph(trace)
-    return gr.n_h > 0 and gr.n_g > 0 and len(gr.bounds) >= 2 and bool((gr.anchor >= 0).any())
+    st = gr.steps
+    return gr.n_h > 0 and gr.n_g > 0 and len(st.bounds_ns) >= 2 and bool((st.anchor >= 0).any())
 
 
 def replay_with(trace: Trace, fix: Fix, level: Level = "mid", one_step: bool = False) -> Replayed:
@@ -101,7 +102,7 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
     if not replayable(trace):
         return Saving(0.0, 0.0, 0.0, (), 0.0, 0.0, fix, replayed=False)
     gr = graph(trace)
-    chosen = gr.chosen
+    chosen = gr.steps.chosen
     before = base(trace).step_ns.astype(float)[chosen]
     out: dict[str, tuple[float, np.ndarray, float]] = {}
     applied: dict[str, Mods] = {}  # the fix applied at each level, once (a replay only reads it)
@@ -122,7 +123,7 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
                 continue
             # the range ends: the step closest to the median only, scaled to the estimate's
             # median (the range is about the effect, not about which step)
-            k = gr.one_step
+            k = gr.steps.median_step
             b1 = float(_base_one(trace).step_ns[k])
             a1 = float(replay(gr, mods(level), True).step_ns[k])  # type: ignore[arg-type]
             m1 = (
