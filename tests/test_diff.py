@@ -79,7 +79,7 @@ def test_diff_of_two_traces(tmp_path: Path) -> None:
     d = diff_sides(sa, sb)
     assert d["step_ms_median"] == {"a": 10.0, "b": 8.0, "delta_ms": -2.0, "delta_pct": -20.0}
     cat = d["categories_ms"]
-    assert set(cat) == {"compute", "communication", "memcpy", "idle", "dataloader"}
+    assert set(cat) == {"compute", "communication", "memcpy", "idle", "dataloader", "host_only"}
     assert cat["communication"]["a"] == pytest.approx(3.0) and cat["communication"]["b"] == 0.0
     assert cat["compute"]["a"] + cat["communication"]["a"] + cat["idle"]["a"] == pytest.approx(10.0)
     (fe,) = d["findings"]["resolved"]
@@ -115,9 +115,11 @@ def test_resnet_num_workers_0_vs_4() -> None:
     d = diff_sides(a, b)
     st = d["step_ms_median"]
     assert st["a"] > 150 and st["b"] < 135 and st["delta_pct"] < -15  # 161.8 -> 126.6 ms
-    dl = d["categories_ms"]["dataloader"]
-    assert dl["a"] > 40 and dl["b"] < 5  # 57.4 -> 1.4 ms per step in DataLoader.__next__
-    assert d["categories_ms"]["idle"]["delta_ms"] < -15
+    cat = d["categories_ms"]
+    dl = cat["dataloader"]
+    assert dl["a"] > 40 and dl["b"] < 5  # GPU idle in DataLoader.__next__: 47.4 -> 0.7 ms/step
+    # the GPU idles 26 ms less per step in all (65.7 -> 39.7 ms: idle outside data loading grew)
+    assert cat["idle"]["delta_ms"] + dl["delta_ms"] < -15
     assert d["ops"][0]["name"].startswith("enumerate(DataLoader)#_SingleProcessDataLoaderIter")
     # num_workers=4 fixed the DataLoader stall: reported as resolved (at the same user line)
     (res,) = [e for e in d["findings"]["resolved"] if e["id"] == "dataloader-stall"]

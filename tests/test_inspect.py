@@ -147,4 +147,4 @@ def test_run_summary_busy_counts_every_step() -> None:
         b.step(n, t0, 1000)
         op = b.op("aten::mm", t0, 10)
         b.launch(op, "cudaLaunchKernel", t0 + 1, 2, kernel="sgemm", gpu_ts=t0 + 500, gpu_dur=500)
-    assert run_summary(b.load(), None)["gpu_busy_pct"] == 50.0
+    assert run_summary(b.load(), None).gpu_busy_pct == 50.0

@@ -49,7 +49,7 @@ def rerender(
 
     report, src = load_report(path)
     if no_source:  # the snippets saved at analysis time (none if it ran with --no-source)
-        views = {k: v for k, v in report.views.items() if k not in ("sources", "sources_withheld")}
+        views = dataclasses.replace(report.views, sources=None, sources_withheld=())
         report = dataclasses.replace(report, views=views)
     target = out if out is not None else src.parent / REPORT_NAME
     if target.is_dir():

@@ -16,6 +16,7 @@ import os
 import struct
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +24,23 @@ import numpy as np
 
 from advisor import settings
 from advisor.analysis.detection import all_detectors, rank_checks
-from advisor.analysis.digest import Digest, digest_file, failed_digest
+from advisor.analysis.digest import digest_file, failed_digest
+from advisor.analysis.options import Options
 from advisor.analysis.ranking import rank
-from advisor.analysis.toptables import merge_tables
+from advisor.analysis.toptables import merge_kernels, merge_ops
 from advisor.derive.lag import rank_lags
 from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
 from advisor.detect.registry import RanksContext, Skip
 from advisor.detect.thresholds import Thresholds
+from advisor.digest import Digest
 from advisor.errors import AdvisorError
 from advisor.findings import Draft, Finding, savings_bound_ms
 from advisor.multirank.rankstats import ranks_summary
 from advisor.multirank.workers import run_batched
 from advisor.report import Errored, Report, Skipped
+from advisor.runfacts import QualityNote, RankRow, Ranks, RunFacts
+from advisor.viewdata import DetectorDoc, Views
 
 MAX_WORKERS = 4
 BYTES_PER_RAW_BYTE = 5  # peak worker memory per byte of decompressed JSON (measured ~3.5)
@@ -93,7 +98,7 @@ def plan_workers(
 
 def digest_all(
     files: Sequence[Path],
-    options: Any,
+    options: Options,
     jobs: int | None = None,
     progress: Callable[[Digest], None] | None = None,
     scheduler: str | None = None,
@@ -207,8 +212,7 @@ def merge_findings(digests: Sequence[Digest]) -> list[Draft]:
     groups: dict[tuple, list[tuple[Digest, Finding]]] = {}
     for d in digests:
         seen: dict[tuple, int] = {}
-        for fd in d.report.get("findings", ()):
-            f = Finding.from_dict(fd)
+        for f in d.report.findings:
             groups.setdefault(_finding_key(f, seen), []).append((d, f))
     out = []
     n = len(digests)
@@ -227,7 +231,7 @@ def merge_findings(digests: Sequence[Digest]) -> list[Draft]:
 
 
 def merge(
-    digests: Sequence[Digest], options: Any, root: Path, world_size: int | None = None
+    digests: Sequence[Digest], options: Options, root: Path, world_size: int | None = None
 ) -> Report:
     """One Report for several digests (see the module doc)."""
     ok = [d for d in digests if d.error is None]
@@ -241,14 +245,10 @@ def merge(
     drafts = merge_findings(ok)
     # a check is skipped only where it was skipped on every rank (reason from the first)
     skipped: dict[str, str] = {}
-    for s in ok[0].report.get("skipped", ()):
-        if all(any(x["id"] == s["id"] for x in d.report.get("skipped", ())) for d in ok[1:]):
-            skipped[s["id"]] = s.get("reason", "")
-    errored = [
-        Errored(e["id"], f"{d.label}: {e.get('error', '')}")
-        for d in ok
-        for e in d.report.get("errored", ())
-    ]
+    for s in ok[0].report.skipped:
+        if all(any(x.id == s.id for x in d.report.skipped) for d in ok[1:]):
+            skipped[s.id] = s.reason
+    errored = [Errored(e.id, f"{d.label}: {e.error}") for d in ok for e in d.report.errored]
     lags: dict[int, float] = {}
     ordered = sorted(ok, key=lambda d: d.rank or 0)
     across = distinct and len(ok) >= 2
@@ -278,14 +278,18 @@ def merge(
             errored.append(Errored(check.id, f"{type(err).__name__}: {err}"))
     findings = rank(drafts, step_ms, th)
     run = run_block(digests, root, step_ms, world_size, lags)
-    run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
-    run["ranks_summary"] = ranks_summary(run["ranks"], any(f.id == STRAGGLER for f in findings))
-    docs = {d.id: {"title": d.title, "doc": d.doc} for d in all_detectors()}
-    views = {
-        "detectors": docs,
-        "kernels": merge_tables([d.report.get("views", {}).get("kernels") or [] for d in ok]),
-        "ops": merge_tables([d.report.get("views", {}).get("ops") or [] for d in ok]),
-    }
+    assert run.ranks is not None
+    summary = ranks_summary(run.ranks.ranks, any(f.id == STRAGGLER for f in findings))
+    run = replace(
+        run,
+        est_savings_bound_ms=savings_bound_ms(findings, step_ms),
+        ranks=replace(run.ranks, ranks_summary=summary),
+    )
+    views = Views(
+        detectors={d.id: DetectorDoc(title=d.title, doc=d.doc) for d in all_detectors()},
+        kernels=merge_kernels([d.report.views.kernels for d in ok]),
+        ops=merge_ops([d.report.views.ops for d in ok]),
+    )
     return Report(
         run=run,
         findings=tuple(findings),
@@ -296,22 +300,20 @@ def merge(
     )
 
 
-def rank_row(d: Digest, lag_ms: float | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "rank": d.rank,
-        "trace": Path(d.path).name,
-        "steps": d.steps,
-        "step_ms_median": round(d.step_ms_median, 3),
-        "gpu_busy_pct": d.gpu_busy_pct,
-        "comm_pct": d.comm_pct,
-        "comm_overlap_pct": d.comm_overlap_pct,
-        "exposed_comm_ms_per_step": d.exposed_comm_ms_per_step,
-        "lag_ms_per_step": None if lag_ms is None else round(lag_ms, 3),
-        "findings": len(d.report.get("findings", ())),
-    }
-    if d.error is not None:
-        row["error"] = d.error
-    return row
+def rank_row(d: Digest, lag_ms: float | None = None) -> RankRow:
+    return RankRow(
+        rank=d.rank,
+        trace=Path(d.path).name,
+        steps=d.steps,
+        step_ms_median=round(d.step_ms_median, 3),
+        gpu_busy_pct=d.gpu_busy_pct,
+        comm_pct=d.comm_pct,
+        comm_overlap_pct=d.comm_overlap_pct,
+        exposed_comm_ms_per_step=d.exposed_comm_ms_per_step,
+        lag_ms_per_step=None if lag_ms is None else round(lag_ms, 3),
+        findings=len(d.report.findings),
+        error=d.error,
+    )
 
 
 def run_block(
@@ -320,38 +322,39 @@ def run_block(
     step_ms: float,
     world_size: int | None,
     lags: dict[int, float],
-) -> dict[str, Any]:
+) -> RunFacts:
+    """The merged ``run``: the first rank's facts, with the figures of all ranks."""
     ok = [d for d in digests if d.error is None]
     first = min(ok, key=lambda d: (d.rank is None, d.rank or 0))
-    run = dict(first.report.get("run", {}))
     world = world_size or max((d.world_size or 0 for d in ok), default=0) or None
     known = {d.rank for d in digests if d.rank is not None}
     busy = [d.gpu_busy_pct for d in ok if d.gpu_busy_pct is not None]
-    run.update(
-        {
-            "trace": str(root),
-            "rank": None,
-            "world_size": world,
-            "step_ms_median": round(step_ms, 3),
-            "gpu_busy_pct": round(float(np.mean(busy)), 2) if busy else None,
-            "steps_profiled": int(np.median([d.steps for d in ok])),
-            "ranks": [
-                rank_row(d, lags.get(d.rank) if d.rank is not None else None)
-                for d in sorted(digests, key=lambda d: (d.rank is None, d.rank or 0, d.path))
-            ],
-            "ranks_missing": sorted(set(range(world)) - known) if world and known else [],
-            "trace_quality": ranks_quality(ok),
-        }
+    rows = tuple(
+        rank_row(d, lags.get(d.rank) if d.rank is not None else None)
+        for d in sorted(digests, key=lambda d: (d.rank is None, d.rank or 0, d.path))
     )
-    return run
+    return replace(
+        first.report.run,
+        trace=str(root),
+        rank=None,
+        world_size=world,
+        step_ms_median=round(step_ms, 3),
+        gpu_busy_pct=round(float(np.mean(busy)), 2) if busy else None,
+        steps_profiled=int(np.median([d.steps for d in ok])),
+        ranks=Ranks(
+            ranks=rows,
+            ranks_missing=tuple(sorted(set(range(world)) - known)) if world and known else (),
+        ),
+        trace_quality=ranks_quality(ok),
+    )
 
 
-def ranks_quality(digests: Sequence[Digest]) -> list[dict[str, str]]:
+def ranks_quality(digests: Sequence[Digest]) -> tuple[QualityNote, ...]:
     """Each rank's trace-quality notes (labelled), and clock skew between the ranks."""
     out = [
-        {"what": f"{d.label}: {q.get('what')}", "effect": str(q.get("effect"))}
+        QualityNote(f"{d.label}: {q.what}", q.effect)
         for d in digests
-        for q in d.report.get("run", {}).get("trace_quality") or ()
+        for q in d.report.run.trace_quality
     ]
     ranked = sorted((d for d in digests if d.rank is not None), key=lambda d: d.rank or 0)
     if len(ranked) >= 2:
@@ -364,13 +367,13 @@ def ranks_quality(digests: Sequence[Digest]) -> list[dict[str, str]]:
             dur = np.stack([c.dur_ns[t] for c, t in zip(colls, take, strict=True)])
             skew = rank_skew(ends, dur, [int(d.rank or 0) for d in ranked])
             if skew is not None:
-                out.append(skew.to_dict())
-    return out
+                out.append(QualityNote(skew.what, skew.effect))
+    return tuple(out)
 
 
 def analyze_files(
     files: Sequence[Path],
-    options: Any,
+    options: Options,
     root: Path,
     jobs: int | None = None,
     world_size: int | None = None,

@@ -31,6 +31,7 @@ from advisor.runfolder import (
     REPORT_NAME,
     RUN_NAME,
     TRACE_NAME,
+    rank_run_name,
 )
 
 REPORT_GENERATOR_RE = re.compile(rb'<meta name="generator" content="torch-advisor [^"<>]*">')
@@ -115,7 +116,7 @@ def written_by_advisor(folder: Path, name: str) -> bool:
         return False
     m = _RANK_NAME_RE.match(name)
     if m and m.group(1) == "trace":  # a rank's trace: owned when its run file names it
-        d = _json(folder / f"run.rank{m.group(2)}.json")
+        d = _json(folder / rank_run_name(int(m.group(2))))
         return d is not None and "advisor_version" in d and d.get("trace") == name
     if m or name == RUN_NAME:
         d = _json(path)

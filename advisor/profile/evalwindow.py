@@ -24,6 +24,7 @@ from advisor.profile import facts
 from advisor.profile.capture import export_trace
 from advisor.profile.execute import WindowCaptured
 from advisor.profile.fwdsteps import has_parameters, in_eval
+from advisor.runfolder import eval_trace_name
 
 if TYPE_CHECKING:
     from advisor.profile.session import ProfileSession
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 def eval_trace_path(trace_path: Path) -> Path:
     """``trace.json.gz`` -> ``trace.eval.json.gz`` (``trace.rank<R>.eval.json.gz`` per rank)."""
-    return trace_path.with_name(trace_path.name.removesuffix(".json.gz") + ".eval.json.gz")
+    return trace_path.with_name(eval_trace_name(trace_path.name))
 
 
 class EvalWindow:

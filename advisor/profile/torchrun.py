@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from advisor import settings
+from advisor.runfolder import rank_run_name, rank_trace_name
 
 RANK_FILE_RE = re.compile(
     r"^(?:\.?(?:trace\.rank\d+\.json\.gz|run\.rank\d+\.json)(?:\..*)?|\.advisor-write-test-\d+)$"
@@ -34,18 +35,18 @@ class RankEnv:
 
     @property
     def trace_name(self) -> str:
-        return f"trace.rank{self.rank}.json.gz"
+        return rank_trace_name(self.rank)
 
     @property
     def run_name(self) -> str:
-        return f"run.rank{self.rank}.json"
+        return rank_run_name(self.rank)
 
     @property
     def is_leader(self) -> bool:
         return self.rank == 0
 
     def run_names(self) -> list[str]:
-        return [f"run.rank{r}.json" for r in range(self.world_size)]
+        return [rank_run_name(r) for r in range(self.world_size)]
 
 
 def _int(env: Mapping[str, str], key: str) -> int | None:
@@ -134,5 +135,5 @@ def wait_for_ranks(
 
 def rank_traces(out: Path, world_size: int) -> list[Path]:
     """The per-rank traces present in ``out`` (rank order)."""
-    files = [out / f"trace.rank{r}.json.gz" for r in range(world_size)]
+    files = [out / rank_trace_name(r) for r in range(world_size)]
     return [f for f in files if f.is_file()]

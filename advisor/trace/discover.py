@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import TraceError
-from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, RUN_NAME
+from advisor.runfolder import (
+    ANNOTATED_NAME,
+    FINDINGS_NAME,
+    RANK_TRACE_PREFIX,
+    RUN_NAME,
+    is_eval_trace,
+)
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
 
 if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
@@ -27,11 +33,7 @@ _RANK_RE = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 def _is_trace_name(name: str) -> bool:
     # an advisor profile run's evaluation window (trace.eval.json.gz) is read with its main
     # trace (advisor.analysis.phases), never as a trace of its own rank
-    return (
-        name.endswith(_TRACE_SUFFIXES)
-        and name not in _SKIP_NAMES
-        and not name.endswith(".eval.json.gz")
-    )
+    return name.endswith(_TRACE_SUFFIXES) and name not in _SKIP_NAMES and not is_eval_trace(name)
 
 
 def find_traces(path: str | os.PathLike[str]) -> list[Path]:
@@ -54,7 +56,7 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceError("permission denied", p) from None
     files = [p / n for n in names if _is_trace_name(n) and (p / n).is_file()]
     pt = [f for f in files if f.name.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
-    ranked = [f for f in files if f.name.startswith("trace.rank")]
+    ranked = [f for f in files if f.name.startswith(RANK_TRACE_PREFIX)]
     if ranked:
         files = ranked
     elif pt:

@@ -201,7 +201,7 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
     if first:
         rep = Report.from_dict(json.loads((folder / FINDINGS_NAME).read_text(encoding="utf-8")))
         data.findings = list(rep.findings)
-        data.step_ms_median_report = float(rep.run.get("step_ms_median") or 0.0)
+        data.step_ms_median_report = float(rep.run.step_ms_median or 0.0)
 
 
 def _last_line(log: Path) -> str:
