@@ -12,7 +12,7 @@ import pytest
 from advisor.analysis.pipeline import Options
 from advisor.findings import Finding, Location
 from advisor.multirank.diff import diff_sides, findings_diff, load_side, match_findings
-from tests.conftest import shared_trace
+from tests.conftest import SAMPLES, shared_trace
 from tests.mr_helpers import rank_builder
 
 
@@ -106,6 +106,24 @@ def test_diff_command_json_and_text(tmp_path: Path) -> None:
     assert "Resolved (1):" in t.stdout and "comm-overlap" in t.stdout and "-20.0%" in t.stdout
     bad = subprocess.run([*cmd[:-1], str(tmp_path / "nope.json")], capture_output=True, text=True)
     assert bad.returncode == 1 and "no such file" in bad.stderr
+
+
+def test_diff_breakdown_is_the_reports() -> None:
+    """The V100 sample diffed with itself: the categories are the report's step breakdown."""
+    from advisor.analysis.pipeline import analyze_path
+
+    path = SAMPLES / "resnet50_v100.kineto.json.gz"
+    side = load_side(path, Options())
+    d = diff_sides(side, side)
+    _, report = analyze_path(path)
+    one = report.views.one_trace
+    assert one is not None
+    for cat, v in d["categories_ms"].items():
+        mean = sum(getattr(r, f"{cat}_ms") for r in one.steps) / len(one.steps)
+        assert v["a"] == pytest.approx(mean, abs=0.001) and v["delta_ms"] == 0.0
+    assert d["categories_ms"]["dataloader"]["a"] == pytest.approx(59.26, abs=0.01)
+    assert d["categories_ms"]["idle"]["a"] == pytest.approx(17.63, abs=0.01)
+    assert d["a"]["gpu_busy_pct"] == report.run.gpu_busy_pct
 
 
 @pytest.mark.shared

@@ -35,6 +35,7 @@ from advisor.report import Errored, Report, Skipped
 from advisor.runfacts import Bound, BoundStep, ExcludedStep, QualityNote, RunFacts, SteadySteps
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NAME
 from advisor.trace import Trace, load_trace
+from advisor.units import ms_of_ns
 
 if TYPE_CHECKING:
     from advisor.output.annotate_stream import AheadCopy
@@ -125,8 +126,8 @@ def _steady_block(trace: Trace) -> SteadySteps | None:
         steps_excluded=tuple(
             ExcludedStep(
                 step=e.step,
-                start_ms=round(e.start_ns / 1e6, 3),
-                ms=round(e.dur_ns / 1e6, 3),
+                start_ms=ms_of_ns(e.start_ns),
+                ms=ms_of_ns(e.dur_ns),
                 reason=e.reason,
             )
             for e in ss.excluded

@@ -25,17 +25,10 @@ from advisor.derive.locate import Locator
 from advisor.record import UNSET
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
+from advisor.units import ms_of_ns, pct_of
 from advisor.viewdata import KernelRow, OpRow
 
 TOP = 15
-
-
-def _ms(ns: float) -> float:
-    return round(float(ns) / 1e6, 3)
-
-
-def _pct(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
 
 
 def _in_steps(df: pd.DataFrame) -> pd.DataFrame:
@@ -112,9 +105,9 @@ def top_kernels(
             KernelRow(
                 name=str(name),
                 count=int(r["count"]),
-                total_ms=_ms(r["sum"]),
+                total_ms=ms_of_ns(r["sum"]),
                 mean_us=round(float(r["mean"]) / 1e3, 3),
-                share_pct=_pct(float(r["sum"]), total),
+                share_pct=pct_of(float(r["sum"]), total),
                 op=op_name,
                 source=src,
             )
@@ -163,11 +156,11 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> tup
         OpRow(
             name=label[int(n)],
             count=int(r["count"]),
-            total_ms=_ms(r["total"]),
-            self_ms=_ms(r["self_ns"]),
+            total_ms=ms_of_ns(r["total"]),
+            self_ms=ms_of_ns(r["self_ns"]),
             mean_us=round(float(r["mean"]) / 1e3, 3),
-            share_pct=min(_pct(float(r["total"]), wall), 100.0),
-            gpu_ms=_ms(r["gpu"]) if len(k) else None,
+            share_pct=min(pct_of(float(r["total"]), wall), 100.0),
+            gpu_ms=ms_of_ns(r["gpu"]) if len(k) else None,
             source=_where(locator, int(r["row"])),
         )
         for n, r in g.iterrows()
@@ -225,7 +218,7 @@ def merge_kernels(tables: Iterable[Iterable[KernelRow]], top: int = TOP) -> tupl
             count=a.count,
             total_ms=round(a.total_ms, 3),
             mean_us=_mean_us(a),
-            share_pct=_pct(a.total_ms, whole),
+            share_pct=pct_of(a.total_ms, whole),
             op=a.op,
             source=a.source,
         )
@@ -243,7 +236,7 @@ def merge_ops(tables: Iterable[Iterable[OpRow]], top: int = TOP) -> tuple[OpRow,
             count=a.count,
             total_ms=round(a.total_ms, 3),
             mean_us=_mean_us(a),
-            share_pct=_pct(a.total_ms, whole),
+            share_pct=pct_of(a.total_ms, whole),
             self_ms=UNSET if a.self_ms is None else round(a.self_ms, 3),
             gpu_ms=UNSET if a.gpu_ms is None else round(a.gpu_ms, 3),
             op=None,

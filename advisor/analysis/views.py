@@ -36,6 +36,7 @@ from advisor.derive.sources import read_sources, source_bases, source_roots
 from advisor.derive.timeline import main_device
 from advisor.findings import Finding
 from advisor.trace.model import Trace
+from advisor.units import ms_of_ns
 from advisor.viewdata import (
     DetectorDoc,
     DeviceView,
@@ -51,10 +52,6 @@ UTIL_BUCKETS = 100
 MAX_STEPS = 300
 
 
-def _ms(ns: float) -> float:
-    return round(float(ns) / 1e6, 3)
-
-
 def step_rows(trace: Trace, layers: GpuLayers | None = None) -> tuple[StepRow, ...]:
     """The first ``MAX_STEPS`` steps' breakdown (:func:`advisor.derive.breakdown.step_breakdown`),
     in ms (``layers``: the trace's :func:`~advisor.derive.breakdown.gpu_layers`, when known)."""
@@ -63,13 +60,13 @@ def step_rows(trace: Trace, layers: GpuLayers | None = None) -> tuple[StepRow, .
         StepRow(
             step=int(b.step[i]),
             ts_us=trace.to_trace_us(int(b.start_ns[i])),
-            total_ms=_ms(b.total_ns[i]),
-            compute_ms=_ms(b.compute_ns[i]),
-            communication_ms=_ms(b.communication_ns[i]),
-            memcpy_ms=_ms(b.memcpy_ns[i]),
-            dataloader_ms=_ms(b.dataloader_ns[i]),
-            idle_ms=_ms(b.idle_ns[i]),
-            host_only_ms=_ms(b.host_only_ns[i]),
+            total_ms=ms_of_ns(b.total_ns[i]),
+            compute_ms=ms_of_ns(b.compute_ns[i]),
+            communication_ms=ms_of_ns(b.communication_ns[i]),
+            memcpy_ms=ms_of_ns(b.memcpy_ns[i]),
+            dataloader_ms=ms_of_ns(b.dataloader_ns[i]),
+            idle_ms=ms_of_ns(b.idle_ns[i]),
+            host_only_ms=ms_of_ns(b.host_only_ns[i]),
         )
         for i in range(len(b))
     )
@@ -96,7 +93,7 @@ def utilization(
     return Utilization(
         start_us=trace.to_trace_us(lo),
         end_us=trace.to_trace_us(hi),
-        bucket_ms=_ms((hi - lo) / buckets),
+        bucket_ms=ms_of_ns((hi - lo) / buckets),
         busy_pct=tuple(round(float(v), 1) for v in 100.0 * busy / width),
         compute_pct=tuple(round(float(v), 1) for v in 100.0 * comp / width),
     )
