@@ -88,7 +88,8 @@ def register(app: typer.Typer) -> None:
             return
         if path is None:
             raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
-        from advisor.output.outfiles import default_out_dir, prepare_out_dir, release, trace_stem
+        from advisor.output.outfiles import release
+        from advisor.output.outfolder import default_out_dir, prepare_out_dir, trace_stem
         from advisor.trace import find_traces, prefetch
 
         check_fail_on(fail_on)
@@ -123,7 +124,7 @@ def _analyze(
 ) -> tuple[Report, dict[str, Path]]:
     from advisor.analysis.pipeline import analyze_path, write_outputs
     from advisor.output.annotate_stream import AheadCopy
-    from advisor.output.outfiles import prepare_out_dir
+    from advisor.output.outfolder import prepare_out_dir
     from advisor.output.terminal import progress
 
     ahead = AheadCopy()

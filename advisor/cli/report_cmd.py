@@ -45,7 +45,8 @@ def rerender(
 
     from advisor.errors import AdvisorError
     from advisor.output.html import render_html
-    from advisor.output.outfiles import atomic_write, is_advisor_report
+    from advisor.output.outfiles import atomic_write
+    from advisor.output.outfolder import is_advisor_report
 
     report, src = load_report(path)
     if no_source:  # the snippets saved at analysis time (none if it ran with --no-source)
