@@ -23,7 +23,14 @@ import numpy as np
 
 from advisor.derive.dataloader import fetch_intervals
 from advisor.derive.quality import affected_spans
-from advisor.derive.timeline import Intervals, covered_by, main_device, main_device_busy, step_busy
+from advisor.derive.timeline import (
+    Intervals,
+    covered_by,
+    main_busy,
+    main_device,
+    main_device_busy,
+    step_busy,
+)
 from advisor.trace.model import Trace
 
 CATEGORIES = ("compute", "communication", "memcpy", "dataloader", "idle", "host_only")
@@ -60,7 +67,12 @@ class Breakdown:
 
 
 def gpu_layers(trace: Trace) -> GpuLayers | None:
-    """Coverage of compute, compute+comm, and all GPU work on the main device (None: no GPU)."""
+    """Coverage of compute, compute+comm, and all GPU work on the main device (None: no GPU;
+    computed once per trace)."""
+    return trace.memo("breakdown.gpu_layers", lambda: _gpu_layers(trace))  # type: ignore[no-any-return]
+
+
+def _gpu_layers(trace: Trace) -> GpuLayers | None:
     dev = main_device(trace)
     if dev is None:
         return None
@@ -70,7 +82,7 @@ def gpu_layers(trace: Trace) -> GpuLayers | None:
     return (
         Intervals.of([act[kind == "kernel"]]),
         Intervals.of([act[kind.isin(["kernel", "comm"])]]),
-        Intervals.of([act]),
+        main_busy(trace),  # every activity of the main device (timeline's, computed once)
     )
 
 
