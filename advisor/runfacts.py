@@ -4,7 +4,7 @@ What was analysed (trace, script, device, versions), the steady steps and the me
 GPU's busy share, how the run ended, what the trace is missing (``trace_quality``), what limits
 the step (``bound``), the combined saving, the phases of a profile run and, for several ranks,
 one row per rank. Built by :func:`advisor.analysis.pipeline.run_summary` (one trace) and
-:func:`advisor.multirank.analyze.run_block` (several); read by the renderers.
+:func:`advisor.multirank.merge.run_block` (several); read by the renderers.
 
 **Adding a fact** is one line in :class:`RunFacts` (or the record it belongs to), ``name: type =
 default``; ``omit_none()`` / ``omit_empty()`` when findings.json should leave it out while unset

@@ -1,7 +1,7 @@
 """The report's view data: findings.json's ``views`` block, as records.
 
 Computed once on the analysis side (:mod:`advisor.analysis.views`, and for several ranks
-:func:`advisor.multirank.analyze.merge`) so that the renderers only select and format, and
+:func:`advisor.multirank.merge.merge`) so that the renderers only select and format, and
 ``advisor report`` re-renders without the trace. What each part holds:
 :mod:`advisor.analysis.views` (per trace) and :mod:`advisor.analysis.toptables` (the tables).
 A new view is a field here (one line) and its computation there.

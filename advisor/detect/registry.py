@@ -9,7 +9,7 @@ estimated, how to fix it). Loading every detector and running them is
 
 A detector may also look across ranks (several traces of one job): :func:`across_ranks`
 registers ``(drafts, digests, ctx) -> drafts`` for its id, which the multi-rank merge
-(:mod:`advisor.multirank.analyze`) calls with the merged drafts and every rank's
+(:mod:`advisor.multirank.merge`) calls with the merged drafts and every rank's
 :class:`~advisor.digest.Digest`; it returns the drafts with its own added or refined.
 """
 
