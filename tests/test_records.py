@@ -84,6 +84,35 @@ def test_an_older_findings_json_loads_with_defaults() -> None:
     assert Report.load({"run": None, "findings": []}).run == RunFacts()
 
 
+def test_an_older_findings_json_renders_and_prints() -> None:
+    """advisor report on a findings.json of an earlier version: missing keys, rows as dicts."""
+    from advisor.output.html import render_html
+    from advisor.output.terminal import headline
+
+    old = {
+        "run": {"trace": "x.json", "steps_profiled": 3, "step_ms_median": 12.5, "gpu_busy_pct": 40},
+        "findings": [
+            {
+                "id": "sync-point",
+                "title": "Host waits",
+                "severity": "high",
+                "est_savings_ms": 1.0,
+                "est_savings_pct": 8.0,
+                "confidence": "high",
+                "summary": "s",
+                "recommendation": "r",
+                "snippet": "",
+            }
+        ],
+        "views": {"kernels": [{"name": "k", "count": 2}], "steps": "not a list"},
+    }
+    rep = Report.load(old)
+    assert rep.views.kernels[0].name == "k" and rep.views.kernels[0].total_ms == 0.0
+    html = render_html(rep, {"generated_at": "x"})
+    assert "Host waits" in html and "40.0%" in html
+    assert "median step 12.50 ms" in headline(rep)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Inner:
     a: int
