@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor import record
 from advisor.errors import AdvisorError
 from advisor.runfolder import REPORT_NAME
 
@@ -88,7 +89,7 @@ class Report:
     @property
     def run(self) -> dict[str, Any]:
         """The ``run`` block of findings.json: device, steps, median step, GPU busy, ranks..."""
-        return dict(self.raw.run)
+        return record.dump(self.raw.run)  # type: ignore[no-any-return]
 
     @property
     def findings(self) -> pd.DataFrame:
@@ -120,22 +121,24 @@ class Report:
     @property
     def steps(self) -> pd.DataFrame:
         """Per captured step, where its wall time went, in ms (``STEP_COLUMNS``)."""
-        return _frame(self.raw.views.get("steps") or (), STEP_COLUMNS)
+        one = self.raw.views.one_trace
+        return _frame(record.dump(one.steps) if one is not None else (), STEP_COLUMNS)
 
     @property
     def kernels(self) -> pd.DataFrame:
         """Top GPU kernels of the profiled steps (``KERNEL_COLUMNS``)."""
-        return _frame(self.raw.views.get("kernels") or (), KERNEL_COLUMNS)
+        return _frame(record.dump(self.raw.views.kernels), KERNEL_COLUMNS)
 
     @property
     def ops(self) -> pd.DataFrame:
         """Top CPU operators of the profiled steps (``OP_COLUMNS``)."""
-        return _frame(self.raw.views.get("ops") or (), OP_COLUMNS)
+        return _frame(record.dump(self.raw.views.ops), OP_COLUMNS)
 
     @property
     def ranks(self) -> pd.DataFrame:
         """Per rank of a multi-rank analysis (empty for one trace; ``RANK_COLUMNS``)."""
-        return _frame(self.raw.run.get("ranks") or (), RANK_COLUMNS)
+        group = self.raw.run.ranks
+        return _frame(record.dump(group.ranks) if group is not None else (), RANK_COLUMNS)
 
     # ---- output --------------------------------------------------------------------
     def to_json(self) -> str:

@@ -12,12 +12,13 @@ import numpy as np
 
 from advisor.derive.peerwait import cross_rank_wait_ns, match_by_end
 from advisor.detect.registry import RanksContext, across_ranks
+from advisor.digest import Digest
 from advisor.findings import Draft
 
 ID = "comm-overlap"
 
 
-def cross_rank_split(digests: Sequence[Any]) -> dict[str, Any] | None:
+def cross_rank_split(digests: Sequence[Digest]) -> dict[str, Any] | None:
     """Per rank: exposed transfer and exposed waiting (ms per step), the clock offsets, and
     which rank arrives last; None when the ranks share no collective instance."""
     colls = [d.collectives for d in digests]
@@ -37,6 +38,7 @@ def cross_rank_split(digests: Sequence[Any]) -> dict[str, Any] | None:
     partial = world > len(digests)
     tr, wt = [], []
     for i, c in enumerate(colls):
+        assert c.exposed_ns is not None and c.transfer_ns is not None  # checked above
         wait = c.dur_ns - c.transfer_ns  # one-rank estimate, kept for unmatched instances
         # all ranks at hand: the measured wait; some missing: at least the one-rank estimate
         wait[m[i]] = np.maximum(wait_x[i], wait[m[i]]) if partial else wait_x[i]
@@ -49,7 +51,7 @@ def cross_rank_split(digests: Sequence[Any]) -> dict[str, Any] | None:
     others = [i for i in range(len(digests)) if i != late]
     steps = max(1, len(np.unique(colls[late].step)))
     return {
-        "ranks": [int(d.rank) for d in digests],
+        "ranks": [d.rank_id for d in digests],
         "transfer_ms": tr,
         "wait_ms": wt,
         "offset_ms": (off / 1e6).tolist(),
@@ -66,7 +68,7 @@ def cross_rank_split(digests: Sequence[Any]) -> dict[str, Any] | None:
 
 
 @across_ranks(ID)
-def refine(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext) -> list[Draft]:
+def refine(drafts: list[Draft], digests: Sequence[Digest], ctx: RanksContext) -> list[Draft]:
     """Replace the merged comm-overlap draft's figures with the cross-rank split."""
     at = [i for i, d in enumerate(drafts) if d.id == ID]
     sp = cross_rank_split(digests) if at else None
@@ -80,8 +82,8 @@ def refine(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext) -> li
             0.0,
             min(
                 t,
-                float(d.extra.get("free_compute_ms", float("inf"))),
-                float(d.extra.get("comm_hidden_replay_ms", float("inf"))),
+                float("inf") if d.free_compute_ms is None else d.free_compute_ms,
+                float("inf") if d.comm_hidden_replay_ms is None else d.comm_hidden_replay_ms,
             ),
         )
         for t, d in zip(tr, digests, strict=True)

@@ -34,11 +34,11 @@ timestamps in the evidence.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from advisor.derive.lag import collective_lags, combine, step_lags
 from advisor.detect.registry import Context, RanksContext, Skip, across_ranks, detector
 from advisor.detect.thresholds import register
+from advisor.digest import Digest
 from advisor.findings import Draft, Evidence
 from advisor.trace.model import Trace
 
@@ -66,7 +66,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 
 
 @across_ranks(ID, only_across=True)
-def detect_ranks(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext) -> list[Draft]:
+def detect_ranks(drafts: list[Draft], digests: Sequence[Digest], ctx: RanksContext) -> list[Draft]:
     """The cross-rank check: digests of distinct, known ranks (two or more), in rank order."""
     if len(digests) < 2:
         raise Skip("needs traces from two or more ranks")
@@ -99,7 +99,7 @@ def detect_ranks(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext)
             f"(median over {len(csteps)} step(s)), while they wait inside them"
         )
     else:
-        i = [int(d.rank) for d in digests].index(worst)
+        i = [d.rank_id for d in digests].index(worst)
         for j, s in enumerate(ssteps[:5]):
             evidence.append(
                 Evidence(

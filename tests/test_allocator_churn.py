@@ -128,7 +128,7 @@ def test_alexnet_malloc_after_cache_clear() -> None:
     f = one(rep, ID)
     mal = [e for e in f.evidence if e.what.startswith("cudaMalloc")][0]
     assert mal.count == 5 and mal.total_ms == pytest.approx(32.8, rel=0.1)  # of the 80 ms step
-    assert rep.run["step_ms_median"] == pytest.approx(79.7, abs=0.5)
+    assert rep.run.step_ms_median == pytest.approx(79.7, abs=0.5)
     assert f.est_savings_ms == pytest.approx(32.1, rel=0.1)  # the calls' host time, replayed
     assert not found(rep, "gpu-idle") or one(rep, "gpu-idle").est_savings_ms < 5
     assert "empty_cache() or a cache clear" in f.summary

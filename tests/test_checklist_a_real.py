@@ -91,7 +91,7 @@ def test_nccl_conv_net_layout_conversions() -> None:
     # the conversions take 5.04 ms of GPU time per step, but the host limits these steps (100%
     # of the critical path): replayed without them the step is not shorter
     assert f.est_savings_ms <= 0.5
-    assert rep.run["bound"]["by"] == "host"
+    assert rep.run.bound.by == "host"
     assert f.confidence == "medium"
     assert {e.what.split(" ")[0] for e in f.evidence} == {
         "cudnn::ops::nchwToNhwcKernel",

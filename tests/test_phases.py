@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor import record
 from advisor.analysis.pipeline import analyze_path
 from tests.test_profile import FAST, _line, _write, advisor, outputs
 
@@ -96,7 +97,7 @@ def test_validation_loop_gets_its_own_window(tmp_path: Path) -> None:
     assert [(f.id, f.phase) for f in again.findings] == [
         (f["id"], f.get("phase")) for f in findings["findings"]
     ]
-    assert again.run["phases"] == phases
+    assert record.dump(again.run)["phases"] == phases
     html = (tmp_path / "out" / "report.html").read_text()
     assert "eval phase" in html and "Eval step" in html
 

@@ -247,22 +247,25 @@ def test_trace_without_steps_to_place_is_not_replayed() -> None:
 
 def test_report_header_and_findings_json_carry_the_bound_and_the_replayed_headline() -> None:
     from advisor.analysis.pipeline import analyze_trace
-    from advisor.output.viewmodel import bound_fact, build_viewmodel
+    from advisor.output.header import bound_fact
+    from advisor.output.viewmodel import build_viewmodel
+    from advisor.runfacts import Bound
 
     rep = analyze_trace(sync_bound().load(), None)
-    assert rep.run["bound"]["by"] in ("host", "gpu")
-    assert set(rep.run["bound"]["shares_pct"]) == {"host", "gpu", "comm", "copies", "peer"}
-    assert rep.run["est_savings_bound_how"] == "replayed together"
-    assert 0 < rep.run["est_savings_bound_ms"] <= rep.run["step_ms_median"]
+    assert rep.run.bound is not None
+    assert rep.run.bound.by in ("host", "gpu")
+    assert set(rep.run.bound.shares_pct) == {"host", "gpu", "comm", "copies", "peer"}
+    assert rep.run.est_savings_bound_how == "replayed together"
+    assert 0 < rep.run.est_savings_bound_ms <= rep.run.step_ms_median
     vm = build_viewmodel(rep, generated_at="2026-01-02 03:04 UTC")
     facts = {f["label"]: f for f in vm["header"]["facts"]}
     assert facts["Bound by"]["note"].startswith("of the critical path")
     assert "replayed together" in facts["Possible saving"]["note"]
     tile = bound_fact(
-        {
-            "by": "peer",
-            "shares_pct": {"host": 10.0, "gpu": 0.0, "comm": 20.0, "copies": 0.0, "peer": 70.0},
-        }
+        Bound(
+            by="peer",
+            shares_pct={"host": 10.0, "gpu": 0.0, "comm": 20.0, "copies": 0.0, "peer": 70.0},
+        )
     )
     assert tile == {
         "label": "Bound by",

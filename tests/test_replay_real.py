@@ -50,30 +50,30 @@ def test_fp32_matmul_on_host_bound_resnet50_is_small_and_not_first(rel: str) -> 
     assert _saving(rep, "fp32-matmul") <= 3.0
     ranked = [f for f in rep.findings if f.id != "one-time-init"]
     assert ranked and ranked[0].id != "fp32-matmul"
-    assert rep.run["bound"]["by"] == "host"
+    assert rep.run.bound.by == "host"
 
 
 def test_df_index_resolver_is_host_bound_and_claims_no_gpu_side_savings() -> None:
     rep = _report(DF)
     # HTA's critical path calls this step 100% CPU-bound; the host waits 0.6 ms per step
-    assert rep.run["bound"]["by"] == "host" and rep.run["bound"]["shares_pct"]["host"] > 90
+    assert rep.run.bound.by == "host" and rep.run.bound.shares_pct["host"] > 90
     assert _saving(rep, "comm-overlap") <= 2.0
     assert _saving(rep, "fp32-matmul") <= 2.0
-    assert rep.run["est_savings_bound_how"] == "replayed together"
-    assert rep.run["est_savings_bound_ms"] <= rep.run["step_ms_median"]
+    assert rep.run.est_savings_bound_how == "replayed together"
+    assert rep.run.est_savings_bound_ms <= rep.run.step_ms_median
 
 
 def test_gpu_bound_trace_is_called_gpu_bound() -> None:
     rep = _report(NS)  # HTA: 96.8% of the span computing
-    assert rep.run["bound"]["by"] == "gpu"
+    assert rep.run.bound.by == "gpu"
 
 
 def test_alexnet_one_time_init_first_and_no_claim_above_the_forward() -> None:
     rep = _report(ALEXNET)
     assert rep.findings[0].id == "one-time-init"
-    forward_ms = rep.run["step_ms_median"]  # the steps are the forward ranges
+    forward_ms = rep.run.step_ms_median  # the steps are the forward ranges
     assert all(f.est_savings_ms <= forward_ms for f in rep.findings)
-    assert rep.run["est_savings_bound_ms"] <= forward_ms
+    assert rep.run.est_savings_bound_ms <= forward_ms
 
 
 @pytest.mark.parametrize("rel", COMPLETE)

@@ -14,25 +14,21 @@ the renderers escape them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from advisor.analysis.summary import op_self_ns
 from advisor.derive.locate import Locator
+from advisor.record import UNSET
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
+from advisor.units import ms_of_ns, pct_of
+from advisor.viewdata import KernelRow, OpRow
 
 TOP = 15
-
-
-def _ms(ns: float) -> float:
-    return round(float(ns) / 1e6, 3)
-
-
-def _pct(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
 
 
 def _in_steps(df: pd.DataFrame) -> pd.DataFrame:
@@ -81,10 +77,10 @@ def kernel_ops(trace: Trace, kernels: pd.DataFrame) -> np.ndarray:
 
 def top_kernels(
     trace: Trace, locator: Locator | None = None, top: int = TOP
-) -> list[dict[str, Any]]:
+) -> tuple[KernelRow, ...]:
     k = _in_steps(trace.kernels)
     if not len(k):
-        return []
+        return ()
     ops = trace.cpu_ops
     key, label = _name_keys(k["name"])
     df = pd.DataFrame(
@@ -106,23 +102,23 @@ def top_kernels(
             first = int(launched.to_numpy()[names == op_name][0])
             src = _where(locator, first)
         rows.append(
-            {
-                "name": str(name),
-                "count": int(r["count"]),
-                "total_ms": _ms(r["sum"]),
-                "mean_us": round(float(r["mean"]) / 1e3, 3),
-                "share_pct": _pct(float(r["sum"]), total),
-                "op": op_name,
-                "source": src,
-            }
+            KernelRow(
+                name=str(name),
+                count=int(r["count"]),
+                total_ms=ms_of_ns(r["sum"]),
+                mean_us=round(float(r["mean"]) / 1e3, 3),
+                share_pct=pct_of(float(r["sum"]), total),
+                op=op_name,
+                source=src,
+            )
         )
-    return rows
+    return tuple(rows)
 
 
-def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> list[dict[str, Any]]:
+def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> tuple[OpRow, ...]:
     ops = trace.cpu_ops
     if not len(ops):
-        return []
+        return ()
     real = ~name_flags(
         ops["name"], lambda n: n.startswith("ProfilerStep#")
     )  # legacy traces: steps are ops
@@ -156,48 +152,95 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
     g = g.sort_values(["total", "count"], ascending=False).head(top)
     st = trace.steps
     wall = float(st["dur_ns"].sum()) if len(st) else float(df["dur"].max() if len(df) else 0)
-    return [
-        {
-            "name": label[int(n)],
-            "count": int(r["count"]),
-            "total_ms": _ms(r["total"]),
-            "self_ms": _ms(r["self_ns"]),
-            "mean_us": round(float(r["mean"]) / 1e3, 3),
-            "share_pct": min(_pct(float(r["total"]), wall), 100.0),
-            "gpu_ms": _ms(r["gpu"]) if len(k) else None,
-            "source": _where(locator, int(r["row"])),
-        }
+    return tuple(
+        OpRow(
+            name=label[int(n)],
+            count=int(r["count"]),
+            total_ms=ms_of_ns(r["total"]),
+            self_ms=ms_of_ns(r["self_ns"]),
+            mean_us=round(float(r["mean"]) / 1e3, 3),
+            share_pct=min(pct_of(float(r["total"]), wall), 100.0),
+            gpu_ms=ms_of_ns(r["gpu"]) if len(k) else None,
+            source=_where(locator, int(r["row"])),
+        )
         for n, r in g.iterrows()
-    ]
+    )
 
 
-def merge_tables(tables: list[list[dict[str, Any]]], top: int = TOP) -> list[dict[str, Any]]:
-    """The top table of several ranks: counts and times summed per name over the ranks' own
-    top tables (a name outside a rank's top ``TOP`` adds nothing for that rank), the mean and
-    the share recomputed (share: of the summed totals of all rows seen), the other columns
-    (op, source, self and GPU time summed) from the ranks that have them."""
-    acc: dict[str, dict[str, Any]] = {}
+@dataclass
+class _Sum:
+    """One name's figures summed over the ranks' tables."""
+
+    name: str
+    count: int = 0
+    total_ms: float = 0.0
+    self_ms: float | None = None
+    gpu_ms: float | None = None
+    op: str | None = None
+    source: str | None = None
+
+    def add(self, r: KernelRow | OpRow) -> None:
+        self.count += int(r.count or 0)
+        self.total_ms += float(r.total_ms or 0.0)
+        if isinstance(r, OpRow):
+            if isinstance(r.self_ms, int | float):
+                self.self_ms = (self.self_ms or 0.0) + float(r.self_ms)
+            if isinstance(r.gpu_ms, int | float):
+                self.gpu_ms = (self.gpu_ms or 0.0) + float(r.gpu_ms)
+        if isinstance(r, KernelRow) and self.op is None and r.op:
+            self.op = r.op
+        if self.source is None and r.source:
+            self.source = r.source
+
+
+def _merged(tables: Iterable[Iterable[KernelRow | OpRow]], top: int) -> tuple[list[_Sum], float]:
+    acc: dict[str, _Sum] = {}
     for rows in tables:
         for r in rows:
-            a = acc.setdefault(
-                str(r.get("name")), {"name": str(r.get("name")), "count": 0, "total_ms": 0.0}
-            )
-            a["count"] += int(r.get("count") or 0)
-            a["total_ms"] += float(r.get("total_ms") or 0.0)
-            for key in ("self_ms", "gpu_ms"):
-                if isinstance(r.get(key), int | float):
-                    a[key] = a.get(key, 0.0) + float(r[key])
-            for key in ("op", "source"):
-                if a.get(key) is None and r.get(key):
-                    a[key] = r[key]
-    whole = sum(a["total_ms"] for a in acc.values())
-    rows_out = sorted(acc.values(), key=lambda a: (-a["total_ms"], -a["count"], a["name"]))[:top]
-    for a in rows_out:
-        a["mean_us"] = round(1000.0 * a["total_ms"] / a["count"], 3) if a["count"] else 0.0
-        a["share_pct"] = _pct(a["total_ms"], whole)
-        for key in ("total_ms", "self_ms", "gpu_ms"):
-            if key in a:
-                a[key] = round(a[key], 3)
-        a.setdefault("op", None)
-        a.setdefault("source", None)
-    return rows_out
+            acc.setdefault(str(r.name), _Sum(str(r.name))).add(r)
+    whole = sum(a.total_ms for a in acc.values())
+    return sorted(acc.values(), key=lambda a: (-a.total_ms, -a.count, a.name))[:top], whole
+
+
+def _mean_us(a: _Sum) -> float:
+    return round(1000.0 * a.total_ms / a.count, 3) if a.count else 0.0
+
+
+def merge_kernels(tables: Iterable[Iterable[KernelRow]], top: int = TOP) -> tuple[KernelRow, ...]:
+    """The top kernels of several ranks: counts and times summed per name over the ranks' own
+    top tables (a name outside a rank's top ``TOP`` adds nothing for that rank), the mean and
+    the share recomputed (share: of the summed totals of all rows seen), the op and source from
+    the first rank that has them."""
+    rows, whole = _merged(tables, top)
+    return tuple(
+        KernelRow(
+            name=a.name,
+            count=a.count,
+            total_ms=round(a.total_ms, 3),
+            mean_us=_mean_us(a),
+            share_pct=pct_of(a.total_ms, whole),
+            op=a.op,
+            source=a.source,
+        )
+        for a in rows
+    )
+
+
+def merge_ops(tables: Iterable[Iterable[OpRow]], top: int = TOP) -> tuple[OpRow, ...]:
+    """The top operators of several ranks, as :func:`merge_kernels` (self and GPU time summed
+    over the ranks that have them)."""
+    rows, whole = _merged(tables, top)
+    return tuple(
+        OpRow(
+            name=a.name,
+            count=a.count,
+            total_ms=round(a.total_ms, 3),
+            mean_us=_mean_us(a),
+            share_pct=pct_of(a.total_ms, whole),
+            self_ms=UNSET if a.self_ms is None else round(a.self_ms, 3),
+            gpu_ms=UNSET if a.gpu_ms is None else round(a.gpu_ms, 3),
+            op=None,
+            source=a.source,
+        )
+        for a in rows
+    )

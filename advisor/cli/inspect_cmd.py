@@ -7,16 +7,7 @@ from pathlib import Path
 import typer
 
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+from advisor.units import fmt_bytes
 
 
 def register(app: typer.Typer) -> None:
@@ -85,7 +76,7 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
                 else ""
             )
             con.print(
-                f"device {p(d['id'])}: {p(d['name'])}{cc}, {_fmt_bytes(d['total_memory_bytes'])}"
+                f"device {p(d['id'])}: {p(d['name'])}{cc}, {fmt_bytes(d['total_memory_bytes']) or '?'}"
             )
     s = r["steps"]
     con.print(
@@ -96,11 +87,21 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
         con.print("GPU: no GPU activity in this trace (CPU-only)")
     else:
         b = r["breakdown"]
+        con.print(f"GPU busy {r['gpu_busy_pct']:.1f}% of the steps' wall time (as in the report)")
         con.print(
-            f"GPU busy {r['gpu_busy_pct']:.1f}%  idle {r['gpu_idle_pct']:.1f}% over {b['span_ms']:.2f} ms"
+            f"GPU active span {b['span_ms']:.2f} ms (first to last GPU activity, last step left out, as HTA counts):"
+            f" busy {b['busy_pct']:.1f}%, idle {b['idle_pct']:.1f}%"
             f" (compute {b['compute_pct']:.1f}%, communication {b['communication_pct']:.1f}%,"
             f" memcpy {b['memcpy_pct']:.1f}%, memset {b['memset_pct']:.1f}%)"
         )
+    sb = r["step_breakdown"]
+    if sb["steps"]:
+        parts = ", ".join(
+            f"{k.removesuffix('_ms').replace('_', ' ')} {v:.2f} ms"
+            for k, v in sb.items()
+            if k.endswith("_ms") and v > 0
+        )
+        con.print(f"per step (the report's breakdown, mean of {sb['steps']} steady steps): {parts}")
     for title, rows, cols in (
         ("Top kernels", r["kernels_top"], ("name", "count", "total_ms", "mean_us", "pct")),
         ("Top CPU ops", r["ops_top"], ("name", "count", "total_ms", "self_ms")),

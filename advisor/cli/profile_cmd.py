@@ -13,6 +13,17 @@ from pathlib import Path
 
 import typer
 
+from advisor.cli.analysis_options import (
+    Debug,
+    FailOn,
+    JsonOut,
+    NoSource,
+    Only,
+    OpenReport,
+    SetThreshold,
+    Skip,
+    analysis_options,
+)
 from advisor.cli.run_options import Module, Script, ScriptArgs, Wait, Warmup
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
@@ -81,34 +92,24 @@ def register(app: typer.Typer) -> None:
         tensorboard: Path | None = typer.Option(
             None, "--tensorboard", help="Also write the trace and headline scalars for TensorBoard."
         ),
-        open_: bool = typer.Option(False, "--open", help="Open report.html in a browser."),
-        json_out: bool = typer.Option(False, "--json", help="Print findings.json to stdout."),
-        fail_on: str | None = typer.Option(
-            None,
-            "--fail-on",
-            help="Exit 3 when the script succeeds and a finding at or above this severity "
-            "exists: high, medium or low.",
-        ),
-        only: list[str] = typer.Option([], "--only", help="Run only these finding ids."),
-        skip: list[str] = typer.Option([], "--skip", help="Skip these finding ids."),
-        set_: list[str] = typer.Option([], "--set", help="Override a threshold: key=value."),
-        no_source: bool = typer.Option(
-            False, "--no-source", help="Keep source code out of the report."
-        ),
-        debug: bool = typer.Option(
-            False, "--debug", help="Include detector tracebacks in findings.json."
-        ),
+        open_: OpenReport = False,
+        json_out: JsonOut = False,
+        fail_on: FailOn = None,
+        only: Only = None,
+        skip: Skip = None,
+        set_: SetThreshold = None,
+        no_source: NoSource = False,
+        debug: Debug = False,
         rank_timeout: float = typer.Option(
             120.0,
             "--rank-timeout",
             help="Under torchrun: how long rank 0 waits for the other ranks' traces (seconds).",
         ),
     ) -> None:
-        from advisor.analysis.pipeline import options_from_cli
         from advisor.profile import ProfileOptions, run_profile
         from advisor.profile.capture import SessionConfig, default_phases, parse_phases
 
-        analysis = options_from_cli(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
+        analysis = analysis_options(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
         opts = ProfileOptions(
             script=script,
             args=tuple(script_args or ()),

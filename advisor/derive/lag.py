@@ -1,5 +1,5 @@
 """How late each rank is: the per-step lag of one rank behind the others, from the digests of
-several ranks' traces (:class:`advisor.analysis.digest.Digest`).
+several ranks' traces (:class:`advisor.digest.Digest`).
 
 Two measures, each a median over the steps the ranks share:
 
@@ -17,11 +17,14 @@ from them, and the multi-rank report's per-rank table shows them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from advisor.derive.peerwait import matched
+from advisor.digest import Digest
+
+# (rank, step, lag_ms, count, worst collective's name, its ts_us)
+LagRow = tuple[int, int, float, int, str, float]
 
 
 def _others_median(m: np.ndarray) -> np.ndarray:
@@ -31,7 +34,7 @@ def _others_median(m: np.ndarray) -> np.ndarray:
     return np.repeat(np.median(m, axis=0, keepdims=True), m.shape[0], axis=0)
 
 
-def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float], list[Any]]:
+def collective_lags(digests: Sequence[Digest]) -> tuple[list[int], dict[int, float], list[LagRow]]:
     """Per-step net collective lag of each rank: (steps, {rank: median lag ms}, rows).
 
     rows: (rank, step, lag_ms, count, worst_name, worst_ts_us) for each rank and step."""
@@ -46,7 +49,7 @@ def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float]
     steps = sorted(set(col_step.tolist()))
     per_step = np.stack([lag_ns[:, col_step == s].sum(axis=1) for s in steps], axis=1) / 1e6
     net = per_step - _others_median(per_step)
-    lags = {int(d.rank): float(np.median(net[i])) for i, d in enumerate(digests)}
+    lags = {d.rank_id: float(np.median(net[i])) for i, d in enumerate(digests)}
     rows = []
     for i, d in enumerate(digests):
         for j, s in enumerate(steps):
@@ -54,7 +57,7 @@ def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float]
             w = m[int(np.argmax(lag_ns[i, m]))]
             rows.append(
                 (
-                    int(d.rank),
+                    d.rank_id,
                     s,
                     float(net[i, j]),
                     int(np.sum(lag_ns[i, m] > 0)),
@@ -65,7 +68,7 @@ def collective_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float]
     return steps, lags, rows
 
 
-def step_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float], np.ndarray]:
+def step_lags(digests: Sequence[Digest]) -> tuple[list[int], dict[int, float], np.ndarray]:
     """Median over common steps of each rank's step time above the other ranks'."""
     common = set(digests[0].step_ids.tolist()).intersection(
         *(d.step_ids.tolist() for d in digests[1:])
@@ -75,14 +78,14 @@ def step_lags(digests: Sequence[Any]) -> tuple[list[int], dict[int, float], np.n
     steps = sorted(common)
     t = np.stack([[d.step_ms[list(d.step_ids).index(s)] for s in steps] for d in digests])
     excess = t - _others_median(t)
-    return steps, {int(d.rank): float(np.median(excess[i])) for i, d in enumerate(digests)}, excess
+    return steps, {d.rank_id: float(np.median(excess[i])) for i, d in enumerate(digests)}, excess
 
 
 def combine(clag: dict[int, float], slag: dict[int, float]) -> dict[int, float]:
     return {r: max(clag.get(r, 0.0), slag.get(r, 0.0)) for r in sorted(set(clag) | set(slag))}
 
 
-def rank_lags(digests: Sequence[Any]) -> dict[int, float]:
+def rank_lags(digests: Sequence[Digest]) -> dict[int, float]:
     """Each rank's lag per step (ms; the larger of the collective and step-time measures)."""
     if len(digests) < 2:
         return {}

@@ -9,8 +9,8 @@ estimated, how to fix it). Loading every detector and running them is
 
 A detector may also look across ranks (several traces of one job): :func:`across_ranks`
 registers ``(drafts, digests, ctx) -> drafts`` for its id, which the multi-rank merge
-(:mod:`advisor.multirank.analyze`) calls with the merged drafts and every rank's
-:class:`~advisor.analysis.digest.Digest`; it returns the drafts with its own added or refined.
+(:mod:`advisor.multirank.merge`) calls with the merged drafts and every rank's
+:class:`~advisor.digest.Digest`; it returns the drafts with its own added or refined.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor.derive.locate import Locator
 from advisor.detect.thresholds import Thresholds
+from advisor.digest import Digest
 from advisor.findings import Draft
 from advisor.trace.model import Trace
 
@@ -80,7 +81,7 @@ class RanksContext:
         return self.thresholds[key]
 
 
-RanksFn = Callable[[list[Draft], Sequence[Any], RanksContext], list[Draft]]
+RanksFn = Callable[[list[Draft], Sequence[Digest], RanksContext], list[Draft]]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Each side is a trace, a run folder or a folder of per-rank traces; both are analysed with the
 same detectors and thresholds. The result compares the median step time, the time per category
-per step, the kernels and ops whose time per step changed most, and the findings (matched by
+per step (the mean of the report's step breakdown, :mod:`advisor.derive.breakdown`), the kernels and ops whose time per step changed most, and the findings (matched by
 id and location: resolved, new, changed, unchanged). Stable keys of the JSON: ``a``, ``b``,
 ``step_ms_median`` {a, b, delta_ms, delta_pct}, ``categories_ms``, ``kernels``, ``ops``,
 ``findings`` {resolved, new, changed, unchanged}, ``verdict``.
@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from advisor.analysis.digest import CATEGORIES, Digest
+from advisor.analysis.options import Options
+from advisor.derive.breakdown import CATEGORIES
+from advisor.digest import Digest
 from advisor.errors import AdvisorError
 from advisor.findings import SEVERITIES, Finding
 from advisor.report import Report
@@ -37,7 +39,7 @@ class Side:
 
 
 def load_side(
-    path: str | Path, options: Any, jobs: int | None = None, scheduler: str | None = None
+    path: str | Path, options: Options, jobs: int | None = None, scheduler: str | None = None
 ) -> Side:
     """Analyse one side (a trace, a run folder or a folder of per-rank traces)."""
     from advisor.analysis.digest import digest_file
@@ -50,7 +52,7 @@ def load_side(
         d = digest_file(files[0], options)
         if d.error is not None:
             raise AdvisorError(d.error)
-        return Side(str(p), Report.from_dict(d.report), (d,))
+        return Side(str(p), d.report, (d,))
     report, digests = analyze_files(files, options, p, jobs, scheduler=scheduler)
     return Side(str(p), report, tuple(d for d in digests if d.error is None))
 

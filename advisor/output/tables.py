@@ -4,48 +4,46 @@ escapes them); nothing is measured here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from advisor.output.charts import fmt_ms
+from advisor.units import fmt_ms
+from advisor.viewdata import KernelRow, OpRow
 
 
-def _us(v: Any) -> str:
+def _us(v: float | None) -> str:
     v = float(v or 0.0)
     return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} µs"
 
 
-def _row(r: dict[str, Any]) -> dict[str, Any]:
+def _row(r: KernelRow | OpRow) -> dict[str, Any]:
     return {
-        "name": str(r.get("name", "")),
-        "count": f"{int(r.get('count') or 0):,}",
-        "total": fmt_ms(float(r.get("total_ms") or 0.0)),
-        "total_sort": float(r.get("total_ms") or 0.0),
-        "mean": _us(r.get("mean_us")),
-        "mean_sort": float(r.get("mean_us") or 0.0),
-        "share": f"{float(r.get('share_pct') or 0.0):.1f}%",
-        "share_sort": float(r.get("share_pct") or 0.0),
-        "source": r.get("source") or "",
+        "name": str(r.name),
+        "count": f"{int(r.count or 0):,}",
+        "total": fmt_ms(float(r.total_ms or 0.0)),
+        "total_sort": float(r.total_ms or 0.0),
+        "mean": _us(r.mean_us),
+        "mean_sort": float(r.mean_us or 0.0),
+        "share": f"{float(r.share_pct or 0.0):.1f}%",
+        "share_sort": float(r.share_pct or 0.0),
+        "source": r.source or "",
     }
 
 
-def kernel_rows(views: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        _row(r) | {"op": str(r.get("op") or "")}
-        for r in views.get("kernels") or ()
-        if isinstance(r, dict)
-    ]
+def kernel_rows(rows: Iterable[KernelRow]) -> list[dict[str, Any]]:
+    return [_row(r) | {"op": str(r.op or "")} for r in rows]
 
 
-def op_rows(views: dict[str, Any]) -> list[dict[str, Any]]:
+def _ms(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) else None
+
+
+def op_rows(rows: Iterable[OpRow]) -> list[dict[str, Any]]:
     out = []
-    for r in views.get("ops") or ():
-        if isinstance(r, dict):
-            gpu = r.get("gpu_ms")
-            out.append(
-                _row(r)
-                | {
-                    "self": fmt_ms(float(r.get("self_ms") or 0.0)),
-                    "gpu": fmt_ms(float(gpu)) if gpu else "",
-                }
-            )
+    for r in rows:
+        gpu = _ms(r.gpu_ms)
+        out.append(
+            _row(r)
+            | {"self": fmt_ms(_ms(r.self_ms) or 0.0), "gpu": fmt_ms(float(gpu)) if gpu else ""}
+        )
     return out

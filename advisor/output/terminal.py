@@ -18,8 +18,8 @@ from rich.text import Text
 
 from advisor import settings
 from advisor.findings import Finding
+from advisor.output.header import bound_fact
 from advisor.output.printable import printable
-from advisor.output.viewmodel import bound_fact
 from advisor.report import Report
 
 SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -79,17 +79,17 @@ def _where(f: Finding) -> str:
 
 def headline(report: Report) -> str:
     run = report.run
-    dev = report.views.get("device") or {}
-    parts = [printable(run.get("device") or "no GPU activity (CPU-only trace)")]
-    steps = run.get("steps_profiled")
+    one = report.views.one_trace
+    parts = [printable(run.device or "no GPU activity (CPU-only trace)")]
+    steps = run.steps_profiled
     parts.append(
         f"{steps} step{'s' if steps != 1 else ''}"
-        + (" (no step markers)" if run.get("steps_synthetic") else "")
+        + (" (no step markers)" if run.steps_synthetic else "")
     )
-    parts.append(f"median step {float(run.get('step_ms_median') or 0):.2f} ms")
-    if run.get("gpu_busy_pct") is not None:
-        parts.append(f"GPU busy {run['gpu_busy_pct']:.1f}%")
-    peak = dev.get("peak_memory_bytes")
+    parts.append(f"median step {float(run.step_ms_median or 0):.2f} ms")
+    if run.gpu_busy_pct is not None:
+        parts.append(f"GPU busy {run.gpu_busy_pct:.1f}%")
+    peak = one.device.peak_memory_bytes if one is not None else None
     if peak:
         parts.append(f"peak memory {peak / 1024**3:.1f} GiB")
     return " · ".join(parts)
@@ -127,20 +127,20 @@ def print_summary(
     con = console(file, markup=False)  # kernel names hold "[...]": never parse them as markup
     tty = con.is_terminal
     run = report.run
-    script = run.get("script")
+    script = run.script
     title = Text("torch-advisor", style="bold")
     if script:
-        title.append(" · " + " ".join([printable(a) for a in [script, *(run.get("argv") or [])]]))
+        title.append(" · " + " ".join([printable(a) for a in [script, *(run.argv or [])]]))
     con.print(title)
     con.print(Text(headline(report)))
-    if run.get("ranks"):
+    if run.ranks is not None and run.ranks.ranks:
         from advisor.output.ranks import print_ranks
 
         print_ranks(con, run)
-    if run.get("ended_early"):
+    if run.ended_early:
         con.print(
             Text(
-                f"note: the run ended early ({printable(run.get('end_reason') or 'reason unknown')})",
+                f"note: the run ended early ({printable(run.end_reason or 'reason unknown')})",
                 style="yellow",
             )
         )
@@ -149,19 +149,19 @@ def print_summary(
         con.print(findings_table(report.findings, top, tty))
         if len(report.findings) > top:
             con.print(Text(f"... and {len(report.findings) - top} more in the report"))
-        bound = float(run.get("est_savings_bound_ms") or 0.0)
+        bound = float(run.est_savings_bound_ms or 0.0)
         if bound > 0:
-            step = float(run.get("step_ms_median") or 0.0)
+            step = float(run.step_ms_median or 0.0)
             share = f" ({100.0 * bound / step:.0f}% of the step)" if step > 0 else ""
             how = (
                 "replayed together, at most"
-                if run.get("est_savings_bound_how") == "replayed together"
+                if run.est_savings_bound_how == "replayed together"
                 else "Savings overlap; together at most"
             )
             con.print(
                 Text(f"{how[0].upper()}{how[1:]} {bound:.2f} ms per step{share}.", style="dim")
             )
-        bt = bound_fact(run.get("bound"))
+        bt = bound_fact(run.bound)
         if bt is not None:
             con.print(Text(f"Bound by {bt['value']} {bt['note']}.", style="dim"))
     else:

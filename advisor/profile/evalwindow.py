@@ -17,25 +17,51 @@ bounds the wait for the phase; when none comes, ``run.json`` ``eval.missing`` sa
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from advisor.profile import facts
-from advisor.profile.capture import export_trace
+from advisor.profile.capture import Capture, SessionConfig, export_trace
 from advisor.profile.execute import WindowCaptured
 from advisor.profile.fwdsteps import has_parameters, in_eval
+from advisor.runfolder import eval_trace_name
 
-if TYPE_CHECKING:
-    from advisor.profile.session import ProfileSession
+
+class Session(Protocol):
+    """What the evaluation window uses of its :class:`advisor.profile.session.ProfileSession`
+    (the session owns the window; the window names only this)."""
+
+    phase: str
+
+    @property
+    def cfg(self) -> SessionConfig: ...
+    @property
+    def cap(self) -> Capture: ...
+    @property
+    def trace_path(self) -> Path: ...
+    @property
+    def torch(self) -> Any: ...  # the torch module
+    @property
+    def action(self) -> Any: ...  # torch.profiler.ProfilerAction
+    def own(self) -> AbstractContextManager[None]: ...
+    def eval_found(self) -> None: ...
+    def forward_watch_off(self) -> None: ...
+    def time_it(self, key: str, t0: float) -> None: ...
+    def make_profiler(self, cuda: bool, schedule: Any, on_ready: Any) -> Any: ...
+    def call_sites(
+        self, prof: Any, put: Callable[[int | None, str | None], None]
+    ) -> Callable[[Path], None] | None: ...
 
 
 def eval_trace_path(trace_path: Path) -> Path:
     """``trace.json.gz`` -> ``trace.eval.json.gz`` (``trace.rank<R>.eval.json.gz`` per rank)."""
-    return trace_path.with_name(trace_path.name.removesuffix(".json.gz") + ".eval.json.gz")
+    return trace_path.with_name(eval_trace_name(trace_path.name))
 
 
 class EvalWindow:
-    def __init__(self, session: ProfileSession) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
         cfg = session.cfg
         self.first = 1 + max(cfg.warmup, 1)

@@ -16,7 +16,8 @@ from typing import Any
 
 from advisor.errors import EXIT_FAIL_ON, AdvisorError
 from advisor.findings import check_fail_on, fails_at
-from advisor.output.outfiles import default_out_dir, release
+from advisor.output.outfiles import release, write_error, write_json
+from advisor.output.outfolder import check_out_dir, check_writable, default_out_dir
 from advisor.profile.capture import SessionConfig
 from advisor.profile.execute import (
     EXIT_SIGINT,
@@ -25,7 +26,6 @@ from advisor.profile.execute import (
     Terminated,
     resolve_target,
 )
-from advisor.profile.outdir import check_out_dir, check_writable, write_error, write_json
 from advisor.profile.signals import RunSignals
 from advisor.profile.torchrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runfolder import RUN_NAME, TRACE_NAME

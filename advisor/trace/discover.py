@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from advisor.errors import TraceError
-from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, RUN_NAME
-from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
+from advisor.runfolder import (
+    ANNOTATED_NAME,
+    FINDINGS_NAME,
+    RANK_TRACE_PREFIX,
+    RUN_NAME,
+    is_eval_trace,
+)
+from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, decode_columns, loading, pieces
 
 if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
-    from advisor.trace.columns import Columns
     from advisor.trace.model import Trace
     from advisor.trace.prefetch import Prefetch
 
@@ -27,11 +30,7 @@ _RANK_RE = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 def _is_trace_name(name: str) -> bool:
     # an advisor profile run's evaluation window (trace.eval.json.gz) is read with its main
     # trace (advisor.analysis.phases), never as a trace of its own rank
-    return (
-        name.endswith(_TRACE_SUFFIXES)
-        and name not in _SKIP_NAMES
-        and not name.endswith(".eval.json.gz")
-    )
+    return name.endswith(_TRACE_SUFFIXES) and name not in _SKIP_NAMES and not is_eval_trace(name)
 
 
 def find_traces(path: str | os.PathLike[str]) -> list[Path]:
@@ -54,7 +53,7 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceError("permission denied", p) from None
     files = [p / n for n in names if _is_trace_name(n) and (p / n).is_file()]
     pt = [f for f in files if f.name.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
-    ranked = [f for f in files if f.name.startswith("trace.rank")]
+    ranked = [f for f in files if f.name.startswith(RANK_TRACE_PREFIX)]
     if ranked:
         files = ranked
     elif pt:
@@ -100,7 +99,7 @@ def load_trace(
             from advisor.trace.build import Decoded, build_trace
 
             cols, header, size = got
-            with _loading(p):
+            with loading(p):
                 return build_trace(Decoded(cols, header, size), str(p))
     return _load(p, None, True, max_bytes)
 
@@ -108,41 +107,6 @@ def load_trace(
 def load_bytes(data: bytes, name: str = "<memory>", require_events: bool = False) -> Trace:
     """Load a trace held in memory (plain JSON text): what tests and tools build on the fly."""
     return _load(Path(name), iter([data]), require_events)
-
-
-@contextlib.contextmanager
-def _loading(p: Path) -> Iterator[None]:
-    """Garbage collection off (the decoded data holds no cycles: collections would only walk the
-    heap) and deep nesting or exhausted memory reported as one-line TraceErrors."""
-    gc_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    except RecursionError:
-        raise TraceError("trace nested too deeply", p) from None
-    except MemoryError:
-        raise TraceError("out of memory while loading the trace", p) from None
-    finally:
-        if gc_enabled:
-            gc.enable()
-
-
-def decode_columns(
-    p: Path, src: Iterator[bytes], require_events: bool, cols: Columns | None = None
-) -> tuple[Columns, dict[str, Any], int]:
-    """The trace's columns, header and text size (no pandas involved); ``cols``: the Columns to
-    fill (e.g. one that sends its pieces elsewhere as it goes)."""
-    from advisor.trace.columns import Columns
-    from advisor.trace.decode import decode_stream
-
-    cols = cols if cols is not None else Columns()
-    with _loading(p):
-        header, size = decode_stream(p, src, cols.add)
-    if require_events and not cols.events:
-        raise TraceError("the trace holds no events", p)
-    if cols.events and not cols.usable:
-        raise TraceError("no usable trace events: not a profiler trace", p)
-    return cols, header, size
 
 
 def _load(
@@ -156,5 +120,5 @@ def _load(
     cols, header, size = decode_columns(
         p, src if src is not None else pieces(p, max_bytes), require_events
     )
-    with _loading(p):
+    with loading(p):
         return build_trace(Decoded(cols, header, size), str(p))

@@ -21,12 +21,12 @@ from typing import Any
 
 from advisor import __version__, settings
 from advisor.errors import AdvisorError
-from advisor.output.outfiles import default_out_dir, release
+from advisor.output.outfiles import release, write_json
+from advisor.output.outfolder import check_out_dir, default_out_dir
 from advisor.profile.fixes.base import RunFacts
 from advisor.profile.fixes.compare import RunData, compare, step_stats
 from advisor.profile.fixes.registry import FIXES, Selection, parse_fix_ids, select
 from advisor.profile.fixes.runtime import env_value
-from advisor.profile.outdir import check_out_dir, write_json
 from advisor.runfolder import FINDINGS_NAME, RUN_NAME, TRACE_NAME
 
 TRY_SCHEMA_VERSION = 1
@@ -201,7 +201,7 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
     if first:
         rep = Report.from_dict(json.loads((folder / FINDINGS_NAME).read_text(encoding="utf-8")))
         data.findings = list(rep.findings)
-        data.step_ms_median_report = float(rep.run.get("step_ms_median") or 0.0)
+        data.step_ms_median_report = float(rep.run.step_ms_median or 0.0)
 
 
 def _last_line(log: Path) -> str:

@@ -1,0 +1,136 @@
+"""The report's view data: findings.json's ``views`` block, as records.
+
+Computed once on the analysis side (:mod:`advisor.analysis.views`, and for several ranks
+:func:`advisor.multirank.merge.merge`) so that the renderers only select and format, and
+``advisor report`` re-renders without the trace. What each part holds:
+:mod:`advisor.analysis.views` (per trace) and :mod:`advisor.analysis.toptables` (the tables).
+A new view is a field here (one line) and its computation there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from advisor.record import Unset, flat, omit_empty, omit_none, omit_unset
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """The main GPU: name, compute capability, memory (bytes; None when unknown)."""
+
+    name: str | None = None
+    compute_capability: str | None = None
+    total_memory_bytes: int | None = None
+    peak_memory_bytes: int | None = None
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """The trace file, its clock at rebased 0 and the captured steps' window (file clock, us)."""
+
+    file: str
+    origin_us: float
+    window_us: tuple[float, float]
+    recorded_at: str | None = None
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """Where one step's wall time went, in ms (:func:`advisor.derive.breakdown.step_breakdown`)."""
+
+    step: int
+    ts_us: float
+    total_ms: float
+    compute_ms: float
+    communication_ms: float
+    memcpy_ms: float
+    dataloader_ms: float
+    idle_ms: float
+    host_only_ms: float
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """GPU busy and compute % of the main device over the window, in equal buckets."""
+
+    start_us: float
+    end_us: float
+    bucket_ms: float
+    busy_pct: tuple[float, ...]
+    compute_pct: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """A row of the top kernels table."""
+
+    name: str
+    count: int
+    total_ms: float
+    mean_us: float
+    share_pct: float
+    op: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """A row of the top operators table (``self_ms``/``gpu_ms`` unset in a merged table where
+    no rank had them; ``op`` is only written, as null, by the merged table)."""
+
+    name: str
+    count: int
+    total_ms: float
+    mean_us: float
+    share_pct: float
+    self_ms: float | Unset = omit_unset()
+    gpu_ms: float | None | Unset = omit_unset()
+    op: str | None | Unset = omit_unset()
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class DetectorDoc:
+    """A detector's title, and its docstring when it found something (always for several ranks)."""
+
+    title: str
+    doc: str | None = omit_none()
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A few lines of the user's code around ``line`` (``start``: the first one's number)."""
+
+    start: int
+    line: int
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TraceViews:
+    """The views of one trace (a merged multi-rank report has none; keys in ``views``)."""
+
+    version: int
+    device: DeviceView
+    trace: TraceInfo
+    steps: tuple[StepRow, ...]
+    steps_total: int
+    utilization: Utilization | None = None
+
+
+@dataclass(frozen=True)
+class Views:
+    """findings.json's ``views`` block."""
+
+    detectors: Mapping[str, DetectorDoc]
+    kernels: tuple[KernelRow, ...] = ()
+    ops: tuple[OpRow, ...] = ()
+    one_trace: TraceViews | None = flat()
+    # "file:line" -> code around it (None with --no-source); files not read (outside the roots)
+    sources: Mapping[str, Snippet] | None = omit_none()
+    sources_withheld: tuple[str, ...] = omit_empty()
+
+
+NO_VIEWS = Views(detectors={})
