@@ -3,15 +3,15 @@
 ``host-preprocessing`` (which reports them) and ``gpu-idle`` (which no longer counts the GPU's
 idle time under them as waiting for launches); not a detector.
 
-A frame *launches GPU work* when one of the thread's runtime calls that queue or wait for GPU
-work (a kernel launch, copy, memset or sync: rows of ``trace.runtime`` linked to a kernel or
-copy, and explicit syncs) starts inside it. On a trace without GPU activity (a CPU run) the
+A frame *gives the device work* when, while it runs, any thread of its process starts a CUDA/HIP
+runtime call other than bookkeeping (``cudaGetDevice``, ``cudaGetLastError``...): a kernel or
+graph launch (captured launches too), a copy, memset, sync, allocation or graph management. On a trace without GPU activity (a CPU run) the
 device's work is the model's own operators: those recording an autograd sequence number (grad
 mode on), backward work, and operators under an ``nn.Module`` frame or an optimizer step; a
 frame with none of them inside does the same kind of host work. Only the outermost such frames
 are kept (a frame inside one is part of it), only on threads that do device work, only the part
-inside the steps, never inside a DataLoader fetch (``dataloader-stall``'s) and never frames of
-torch.profiler or of torch-advisor itself.
+inside the steps, never inside a DataLoader fetch (``dataloader-stall``'s) or a torch.compile
+compilation (one-time work), and never frames of torch.profiler or of torch-advisor itself.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.dataloader import fetch_intervals
-from advisor.derive.runtime import SYNC_CALL_RE
+from advisor.derive.onetime import one_time_events
+from advisor.derive.runtime import BOOKKEEPING_CALLS
 from advisor.derive.timeline import covered_by, subtract, union
 from advisor.detect.thresholds import register
 from advisor.trace.model import Trace
@@ -51,32 +52,29 @@ def parent_rows(py: pd.DataFrame) -> np.ndarray:
     return np.where(par == np.arange(len(py)), -1, par)
 
 
-def _work_instants(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(tid, ts_ns) of the moments the device's work is issued (see the module doc)."""
+def _work_instants(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pid, tid, ts_ns) of the moments device work is issued (see the module doc)."""
+    z = np.zeros(0, np.int64)
     if trace.has_gpu:
         rt = trace.runtime
         if not len(rt):
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        linked = np.zeros(len(rt), dtype=bool)
-        for tbl in (trace.kernels, trace.memcpy):
-            li = tbl["launch_idx"].to_numpy()
-            linked[li[(li >= 0) & (li < len(rt))]] = True
-        linked |= name_mask(rt["name"], SYNC_CALL_RE)
-        return rt["tid"].to_numpy()[linked].astype(np.int64), rt["ts_ns"].to_numpy()[linked]
+            return z, z, z
+        # every runtime call but bookkeeping: launches (also those captured into a CUDA graph,
+        # whose kernels are not in the trace), copies, syncs, allocations, graph management
+        work = ~rt["name"].astype(str).isin(BOOKKEEPING_CALLS).to_numpy()
+        return (
+            rt["pid"].to_numpy()[work].astype(np.int64),
+            rt["tid"].to_numpy()[work].astype(np.int64),
+            rt["ts_ns"].to_numpy()[work],
+        )
     ops = trace.cpu_ops
     if not len(ops):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return z, z, z
     work = (ops["seq"].to_numpy() >= 0) | in_backward(trace)
     tid, ts = ops["tid"].to_numpy(), ops["ts_ns"].to_numpy()
     py = trace.python
-    spans = [
-        (
-            py["tid"].to_numpy()[m],
-            py["ts_ns"].to_numpy()[m],
-            py["end_ns"].to_numpy()[m],
-        )
-        for m in [py["name"].astype(str).str.startswith("nn.Module: ").to_numpy()]
-    ]
+    mod = py["name"].astype(str).str.startswith("nn.Module: ").to_numpy()
+    spans = [(py["tid"].to_numpy()[mod], py["ts_ns"].to_numpy()[mod], py["end_ns"].to_numpy()[mod])]
     an = trace.annotations
     if len(an):
         m = name_mask(an["name"], _OPT_STEP_RE)
@@ -90,7 +88,7 @@ def _work_instants(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
             i = np.searchsorted(us, ts[on], side="right") - 1
             inside = (i >= 0) & (ts[on] < ue[np.clip(i, 0, None)])
             work[np.flatnonzero(on)[inside]] = True
-    return tid[work].astype(np.int64), ts[work]
+    return ops["pid"].to_numpy()[work].astype(np.int64), tid[work].astype(np.int64), ts[work]
 
 
 def quiet_frames(trace: Trace) -> pd.DataFrame:
@@ -105,15 +103,18 @@ def _build(trace: Trace) -> pd.DataFrame:
     empty = pd.DataFrame({c: np.zeros(0, np.int64) for c in COLUMNS})
     if not len(py) or not len(trace.steps):
         return empty
-    wt, wts = _work_instants(trace)
+    wp, wt, wts = _work_instants(trace)
     if not len(wt):
         return empty
+    pid = py["pid"].to_numpy().astype(np.int64)
     tid = py["tid"].to_numpy().astype(np.int64)
     ts, end = py["ts_ns"].to_numpy(), py["end_ns"].to_numpy()
+    # busy: any thread of the process issued device work while the frame ran (a frame waiting
+    # for another thread's work, as backward() on the main thread, is not host work)
     busy = np.zeros(len(py), dtype=bool)
-    for t in np.unique(wt):
-        inst = np.sort(wts[wt == t])
-        on = np.flatnonzero(tid == t)
+    for p in np.unique(wp):
+        inst = np.sort(wts[wp == p])
+        on = np.flatnonzero(pid == p)
         n = np.searchsorted(inst, end[on], side="left") - np.searchsorted(inst, ts[on], "left")
         busy[on] = n > 0
     working = np.isin(tid, np.unique(wt))
@@ -140,11 +141,18 @@ def _build(trace: Trace) -> pd.DataFrame:
 
 
 def allowed_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """The steps, less the DataLoader fetches inside them."""
+    """The steps, less the DataLoader fetches (dataloader-stall's) and torch.compile
+    compilations (one-time work: compile-recompiles and one-time-init) inside them."""
     st = trace.steps
     ss, se = union(st["ts_ns"].to_numpy(), st["end_ns"].to_numpy())
     fi = fetch_intervals(trace)
-    return subtract(ss, se, fi.starts, fi.ends) if len(fi) else (ss, se)
+    ev = one_time_events(trace)
+    ev = ev[ev["kind"] == "compile"]
+    cs, ce = union(
+        np.r_[fi.starts, ev["ts_ns"].to_numpy()].astype(np.int64),
+        np.r_[fi.ends, ev["end_ns"].to_numpy()].astype(np.int64),
+    )
+    return subtract(ss, se, cs, ce) if len(cs) else (ss, se)
 
 
 def preprocessing_spans(trace: Trace, min_frame_ns: int) -> tuple[np.ndarray, np.ndarray]:

@@ -35,10 +35,12 @@ saving, metrics on the CPU) looks the same; the frames named say which it is.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
-from advisor.derive.timeline import busy_by_device, covered_by, main_device, subtract
+from advisor.derive.timeline import busy_by_device, covered_by, main_device, subtract, union
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
@@ -80,8 +82,17 @@ def _short(name: str) -> str:
     return f"{fn} ({file}:{line})"
 
 
+_BUILTIN_RE = re.compile(
+    r"^<built-in (?:method|function) (\w+)(?: of (.+?)(?: object at 0x[0-9a-f]+)?)?>$"
+)
+
+
 def _brief(name: str) -> str:
-    """``pkg/mod.py(12): fn`` -> ``fn (mod.py:12)``."""
+    """``pkg/mod.py(12): fn`` -> ``fn (mod.py:12)``; ``<built-in method tobytes of
+    numpy.ndarray object at 0x..>`` -> ``tobytes (numpy.ndarray)``."""
+    b = _BUILTIN_RE.match(name)
+    if b:
+        return f"{b.group(1)} ({b.group(2)})" if b.group(2) else b.group(1)
     fn, sep, where = _short(name).partition(" (")
     return f"{fn} ({where.rsplit('/', 1)[-1]}" if sep else fn
 
@@ -134,9 +145,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         busy = busy_by_device(trace)[dev]
         al_s, al_e = subtract(al_s, al_e, busy.starts, busy.ends)
     ts, end = q["ts_ns"].to_numpy(), q["end_ns"].to_numpy()
-    idle = covered_by(al_s, al_e, ts, end)
+    idle = covered_by(al_s, al_e, ts, end)  # per frame
+    fs, fe = union(ts, end)  # frames of several threads at once count once
     steps = n_steps(trace)
-    per_step_ms = float(idle.sum()) / 1e6 / steps
+    per_step_ms = float(covered_by(al_s, al_e, fs, fe).sum()) / 1e6 / steps
     step_ms = ctx.step_ms_median
     share = 100.0 * per_step_ms / step_ms if step_ms > 0 else 0.0
     if share < ctx.t("host_preprocessing.min_pct"):
