@@ -7,7 +7,8 @@ hand-written recompute, the activations of a block are dropped after its forward
 block's forward runs again when backward needs them. In the trace these are operators inside
 backward work (``autograd::engine::evaluate_function``, ``*Backward`` nodes; the reentrant
 kind under a ``CheckpointFunctionBackward`` node, the non-reentrant kind under the node that
-first unpacks a saved activation) that record an autograd sequence number: they ran with grad
+first unpacks a saved activation), or between the nodes on an autograd thread (a thread that
+runs backward nodes and no training-loop work), that record an autograd sequence number: they ran with grad
 mode on and built autograd nodes, which only a forward does (backward formulas run with grad
 mode off). When backward itself runs with grad mode on (``create_graph=True``: double
 backward, gradient penalties) every backward op records one, and only the operators inside
@@ -135,8 +136,9 @@ def recomputed_ops(trace: Trace) -> np.ndarray:
     if not len(ops):
         return np.zeros(0, dtype=np.int64)
     node = name_mask(ops["name"], _NODE_RE)
-    inside = in_backward(trace) & ~node & (ops["seq"].to_numpy() >= 0)
-    inside &= ops["step"].to_numpy() >= 0
+    bw = in_backward(trace)
+    graded = (ops["seq"].to_numpy() >= 0) & (ops["step"].to_numpy() >= 0)
+    inside = (bw & ~node & graded) | (_between_nodes(trace, bw) & graded)
     rows = np.flatnonzero(inside)
     if not len(rows):
         return rows
@@ -148,6 +150,22 @@ def recomputed_ops(trace: Trace) -> np.ndarray:
     flag[rows] = True
     parent = ops["parent_idx"].to_numpy()
     return rows[~flag[np.clip(parent[rows], 0, None)] | (parent[rows] < 0)]
+
+
+def _between_nodes(trace: Trace, bw: np.ndarray) -> np.ndarray:
+    """Per cpu_ops row: a top-level op outside backward work on an autograd thread (a thread
+    that runs backward nodes and whose top-level ops outside them all record a sequence
+    number; a thread that also runs the training loop has top-level ops that do not)."""
+    ops = trace.cpu_ops
+    tid = ops["tid"].to_numpy()
+    top = (ops["parent_idx"].to_numpy() < 0) & ~bw
+    out = np.zeros(len(ops), dtype=bool)
+    graded = ops["seq"].to_numpy() >= 0
+    for t in np.unique(tid[bw]):
+        mine = top & (tid == t)
+        if mine.any() and graded[mine].all():
+            out |= mine
+    return out
 
 
 def _union_ns(tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> int:

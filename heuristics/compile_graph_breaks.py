@@ -48,7 +48,7 @@ from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
-from ._compile import location, regions, resume_frame_ids, resume_frames, user_rows
+from ._compile import location, lookups, regions, resume_frame_ids, resume_frames, user_rows
 from ._per_step import fmt_ms, n_steps
 
 ID = "compile-graph-breaks"
@@ -228,6 +228,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 len(br),
                 round(host_ns / 1e6, 3),
                 trace.to_trace_us(int(br["ts_ns"].min())),
+            )
+        )
+    reg, lu = regions(trace), lookups(trace)
+    if len(reg):
+        evidence.append(
+            Evidence(
+                f"compiled regions entered: {len(reg) / steps:.0f} per step, "
+                f"{reg['frame'].nunique()} compiled frame(s) "
+                f"({len(lu) / steps:.0f} cache lookups per step)",
+                len(reg),
+                round(float((lu["end_ns"] - lu["ts_ns"]).sum()) / 1e6, 3) if len(lu) else 0.0,
+                trace.to_trace_us(int(reg["ts_ns"].min())),
             )
         )
     locs = [location(r, str(r.get("function") or "")) for r in rows]

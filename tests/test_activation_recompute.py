@@ -137,3 +137,31 @@ def test_cpu_sample_names_the_checkpoint_call_and_the_block() -> None:
     assert ("activation_checkpoint.py", 32) in lines  # checkpoint(block, x, ...)
     assert ("activation_checkpoint.py", 22) in lines  # the block's forward, recomputed
     assert "CPU run" in f.summary
+
+
+def test_forward_ops_between_nodes_on_the_autograd_thread() -> None:
+    # a framework's recompute run from a hook between backward nodes: top level on the
+    # autograd thread, outside any node, grad mode on
+    b = ckpt_trace(reentrant=False, recompute=False)
+    for s in range(3):
+        t = s * 1000.0
+        r = b.op("aten::conv2d", t + 200, 40, tid=BW, seq=500 + s)
+        bw_launch(b, r, t + 210, "implicit_gemm_fwd", t + 230, 100)
+    f = finding(analyze(b.load(), ID), ID)
+    assert f is not None and "aten::conv2d x1" in f.summary
+
+
+def test_a_thread_running_the_loop_and_backward_is_not_an_autograd_thread() -> None:
+    # CPU training: forward, backward and the optimizer on one thread; the next micro-batch's
+    # forward sits between two backward passes and is not recomputation
+    b = TraceBuilder(cc=None)
+    for s in range(3):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        for k in range(2):
+            m = t + k * 450
+            b.op("aten::zeros", m + 5, 5)
+            b.op("aten::conv2d", m + 20, 100, seq=10 * s + k)
+            b.op("autograd::engine::evaluate_function: ConvolutionBackward0", m + 200, 200)
+            b.op("ConvolutionBackward0", m + 201, 198)
+    assert finding(analyze(b.load(), ID), ID) is None
