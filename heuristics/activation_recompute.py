@@ -8,9 +8,9 @@ block's forward runs again when backward needs them. In the trace these are oper
 backward work (``autograd::engine::evaluate_function``, ``*Backward`` nodes; the reentrant
 kind under a ``CheckpointFunctionBackward`` node, the non-reentrant kind under the node that
 first unpacks a saved activation), or between the nodes on an autograd thread (a thread that
-runs backward nodes and no training-loop work), that record an autograd sequence number: they ran with grad
-mode on and built autograd nodes, which only a forward does (backward formulas run with grad
-mode off). When backward itself runs with grad mode on (``create_graph=True``: double
+runs backward nodes and no training-loop work), that record an autograd sequence number: they
+ran with grad mode on and built autograd nodes, which only a forward does (backward formulas
+run with grad mode off). When backward itself runs with grad mode on (``create_graph=True``: double
 backward, gradient penalties) every backward op records one, and only the operators inside
 checkpoint frames (a ``Checkpoint*Backward`` node, ``torch/utils/checkpoint.py``'s
 ``recompute_fn`` / ``unpack_hook`` frames) are counted. The finding gives the GPU time of the
