@@ -143,8 +143,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         )
     else:
         where = (
-            f"Outside the steady steps it is excluded from the per-step figures: "
-            f"{_fmt(excluded_ns)} of the window "
+            ("Outside the steady steps it" if comp_in_ns else "It")
+            + f" is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
             f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} ranges "
             f"(median {step_ms:.2f} ms) remain."
         )
