@@ -8,6 +8,8 @@ loading (``cuModuleLoad*``, launch calls lasting a millisecond or more), cuDNN a
 (dynamo/inductor compile ranges) and one-off host-to-device uploads such as
 ``model.to(device)``, when they fall outside the steady steps (see ``advisor.derive.steps``:
 the time before the first iteration and leading warm-up iterations are left out).
+Compilation inside the steady steps (a recompilation in the loop, see ``compile-recompiles``)
+is listed too; it stays in those steps' figures.
 
 **Why it matters.** None of this recurs, so none of it is a per-step cost: the per-step figures
 of every other finding (the median step, idle time, copies, syncs) come from the steady steps
@@ -58,13 +60,17 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     kept_in = ss.synthetic  # no iterations: the one-time work could not be left out
     # set-up happens before the last steady step ends; what follows it is teardown
     end = int(ss.steps["end_ns"].max()) if len(ss.steps) else 0
+    # compilation inside the steady steps (a recompilation in the loop) is one-time work too,
+    # but it stays in those steps' figures (see compile-recompiles)
+    comp_in = ev[inside & (ev["kind"] == "compile").to_numpy()] if not kept_in else ev.iloc[0:0]
+    comp_in_ns = int(comp_in["dur_ns"].sum())
     ev = ev if kept_in else ev[~inside & (ev["ts_ns"].to_numpy() < end)]
     up = _uploads(trace, end) if not kept_in else None
     by_kind = {
         k: (int((ev["kind"] == k).sum()), int(ev.loc[ev["kind"] == k, "dur_ns"].sum()))
         for k in KINDS
     }
-    once_ns = sum(ns for _, ns in by_kind.values()) + (up[1] if up else 0)
+    once_ns = sum(ns for _, ns in by_kind.values()) + (up[1] if up else 0) + comp_in_ns
     step_ms = ss.median_ms()
     if once_ns <= 0 or once_ns / 1e6 < ctx.t("one_time_init.min_pct") / 100.0 * step_ms:
         return []
@@ -92,6 +98,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 trace.to_trace_us(up[3]),
             )
         )
+    if comp_in_ns:
+        evidence.append(
+            Evidence(
+                f"{LABELS['compile']} inside the steady steps (recompiling: see compile-recompiles)",
+                len(comp_in),
+                round(comp_in_ns / 1e6, 3),
+                trace.to_trace_us(int(comp_in["ts_ns"].min())),
+            )
+        )
     tried = _tried_once(trace) if not kept_in else None
     if tried is not None:
         evidence.append(tried)
@@ -111,14 +126,25 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     if up and up[0]:
         parts += f", {LABELS['upload']} {_fmt(up[1])}"
+    if comp_in_ns:
+        parts = (parts + ", " if parts else "") + (
+            f"{LABELS['compile']} inside the steady steps {_fmt(comp_in_ns)}, which stays in "
+            "their figures (see compile-recompiles)"
+        )
     if kept_in:
         where = (
             "The trace has no markers that split it into iterations, so this work is inside "
             "its single step and the per-step figures include it."
         )
+    elif once_ns == comp_in_ns:
+        where = (
+            f"The {len(ss.steps)} steady step(s) found from {ss.source} ranges (median "
+            f"{step_ms:.2f} ms) hold it."
+        )
     else:
         where = (
-            f"It is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
+            ("Outside the steady steps it" if comp_in_ns else "It")
+            + f" is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
             f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} ranges "
             f"(median {step_ms:.2f} ms) remain."
         )

@@ -226,6 +226,7 @@ def build_run_json(
         "allocator": context.get("allocator", {}),
         "forward": context.get("forward", {}),
         "modules": context.get("modules", {}),
+        "compile": context.get("compile", {}),
         "notes": notes(outcome, cap, cfg),
         "timings_s": dict(sorted(cap.timings_s.items())),
     }
