@@ -3,9 +3,11 @@
 A record's fields hold JSON-shaped data only: ``str``, ``int``, ``float``, ``bool``, ``None``,
 other records, ``tuple[X, ...]`` and ``Mapping[str, X]`` of them, ``Literal`` choices
 (``tests/test_records.py`` checks that no field is ``Any``). :func:`dump` gives a record's JSON
-object, :func:`load` reads one back **leniently**: a missing key, or a value of another type,
-gives the field's default (or the empty value of its type), so files written by earlier or
-later versions, or edited by hand, still load.
+object, :func:`load` reads one back: a missing key reads as the field's default, so files of
+earlier versions (which lack the fields added since) load, and keys it does not know are
+ignored (files of later versions); a value of another type, or a missing key of a field without
+a default, is a :class:`RecordError` naming the key (``run.step_ms_median: expected float, got
+'abc'``). So a field added later needs a default.
 
 How a field is written is said once, where it is declared:
 
@@ -108,27 +110,35 @@ def dump(value: Any) -> Any:
 # ---------------------------------------------------------------- reading
 
 
-def load(cls: type[R], data: object) -> R:
-    """A ``cls`` record from its JSON object (anything else reads as an empty object)."""
-    d: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
+class RecordError(ValueError):
+    """A JSON value that does not fit its record: where (``run.bound.by``) and what is wrong."""
+
+
+def load(cls: type[R], data: object, where: str = "") -> R:
+    """A ``cls`` record from its JSON object. A missing key reads as the field's default (a
+    file of an earlier version); a key present with a value of another type, or a missing key
+    of a field without a default, raises :class:`RecordError` naming the key."""
+    if not isinstance(data, Mapping):
+        raise RecordError(f"{where or cls.__name__}: expected an object, got {_show(data)}")
     kwargs: dict[str, Any] = {}
     plan = _fields(cls)  # type: ignore[arg-type]
     claimed = {k for f in plan for k in (f.sub_keys if f.flat else (f.key,))}
     for f in plan:
+        at = f"{where}.{f.key}" if where else f.key
         if f.flat:
-            if f.rest_of is not None:
-                rest = {k: v for k, v in d.items() if k not in claimed}
-                kwargs[f.name] = _convert(f.type, rest)[1]
-            elif any(k in d for k in f.sub_keys):
-                kwargs[f.name] = load(_record_of(f.type), d)  # type: ignore[arg-type]
-            continue
-        if f.key in d:
-            ok, v = _convert(f.type, d[f.key])
-            if ok:
-                kwargs[f.name] = v
-                continue
-        if not f.has_default:
-            kwargs[f.name] = _empty(f.type)
+            if f.rest_of is not None:  # the open set of keys: those that fit
+                vt = get_args(f.rest_of)[1]
+                kwargs[f.name] = {
+                    k: _convert(vt, v, at)
+                    for k, v in data.items()
+                    if k not in claimed and _fits(vt, v)
+                }
+            elif any(k in data for k in f.sub_keys):
+                kwargs[f.name] = load(_record_of(f.type), data, where)  # type: ignore[arg-type]
+        elif f.key in data:
+            kwargs[f.name] = _convert(f.type, data[f.key], at)
+        elif not f.has_default:
+            raise RecordError(f"{at}: missing")
     return cls(**kwargs)
 
 
@@ -189,68 +199,63 @@ def _union_args(tp: Any) -> tuple[Any, ...]:
     return get_args(tp) if get_origin(tp) in (Union, types.UnionType) else ()
 
 
-def _convert(tp: Any, v: Any) -> tuple[bool, Any]:
-    """(whether ``v`` fits type ``tp``, the value as ``tp`` holds it)."""
+def _show(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _fits(tp: Any, v: Any) -> bool:
+    try:
+        _convert(tp, v, "")
+    except RecordError:
+        return False
+    return True
+
+
+def _convert(tp: Any, v: Any, where: str) -> Any:
+    """``v`` as a field of type ``tp`` holds it; :class:`RecordError` when it does not fit."""
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
-        if v is None:
-            return type(None) in get_args(tp), None
+        if v is None and type(None) in get_args(tp):
+            return None
         for arg in get_args(tp):
-            if arg is not type(None) and arg is not Unset:
-                ok, out = _convert(arg, v)
-                if ok:
-                    return True, out
-        return False, None
-    if origin is Literal:
-        return v in get_args(tp), v
-    if origin is tuple:
-        if not isinstance(v, (list, tuple)):
-            return False, None
-        args = get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:  # tuple[X, ...]: items that fit
-            items = [_convert(args[0], x) for x in v]
-            return True, tuple(x for ok, x in items if ok)
-        if len(v) != len(args):
-            return False, None
-        items = [_convert(a, x) for a, x in zip(args, v, strict=True)]
-        return all(ok for ok, _ in items), tuple(x for _, x in items)
-    if origin in (dict, Mapping) or tp in (dict, Mapping):
-        if not isinstance(v, Mapping):
-            return False, None
-        vt = get_args(tp)[1]
-        out = {}
-        for k, x in v.items():
-            ok, y = _convert(vt, x)
-            if ok and isinstance(k, str):
-                out[k] = y
-        return True, out
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return isinstance(v, Mapping), load(tp, v) if isinstance(v, Mapping) else None
-    if tp is bool:
-        return isinstance(v, bool), v
-    if tp is int:
-        return isinstance(v, int) and not isinstance(v, bool), v
-    if tp is float:  # an int is a float here (a JSON number written without a fraction)
-        return isinstance(v, (int, float)) and not isinstance(v, bool), v
-    if tp is str:
-        return isinstance(v, str), v
-    raise TypeError(f"a record field of type {tp!r} cannot be read from JSON")
+            if arg is not type(None) and arg is not Unset and _fits(arg, v):
+                return _convert(arg, v, where)
+    elif origin is Literal:
+        if v in get_args(tp):
+            return v
+    elif origin is tuple:
+        if isinstance(v, (list, tuple)):
+            args = get_args(tp)
+            if len(args) == 2 and args[1] is Ellipsis:
+                return tuple(_convert(args[0], x, f"{where}[{i}]") for i, x in enumerate(v))
+            if len(v) == len(args):
+                return tuple(
+                    _convert(a, x, f"{where}[{i}]")
+                    for i, (a, x) in enumerate(zip(args, v, strict=True))
+                )
+    elif origin in (dict, Mapping):
+        if isinstance(v, Mapping) and all(isinstance(k, str) for k in v):
+            vt = get_args(tp)[1]
+            return {k: _convert(vt, x, f"{where}.{k}") for k, x in v.items()}
+    elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return load(tp, v, where)
+    elif tp is bool:
+        if isinstance(v, bool):
+            return v
+    elif tp is int:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    elif tp is float:  # an int is a float here (a JSON number written without a fraction)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return v
+    elif tp is str:
+        if isinstance(v, str):
+            return v
+    else:
+        raise TypeError(f"a record field of type {tp!r} cannot be read from JSON")
+    raise RecordError(f"{where}: expected {_type_name(tp)}, got {_show(v)}")
 
 
-def _empty(tp: Any) -> Any:
-    """The value a required field gets when its key is missing or unreadable."""
-    origin = get_origin(tp)
-    if origin in (Union, types.UnionType) and type(None) in get_args(tp):
-        return None
-    if origin is Literal:
-        return get_args(tp)[0]
-    if origin is tuple:
-        args = get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return ()
-        return tuple(_empty(a) for a in args)
-    if origin in (dict, Mapping) or tp in (dict, Mapping):
-        return {}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return load(tp, {})
-    return {bool: False, int: 0, float: 0.0, str: ""}.get(tp)
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")

@@ -2,7 +2,8 @@
 
 :meth:`Report.dump` writes findings.json (schema v1, DESIGN section 3: sorted keys, stable
 order, so golden files diff cleanly) and :meth:`Report.load` reads one back, from this version
-or another (missing keys and values of another type read as defaults; :mod:`advisor.record`).
+or an earlier one (missing keys read as defaults, a value of another type is an error naming
+the key: :mod:`advisor.record`).
 """
 
 from __future__ import annotations
@@ -80,10 +81,11 @@ class Report:
 
     @staticmethod
     def load(d: Mapping[str, Any]) -> Report:
-        """The Report of a parsed findings.json (of any version; raises on a damaged
-        finding: the callers say which file)."""
+        """The Report of a parsed findings.json (of this version or an earlier one); raises
+        (:class:`advisor.record.RecordError`, or on a damaged finding) when it does not fit:
+        the callers say which file."""
         return Report(
-            run=record.load(RunFacts, d.get("run")),
+            run=record.load(RunFacts, d.get("run", {}), "run"),
             findings=tuple(Finding.from_dict(f) for f in d.get("findings", ())),
             skipped=tuple(Skipped(s["id"], s.get("reason", "")) for s in d.get("skipped", ())),
             errored=tuple(Errored(e["id"], e.get("error", "")) for e in d.get("errored", ())),
@@ -93,7 +95,7 @@ class Report:
                 if isinstance(v, (int, float))
             },
             advisor_version=str(d.get("advisor_version", __version__)),
-            views=record.load(Views, d.get("views")),
+            views=record.load(Views, d.get("views", {}), "views"),
         )
 
     from_dict = load  # the name callers used before dump/load

@@ -95,9 +95,9 @@ class RankRow:
     """One rank of a multi-rank analysis (``run.ranks``; docs/multirank.md)."""
 
     rank: int | None
-    trace: str
-    steps: int
-    step_ms_median: float
+    trace: str = ""
+    steps: int = 0
+    step_ms_median: float = 0.0
     gpu_busy_pct: float | None = None
     comm_pct: float | None = None
     comm_overlap_pct: float | None = None

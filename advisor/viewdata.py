@@ -10,7 +10,7 @@ A new view is a field here (one line) and its computation there.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from advisor.record import Unset, flat, omit_empty, omit_none, omit_unset
 
@@ -41,14 +41,14 @@ class StepRow:
     """Where one step's wall time went, in ms (:func:`advisor.derive.breakdown.step_breakdown`)."""
 
     step: int
-    ts_us: float
-    total_ms: float
-    compute_ms: float
-    communication_ms: float
-    memcpy_ms: float
-    dataloader_ms: float
-    idle_ms: float
-    host_only_ms: float
+    ts_us: float = 0.0
+    total_ms: float = 0.0
+    compute_ms: float = 0.0
+    communication_ms: float = 0.0
+    memcpy_ms: float = 0.0
+    dataloader_ms: float = 0.0
+    idle_ms: float = 0.0
+    host_only_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,10 @@ class KernelRow:
     """A row of the top kernels table."""
 
     name: str
-    count: int
-    total_ms: float
-    mean_us: float
-    share_pct: float
+    count: int = 0
+    total_ms: float = 0.0
+    mean_us: float = 0.0
+    share_pct: float = 0.0
     op: str | None = None
     source: str | None = None
 
@@ -81,10 +81,10 @@ class OpRow:
     no rank had them; ``op`` is only written, as null, by the merged table)."""
 
     name: str
-    count: int
-    total_ms: float
-    mean_us: float
-    share_pct: float
+    count: int = 0
+    total_ms: float = 0.0
+    mean_us: float = 0.0
+    share_pct: float = 0.0
     self_ms: float | Unset = omit_unset()
     gpu_ms: float | None | Unset = omit_unset()
     op: str | None | Unset = omit_unset()
@@ -124,7 +124,7 @@ class TraceViews:
 class Views:
     """findings.json's ``views`` block."""
 
-    detectors: Mapping[str, DetectorDoc]
+    detectors: Mapping[str, DetectorDoc] = field(default_factory=dict)
     kernels: tuple[KernelRow, ...] = ()
     ops: tuple[OpRow, ...] = ()
     one_trace: TraceViews | None = flat()
@@ -133,4 +133,4 @@ class Views:
     sources_withheld: tuple[str, ...] = omit_empty()
 
 
-NO_VIEWS = Views(detectors={})
+NO_VIEWS = Views()

@@ -4,6 +4,7 @@ carries stage data between layers), and findings.json written and read back byte
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -73,15 +74,30 @@ def test_an_older_findings_json_loads_with_defaults() -> None:
     old = {
         "schema_version": 1,
         "advisor_version": "0.1.0",
-        "run": {"trace": "t.json", "step_ms_median": 12, "gpu_busy_pct": "n/a", "bound": 3},
+        "run": {"trace": "t.json", "step_ms_median": 12, "a_key_of_a_later_version": 1},
         "findings": [],
     }
     rep = Report.load(old)
     assert rep.run.trace == "t.json" and rep.run.step_ms_median == 12
-    assert rep.run.gpu_busy_pct is None and rep.run.bound is None  # wrong types: defaults
+    assert rep.run.gpu_busy_pct is None and rep.run.bound is None  # missing: defaults
     assert rep.run.trace_quality == () and rep.run.ranks is None
     assert rep.views.one_trace is None and rep.views.kernels == ()
-    assert Report.load({"run": None, "findings": []}).run == RunFacts()
+    assert Report.load({"findings": []}).run == RunFacts()
+
+
+@pytest.mark.parametrize(
+    ("run", "says"),
+    [
+        ({"gpu_busy_pct": "n/a"}, "run.gpu_busy_pct: expected float | None, got 'n/a'"),
+        ({"bound": {"by": 3, "shares_pct": {}}}, "run.bound: expected"),
+        ({"trace_quality": [{"what": "x"}]}, "run.trace_quality[0].effect: missing"),
+        ({"steps_profiled": True}, "run.steps_profiled: expected int, got True"),
+        (None, "run: expected an object, got None"),
+    ],
+)
+def test_a_value_of_another_type_names_the_key(run: object, says: str) -> None:
+    with pytest.raises(record.RecordError, match=re.escape(says)):
+        Report.load({"run": run, "findings": []})
 
 
 def test_an_older_findings_json_renders_and_prints() -> None:
@@ -104,7 +120,7 @@ def test_an_older_findings_json_renders_and_prints() -> None:
                 "snippet": "",
             }
         ],
-        "views": {"kernels": [{"name": "k", "count": 2}], "steps": "not a list"},
+        "views": {"kernels": [{"name": "k", "count": 2}]},
     }
     rep = Report.load(old)
     assert rep.views.kernels[0].name == "k" and rep.views.kernels[0].total_ms == 0.0

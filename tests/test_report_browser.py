@@ -14,7 +14,7 @@ import pytest
 
 from advisor.analysis.pipeline import write_outputs
 from tests.report_browser import Browser, find_chromium
-from tests.report_samples import EVIL, gpu_builder, sample_report
+from tests.report_samples import EVIL, gpu_builder, sample_report, with_run
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def report_url(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     src = gpu_builder(kernel_name=EVIL).write(tmp / "trace.json.gz")
     report = sample_report(gpu_builder(kernel_name=EVIL).load())
-    report = type(report)(**{**report.__dict__, "run": {**report.run, "trace": str(src)}})
+    report = with_run(report, trace=str(src))
     written = write_outputs(report, tmp / "run")
     return written["report"].resolve().as_uri()
 

@@ -9,6 +9,13 @@ from rich.table import Table
 from advisor.output.printable import printable as p
 from advisor.output.terminal import console
 
+# the step breakdown's categories (advisor.derive.breakdown), as the diff table names them
+CATEGORY_LABELS = {
+    "dataloader": "dataloader (GPU idle while fetching)",
+    "idle": "idle (other GPU idle)",
+    "host_only": "host only (no GPU)",
+}
+
 
 def _short(name: str, width: int = 70) -> str:
     name = p(name)
@@ -36,7 +43,9 @@ def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
     pct = f" ({_signed(st['delta_pct'], '.1f')}%)" if st["delta_pct"] is not None else ""
     t.add_row("median step", f"{st['a']:.2f}", f"{st['b']:.2f}", _signed(st["delta_ms"]) + pct)
     for cat, v in d["categories_ms"].items():
-        label = cat + (" (CPU)" if cat == "dataloader" else "")
+        if cat == "host_only" and v["a"] == v["b"] == 0:
+            continue  # GPU traces: no step time without a GPU
+        label = CATEGORY_LABELS.get(cat, cat)
         t.add_row(label, f"{v['a']:.2f}", f"{v['b']:.2f}", _signed(v["delta_ms"]))
     con.print(t)
     for key, title in (("kernels", "GPU kernels"), ("ops", "CPU ops and ranges")):
