@@ -2,6 +2,8 @@
 
 - ``est_savings_ms`` is capped at the median step (a fix cannot save more than the step).
 - ``est_savings_pct`` = saving / median step.
+- ``est_savings_range_ms`` always contains the estimate (an end the detector gave on the other
+  side of it is moved to it) and is capped at the step too.
 - severity: ``high`` at >= rank.high_pct, ``medium`` at >= rank.medium_pct, else ``low``;
   ``info`` for latent drafts (a pattern with no measured cost here, e.g. on a CPU-only run).
 - order: saving descending, then severity, then id and first location (deterministic);
@@ -35,8 +37,11 @@ def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
     else:
         sev = "low"
     rng = draft.est_savings_range_ms
-    if rng is not None and step_ms > 0:
-        rng = (round(min(rng[0], step_ms), 3), round(min(rng[1], step_ms), 3))
+    if rng is not None:  # a range always contains its estimate
+        lo, hi = min(rng[0], rng[1], saving), max(rng[0], rng[1], saving)
+        if step_ms > 0:
+            lo, hi = min(lo, step_ms), min(hi, step_ms)
+        rng = (round(lo, 3), round(hi, 3))
     return Finding(
         id=draft.id,
         title=draft.title,
