@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.harness import harness_syncs, in_harness, launch_calls
+from advisor.findings import MIN_STEPS_SEEN
 from advisor.trace.model import Trace
 
 from ._ops import in_backward
@@ -36,7 +37,6 @@ from ._per_step import fmt_ms
 from ._syncs import sync_events
 
 DATA_KINDS = ("to_cpu", "item")  # syncs that read values back for the host to use
-MIN_STEPS = 2  # a per-step claim needs its cause in at least this many steady steps
 
 
 def sync_roles(trace: Trace) -> pd.DataFrame:
@@ -134,7 +134,7 @@ def result_reads(trace: Trace, ev: pd.DataFrame) -> ResultReads:
     post_ms = float(roles["post_ns"].sum()) / 1e6 / steps
     over_ms = float(roles["overlap_ns"].sum()) / 1e6 / steps
     seen = int(ev["step"].nunique())
-    recurs = seen >= MIN_STEPS
+    recurs = seen >= MIN_STEPS_SEEN
     claimed = over_ms if recurs else 0.0
     n = len(ev)
     head = (
@@ -159,7 +159,7 @@ def result_reads(trace: Trace, ev: pd.DataFrame) -> ResultReads:
         "sync of an inference step (no backward, no optimizer step), with no GPU work launched "
         "after it in the step, returns the call's result: it is kept as necessary and valued "
         "only at what could overlap, min(host time from the read to the step's end, its "
-        f"wait), and only when such reads end at least {MIN_STEPS} steady steps (here "
+        f"wait), and only when such reads end at least {MIN_STEPS_SEEN} steady steps (here "
         f"{seen})."
     )
     return ResultReads(n, round(claimed, 3), head + tail, assumption)

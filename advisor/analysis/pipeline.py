@@ -1,6 +1,6 @@
 """The analysis pipeline shared by ``advisor analyze`` and ``advisor profile``.
 
-load (trace tables) -> detectors -> rank -> Report -> outputs (findings.json, report.html).
+load (trace tables) -> detectors -> one row per cause -> rank -> Report -> outputs (findings.json, report.html).
 Each stage is a plain function; outputs are written atomically (temp name, then rename).
 """
 
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.analysis.detection import all_detectors, run_detectors
+from advisor.analysis.merge import one_row_per_cause
 from advisor.analysis.phases import with_phases
 from advisor.analysis.ranking import rank
 from advisor.analysis.views import build_views
@@ -201,11 +202,13 @@ def analyze_trace(
         run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace
     )
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
-    findings = rank(lower_confidence(outcome.drafts, trace_quality(trace)), step_ms, th)
+    drafts = lower_confidence(outcome.drafts, trace_quality(trace))
     run = run_summary(trace, run_ctx)
+    # the headline replays every finding's own fix together, before rows are merged
     run["est_savings_bound_ms"], replayed = combined_bound_ms(
-        trace, outcome.drafts, findings, step_ms
+        trace, outcome.drafts, rank(drafts, step_ms, th), step_ms
     )
+    findings = rank(one_row_per_cause(trace, drafts, th), step_ms, th)
     run["est_savings_bound_how"] = "replayed together" if replayed else "sum, capped at the step"
     run["bound"] = step_bound(trace)
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
