@@ -93,3 +93,16 @@ def test_claims_on_the_same_kernels_merge_and_partial_ones_are_valued_apart() ->
     rest = next(d for d in out if d.id == "kernel-efficiency")
     assert 0 < rest.est_savings_ms < wide.est_savings_ms
     assert "fp32-matmul" in rest.assumptions[-1]
+
+
+def test_diff_does_not_call_a_finding_listed_under_another_row_resolved() -> None:
+    from advisor.findings import Finding, Related
+    from advisor.multirank.diff import findings_diff
+
+    def f(id_: str, ms: float, related: tuple[Related, ...] = ()) -> Finding:
+        return Finding(id_, id_, "high", ms, 10.0, "medium", "s", "r", "", related=related)
+
+    before = [f("gpu-idle", 48.1), f("host-overhead", 48.6)]
+    after = [f("host-overhead", 42.7, (Related("gpu-idle", "t", 42.3, "s", 99.4),))]
+    d = findings_diff(before, after)
+    assert d["resolved"] == [] and [e["id"] for e in d["changed"]] == ["host-overhead"]

@@ -124,17 +124,21 @@ def _rest(trace: Trace, d: Draft, taken: Claims, share: float, other: str) -> Dr
         rest = without(trace, fix, taken)
         rep = whatif(trace, rest) if rest is not None else None
         if rep is not None and rep.replayed:
-            rng = rep.range_ms
+            # a call or range partly claimed stays whole in the fix: keep its unshared share
+            mine = claims_of(trace, rest)
+            left = 1.0 - _share(trace, mine, mine.size_ns(trace), taken)
+            ms = rep.ms * left
+            rng, ratio = rep.range_ms, left
             if rng is None and d.est_savings_range_ms is not None and d.est_savings_ms > 0:
-                ratio = rep.ms / d.est_savings_ms  # the detector's own range, scaled
-                rng = (d.est_savings_range_ms[0] * ratio, d.est_savings_range_ms[1] * ratio)
+                rng, ratio = d.est_savings_range_ms, ms / d.est_savings_ms  # its own range
+            rng = None if rng is None else (rng[0] * ratio, rng[1] * ratio)
             return replace(
                 d,
-                est_savings_ms=rep.ms,
+                est_savings_ms=ms,
                 est_savings_range_ms=rng,
                 assumptions=(
                     *d.assumptions,
-                    f"{note}; replayed on the rest, this fix saves {rep.ms:.2f} ms per step "
+                    f"{note}; replayed on the rest, this fix saves {ms:.2f} ms per step "
                     f"(alone: {d.est_savings_ms:.2f} ms).",
                 ),
                 extra={**d.extra, "fix": rest, "fix_alone": fix},
