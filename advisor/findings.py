@@ -9,6 +9,9 @@ from typing import Any, Literal
 Severity = Literal["high", "medium", "low", "info"]
 Confidence = Literal["high", "medium", "low"]
 SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low", "info")
+# a per-step claim whose cause may happen once needs that cause in at least this many steady
+# steps (a draft says in how many with ``extra["steps_seen"]``; see advisor.analysis.ranking)
+MIN_STEPS_SEEN = 2
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,19 @@ class Location:
 
 
 @dataclass(frozen=True)
+class Related:
+    """A finding listed under another one because most of what it claims (the same events,
+    the same kernel time) the leading finding claims too: one cause, one row. Its own figure and
+    summary are kept; ``shared_pct`` is the share of its claim the row's lead covers."""
+
+    id: str
+    title: str
+    est_savings_ms: float
+    summary: str
+    shared_pct: float
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     title: str
@@ -58,11 +74,18 @@ class Finding:
     # the phase of an ``advisor profile`` run it was found in, when it is not the first one
     # (``eval``: the evaluation window); None for the main window and traces from elsewhere
     phase: str | None = None
+    # findings claiming the same evidence, listed under this one (absent from findings.json
+    # when empty)
+    related: tuple[Related, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if d["phase"] is None:
             del d["phase"]
+        if self.related:
+            d["related"] = [asdict(r) for r in self.related]
+        else:
+            del d["related"]
         d["evidence"] = [asdict(e) for e in self.evidence]
         d["locations"] = [asdict(loc) for loc in self.locations]
         d["assumptions"] = list(self.assumptions)
@@ -88,6 +111,7 @@ class Finding:
             assumptions=tuple(d.get("assumptions", ())),
             est_savings_range_ms=None if r is None else (float(r[0]), float(r[1])),
             phase=str(d["phase"]) if isinstance(d.get("phase"), str) else None,
+            related=tuple(Related(**r) for r in d.get("related", ()) if isinstance(r, dict)),
         )
 
     def with_(self, **changes: Any) -> Finding:

@@ -132,6 +132,16 @@ def is_tensor_core(name: str) -> bool:
     return _found(_TENSOR_CORE, name) and not _found(_CUDA_CORE, name)
 
 
+# AMD matrix cores: MFMA instructions, named in Tensile/hipBLASLt kernels as MI<m>x<n>x<k>
+_MATRIX_CORE_AMD = re.compile(r"mfma|_MI\d+x\d+x\d+", re.I)
+
+
+def on_matrix_cores(name: str) -> bool:
+    """The kernel's name says it runs on Tensor Cores (NVIDIA, :func:`is_tensor_core`) or on
+    AMD matrix cores (MFMA)."""
+    return is_tensor_core(name) or _MATRIX_CORE_AMD.search(name) is not None
+
+
 def looks_fp32(name: str) -> bool:
     return _found(_FP32_NAME, name) and not _found(_OTHER_DTYPE, name)
 

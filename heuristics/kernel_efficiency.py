@@ -25,8 +25,8 @@ target and with kernels of at least ``kernel_efficiency.min_kernel_us`` (shorter
 launch-bound: ``tiny-kernels``); the roofline time is at least ``kernel_efficiency.floor_us``.
 The steps are then replayed (``advisor/replay``) with those kernels sped up accordingly, so only
 the kernel time on the step's critical path counts (nothing on a host-bound step); the range
-replays half that speedup. Without a replayable step, the kernel time saved is shown. Shapes that ``misaligned-dims`` already claims give up that
-claim (``misaligned_dims.fraction`` of their time) here. FP32 kernels on CUDA cores are judged
+replays half that speedup. Without a replayable step, the kernel time saved is shown. Kernels that ``misaligned-dims``
+also claims are valued in one row only (see docs/savings.md, one cause, one row). FP32 kernels on CUDA cores are judged
 against the FP32 peak (switching to TF32 is ``fp32-matmul``'s claim). The work counts are lower
 bounds on what the kernels must do, so the efficiency errs high and the saving low. Findings
 are ranked by this saving, not by efficiency alone.
@@ -216,7 +216,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     dims_col, types_col = ops["input_dims"].to_numpy(), ops["input_types"].to_numpy()
     target = ctx.t("kernel_efficiency.target")
     min_ns = ctx.t("kernel_efficiency.min_kernel_us") * 1e3
-    mis_frac = ctx.t("misaligned_dims.fraction")
     floor_ns = ctx.t("kernel_efficiency.floor_us") * 1e3
     rows = []
     for op, ns, tc in calls.itertuples(index=False):
@@ -253,10 +252,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     g["eff"] = g["ideal"] / g["ns"]
     g["causes"] = [_causes(r.work, r.dtype, r.tc, peak, units) for r in g.itertuples()]
-    mis = np.array(["misaligned-dims" in " ".join(c) for c in g["causes"]])
-    g["save"] = np.maximum(
-        0.0, g["ns"] - g["ideal"] / target - np.where(mis, mis_frac * g["ns"], 0)
-    )
+    g["save"] = np.maximum(0.0, g["ns"] - g["ideal"] / target)
     g = g[(g["eff"] < target) & (g["save"] > 0)].sort_values("save", ascending=False)
     steps = n_steps(trace)
     saving = float(g["save"].sum()) / 1e6 / steps
@@ -316,9 +312,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             assumptions=(
                 f"Roofline per call: max(FLOPs / peak math, bytes / peak bandwidth) with the "
                 f"{peak.name}'s datasheet peaks (dense); bytes count each tensor once.",
-                f"Kernel time saved per shape = kernel time - roofline time / {target:g}, for shapes "
-                "below that share, less the misaligned-dims claim on misaligned shapes; the range "
-                "replays half that speedup.",
+                f"Kernel time saved per shape = kernel time - roofline time / {target:g}, for "
+                "shapes below that share; the range replays half that speedup.",
                 how,
                 "Kernels sharing the GPU with other streams look slower than they are.",
             ),

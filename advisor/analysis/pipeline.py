@@ -1,6 +1,6 @@
 """The analysis pipeline shared by ``advisor analyze`` and ``advisor profile``.
 
-load (trace tables) -> detectors -> rank -> Report -> outputs (findings.json, report.html).
+load (trace tables) -> detectors -> one row per cause -> rank -> Report -> outputs (findings.json, report.html).
 Each stage is a plain function; outputs are written atomically (temp name, then rename).
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.analysis.detection import all_detectors, run_detectors
+from advisor.analysis.merge import one_row_per_cause
 from advisor.analysis.options import Options as Options  # re-exported: callers import it here
 from advisor.analysis.options import options_from_cli as options_from_cli
 from advisor.analysis.phases import with_phases
@@ -162,8 +163,12 @@ def analyze_trace(
         run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace
     )
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
-    findings = rank(lower_confidence(outcome.drafts, trace_quality(trace)), step_ms, th)
-    bound_ms, replayed = combined_bound_ms(trace, outcome.drafts, findings, step_ms)
+    drafts = lower_confidence(outcome.drafts, trace_quality(trace))
+    # the headline replays every finding's own fix together, before rows are merged
+    bound_ms, replayed = combined_bound_ms(
+        trace, outcome.drafts, rank(drafts, step_ms, th), step_ms
+    )
+    findings = rank(one_row_per_cause(trace, drafts, th), step_ms, th)
     run = replace(
         run_summary(trace, run_ctx),
         est_savings_bound_ms=bound_ms,

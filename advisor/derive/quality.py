@@ -9,6 +9,9 @@
   durations), and launch calls whose GPU work is not in the trace (flows with no target).
 - **GPU activity before its launch** (by more than ``EARLY_TOL_NS``): the GPU's and the host's
   clocks disagree.
+- **The harness's own syncs** inside the steps (:mod:`advisor.derive.harness`: torch.profiler
+  stopping, timing syncs around the measured loop), when they hold the host at least
+  ``HARNESS_MIN_SHARE`` of the steps: no saving rests on them.
 
 Between ranks (several traces), clock skew is found where the same collective's ends disagree by
 more than its duration (:func:`rank_skew`). How to get a complete trace: profile a window with
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from advisor.derive.harness import harness_calls
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS
 from advisor.derive.timeline import covered_by, union
 from advisor.trace.model import Trace
@@ -30,6 +34,7 @@ GRAPH_MIN_COVER = 0.5  # recorded kernels covering less of a replay's span: part
 LOST_LAUNCH_MIN_SHARE = 0.05  # launch calls without their GPU work from this share...
 LOST_LAUNCH_MIN_COUNT = 10  # ...and this count
 SKEW_TOL_NS = 1_000_000  # ends of one collective agree this well once the offset is removed
+HARNESS_MIN_SHARE = 0.01  # harness syncs holding the host this share of the steps: say so
 EARLY_TOL_NS = 10_000  # GPU work starting this much before its launch call: clocks disagree
 COMPLETE = (
     "profile a window with CUDA graphs off (e.g. torch.compile without "
@@ -42,7 +47,7 @@ COMPLETE = (
 class Issue:
     what: str
     effect: str
-    kind: str  # "graph", "dropped", "lost-launch", "clock"
+    kind: str  # "graph", "dropped", "lost-launch", "clock", "harness"
     span_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -85,7 +90,24 @@ def _issues(trace: Trace) -> list[Issue]:
     early = _before_launch(trace)
     if early is not None:
         out.append(early)
+    harness = _harness(trace)
+    if harness is not None:
+        out.append(harness)
     return out
+
+
+def _harness(trace: Trace) -> Issue | None:
+    n, wait_ns = harness_calls(trace)
+    steps_ns = int(trace.steps["dur_ns"].sum()) if len(trace.steps) else 0
+    if not n or wait_ns < HARNESS_MIN_SHARE * steps_ns:
+        return None
+    return Issue(
+        f"{n} synchronize call(s) inside the steps come from the measuring harness (the "
+        f"profiler starting or stopping, or timing syncs before the first or after the last "
+        f"GPU work of the window) and hold the host {wait_ns / 1e6:.2f} ms.",
+        "No saving is claimed for them: removing them changes the measurement, not the program.",
+        "harness",
+    )
 
 
 def _graph_replays(trace: Trace) -> Issue | None:

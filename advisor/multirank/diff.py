@@ -170,8 +170,16 @@ def _changed(fa: Finding, fb: Finding) -> bool:
     return fa.severity != fb.severity or d >= max(0.05, 0.1 * fa.est_savings_ms)
 
 
+def _listed(fs: Sequence[Finding]) -> set[tuple[str | None, str]]:
+    """(phase, id) of the findings listed under another one's row (``Finding.related``)."""
+    return {(f.phase, r.id) for f in fs for r in f.related}
+
+
 def findings_diff(a: Sequence[Finding], b: Sequence[Finding]) -> dict[str, list[dict[str, Any]]]:
     pairs, resolved, new = match_findings(a, b)
+    # a finding that moved under another row of the same cause is neither resolved nor new
+    resolved = [f for f in resolved if (f.phase, f.id) not in _listed(b)]
+    new = [f for f in new if (f.phase, f.id) not in _listed(a)]
     sev = SEVERITIES.index
     out: dict[str, list[dict[str, Any]]] = {
         "resolved": [_entry(f, None) for f in resolved],

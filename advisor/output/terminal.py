@@ -110,6 +110,8 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
         title.append(f"  {printable(f.id)}", style="dim")
         if f.phase:
             title.append(f"  ({f.phase} phase)")
+        if f.related:  # the same cause found by other checks: one row
+            title.append("  + " + ", ".join(printable(r.id) for r in f.related), style="dim")
         t.add_row(
             str(i),
             Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),

@@ -111,6 +111,16 @@ def _card(rank: int, f: Finding, views: Views, origin_us: float | None) -> dict[
         "locations": _locations(f, views.sources),
         "why": doc_blocks((det.doc if det is not None else None) or ""),
         "assumptions": list(f.assumptions),
+        "related": [
+            {
+                "id": r.id,
+                "title": r.title,
+                "saving": f"{fmt_ms(r.est_savings_ms)}/step" if r.est_savings_ms > 0 else "",
+                "summary": inline(r.summary),
+                "shared": f"{r.shared_pct:.0f}%",
+            }
+            for r in f.related
+        ],
         "where": f"{Path(f.locations[0].file).name}:{f.locations[0].line}" if f.locations else "",
         "phase": f.phase,
     }

@@ -134,6 +134,9 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
             one_mid[:] = [m1]
             saved1, mid1 = max(b1 - a1, 0.0) / 1e6, max(b1 - m1, 0.0) / 1e6
             ms = out["mid"][0] * saved1 / mid1 if mid1 > 0 else saved1
+            if mid1 <= 0:  # that step alone misses what the full replay saved: replay in full
+                after = replay(gr, mods(level)).step_ns.astype(float)[chosen]
+                ms = float(np.median(np.maximum(before - after, 0.0) / 1e6))
             out[level] = (ms, out["mid"][1], out["mid"][2])
             continue
         full_mid[:] = [replay(gr, mods(level))]  # type: ignore[arg-type]
