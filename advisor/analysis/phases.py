@@ -5,9 +5,10 @@ after it (``trace.eval.json.gz``, run.json ``eval``; see :mod:`advisor.profile.e
 :func:`with_phases` analyzes the evaluation trace with the same options and adds its findings
 after the main window's, each marked ``phase: "eval"`` (its savings and percentages are per
 evaluation step); findings.json ``run.phases`` gets one row per phase: ``phase``, ``trace``,
-``steps_profiled``, ``step_ms_median``, ``findings`` (their ids), or for an evaluation phase
-that never came ``captured: false`` and ``missing`` (``ended``: the script ended first;
-``max-seconds``: not within ``--max-seconds``).
+``steps_profiled``, ``step_ms_median``, ``findings`` (their ids), or for a phase not
+captured ``captured: false``, ``missing`` (a code: ``ended``, ``eval-wait``,
+``no-eval-code``, ``not-requested``, ``no-training-window``, ``no-training``, ...) and ``why``
+(the sentence run.json ``missing_phases`` holds).
 """
 
 from __future__ import annotations
@@ -64,7 +65,19 @@ def with_phases(
         sources = {**(ev_report.views.get("sources") or {}), **(views.get("sources") or {})}
         if sources:
             views["sources"] = sources
-    elif isinstance(ev, dict) and first == "train":
+    missing = rc.get("missing_phases")
+    if isinstance(missing, list):  # every phase not captured, with why (advisor profile)
+        for m in missing:
+            if isinstance(m, dict) and m.get("phase") in ("train", "eval"):
+                phases.append(
+                    {
+                        "phase": m["phase"],
+                        "captured": False,
+                        "missing": m.get("missing"),
+                        "why": m.get("why"),
+                    }
+                )
+    elif path is None and isinstance(ev, dict) and first == "train":  # run.json before it
         phases.append({"phase": "eval", "captured": False, "missing": ev.get("missing")})
     return replace(
         report, run={**report.run, "phases": phases}, findings=tuple(findings), views=views

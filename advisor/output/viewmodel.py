@@ -255,6 +255,12 @@ def _phase_facts(run: dict[str, Any]) -> list[dict[str, str]]:
             why = {
                 "ended": "the script ended first",
                 "max-seconds": "not within --max-seconds",
+                "eval-wait": "not within --eval-wait",
+                "no-eval-code": "no evaluation code in the script",
+                "not-requested": "not asked for (--phases)",
+                "no-training-window": "the run ended before it",
+                "no-training": "the script does not train",
+                "export-error": "its trace could not be written",
             }.get(str(ph.get("missing")), "")
             out.append({"label": f"{name} phase", "value": "not captured", "note": why})
             continue

@@ -20,7 +20,8 @@ before the first step: imports, setup and the first iteration; it is never part 
   exports them to ``trace.json.gz`` the moment they are complete. Unless ``run_to_end``, the
   script is then stopped by raising :class:`WindowCaptured` from the step hook.
 - **await-eval**: (``--phases`` with ``eval``, after a training window) the script runs on at
-  native speed, only its top-level module calls watched, until its evaluation phase begins.
+  native speed, only its top-level module calls watched, until its evaluation phase begins, for
+  at most ``--eval-wait`` seconds (``--max-seconds`` bounds only a script that never steps).
 - **eval-window**: the evaluation window (:mod:`advisor.profile.evalwindow`), then the script
   is stopped as after the window.
 - **done**: nothing profiles any more; later steps run at native speed.
@@ -48,6 +49,7 @@ from advisor.profile.evalwindow import EvalWindow
 from advisor.profile.execute import EXIT_SIGTERM, Outcome, Terminated, WindowCaptured
 from advisor.profile.fwdsteps import ForwardSteps, has_parameters, in_eval
 from advisor.profile.guards import ForeignProfilerWatch, MaxSecondsAlarm
+from advisor.profile.quiet import NoiseFilter
 
 __all__ = ["Capture", "ProfileSession", "SessionConfig"]
 
@@ -78,6 +80,7 @@ class ProfileSession:
         self._cpu, self._cuda = ProfilerActivity.CPU, ProfilerActivity.CUDA
         self._trace_path = self.trace_path = trace_path
         self._rec = recorder
+        recorder.phase_now = self._phase_now  # which phase a DataLoader is first iterated in
         self.phase = "idle"
         self._probe: Any = None
         self._window: Any = None
@@ -87,7 +90,7 @@ class ProfileSession:
         self._primary: int | None = None
         self._hook: Any = None
         self._alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_alarm)
-        self._eval_alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_eval_alarm)
+        self._eval_alarm = MaxSecondsAlarm(cfg.eval_wait, self._on_eval_alarm)
         self._watch = ForeignProfilerWatch(
             lambda: self.phase in ("probe", "gap", "window", "eval-window"),
             self._yield_to_foreign,
@@ -96,6 +99,7 @@ class ProfileSession:
         self._fwd = ForwardSteps(self._on_forward)
         self._step_mod: int | None = None
         self._eval = EvalWindow(self)
+        self._noise = NoiseFilter()  # torch's profiler lines kept off the terminal
         self._t0 = 0.0
         self._t_window = 0.0
         self._window_activities = ["cpu"]
@@ -152,6 +156,7 @@ class ProfileSession:
         cuda = facts.cuda_in_use()
         self._probe_activities = ["cpu", "cuda"] if cuda else ["cpu"]
         self._probe = self._make(with_stack=False, cuda=cuda)
+        self._noise.start()
         with self._own():
             self._probe.start()
         self.phase = "probe"
@@ -166,9 +171,14 @@ class ProfileSession:
         self._alarm.arm()
         self._fwd.install()  # a loop without an optimizer steps on its model's calls
 
+    def _phase_now(self) -> str:
+        return "eval" if self.phase in ("await-eval", "eval-window") else self.cap.phase
+
     def _on_optimizer_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         if os.getpid() != self._pid:  # a forked worker inherited the hook: not profiled
             return
+        if self.phase == "eval-window":  # training resumed: the evaluation phase is over
+            self._eval.phase_over("an optimizer step")
         self._rec.on_optimizer(opt)
         if self.cap.step_source == "forward" and self.phase == "probe":
             self._restart_steps()  # a model called before its optimizer was made
@@ -185,6 +195,8 @@ class ProfileSession:
     def _on_explicit_step(self) -> None:
         if os.getpid() != self._pid:
             return
+        if self.phase == "eval-window":
+            self._eval.phase_over("advisor.step()")
         if not self._explicit:
             self._explicit = True
             self.cap.step_source = "advisor.step"
@@ -334,24 +346,29 @@ class ProfileSession:
         self._probe = None  # the fallback is no longer needed
         self.phase = "done"
         self._time("window_stop", t0)
+        self.cap.window_end_s = round(time.perf_counter() - self._t0, 3)
         if self._wants_eval():
             self._await_eval()
             return False
+        if self._eval_possible():  # --eval-wait 0: the phase is not waited for
+            why = "no-eval-code" if self.cfg.eval_wait_why else "eval-wait"
+            self.cap.eval.update(scope="none", trace_written=False, missing=why)
+        self.quiet_off()
         self._fwd.remove()
         self.cap.stopped_after_window = not self.cfg.run_to_end
         return not self.cfg.run_to_end
 
+    def _eval_possible(self) -> bool:
+        """An evaluation phase can follow this window: asked for, and the window trained (a
+        script whose steps are its model's calls in evaluation has no other phase)."""
+        return "eval" in self.cfg.phases and self.cap.phase == "train"
+
     def _wants_eval(self) -> bool:
-        """An evaluation window after this training one (a script without an optimizer, whose
-        steps are its model's calls, has one phase)."""
-        return (
-            "eval" in self.cfg.phases
-            and self.cap.phase == "train"
-            and self.cap.step_source != "forward"
-        )
+        """An evaluation window after this training one, waited for up to --eval-wait."""
+        return self._eval_possible() and self.cfg.eval_wait > 0
 
     def _await_eval(self) -> None:
-        """Run on at native speed until the evaluation phase (bounded by --max-seconds)."""
+        """Run on at native speed until the evaluation phase (bounded by --eval-wait)."""
         self._eval.await_phase()
         self._fwd.install()
         self._eval_alarm.arm()
@@ -359,15 +376,19 @@ class ProfileSession:
     def forward_watch_off(self) -> None:
         self._fwd.remove()
 
+    def quiet_off(self) -> None:
+        """No profiler of the advisor's will record again: stderr as it was."""
+        self._noise.stop()
+
     def eval_found(self) -> None:
         self._eval_alarm.disarm()
         self.phase = "eval-window"
 
     def _on_eval_alarm(self) -> None:
-        """--max-seconds ran out while waiting for the evaluation phase."""
+        """--eval-wait ran out while waiting for the evaluation phase."""
         if self._busy or self.phase != "await-eval":
             return
-        self._eval.end("max-seconds")
+        self._eval.end("eval-wait")
         self._fwd.remove()
         if not self.cfg.run_to_end:
             self.cap.stopped_after_window = True
@@ -449,6 +470,7 @@ class ProfileSession:
             if advisor._step_hook == self._on_explicit_step:
                 advisor._step_hook = None
             self._watch.remove()
+            self._noise.stop()
         if self.cap.backends is None:
             self.cap.backends = facts.backend_facts()
         return self.cap
@@ -463,6 +485,7 @@ class ProfileSession:
             self.cap.max_seconds_hit = True
             self._stop_profiling()
             self.phase = "done"
+            self._noise.stop()
         finally:
             self._busy = False
         self._alarm.disarm()
@@ -479,6 +502,7 @@ class ProfileSession:
         finally:
             self._busy = False
             self.phase = "yielded"
+            self._noise.stop()
         g = self.cap.steps_seen
         self.cap.foreign_profiler_step = g
         covered = {
