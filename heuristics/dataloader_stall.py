@@ -188,7 +188,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             assumptions=(
                 "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
                 "CPU-only trace: all of it), per step.",
-                f"Saving with {rec_w} workers: exposed time minus max(0, B/{rec_w} - R), B = batch "
+                f"Saving with {rec_w} worker{'s' if rec_w != 1 else ''}: exposed time minus max(0, B/{rec_w} - R), B = batch "
                 f"production time ({fmt_ms(batch_ms)}), R = rest of the step ({fmt_ms(rest_ms)}); "
                 "worker start-up and inter-process copies are not modeled.",
                 "gpu-idle's 'dataloader' share is this same idle time.",
