@@ -284,7 +284,11 @@ def write_outputs(
         annotated = write_annotated(report, out, ahead) if annotate_trace else None
         if annotated is not None:
             written["annotated"] = annotated
-        ctx = {"annotated_trace": annotated.name if annotated else None, **(extra or {})}
+        ctx = {
+            "annotated_trace": annotated.name if annotated else None,
+            "report_dir": str(out),  # paths in the report are shown relative to it
+            **(extra or {}),
+        }
         atomic_write(out / REPORT_NAME, render_html(report, ctx).encode("utf-8"))
         written["report"] = out / REPORT_NAME
     except OSError as err:

@@ -6,7 +6,9 @@ strings, chart geometry, evidence capped at ``MAX_EVIDENCE`` rows); nothing is m
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,33 @@ def doc_blocks(doc: str) -> list[dict[str, Any]]:
     return blocks
 
 
+DATE_FORMAT = "%Y-%m-%d %H:%M UTC"  # the one date format of the reports
+
+
+def date_str(text: str) -> str:
+    """A date from a trace or run.json (ISO 8601, or "... UTC") in the reports' one format;
+    text that is no date is shown as it is."""
+    t = text.strip()
+    utc = t.endswith(" UTC")
+    try:
+        when = dt.datetime.fromisoformat(t.removesuffix(" UTC") + ("+00:00" if utc else ""))
+    except ValueError:
+        return text
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.astimezone(dt.timezone.utc).strftime(DATE_FORMAT)
+
+
+_COUNTED = re.compile(r"\b(\d[\d,.]*) ([A-Za-z][\w-]*?)\(s\)")
+
+
+def counted(text: str) -> str:
+    """ "6 step(s)" as "6 steps", "1 call(s)" as "1 call": the report says what it counted."""
+    if "(s)" not in text:
+        return text
+    return _COUNTED.sub(lambda m: f"{m[1]} {m[2]}" + ("" if m[1] == "1" else "s"), text)
+
+
 def _saving(f: Finding) -> dict[str, Any]:
     if f.est_savings_ms <= 0:
         return {"ms": "no measured saving", "pct": "", "range": None, "value": 0.0}
@@ -100,9 +129,10 @@ def _evidence(f: Finding, origin_us: float | None) -> dict[str, Any]:
         )
         rows.append(
             {
-                "what": e.what,
+                "what": counted(e.what),
                 "count": f"{e.count:,}",
-                "total": f"{e.total_ms:,.3f}",
+                # a row that counts things (kernels, calls) without timing them has no total
+                "total": f"{e.total_ms:,.3f}" if e.total_ms else "–",
                 "at": rel,
                 "ts": "" if ts is None else f"{ts:.3f}",
             }
@@ -155,13 +185,13 @@ def _card(rank: int, f: Finding, views: dict[str, Any], origin_us: float | None)
         "severity": f.severity,
         "confidence": f.confidence,
         "saving": _saving(f),
-        "summary": inline(f.summary),
-        "recommendation": inline(f.recommendation),
+        "summary": inline(counted(f.summary)),
+        "recommendation": inline(counted(f.recommendation)),
         "snippet": f.snippet,
         "evidence": _evidence(f, origin_us),
         "locations": _locations(f, views.get("sources")),
         "why": doc_blocks(det.get("doc") or ""),
-        "assumptions": list(f.assumptions),
+        "assumptions": [counted(a) for a in f.assumptions],
         "where": f"{Path(f.locations[0].file).name}:{f.locations[0].line}" if f.locations else "",
         "phase": f.phase,
     }
@@ -328,7 +358,7 @@ def _notes(report: Report) -> list[dict[str, str]]:
             {
                 "level": "warn",
                 "text": f"{len(report.errored)} check(s) failed with an "
-                "error and are listed at the bottom; the other results are unaffected.",
+                "error (listed at the bottom); the other results are unaffected.",
             }
         )
     return notes
@@ -379,13 +409,14 @@ def _header(report: Report, generated_at: str) -> dict[str, Any]:
         f"CUDA {run['cuda']}" if run.get("cuda") else None,
     ]
     trace = views.get("trace") or {}
+    facts = [{**f, "note": counted(f["note"])} for f in _facts(run, views, len(report.findings))]
     return {
         "title": f"torch-advisor: {Path(str(script)).name}"
         if script
         else f"torch-advisor: {trace.get('file') or Path(str(run.get('trace') or 'trace')).name}",
         "command": command,
         "trace_path": run.get("trace"),
-        "recorded_at": trace.get("recorded_at"),
+        "recorded_at": date_str(str(trace["recorded_at"])) if trace.get("recorded_at") else None,
         "generated_at": generated_at,
         "device": " · ".join(p for p in dev_parts if p)
         if dev_parts[0]
@@ -394,8 +425,10 @@ def _header(report: Report, generated_at: str) -> dict[str, Any]:
         "rank": None
         if run.get("rank") is None
         else f"rank {run['rank']} of {run.get('world_size')}",
-        "facts": _facts(run, views, len(report.findings)),
-        "notes": _notes(report),
+        "facts": facts,
+        # a balanced grid: one row up to 4 cards, else two rows as even as can be (6 -> 3 + 3)
+        "fact_columns": len(facts) if len(facts) <= 4 else -(-len(facts) // 2),
+        "notes": [{**n, "text": counted(n["text"])} for n in _notes(report)],
     }
 
 
@@ -478,10 +511,31 @@ def _footer(report: Report, generated_at: str) -> dict[str, Any]:
     }
 
 
+def shown_path(path: Any, report_dir: str | None) -> str | None:
+    """A path as the report shows it: relative to the report's folder (a run folder moves
+    and is shared as a whole) when it is inside it or near it (at most two folders up); as it
+    is when it is relative already, far away (a long ``../../..`` reads worse) or there is no
+    folder."""
+    if not path:
+        return None
+    p = str(path)
+    if report_dir and os.path.isabs(p):
+        try:
+            rel = os.path.relpath(p, os.path.abspath(report_dir))
+        except ValueError:  # another drive (Windows)
+            return p
+        return rel if not rel.startswith(("../../../", "..\\..\\..\\")) else p
+    return p
+
+
 def build_viewmodel(
-    report: Report, generated_at: str, annotated_trace: str | None = None
+    report: Report,
+    generated_at: str,
+    annotated_trace: str | None = None,
+    report_dir: str | None = None,
 ) -> dict[str, Any]:
-    """The template's whole input. ``generated_at`` is passed in so the output is reproducible."""
+    """The template's whole input. ``generated_at`` is passed in so the output is reproducible;
+    ``report_dir``: the folder the report is written to (paths are shown relative to it)."""
     views = report.views
     trace = views.get("trace") or {}
     origin = trace.get("origin_us")
@@ -494,7 +548,10 @@ def build_viewmodel(
     ]
     trace_name = trace.get("file") or Path(str(report.run.get("trace") or "")).name or None
     return {
-        "header": _header(report, generated_at),
+        "header": {
+            **_header(report, generated_at),
+            "trace_path": shown_path(report.run.get("trace"), report_dir),
+        },
         "top_kernels": kernel_rows(views),
         "top_ops": op_rows(views),
         "top_ops_gpu": any(
@@ -512,7 +569,7 @@ def build_viewmodel(
         "findings": cards,
         "deeper": {
             "trace": trace_name,
-            "trace_path": report.run.get("trace"),
+            "trace_path": shown_path(report.run.get("trace"), report_dir),
             "annotated": annotated_trace,
             "perfetto": PERFETTO_URL,
         },
