@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from advisor import settings
 from advisor.analysis.detection import all_detectors, run_detectors
 from advisor.analysis.phases import with_phases
 from advisor.analysis.ranking import rank
@@ -134,7 +135,12 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
         "rank": trace.meta.rank,
         "world_size": trace.meta.world_size,
         "events_skipped": int(trace.meta.skipped_events),
-        "trace_quality": [i.to_dict() for i in trace_quality(trace)],
+        "trace_quality": [i.to_dict() for i in trace_quality(trace)]
+        + [  # what the live run's recording limits cut (run.json capture_limits)
+            {"what": str(q.get("what")), "effect": str(q.get("effect"))}
+            for q in rc.get("capture_limits") or ()
+            if isinstance(q, dict)
+        ],
     }
 
 
@@ -298,6 +304,9 @@ def write_outputs(
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # the output cannot take it
 IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may rewrite it whole
+ANNOTATED_MAX_BYTES = (
+    32 << 20
+)  # a larger trace gets its annotated copy only with ADVISOR_ANNOTATE=1
 
 
 def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -> Path | None:
@@ -310,6 +319,10 @@ def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -
     if not src.is_file():
         return None
     job = ahead.take(src) if ahead is not None else None
+    if src.stat().st_size > ANNOTATED_MAX_BYTES and not settings.annotate_always():
+        if job is not None:  # kept small: a copy of a large trace only on request
+            job.cancel()
+        return None
     try:
         if src.resolve() == target.resolve():
             if job is not None:

@@ -58,6 +58,13 @@ def register(app: typer.Typer) -> None:
             help="A script that never steps is captured as one step for at most this long "
             "(0: no limit).",
         ),
+        max_window_seconds: float = typer.Option(
+            60.0,
+            "--max-window-seconds",
+            help="End the profiled window at its first complete step after this many seconds "
+            "of recording (or 2 GiB of profiler memory): steps that run the model many times "
+            "(an LBFGS step(closure)) stay affordable (0: no time limit).",
+        ),
         eval_wait: float | None = typer.Option(
             None,
             "--eval-wait",
@@ -133,6 +140,7 @@ def register(app: typer.Typer) -> None:
                 run_to_end=run_to_end,
                 phases=parse_phases(phases or default_phases()),
                 eval_steps=eval_steps,
+                window_max_s=max_window_seconds,
             ),
             eval_wait=eval_wait,
             tensorboard=tensorboard,

@@ -29,6 +29,7 @@ class SessionConfig:
     eval_steps: int = 3  # active steps of the evaluation window (--eval-steps)
     eval_wait: float = DEFAULT_EVAL_WAIT_S  # seconds to wait for it after the training window
     eval_wait_why: str | None = None  # why eval_wait is 0 when the user did not set it
+    window_max_s: float = 60.0  # the window ends at the first complete step past this recording
 
     @property
     def active_first(self) -> int:
@@ -80,6 +81,8 @@ class Capture:
     ran_on_in_thread: bool = False  # the window ended in a thread the advisor does not stop
     max_seconds_hit: bool = False
     window_end_s: float | None = None  # when the training window was exported (from start)
+    window_cut: bool = False  # the window was ended early by its recording limits
+    capture_limits: list[dict[str, str]] = field(default_factory=list)  # what they cut
     foreign_profiler_step: int | None = None
     export_error: str | None = None
     memory: dict[str, Any] = field(default_factory=dict)

@@ -110,6 +110,7 @@ class EvalWindow:
         self._done = False
         self._t0 = 0.0
         self._train_patch: tuple[Any, Any] | None = None
+        self._t_await = 0.0
 
     @property
     def info(self) -> dict[str, Any]:
@@ -119,6 +120,7 @@ class EvalWindow:
         """The training window is done: watch for the evaluation phase."""
         self.info.update(scope="none", trace_written=False, missing=None)
         self.s.phase = "await-eval"
+        self._t_await = time.perf_counter()
 
     def _action(self, step: int) -> Any:
         a = self.s.action
@@ -134,6 +136,7 @@ class EvalWindow:
                 return
             self._mod = id(mod)
             self.info["module"] = type(mod).__name__
+            s.time_it("eval_wait", self._t_await)
             s.eval_found()
         if s.phase != "eval-window" or id(mod) != self._mod:
             return
@@ -257,6 +260,7 @@ class EvalWindow:
         """The run ends (or --eval-wait ran out) in the evaluation phase or before it."""
         if self.s.phase == "await-eval":
             self.info["missing"] = why
+            self.s.time_it("eval_wait", self._t_await)
             self.s.phase = "done"
             self.s.quiet_off()
         elif self.s.phase == "eval-window":

@@ -13,6 +13,10 @@ dropped or reordered; while the filter is on, descriptor 2 is a pipe, not a term
 
 Processes forked meanwhile (DataLoader workers) keep writing into the pipe after the filter is
 off; the thread forwards their output until the last of them closes it.
+
+:class:`PhaseProgress`: a phase of the run that lasts more than :data:`PROGRESS_AFTER_S` (the
+steps before the window, the window, the wait for an evaluation phase) says in one line on
+stderr what the advisor is waiting for.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import re
 import select
 import sys
 import threading
+from collections.abc import Callable
 
 NOISE = re.compile(
     rb"^(USDT:[^\n]*\] profiler_(start|stop)"
@@ -144,3 +149,35 @@ def _flush() -> None:
                 stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
+
+
+PROGRESS_AFTER_S = 2.0  # a phase that lasts longer says on stderr what the advisor waits for
+
+
+class PhaseProgress:
+    """One line on stderr when a phase of the run lasts more than :data:`PROGRESS_AFTER_S`
+    (the script runs meanwhile, so no spinner draws over its output). ``text()`` returns the
+    line, or None when the phase is over by then."""
+
+    def __init__(self) -> None:
+        self._timer: threading.Timer | None = None
+
+    def after(self, text: Callable[[], str | None]) -> None:
+        self.cancel()
+
+        def say() -> None:
+            try:
+                line = text()
+                if line:
+                    print(f"advisor: {line}", file=sys.stderr, flush=True)
+            except Exception:  # noqa: BLE001 (a courtesy: never disturbs the run)
+                pass
+
+        self._timer = threading.Timer(PROGRESS_AFTER_S, say)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

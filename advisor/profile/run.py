@@ -65,6 +65,11 @@ class ProfileOptions:
                 f"--max-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g} "
                 f"seconds, got {cfg.max_seconds}"
             )
+        if not 0 <= cfg.window_max_s <= MAX_SECONDS_LIMIT:
+            raise AdvisorError(
+                f"--max-window-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g}, "
+                f"got {cfg.window_max_s}"
+            )
         if self.eval_wait is not None and not 0 <= self.eval_wait <= MAX_SECONDS_LIMIT:
             raise AdvisorError(
                 f"--eval-wait must be 0 (do not wait) up to {MAX_SECONDS_LIMIT:g} seconds, "

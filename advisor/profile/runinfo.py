@@ -86,19 +86,25 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
             f"trace holds {_steps(a, b)}, recorded without Python stacks or GPU activity; early "
             "steps include warm-up. For short runs lower --wait/--warmup/--active."
         )
+    elif cap.scope == "whole-run" and cap.max_seconds_hit:
+        out.append(
+            f"No step came within --max-seconds ({cfg.max_seconds:g} s), the advisor's limit "
+            "on the wait for a first step, so that time was captured as one step, without Python "
+            "stacks or GPU activity. A first step that takes longer (an LBFGS step(closure), a "
+            "long set-up) needs a larger --max-seconds; a loop without optimizer.step() calls "
+            "advisor.step() once per iteration."
+        )
+        out.append(
+            "Stopped the script when --max-seconds ran out; --run-to-end lets it continue."
+            if cap.stopped_after_window
+            else "The script ran on to its end without profiling after --max-seconds."
+        )
     elif cap.scope == "whole-run":
-        bound = f" (the first {cfg.max_seconds:g} s, --max-seconds)" if cap.max_seconds_hit else ""
         out.append(
             "No steps were seen (no optimizer.step() and no advisor.step() call), so the whole "
-            f"run{bound} was captured as one step, without Python stacks or GPU activity. Call "
+            "run was captured as one step, without Python stacks or GPU activity. Call "
             "advisor.step() once per iteration to profile steps."
         )
-        if cap.max_seconds_hit:
-            out.append(
-                "Stopped the script when --max-seconds ran out; --run-to-end lets it continue."
-                if cap.stopped_after_window
-                else "The script ran on to its end without profiling after --max-seconds."
-            )
     elif cap.scope == "none":
         why = f": {cap.export_error}" if cap.export_error else ""
         out.append(f"No trace could be written{why}.")
@@ -268,6 +274,7 @@ def build_run_json(
         "phase": cap.phase,
         "eval": dict(cap.eval) or None,
         "missing_phases": missing_phases(cap, cfg),
+        "capture_limits": list(cap.capture_limits),
         "profile": {
             "wait": cfg.wait,
             "warmup": cfg.warmup,
@@ -280,6 +287,7 @@ def build_run_json(
             "phases": list(cfg.phases),
             "eval_steps": cfg.eval_steps,
             "eval_wait": cfg.eval_wait,
+            "max_window_seconds": cfg.window_max_s,
             "activities": cap.activities,
         },
         "torch": versions.get("torch"),
