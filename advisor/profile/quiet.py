@@ -11,8 +11,9 @@ drawn with ``\\r``) are passed on at once, unless they could be the start of a n
 they wait for the rest of the line, at most :data:`HOLD_S`. The script's own output is never
 dropped or reordered; while the filter is on, descriptor 2 is a pipe, not a terminal.
 
-Processes forked meanwhile (DataLoader workers) keep writing into the pipe after the filter is
-off; the thread forwards their output until the last of them closes it.
+A process forked from Python meanwhile (a DataLoader worker, ``os.fork()``) gets the real
+stderr back at once (an at-fork hook), so its output never depends on this process's thread;
+a program started with ``subprocess`` writes through the filter while it runs.
 
 :class:`PhaseProgress`: a phase of the run that lasts more than :data:`PROGRESS_AFTER_S` (the
 steps before the window, the window, the wait for an evaluation phase) says in one line on
@@ -85,6 +86,18 @@ def _pump(r: int, real: int) -> None:
                 os.close(fd)
 
 
+# the real stderr of the filter that is on, for the at-fork hook (one filter at a time: the
+# advisor runs one profiling session per process)
+_REAL_STDERR: list[int] = []
+_HOOKED: list[bool] = []
+
+
+def _child_gets_real_stderr() -> None:
+    if _REAL_STDERR:
+        with contextlib.suppress(OSError):
+            os.dup2(_REAL_STDERR[0], 2)
+
+
 class NoiseFilter:
     """``start()`` / ``stop()`` around the advisor's profiling; both may be called again."""
 
@@ -119,6 +132,10 @@ class NoiseFilter:
         finally:
             os.close(w)
         self._saved = saved
+        _REAL_STDERR[:] = [saved]
+        if not _HOOKED and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_child_gets_real_stderr)
+            _HOOKED.append(True)
         self._thread = threading.Thread(
             target=_pump, args=(r, pump_real), name="advisor-stderr", daemon=True
         )
@@ -129,6 +146,7 @@ class NoiseFilter:
             return
         _flush()
         saved, self._saved = self._saved, None
+        _REAL_STDERR.clear()
         try:
             os.dup2(saved, 2)  # the pipe's write end is now held only by forked children
         except OSError:
