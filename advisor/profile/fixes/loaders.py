@@ -14,7 +14,6 @@ import weakref
 from typing import Any
 
 from advisor import settings
-from advisor.derive.dataloader import recommended_workers
 from advisor.profile.fixes.base import Patcher, PatchFix, RunFacts
 
 _PINNED_KEY = "_pinned_copies_installed"
@@ -32,6 +31,8 @@ def usable_cpus() -> int:
 def worker_count(current: int = 0) -> int:
     """The num_workers the fix sets: the count dataloader-stall recommends for this machine
     (:func:`advisor.derive.dataloader.recommended_workers`), so try measures the report's advice."""
+    from advisor.derive.dataloader import recommended_workers  # pandas: not at `advisor --help`
+
     return recommended_workers(usable_cpus(), current)
 
 
