@@ -75,10 +75,12 @@ class PhaseWindow:
 
 @dataclass(frozen=True)
 class PhaseMissed:
-    """A phase that was not captured, and why (``ended``, ``max-seconds``)."""
+    """A phase that was not captured: ``missing`` a code (``ended``, ``eval-wait``,
+    ``no-eval-code``, ...), ``why`` the sentence run.json ``missing_phases`` holds."""
 
     captured: bool = False
     missing: str | None = None
+    why: str | None = omit_none()
 
 
 @dataclass(frozen=True)

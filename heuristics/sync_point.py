@@ -35,8 +35,11 @@ lists every sync with a stack trace.
 purpose, or a CPU-side decision that really depends on the value) still costs the time shown
 here: the fix is then to do it less often. Syncs that only wait for host-to-device copies are
 reported by ``blocking-copy``, and cuDNN autotuning syncs (``cudnn.benchmark``, first
-iterations) are ignored. On CPU-only traces the ``.item()`` / ``nonzero`` calls are listed as
-information only: they cost nothing on a CPU but will block on a GPU.
+iterations) are ignored. A sync is counted only where a device waits: a read of a CPU tensor
+(``.item()`` in a Dataset's ``__getitem__``, a CPU step counter) issues no device call and is
+never one. On CPU-only traces the ``.item()`` / ``nonzero`` calls of the step are listed as
+information only (they cost nothing on a CPU but will block on a GPU), except those inside a
+DataLoader fetch or an optimizer step, which read CPU tensors on any machine.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.dataloader import fetches
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import union
 from advisor.detect.registry import Context, Skip, detector
@@ -318,14 +322,35 @@ def _in_optimizer(trace: Trace, ts_ns: np.ndarray) -> np.ndarray:
     return (i >= 0) & (ts_ns < hi[np.clip(i, 0, None)])
 
 
+def _in_fetch(trace: Trace, ts_ns: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Moments inside a DataLoader batch fetch (``enumerate(DataLoader)#...__next__``) on the
+    same thread: the Dataset's ``__getitem__`` and the collate function work on CPU tensors
+    (the batch reaches a device only after the fetch), so their reads never wait for a device."""
+    f = fetches(trace)
+    out = np.zeros(len(ts_ns), dtype=bool)
+    for t, g in f.groupby("tid", sort=False):
+        on = tid == t
+        if not on.any():
+            continue
+        lo, hi = union(g["ts_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
+        x = ts_ns[on]
+        i = np.searchsorted(lo, x, side="right") - 1
+        out[on] = (i >= 0) & (x < hi[np.clip(i, 0, None)])
+    return out
+
+
 def _latent(trace: Trace, ctx: Context) -> list[Draft]:
-    """CPU-only trace: scalar reads / nonzero that would block on a GPU (info, 0 ms)."""
+    """CPU-only trace: scalar reads / nonzero that would block on a GPU (info, 0 ms). Reads that
+    would stay on the CPU on any machine are left out: inside a DataLoader fetch (the Dataset
+    and collate work on CPU tensors) and inside torch's optimizer steps (CPU step counters)."""
     if not len(trace.cpu_ops):
         raise Skip("no CPU operator events in this trace")
     opn = op_names(trace)
+    ops_ts = trace.cpu_ops["ts_ns"].to_numpy()
     cand = np.flatnonzero(name_flags(trace.cpu_ops["name"], _LATENT_OPS.__contains__))
-    cand = cand[in_steps(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
-    cand = cand[~_in_optimizer(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
+    cand = cand[in_steps(trace, ops_ts[cand])]
+    cand = cand[~_in_optimizer(trace, ops_ts[cand])]
+    cand = cand[~_in_fetch(trace, ops_ts[cand], trace.cpu_ops["tid"].to_numpy()[cand])]
     if not len(cand):
         return []
     seen: dict[int, str] = {}

@@ -5,9 +5,10 @@ after it (``trace.eval.json.gz``, run.json ``eval``; see :mod:`advisor.profile.e
 :func:`with_phases` analyzes the evaluation trace with the same options and adds its findings
 after the main window's, each marked ``phase: "eval"`` (its savings and percentages are per
 evaluation step); findings.json ``run.phases`` gets one row per phase: ``phase``, ``trace``,
-``steps_profiled``, ``step_ms_median``, ``findings`` (their ids), or for an evaluation phase
-that never came ``captured: false`` and ``missing`` (``ended``: the script ended first;
-``max-seconds``: not within ``--max-seconds``).
+``steps_profiled``, ``step_ms_median``, ``findings`` (their ids), or for a phase not
+captured ``captured: false``, ``missing`` (a code: ``ended``, ``eval-wait``,
+``no-eval-code``, ``not-requested``, ``no-training-window``, ``no-training``, ...) and ``why``
+(the sentence run.json ``missing_phases`` holds).
 """
 
 from __future__ import annotations
@@ -68,9 +69,19 @@ def with_phases(
         sources = {**(ev_report.views.sources or {}), **(views.sources or {})}
         if sources:
             views = replace(views, sources=sources)
-    elif isinstance(ev, dict) and first == "train":
-        missing = ev.get("missing")
-        missed = PhaseMissed(missing=missing if isinstance(missing, str) else None)
+    missing = rc.get("missing_phases")
+    if isinstance(missing, list):  # every phase not captured, with why (advisor profile)
+        for m in missing:
+            if isinstance(m, dict) and m.get("phase") in ("train", "eval"):
+                code, why = m.get("missing"), m.get("why")
+                missed = PhaseMissed(
+                    missing=code if isinstance(code, str) else None,
+                    why=why if isinstance(why, str) else None,
+                )
+                phases.append(Phase(phase=m["phase"], missed=missed))
+    elif path is None and isinstance(ev, dict) and first == "train":  # run.json before it
+        code = ev.get("missing")
+        missed = PhaseMissed(missing=code if isinstance(code, str) else None)
         phases.append(Phase(phase="eval", missed=missed))
     return replace(
         report,

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor import settings
 from advisor.analysis.detection import all_detectors, run_detectors
 from advisor.analysis.merge import one_row_per_cause
 from advisor.analysis.options import Options as Options  # re-exported: callers import it here
@@ -82,7 +83,12 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,
         events_skipped=int(trace.meta.skipped_events),
-        trace_quality=tuple(QualityNote(i.what, i.effect) for i in trace_quality(trace)),
+        trace_quality=tuple(QualityNote(i.what, i.effect) for i in trace_quality(trace))
+        + tuple(  # what the live run's recording limits cut (run.json capture_limits)
+            QualityNote(str(q.get("what")), str(q.get("effect")))
+            for q in rc.get("capture_limits") or ()
+            if isinstance(q, dict)
+        ),
     )
 
 
@@ -261,7 +267,11 @@ def write_outputs(
         annotated = write_annotated(report, out, ahead) if annotate_trace else None
         if annotated is not None:
             written["annotated"] = annotated
-        ctx = {"annotated_trace": annotated.name if annotated else None, **(extra or {})}
+        ctx = {
+            "annotated_trace": annotated.name if annotated else None,
+            "report_dir": str(out),  # paths in the report are shown relative to it
+            **(extra or {}),
+        }
         atomic_write(out / REPORT_NAME, render_html(report, ctx).encode("utf-8"))
         written["report"] = out / REPORT_NAME
     except OSError as err:
@@ -271,6 +281,9 @@ def write_outputs(
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # the output cannot take it
 IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may rewrite it whole
+ANNOTATED_MAX_BYTES = (
+    32 << 20
+)  # a larger trace gets its annotated copy only with ADVISOR_ANNOTATE=1
 
 
 def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -> Path | None:
@@ -283,6 +296,10 @@ def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -
     if not src.is_file():
         return None
     job = ahead.take(src) if ahead is not None else None
+    if src.stat().st_size > ANNOTATED_MAX_BYTES and not settings.annotate_always():
+        if job is not None:  # kept small: a copy of a large trace only on request
+            job.cancel()
+        return None
     try:
         if src.resolve() == target.resolve():
             if job is not None:

@@ -25,6 +25,7 @@ from advisor.cli.analysis_options import (
     analysis_options,
 )
 from advisor.cli.run_options import Module, Script, ScriptArgs, Wait, Warmup
+from advisor.profile.capture import DEFAULT_EVAL_WAIT_S
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 _HELP = """Run SCRIPT (or -m MODULE) under torch.profiler and rank the fixes by time saved per step.
@@ -65,9 +66,22 @@ def register(app: typer.Typer) -> None:
         max_seconds: float = typer.Option(
             60.0,
             "--max-seconds",
-            help="A script that never steps is captured as one step for at most this long, "
-            "and the wait for an evaluation phase after the training window is bounded by it "
+            help="A script that never steps is captured as one step for at most this long "
             "(0: no limit).",
+        ),
+        max_window_seconds: float = typer.Option(
+            60.0,
+            "--max-window-seconds",
+            help="End the profiled window at its first complete step after this many seconds "
+            "of recording (or 2 GiB of profiler memory): steps that run the model many times "
+            "(an LBFGS step(closure)) stay affordable (0: no time limit).",
+        ),
+        eval_wait: float | None = typer.Option(
+            None,
+            "--eval-wait",
+            help="Seconds to wait for an evaluation phase after the training window (default "
+            f"{DEFAULT_EVAL_WAIT_S:g}; 0 when the script's files never mention evaluation; "
+            "0: do not wait).",
         ),
         phases: str | None = typer.Option(
             None,
@@ -127,7 +141,9 @@ def register(app: typer.Typer) -> None:
                 run_to_end=run_to_end,
                 phases=parse_phases(phases or default_phases()),
                 eval_steps=eval_steps,
+                window_max_s=max_window_seconds,
             ),
+            eval_wait=eval_wait,
             tensorboard=tensorboard,
             open_report=open_,
             json_out=json_out,

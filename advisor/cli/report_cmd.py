@@ -68,7 +68,7 @@ def rerender(
         if annotated.is_file()
         else None
     )
-    extra = {"annotated_trace": rel}
+    extra = {"annotated_trace": rel, "report_dir": str(target.parent)}
     try:
         page = render_html(report, extra)
     except Exception as err:  # noqa: BLE001 (a value of the wrong type in an edited file)

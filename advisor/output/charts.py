@@ -211,7 +211,9 @@ def text_width_px(text: str, font_px: float = LABEL_FONT_PX) -> float:
 
 
 def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str:
-    """``text``, or its longest prefix plus "…" whose width fits ``width_px``."""
+    """``text``, or its longest prefix of whole words plus "…" whose width fits ``width_px``
+    (a word is never cut: "Optimizer step without…", not "...foreach/fused k…"; a first word
+    too long for the room alone is cut, as nothing else can be shown)."""
     if text_width_px(text, font_px) <= width_px:
         return text
     room = width_px - text_width_px("…", font_px)
@@ -222,7 +224,12 @@ def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str
         if used > room:
             break
         cut = i + 1
-    return text[:cut].rstrip() + "…"
+    head = text[:cut]
+    if cut < len(text) and not text[cut].isspace():  # inside a word: back to its start
+        words = head.rsplit(None, 1)
+        if len(words) == 2:
+            head = words[0]
+    return head.rstrip(" ,;:/-") + "…"
 
 
 def savings_chart(

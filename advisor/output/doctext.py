@@ -3,7 +3,9 @@ and bullet lists (a tiny subset of Markdown; the template escapes everything).""
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
+import os
 import re
 from typing import Any
 
@@ -52,3 +54,47 @@ def doc_blocks(doc: str) -> list[dict[str, Any]]:
             para.append(s)
     flush()
     return blocks
+
+
+DATE_FORMAT = "%Y-%m-%d %H:%M UTC"  # the one date format of the reports
+
+
+def date_str(text: str) -> str:
+    """A date from a trace or run.json (ISO 8601, or "... UTC") in the reports' one format;
+    text that is no date is shown as it is."""
+    t = text.strip()
+    utc = t.endswith(" UTC")
+    try:
+        when = dt.datetime.fromisoformat(t.removesuffix(" UTC") + ("+00:00" if utc else ""))
+    except ValueError:
+        return text
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.astimezone(dt.timezone.utc).strftime(DATE_FORMAT)
+
+
+_COUNTED = re.compile(r"\b(\d[\d,.]*) ([A-Za-z][\w-]*?)\(s\)")
+
+
+def counted(text: str) -> str:
+    """ "6 step(s)" as "6 steps", "1 call(s)" as "1 call": the report says what it counted."""
+    if "(s)" not in text:
+        return text
+    return _COUNTED.sub(lambda m: f"{m[1]} {m[2]}" + ("" if m[1] == "1" else "s"), text)
+
+
+def shown_path(path: Any, report_dir: str | None) -> str | None:
+    """A path as the report shows it: relative to the report's folder (a run folder moves
+    and is shared as a whole) when it is inside it or near it (at most two folders up); as it
+    is when it is relative already, far away (a long ``../../..`` reads worse) or there is no
+    folder."""
+    if not path:
+        return None
+    p = str(path)
+    if report_dir and os.path.isabs(p):
+        try:
+            rel = os.path.relpath(p, os.path.abspath(report_dir))
+        except ValueError:  # another drive (Windows)
+            return p
+        return rel if not rel.startswith(("../../../", "..\\..\\..\\")) else p
+    return p

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.derive.sources import withheld_note
+from advisor.output.doctext import counted, date_str
 from advisor.report import Report
 from advisor.runfacts import Bound, RunFacts
 from advisor.units import fmt_bytes, fmt_ms, fmt_pct
@@ -96,7 +97,13 @@ def _phase_facts(run: RunFacts) -> list[dict[str, str]]:
             why = {
                 "ended": "the script ended first",
                 "max-seconds": "not within --max-seconds",
-            }.get(str(ph.missed.missing), "")
+                "eval-wait": "not within --eval-wait",
+                "no-eval-code": "no evaluation code in the script",
+                "not-requested": "not asked for (--phases)",
+                "no-training-window": "the run ended before it",
+                "no-training": "the script does not train",
+                "export-error": "its trace could not be written",
+            }.get(str(ph.missed.missing), ph.missed.why or "")
             out.append({"label": f"{name} phase", "value": "not captured", "note": why})
             continue
         if ph.window is None:
@@ -165,7 +172,7 @@ def _notes(report: Report) -> list[dict[str, str]]:
             {
                 "level": "warn",
                 "text": f"{len(report.errored)} check(s) failed with an "
-                "error and are listed at the bottom; the other results are unaffected.",
+                "error (listed at the bottom); the other results are unaffected.",
             }
         )
     return notes
@@ -217,19 +224,24 @@ def header(report: Report, generated_at: str) -> dict[str, object]:
     ]
     trace = views.one_trace.trace if views.one_trace is not None else None
     file = trace.file if trace is not None else None
+    facts = [{**f, "note": counted(f["note"])} for f in _facts(run, views, len(report.findings))]
     return {
         "title": f"torch-advisor: {Path(str(script)).name}"
         if script
         else f"torch-advisor: {file or Path(run.trace or 'trace').name}",
         "command": command,
         "trace_path": run.trace,
-        "recorded_at": trace.recorded_at if trace is not None else None,
+        "recorded_at": date_str(str(trace.recorded_at))
+        if trace is not None and trace.recorded_at
+        else None,
         "generated_at": generated_at,
         "device": " · ".join(p for p in dev_parts if p)
         if dev_parts[0]
         else "no GPU (CPU-only trace)",
         "versions": " · ".join(v for v in versions if v) or None,
         "rank": None if run.rank is None else f"rank {run.rank} of {run.world_size}",
-        "facts": _facts(run, views, len(report.findings)),
-        "notes": _notes(report),
+        "facts": facts,
+        # a balanced grid: one row up to 4 cards, else two rows as even as can be (6 -> 3 + 3)
+        "fact_columns": len(facts) if len(facts) <= 4 else -(-len(facts) // 2),
+        "notes": [{**n, "text": counted(n["text"])} for n in _notes(report)],
     }

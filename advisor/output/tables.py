@@ -1,12 +1,16 @@
 """The report's top kernels and top operators tables: ``views.kernels`` / ``views.ops``
-(:mod:`advisor.analysis.toptables`) formatted for the template. Names stay verbatim (the template
-escapes them); nothing is measured here."""
+(:mod:`advisor.analysis.toptables`) formatted for the template; nothing is measured here.
+
+Kernel names are shown short (:func:`short_kernel_name`: mangled names demangled, template
+arguments and parameter lists elided), the full name kept for the hover title and the sort key;
+operator names stay verbatim (the template escapes both)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+from advisor.output.kernelname import short_kernel_name
 from advisor.units import fmt_ms
 from advisor.viewdata import KernelRow, OpRow
 
@@ -31,7 +35,16 @@ def _row(r: KernelRow | OpRow) -> dict[str, Any]:
 
 
 def kernel_rows(rows: Iterable[KernelRow]) -> list[dict[str, Any]]:
-    return [_row(r) | {"op": str(r.op or "")} for r in rows]
+    """Kernel rows: ``name`` short, ``full`` the name as the trace has it."""
+    out = []
+    for r in rows:
+        row = _row(r)
+        out.append(
+            row
+            | {"op": str(r.op or ""), "full": row["name"]}
+            | {"name": short_kernel_name(row["name"])}
+        )
+    return out
 
 
 def _ms(v: object) -> float | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from advisor.findings import Finding
 from advisor.output.charts import savings_chart, steps_chart, util_chart
-from advisor.output.doctext import doc_blocks, inline
+from advisor.output.doctext import counted, doc_blocks, inline, shown_path
 from advisor.output.header import header
 from advisor.output.ranks import rank_views, ranks_note
 from advisor.output.tables import kernel_rows, op_rows
@@ -49,9 +49,10 @@ def _evidence(f: Finding, origin_us: float | None) -> dict[str, Any]:
         )
         rows.append(
             {
-                "what": e.what,
+                "what": counted(e.what),
                 "count": f"{e.count:,}",
-                "total": f"{e.total_ms:,.3f}",
+                # a row that counts things (kernels, calls) without timing them has no total
+                "total": f"{e.total_ms:,.3f}" if e.total_ms else "–",
                 "at": rel,
                 "ts": "" if ts is None else f"{ts:.3f}",
             }
@@ -104,13 +105,13 @@ def _card(rank: int, f: Finding, views: Views, origin_us: float | None) -> dict[
         "severity": f.severity,
         "confidence": f.confidence,
         "saving": _saving(f),
-        "summary": inline(f.summary),
-        "recommendation": inline(f.recommendation),
+        "summary": inline(counted(f.summary)),
+        "recommendation": inline(counted(f.recommendation)),
         "snippet": f.snippet,
         "evidence": _evidence(f, origin_us),
         "locations": _locations(f, views.sources),
         "why": doc_blocks((det.doc if det is not None else None) or ""),
-        "assumptions": list(f.assumptions),
+        "assumptions": [counted(a) for a in f.assumptions],
         "related": [
             {
                 "id": r.id,
@@ -142,9 +143,13 @@ def _footer(report: Report, generated_at: str) -> dict[str, Any]:
 
 
 def build_viewmodel(
-    report: Report, generated_at: str, annotated_trace: str | None = None
+    report: Report,
+    generated_at: str,
+    annotated_trace: str | None = None,
+    report_dir: str | None = None,
 ) -> dict[str, Any]:
-    """The template's whole input. ``generated_at`` is passed in so the output is reproducible."""
+    """The template's whole input. ``generated_at`` is passed in so the output is reproducible;
+    ``report_dir``: the folder the report is written to (paths are shown relative to it)."""
     views = report.views
     one = views.one_trace
     origin = one.trace.origin_us if one is not None else None
@@ -159,7 +164,10 @@ def build_viewmodel(
         (one.trace.file if one is not None else None) or Path(report.run.trace or "").name or None
     )
     return {
-        "header": header(report, generated_at),
+        "header": {
+            **header(report, generated_at),
+            "trace_path": shown_path(report.run.trace, report_dir),
+        },
         "top_kernels": kernel_rows(views.kernels),
         "top_ops": op_rows(views.ops),
         "top_ops_gpu": any(isinstance(r.gpu_ms, int | float) for r in views.ops),
@@ -175,7 +183,7 @@ def build_viewmodel(
         "findings": cards,
         "deeper": {
             "trace": trace_name,
-            "trace_path": report.run.trace,
+            "trace_path": shown_path(report.run.trace, report_dir),
             "annotated": annotated_trace,
             "perfetto": PERFETTO_URL,
         },

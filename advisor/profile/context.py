@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from advisor import settings
@@ -51,6 +52,9 @@ class ContextRecorder:
         self.compile = CompileRecorder()
         self.empty_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.optimizer_made = False  # an optimizer was created: its steps are the steps
+        # the phase the run is in (train | eval), set by the session: a DataLoader's row says
+        # which phase first iterated it, so each phase's findings name its own loader
+        self.phase_now: Callable[[], str] = lambda: "train"
 
     # ------------------------------------------------------------------ install / remove
     def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
@@ -215,6 +219,7 @@ class ContextRecorder:
                     "drop_last": bool(dl.drop_last),
                     "dataset_len": n,
                     "dataset_class": type(dl.dataset).__name__,
+                    "phase": self.phase_now(),
                     "file": site.get("file"),
                     "line": site.get("line"),
                 }
