@@ -12,6 +12,10 @@ frame with none of them inside does the same kind of host work. Only the outermo
 are kept (a frame inside one is part of it), only on threads that do device work, only the part
 inside the steps, never inside a DataLoader fetch (``dataloader-stall``'s) or a torch.compile
 compilation (one-time work), and never frames of torch.profiler or of torch-advisor itself.
+An outermost quiet frame in torch's own machinery around the model's work (the optimizer's step
+wrapper, torch.compile/dynamo wrappers, ``torch.compiler`` checks) is framework overhead, not
+input preparation: neither it nor anything inside it counts (a lazy import on the optimizer's
+first step is one-time work of torch's, not the user's preprocessing).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ COLUMNS = ["row", "tid", "ts_ns", "end_ns", "in_steps_ns", "parent_row"]
 # frames that are the profiler's own or the advisor's (never the user's preprocessing)
 _OWN_FILE_RE = re.compile(r"(^|/)torch/profiler/|(^|/)torch/autograd/profiler|(^|/)advisor/")
 _OPT_STEP_RE = re.compile(r"^Optimizer\.step#|^Optimizer\.zero_grad#")
+# torch's machinery around the model's work: quiet there is framework overhead, not the input
+_MACHINERY_RE = re.compile(r"(^|/)torch/(optim|_dynamo|compiler|_inductor|_functorch|fx)/")
 
 
 def parent_rows(py: pd.DataFrame) -> np.ndarray:
@@ -121,7 +127,9 @@ def _build(trace: Trace) -> pd.DataFrame:
     own = name_mask(py["file"], _OWN_FILE_RE)
     quiet = working & ~busy & ~own & (end > ts)
     parent = parent_rows(py)
-    top = quiet & ~np.where(parent >= 0, quiet[np.clip(parent, 0, None)], False)
+    machinery = name_mask(py["file"], _MACHINERY_RE)
+    # a frame inside a quiet one is part of it, also when that one is torch's machinery (dropped)
+    top = quiet & ~machinery & ~np.where(parent >= 0, quiet[np.clip(parent, 0, None)], False)
     rows = np.flatnonzero(top)
     if not len(rows):
         return empty

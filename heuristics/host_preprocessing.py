@@ -9,6 +9,8 @@ calls them and the library frame doing the work, with the largest parts inside i
 an image processor, ``np.array``). On a CPU run, frames that run none of the model's operators
 (no autograd-recording op, no backward, nothing under an ``nn.Module`` or optimizer step) count
 the same way. Time inside a ``DataLoader`` fetch is ``dataloader-stall``'s, not this finding's.
+Torch's own machinery around the model (the optimizer's step wrapper, torch.compile's
+wrappers) is never counted, even when it runs quiet for a while (a lazy import on first use).
 Needs a trace with Python stacks (``with_stack=True``, which ``advisor profile`` records).
 
 **Why it costs time.** The GPU waits while the host prepares the next input: the step takes

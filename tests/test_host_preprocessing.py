@@ -89,6 +89,24 @@ def test_dataloader_fetch_time_is_left_to_dataloader_stall() -> None:
     assert finding(analyze(pre_trace(dl=True).load(), ID), ID) is None
 
 
+def test_quiet_frames_of_torchs_own_machinery_are_not_preprocessing() -> None:
+    # the same quiet frame as torch's optimizer/dynamo wrapper (a lazy import on the first
+    # step) is framework overhead: neither it nor the library frames inside it are reported
+    b = TraceBuilder()
+    for s in range(3):
+        t = s * 10000.0
+        b.step(s + 1, t, 10000)
+        top = b.frame("train.py", 30, "<module>", t + 1, 9998)
+        opt = b.frame("site-packages/torch/optim/optimizer.py", 538, "wrapper", t + 2, 6000, top)
+        b.frame("site-packages/torch/_dynamo/eval_frame.py", 1423, "_fn", t + 3, 5900, opt)
+        b.frame("site-packages/hub/image.py", 9, "resize", t + 4, 5000, opt)
+        t1 = t + 6010
+        op = b.op("aten::mm", t1, 10)
+        b.launch(op, "cudaLaunchKernel", t1 + 1, 5, kernel="gemm", gpu_dur=3000)
+        b.runtime("cudaDeviceSynchronize", t1 + 8, 3005)
+    assert finding(analyze(b.load(), ID), ID) is None
+
+
 def test_short_frames_are_not_reported() -> None:
     assert finding(analyze(pre_trace(pre_us=400).load(), ID), ID) is None
 
