@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.trace.columns import Columns
+from advisor.trace.gpus import arch_of
 from advisor.trace.links import (
     assign_steps,
     call_sites,
@@ -306,6 +307,7 @@ def _devices(header: dict[str, Any]) -> tuple[Device, ...]:
                 else None,
                 num_sms=int(sms) if isinstance(sms, int) else None,
                 vendor=vendor,
+                arch=arch_of(vendor, cc),
             )
         )
     return tuple(out)

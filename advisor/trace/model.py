@@ -44,6 +44,10 @@ class Device:
     total_memory_bytes: int | None
     num_sms: int | None
     vendor: str  # "nvidia", "amd", "unknown"
+    # how the device is known: "deviceProperties", or the evidence it was inferred from
+    # (advisor.trace.identity), or "--device" (the user named it)
+    source: str = "deviceProperties"
+    arch: str | None = None  # "sm_90", "gfx942" when known
 
     @property
     def cc_str(self) -> str | None:
