@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.timeline import main_device
+from advisor.trace.identity import cc_of, kernel_arch
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -81,23 +82,6 @@ _FP32_NAME = re.compile(
     re.I,
 )
 _OTHER_DTYPE = re.compile(r"dgemm|zgemm|double|__half|bfloat|int8|_i8|hgemm|half", re.I)
-_ARCH = (
-    ("sm100", (10, 0)),
-    ("blackwell", (10, 0)),
-    ("sm90", (9, 0)),
-    ("hopper", (9, 0)),
-    ("sm89", (8, 9)),
-    ("sm86", (8, 6)),
-    ("sm80", (8, 0)),
-    ("ampere", (8, 0)),
-    ("sm75", (7, 5)),
-    ("turing", (7, 5)),
-    ("sm70", (7, 0)),
-    ("volta", (7, 0)),
-    ("maxwell", (5, 0)),
-    ("kepler", (3, 5)),
-)
-
 DTYPES = {
     "float": "float32",
     "c10::Half": "float16",
@@ -156,16 +140,18 @@ def op_dtype(types: Any) -> str | None:
 
 
 def arch_cc(trace: Trace) -> tuple[tuple[int, int] | None, bool]:
-    """(compute capability of the main GPU, inferred): from deviceProperties, else a lower
-    bound from the architecture named in kernel names (``volta_sgemm`` -> 7.0)."""
+    """(compute capability of the main GPU, inferred): from deviceProperties or ``--device``;
+    inferred (from kernel names, a lower bound: ``volta_sgemm`` -> 7.0) when the trace lists no
+    device or a device without one (see :mod:`advisor.trace.identity`)."""
     dev = trace.device(main_device(trace))
     if dev is not None and dev.compute_capability is not None:
-        return dev.compute_capability, False
+        return dev.compute_capability, dev.source.startswith("inferred")
     if not len(trace.kernels):
         return None, False
-    names = " ".join(map(str, trace.kernels["name"].cat.categories)).lower()
-    found = [cc for key, cc in _ARCH if key in names]
-    return (max(found), True) if found else (None, False)
+    found = kernel_arch(str(c) for c in trace.kernels["name"].cat.categories)
+    if found is None or not found[0].startswith("sm_"):
+        return None, False
+    return cc_of(found[0]), True
 
 
 def tensor_cores(trace: Trace) -> bool | None:

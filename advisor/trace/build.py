@@ -16,6 +16,7 @@ import pandas as pd
 
 from advisor.trace.columns import Columns
 from advisor.trace.gpus import arch_of
+from advisor.trace.identity import identify
 from advisor.trace.links import (
     assign_steps,
     call_sites,
@@ -147,7 +148,11 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         python[k] = v
 
     header = dec.header
-    devices = _devices(header)
+    devices = identify(
+        _devices(header),
+        (str(c) for c in kernels["name"].array.categories),
+        kernels["device"].to_numpy(),
+    )
     dist = header.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else None
     rank = dist.get("rank") if dist else None
