@@ -56,9 +56,10 @@ CONV_RE = re.compile(r"conv(?:\d|_|olution)", re.IGNORECASE)
 LAYOUT_KERNEL_RE = re.compile(r"nchw_?2_?nhwc|nhwc_?2_?nchw|nchwtonhwc|nhwctonchw", re.IGNORECASE)
 
 # kernels doing the GEMM / convolution math (not layout, reduction or epilogue helpers)
+# (AMD: Tensile and hipBLASLt name their GEMM kernels "Cijk_..." after the index notation)
 _COMPUTE = re.compile(
     r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
-    r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet",
+    r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet|^cijk_",
     re.I,
 )
 _NOT_COMPUTE = re.compile(
@@ -67,10 +68,11 @@ _NOT_COMPUTE = re.compile(
     r"memset|fill|fbgemm|embedding|quantize|reduce_wgrad",
     re.I,
 )
+# (AMD: matrix-core kernels name their MFMA instruction shape, Tensile's "_MI16x16x16x1_")
 _TENSOR_CORE = re.compile(
     r"tensorop|s1688|s16816|h1688|h16816|s884|h884|i8816|hmma|imma|xmma|"
     r"wgmma|gmma|tf32|bf16|fp16|f16f16|tensor\d+x\d+x\d+|e4m3|e5m2|nvjet|"
-    r"_h\d*gemm|hgemm",
+    r"_h\d*gemm|hgemm|_mi\d+x\d+x\d+|mfma",
     re.I,
 )
 # FP32 on CUDA cores even inside xmma/cutlass templates: cuBLAS 11+ names plain FP32 GEMMs
