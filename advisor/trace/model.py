@@ -64,6 +64,7 @@ class Window:
     """The recording window and the events that outlived it (:mod:`advisor.trace.window`)."""
 
     end_ns: int | None = None  # where the recording ends (rebased); None when unknown
+    last_ns: int = 0  # the end of the last event not cut at it: where the recorded work ends
     source: str = ""  # what says so: "profiler span", "Record Window End", "last activity"
     clipped: int = 0  # events that ran past the end: cut there
     dropped: int = 0  # events that start after the end: left out
