@@ -164,6 +164,9 @@ class RunFacts:
     torch: str | None = None
     cuda: str | None = None
     device: str | None = None
+    # where the device's name came from: run.json, --device, the trace's deviceProperties, or
+    # inferred from kernel names (advisor/trace/identity.py)
+    device_source: str | None = None
     compute_capability: str | None = None
     platform: str | None = None
     rank: int | None = None
@@ -178,6 +181,10 @@ class RunFacts:
     ended_early: bool = False
     end_reason: str | None = None
     events_skipped: int = 0
+    # what the trace is (advisor/derive/kind.py): training, inference, serving,
+    # micro-benchmark, capture, mixed; and the evidence for it
+    trace_kind: str | None = None
+    trace_kind_evidence: str | None = None
     trace_quality: tuple[QualityNote, ...] = ()
     notes: tuple[str, ...] = omit_empty()
     est_savings_bound_ms: float = 0.0

@@ -22,11 +22,14 @@ def pct_of(part: float, whole: float) -> float:
 
 
 def fmt_ms(ms: float) -> str:
-    """Milliseconds for tables and charts: ``1,234.5 ms``, ``12.34 ms``, ``0.123 ms``."""
+    """Milliseconds for tables and charts: ``1,234.5 ms``, ``12.34 ms``, ``0.123 ms``; a few
+    microseconds as ``4.20 µs`` (never ``0.000 ms``)."""
     if ms >= 100:
         return f"{ms:,.1f} ms"
     if ms >= 1:
         return f"{ms:.2f} ms"
+    if 0 < ms < 0.01:
+        return f"{ms * 1000:.2f} µs"
     return f"{ms:.3f} ms"
 
 

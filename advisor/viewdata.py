@@ -24,6 +24,8 @@ class DeviceView:
     total_memory_bytes: int | None = None
     peak_memory_bytes: int | None = None
     count: int = 0
+    # where the name came from: run.json, --device, deviceProperties, inferred (kernel names)
+    source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.detect.registry import Context
-from advisor.trace.model import Trace
+from advisor.trace.model import GPU_DEVICE_TYPES, Trace
 
-CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (ROCm reports as CUDA too)
 GB = 1024**3
 
 
@@ -68,7 +67,7 @@ def peaks_from_trace(trace: Trace) -> list[Peak]:
     mem = trace.memory
     if not len(mem):
         return []
-    mem = mem[mem["device_type"].to_numpy() == CUDA_DEVICE_TYPE]
+    mem = mem[np.isin(mem["device_type"].to_numpy(), GPU_DEVICE_TYPES)]  # CUDA, or HIP
     out = []
     for dev, g in mem.groupby("device_id", sort=True):
         cap = _capacity(trace, int(dev))

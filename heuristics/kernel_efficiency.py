@@ -6,8 +6,9 @@ and backward), fused attention (flash / memory-efficient / cuDNN SDPA, forward a
 large elementwise or reduction op with recorded shapes and dtype, the work is computed from the
 shapes (FLOPs and the bytes that must move at least once) and set against the device's roofline:
 the time the work takes at peak math or peak memory bandwidth, whichever is longer. Peaks come
-from a table of vendor datasheet figures (V100, A100, H100, H200, MI250, MI300X; dense math, the
-dtype's math mode: FP32 on CUDA cores, TF32 where the kernel ran on Tensor Cores, FP16/BF16, FP8).
+from the table of vendor datasheet figures in ``advisor/trace/gpus.py`` (V100 to B300, T4, A10G,
+L4, L40S, RTX 3090/4090, MI210 to MI355X; dense math, the dtype's math mode: FP32 on CUDA cores,
+TF32 where the kernel ran on Tensor Cores, FP16/BF16, FP8).
 The shapes that take the most time at the lowest share of their roofline are named, with the
 likely cause: too few 128x128 output tiles for the SMs (small M*N), a tall-skinny or small-K
 shape that is memory-bound (arithmetic intensity under the GPU's ridge point), dimensions that
@@ -60,12 +61,12 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
+from advisor.trace.gpus import GPUS, GpuSpec, spec_for
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
 from ._matmul import CONV_FWD, matmul_kernels, op_dtype
 from ._ops import chain_match, op_names
-from ._peaks import Peak, peak_for
 from ._per_step import fmt_ms, n_steps
 from ._roofline import ATTN_OPS, ELEMENTWISE, REDUCTIONS, Work, op_work
 
@@ -139,7 +140,7 @@ def _conv_out(trace: Trace, i: int, x: list[int], co: int) -> list[int] | None:
     return None
 
 
-def _causes(w: Work, dtype: str | None, tc: bool, peak: Peak, units: int) -> list[str]:
+def _causes(w: Work, dtype: str | None, tc: bool, peak: GpuSpec, units: int) -> list[str]:
     if w.kind == "memory":
         s = w.dims.get("softmax_scores")
         if s:
@@ -200,11 +201,12 @@ def _shape(dims: Any) -> str:
 @detector(ID, TITLE, needs=("kernels", "cpu_ops", "shapes"), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     dev = trace.device(main_device(trace))
-    peak = peak_for(dev)
+    peak = spec_for(dev)
     if peak is None:
         raise Skip(
-            f"no peak figures for {dev.name if dev else 'this device'} (table: V100, "
-            "A100, H100, H200, MI250, MI300X)"
+            f"no peak figures for {dev.name if dev else 'this device'} (table: "
+            + ", ".join(g.name for g in GPUS)
+            + "; name the GPU with --device)"
         )
     units = (dev.num_sms if dev is not None and dev.num_sms else 0) or peak.units
     kern = _op_kernels(trace)

@@ -171,11 +171,11 @@ def test_a_new_field_is_one_line() -> None:
     fields = [(f.name, f.type, f) for f in dataclasses.fields(RunFacts)]
     Grown = dataclasses.make_dataclass(  # noqa: N806
         "Grown",
-        [*fields, ("trace_kind", "str | None", omit_none())],
+        [*fields, ("host_name", "str | None", omit_none())],
         frozen=True,
         namespace={"__module__": runfacts.__name__},
     )
-    g = Grown(trace="t", trace_kind="training")
-    assert record.dump(g)["trace_kind"] == "training"
-    assert "trace_kind" not in record.dump(Grown(trace="t"))
+    g = Grown(trace="t", host_name="node-7")
+    assert record.dump(g)["host_name"] == "node-7"
+    assert "host_name" not in record.dump(Grown(trace="t"))
     assert record.load(Grown, record.dump(g)) == g

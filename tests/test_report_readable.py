@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from advisor.output.charts import fit_label
-from advisor.output.kernelname import short_kernel_name
 from advisor.output.doctext import counted, date_str, shown_path
+from advisor.output.kernelname import short_kernel_name
 from tests.conftest import REPO, SAMPLES
 from tests.report_browser import Browser, find_chromium
 

@@ -12,6 +12,7 @@ from advisor.analysis.detection import all_detectors
 from advisor.detect.thresholds import Thresholds, parse_overrides
 from advisor.errors import AdvisorError
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
+from advisor.trace.gpus import GPUS, match_name
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,16 @@ class Options:
     no_source: bool = False
     source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+    device: str | None = None  # --device: the GPU the trace ran on, whatever it says
 
     def validate(self) -> None:
         Thresholds(self.overrides).validate()
+        if self.device and match_name(self.device) is None:
+            raise AdvisorError(
+                f"--device: unknown GPU {self.device!r} (known: "
+                + ", ".join(g.name for g in GPUS)
+                + ")"
+            )
         known = {d.id for d in all_detectors()}
         for flag, ids in (("--only", self.only), ("--skip", self.skip)):
             bad = sorted(i for i in ids if i not in known)
@@ -45,9 +53,11 @@ def options_from_cli(
     no_source: bool,
     max_trace_bytes: int,
     source_roots: Iterable[Path | str] = (),
+    device: str | None = None,
 ) -> Options:
     """:class:`Options` from the strings the user typed (``--only a,b --set k=v``), validated."""
     opts = Options(
+        device=device or None,
         only=split_ids(only),
         skip=split_ids(skip),
         overrides=parse_overrides(list(set_)),

@@ -22,6 +22,7 @@ from advisor.analysis.phases import with_phases
 from advisor.analysis.ranking import rank
 from advisor.analysis.views import build_views
 from advisor.derive.breakdown import steps_busy_pct
+from advisor.derive.kind import TraceKind, trace_kind
 from advisor.derive.locate import Locator
 from advisor.derive.quality import Issue, trace_quality
 from advisor.derive.steps import steady_steps, steady_trace
@@ -37,6 +38,8 @@ from advisor.report import Errored, Report, Skipped
 from advisor.runfacts import Bound, BoundStep, ExcludedStep, QualityNote, RunFacts, SteadySteps
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NAME
 from advisor.trace import Trace, load_trace
+from advisor.trace.identity import with_device
+from advisor.trace.model import Device
 from advisor.units import ms_of_ns
 
 if TYPE_CHECKING:
@@ -60,8 +63,10 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
     """The ``run`` block of findings.json (before the bound and the combined saving)."""
     rc = run_ctx or {}
     dev = trace.device(main_device(trace))
+    kind = trace_kind(trace)
     rdev_raw = rc.get("device")
     rdev: dict[str, Any] = rdev_raw if isinstance(rdev_raw, dict) else {}
+    dev_name, dev_source = _device_fields(dev, rdev)
     argv = rc.get("argv")
     return RunFacts(
         notes=tuple(n for n in rc.get("notes") or () if isinstance(n, str)),  # profile's notes
@@ -70,12 +75,13 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         trace=str(trace.path),
         torch=rc.get("torch"),
         cuda=rc.get("cuda"),
-        device=rdev.get("name") or (dev.name if dev else None),
+        device=dev_name,
+        device_source=dev_source,
         compute_capability=rdev.get("compute_capability") or (dev.cc_str if dev else None),
         steps_profiled=int(len(trace.steps)),
         steps_synthetic=bool(trace.meta.synthetic_steps),
         steady=_steady_block(trace),
-        step_ms_median=round(trace.median_step_ms(), 3),
+        step_ms_median=_ms3(trace.median_step_ms()),
         gpu_busy_pct=steps_busy_pct(trace),
         ended_early=bool(rc.get("ended_early", False)),
         end_reason=rc.get("end_reason"),
@@ -83,6 +89,8 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,
         events_skipped=int(trace.meta.skipped_events),
+        trace_kind=kind.kind,
+        trace_kind_evidence=kind.why,
         trace_quality=tuple(QualityNote(i.what, i.effect) for i in trace_quality(trace))
         + tuple(  # what the live run's recording limits cut (run.json capture_limits)
             QualityNote(str(q.get("what")), str(q.get("effect")))
@@ -90,6 +98,19 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
             if isinstance(q, dict)
         ),
     )
+
+
+def _ms3(ms: float) -> float:
+    """Milliseconds to 3 decimals; a step under a microsecond keeps 3 significant digits."""
+    return round(ms, 3) if ms >= 0.001 or ms <= 0 else float(f"{ms:.3g}")
+
+
+def _device_fields(dev: Device | None, rdev: dict[str, Any]) -> tuple[str | None, str | None]:
+    """device and device_source: the name ``--device`` gave, else the one run.json recorded
+    (``advisor profile`` asked torch), else the trace's (listed or inferred)."""
+    if rdev.get("name") and not (dev is not None and dev.source == "--device"):
+        return str(rdev["name"]), "run.json"
+    return (dev.name if dev else None), (dev.source if dev else None)
 
 
 # findings whose figures rest on the GPU timeline: a trace missing part of it lowers them
@@ -105,6 +126,37 @@ TIMELINE_FINDINGS = frozenset(
     }
 )
 TIMELINE_FINDINGS |= {"unbucketed-collectives"}  # capped at the GPU idle time between collectives
+# findings measured on the host's pace between launches (capture slows it: not steady state)
+HOST_PACE_FINDINGS = frozenset({"host-overhead", "python-loop", "optimizer-host-time"})
+
+
+CAPTURE_NOTE = (
+    "graph capture: timings are not steady state (the window records a CUDA/HIP graph; "
+    "its launches run nothing on the GPU)"
+)
+
+
+def for_capture(drafts: list[Draft], kind: TraceKind) -> tuple[list[Draft], list[tuple[str, str]]]:
+    """On a graph-capture trace no finding claims a per-step saving from capture timing: those
+    resting on the timeline or the host's pace (and so on capture overhead) are not run, the
+    rest are kept as information (no saving) with the reason."""
+    if kind.kind != "capture":
+        return drafts, []
+    kept, skipped = [], []
+    for d in drafts:
+        if d.id in TIMELINE_FINDINGS or d.id in HOST_PACE_FINDINGS:
+            skipped.append((d.id, CAPTURE_NOTE))
+        else:
+            kept.append(
+                replace(
+                    d,
+                    latent=True,
+                    est_savings_ms=0.0,
+                    est_savings_range_ms=None,
+                    assumptions=d.assumptions + (CAPTURE_NOTE + ": no saving is claimed.",),
+                )
+            )
+    return kept, skipped
 
 
 def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
@@ -163,13 +215,15 @@ def analyze_trace(
     th = Thresholds(opts.overrides)
     all_detectors()  # detectors declare their thresholds when imported
     th.validate()
-    trace = steady_trace(trace)  # the one switch: every per-step figure reads steady steps
+    trace = steady_trace(with_device(trace, opts.device))  # the one switch: every per-step
+    # figure reads steady steps (of the GPU the user names, if any)
     step_ms = trace.median_step_ms()
     ctx = Context(
         run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace
     )
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
-    drafts = lower_confidence(outcome.drafts, trace_quality(trace))
+    drafts, not_run = for_capture(outcome.drafts, trace_kind(trace))
+    drafts = lower_confidence(drafts, trace_quality(trace))
     # the headline replays every finding's own fix together, before rows are merged
     bound_ms, replayed = combined_bound_ms(
         trace, outcome.drafts, rank(drafts, step_ms, th), step_ms
@@ -194,7 +248,7 @@ def analyze_trace(
     return Report(
         run=run,
         findings=tuple(findings),
-        skipped=tuple(Skipped(i, r) for i, r in outcome.skipped),
+        skipped=tuple(Skipped(i, r) for i, r in [*outcome.skipped, *not_run]),
         errored=tuple(Errored(i, e, tb) for i, e, tb in outcome.errored),
         thresholds=th.used(),
         views=views,

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.breakdown import step_breakdown, steps_busy_pct
+from advisor.derive.kind import trace_kind
 from advisor.derive.steps import steady_trace
 from advisor.derive.timeline import device_busy
 from advisor.trace.model import Trace
@@ -24,7 +25,8 @@ from advisor.units import ms_of_ns, pct_of
 
 def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     """Stable keys: devices, steps, step_ms_median, gpu_busy_pct, gpu_idle_pct, kernels_top,
-    ops_top, memcpy, sync_calls (plus breakdown, step_breakdown and notes)."""
+    ops_top, memcpy, sync_calls (plus breakdown, step_breakdown, notes, trace_kind and its
+    evidence)."""
     meta = trace.meta
     devs = device_busy(trace)
     step_ms = trace.step_ms()
@@ -37,6 +39,8 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
             "total_memory_bytes": d.total_memory_bytes,
             "num_sms": d.num_sms,
             "vendor": d.vendor,
+            "arch": d.arch,
+            "source": d.source,
             "used": d.id in used,
         }
         for d in meta.devices
@@ -59,9 +63,12 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     if meta.unknown_categories:
         cats = ", ".join(f"{k} ({v})" for k, v in sorted(meta.unknown_categories.items()))
         notes.append(f"events of unknown categories ignored: {cats}")
+    kind = trace_kind(trace)
     return {
         "trace": meta.path,
         "format": meta.format,
+        "trace_kind": kind.kind,
+        "trace_kind_evidence": kind.why,
         "platform": meta.platform,
         "rank": meta.rank,
         "world_size": meta.world_size,

@@ -35,7 +35,7 @@ from advisor.derive.locate import Locator
 from advisor.derive.sources import read_sources, source_bases, source_roots
 from advisor.derive.timeline import main_device
 from advisor.findings import Finding
-from advisor.trace.model import Trace
+from advisor.trace.model import GPU_DEVICE_TYPES, Trace
 from advisor.units import ms_of_ns
 from advisor.viewdata import (
     DetectorDoc,
@@ -111,7 +111,7 @@ def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
     m = trace.memory
     if not len(m):
         return None
-    m = m[(m["device_type"] == 1) & m["total_allocated"].notna()]
+    m = m[m["device_type"].isin(GPU_DEVICE_TYPES) & m["total_allocated"].notna()]
     dev = main_device(trace)
     if dev is not None and (m["device_id"] == dev).any():
         m = m[m["device_id"] == dev]
@@ -133,7 +133,7 @@ def _recorded_at(trace: Trace, run_ctx: dict[str, Any] | None) -> str | None:
 def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> DeviceView:
     dev = trace.device(main_device(trace))
     rdev = (run_ctx or {}).get("device")
-    rdev = rdev if isinstance(rdev, dict) else {}
+    rdev = rdev if isinstance(rdev, dict) and not (dev and dev.source == "--device") else {}
     total = rdev.get("total_memory_bytes") or (dev.total_memory_bytes if dev else None)
     return DeviceView(
         name=rdev.get("name") or (dev.name if dev else None),
@@ -141,6 +141,7 @@ def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> DeviceView:
         total_memory_bytes=int(total) if isinstance(total, int | float) else None,
         peak_memory_bytes=_peak_memory(trace, run_ctx),
         count=len(trace.meta.devices),
+        source="run.json" if rdev.get("name") else (dev.source if dev else None),
     )
 
 

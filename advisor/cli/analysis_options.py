@@ -53,11 +53,12 @@ def analysis_options(
     no_source: bool,
     max_trace_bytes: int,
     source_roots: Iterable[Path | str] = (),
+    device: str | None = None,
 ) -> Options:
     """The validated :class:`~advisor.analysis.options.Options` of the options above (imported
     when a command runs: pandas and the detectors come with it)."""
     from advisor.analysis.options import options_from_cli
 
     return options_from_cli(
-        only or (), skip or (), set_ or (), debug, no_source, max_trace_bytes, source_roots
+        only or (), skip or (), set_ or (), debug, no_source, max_trace_bytes, source_roots, device
     )

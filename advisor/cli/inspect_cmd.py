@@ -23,11 +23,19 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Refuse traces larger than this decompressed (guards against gzip bombs).",
         ),
+        device: str = typer.Option(
+            None,
+            "--device",
+            metavar="GPU",
+            help="The GPU the trace ran on (H100, A100-80GB, MI300X...), over what the trace "
+            "says or what its kernel names suggest.",
+        ),
     ) -> None:
         """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""
         import orjson
 
         from advisor.trace import find_traces, load_trace, prefetch
+        from advisor.trace.identity import with_device
 
         files = find_traces(path)
         # each trace decodes in a child process while this one imports pandas or summarizes the
@@ -38,7 +46,7 @@ def register(app: typer.Typer) -> None:
             from advisor.analysis.summary import inspect_trace
 
             for i, f in enumerate(files):
-                trace = load_trace(f, max_trace_bytes, pre)
+                trace = with_device(load_trace(f, max_trace_bytes, pre), device)
                 pre = prefetch.start(files[i + 1], max_trace_bytes) if i + 1 < len(files) else None
                 results.append(inspect_trace(trace, top))
                 del trace
@@ -68,6 +76,7 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
     con.print(head)
     if r["rank"] is not None:
         con.print(f"rank {p(r['rank'])} of {p(r['world_size'])}")
+    con.print(f"trace: {p(r['trace_kind'])} ({p(r['trace_kind_evidence'])})")
     for d in r["devices"]:
         if d["used"] or len(r["devices"]) == 1:
             cc = (
@@ -75,8 +84,11 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
                 if d["compute_capability"]
                 else ""
             )
+            mem = d["total_memory_bytes"]
             con.print(
-                f"device {p(d['id'])}: {p(d['name'])}{cc}, {fmt_bytes(d['total_memory_bytes']) or '?'}"
+                f"device {p(d['id'])}: {p(d['name'])}{cc}"
+                + (f", {fmt_bytes(mem)}" if mem else "")
+                + f"  ({p(d['source'])})"
             )
     s = r["steps"]
     con.print(

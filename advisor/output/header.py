@@ -26,17 +26,19 @@ def _device(views: Views) -> DeviceView:
     return views.one_trace.device if views.one_trace is not None else DeviceView()
 
 
+def _steps_note(run: RunFacts) -> str:
+    src = (run.steady.steps_source if run.steady is not None else None) or ""
+    if src.startswith("micro-benchmark"):
+        return src.removeprefix("micro-benchmark: ")
+    if run.steps_synthetic:
+        return "whole trace = 1 step"
+    return f"from {src} ranges" if src else ""
+
+
 def _facts(run: RunFacts, views: Views, n_findings: int) -> list[dict[str, str]]:
     dev = _device(views)
-    source = run.steady.steps_source if run.steady is not None else None
     facts = [
-        {
-            "label": "Steps captured",
-            "value": f"{run.steps_profiled}",
-            "note": "whole trace = 1 step"
-            if run.steps_synthetic
-            else (f"from {source} ranges" if source else ""),
-        },
+        {"label": "Steps captured", "value": f"{run.steps_profiled}", "note": _steps_note(run)},
         {"label": "Median step", "value": fmt_ms(run.step_ms_median), "note": ""},
         {
             "label": "GPU busy",
@@ -133,6 +135,9 @@ def _notes(report: Report) -> list[dict[str, str]]:
                 "what was captured before that.",
             }
         )
+    how = run.device_source or ""
+    if how and how not in ("deviceProperties", "run.json"):
+        notes.append({"level": "info", "text": f"Device {run.device}: {how}."})
     if run.gpu_busy_pct is None:
         notes.append(
             {
@@ -141,7 +146,19 @@ def _notes(report: Report) -> list[dict[str, str]]:
                 "skipped or report what the pattern will cost on a GPU, without savings.",
             }
         )
-    if run.steps_synthetic:
+    if run.trace_kind and run.trace_kind_evidence:
+        notes.append(
+            {"level": "info", "text": f"Trace kind: {run.trace_kind} ({run.trace_kind_evidence})."}
+        )
+    if run.trace_kind == "micro-benchmark":
+        notes.append(
+            {
+                "level": "info",
+                "text": "The step is the measured window: the repeated calls are iterations "
+                "of the benchmark, not steps of a model.",
+            }
+        )
+    elif run.steps_synthetic:
         notes.append(
             {
                 "level": "info",
@@ -182,12 +199,12 @@ def _step_notes(run: RunFacts) -> list[dict[str, str]]:
     """How the steady steps were found and what was left out; what the trace is missing."""
     notes = []
     steady = run.steady
-    if steady is not None and steady.steps_source and steady.steps_source != "ProfilerStep":
+    src = (steady.steps_source if steady is not None else None) or ""
+    if src and src != "ProfilerStep" and not src.startswith("micro-benchmark"):
         notes.append(
             {
                 "level": "info",
-                "text": "No ProfilerStep markers: steps were found from "
-                f"{steady.steps_source} ranges.",
+                "text": f"No ProfilerStep markers: steps were found from {src} ranges.",
             }
         )
     left = steady.steps_excluded if steady is not None else ()
@@ -237,8 +254,9 @@ def header(report: Report, generated_at: str) -> dict[str, object]:
         "generated_at": generated_at,
         "device": " · ".join(p for p in dev_parts if p)
         if dev_parts[0]
-        else "no GPU (CPU-only trace)",
+        else ("unknown GPU" if run.gpu_busy_pct is not None else "no GPU (CPU-only trace)"),
         "versions": " · ".join(v for v in versions if v) or None,
+        "kind": run.trace_kind,
         "rank": None if run.rank is None else f"rank {run.rank} of {run.world_size}",
         "facts": facts,
         # a balanced grid: one row up to 4 cards, else two rows as even as can be (6 -> 3 + 3)

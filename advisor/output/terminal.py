@@ -21,6 +21,8 @@ from advisor.findings import Finding
 from advisor.output.header import bound_fact
 from advisor.output.printable import printable
 from advisor.report import Report
+from advisor.runfacts import RunFacts
+from advisor.units import fmt_ms
 
 SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 LABELS = {"report": "report", "findings": "findings", "annotated": "timeline"}
@@ -77,16 +79,34 @@ def _where(f: Finding) -> str:
     return printable(f"{Path(loc.file).name}:{loc.line}") + start
 
 
+def device_label(run: RunFacts) -> str:
+    """The device as the header names it: inferred ones say so; a trace with GPU activity but
+    no named device is never called CPU-only."""
+    if run.device:
+        how = run.device_source or ""
+        return f"{run.device} (inferred)" if how.startswith("inferred") else run.device
+    return "unknown GPU" if run.gpu_busy_pct is not None else "no GPU activity (CPU-only trace)"
+
+
+def quality_notes(run: RunFacts) -> list[str]:
+    """Every trace-quality note the report shows, one line each (what the trace is missing)."""
+    return [f"trace quality: {q.what}" for q in run.trace_quality if q.what]
+
+
 def headline(report: Report) -> str:
     run = report.run
     one = report.views.one_trace
-    parts = [printable(run.device or "no GPU activity (CPU-only trace)")]
+    parts = [printable(device_label(run))]
+    if run.trace_kind:
+        parts.append(printable(run.trace_kind))
     steps = run.steps_profiled
-    parts.append(
-        f"{steps} step{'s' if steps != 1 else ''}"
-        + (" (no step markers)" if run.steps_synthetic else "")
-    )
-    parts.append(f"median step {float(run.step_ms_median or 0):.2f} ms")
+    src = (run.steady.steps_source if run.steady is not None else None) or ""
+    if src.startswith("micro-benchmark"):
+        how = f" ({printable(src.removeprefix('micro-benchmark: '))})"
+    else:
+        how = " (no step markers)" if run.steps_synthetic else ""
+    parts.append(f"{steps} step{'s' if steps != 1 else ''}{how}")
+    parts.append(f"median step {fmt_ms(float(run.step_ms_median or 0))}")
     if run.gpu_busy_pct is not None:
         parts.append(f"GPU busy {run.gpu_busy_pct:.1f}%")
     peak = one.device.peak_memory_bytes if one is not None else None
@@ -146,6 +166,8 @@ def print_summary(
                 style="yellow",
             )
         )
+    for note in quality_notes(run):
+        con.print(Text(printable(note), style="yellow"))
     con.print()
     if report.findings:
         con.print(findings_table(report.findings, top, tty))
