@@ -57,7 +57,8 @@ LAYOUT_KERNEL_RE = re.compile(r"nchw_?2_?nhwc|nhwc_?2_?nchw|nchwtonhwc|nhwctonch
 # kernels doing the GEMM / convolution math (not layout, reduction or epilogue helpers)
 _COMPUTE = re.compile(
     r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
-    r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet",
+    r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet|"
+    r"^cijk_",  # hipBLASLt / rocBLAS (Tensile) GEMMs
     re.I,
 )
 _NOT_COMPUTE = re.compile(
@@ -69,7 +70,8 @@ _NOT_COMPUTE = re.compile(
 _TENSOR_CORE = re.compile(
     r"tensorop|s1688|s16816|h1688|h16816|s884|h884|i8816|hmma|imma|xmma|"
     r"wgmma|gmma|tf32|bf16|fp16|f16f16|tensor\d+x\d+x\d+|e4m3|e5m2|nvjet|"
-    r"_h\d*gemm|hgemm",
+    r"_h\d*gemm|hgemm|"
+    r"_mi\d+x\d+x\d+|mfma",  # AMD matrix cores (Tensile's MFMA instruction shape)
     re.I,
 )
 # FP32 on CUDA cores even inside xmma/cutlass templates: cuBLAS 11+ names plain FP32 GEMMs

@@ -13,6 +13,8 @@ findings.json (an additive top-level key) so ``advisor report`` re-renders witho
   time outside data loading, when no GPU work exists at all).
 - ``utilization``: GPU busy % of the main device over the window in ``UTIL_BUCKETS`` buckets.
 - ``kernels`` / ``ops``: the top kernels and top operators tables (:mod:`advisor.analysis.toptables`).
+- ``compiled``: GPU time per torch.compile region and graph, by kernel kind, and the GEMMs in
+  them (:mod:`advisor.analysis.compiled`; absent when the trace has no compiled region).
 - ``detectors``: title of every detector, plus its docstring for those that found something.
 - ``sources``: ``"file:line"`` -> a few lines of the user's code around it (absent with
   ``--no-source``); which files may be read: :mod:`advisor.derive.sources`.
@@ -33,6 +35,8 @@ from advisor.derive.dataloader import fetch_intervals
 from advisor.derive.locate import Locator
 from advisor.derive.sources import read_sources, source_bases, source_roots
 from advisor.derive.timeline import Intervals, main_device
+from advisor.detect.thresholds import Thresholds
+from advisor.detectors._efficiency import Analysis, analysis
 from advisor.findings import Finding
 from advisor.trace.model import Trace
 
@@ -179,6 +183,18 @@ def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def _efficiency(trace: Trace, thresholds: Thresholds | None) -> Analysis | None:
+    """The kernels' efficiency analysis (shared with ``kernel-efficiency``, memoized on the
+    trace); None without GPU kernels or peaks. A failure here is the detector's to report: the
+    views go on without the figures."""
+    if not trace.has_gpu or not len(trace.kernels):
+        return None
+    try:
+        return analysis(trace, thresholds or Thresholds())
+    except Exception:  # noqa: BLE001 (kernel-efficiency reports it as errored)
+        return None
+
+
 def build_views(
     trace: Trace,
     run_ctx: dict[str, Any] | None,
@@ -187,15 +203,19 @@ def build_views(
     no_source: bool = False,
     locator: Locator | None = None,
     extra_roots: Iterable[Path | str] = (),
+    thresholds: Thresholds | None = None,
 ) -> dict[str, Any]:
     """The ``views`` dict of a Report. ``detectors``: id -> (title, docstring); ``locator``
-    finds the source lines of the top tables (none with ``no_source``)."""
+    finds the source lines of the top tables (none with ``no_source``); ``thresholds``: those
+    of the analysis (the kernels' efficiency figures depend on them)."""
+    from advisor.analysis.compiled import compiled_view
     from advisor.analysis.toptables import top_kernels, top_ops
 
     found = list(findings)
     ids = {f.id for f in found}
     lo, hi = _window_ns(trace)
     layers = _gpu_layers(trace)  # once for both charts
+    eff = _efficiency(trace, thresholds)
     views: dict[str, Any] = {
         "version": VIEWS_VERSION,
         "device": device_view(trace, run_ctx),
@@ -208,13 +228,16 @@ def build_views(
         "steps": step_breakdown(trace, layers),
         "steps_total": int(len(trace.steps)),
         "utilization": utilization(trace, layers=layers),
-        "kernels": top_kernels(trace, None if no_source else locator),
+        "kernels": top_kernels(trace, None if no_source else locator, an=eff),
         "ops": top_ops(trace, None if no_source else locator),
         "detectors": {
             i: ({"title": t, "doc": d} if i in ids else {"title": t})
             for i, (t, d) in sorted(detectors.items())
         },
     }
+    compiled = compiled_view(trace, eff) if trace.has_gpu else None
+    if compiled is not None:
+        views["compiled"] = compiled
     if not no_source:
         withheld: list[str] = []
         roots = source_roots(run_ctx, extra_roots)

@@ -15,7 +15,7 @@ from advisor.derive.sources import withheld_note
 from advisor.findings import Finding
 from advisor.output.charts import fmt_ms, savings_chart, steps_chart, util_chart
 from advisor.output.rankmap import HEATMAP_ABOVE, notable_ranks, rank_heatmap
-from advisor.output.tables import kernel_rows, op_rows
+from advisor.output.tables import compiled_rows, kernel_limits_known, kernel_rows, op_rows
 from advisor.report import Report
 
 MAX_EVIDENCE = 8
@@ -490,6 +490,8 @@ def build_viewmodel(
     return {
         "header": _header(report, generated_at),
         "top_kernels": kernel_rows(views),
+        "top_kernels_limit": kernel_limits_known(views),
+        "compiled": compiled_rows(views),
         "top_ops": op_rows(views),
         "top_ops_gpu": any(
             r.get("gpu_ms") is not None for r in views.get("ops") or () if isinstance(r, dict)
