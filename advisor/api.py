@@ -207,19 +207,23 @@ def analyze(
     no_source: bool = False,
     jobs: int | None = None,
     scheduler: str | None = None,
+    device: str | None = None,
 ) -> Report:
     """Analyze a trace, a run folder or a folder of per-rank traces, as ``advisor analyze``.
 
     ``only``/``skip``: finding ids; ``thresholds``: overrides (``advisor analyze
     --list-thresholds`` lists the keys); ``jobs``/``scheduler``: workers for per-rank traces
-    (see docs/multirank.md). Raises :class:`advisor.errors.AdvisorError` for unreadable input.
+    (see docs/multirank.md); ``device``: the GPU the trace ran on (as ``--device``). Raises
+    :class:`advisor.errors.AdvisorError` for unreadable input.
     """
     from advisor.analysis.pipeline import analyze_path, options_from_cli
     from advisor.trace import find_traces
     from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
     sets = [f"{k}={v}" for k, v in (thresholds or {}).items()]
-    opts = options_from_cli(list(only), list(skip), sets, False, no_source, DEFAULT_MAX_TRACE_BYTES)
+    opts = options_from_cli(
+        list(only), list(skip), sets, False, no_source, DEFAULT_MAX_TRACE_BYTES, (), device
+    )
     p = Path(path)
     files = find_traces(p)
     if len(files) == 1:

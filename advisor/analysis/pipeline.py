@@ -34,6 +34,9 @@ from advisor.report import Errored, Report, Skipped
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NAME
 from advisor.trace import Trace, load_trace
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
+from advisor.trace.gpus import GPUS, match_name
+from advisor.trace.identity import with_device
+from advisor.trace.model import Device
 
 if TYPE_CHECKING:
     from advisor.output.annotate_stream import AheadCopy
@@ -49,9 +52,16 @@ class Options:
     no_source: bool = False
     source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+    device: str | None = None  # --device: the GPU the trace ran on, whatever it says
 
     def validate(self) -> None:
         Thresholds(self.overrides).validate()
+        if self.device and match_name(self.device) is None:
+            raise AdvisorError(
+                f"--device: unknown GPU {self.device!r} (known: "
+                + ", ".join(g.name for g in GPUS)
+                + ")"
+            )
         known = {d.id for d in all_detectors()}
         for flag, ids in (("--only", self.only), ("--skip", self.skip)):
             bad = sorted(i for i in ids if i not in known)
@@ -63,9 +73,12 @@ def split_ids(values: list[str]) -> frozenset[str]:
     return frozenset(v.strip() for item in values for v in item.split(",") if v.strip())
 
 
-def options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes, source_roots=()):  # type: ignore[no-untyped-def]
+def options_from_cli(
+    only, skip, set_, debug, no_source, max_trace_bytes, source_roots=(), device=None
+):  # type: ignore[no-untyped-def]
     """:class:`Options` from the strings the user typed (``--only a,b --set k=v``), validated."""
     opts = Options(
+        device=device or None,
         only=split_ids(only),
         skip=split_ids(skip),
         overrides=parse_overrides(set_),
@@ -121,7 +134,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
         "trace": str(trace.path),
         "torch": rc.get("torch"),
         "cuda": rc.get("cuda"),
-        "device": rdev.get("name") or (dev.name if dev else None),
+        **_device_fields(dev, rdev),
         "compute_capability": cc,
         "steps_profiled": int(len(trace.steps)),
         "steps_synthetic": bool(trace.meta.synthetic_steps),
@@ -136,6 +149,14 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
         "events_skipped": int(trace.meta.skipped_events),
         "trace_quality": [i.to_dict() for i in trace_quality(trace)],
     }
+
+
+def _device_fields(dev: Device | None, rdev: dict[str, Any]) -> dict[str, Any]:
+    """device and device_source: the name ``--device`` gave, else the one run.json recorded
+    (``advisor profile`` asked torch), else the trace's (listed or inferred)."""
+    if rdev.get("name") and not (dev is not None and dev.source == "--device"):
+        return {"device": rdev["name"], "device_source": "run.json"}
+    return {"device": dev.name if dev else None, "device_source": dev.source if dev else None}
 
 
 # findings whose figures rest on the GPU timeline: a trace missing part of it lowers them
@@ -195,7 +216,8 @@ def analyze_trace(
     th = Thresholds(opts.overrides)
     all_detectors()  # detectors declare their thresholds when imported
     th.validate()
-    trace = steady_trace(trace)  # the one switch: every per-step figure reads steady steps
+    trace = steady_trace(with_device(trace, opts.device))  # the one switch: every per-step
+    # figure reads steady steps (of the GPU the user names, if any)
     step_ms = trace.median_step_ms()
     ctx = Context(
         run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace

@@ -34,6 +34,8 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
             "total_memory_bytes": d.total_memory_bytes,
             "num_sms": d.num_sms,
             "vendor": d.vendor,
+            "arch": d.arch,
+            "source": d.source,
             "used": d.id in used,
         }
         for d in meta.devices

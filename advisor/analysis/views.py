@@ -172,7 +172,7 @@ def _recorded_at(trace: Trace, run_ctx: dict[str, Any] | None) -> str | None:
 def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     dev = trace.device(main_device(trace))
     rdev = (run_ctx or {}).get("device")
-    rdev = rdev if isinstance(rdev, dict) else {}
+    rdev = rdev if isinstance(rdev, dict) and not (dev and dev.source == "--device") else {}
     total = rdev.get("total_memory_bytes") or (dev.total_memory_bytes if dev else None)
     return {
         "name": rdev.get("name") or (dev.name if dev else None),
@@ -180,6 +180,7 @@ def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
         "total_memory_bytes": int(total) if isinstance(total, int | float) else None,
         "peak_memory_bytes": _peak_memory(trace, run_ctx),
         "count": len(trace.meta.devices),
+        "source": "run.json" if rdev.get("name") else (dev.source if dev else None),
     }
 
 

@@ -70,6 +70,13 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Refuse traces larger than this decompressed (guards against gzip bombs).",
         ),
+        device: str = typer.Option(
+            None,
+            "--device",
+            metavar="GPU",
+            help="The GPU the trace ran on (H100, A100-80GB, MI300X...), over what the trace "
+            "says or what its kernel names suggest.",
+        ),
         jobs: int = typer.Option(
             0, "--jobs", "-j", help="Worker processes for per-rank traces (0: automatic)."
         ),
@@ -102,7 +109,7 @@ def register(app: typer.Typer) -> None:
             from advisor.analysis.pipeline import options_from_cli  # pandas: after the fork
 
             opts = options_from_cli(
-                only, skip, set_, debug, no_source, max_trace_bytes, source_root
+                only, skip, set_, debug, no_source, max_trace_bytes, source_root, device
             )
             report, written = _analyze(files, path, target, opts, force, jobs, scheduler, pre)
         finally:

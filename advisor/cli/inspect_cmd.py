@@ -32,11 +32,19 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Refuse traces larger than this decompressed (guards against gzip bombs).",
         ),
+        device: str = typer.Option(
+            None,
+            "--device",
+            metavar="GPU",
+            help="The GPU the trace ran on (H100, A100-80GB, MI300X...), over what the trace "
+            "says or what its kernel names suggest.",
+        ),
     ) -> None:
         """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""
         import orjson
 
         from advisor.trace import find_traces, load_trace, prefetch
+        from advisor.trace.identity import with_device
 
         files = find_traces(path)
         # each trace decodes in a child process while this one imports pandas or summarizes the
@@ -47,7 +55,7 @@ def register(app: typer.Typer) -> None:
             from advisor.analysis.summary import inspect_trace
 
             for i, f in enumerate(files):
-                trace = load_trace(f, max_trace_bytes, pre)
+                trace = with_device(load_trace(f, max_trace_bytes, pre), device)
                 pre = prefetch.start(files[i + 1], max_trace_bytes) if i + 1 < len(files) else None
                 results.append(inspect_trace(trace, top))
                 del trace
@@ -84,8 +92,11 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
                 if d["compute_capability"]
                 else ""
             )
+            mem = d["total_memory_bytes"]
             con.print(
-                f"device {p(d['id'])}: {p(d['name'])}{cc}, {_fmt_bytes(d['total_memory_bytes'])}"
+                f"device {p(d['id'])}: {p(d['name'])}{cc}"
+                + (f", {_fmt_bytes(mem)}" if mem else "")
+                + f"  ({p(d['source'])})"
             )
     s = r["steps"]
     con.print(

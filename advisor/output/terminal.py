@@ -77,10 +77,31 @@ def _where(f: Finding) -> str:
     return printable(f"{Path(loc.file).name}:{loc.line}") + start
 
 
+def device_label(run: dict[str, Any]) -> str:
+    """The device as the header names it: inferred ones say so; a trace with GPU activity but
+    no named device is never called CPU-only."""
+    name = run.get("device")
+    if name:
+        how = str(run.get("device_source") or "")
+        return f"{name} (inferred)" if how.startswith("inferred") else str(name)
+    return (
+        "unknown GPU" if run.get("gpu_busy_pct") is not None else "no GPU activity (CPU-only trace)"
+    )
+
+
+def quality_notes(run: dict[str, Any]) -> list[str]:
+    """Every trace-quality note the report shows, one line each (what the trace is missing)."""
+    return [
+        f"trace quality: {q.get('what')}"
+        for q in run.get("trace_quality") or ()
+        if isinstance(q, dict) and q.get("what")
+    ]
+
+
 def headline(report: Report) -> str:
     run = report.run
     dev = report.views.get("device") or {}
-    parts = [printable(run.get("device") or "no GPU activity (CPU-only trace)")]
+    parts = [printable(device_label(run))]
     steps = run.get("steps_profiled")
     parts.append(
         f"{steps} step{'s' if steps != 1 else ''}"
@@ -144,6 +165,8 @@ def print_summary(
                 style="yellow",
             )
         )
+    for note in quality_notes(run):
+        con.print(Text(printable(note), style="yellow"))
     con.print()
     if report.findings:
         con.print(findings_table(report.findings, top, tty))

@@ -283,6 +283,9 @@ def _notes(report: Report) -> list[dict[str, str]]:
                 "what was captured before that.",
             }
         )
+    how = str(run.get("device_source") or "")
+    if how and how not in ("deviceProperties", "run.json"):
+        notes.append({"level": "info", "text": f"Device {run.get('device')}: {how}."})
     if run.get("gpu_busy_pct") is None:
         notes.append(
             {
@@ -383,7 +386,7 @@ def _header(report: Report, generated_at: str) -> dict[str, Any]:
         "generated_at": generated_at,
         "device": " · ".join(p for p in dev_parts if p)
         if dev_parts[0]
-        else "no GPU (CPU-only trace)",
+        else ("unknown GPU" if run.get("gpu_busy_pct") is not None else "no GPU (CPU-only trace)"),
         "versions": " · ".join(v for v in versions if v) or None,
         "rank": None
         if run.get("rank") is None

@@ -16,9 +16,12 @@ import pandas as pd
 
 from advisor.trace.columns import Columns
 from advisor.trace.gpus import arch_of
+from advisor.trace.identity import identify
 from advisor.trace.links import (
     assign_steps,
     call_sites,
+    external_launches,
+    flow_launches,
     gpu_steps,
     is_comm,
     is_user_file,
@@ -132,9 +135,9 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     cpu_ops["depth"] = depth
     cpu_ops["parent_idx"] = parent
     runtime["op_idx"] = op_index(runtime, cpu_ops, depth)
-    rt_corr, rt_steps = runtime["correlation"].to_numpy(), runtime["step"].to_numpy()
+    kernels["launch_idx"], memcpy["launch_idx"] = _launches(runtime, kernels, memcpy, col, origin)
+    rt_steps = runtime["step"].to_numpy()
     for df in (kernels, memcpy):
-        df["launch_idx"] = launch_index(df["correlation"].to_numpy(), rt_corr)
         df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps, steps)
     kernels["is_comm"] = is_comm(kernels["name"].array)
     argkind = memcpy.pop("argkind").to_numpy()
@@ -147,7 +150,11 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         python[k] = v
 
     header = dec.header
-    devices = _devices(header)
+    devices = identify(
+        _devices(header),
+        (str(c) for c in kernels["name"].array.categories),
+        kernels["device"].to_numpy(),
+    )
     dist = header.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else None
     rank = dist.get("rank") if dist else None
@@ -172,6 +179,48 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         platform=_platform(runtime, kernels, memcpy, devices),
     )
     return Trace(meta, kernels, memcpy, runtime, cpu_ops, python, ann, syncs, memory, steps)
+
+
+def _launches(
+    rt: pd.DataFrame, ker: pd.DataFrame, mem: pd.DataFrame, col: Columns, origin: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The runtime row that launched each kernel and copy: by correlation id, else through a
+    flow event joining the two, else by the External id both carry (see :mod:`.links`)."""
+    rt_corr = rt["correlation"].to_numpy()
+    parts = [launch_index(df["correlation"].to_numpy(), rt_corr) for df in (ker, mem)]
+    li = np.concatenate(parts)
+    if (li < 0).any() and len(rt):
+        gpu = (ker, mem)
+        ts = np.concatenate([df["ts_ns"].to_numpy() for df in gpu])
+        corr = np.concatenate([df["correlation"].to_numpy() for df in gpu])
+        flows = col.concat("flows")
+        if len(flows.get("ts", ())):
+            flows["ts"] = _ns(flows["ts"], origin)
+            by_flow = flow_launches(
+                flows,
+                rt,
+                ts,
+                np.concatenate([df["end_ns"].to_numpy() for df in gpu]),
+                np.concatenate([df["device"].to_numpy() for df in gpu]),
+            )
+            li = np.where(li < 0, _agree(by_flow, corr, rt_corr), li)
+        if (li < 0).any():
+            taken = np.zeros(len(rt), dtype=bool)
+            taken[li[li >= 0]] = True
+            ext = np.concatenate([df["external_id"].to_numpy() for df in gpu])
+            copy = np.arange(len(li)) >= len(ker)
+            by_ext = external_launches(np.where(li < 0, ext, -1), ts, copy, rt, taken)
+            li = np.where(li < 0, _agree(by_ext, corr, rt_corr), li)
+    return li[: len(ker)], li[len(ker) :]
+
+
+def _agree(found: np.ndarray, corr: np.ndarray, rt_corr: np.ndarray) -> np.ndarray:
+    """``found`` where the correlation ids do not disagree: a flow or External id never pairs
+    GPU work with a call whose correlation id is another (the launching call was not
+    recorded, and a flow's start lies inside a later call)."""
+    rc = rt_corr[np.clip(found, 0, None)]
+    ok = (found >= 0) & ((corr < 0) | (rc < 0) | (rc == corr))
+    return np.where(ok, found, -1)
 
 
 def _frame(
