@@ -44,11 +44,11 @@ register(
     "the least time any kernel call is expected to take, added to the roofline (us)",
 )
 
-ATTN_CLAIM = "attention-materialized"
-FP32_CLAIM = "fp32-matmul"
+# the findings that claim kernels modelled here instead of kernel-efficiency
+CLAIMS = ("", "attention-materialized", "fp32-matmul")
 CLAIM_TEXT = {
-    ATTN_CLAIM: "attention scores materialized: see attention-materialized",
-    FP32_CLAIM: "FP32 on CUDA cores where a faster dtype would do: see fp32-matmul",
+    "attention-materialized": "attention scores materialized: see attention-materialized",
+    "fp32-matmul": "FP32 on CUDA cores where a faster dtype would do: see fp32-matmul",
 }
 
 
@@ -105,13 +105,15 @@ def _analysis(trace: Trace, th: Thresholds) -> Analysis | None:
     ops = trace.cpu_ops
     opn = op_names(trace)
     dims_col, types_col = ops["input_dims"].to_numpy(), ops["input_types"].to_numpy()
-    knames = trace.kernels["name"].astype(str).to_numpy()
+    kcodes = trace.kernels["name"].cat.codes.to_numpy().astype(np.int64)
+    kcats = [str(c) for c in trace.kernels["name"].cat.categories]
     kdur = trace.kernels["dur_ns"].to_numpy()
     calls = kern.groupby("op", sort=False).agg(
         ns=("ns", "sum"), tc=("tc", "any"), claim=("claim", "max")
     )
     rows = []
-    for op, ns, tc, claim in calls.itertuples():
+    for op, ns, tc, code in calls.itertuples():
+        claim = CLAIMS[int(code)]
         name, dims, dtype = opn[op], dims_col[op], op_dtype(types_col[op])
         out = None
         if name in CONV_FWD and isinstance(dims, list | tuple) and len(dims) >= 2:
@@ -126,7 +128,10 @@ def _analysis(trace: Trace, th: Thresholds) -> Analysis | None:
         return Analysis(peak, units, ())
     cols = ["op", "name", "shape", "dtype", "tc", "ns", "work", "claim"]
     df = pd.DataFrame(rows, columns=cols)
-    krow_of_op = kern.groupby("op")["row"].apply(lambda s: s.to_numpy(np.int64))
+    kop, krow = kern["op"].to_numpy(np.int64), kern["row"].to_numpy(np.int64)
+    order = np.argsort(kop, kind="stable")
+    uniq, first = np.unique(kop[order], return_index=True)
+    krow_of_op = dict(zip(uniq.tolist(), np.split(krow[order], first[1:]), strict=True))
     out_classes = []
     floor_ns = th["kernel_efficiency.floor_us"] * 1e3
     for (name, shape, dtype, tc, claim), g in df.groupby(
@@ -137,8 +142,8 @@ def _analysis(trace: Trace, th: Thresholds) -> Analysis | None:
         bw = peak.mem_gbs * 1e9
         one = max(w.flops / pf if w.flops else 0.0, w.nbytes / bw) * 1e9
         krows = np.concatenate([krow_of_op[o] for o in g["op"]])
-        by_name = pd.Series(kdur[krows]).groupby(knames[krows]).sum()
-        kname = str(by_name.idxmax())
+        per_name = np.bincount(kcodes[krows], weights=kdur[krows])
+        kname = kcats[int(np.argmax(per_name))]
         kc = KernelClass(
             op=int(g["op"].iat[0]),
             name=str(name),
@@ -168,21 +173,22 @@ def _analysis(trace: Trace, th: Thresholds) -> Analysis | None:
 
 def _op_kernels(trace: Trace, th: Thresholds) -> pd.DataFrame:
     """The kernels of the ops modelled here: columns op (cpu_ops row), row (in
-    ``trace.kernels``), ns, tc (ran on Tensor Cores), claim (the finding that claims them
-    instead: ``attention-materialized`` for a materialized attention's kernels, ``fp32-matmul``
-    for FP32 matmuls on the CUDA cores of a GPU with Tensor Cores; "" otherwise). Kernels
+    ``trace.kernels``), ns, tc (ran on Tensor Cores), claim (index into CLAIMS of the finding
+    that claims them instead: ``attention-materialized`` for a materialized attention's
+    kernels, ``fp32-matmul`` for FP32 matmuls on the CUDA cores of a GPU with Tensor Cores; 0:
+    none). Kernels
     outside the steps and collectives are left out."""
     k = trace.kernels
     ksel = (k["step"] >= 0).to_numpy() & ~k["is_comm"].to_numpy(dtype=bool)
-    claim = np.full(len(k), "", dtype=object)
-    claim[claimed_kernels(trace, int(th["attention_materialized.min_seq"]))] = ATTN_CLAIM
+    claim = np.zeros(len(k), dtype=np.int8)  # an index into CLAIMS
+    claim[claimed_kernels(trace, int(th["attention_materialized.min_seq"]))] = 1
     all_mk = matmul_kernels(trace)
     mk = all_mk[(all_mk["op"] >= 0).to_numpy() & ksel[all_mk["row"].to_numpy(np.int64)]]
     cc, _ = arch_cc(trace)
     mrows = mk["row"].to_numpy(np.int64)
     if trace.meta.platform != "rocm" and cc is not None and cc >= (7, 0):
         fp32 = mk["fp32"].to_numpy(dtype=bool)
-        claim[mrows[fp32 & (claim[mrows] == "")]] = FP32_CLAIM
+        claim[mrows[fp32 & (claim[mrows] == 0)]] = 2
     parts = [
         pd.DataFrame(
             {
@@ -240,25 +246,24 @@ def _shape(dims: Any) -> str:
 class RowFigures:
     """Per row of ``trace.kernels``: the fraction of the device's limit its kernel class
     reaches (NaN: not modelled), whether that class is compute- or memory-bound, the key and
-    text of its lead cause ("" when none)."""
+    text of its lead cause ("" when none; object arrays)."""
 
     fraction: np.ndarray
-    bound: list[str]
-    cause_key: list[str]
-    cause_text: list[str]
+    bound: np.ndarray
+    cause_key: np.ndarray
+    cause_text: np.ndarray
 
 
 def row_figures(an: Analysis | None, n_kernels: int) -> RowFigures:
     """:class:`RowFigures` of the classes in ``an`` (all unknown when ``an`` is None; the
     fraction is unknown where it would exceed the limit)."""
     frac = np.full(n_kernels, np.nan)
-    bound, key, text = [""] * n_kernels, [""] * n_kernels, [""] * n_kernels
+    bound, key, text = (np.full(n_kernels, "", dtype=object) for _ in range(3))
     for kc in an.classes if an is not None else ():
         # above the limit, the work count overstates what the kernel did (Winograd and FFT
         # convolutions multiply less): no figure rather than a wrong one
         frac[kc.rows] = kc.fraction if kc.fraction <= 1.0 else np.nan
-        for r in kc.rows.tolist():
-            bound[r] = kc.bound
-            if kc.causes:
-                key[r], text[r] = kc.causes[0].key, kc.causes[0].text
+        bound[kc.rows] = kc.bound
+        if kc.causes:
+            key[kc.rows], text[kc.rows] = kc.causes[0].key, kc.causes[0].text
     return RowFigures(frac, bound, key, text)

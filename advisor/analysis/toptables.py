@@ -137,8 +137,7 @@ def _limit_figures(
         return {}
     rf = row_figures(an, len(trace.kernels))
     f = rf.fraction[rows]
-    bound = np.array([rf.bound[int(r)] for r in rows], dtype=object)
-    text = np.array([rf.cause_text[int(r)] for r in rows], dtype=object)
+    bound, text = rf.bound[rows], rf.cause_text[rows]
     modelled = bound != ""
     out: dict[int, dict[str, Any]] = {}
     for code in np.unique(key[modelled]):
