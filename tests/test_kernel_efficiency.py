@@ -228,6 +228,14 @@ def test_fp32_on_cuda_cores_is_left_to_fp32_matmul() -> None:
     assert "see fp32-matmul" in k["cause"] and k["limit_pct"] is not None
 
 
+def test_fp32_convolutions_of_the_v100_sample_are_fp32_matmul_s() -> None:
+    rep = analyze_trace(load_trace(SAMPLES / "resnet50_v100.kineto.json.gz"), None)
+    assert "fp32-matmul" in {f.id for f in rep.findings}
+    assert ID not in {f.id for f in rep.findings}
+    fp32 = [k for k in rep.views["kernels"] if "see fp32-matmul" in (k["cause"] or "")]
+    assert fp32 and all(k["bound"] == "compute" for k in fp32)
+
+
 def test_missing_data_is_never_claimed() -> None:
     rep = analyze_trace(
         _trace("aten::mm", [[4096, 4096], [4096, 4096]], GEMM, 1000, shapes=False), None, ONLY

@@ -7,7 +7,7 @@ innermost of an Inductor graph call (the ``## Call CompiledFxGraph <hash> ##`` a
 Dynamo frame (``Torch-Compiled Region: <frame>/<compile>``), or AOTAutograd's
 ``CompiledFunction`` / ``CompiledFunctionBackward``. Kernels outside any are "eager".
 
-Per region: calls, GPU time and share of all kernel time in the steps, and that time by kind
+Per region: calls (None for the eager row), GPU time and share of all kernel time in the steps, and that time by kind
 (:func:`advisor.detectors._kernelname.parse`): GEMMs (by library), attention (by backend),
 convolutions, Triton pointwise / reduction / persistent reduction / template kernels, ATen
 elementwise and reduction kernels, other. ``gemms`` lists each GEMM kernel per region with its
@@ -138,7 +138,7 @@ def compiled_view(trace: Trace, an: Analysis | None) -> dict[str, Any] | None:
         regions.append(
             {
                 "region": str(lab),
-                "calls": int(calls.get(str(lab).split(" › ")[-1], 0)),
+                "calls": None if lab == EAGER else int(calls.get(str(lab).split(" › ")[-1], 0)),
                 "gpu_ms": round(float(g["ns"].sum()) / 1e6, 3),
                 "share_pct": round(100.0 * float(g["ns"].sum()) / total, 2) if total else 0.0,
                 "kernels": int(len(g)),

@@ -70,7 +70,7 @@ def compiled_rows(views: dict[str, Any]) -> dict[str, Any] | None:
         regions.append(
             {
                 "region": str(r.get("region", "")),
-                "calls": f"{int(r.get('calls') or 0):,}",
+                "calls": f"{int(r['calls']):,}" if isinstance(r.get("calls"), int) else "",
                 "gpu": fmt_ms(float(r.get("gpu_ms") or 0.0)),
                 "gpu_sort": float(r.get("gpu_ms") or 0.0),
                 "share": f"{float(r.get('share_pct') or 0.0):.1f}%",
