@@ -7,6 +7,8 @@
   span are *affected spans*: busy %, gpu-idle's split and overlap are computed outside them.
 - **Dropped events.** Events the loader skipped (missing or wrong-typed fields, negative
   durations), and launch calls whose GPU work is not in the trace (flows with no target).
+- **Events that outlive the recording** (:mod:`advisor.trace.window`): host ranges cut at the
+  recording's end, or left out when they start after it.
 - **GPU activity before its launch** (by more than ``EARLY_TOL_NS``): the GPU's and the host's
   clocks disagree.
 
@@ -42,7 +44,7 @@ COMPLETE = (
 class Issue:
     what: str
     effect: str
-    kind: str  # "graph", "dropped", "lost-launch", "clock"
+    kind: str  # "graph", "dropped", "window", "lost-launch", "clock"
     span_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -79,6 +81,9 @@ def _issues(trace: Trace) -> list[Issue]:
                 "dropped",
             )
         )
+    late = _outlived(trace)
+    if late is not None:
+        out.append(late)
     lost = _lost_launches(trace)
     if lost is not None:
         out.append(lost)
@@ -129,6 +134,30 @@ def _graph_replays(trace: Trace) -> Issue | None:
         "graph",
         ss,
         se,
+    )
+
+
+def _outlived(trace: Trace) -> Issue | None:
+    w = trace.meta.window
+    if not w.clipped and not w.dropped or w.end_ns is None:
+        return None
+    parts = []
+    if w.clipped:
+        parts.append(f"{w.clipped:,} ran past it and were cut there")
+    if w.dropped:
+        parts.append(f"{w.dropped:,} start after it and were left out")
+    longest = ""
+    if w.overruns:
+        name, ts, end = w.overruns[0]
+        longest = f"; the longest, {name}, ran {(end - w.end_ns) / 1e6:,.1f} ms past it"
+    return Issue(
+        f"{w.clipped + w.dropped:,} host events outlive the recording window (it ends at "
+        f"{w.end_ns / 1e6:,.3f} ms, {w.source}; they reach {w.latest_ns / 1e6:,.1f} ms): "
+        + " and ".join(parts)
+        + longest
+        + ".",
+        "The trace did not record that time: steps and figures end with the recording.",
+        "window",
     )
 
 

@@ -33,6 +33,7 @@ from advisor.trace.links import (
     python_frames,
 )
 from advisor.trace.model import Device, Trace, TraceMeta
+from advisor.trace.window import clip
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _I64 = np.int64
@@ -124,9 +125,10 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     origin = col.tmin if col.tmin != np.inf else 0.0
     names = col.name_list()
     t = {name: _frame(col.concat(name), name, origin, names) for name in SCHEMA}
+    window = clip(t, col.span_end, col.window_end, origin)
     cpu_ops, ann, python, runtime = t["cpu_ops"], t["annotations"], t["python"], t["runtime"]
     kernels, memcpy, syncs, memory = t["kernels"], t["memcpy"], t["syncs"], t["memory"]
-    steps, synthetic = _steps(ann, cpu_ops, origin, col.tmax)
+    steps, synthetic = _steps(ann, cpu_ops, _last_end(t))
     for df in (cpu_ops, ann, python, runtime, syncs, memory):
         df["step"] = assign_steps(df["ts_ns"].to_numpy(), steps)
     depth, parent = nest_ops(
@@ -177,6 +179,7 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         profiler_ranges=col.ranges,
         raw_bytes=dec.raw_bytes,
         platform=_platform(runtime, kernels, memcpy, devices),
+        window=window,
     )
     return Trace(meta, kernels, memcpy, runtime, cpu_ops, python, ann, syncs, memory, steps)
 
@@ -278,9 +281,13 @@ def _whole(v: np.ndarray, fill: float | None) -> np.ndarray:
     return v.astype(np.int64) if whole else v
 
 
-def _steps(
-    ann: pd.DataFrame, ops: pd.DataFrame, origin: float, tmax: float
-) -> tuple[pd.DataFrame, bool]:
+def _last_end(tables: dict[str, pd.DataFrame]) -> int:
+    """The end of the last event of any table (0 for an empty trace)."""
+    ends = [int(df["end_ns"].max()) for n, df in tables.items() if len(df) and n != "memory"]
+    return max(ends, default=0)
+
+
+def _steps(ann: pd.DataFrame, ops: pd.DataFrame, last_ns: int) -> tuple[pd.DataFrame, bool]:
     rows = []
     for df in (ann, ops):
         if not len(df):
@@ -305,8 +312,7 @@ def _steps(
         st = st.sort_values("ts_ns").reset_index(drop=True)
         synthetic = False
     else:
-        span = max(0, int(round((tmax - origin) * 1000.0))) if tmax != -np.inf else 0
-        st = pd.DataFrame({"step": [0], "ts_ns": [0], "dur_ns": [span]})
+        st = pd.DataFrame({"step": [0], "ts_ns": [0], "dur_ns": [max(0, last_ns)]})
         synthetic = True
     st = st.astype({"step": np.int64, "ts_ns": np.int64, "dur_ns": np.int64})
     st["end_ns"] = st["ts_ns"] + st["dur_ns"]

@@ -56,6 +56,20 @@ class Device:
 
 
 @dataclass(frozen=True)
+class Window:
+    """The recording window and the events that outlived it (:mod:`advisor.trace.window`)."""
+
+    end_ns: int | None = None  # where the recording ends (rebased); None when unknown
+    source: str = ""  # what says so: "profiler span", "Record Window End", "last activity"
+    clipped: int = 0  # events that ran past the end: cut there
+    dropped: int = 0  # events that start after the end: left out
+    latest_ns: int = 0  # the latest end one of them had
+    # the longest ranges cut (annotations and ops, not Python frames): (name, ts_ns, end_ns as
+    # the trace wrote it), longest first
+    overruns: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class TraceMeta:
     path: str
     origin_us: float  # original timestamp (us) of ts_ns == 0, to point users back into the file
@@ -73,6 +87,7 @@ class TraceMeta:
     profiler_ranges: int = 0  # CUPTI range-profiler events (no kernel timeline)
     raw_bytes: int = 0
     platform: str = "cuda"  # "cuda", "rocm", "cpu", "other"
+    window: Window = field(default_factory=Window)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""The recording window: host ranges that outlive it are cut at its end or left out, and say so."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.derive.quality import trace_quality
+from advisor.trace import load_trace
+from tests.conftest import shared_trace
+from tests.tracebuilder import TraceBuilder
+
+
+def _span(b: TraceBuilder, dur: float) -> None:
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": "PyTorch Profiler (0)",
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": b.base,
+            "dur": dur,
+            "args": {"Op count": 0},
+        }
+    )
+
+
+def test_python_frames_past_the_recording_are_cut_or_left_out() -> None:
+    b = TraceBuilder(cc=(9, 0), gpu_name="NVIDIA H100 80GB HBM3")
+    _span(b, 2500)
+    main = b.frame("bench.py", 10, "main", 0, 650_000)  # closed when the trace was written
+    op = b.op("aten::add", 100, 50)
+    b.launch(op, "cudaLaunchKernel", 110, 5, kernel="k", gpu_ts=200, gpu_dur=1000)
+    b.frame("torch/profiler/profiler.py", 831, "__exit__", 640_000, 60, parent=main)
+    t = b.load()
+    assert t.steps["dur_ns"].iloc[0] == 2_500_000  # the recording, not the frames' 650 ms
+    assert t.python["end_ns"].max() == 2_500_000 and len(t.python) == 1
+    w = t.meta.window
+    assert (w.clipped, w.dropped, w.source) == (1, 1, "profiler span")
+    q = [i for i in trace_quality(t) if i.kind == "window"]
+    assert q and "2 host events outlive the recording window" in q[0].what
+
+
+def test_ranges_closing_with_the_work_are_left_alone() -> None:
+    b = TraceBuilder(cc=(9, 0), gpu_name="NVIDIA H100 80GB HBM3")
+    b.annotation("execute_model", 0, 1300)  # ends 0.1 ms after the last op: no window event
+    op = b.op("aten::add", 100, 1100)
+    b.launch(op, "cudaLaunchKernel", 110, 5, kernel="k", gpu_ts=200, gpu_dur=1000)
+    t = b.load()
+    assert t.meta.window.source == "last activity" and not t.meta.window.clipped
+    assert not [i for i in trace_quality(t) if i.kind == "window"]
+
+
+@pytest.mark.shared
+def test_shared_python_tracer_frames_run_to_659_ms() -> None:
+    t = load_trace(shared_trace("tracelens/microbench/sdpa_03_short_seq_overhead.json.gz"))
+    assert t.median_step_ms() < 3.0  # 658.96 ms before
+    assert t.meta.window.latest_ns > 650e6 and t.meta.window.dropped > 0
+
+
+@pytest.mark.shared
+def test_shared_step_marker_past_the_recording() -> None:
+    t = load_trace(shared_trace("hta/triton_example/triton_example.json.gz"))
+    assert t.median_step_ms() < 2.0  # the marker runs 13.3 s past a 1.7 ms recording
+    name, _, end = t.meta.window.overruns[0]
+    assert name == "ProfilerStep#1" and end > 13e9
