@@ -215,9 +215,10 @@ def _memory(kc: KernelClass, gap: float, peak: GpuSpec) -> Cause | None:
             else "memory-bound"
         )
         return Cause("memory", f"{what}: {rate}", gap)
+    what = "memory-bound" if kc.work.kind == "attention" else "memory-bound (tall-skinny or small)"
     return Cause(
         "memory",
-        f"memory-bound (tall-skinny or small): {kc.work.intensity:.0f} FLOP/byte, under the "
+        f"{what}: {kc.work.intensity:.0f} FLOP/byte, under the "
         f"{kc.ridge:.0f} the {peak.name} needs to be compute-bound; {rate}",
         gap,
     )
@@ -226,10 +227,11 @@ def _memory(kc: KernelClass, gap: float, peak: GpuSpec) -> Cause | None:
 def _backend(kc: KernelClass, gap: float, peak: GpuSpec) -> Cause | None:
     if kc.work.kind != "attention":
         return None
+    limit = f"{kc.dtype} peak" if kc.bound == "compute" and kc.dtype else f"{kc.bound} limit"
     return Cause(
         "backend",
         f"slow attention backend: {_who(kc)} reaches {kc.fraction:.0%} of the {peak.name}'s "
-        f"{kc.dtype or ''} peak on this shape",
+        f"{limit} on this shape",
         gap,
     )
 

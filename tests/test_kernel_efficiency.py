@@ -315,6 +315,21 @@ def test_gemm_02_unaligned_dims() -> None:
 
 
 @pytest.mark.shared
+def test_sdpa_03_short_sequences() -> None:
+    # the step is the recording's 2.47 ms (Python frames ran on to 659 ms: shapes' window)
+    rep = analyze_trace(
+        load_trace(shared_trace(MICRO + "sdpa_03_short_seq_overhead.json.gz")), None
+    )
+    (f,) = [f for f in rep.findings if f.id == ID]
+    assert f.title.startswith("Too little work per call: launch and setup dominate")
+    assert "[16x32x128x128 16x32x128x128 16x32x128x128] bfloat16 reaches 12% of the MI300X's " in (
+        f.summary
+    )
+    assert "short sequence: 128 keys, 2 block(s) of 64 per query tile" in f.summary
+    assert f.est_savings_ms > 0.2 * rep.run["step_ms_median"] and f.severity == "high"
+
+
+@pytest.mark.shared
 def test_elem_01_add_below_bandwidth() -> None:
     rep, top = _top(MICRO + "elem_01_add_poor_bw.json.gz")
     assert top.id == ID and top.title == "Memory-bound kernels far below the memory bandwidth"
