@@ -30,6 +30,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
 TOP = 15
+PER_RANK = frozenset({"limit_pct", "bound", "cause"})
 
 
 def _ms(ns: float) -> float:
@@ -213,10 +214,13 @@ def merge_tables(tables: list[list[dict[str, Any]]], top: int = TOP) -> list[dic
     """The top table of several ranks: counts and times summed per name over the ranks' own
     top tables (a name outside a rank's top ``TOP`` adds nothing for that rank), the mean and
     the share recomputed (share: of the summed totals of all rows seen), the other columns
-    (op, source, self and GPU time summed) from the ranks that have them."""
+    (op, source, self and GPU time summed) from the ranks that have them; the kernels'
+    efficiency figures (a rank's own) are None."""
     acc: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
     for rows in tables:
         for r in rows:
+            seen.update(r)
             a = acc.setdefault(
                 str(r.get("name")), {"name": str(r.get("name")), "count": 0, "total_ms": 0.0}
             )
@@ -238,4 +242,6 @@ def merge_tables(tables: list[list[dict[str, Any]]], top: int = TOP) -> list[dic
                 a[key] = round(a[key], 3)
         a.setdefault("op", None)
         a.setdefault("source", None)
+        for key in PER_RANK & seen:  # efficiency figures are per rank: not merged
+            a[key] = None
     return rows_out
