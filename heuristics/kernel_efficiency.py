@@ -89,6 +89,7 @@ from advisor.trace.model import Trace
 
 from ._causes import Cause
 from ._efficiency import Analysis, KernelClass, analysis
+from ._kernelname import short
 from ._per_step import fmt_ms, n_steps
 from ._remedies import ADVICE, SNIPPETS, TITLES
 
@@ -233,8 +234,8 @@ def _evidence(
             Evidence(
                 f"{kc.name} [{kc.shape}] {_mode(kc, an)}: {_rate(kc)} = {kc.fraction:.0%} of "
                 f"its {kc.bound} limit; {'; '.join(c.text for c in causes)}; saves "
-                f"{fmt_ms(save / 1e6 / steps)} per step (kernels: {kc.kernel.family}, "
-                f"{len(kc.rows)} launches)",
+                f"{fmt_ms(save / 1e6 / steps)} per step (claims {len(kc.rows)} kernels, mostly "
+                f"{kc.kernel.family} {short(kc.kernel_name, 60)})",
                 int(kc.n),
                 round(float(kc.ns) / 1e6, 3),
                 trace.to_trace_us(int(ops["ts_ns"].iat[kc.op])),
