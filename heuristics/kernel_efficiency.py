@@ -34,9 +34,10 @@ applies, the others named beside it; each cause is its own row:
   keys over 64 for attention), so loading, setup and writing each tile dominate.
 - **Memory-bound below bandwidth**: memory-bound shapes (elementwise, reductions, tall-skinny
   or small GEMMs) whose bytes/s are far below the device's bandwidth.
-- **Slow attention backend**: a compute-bound attention shape with enough query blocks and a
-  head dim the kernel runs natively, on a backend named from its kernel (FlashAttention-2/3,
-  memory-efficient, cuDNN, AOTriton, aiter, Composable Kernel).
+- **Slow attention backend**: an attention shape with enough query blocks, keys and a head dim
+  the kernel runs natively, still far below its limit (peak FLOP/s, or bandwidth for short
+  head dims), on a backend named from its kernel (FlashAttention-2/3, memory-efficient,
+  cuDNN, AOTriton, aiter, Composable Kernel).
 - **Slow kernel** otherwise: a large aligned shape whose kernel is slow.
 
 FP32 matmuls on the CUDA cores of a GPU with Tensor Cores are left to ``fp32-matmul`` (a
@@ -137,6 +138,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     return _one_latent(out)
 
 
+def _lower(title: str) -> str:
+    """A title inside a sentence: "Too few tiles" -> "too few tiles", "GEMMs..." kept."""
+    return title if title[:2].isupper() else title[:1].lower() + title[1:]
+
+
 def _one_latent(drafts: list[Draft]) -> list[Draft]:
     """Rows whose fix saves nothing now (the host limits the steps) are information: one is
     kept, the largest, naming the others' causes."""
@@ -144,7 +150,7 @@ def _one_latent(drafts: list[Draft]) -> list[Draft]:
     if len(latent) < 2:
         return drafts
     kept = max(latent, key=lambda d: d.est_savings_range_ms[1] if d.est_savings_range_ms else 0)
-    others = ", ".join(d.title.lower() for d in latent if d is not kept)
+    others = ", ".join(_lower(d.title) for d in latent if d is not kept)
     kept = replace(
         kept, summary=f"{kept.summary} Other shapes fall short for other causes: {others}."
     )

@@ -360,7 +360,7 @@ def test_control_a100_small_linear_layers() -> None:
     assert "aten::addmm [96 1024x512 512x96] TF32 reaches 8% of the A100 SXM 40GB's" in f.summary
     assert "too few tiles for the GPU: 32 output tiles of 64x64 for 108 SMs" in f.summary
     assert "the host, not the GPU, limits" in f.summary
-    assert "gemms on unaligned kernels" in f.summary  # another cause, named
+    assert "GEMMs on unaligned kernels" in f.summary  # another cause, named
     assert f.severity == "info" and f.est_savings_ms < 0.1
 
 
