@@ -148,3 +148,25 @@ def test_run_summary_busy_counts_every_step() -> None:
         op = b.op("aten::mm", t0, 10)
         b.launch(op, "cudaLaunchKernel", t0 + 1, 2, kernel="sgemm", gpu_ts=t0 + 500, gpu_dur=500)
     assert run_summary(b.load(), None)["gpu_busy_pct"] == 50.0
+
+
+@pytest.mark.shared
+def test_cli_prints_kind_and_device_source() -> None:
+    path = shared_trace("tracelens/microbench/gemm_01_compute_few_tiles.json.gz")
+    text = subprocess.run(
+        [sys.executable, "-m", "advisor", "inspect", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    assert "trace: micro-benchmark (10 top-level calls of 1 op(s) (aten::mm x10)" in text
+    assert "AMD Instinct MI300X" in text and "inferred from kernel names (ISA tag 942" in text
+    named = subprocess.run(
+        [sys.executable, "-m", "advisor", "inspect", "--device", "MI325X", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    assert "AMD Instinct MI325X" in named and "(--device)" in named

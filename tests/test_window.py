@@ -43,11 +43,12 @@ def test_python_frames_past_the_recording_are_cut_or_left_out() -> None:
 
 def test_ranges_closing_with_the_work_are_left_alone() -> None:
     b = TraceBuilder(cc=(9, 0), gpu_name="NVIDIA H100 80GB HBM3")
-    b.annotation("execute_model", 0, 1300)  # ends 0.1 ms after the last op: no window event
+    b.annotation("execute_model", 0, 1300)  # ends 0.1 ms after the last op
     op = b.op("aten::add", 100, 1100)
     b.launch(op, "cudaLaunchKernel", 110, 5, kernel="k", gpu_ts=200, gpu_dur=1000)
     t = b.load()
     assert t.meta.window.source == "last activity" and not t.meta.window.clipped
+    assert t.annotations["end_ns"].max() == 1_300_000  # no boundary in the file: left alone
     assert not [i for i in trace_quality(t) if i.kind == "window"]
 
 

@@ -19,6 +19,7 @@ from advisor.analysis.detection import all_detectors, run_detectors
 from advisor.analysis.phases import with_phases
 from advisor.analysis.ranking import rank
 from advisor.analysis.views import build_views
+from advisor.derive.kind import TraceKind, trace_kind
 from advisor.derive.locate import Locator
 from advisor.derive.quality import Issue, affected_spans, trace_quality
 from advisor.derive.steps import steady_steps, steady_trace
@@ -107,6 +108,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
     """The ``run`` block of findings.json."""
     rc = run_ctx or {}
     dev = trace.device(main_device(trace))
+    kind = trace_kind(trace)
     # share of the steps' wall time the GPU was busy: every GPU activity counts here (HTA's
     # window, which drops the last step, is for span figures such as inspect's idle %)
     busy = main_device_busy(trace, hta=False)
@@ -139,7 +141,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
         "steps_profiled": int(len(trace.steps)),
         "steps_synthetic": bool(trace.meta.synthetic_steps),
         **_steady_block(trace),
-        "step_ms_median": round(trace.median_step_ms(), 3),
+        "step_ms_median": _ms3(trace.median_step_ms()),
         "gpu_busy_pct": gpu_busy,
         "ended_early": bool(rc.get("ended_early", False)),
         "end_reason": rc.get("end_reason"),
@@ -147,8 +149,15 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
         "rank": trace.meta.rank,
         "world_size": trace.meta.world_size,
         "events_skipped": int(trace.meta.skipped_events),
+        "trace_kind": kind.kind,
+        "trace_kind_evidence": kind.why,
         "trace_quality": [i.to_dict() for i in trace_quality(trace)],
     }
+
+
+def _ms3(ms: float) -> float:
+    """Milliseconds to 3 decimals; a step under a microsecond keeps 3 significant digits."""
+    return round(ms, 3) if ms >= 0.001 or ms <= 0 else float(f"{ms:.3g}")
 
 
 def _device_fields(dev: Device | None, rdev: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +181,37 @@ TIMELINE_FINDINGS = frozenset(
     }
 )
 TIMELINE_FINDINGS |= {"unbucketed-collectives"}  # capped at the GPU idle time between collectives
+# findings measured on the host's pace between launches (capture slows it: not steady state)
+HOST_PACE_FINDINGS = frozenset({"host-overhead", "python-loop", "optimizer-host-time"})
+
+
+CAPTURE_NOTE = (
+    "graph capture: timings are not steady state (the window records a CUDA/HIP graph; "
+    "its launches run nothing on the GPU)"
+)
+
+
+def for_capture(drafts: list[Draft], kind: TraceKind) -> tuple[list[Draft], list[tuple[str, str]]]:
+    """On a graph-capture trace no finding claims a per-step saving from capture timing: those
+    resting on the timeline or the host's pace (and so on capture overhead) are not run, the
+    rest are kept as information (no saving) with the reason."""
+    if kind.kind != "capture":
+        return drafts, []
+    kept, skipped = [], []
+    for d in drafts:
+        if d.id in TIMELINE_FINDINGS or d.id in HOST_PACE_FINDINGS:
+            skipped.append((d.id, CAPTURE_NOTE))
+        else:
+            kept.append(
+                replace(
+                    d,
+                    latent=True,
+                    est_savings_ms=0.0,
+                    est_savings_range_ms=None,
+                    assumptions=d.assumptions + (CAPTURE_NOTE + ": no saving is claimed.",),
+                )
+            )
+    return kept, skipped
 
 
 def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
@@ -223,7 +263,8 @@ def analyze_trace(
         run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace
     )
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
-    findings = rank(lower_confidence(outcome.drafts, trace_quality(trace)), step_ms, th)
+    drafts, not_run = for_capture(outcome.drafts, trace_kind(trace))
+    findings = rank(lower_confidence(drafts, trace_quality(trace)), step_ms, th)
     run = run_summary(trace, run_ctx)
     run["est_savings_bound_ms"], replayed = combined_bound_ms(
         trace, outcome.drafts, findings, step_ms
@@ -244,7 +285,7 @@ def analyze_trace(
     return Report(
         run=run,
         findings=tuple(findings),
-        skipped=tuple(Skipped(i, r) for i, r in outcome.skipped),
+        skipped=tuple(Skipped(i, r) for i, r in [*outcome.skipped, *not_run]),
         errored=tuple(Errored(i, e, tb) for i, e, tb in outcome.errored),
         thresholds=th.used(),
         views=views,

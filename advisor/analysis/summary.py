@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.derive.kind import trace_kind
 from advisor.derive.timeline import device_busy
 from advisor.trace.model import Trace
 
@@ -21,7 +22,7 @@ def _pct(part: float, whole: float) -> float:
 
 def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     """Stable keys: devices, steps, step_ms_median, gpu_busy_pct, gpu_idle_pct, kernels_top,
-    ops_top, memcpy, sync_calls (plus breakdown and notes)."""
+    ops_top, memcpy, sync_calls (plus breakdown, notes, trace_kind and its evidence)."""
     meta = trace.meta
     devs = device_busy(trace)
     step_ms = trace.step_ms()
@@ -57,9 +58,12 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     if meta.unknown_categories:
         cats = ", ".join(f"{k} ({v})" for k, v in sorted(meta.unknown_categories.items()))
         notes.append(f"events of unknown categories ignored: {cats}")
+    kind = trace_kind(trace)
     return {
         "trace": meta.path,
         "format": meta.format,
+        "trace_kind": kind.kind,
+        "trace_kind_evidence": kind.why,
         "platform": meta.platform,
         "rank": meta.rank,
         "world_size": meta.world_size,

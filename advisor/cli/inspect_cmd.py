@@ -85,6 +85,7 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
     con.print(head)
     if r["rank"] is not None:
         con.print(f"rank {p(r['rank'])} of {p(r['world_size'])}")
+    con.print(f"trace: {p(r['trace_kind'])} ({p(r['trace_kind_evidence'])})")
     for d in r["devices"]:
         if d["used"] or len(r["devices"]) == 1:
             cc = (

@@ -7,6 +7,8 @@
   span are *affected spans*: busy %, gpu-idle's split and overlap are computed outside them.
 - **Dropped events.** Events the loader skipped (missing or wrong-typed fields, negative
   durations), and launch calls whose GPU work is not in the trace (flows with no target).
+- **Graph capture** (:mod:`advisor.derive.kind`): launch calls inside stream-capture ranges
+  record a graph and run nothing; a window made of them has capture timings, not steady state.
 - **Events that outlive the recording** (:mod:`advisor.trace.window`): host ranges cut at the
   recording's end, or left out when they start after it.
 - **GPU activity before its launch** (by more than ``EARLY_TOL_NS``): the GPU's and the host's
@@ -23,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from advisor.derive.runtime import GPU_WORK_CALL_PARTS
+from advisor.derive.kind import trace_kind
+from advisor.derive.runtime import GPU_WORK_CALL_PARTS, KERNEL_LAUNCH_RE, in_capture
 from advisor.derive.timeline import covered_by, union
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -44,7 +47,7 @@ COMPLETE = (
 class Issue:
     what: str
     effect: str
-    kind: str  # "graph", "dropped", "window", "lost-launch", "clock"
+    kind: str  # "graph", "capture", "dropped", "window", "lost-launch", "clock"
     span_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -81,6 +84,9 @@ def _issues(trace: Trace) -> list[Issue]:
                 "dropped",
             )
         )
+    cap = _capture(trace)
+    if cap is not None:
+        out.append(cap)
     late = _outlived(trace)
     if late is not None:
         out.append(late)
@@ -137,6 +143,18 @@ def _graph_replays(trace: Trace) -> Issue | None:
     )
 
 
+def _capture(trace: Trace) -> Issue | None:
+    kind = trace_kind(trace)
+    if kind.kind not in ("capture", "mixed") or "stream capture" not in kind.why:
+        return None
+    return Issue(
+        f"graph capture: timings are not steady state ({kind.why}).",
+        "Capture time is one-off overhead: no per-step saving is claimed from it. Profile the "
+        "replays (after capture) for steady-state figures.",
+        "capture",
+    )
+
+
 def _outlived(trace: Trace) -> Issue | None:
     w = trace.meta.window
     if not w.clipped and not w.dropped or w.end_ns is None:
@@ -162,16 +180,28 @@ def _outlived(trace: Trace) -> Issue | None:
 
 
 def _lost_launches(trace: Trace) -> Issue | None:
+    """Launch calls whose GPU work the trace should hold and does not. Not counted: calls
+    inside stream capture (they record graph nodes; nothing runs), graph launches (see
+    ``_graph_replays``), and copy/memset calls with GPU work recorded after them (a call that
+    queues nothing, such as a zero-byte memset inside a cuBLASLt matmul, has no device record;
+    a full profiler buffer or a window that ended first loses everything after a point)."""
     rt = trace.runtime
     if not len(rt):
         return None
-    is_launch = name_flags(rt["name"], lambda n: any(p in n for p in GPU_WORK_CALL_PARTS))
+    names = rt["name"]
+    is_launch = name_flags(names, lambda n: any(p in n for p in GPU_WORK_CALL_PARTS))
+    is_launch &= ~name_flags(names, lambda n: "GraphLaunch" in n)
     linked = np.zeros(len(rt), dtype=bool)
     for df in (trace.kernels, trace.memcpy):
         li = df["launch_idx"].to_numpy()
         linked[li[li >= 0]] = True
-    lost = is_launch & ~linked
-    n, total = int(lost.sum()), int(is_launch.sum())
+    ts = rt["ts_ns"].to_numpy()
+    unlinked = is_launch & ~linked & ~in_capture(trace, rt["tid"].to_numpy(), ts)
+    kernel = name_flags(names, lambda n: KERNEL_LAUNCH_RE.match(n) is not None)
+    last = ts[linked].max() if linked.any() else np.iinfo(np.int64).min
+    lost = unlinked & (kernel | (ts > last))
+    n = int(lost.sum())
+    total = int((is_launch & (linked | lost)).sum())
     if n < LOST_LAUNCH_MIN_COUNT or n < LOST_LAUNCH_MIN_SHARE * total:
         return None
     return Issue(

@@ -44,6 +44,8 @@ def fmt_ms(v: float) -> str:
         return f"{v:,.1f} ms"
     if v >= 1:
         return f"{v:.2f} ms"
+    if 0 < v < 0.01:  # a few microseconds: never "0.000 ms"
+        return f"{v * 1000:.2f} µs"
     return f"{v:.3f} ms"
 
 

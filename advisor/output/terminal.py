@@ -18,6 +18,7 @@ from rich.text import Text
 
 from advisor import settings
 from advisor.findings import Finding
+from advisor.output.charts import fmt_ms
 from advisor.output.printable import printable
 from advisor.output.viewmodel import bound_fact
 from advisor.report import Report
@@ -102,12 +103,16 @@ def headline(report: Report) -> str:
     run = report.run
     dev = report.views.get("device") or {}
     parts = [printable(device_label(run))]
+    if run.get("trace_kind"):
+        parts.append(printable(str(run["trace_kind"])))
     steps = run.get("steps_profiled")
-    parts.append(
-        f"{steps} step{'s' if steps != 1 else ''}"
-        + (" (no step markers)" if run.get("steps_synthetic") else "")
-    )
-    parts.append(f"median step {float(run.get('step_ms_median') or 0):.2f} ms")
+    src = str(run.get("steps_source") or "")
+    if src.startswith("micro-benchmark"):
+        how = f" ({printable(src.removeprefix('micro-benchmark: '))})"
+    else:
+        how = " (no step markers)" if run.get("steps_synthetic") else ""
+    parts.append(f"{steps} step{'s' if steps != 1 else ''}{how}")
+    parts.append(f"median step {fmt_ms(float(run.get('step_ms_median') or 0))}")
     if run.get("gpu_busy_pct") is not None:
         parts.append(f"GPU busy {run['gpu_busy_pct']:.1f}%")
     peak = dev.get("peak_memory_bytes")

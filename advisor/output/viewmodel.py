@@ -167,6 +167,15 @@ def _card(rank: int, f: Finding, views: dict[str, Any], origin_us: float | None)
     }
 
 
+def _steps_note(run: dict[str, Any]) -> str:
+    src = str(run.get("steps_source") or "")
+    if src.startswith("micro-benchmark"):
+        return src.removeprefix("micro-benchmark: ")
+    if run.get("steps_synthetic"):
+        return "whole trace = 1 step"
+    return f"from {src} ranges" if src else ""
+
+
 def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[dict[str, str]]:
     dev = views.get("device") or {}
     steps = run.get("steps_profiled")
@@ -174,9 +183,7 @@ def _facts(run: dict[str, Any], views: dict[str, Any], n_findings: int) -> list[
         {
             "label": "Steps captured",
             "value": f"{steps}" if steps is not None else "unknown",
-            "note": "whole trace = 1 step"
-            if run.get("steps_synthetic")
-            else (f"from {run['steps_source']} ranges" if run.get("steps_source") else ""),
+            "note": _steps_note(run),
         },
         {
             "label": "Median step",
@@ -294,7 +301,22 @@ def _notes(report: Report) -> list[dict[str, str]]:
                 "skipped or report what the pattern will cost on a GPU, without savings.",
             }
         )
-    if run.get("steps_synthetic"):
+    if run.get("trace_kind") and run.get("trace_kind_evidence"):
+        notes.append(
+            {
+                "level": "info",
+                "text": f"Trace kind: {run['trace_kind']} ({run['trace_kind_evidence']}).",
+            }
+        )
+    if run.get("trace_kind") == "micro-benchmark":
+        notes.append(
+            {
+                "level": "info",
+                "text": "The step is the measured window: the repeated calls are iterations "
+                "of the benchmark, not steps of a model.",
+            }
+        )
+    elif run.get("steps_synthetic"):
         notes.append(
             {
                 "level": "info",
@@ -334,7 +356,8 @@ def _notes(report: Report) -> list[dict[str, str]]:
 def _step_notes(run: dict[str, Any]) -> list[dict[str, str]]:
     """How the steady steps were found and what was left out; what the trace is missing."""
     notes, left = [], [e for e in run.get("steps_excluded") or () if isinstance(e, dict)]
-    if run.get("steps_source") and run["steps_source"] != "ProfilerStep":
+    src = str(run.get("steps_source") or "")
+    if src and src != "ProfilerStep" and not src.startswith("micro-benchmark"):
         notes.append(
             {
                 "level": "info",
@@ -388,6 +411,7 @@ def _header(report: Report, generated_at: str) -> dict[str, Any]:
         if dev_parts[0]
         else ("unknown GPU" if run.get("gpu_busy_pct") is not None else "no GPU (CPU-only trace)"),
         "versions": " · ".join(v for v in versions if v) or None,
+        "kind": run.get("trace_kind"),
         "rank": None
         if run.get("rank") is None
         else f"rank {run['rank']} of {run.get('world_size')}",

@@ -1,8 +1,8 @@
 """The recording window: where the trace's recording ends, and the events that outlive it.
 
 The end is the profiler's own span (the ``Trace`` category event, "PyTorch Profiler (0)"), else
-the ``Record Window End`` instant, else the end of the last CPU op, runtime call or GPU activity;
-it is never before the last runtime call or GPU activity. Ranges the profiler closes late can
+the ``Record Window End`` instant; it is never before the last runtime call or GPU activity. A
+trace with neither holds no boundary to hold ranges to (its window ends with its last event). Ranges the profiler closes late can
 run far past it: Python-tracer frames still open at the stop (the tracer closes them when the
 trace is written, hundreds of milliseconds later), a ``ProfilerStep#N`` whose step ends long
 after the recording stopped. Host ranges (ops, annotations, Python frames) that end more than
@@ -39,8 +39,8 @@ def clip(
         end, source = _ns(span_end_us, origin_us), "profiler span"
     elif math.isfinite(window_end_us):
         end, source = _ns(window_end_us, origin_us), "Record Window End"
-    elif last >= 0:
-        end, source = last, "last activity"
+    elif last >= 0:  # no recording boundary in the file: nothing to hold the ranges to
+        return Window(max(act, default=last), "last activity")
     else:
         return Window()
     end = max([end, *act])
