@@ -35,7 +35,7 @@ import numpy as np
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.trace.model import Trace
+from advisor.trace.model import GPU_DEVICE_TYPES, Trace
 
 ID = "memory-headroom"
 TITLE = "GPU memory headroom"
@@ -51,7 +51,6 @@ register(
     "peak GPU memory above this % of capacity suggests checkpointing or AMP",
 )
 
-CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (ROCm reports as CUDA too)
 GB = 1024**3
 
 SNIPPET_LOW = """# memory is mostly free: grow the batch (and scale the learning rate with it)
@@ -110,7 +109,7 @@ def _from_trace(trace: Trace) -> list[Peak]:
     mem = trace.memory
     if not len(mem):
         return []
-    mem = mem[mem["device_type"].to_numpy() == CUDA_DEVICE_TYPE]
+    mem = mem[np.isin(mem["device_type"].to_numpy(), GPU_DEVICE_TYPES)]
     out = []
     for dev, g in mem.groupby("device_id", sort=True):
         cap = _capacity(trace, int(dev))

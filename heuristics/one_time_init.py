@@ -5,7 +5,8 @@ context and library initialization (the first runtime calls of the process, ``cu
 ``cuInit``, handle and stream creation taking milliseconds to seconds), first-launch module
 loading (``cuModuleLoad*``, launch calls lasting a millisecond or more), cuDNN autotuning
 (``cudnnFind*``), caching-allocator growth (``cudaMalloc``), torch.compile compilation
-(dynamo/inductor compile ranges) and one-off host-to-device uploads such as
+(dynamo/inductor compile ranges; or a step marker running on for seconds after the recording
+stopped, around a compiled region's calls) and one-off host-to-device uploads such as
 ``model.to(device)``, when they fall outside the steady steps (see ``advisor.derive.steps``:
 the time before the first iteration and leading warm-up iterations are left out).
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from advisor.derive.onetime import KINDS, LABELS, one_time_events
 from advisor.derive.steps import steady_steps
@@ -58,7 +60,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     kept_in = ss.synthetic  # no iterations: the one-time work could not be left out
     # set-up happens before the last steady step ends; what follows it is teardown
     end = int(ss.steps["end_ns"].max()) if len(ss.steps) else 0
-    ev = ev if kept_in else ev[~inside & (ev["ts_ns"].to_numpy() < end)]
+    late = (ev["kind"] == "unrecorded").to_numpy()  # past the recording: never in a step
+    ev = ev if kept_in else ev[(~inside & (ev["ts_ns"].to_numpy() < end)) | late]
     up = _uploads(trace, end) if not kept_in else None
     by_kind = {
         k: (int((ev["kind"] == k).sum()), int(ev.loc[ev["kind"] == k, "dur_ns"].sum()))
@@ -111,7 +114,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     if up and up[0]:
         parts += f", {LABELS['upload']} {_fmt(up[1])}"
-    if kept_in:
+    if by_kind["unrecorded"][0] and by_kind["unrecorded"][1] >= once_ns / 2:
+        where = (
+            "The trace did not record it (the step's marker ran on after the recording "
+            "stopped): no figure includes it, and the steps end with the recording."
+        )
+    elif kept_in:
         where = (
             "The trace has no markers that split it into iterations, so this work is inside "
             "its single step and the per-step figures include it."
@@ -129,7 +137,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             est_savings_ms=0.0,
             severity="info",
             confidence="medium" if kept_in else "high",
-            summary=f"The window captured {_fmt(once_ns)} of one-time work ({parts}). {where}",
+            summary=f"{_opening(ev, once_ns, parts)} {where}",
             recommendation=(
                 "Nothing to fix in the model: profile past the set-up. Open the profiler window "
                 "after a few iterations with a schedule (wait/warmup steps) and call prof.step() "
@@ -140,7 +148,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             evidence=tuple(evidence),
             assumptions=(
                 "One-time work: long first runtime calls (context creation), module loading and "
-                "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, and host-to-device "
+                "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, a step marker "
+                "running on past the recording around compiled-region calls, and host-to-device "
                 "copies in the parts of the window left out of the steady steps.",
                 "No per-step saving is claimed; the total is the time those events took.",
             ),
@@ -150,6 +159,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             },
         )
     ]
+
+
+def _opening(ev: pd.DataFrame, once_ns: int, parts: str) -> str:
+    late = ev[ev["kind"] == "unrecorded"]
+    if len(late) and int(late["dur_ns"].sum()) * 2 >= once_ns:
+        top = late.iloc[0]
+        return (
+            f"{top['name']} ran {_fmt(int(top['dur_ns']))} past the end of the recording, "
+            "around a torch.compile region's calls: one-time compilation and first launches, "
+            f"most likely ({parts})."
+        )
+    return f"The window captured {_fmt(once_ns)} of one-time work ({parts})."
 
 
 def _uploads(trace: Trace, before_ns: int) -> tuple[int, int, float, int] | None:

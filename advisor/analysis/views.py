@@ -38,7 +38,7 @@ from advisor.derive.timeline import Intervals, main_device
 from advisor.detect.thresholds import Thresholds
 from advisor.detectors._efficiency import Analysis, analysis
 from advisor.findings import Finding
-from advisor.trace.model import Trace
+from advisor.trace.model import GPU_DEVICE_TYPES, Trace
 
 VIEWS_VERSION = 1
 UTIL_BUCKETS = 100
@@ -150,7 +150,7 @@ def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
     m = trace.memory
     if not len(m):
         return None
-    m = m[(m["device_type"] == 1) & m["total_allocated"].notna()]
+    m = m[m["device_type"].isin(GPU_DEVICE_TYPES) & m["total_allocated"].notna()]
     dev = main_device(trace)
     if dev is not None and (m["device_id"] == dev).any():
         m = m[m["device_id"] == dev]

@@ -128,7 +128,7 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     window = clip(t, col.span_end, col.window_end, origin)
     cpu_ops, ann, python, runtime = t["cpu_ops"], t["annotations"], t["python"], t["runtime"]
     kernels, memcpy, syncs, memory = t["kernels"], t["memcpy"], t["syncs"], t["memory"]
-    steps, synthetic = _steps(ann, cpu_ops, _last_end(t))
+    steps, synthetic = _steps(ann, cpu_ops, window.last_ns)
     for df in (cpu_ops, ann, python, runtime, syncs, memory):
         df["step"] = assign_steps(df["ts_ns"].to_numpy(), steps)
     depth, parent = nest_ops(
@@ -279,12 +279,6 @@ def _whole(v: np.ndarray, fill: float | None) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         whole = bool(np.all((np.abs(v) < 2**62) & (v == np.floor(v))))
     return v.astype(np.int64) if whole else v
-
-
-def _last_end(tables: dict[str, pd.DataFrame]) -> int:
-    """The end of the last event of any table (0 for an empty trace)."""
-    ends = [int(df["end_ns"].max()) for n, df in tables.items() if len(df) and n != "memory"]
-    return max(ends, default=0)
 
 
 def _steps(ann: pd.DataFrame, ops: pd.DataFrame, last_ns: int) -> tuple[pd.DataFrame, bool]:

@@ -20,7 +20,7 @@ Tables (columns beyond the common ones):
 - ``annotations``: name, pid, tid, on_gpu (gpu_user_annotation), external_id.
 - ``syncs``: ``cuda_sync`` events: name, sync_kind, device, stream, correlation.
 - ``memory``: ``[memory]`` instants: bytes, total_allocated, total_reserved, device_type,
-  device_id (dur_ns = 0).
+  device_id (dur_ns = 0); ``device_type`` is c10's (``GPU_DEVICE_TYPES``: CUDA, or HIP on ROCm).
 - ``steps``: step (the N of ProfilerStep#N), ts_ns, dur_ns, end_ns, synthetic (bool: no markers
   were found and the whole trace is one step).
 """
@@ -34,6 +34,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+# c10::DeviceType of GPU memory in ``[memory]`` events: CUDA (1), and HIP (6), which ROCm builds
+# of PyTorch write in some versions instead of reporting HIP memory as CUDA
+GPU_DEVICE_TYPES = (1, 6)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class Window:
     """The recording window and the events that outlived it (:mod:`advisor.trace.window`)."""
 
     end_ns: int | None = None  # where the recording ends (rebased); None when unknown
+    last_ns: int = 0  # the end of the last event not cut at it: where the recorded work ends
     source: str = ""  # what says so: "profiler span", "Record Window End", "last activity"
     clipped: int = 0  # events that ran past the end: cut there
     dropped: int = 0  # events that start after the end: left out

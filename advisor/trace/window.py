@@ -7,7 +7,8 @@ run far past it: Python-tracer frames still open at the stop (the tracer closes 
 trace is written, hundreds of milliseconds later), a ``ProfilerStep#N`` whose step ends long
 after the recording stopped. Host ranges (ops, annotations, Python frames) that end more than
 ``TOLERANCE`` past the end are cut there, and those that start after it are left out; the trace
-did not record that time, so no figure rests on it. The counts go to ``run.trace_quality``
+did not record that time, so no figure rests on it, and a window without step markers ends with
+the last event not cut (the recorded work). The counts go to ``run.trace_quality``
 (:mod:`advisor.derive.quality`).
 """
 
@@ -31,7 +32,9 @@ def clip(
 ) -> Window:
     """Cut the host ranges of ``tables`` (in place) at the recording's end; what was done."""
     act = [
-        int(df["end_ns"].max()) for n in ("runtime", "kernels", "memcpy") if len(df := tables[n])
+        int(df["end_ns"].max())
+        for n in ("runtime", "kernels", "memcpy", "syncs")
+        if len(df := tables[n])
     ]
     ops = tables["cpu_ops"]
     last = max([*act, int(ops["end_ns"].max()) if len(ops) else -1])
@@ -40,12 +43,13 @@ def clip(
     elif math.isfinite(window_end_us):
         end, source = _ns(window_end_us, origin_us), "Record Window End"
     elif last >= 0:  # no recording boundary in the file: nothing to hold the ranges to
-        return Window(max(act, default=last), "last activity")
+        return Window(max(act, default=last), _last(tables), "last activity")
     else:
         return Window()
     end = max([end, *act])
     limit = end + max(TOLERANCE_NS, int(TOLERANCE_SHARE * max(end, 0)))
     clipped = dropped = latest = 0
+    kept = max(act, default=0)
     overruns: list[tuple[str, int, int]] = []
     for name in CLIPPED_TABLES:
         df = tables[name]
@@ -54,6 +58,8 @@ def clip(
         ts, stop = df["ts_ns"].to_numpy(), df["end_ns"].to_numpy()
         late = ts > limit
         over = (stop > limit) & ~late
+        if (~late & ~over).any():
+            kept = max(kept, int(stop[~late & ~over].max()))
         if not late.any() and not over.any():
             continue
         latest = max(latest, int(stop[late | over].max()))
@@ -70,7 +76,12 @@ def clip(
         if late.any():
             tables[name] = df[~late].reset_index(drop=True)
     overruns.sort(key=lambda o: o[1] - o[2])
-    return Window(end, source, clipped, dropped, latest, tuple(overruns[:MAX_OVERRUNS]))
+    return Window(end, kept, source, clipped, dropped, latest, tuple(overruns[:MAX_OVERRUNS]))
+
+
+def _last(tables: dict[str, pd.DataFrame]) -> int:
+    ends = [int(df["end_ns"].max()) for n, df in tables.items() if len(df) and n != "memory"]
+    return max(ends, default=0)
 
 
 def _ns(us: float, origin_us: float) -> int:
