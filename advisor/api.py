@@ -56,7 +56,18 @@ STEP_COLUMNS = (
     "host_only_ms",
     "ts_us",
 )
-KERNEL_COLUMNS = ("name", "count", "total_ms", "mean_us", "share_pct", "op", "source")
+KERNEL_COLUMNS = (
+    "name",
+    "count",
+    "total_ms",
+    "mean_us",
+    "share_pct",
+    "op",
+    "source",
+    "limit_pct",
+    "bound",
+    "cause",
+)
 OP_COLUMNS = ("name", "count", "total_ms", "self_ms", "mean_us", "share_pct", "gpu_ms", "source")
 RANK_COLUMNS = (
     "rank",

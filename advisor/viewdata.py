@@ -75,6 +75,54 @@ class KernelRow:
     share_pct: float = 0.0
     op: str | None = None
     source: str | None = None
+    # the share of the device's limit its kernels reach (time-weighted), compute or memory
+    # bound, and the lead cause below the target (heuristics/_efficiency.py); None where not
+    # modelled, and in a multi-rank merge (a rank's own figures)
+    limit_pct: float | None = None
+    bound: str | None = None
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
+class KindTime:
+    """GPU time of one kind of kernel (GEMM (family), attention, Triton..., other)."""
+
+    kind: str
+    ms: float
+
+
+@dataclass(frozen=True)
+class CompiledRegion:
+    """A torch.compile region or graph (or the eager rest) and its GPU time."""
+
+    region: str
+    calls: int | None  # None: the eager rest
+    gpu_ms: float
+    share_pct: float
+    kernels: int
+    by_kind: tuple[KindTime, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompiledGemm:
+    """A GEMM kernel inside a region: its family, tile and share of the device's limit."""
+
+    region: str
+    kernel: str
+    family: str | None
+    tile: str | None
+    count: int
+    ms: float
+    limit_pct: float | None
+
+
+@dataclass(frozen=True)
+class CompiledView:
+    """GPU time per torch.compile region and graph (advisor/analysis/compiled.py)."""
+
+    regions: tuple[CompiledRegion, ...] = ()
+    compiled_pct: float = 0.0
+    gemms: tuple[CompiledGemm, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +177,7 @@ class Views:
     detectors: Mapping[str, DetectorDoc] = field(default_factory=dict)
     kernels: tuple[KernelRow, ...] = ()
     ops: tuple[OpRow, ...] = ()
+    compiled: CompiledView | None = omit_none()  # absent without a compiled region
     one_trace: TraceViews | None = flat()
     # "file:line" -> code around it (None with --no-source); files not read (outside the roots)
     sources: Mapping[str, Snippet] | None = omit_none()

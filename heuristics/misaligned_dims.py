@@ -29,6 +29,11 @@ vocabulary and output layers with extra unused rows (slice the logits), input fe
 zero columns once in the data pipeline, hidden sizes in the model config, and pick batch
 sizes that are multiples of 8.
 
+The GEMMs of attention written as matmul, softmax, matmul are left to
+``attention-materialized`` (its fix removes them), and shapes whose kernels are the library's
+variant for unaligned sizes to ``kernel-efficiency`` (which values padding them from the
+device's limits): each kernel is claimed in one row.
+
 **Known false positives.** Dimensions below ``misaligned_dims.min_dim`` (default 16) are
 ignored (tiny GEMMs gain little); grouped and depthwise convolutions are skipped. Padding a
 dimension the kernels already handle well (cuDNN pads the first convolution's channels itself)
@@ -50,6 +55,8 @@ from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
+from ._attention import claimed_kernels
+from ._efficiency import analysis
 from ._matmul import (
     CONV_BWD,
     CONV_FWD,
@@ -145,6 +152,17 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     else:
         assert mk is not None
         use = mk[mk["tc"].to_numpy(dtype=bool) | (mk["dtype"] != "float32").to_numpy()]
+        # one row per kernel: a materialized attention's GEMMs are attention-materialized's,
+        # and kernels kernel-efficiency finds on an unaligned variant are its "align" row's
+        taken = [claimed_kernels(trace, int(ctx.t("attention_materialized.min_seq")))]
+        an = analysis(trace, ctx.thresholds)
+        min_ns = ctx.t("kernel_efficiency.min_kernel_us") * 1e3
+        taken += [
+            kc.rows
+            for kc in (an.classes if an else ())
+            if kc.causes and kc.causes[0].key == "align" and kc.ns / kc.n >= min_ns
+        ]
+        use = use[~np.isin(use["row"].to_numpy(), np.concatenate(taken))]
         per_op = use.groupby("op")["dur_ns"].sum()
         df["ns"] = per_op.reindex(df["op"].to_numpy()).fillna(0).to_numpy(dtype=np.int64)
         df = df[df["ns"] > 0]

@@ -244,6 +244,7 @@ def analyze_trace(
         no_source=opts.no_source,
         locator=ctx.locator,
         extra_roots=opts.source_roots,
+        thresholds=th,
     )
     return Report(
         run=run,

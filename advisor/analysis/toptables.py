@@ -6,7 +6,11 @@ the renderers escape them.
 - kernels: per kernel name, ``count``, ``total_ms``, ``mean_us`` and ``share_pct`` of all kernel
   time; ``op``: the CPU operator that launched most of them (the innermost op around the launch
   call), and ``source``: the user's line that called that operator ("file:line", when the trace
-  has Python stacks), both None when unknown.
+  has Python stacks), both None when unknown; ``limit_pct``: the share of the device's limit
+  (peak FLOP/s for compute-bound shapes, peak bytes/s for memory-bound ones) they reach,
+  ``bound`` ("compute" or "memory") and ``cause``: why they fall short of
+  ``kernel_efficiency.target`` (``kernel-efficiency``'s lead cause), all None where the
+  kernels' shapes or the device's peaks are unknown.
 - ops: per operator name, ``count``, ``total_ms`` (inclusive host time), ``self_ms`` (minus the
   operators it called), ``mean_us``, ``share_pct`` (inclusive time over the steps' wall time),
   ``gpu_ms`` (time of the kernels it launched itself, innermost), and ``source`` as above.
@@ -22,6 +26,7 @@ import pandas as pd
 
 from advisor.analysis.summary import op_self_ns
 from advisor.derive.locate import Locator
+from advisor.detectors._efficiency import Analysis, row_figures
 from advisor.record import UNSET
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -76,7 +81,7 @@ def kernel_ops(trace: Trace, kernels: pd.DataFrame) -> np.ndarray:
 
 
 def top_kernels(
-    trace: Trace, locator: Locator | None = None, top: int = TOP
+    trace: Trace, locator: Locator | None = None, top: int = TOP, an: Analysis | None = None
 ) -> tuple[KernelRow, ...]:
     k = _in_steps(trace.kernels)
     if not len(k):
@@ -86,6 +91,7 @@ def top_kernels(
     df = pd.DataFrame(
         {"name": key, "dur": k["dur_ns"].to_numpy(dtype=np.int64), "op": kernel_ops(trace, k)}
     )
+    figures = _limit_figures(an, trace, k.index.to_numpy(), key, df["dur"].to_numpy())
     total = float(df["dur"].sum())
     g = df.groupby("name", sort=False)["dur"].agg(["sum", "count", "mean"])
     g = g.sort_values(["sum", "count"], ascending=False).head(top)
@@ -93,6 +99,7 @@ def top_kernels(
     has_op = (df["op"] >= 0).to_numpy()
     for code, r in g.iterrows():
         name = label[int(code)]  # type: ignore[call-overload]
+        fig = figures.get(int(code))  # type: ignore[call-overload]
         launched = df.loc[(key == code) & has_op, "op"]
         op_name, src = None, None
         if len(launched) and len(ops):
@@ -110,9 +117,43 @@ def top_kernels(
                 share_pct=pct_of(float(r["sum"]), total),
                 op=op_name,
                 source=src,
+                limit_pct=fig[0] if fig else None,
+                bound=fig[1] if fig else None,
+                cause=fig[2] if fig else None,
             )
         )
     return tuple(rows)
+
+
+def _limit_figures(
+    an: Analysis | None, trace: Trace, rows: np.ndarray, key: np.ndarray, dur: np.ndarray
+) -> dict[int, tuple[float | None, str, str | None]]:
+    """Per kernel name key: ``limit_pct`` (the share of the device's limit its kernel classes
+    reach, weighted by time), ``bound`` (compute or memory, of most of its time) and ``cause``
+    (the lead cause of most of its time below the target), where the kernels were modelled
+    (:mod:`advisor.detectors._efficiency`)."""
+    if an is None:
+        return {}
+    rf = row_figures(an, len(trace.kernels))
+    f = rf.fraction[rows]
+    bound, text = rf.bound[rows], rf.cause_text[rows]
+    modelled = bound != ""
+    out: dict[int, tuple[float | None, str, str | None]] = {}
+    for code in np.unique(key[modelled]):
+        sel = modelled & (key == code)
+        w = dur[sel].astype(float)
+        known = ~np.isnan(f[sel])
+        wk = w[known]
+        pct = 100.0 * float((f[sel][known] * wk).sum() / wk.sum()) if wk.sum() > 0 else None
+        causes = pd.Series(w).groupby(text[sel]).sum()
+        causes = causes[causes.index != ""]
+        bounds = pd.Series(w).groupby(bound[sel]).sum()
+        out[int(code)] = (
+            None if pct is None else round(pct, 1),
+            str(bounds.idxmax()),
+            str(causes.idxmax()) if len(causes) else None,
+        )
+    return out
 
 
 def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> tuple[OpRow, ...]:

@@ -13,6 +13,8 @@
   in a DataLoader fetch; ``idle``; ``host_only`` on CPU-only traces).
 - ``utilization``: GPU busy % of the main device over the window in ``UTIL_BUCKETS`` buckets.
 - ``kernels`` / ``ops``: the top kernels and top operators tables (:mod:`advisor.analysis.toptables`).
+- ``compiled``: GPU time per torch.compile region and graph, by kernel kind, and the GEMMs in
+  them (:mod:`advisor.analysis.compiled`; absent when the trace has no compiled region).
 - ``detectors``: title of every detector, plus its docstring for those that found something.
 - ``sources``: ``"file:line"`` -> a few lines of the user's code around it (absent with
   ``--no-source``); which files may be read: :mod:`advisor.derive.sources`.
@@ -34,6 +36,8 @@ from advisor.derive.breakdown import GpuLayers, gpu_layers, step_breakdown
 from advisor.derive.locate import Locator
 from advisor.derive.sources import read_sources, source_bases, source_roots
 from advisor.derive.timeline import main_device
+from advisor.detect.thresholds import Thresholds
+from advisor.detectors._efficiency import Analysis, analysis
 from advisor.findings import Finding
 from advisor.trace.model import GPU_DEVICE_TYPES, Trace
 from advisor.units import ms_of_ns
@@ -145,6 +149,18 @@ def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> DeviceView:
     )
 
 
+def _efficiency(trace: Trace, thresholds: Thresholds | None) -> Analysis | None:
+    """The kernels' efficiency analysis (shared with ``kernel-efficiency``, memoized on the
+    trace); None without GPU kernels or peaks. A failure here is the detector's to report: the
+    views go on without the figures."""
+    if not trace.has_gpu or not len(trace.kernels):
+        return None
+    try:
+        return analysis(trace, thresholds or Thresholds())
+    except Exception:  # noqa: BLE001 (kernel-efficiency reports it as errored)
+        return None
+
+
 def build_views(
     trace: Trace,
     run_ctx: dict[str, Any] | None,
@@ -153,15 +169,19 @@ def build_views(
     no_source: bool = False,
     locator: Locator | None = None,
     extra_roots: Iterable[Path | str] = (),
+    thresholds: Thresholds | None = None,
 ) -> Views:
     """The ``views`` of a Report. ``detectors``: id -> (title, docstring); ``locator``
-    finds the source lines of the top tables (none with ``no_source``)."""
+    finds the source lines of the top tables (none with ``no_source``); ``thresholds``: those
+    of the analysis (the kernels' efficiency figures depend on them)."""
+    from advisor.analysis.compiled import compiled_view
     from advisor.analysis.toptables import top_kernels, top_ops
 
     found = list(findings)
     ids = {f.id for f in found}
     lo, hi = _window_ns(trace)
     layers = gpu_layers(trace)  # once for both charts
+    eff = _efficiency(trace, thresholds)
     sources, withheld = None, list[str]()
     if not no_source:
         roots = source_roots(run_ctx, extra_roots)
@@ -180,8 +200,9 @@ def build_views(
             steps_total=int(len(trace.steps)),
             utilization=utilization(trace, layers=layers),
         ),
-        kernels=top_kernels(trace, None if no_source else locator),
+        kernels=top_kernels(trace, None if no_source else locator, an=eff),
         ops=top_ops(trace, None if no_source else locator),
+        compiled=compiled_view(trace, eff) if trace.has_gpu else None,
         detectors={
             i: DetectorDoc(title=t, doc=d if i in ids else None)
             for i, (t, d) in sorted(detectors.items())

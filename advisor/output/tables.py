@@ -12,7 +12,7 @@ from typing import Any
 
 from advisor.output.kernelname import short_kernel_name
 from advisor.units import fmt_ms
-from advisor.viewdata import KernelRow, OpRow
+from advisor.viewdata import CompiledView, KernelRow, OpRow
 
 
 def _us(v: float | None) -> str:
@@ -34,6 +34,52 @@ def _row(r: KernelRow | OpRow) -> dict[str, Any]:
     }
 
 
+def _limit(r: KernelRow) -> dict[str, Any]:
+    """The share of the device's limit (and which limit) and the cause, where known."""
+    pct, bound = r.limit_pct, r.bound
+    value = float(pct) if pct is not None else -1.0
+    return {
+        "limit": (f"{value:.0f}%" + (f" {bound}" if bound else "")) if pct is not None else "",
+        "limit_sort": value,
+        "cause": r.cause or "",
+    }
+
+
+def kernel_limits_known(rows: Iterable[KernelRow]) -> bool:
+    """Whether any top kernel has an efficiency figure (the columns are shown then)."""
+    return any(r.limit_pct is not None for r in rows)
+
+
+def compiled_rows(c: CompiledView | None) -> dict[str, Any] | None:
+    """``views.compiled`` for the template: regions with their time by kind, and GEMMs."""
+    if c is None:
+        return None
+    regions = [
+        {
+            "region": r.region,
+            "calls": f"{r.calls:,}" if r.calls is not None else "",
+            "gpu": fmt_ms(r.gpu_ms),
+            "gpu_sort": r.gpu_ms,
+            "share": f"{r.share_pct:.1f}%",
+            "kinds": ", ".join(f"{k.kind} {fmt_ms(k.ms)}" for k in r.by_kind[:6]),
+        }
+        for r in c.regions
+    ]
+    gemms = [
+        {
+            "region": g.region,
+            "kernel": g.kernel,
+            "family": g.family or "",
+            "tile": g.tile or "",
+            "count": f"{g.count:,}",
+            "total": fmt_ms(g.ms),
+            "limit": f"{g.limit_pct:.0f}%" if g.limit_pct is not None else "unknown (no shapes)",
+        }
+        for g in c.gemms
+    ]
+    return {"regions": regions, "gemms": gemms, "compiled": f"{c.compiled_pct:.0f}%"}
+
+
 def kernel_rows(rows: Iterable[KernelRow]) -> list[dict[str, Any]]:
     """Kernel rows: ``name`` short, ``full`` the name as the trace has it."""
     out = []
@@ -43,6 +89,7 @@ def kernel_rows(rows: Iterable[KernelRow]) -> list[dict[str, Any]]:
             row
             | {"op": str(r.op or ""), "full": row["name"]}
             | {"name": short_kernel_name(row["name"])}
+            | _limit(r)
         )
     return out
 

@@ -17,7 +17,7 @@ from advisor.output.charts import savings_chart, steps_chart, util_chart
 from advisor.output.doctext import counted, doc_blocks, inline, shown_path
 from advisor.output.header import header
 from advisor.output.ranks import rank_views, ranks_note
-from advisor.output.tables import kernel_rows, op_rows
+from advisor.output.tables import compiled_rows, kernel_limits_known, kernel_rows, op_rows
 from advisor.report import Report
 from advisor.units import fmt_ms
 from advisor.viewdata import Snippet, Views
@@ -169,6 +169,8 @@ def build_viewmodel(
             "trace_path": shown_path(report.run.trace, report_dir),
         },
         "top_kernels": kernel_rows(views.kernels),
+        "top_kernels_limit": kernel_limits_known(views.kernels),
+        "compiled": compiled_rows(views.compiled),
         "top_ops": op_rows(views.ops),
         "top_ops_gpu": any(isinstance(r.gpu_ms, int | float) for r in views.ops),
         **rank_views(report.run),

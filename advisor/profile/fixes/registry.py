@@ -64,6 +64,8 @@ NOT_APPLICABLE: dict[str, str] = {
     "allocator-churn": _CODE + "empty_cache() calls or changing shapes come from the script",
     "device-copies": _CODE + "the copies (.contiguous(), .clone(), casts) are the script's",
     "kernel-efficiency": _CODE + "a different kernel, dtype or shape",
+    "attention-materialized": _CODE + "the attention must call "
+    'F.scaled_dot_product_attention (or load the model with attn_implementation="sdpa")',
     "optimizer-host-time": "try the single-tensor-optimizer fix (foreach); fused=True or "
     "torch.compile of the step is a code change",
     "activation-recompute": _CODE + "which blocks are checkpointed is the model's choice, "
