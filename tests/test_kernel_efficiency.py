@@ -402,6 +402,21 @@ def test_control_a100_small_linear_layers() -> None:
     assert f.severity == "info" and f.est_savings_ms < 0.1
 
 
+@pytest.mark.shared
+def test_xdit_flux_slow_eager_hipblaslt_gemms() -> None:
+    # the text encoders' eager GEMMs (with shapes) on hipBLASLt reach 28-33% of the MI300X's
+    # BF16 peak: the slow-kernel cause; the compiled graph's GEMMs replay from a HIP graph
+    # without shapes and are claimed by no row (the compiled-regions view lists them)
+    rel = "tracelens/xdit/flux_aiter_profile_trace_rank_0.json.gz"
+    (f,) = analyze_trace(load_trace(shared_trace(rel)), None, ONLY).findings
+    assert f.title == "Kernels far below the GPU's roofline for their shapes"
+    assert "aten::mm [512x4096 4096x4096] bfloat16 reaches 28% of the MI300X's compute" in (
+        f.summary
+    )
+    assert "a large, aligned shape whose kernel is slow: hipBLASLt" in f.summary
+    assert 0 < f.est_savings_ms < 31.8  # never more than the kernels' 31.8 ms per step
+
+
 QUIET = [
     "kineto/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
     "kineto/resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz",
