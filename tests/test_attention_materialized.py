@@ -117,3 +117,6 @@ def test_timesformer_h100() -> None:
     assert "kernel-efficiency" not in others
     mis = [f for f in rep.findings if f.id == "misaligned-dims"]
     assert not mis or all("3137" not in e.what for f in mis for e in f.evidence)
+    # nor are the chains' operand copies (36 clones in aten::matmul per step) device-copies';
+    # the 86 copies per step left are under device_copies.min_per_step (100)
+    assert any("direct_copy" in c for c in claimed) and "device-copies" not in others
