@@ -112,7 +112,7 @@ def _none(*args, **kw) -> None:  # type: ignore[no-untyped-def]
     rep = analyze_trace(_trace(*args, **kw), None)
     assert not KERNEL_IDS & {f.id for f in rep.findings} and not rep.errored
     bench = analyze_trace(_bench(*args, **kw), None)
-    assert bench.run["trace_kind"] == "micro-benchmark"
+    assert bench.run.trace_kind == "micro-benchmark"
     assert bench.findings == () and not bench.errored, [f.id for f in bench.findings]
 
 
@@ -358,7 +358,7 @@ def test_sdpa_03_short_sequences() -> None:
     # the step is the recorded work's 1.85 ms (Python frames ran on to 659 ms: the window), so
     # the benchmark's closing synchronize saves nothing and the planted cause is the top finding
     rep, f = _top(MICRO + "sdpa_03_short_seq_overhead.json.gz")
-    assert rep.run["step_ms_median"] == pytest.approx(1.85, abs=0.01)
+    assert rep.run.step_ms_median == pytest.approx(1.85, abs=0.01)
     assert f.id == ID and f.title.startswith("Too little work per call: launch and setup dominate")
     assert "[16x32x128x128 16x32x128x128 16x32x128x128] bfloat16 reaches 12% of the MI300X's " in (
         f.summary
