@@ -124,7 +124,10 @@ def test_shampoo_on_trace_filter() -> None:
         "step (34% of the step) while launching 56.2 ms of GPU work"
     )
     assert f.evidence[0].total_ms / 2 == pytest.approx(195, rel=0.1)
-    assert f.est_savings_ms == pytest.approx(104, rel=0.1)  # replayed, half the host time
+    # replayed, half the host time: 105 ms in the second step; in the first, the optimizer's
+    # kernels then wait on stream 7 for the backward thread's GPU work (a 36 ms SendRecv and
+    # what follows it): 72 ms
+    assert f.est_savings_ms == pytest.approx(88.6, rel=0.1)
     assert not found(rep, "single-tensor-optimizer")
 
 

@@ -486,5 +486,99 @@ def test_cache_is_one_object_made_on_first_use() -> None:
     gr = graph(tr)
     assert gr.cache.loop_lists is None and gr.cache.unchanged is None
     whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0, low=1.5, high=3.0))
-    assert gr.cache.loop_lists is not None and gr.cache.keyed is not None
+    assert gr.cache.loop_lists is not None and gr.cache.own_work is not None
     assert not [k for k in vars(gr) if k.startswith("_replay")]
+
+
+# ---- waiting in the model (issue 25): a host that waits for the GPU is not the bottleneck
+
+
+def gpu_bound_with_a_draining_copy() -> TraceBuilder:
+    """Steps of 20.6 ms: the host launches 60 FP32 GEMMs in 10 ms (one every 166 us), which
+    the GPU runs back to back for 20 ms (333 us each); then a pageable host-to-device copy,
+    whose call returns when the stream has drained and the copy is done."""
+    b = TraceBuilder()
+    t = 0.0
+    gpu_free = 0.0
+    for s in range(STEPS):
+        b.step(s + 1, t, 20_600)
+        for i in range(60):
+            lt = t + 20 + i * 166
+            o = b.op("aten::mm", lt - 2, 10, dims=[[2048, 2048], [2048, 2048]], types=["float"] * 2)
+            start = max(lt + 15, gpu_free)
+            b.launch(
+                o,
+                "cudaLaunchKernel",
+                lt,
+                5,
+                kernel="ampere_sgemm_128x64_nn",
+                gpu_ts=start,
+                gpu_dur=333,
+            )
+            gpu_free = start + 333
+        o = b.op("aten::copy_", t + 10_100, 10_400)
+        b.launch(
+            o,
+            "cudaMemcpyAsync",
+            t + 10_110,
+            gpu_free + 60 - (t + 10_110),
+            memcpy=("Memcpy HtoD (Pageable -> Device)", 1 << 20),
+            gpu_ts=gpu_free,
+            gpu_dur=50,
+        )
+        gpu_free += 50
+        t += 20_600
+    return b
+
+
+def test_gpu_bound_step_with_a_draining_copy_is_gpu_bound_and_values_tf32() -> None:
+    from advisor.analysis.pipeline import analyze_trace
+
+    tr = _load(gpu_bound_with_a_draining_copy())
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] >= 70
+    rep = analyze_trace(gpu_bound_with_a_draining_copy().load(), None)
+    fp32 = [f for f in rep.findings if f.id == "fp32-matmul"]
+    assert fp32 and fp32[0].est_savings_ms >= 7.0  # 20 ms of GEMMs at 2x: up to 10 ms
+    # the copy's call waited for the GEMMs: the host's own work is not what limits the step
+    ops = tr.cpu_ops
+    assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.5
+
+
+def opening_sync_waits_for_the_previous_step() -> TraceBuilder:
+    """Steps of 10 ms: each opens with torch.cuda.synchronize(), which waits ~4 ms for the
+    kernels the previous step launched; then the host launches 20 kernels of 500 us, one every
+    290 us: the GPU runs them back to back into the next step."""
+    b = TraceBuilder()
+    b.kernel("before", 0, 4_000)  # queued before the trace's host events begin
+    gpu_free = 4_000.0
+    for s in range(STEPS + 1):
+        t = s * 10_000.0
+        b.step(s + 1, t, 10_000)
+        ret = max(gpu_free + 5, t + 60)
+        b.runtime("cudaDeviceSynchronize", t + 50, ret - (t + 50))
+        for i in range(20):
+            lt = ret + 50 + i * 290
+            o = b.op("aten::mul", lt - 2, 10)
+            start = max(lt + 15, gpu_free)
+            b.launch(o, "cudaLaunchKernel", lt, 5, kernel="mul", gpu_ts=start, gpu_dur=500)
+            gpu_free = start + 500
+    return b
+
+
+def test_opening_sync_waiting_for_the_previous_steps_kernels_is_booked_to_the_gpu() -> None:
+    tr = _load(opening_sync_waits_for_the_previous_step())
+    gr = graph(tr)
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] >= 70
+    r = replay(gr, Mods.of(gr))
+    chosen = gr.steps.chosen
+    # the host waits ~4 ms per step for the previous step's kernels: that wait is the GPU's,
+    # so the host's own cycle is ~6 ms and the GPU's ~10 ms, the step
+    assert np.median(r.carried_ns[chosen]) == pytest.approx(4e6, rel=0.1)
+    assert np.median(r.gpu_cycle_ns[chosen]) == pytest.approx(1e7, rel=0.02)
+    # twice faster kernels: the step becomes the host's ~6 ms; a faster host saves nothing
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(4.0, abs=0.3)
+    ops = tr.cpu_ops
+    assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.1
