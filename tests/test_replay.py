@@ -87,6 +87,17 @@ def input_bound() -> TraceBuilder:
     return b
 
 
+def unlinked_kernels() -> TraceBuilder:
+    """An 800 us kernel whose launch the trace did not record, which a sync waits for."""
+    b = TraceBuilder()
+    for s in range(STEPS):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        b.kernel("gemm", t + 20, 800)
+        b.runtime("cudaDeviceSynchronize", t + 10, 815)
+    return b
+
+
 def launch_bound() -> TraceBuilder:
     """60 launches 15 us apart (8 us calls) of 3 us kernels, then nothing."""
     b = TraceBuilder()
@@ -151,6 +162,18 @@ def test_unchanged_replay_gives_back_the_measured_steps(build) -> None:  # type:
     assert np.allclose(r.step_ns, np.diff(gr.steps.bounds_ns), rtol=0, atol=2_000)
     pure = replay(gr, Mods.of(gr, calibrated=False))  # the graph alone explains these steps
     assert np.allclose(pure.step_ns, np.diff(gr.steps.bounds_ns), rtol=0.05)
+
+
+def test_kernels_without_a_recorded_launch_that_a_sync_waits_for_are_the_steps_work() -> None:
+    tr = _load(unlinked_kernels())
+    gr = graph(tr)
+    r = replay(gr, Mods.of(gr))
+    assert np.allclose(r.step_ns, np.diff(gr.steps.bounds_ns), rtol=0, atol=2_000)
+    assert (gr.gpu.step_key >= 0).all() and gr.host.waits[~gr.host.fixed].all()
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] > 70
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(0.4, abs=0.02)  # 800 us -> 400 us
 
 
 def test_host_bound_step_gains_nothing_from_faster_kernels() -> None:

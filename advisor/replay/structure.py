@@ -128,7 +128,9 @@ def step_keys(
         own = inside & launched
         first = np.full(len(st) * n_streams, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first, key[own], start_ns[own])
-        queued = np.flatnonzero(unknown & (start_ns < first[np.clip(key, 0, None)]))
+        first_own = first[np.clip(key, 0, None)]
+        none = np.iinfo(np.int64).max  # (no launched activity there: all of it is the step's)
+        queued = np.flatnonzero(unknown & (first_own < none) & (start_ns < first_own))
         before = k[queued] - 1  # the step that queued it, when that step is replayed too
         seen = (before >= 0) & chosen[np.clip(before, 0, None)]
         key[queued] = np.where(seen, key[queued] - n_streams, -1)
