@@ -65,7 +65,7 @@ def step_bound(trace: Trace) -> dict[str, Any] | None:
     lists = _Lists(gr, wait)
     # where each step's path ends: at the end of its own GPU work when that is the longer
     # cycle (advisor.replay.steptime), else at its end
-    gpu_cycle = gpu_cycle_ns(gr, lists.g_ts, lists.g_end)
+    gpu_cycle = gpu_cycle_ns(gr, lists.g_ts, lists.g_end, g.end_ns - g.ts_ns)
     host_cycle = d - carried_wait_ns(
         gr, gr.host.own_ns.tolist(), lists.h_ts, lists.h_end, lists.g_end
     )
@@ -121,7 +121,7 @@ def _walk(gr: Graph, ls: _Lists, k: int, from_gpu: bool) -> dict[str, int] | Non
 
     h_ts, h_end, g_ts, g_end = ls.h_ts, ls.h_end, ls.g_ts, ls.g_end
     a = int(st.anchor[k + 1])
-    tail = own_work(gr).last[k]  # the step's own GPU work, which may run past its end
+    tail = [j for pair in own_work(gr).last[k] for j in pair]  # (may run past the step's end)
     j = max(tail, key=lambda x: g_end[x]) if tail and from_gpu else -1
     if j >= 0 and g_end[j] > hi:
         state, i, t = "g", j, g_end[j]

@@ -214,7 +214,7 @@ def _result(
     return Replayed(
         _bounds(gr, mods, hs, he, ge),
         carried_wait_ns(gr, own_ns, hs, he, ge),
-        gpu_cycle_ns(gr, gs, ge),
+        gpu_cycle_ns(gr, gs, ge, mods.gpu_dur_ns),
         nodes,
     )
 

@@ -126,9 +126,11 @@ class OwnWork:
     (:mod:`advisor.replay.steptime`)."""
 
     first: list[list[int]]  # per step: the first own activity on each stream it used
-    last: list[list[int]]  # per step: the last own activity on each stream it used
-    carried: list[list[int]]  # per step: the last activity issued before it, per stream
+    last: list[list[tuple[int, int]]]  # ...its last one there, and the one that ended last
+    carried: list[list[int]]  # per step: the activities issued before it that end last
     waits: list[tuple[int, int]]  # (call, step): the main thread's calls that wait
+    keyed: np.ndarray  # the activities some replayed step issued
+    key_of: np.ndarray  # ...and their step_key
 
 
 @dataclass(eq=False)
