@@ -605,3 +605,150 @@ def test_opening_sync_waiting_for_the_previous_steps_kernels_is_booked_to_the_gp
     assert s.ms == pytest.approx(4.0, abs=0.3)
     ops = tr.cpu_ops
     assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.1
+
+
+def full_launch_queue() -> TraceBuilder:
+    """A training loop with no sync that runs ahead until the launch queue is full. Each step
+    launches a 4 ms GEMM and 25 kernels of 50 us (5.25 ms of GPU work, run back to back); its
+    21st launch finds the queue full and returns only when the step's GEMM ends; the step
+    ends 100 us after its last launch. The previous step's small kernels delay this step's
+    GEMM: the host waits ~4.9 ms per step in that launch, time the GPU decides."""
+    b = TraceBuilder()
+    t = 0.0
+    gpu_free = 0.0
+    for s in range(STEPS + 2):
+        start = t
+        o = b.op("aten::mm", t + 8, 10)
+        gemm_ts = max(t + 25, gpu_free)
+        b.launch(o, "cudaLaunchKernel", t + 10, 5, kernel="gemm", gpu_ts=gemm_ts, gpu_dur=4_000)
+        gpu_free = gemm_ts + 4_000
+        lt = t + 20
+        for i in range(25):
+            ret = lt + 3
+            if i == 20:  # the queue is full: the call returns when a slot frees
+                ret = gemm_ts + 4_000 + 5
+            o = b.op("aten::add", lt - 1, ret - lt + 2)
+            kt = max(lt + 15, gpu_free)
+            b.launch(o, "cudaLaunchKernel", lt, ret - lt, kernel="add", gpu_ts=kt, gpu_dur=50)
+            gpu_free = kt + 50
+            lt = ret + 10
+        t = lt + 100
+        b.step(s + 1, start, t - start)
+    return b
+
+
+def test_launches_into_a_full_queue_wait_for_the_gpu_which_bounds_the_step() -> None:
+    tr = _load(full_launch_queue())
+    gr = graph(tr)
+    h = gr.host
+    slow = np.flatnonzero(~h.fixed & ((h.end_ns - h.ts_ns) > 1_000_000))
+    assert len(slow) and h.waits[slow].all()
+    names = tr.kernels["name"].astype(str).to_numpy()
+    assert (names[gr.gpu.row[h.awaited[slow]]] == "gemm").all()
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] >= 70
+    assert _consistent(tr, b)
+    # twice faster kernels: 5.25 -> 2.6 ms of GPU work per step; the host needs ~0.7 ms
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(2.6, abs=0.3)
+    ops = tr.cpu_ops
+    assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.1
+
+
+def item_at_the_end_of_a_gpu_bound_step() -> TraceBuilder:
+    """Steps of ~9.5 ms: the host launches 30 kernels of 300 us in 0.9 ms, then reads the loss
+    (`.item()`: a device-to-host copy into pageable memory, which returns when the stream has
+    drained and the copy is done), then works 200 us on it."""
+    b = TraceBuilder()
+    t = 0.0
+    for s in range(STEPS + 1):
+        start = t
+        gpu_free = t + 40.0
+        for i in range(30):
+            lt = t + 10 + 30 * i
+            o = b.op("aten::mm", lt - 1, 10)
+            kt = max(lt + 15, gpu_free)
+            b.launch(o, "cudaLaunchKernel", lt, 5, kernel="gemm", gpu_ts=kt, gpu_dur=300)
+            gpu_free = kt + 300
+        ct = t + 920
+        o = b.op("aten::_local_scalar_dense", ct - 2, gpu_free + 20 - ct)
+        b.launch(
+            o,
+            "cudaMemcpyAsync",
+            ct,
+            gpu_free + 15 - ct,
+            memcpy=("Memcpy DtoH (Device -> Pageable)", 4),
+            gpu_ts=gpu_free + 5,
+            gpu_dur=3,
+        )
+        b.annotation("python_work", gpu_free + 30, 200)
+        t = gpu_free + 240
+        b.step(s + 1, start, t - start)
+    return b
+
+
+def test_item_that_drains_the_stream_books_its_wait_to_the_gpu() -> None:
+    tr = _load(item_at_the_end_of_a_gpu_bound_step())
+    gr = graph(tr)
+    h = gr.host
+    copy = gr.host_nodes(_rt_rows(tr, "cudaMemcpyAsync"))
+    copy = copy[~h.fixed[copy]]
+    assert len(copy) and h.waits[copy].all()
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] >= 70
+    assert _consistent(tr, b)
+    # twice faster kernels: the copy waits 4.5 ms less (9 ms of GEMMs per step)
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(4.5, abs=0.3)
+    # the host's own work is the 0.9 ms of launches (the first kernel waits for the first
+    # launch) and the 0.2 ms after the copy: that is all a faster host could save
+    ops = tr.cpu_ops
+    assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.5
+
+
+def host_bound_with_a_short_wait() -> TraceBuilder:
+    """Steps of 1 ms: 700 us of Python, 10 launches of 20 us kernels, then `.item()`, which
+    waits ~40 us for them: the GPU is idle most of the step and the host is the bound."""
+    b = TraceBuilder()
+    for s in range(STEPS + 1):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        b.annotation("python_work", t + 10, 700)
+        gpu_free = 0.0
+        for i in range(10):
+            lt = t + 720 + 12 * i
+            o = b.op("aten::add", lt - 1, 8)
+            kt = max(lt + 10, gpu_free)
+            b.launch(o, "cudaLaunchKernel", lt, 5, kernel="add", gpu_ts=kt, gpu_dur=20)
+            gpu_free = kt + 20
+        ct = t + 845
+        b.launch(
+            None,
+            "cudaMemcpyAsync",
+            ct,
+            gpu_free + 12 - ct,
+            memcpy=("Memcpy DtoH (Device -> Pageable)", 4),
+            gpu_ts=gpu_free + 2,
+            gpu_dur=3,
+        )
+    return b
+
+
+def test_host_bound_step_with_a_short_wait_stays_host_bound() -> None:
+    tr = _load(host_bound_with_a_short_wait())
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "host" and b["shares_pct"]["host"] >= 75
+    assert _consistent(tr, b)
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms < 0.15  # at most the ~100 us the copy waits after the last launch, halved
+    ann = tr.annotations[tr.annotations["name"] == "python_work"]
+    s = whatif(tr, ShrinkHost(ann["ts_ns"], ann["end_ns"], keep=0.5))
+    assert s.ms == pytest.approx(0.35, abs=0.01)  # half of the 700 us of Python
+
+
+def _consistent(tr: Trace, bound: dict) -> bool:  # type: ignore[type-arg]
+    from advisor.analysis.pipeline import run_summary
+    from advisor.replay.bound import consistent, evidence
+
+    busy = run_summary(tr, None)["gpu_busy_pct"]
+    return consistent(bound, evidence(tr, busy)) is None

@@ -195,17 +195,28 @@ def handoffs(h: HostRows, prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def launches(
-    launch_rt: np.ndarray, of_runtime: np.ndarray, h_ts: np.ndarray, g_ts: np.ndarray
+    launch_rt: np.ndarray,
+    of_runtime: np.ndarray,
+    h_ts: np.ndarray,
+    g_ts: np.ndarray,
+    prev_end: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Launch edges: each activity's launch call (-1), that call's start (NEG: none) and the
-    launch latency (the 5th percentile of start minus launch over the trace)."""
+    launch latency: the 5th percentile of start minus launch over the activities launched onto
+    an idle stream (the previous activity on the stream, ``prev_end``, ended before the launch
+    call started). An activity queued behind other work starts when that work ends, so its
+    start minus launch measures the queue, not the launch: on a GPU-bound trace where the host
+    runs far ahead, every activity is queued. Over all activities where none was launched
+    onto an idle stream."""
     ok = (launch_rt >= 0) & (launch_rt < len(of_runtime))
     launch = np.full(len(launch_rt), -1, dtype=np.int64)
     launch[ok] = of_runtime[launch_rt[ok]]
     launch_ts = np.where(launch >= 0, h_ts[np.clip(launch, 0, None)], NEG)
     lat = g_ts - launch_ts
     good = (launch >= 0) & (lat >= 0)
-    return launch, launch_ts, int(np.percentile(lat[good], 5)) if good.any() else 0
+    idle = good & (prev_end <= launch_ts)
+    use = idle if idle.any() else good
+    return launch, launch_ts, int(np.percentile(lat[use], 5)) if use.any() else 0
 
 
 def stream_order(stream: np.ndarray, ts: np.ndarray) -> np.ndarray:

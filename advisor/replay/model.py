@@ -13,7 +13,7 @@ Edges (each with an offset in ns), one builder each in :mod:`advisor.replay.edge
   thread during the autograd thread's backward, and back) starts when the other thread's last
   call before it ended, plus the measured delay;
 - **launch**: a GPU activity starts no earlier than its launch call started plus the launch
-  latency (correlation id);
+  latency (correlation id; measured on work launched onto an idle stream);
 - **stream order**: no earlier than the previous activity on its stream ended;
 - **cross-stream wait**: an activity that started well after both of those, right after an
   activity on another stream of its device ended (cudaStreamWaitEvent / event waits), waits
@@ -214,9 +214,11 @@ def _build(trace: Trace) -> Graph:
     prev, gap_ns = edges.host_order(h.thread, h.ts_ns, h.end_ns)
     handoff, handoff_ns = edges.handoffs(h, prev)
     gap_ns = np.where(handoff >= 0, 0, gap_ns)  # the thread waited for the other one
-    launch, launch_ts, latency_ns = edges.launches(g.launch_rt, h.of_runtime, h.ts_ns, g.ts_ns)
     g_prev = edges.stream_order(g.stream, g.ts_ns)
     prev_end = _end_of(g_prev, g.end_ns)
+    launch, launch_ts, latency_ns = edges.launches(
+        g.launch_rt, h.of_runtime, h.ts_ns, g.ts_ns, prev_end
+    )
     dep = edges.cross_stream(g, np.maximum(edges.after_launch(launch_ts, latency_ns), prev_end))
     b = edges.binding(g.ts_ns, launch_ts, latency_ns, prev_end, _end_of(dep, g.end_ns))
     # calls that wait for GPU work: syncs and launches into a full queue, then blocking copies
