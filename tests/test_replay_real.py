@@ -123,6 +123,12 @@ def test_bound_agrees_with_busy_share_and_launch_lead(rel: str) -> None:
         return  # nothing to replay: no bound is stated
     busy = run_summary(tr, None)["gpu_busy_pct"]
     assert consistent(bound, evidence(tr, busy)) is None
+    # the bound is read on the replayed timeline: unchanged, it gives back every measured step
+    # (the steady-state step a saving is read against may be shorter: see steptime)
+    gr = graph(tr)
+    chosen = gr.steps.chosen
+    timeline = np.diff(replay(gr, Mods.of(gr)).bounds_ns)[chosen]
+    assert np.allclose(timeline, np.diff(gr.steps.bounds_ns)[chosen], rtol=1e-3, atol=1_000)
 
 
 @pytest.mark.parametrize("rel", QWEN)
