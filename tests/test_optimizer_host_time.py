@@ -125,8 +125,10 @@ def test_shampoo_on_trace_filter() -> None:
         "step (34% of the step) while launching 56.2 ms of GPU work"
     )
     assert f.evidence[0].total_ms / 2 == pytest.approx(195, rel=0.1)
-    # replayed without the operators' host time (but one call): 142 ms of the 208 ms
-    assert f.est_savings_ms == pytest.approx(142, rel=0.1)
+    # replayed without the operators' host time (but one call); in the first step the
+    # optimizer's kernels then wait on stream 7 for the backward thread's GPU work (a 36 ms
+    # SendRecv and what follows it): 107 ms per step of the 208 ms
+    assert f.est_savings_ms == pytest.approx(107, rel=0.1)
     assert not found(rep, "single-tensor-optimizer")
 
 

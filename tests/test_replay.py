@@ -87,6 +87,17 @@ def input_bound() -> TraceBuilder:
     return b
 
 
+def unlinked_kernels() -> TraceBuilder:
+    """An 800 us kernel whose launch the trace did not record, which a sync waits for."""
+    b = TraceBuilder()
+    for s in range(STEPS):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        b.kernel("gemm", t + 20, 800)
+        b.runtime("cudaDeviceSynchronize", t + 10, 815)
+    return b
+
+
 def launch_bound() -> TraceBuilder:
     """60 launches 15 us apart (8 us calls) of 3 us kernels, then nothing."""
     b = TraceBuilder()
@@ -151,6 +162,18 @@ def test_unchanged_replay_gives_back_the_measured_steps(build) -> None:  # type:
     assert np.allclose(r.step_ns, np.diff(gr.steps.bounds_ns), rtol=0, atol=2_000)
     pure = replay(gr, Mods.of(gr, calibrated=False))  # the graph alone explains these steps
     assert np.allclose(pure.step_ns, np.diff(gr.steps.bounds_ns), rtol=0.05)
+
+
+def test_kernels_without_a_recorded_launch_that_a_sync_waits_for_are_the_steps_work() -> None:
+    tr = _load(unlinked_kernels())
+    gr = graph(tr)
+    r = replay(gr, Mods.of(gr))
+    assert np.allclose(r.step_ns, np.diff(gr.steps.bounds_ns), rtol=0, atol=2_000)
+    assert (gr.gpu.step_key >= 0).all() and gr.host.waits[~gr.host.fixed].all()
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] > 70
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(0.4, abs=0.02)  # 800 us -> 400 us
 
 
 def test_host_bound_step_gains_nothing_from_faster_kernels() -> None:
@@ -489,5 +512,267 @@ def test_cache_is_one_object_made_on_first_use() -> None:
     gr = graph(tr)
     assert gr.cache.loop_lists is None and gr.cache.unchanged is None
     whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0, low=1.5, high=3.0))
-    assert gr.cache.loop_lists is not None and gr.cache.keyed is not None
+    assert gr.cache.loop_lists is not None and gr.cache.own_work is not None
     assert not [k for k in vars(gr) if k.startswith("_replay")]
+
+
+# ---- waiting in the model (issue 25): a host that waits for the GPU is not the bottleneck
+
+
+def gpu_bound_with_a_draining_copy() -> TraceBuilder:
+    """Steps of 20.6 ms: the host launches 60 FP32 GEMMs in 10 ms (one every 166 us), which
+    the GPU runs back to back for 20 ms (333 us each); then a pageable host-to-device copy,
+    whose call returns when the stream has drained and the copy is done."""
+    b = TraceBuilder()
+    t = 0.0
+    gpu_free = 0.0
+    for s in range(STEPS):
+        b.step(s + 1, t, 20_600)
+        for i in range(60):
+            lt = t + 20 + i * 166
+            o = b.op("aten::mm", lt - 2, 10, dims=[[2048, 2048], [2048, 2048]], types=["float"] * 2)
+            start = max(lt + 15, gpu_free)
+            b.launch(
+                o,
+                "cudaLaunchKernel",
+                lt,
+                5,
+                kernel="ampere_sgemm_128x64_nn",
+                gpu_ts=start,
+                gpu_dur=333,
+            )
+            gpu_free = start + 333
+        o = b.op("aten::copy_", t + 10_100, 10_400)
+        b.launch(
+            o,
+            "cudaMemcpyAsync",
+            t + 10_110,
+            gpu_free + 60 - (t + 10_110),
+            memcpy=("Memcpy HtoD (Pageable -> Device)", 1 << 20),
+            gpu_ts=gpu_free,
+            gpu_dur=50,
+        )
+        gpu_free += 50
+        t += 20_600
+    return b
+
+
+def test_gpu_bound_step_with_a_draining_copy_is_gpu_bound_and_values_tf32() -> None:
+    from advisor.analysis.pipeline import analyze_trace
+
+    tr = _load(gpu_bound_with_a_draining_copy())
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] >= 70
+    rep = analyze_trace(gpu_bound_with_a_draining_copy().load(), None)
+    fp32 = [f for f in rep.findings if f.id == "fp32-matmul"]
+    assert fp32 and fp32[0].est_savings_ms >= 7.0  # 20 ms of GEMMs at 2x: up to 10 ms
+    # the copy's call waited for the GEMMs: the host's own work is not what limits the step
+    ops = tr.cpu_ops
+    assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.5
+
+
+def opening_sync_waits_for_the_previous_step() -> TraceBuilder:
+    """Steps of 10 ms: each opens with torch.cuda.synchronize(), which waits ~4 ms for the
+    kernels the previous step launched; then the host launches 20 kernels of 500 us, one every
+    290 us: the GPU runs them back to back into the next step."""
+    b = TraceBuilder()
+    b.kernel("before", 0, 4_000)  # queued before the trace's host events begin
+    gpu_free = 4_000.0
+    for s in range(STEPS + 1):
+        t = s * 10_000.0
+        b.step(s + 1, t, 10_000)
+        ret = max(gpu_free + 5, t + 60)
+        b.runtime("cudaDeviceSynchronize", t + 50, ret - (t + 50))
+        for i in range(20):
+            lt = ret + 50 + i * 290
+            o = b.op("aten::mul", lt - 2, 10)
+            start = max(lt + 15, gpu_free)
+            b.launch(o, "cudaLaunchKernel", lt, 5, kernel="mul", gpu_ts=start, gpu_dur=500)
+            gpu_free = start + 500
+    return b
+
+
+def test_opening_sync_waiting_for_the_previous_steps_kernels_is_booked_to_the_gpu() -> None:
+    tr = _load(opening_sync_waits_for_the_previous_step())
+    gr = graph(tr)
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] >= 70
+    r = replay(gr, Mods.of(gr))
+    chosen = gr.steps.chosen
+    # the host waits ~4 ms per step for the previous step's kernels: that wait is the GPU's,
+    # so the host's own cycle is ~6 ms and the GPU's ~10 ms, the step
+    assert np.median(r.carried_ns[chosen]) == pytest.approx(4e6, rel=0.1)
+    assert np.median(r.gpu_cycle_ns[chosen]) == pytest.approx(1e7, rel=0.02)
+    # twice faster kernels: the step becomes the host's ~6 ms; a faster host saves nothing
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(4.0, abs=0.3)
+    ops = tr.cpu_ops
+    assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.1
+
+
+def full_launch_queue() -> TraceBuilder:
+    """A training loop with no sync that runs ahead until the launch queue is full. Each step
+    launches a 4 ms GEMM and 25 kernels of 50 us (5.25 ms of GPU work, run back to back); its
+    21st launch finds the queue full and returns only when the step's GEMM ends; the step
+    ends 100 us after its last launch. The previous step's small kernels delay this step's
+    GEMM: the host waits ~4.9 ms per step in that launch, time the GPU decides."""
+    b = TraceBuilder()
+    t = 0.0
+    gpu_free = 0.0
+    for s in range(STEPS + 2):
+        start = t
+        o = b.op("aten::mm", t + 8, 10)
+        gemm_ts = max(t + 25, gpu_free)
+        b.launch(o, "cudaLaunchKernel", t + 10, 5, kernel="gemm", gpu_ts=gemm_ts, gpu_dur=4_000)
+        gpu_free = gemm_ts + 4_000
+        lt = t + 20
+        for i in range(25):
+            ret = lt + 3
+            if i == 20:  # the queue is full: the call returns when a slot frees
+                ret = gemm_ts + 4_000 + 5
+            o = b.op("aten::add", lt - 1, ret - lt + 2)
+            kt = max(lt + 15, gpu_free)
+            b.launch(o, "cudaLaunchKernel", lt, ret - lt, kernel="add", gpu_ts=kt, gpu_dur=50)
+            gpu_free = kt + 50
+            lt = ret + 10
+        t = lt + 100
+        b.step(s + 1, start, t - start)
+    return b
+
+
+def test_launches_into_a_full_queue_wait_for_the_gpu_which_bounds_the_step() -> None:
+    tr = _load(full_launch_queue())
+    gr = graph(tr)
+    # the launch latency is measured where the stream was idle (the first GEMM: 15 us), not on
+    # the queued kernels, whose start minus launch is the queue (1 ms and more)
+    assert gr.launch_latency_ns == 15_000
+    h = gr.host
+    slow = np.flatnonzero(~h.fixed & ((h.end_ns - h.ts_ns) > 1_000_000))
+    assert len(slow) and h.waits[slow].all()
+    names = tr.kernels["name"].astype(str).to_numpy()
+    assert (names[gr.gpu.row[h.awaited[slow]]] == "gemm").all()
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] >= 70
+    assert _consistent(tr, b)
+    # twice faster kernels: 5.25 -> 2.6 ms of GPU work per step; the host needs ~0.7 ms
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(2.6, abs=0.3)
+    ops = tr.cpu_ops
+    assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.1
+
+
+def item_at_the_end_of_a_gpu_bound_step() -> TraceBuilder:
+    """Steps of ~9.5 ms: the host launches 30 kernels of 300 us in 0.9 ms, then reads the loss
+    (`.item()`: a device-to-host copy into pageable memory, which returns when the stream has
+    drained and the copy is done), then works 200 us on it."""
+    b = TraceBuilder()
+    t = 0.0
+    for s in range(STEPS + 1):
+        start = t
+        gpu_free = t + 40.0
+        for i in range(30):
+            lt = t + 10 + 30 * i
+            o = b.op("aten::mm", lt - 1, 10)
+            kt = max(lt + 15, gpu_free)
+            b.launch(o, "cudaLaunchKernel", lt, 5, kernel="gemm", gpu_ts=kt, gpu_dur=300)
+            gpu_free = kt + 300
+        ct = t + 920
+        o = b.op("aten::_local_scalar_dense", ct - 2, gpu_free + 20 - ct)
+        b.launch(
+            o,
+            "cudaMemcpyAsync",
+            ct,
+            gpu_free + 15 - ct,
+            memcpy=("Memcpy DtoH (Device -> Pageable)", 4),
+            gpu_ts=gpu_free + 5,
+            gpu_dur=3,
+        )
+        b.annotation("python_work", gpu_free + 30, 200)
+        t = gpu_free + 240
+        b.step(s + 1, start, t - start)
+    return b
+
+
+def test_item_that_drains_the_stream_books_its_wait_to_the_gpu() -> None:
+    tr = _load(item_at_the_end_of_a_gpu_bound_step())
+    gr = graph(tr)
+    h = gr.host
+    copy = gr.host_nodes(_rt_rows(tr, "cudaMemcpyAsync"))
+    copy = copy[~h.fixed[copy]]
+    assert len(copy) and h.waits[copy].all()
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and b["shares_pct"]["gpu"] >= 70
+    assert _consistent(tr, b)
+    # twice faster kernels: the copy waits 4.5 ms less (9 ms of GEMMs per step)
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(4.5, abs=0.3)
+    # the host's own work is the 0.9 ms of launches (the first kernel waits for the first
+    # launch) and the 0.2 ms after the copy: that is all a faster host could save
+    ops = tr.cpu_ops
+    assert whatif(tr, ShrinkHost(ops["ts_ns"], ops["end_ns"], keep=0.0)).ms < 0.5
+
+
+def host_bound_with_a_short_wait() -> TraceBuilder:
+    """Steps of 1 ms: 700 us of Python, 10 launches of 20 us kernels, then `.item()`, which
+    waits ~40 us for them: the GPU is idle most of the step and the host is the bound."""
+    b = TraceBuilder()
+    for s in range(STEPS + 1):
+        t = s * 1000.0
+        b.step(s + 1, t, 1000)
+        b.annotation("python_work", t + 10, 700)
+        gpu_free = 0.0
+        for i in range(10):
+            lt = t + 720 + 12 * i
+            o = b.op("aten::add", lt - 1, 8)
+            kt = max(lt + 10, gpu_free)
+            b.launch(o, "cudaLaunchKernel", lt, 5, kernel="add", gpu_ts=kt, gpu_dur=20)
+            gpu_free = kt + 20
+        ct = t + 845
+        b.launch(
+            None,
+            "cudaMemcpyAsync",
+            ct,
+            gpu_free + 12 - ct,
+            memcpy=("Memcpy DtoH (Device -> Pageable)", 4),
+            gpu_ts=gpu_free + 2,
+            gpu_dur=3,
+        )
+    return b
+
+
+def test_host_bound_step_with_a_short_wait_stays_host_bound() -> None:
+    tr = _load(host_bound_with_a_short_wait())
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "host" and b["shares_pct"]["host"] >= 75
+    assert _consistent(tr, b)
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms < 0.15  # at most the ~100 us the copy waits after the last launch, halved
+    ann = tr.annotations[tr.annotations["name"] == "python_work"]
+    s = whatif(tr, ShrinkHost(ann["ts_ns"], ann["end_ns"], keep=0.5))
+    assert s.ms == pytest.approx(0.35, abs=0.01)  # half of the 700 us of Python
+
+
+def _consistent(tr: Trace, bound: dict) -> bool:  # type: ignore[type-arg]
+    from advisor.analysis.pipeline import run_summary
+    from advisor.replay.bound import consistent, evidence
+
+    busy = run_summary(tr, None).gpu_busy_pct
+    return consistent(bound, evidence(tr, busy)) is None
+
+
+def test_a_gap_before_already_launched_work_is_the_gpus_time() -> None:
+    # one step of 1000 us: two kernels launched at 10 and 20 us; the first runs 100-300, the
+    # second 600-900 on the same stream: busy 50%, occupied from 10 us + latency to 900 us
+    from advisor.replay.bound import gpu_occupied_pct
+
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    for t, (g0, d) in ((10, (100, 200)), (20, (600, 300))):
+        op = b.op("aten::mm", t, 5)
+        b.launch(op, "cudaLaunchKernel", t + 1, 2, kernel="gemm", gpu_ts=g0, gpu_dur=d)
+    b.runtime("cudaDeviceSynchronize", 30, 880)
+    tr = steady_trace(b.load())
+    occ = gpu_occupied_pct(tr)
+    assert occ is not None and 80.0 <= occ <= 90.0  # from ~100 us (launch + latency) to 900
+    bound = step_bound(tr)
+    assert bound is not None and _consistent(tr, bound)

@@ -65,6 +65,12 @@ def trace_quality(trace: Trace) -> list[Issue]:
     return list(trace.memo("trace_quality", lambda: tuple(_issues(trace))))
 
 
+def timeline_complete(trace: Trace) -> bool:
+    """The trace recorded the whole GPU timeline: no CUDA-graph replays with unrecorded
+    kernels, no launch calls without their GPU work, no events dropped while loading."""
+    return not any(i.kind in ("graph", "lost-launch", "dropped") for i in trace_quality(trace))
+
+
 def affected_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """The union of the time ranges whose GPU timeline is incomplete (disjoint, sorted)."""
     parts = [i for i in trace_quality(trace) if len(i.span_starts)]

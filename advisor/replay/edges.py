@@ -20,7 +20,8 @@ from advisor.replay.structure import cross_stream_waits
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
-HANDOFF_NS = 2_000_000  # a thread resuming this soon after another thread's call: a hand-off
+HANDOFF_NS = 2_000_000  # a thread's first call this soon after another thread's call: a hand-off
+HANDOFF_IDLE_X = 3  # a thread idle this many times longer than the delay after another's call
 CROSS_STREAM_MIN_NS = 5_000  # an unexplained start delay above this looks for another stream
 THROTTLE_MIN_NS = 50_000  # a launch call this long (and THROTTLE_X x the median) may be
 THROTTLE_X = 10.0  # ...waiting for the launch queue
@@ -164,9 +165,10 @@ def host_order(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.
 
 def handoffs(h: HostRows, prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Hand-offs: the call on another thread of the process that a call waited for (-1), and
-    the delay after that call's end. A thread waited for another one when it resumed within
-    HANDOFF_NS of that thread's call, after that call ended later than its own previous call,
-    and its own idle time is more than three times that delay."""
+    the delay after that call's end. A thread waited for another one when it resumed after
+    that thread's call, which ended later than its own previous call, and its own idle time is
+    more than HANDOFF_IDLE_X times the delay (a thread's first call: within HANDOFF_NS). The
+    delay is host work of the resuming thread (Python before its next runtime call)."""
     ts, end, thread = h.ts_ns, h.end_ns, h.thread
     q = np.full(len(ts), -1, dtype=np.int64)
     prev_end = np.where(prev >= 0, end[np.clip(prev, 0, None)], ts)
@@ -186,23 +188,35 @@ def handoffs(h: HostRows, prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ok = q >= 0
         off = ts - best_end
         own = ts - prev_end
-        ok &= (off <= HANDOFF_NS) & ((prev < 0) | ((best_end > prev_end) & (own > 3 * off)))
+        waited = (best_end > prev_end) & (own > HANDOFF_IDLE_X * off)
+        ok &= np.where(prev < 0, off <= HANDOFF_NS, waited)
         q[~ok] = -1
     return q, np.where(q >= 0, ts - end[np.clip(q, 0, None)], 0)
 
 
 def launches(
-    launch_rt: np.ndarray, of_runtime: np.ndarray, h_ts: np.ndarray, g_ts: np.ndarray
+    launch_rt: np.ndarray,
+    of_runtime: np.ndarray,
+    h_ts: np.ndarray,
+    g_ts: np.ndarray,
+    prev_end: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Launch edges: each activity's launch call (-1), that call's start (NEG: none) and the
-    launch latency (the 5th percentile of start minus launch over the trace)."""
+    launch latency: the 5th percentile of start minus launch over the activities launched onto
+    an idle stream (the previous activity on the stream, ``prev_end``, ended before the launch
+    call started). An activity queued behind other work starts when that work ends, so its
+    start minus launch measures the queue, not the launch: on a GPU-bound trace where the host
+    runs far ahead, every activity is queued. Over all activities where none was launched
+    onto an idle stream."""
     ok = (launch_rt >= 0) & (launch_rt < len(of_runtime))
     launch = np.full(len(launch_rt), -1, dtype=np.int64)
     launch[ok] = of_runtime[launch_rt[ok]]
     launch_ts = np.where(launch >= 0, h_ts[np.clip(launch, 0, None)], NEG)
     lat = g_ts - launch_ts
     good = (launch >= 0) & (lat >= 0)
-    return launch, launch_ts, int(np.percentile(lat[good], 5)) if good.any() else 0
+    idle = good & (prev_end <= launch_ts)
+    use = idle if idle.any() else good
+    return launch, launch_ts, int(np.percentile(lat[use], 5)) if use.any() else 0
 
 
 def stream_order(stream: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -286,21 +300,33 @@ def queue_backpressure(h: HostRows) -> np.ndarray:
 
 
 def sync_waits(
-    h: HostRows, waiting: np.ndarray, g: GpuRows, issued_ns: np.ndarray
+    h: HostRows, waiting: np.ndarray, g: GpuRows, launch: np.ndarray, issued_ns: np.ndarray
 ) -> tuple[np.ndarray, dict[int, list[int]]]:
-    """Syncs: for each waiting call (host indices), the activity issued before it
-    (``issued_ns``: its launch's start, else its own) that ended last before the call returned
-    (-1: none ended after the call started); a device sync also waits for the last such
-    activity of every other stream."""
+    """Syncs: for each waiting call (host indices), the GPU activity issued before it that
+    ended last before the call returned (-1: none ended after the call started); a device sync
+    also waits for the last such activity of every other stream.
+
+    An activity was issued before the call when its launch call started before it
+    (``issued_ns``: the launch's start). One whose launch is not in the trace (work queued
+    before the trace's host events begin, a lost launch) was issued at some time before it
+    started: it counts when it started before the call returned, since it ran while the host
+    waited and no recorded call issued it."""
     awaited = np.full(len(h.ts_ns), -1, dtype=np.int64)
     more: dict[int, list[int]] = {}
     if not len(waiting) or not len(g.ts_ns):
         return awaited, more
-    by_issue = np.argsort(issued_ns, kind="stable")
+    has = launch >= 0
+    by_issue = np.flatnonzero(has)[np.argsort(issued_ns[has], kind="stable")]
     issued_sorted = issued_ns[by_issue]
+    by_start = np.flatnonzero(~has)[np.argsort(g.ts_ns[~has], kind="stable")]
+    start_sorted = g.ts_ns[by_start]
     for i in waiting.tolist():
         n = np.searchsorted(issued_sorted, h.ts_ns[i], side="left")
         cand = by_issue[max(0, n - SYNC_LOOKBACK) : n]
+        n = np.searchsorted(start_sorted, h.end_ns[i], side="left")
+        if n:
+            cand = np.concatenate([cand, by_start[max(0, n - SYNC_LOOKBACK) : n]])
+            cand = cand[np.argsort(issued_ns[cand], kind="stable")]
         e = g.end_ns[cand]
         e = np.where(e <= h.end_ns[i] + CLOCK_TOL_NS, e, NEG)
         if len(e) and e.max() > h.ts_ns[i]:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from advisor.replay.model import Bind, Graph
+from advisor.replay.steptime import carried_wait_ns, gpu_cycle_ns
 
 
 @dataclass
@@ -75,7 +76,8 @@ class Replayed:
     and every node's replayed times (as arrays on demand)."""
 
     bounds_ns: np.ndarray  # replayed step boundaries
-    busy_ns: np.ndarray  # per step: the GPU time its launches take on their busiest stream
+    carried_ns: np.ndarray  # per step: the main thread's waits for work issued before it
+    gpu_cycle_ns: np.ndarray  # per step: the span of its own GPU work
     # every node's times (host starts and ends, GPU starts and ends), made on demand
     nodes: Callable[[], tuple[list[int], list[int], list[int], list[int]]] = field(
         repr=False, compare=False
@@ -98,11 +100,15 @@ class Replayed:
         return np.asarray(self.nodes()[3], dtype=np.int64)
 
     @property
+    def host_cycle_ns(self) -> np.ndarray:
+        """Per step: from its boundary to the next, less its waits for earlier work."""
+        return np.diff(self.bounds_ns) - self.carried_ns
+
+    @property
     def step_ns(self) -> np.ndarray:
-        """Each step's replayed time: from its boundary to the next, and never less than the
-        GPU time of its own launches on one stream (a host that runs ahead of the GPU is held
-        back by the queue, and by the syncs, over the steps)."""
-        return np.maximum(np.diff(self.bounds_ns), self.busy_ns)
+        """Each step's replayed time: the longer of its host cycle and its GPU cycle
+        (:mod:`advisor.replay.steptime`)."""
+        return np.maximum(self.host_cycle_ns, self.gpu_cycle_ns)
 
 
 def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
@@ -170,8 +176,7 @@ def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
                         if t > e:
                             e = t
                 E[i] = e
-    bounds = _bounds(gr, mods, S, E, GE)
-    return Replayed(bounds, _busy(gr, mods, one_step, len(bounds)), lambda: (S, E, GS, GE))
+    return _result(gr, mods, base, (S, E, GS, GE), lambda: (S, E, GS, GE))
 
 
 def one_step_of(gr: Graph, mods: Mods, full: Replayed) -> Replayed:
@@ -186,11 +191,31 @@ def one_step_of(gr: Graph, mods: Mods, full: Replayed) -> Replayed:
     c = _loop_lists(gr)
     hs, he = _Either(vis_h, S, c["S"]), _Either(vis_h, E, c["E"])
     gs, ge = _Either(vis_g, GS, c["GS"]), _Either(vis_g, GE, c["GE"])
-    bounds = _bounds(gr, mods, hs, he, ge)  # type: ignore[arg-type]
-    return Replayed(
-        bounds,
-        _busy(gr, mods, True, len(bounds)),
+    own_ns = _as_list(mods.own_ns, *_unchanged(gr)["own_ns"])
+    return _result(
+        gr,
+        mods,
+        own_ns,
+        (hs, he, gs, ge),  # type: ignore[arg-type]
         lambda: (hs.merged(), he.merged(), gs.merged(), ge.merged()),
+    )
+
+
+def _result(
+    gr: Graph,
+    mods: Mods,
+    own_ns: list[int],
+    times: tuple[list[int], list[int], list[int], list[int]],
+    nodes: Callable[[], tuple[list[int], list[int], list[int], list[int]]],
+) -> Replayed:
+    """The :class:`Replayed` of replayed node ``times`` (host starts and ends, GPU starts and
+    ends), with the host calls' own times the replay used."""
+    hs, he, gs, ge = times
+    return Replayed(
+        _bounds(gr, mods, hs, he, ge),
+        carried_wait_ns(gr, own_ns, hs, he, ge),
+        gpu_cycle_ns(gr, gs, ge, mods.gpu_dur_ns),
+        nodes,
     )
 
 
@@ -271,31 +296,6 @@ def _one_step_gpu(gr: Graph) -> np.ndarray:
         seen[g] = True
         c.one_step_gpu = seen
     return c.one_step_gpu
-
-
-def _busy(gr: Graph, mods: Mods, one_step: bool, n_bounds: int) -> np.ndarray:
-    """Per step, the GPU time its launches take on their busiest stream. A replayed activity
-    lasts its (modified) duration, one the replay did not visit its measured one."""
-    n = max(n_bounds - 1, 0)
-    if not n:
-        return np.zeros(0, dtype=np.int64)
-    keyed, key_of = _keyed(gr)
-    dur = mods.gpu_dur_ns[keyed]
-    if one_step:  # activities the one-step replay does not visit keep their measured time
-        dur = np.where(_one_step_gpu(gr)[keyed], dur, (gr.gpu.end_ns - gr.gpu.ts_ns)[keyed])
-    n_streams = gr.gpu.n_streams
-    per: np.ndarray = np.bincount(key_of, weights=dur, minlength=n * n_streams)
-    busy = per[: n * n_streams].reshape(n, n_streams).max(axis=1)
-    return np.asarray(busy, dtype=np.int64)
-
-
-def _keyed(gr: Graph) -> tuple[np.ndarray, np.ndarray]:
-    """The activities issued in a replayed step (``step_key >= 0``) and their keys, once."""
-    c = gr.cache
-    if c.keyed is None:
-        keyed = np.flatnonzero(gr.gpu.step_key >= 0)
-        c.keyed = (keyed, gr.gpu.step_key[keyed])
-    return c.keyed
 
 
 def _as_list(a: np.ndarray, ref: np.ndarray, ref_list: list[int]) -> list[int]:

@@ -112,10 +112,14 @@ class ShrinkHost(Fix):
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         keep = _pick(self.keep, self.low, self.high, level)
-        for idx, cut_gap, calls, cut_call, am, cut_anchor, hq, cut_q in self._plan(gr):
+        for plan in self._plan(gr):
+            idx, cut_gap, calls, cut_call, am, cut_anchor, hq, cut_q, late, late_call = plan
             cut = np.minimum(cut_gap, mods.gap_ns[idx])
             mods.gap_ns[idx] -= (cut * (1 - keep)).astype(np.int64)
-            mods.host_dur_ns[calls] -= (cut_call * (1 - keep)).astype(np.int64)
+            shorter = (cut_call * (1 - keep)).astype(np.int64)
+            mods.host_dur_ns[calls] -= shorter
+            # work a call put in the queue as it returned comes that much sooner
+            mods.launch_ns[late] -= shorter[late_call]
             # host time between a step boundary's anchor call and the boundary
             if am.any():
                 cut = np.minimum(cut_anchor, mods.anchor_ns[am])
@@ -171,8 +175,26 @@ class ShrinkHost(Fix):
             if len(hq):
                 qend = h.end_ns[h.handoff[hq]]
                 cut_q = covered_by(us, ue, np.minimum(qend, h.ts_ns[hq]), h.ts_ns[hq])
-            plan.append((idx, cut_gap, idx[plain], cut_call[plain], am, cut_anchor, hq, cut_q))
+            calls = idx[plain]
+            late, late_call = _enqueued_on_return(gr, calls)
+            plan.append(
+                (idx, cut_gap, calls, cut_call[plain], am, cut_anchor, hq, cut_q, late, late_call)
+            )
         return plan
+
+
+def _enqueued_on_return(gr: Graph, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The GPU activities that ``calls`` launched and that started after their call returned,
+    with each one's position in ``calls``: a launch call far slower than the others (lazy
+    loading of a kernel's module, a full launch queue) puts its work in the queue as it
+    returns, so the work follows the call's end."""
+    g, h = gr.gpu, gr.host
+    pos = np.full(gr.n_h, -1, dtype=np.int64)
+    pos[calls] = np.arange(len(calls))
+    has = g.launch >= 0
+    lc = np.clip(g.launch, 0, None)
+    late = np.flatnonzero(has & (pos[lc] >= 0) & (g.ts_ns >= h.end_ns[lc]) & h.slow_launch[lc])
+    return late, pos[lc[late]]
 
 
 @dataclass

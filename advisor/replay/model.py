@@ -13,7 +13,7 @@ Edges (each with an offset in ns), one builder each in :mod:`advisor.replay.edge
   thread during the autograd thread's backward, and back) starts when the other thread's last
   call before it ended, plus the measured delay;
 - **launch**: a GPU activity starts no earlier than its launch call started plus the launch
-  latency (correlation id);
+  latency (correlation id; measured on work launched onto an idle stream);
 - **stream order**: no earlier than the previous activity on its stream ended;
 - **cross-stream wait**: an activity that started well after both of those, right after an
   activity on another stream of its device ended (cudaStreamWaitEvent / event waits), waits
@@ -57,7 +57,17 @@ from advisor.replay.structure import (
 )
 from advisor.trace.model import Trace
 
-__all__ = ["Bind", "GpuWork", "Graph", "HostCalls", "ReplayCache", "Steps", "Work", "graph"]
+__all__ = [
+    "Bind",
+    "GpuWork",
+    "Graph",
+    "HostCalls",
+    "OwnWork",
+    "ReplayCache",
+    "Steps",
+    "Work",
+    "graph",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,6 +87,7 @@ class HostCalls:
     # hand-off
     handoff: np.ndarray  # the call on another thread it waited for, -1
     handoff_ns: np.ndarray  # the delay after that call's end
+    slow_launch: np.ndarray  # bool: a launch call far slower than launches take
     # syncs, blocking copies, launches into a full queue
     waits: np.ndarray  # bool: it waits for GPU work
     awaited: np.ndarray  # the GPU activity it waits for, -1
@@ -109,6 +120,19 @@ class GpuWork:
     n_streams: int
 
 
+@dataclass(frozen=True, eq=False)
+class OwnWork:
+    """Per step, the nodes that bound its own GPU work, and the host's waits
+    (:mod:`advisor.replay.steptime`)."""
+
+    first: list[list[int]]  # per step: the first own activity on each stream it used
+    last: list[list[tuple[int, int]]]  # ...its last one there, and the one that ended last
+    carried: list[list[int]]  # per step: the activities issued before it that end last
+    waits: list[tuple[int, int]]  # (call, step): the main thread's calls that wait
+    keyed: np.ndarray  # the activities some replayed step issued
+    key_of: np.ndarray  # ...and their step_key
+
+
 @dataclass(eq=False)
 class ReplayCache:
     """The replay's cache: what every replay of one graph reads, made on first use by the
@@ -118,7 +142,7 @@ class ReplayCache:
 
     loop_lists: dict[str, list[Any]] | None = None  # the graph's arrays the replay loop reads
     unchanged: dict[str, tuple[np.ndarray, list[int]]] | None = None  # Mods.of(graph), as lists
-    keyed: tuple[np.ndarray, np.ndarray] | None = None  # activities issued in a replayed step
+    own_work: OwnWork | None = None  # each step's own GPU work and waits (steptime)
     one_step_host: np.ndarray | None = None  # bool per host call: in the one-step replay
     one_step_gpu: np.ndarray | None = None  # bool per GPU activity: in the one-step replay
     one_step_apart: bool | None = None  # the one-step replay reads no node only the full visits
@@ -190,22 +214,27 @@ def _build(trace: Trace) -> Graph:
     prev, gap_ns = edges.host_order(h.thread, h.ts_ns, h.end_ns)
     handoff, handoff_ns = edges.handoffs(h, prev)
     gap_ns = np.where(handoff >= 0, 0, gap_ns)  # the thread waited for the other one
-    launch, launch_ts, latency_ns = edges.launches(g.launch_rt, h.of_runtime, h.ts_ns, g.ts_ns)
     g_prev = edges.stream_order(g.stream, g.ts_ns)
     prev_end = _end_of(g_prev, g.end_ns)
+    launch, launch_ts, latency_ns = edges.launches(
+        g.launch_rt, h.of_runtime, h.ts_ns, g.ts_ns, prev_end
+    )
     dep = edges.cross_stream(g, np.maximum(edges.after_launch(launch_ts, latency_ns), prev_end))
     b = edges.binding(g.ts_ns, launch_ts, latency_ns, prev_end, _end_of(dep, g.end_ns))
     # calls that wait for GPU work: syncs and launches into a full queue, then blocking copies
     issued_ns = np.where(launch >= 0, launch_ts, g.ts_ns)
-    waiting = np.union1d(np.flatnonzero(h.is_sync), edges.queue_backpressure(h))
-    awaited, awaited_more = edges.sync_waits(h, waiting, g, issued_ns)
+    slow = edges.queue_backpressure(h)
+    waiting = np.union1d(np.flatnonzero(h.is_sync), slow)
+    awaited, awaited_more = edges.sync_waits(h, waiting, g, launch, issued_ns)
     copy_calls, copies = edges.blocking_copies(h, g, launch)
     awaited[copy_calls] = copies
     return_ns, own_ns = edges.sync_times(awaited, h.ts_ns, h.end_ns, g.end_ns)
     # the replayed window and the steps
     st = trace.steps
     w = replayed_window(st, h.ts_ns, g.ts_ns, prev, gap_ns, handoff, launch)
-    step_key, n_streams = step_keys(st, w.chosen, issued_ns, g.stream, w.gpu_fixed)
+    step_key, n_streams = step_keys(
+        st, w.chosen, issued_ns, g.ts_ns, g.stream, w.gpu_fixed, launch >= 0
+    )
     waits = awaited >= 0
     order = replay_order(
         h.thread,
@@ -222,6 +251,7 @@ def _build(trace: Trace) -> Graph:
     s = steps(trace, st, w.chosen, h.thread, h.trace_tid, h.ts_ns, h.end_ns, g.end_ns, w.gpu_fixed)
     h_step = step_of(st, h.ts_ns)
     g_step = np.where(launch >= 0, h_step[np.clip(launch, 0, None)], step_of(st, issued_ns))
+    g_step = np.where(step_key >= 0, step_key // n_streams, g_step)  # (work queued by a step)
     host = HostCalls(
         runtime_row=h.runtime_row,
         thread=h.thread,
@@ -234,6 +264,7 @@ def _build(trace: Trace) -> Graph:
         gap_ns=w.gap_ns,
         handoff=handoff,
         handoff_ns=handoff_ns,
+        slow_launch=np.isin(np.arange(len(h.ts_ns)), slow),
         waits=waits,
         awaited=awaited,
         awaited_more=awaited_more,
@@ -282,6 +313,7 @@ def _empty() -> Graph:
         **{f: i64() for f in ("origin_ns", "prev", "gap_ns", "handoff", "handoff_ns")},
         **{f: i64() for f in ("awaited", "return_ns", "own_ns")},
         fixed=no(),
+        slow_launch=no(),
         waits=no(),
         awaited_more={},
     )

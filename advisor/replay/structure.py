@@ -103,17 +103,38 @@ def step_keys(
     st: pd.DataFrame,
     chosen: np.ndarray,
     issued_ns: np.ndarray,
+    start_ns: np.ndarray,
     stream: np.ndarray,
     fixed: np.ndarray,
+    launched: np.ndarray,
 ) -> tuple[np.ndarray, int]:
-    """Which replayed step issued each activity (its GPU time counts against that step's
-    throughput): ``step * n_streams + stream code`` (-1: none), and ``n_streams``."""
+    """The steps' own GPU work: which replayed step issued each activity (its GPU time counts
+    against that step): ``step * n_streams + stream code`` (-1: none), and ``n_streams``.
+
+    An activity was issued by the step its launch call started in (``issued_ns``: the launch's
+    start; without a launch in the trace, ``launched`` False, its own start). One whose
+    launch is not in the trace belongs to the step it started in, unless it ran on its stream
+    before the first launched activity of the step there: then the previous step queued it,
+    and it is that step's work when that step is replayed too (else: -1, work of a step the
+    replay does not see)."""
     sc, _ = pd.factorize(stream)
     n_streams = max(int(sc.max()) + 1, 1) if len(stream) else 1
     hi = int(st["end_ns"].max()) if len(st) else 0
     k = step_of(st, issued_ns)
     inside = (k >= 0) & (issued_ns < hi) & ~fixed & chosen[np.clip(k, 0, None)]
-    return np.where(inside, k * n_streams + sc, -1).astype(np.int64), n_streams
+    key = np.where(inside, k * n_streams + sc, -1).astype(np.int64)
+    unknown = inside & ~launched
+    if unknown.any():
+        own = inside & launched
+        first = np.full(len(st) * n_streams, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, key[own], start_ns[own])
+        first_own = first[np.clip(key, 0, None)]
+        none = np.iinfo(np.int64).max  # (no launched activity there: all of it is the step's)
+        queued = np.flatnonzero(unknown & (first_own < none) & (start_ns < first_own))
+        before = k[queued] - 1  # the step that queued it, when that step is replayed too
+        seen = (before >= 0) & chosen[np.clip(before, 0, None)]
+        key[queued] = np.where(seen, key[queued] - n_streams, -1)
+    return key, n_streams
 
 
 def median_step(st: pd.DataFrame) -> int:
