@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from advisor.trace.columns import Columns
+from advisor.trace.commroles import is_comm
 from advisor.trace.links import (
     assign_steps,
     call_sites,
     gpu_steps,
-    is_comm,
     is_user_file,
     launch_index,
     memcpy_kinds,
@@ -135,7 +135,9 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     for df in (kernels, memcpy):
         df["launch_idx"] = launch_index(df["correlation"].to_numpy(), rt_corr)
         df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps, steps)
-    kernels["is_comm"] = is_comm(kernels["name"].array)
+    kernels["is_comm"] = is_comm(
+        kernels["name"].array, kernels["device"].to_numpy(), kernels["stream"].to_numpy()
+    )
     argkind = memcpy.pop("argkind").to_numpy()
     for k, v in memcpy_kinds(memcpy["name"].array, argkind).items():
         memcpy[k] = v
