@@ -12,12 +12,13 @@ import numpy as np
 import pandas as pd
 
 from advisor.analysis.options import Options
+from advisor.derive.arrival import preceding
 from advisor.derive.breakdown import step_breakdown
 from advisor.derive.comm import collective_name, comm_stats, cpu_collectives
 from advisor.derive.peerwait import single_rank_transfer_ns
 from advisor.derive.steps import steady_trace
 from advisor.derive.timeline import covered_by, main_device, union
-from advisor.digest import NO_COLLECTIVES, Collectives, Digest
+from advisor.digest import NO_COLLECTIVES, Collectives, Digest, Skeleton
 from advisor.report import Report
 from advisor.runfacts import RunFacts
 from advisor.runfolder import RUN_NAME, rank_run_name
@@ -85,6 +86,7 @@ def digest_trace(trace: Trace, report: Report, rank: int | None = None) -> Diges
     steps = trace.steps
     cs = comm_stats(trace)
     dev = trace.device(main_device(trace))
+    colls, rows = _collectives(trace)
     return Digest(
         path=str(trace.path),
         rank=rank,
@@ -98,12 +100,13 @@ def digest_trace(trace: Trace, report: Report, rank: int | None = None) -> Diges
         categories_ms=step_breakdown(trace).mean_ms(),
         kernels=_totals(trace.kernels),
         ops=_op_totals(trace),
-        collectives=collectives(trace),
+        collectives=colls,
         device=dev.name if dev else None,
         free_compute_ms=round((cs.compute_ns - cs.overlap_ns) / 1e6 / max(cs.steps, 1), 3)
         if cs
         else None,
         comm_hidden_replay_ms=_comm_replay(trace) if cs else None,
+        skeleton=_skeleton(trace, rows),
     )
 
 
@@ -159,24 +162,33 @@ def _op_totals(trace: Trace) -> dict[str, tuple[int, float]]:
 
 def collectives(trace: Trace) -> Collectives:
     """Communication kernels inside steps (or gloo ranges on CPU runs), ordered by start."""
+    return _collectives(trace)[0]
+
+
+def _collectives(trace: Trace) -> tuple[Collectives, np.ndarray]:
+    """The collectives, and the ``trace.kernels`` row of each (empty on CPU runs)."""
     k = trace.kernels
     origin_ns = int(round(trace.meta.origin_us * 1000.0))
-    exposed = transfer = None
+    exposed = transfer = before = None
+    rows = np.zeros(0, dtype=np.int64)
     if len(k) and k["is_comm"].any():
-        c = k[k["is_comm"].to_numpy() & (k["step"].to_numpy() >= 0)].sort_values("ts_ns")
+        m = np.flatnonzero(k["is_comm"].to_numpy() & (k["step"].to_numpy() >= 0))
+        rows = m[np.argsort(k["ts_ns"].to_numpy()[m], kind="stable")]
+        c = k.iloc[rows]
         names = [collective_name(str(x)) for x in c["name"]]
         stream = c["stream"].to_numpy(dtype=np.int64)
         exposed = _exposed(trace, c)
         transfer = single_rank_transfer_ns(
             [str(x) for x in c["name"]], stream, c["dur_ns"].to_numpy()
         )
+        before = preceding(trace, c)
     else:
         c = cpu_collectives(trace)
         c = c[c["step"].to_numpy() >= 0]
         names = [collective_name(str(x)) for x in c["name"]]
         stream = np.full(len(c), -1, dtype=np.int64)
     ts = c["ts_ns"].to_numpy(dtype=np.int64)
-    return Collectives(
+    out = Collectives(
         step=c["step"].to_numpy(dtype=np.int64),
         name=names,
         stream=stream,
@@ -185,7 +197,20 @@ def collectives(trace: Trace) -> Collectives:
         ts_us=np.round(trace.meta.origin_us + ts / 1000.0, 3),
         exposed_ns=exposed,
         transfer_ns=transfer,
+        before=before,
     )
+    return out, rows
+
+
+def _skeleton(trace: Trace, rows: np.ndarray) -> Skeleton | None:
+    """The step graph reduced to the collectives at ``rows`` (None: not replayable)."""
+    from advisor.replay.model import graph
+    from advisor.replay.skeleton import skeleton
+    from advisor.replay.whatif import replayable
+
+    if not len(rows) or not replayable(trace):
+        return None
+    return skeleton(graph(trace), rows, int(round(trace.meta.origin_us * 1000.0)))
 
 
 def _exposed(trace: Trace, c: pd.DataFrame) -> np.ndarray:
