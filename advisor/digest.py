@@ -61,6 +61,25 @@ class Skeleton:
 
 
 @dataclass(frozen=True)
+class KernelSeq:
+    """The steady steps' kernels on the main GPU, communication aside, in start order (what
+    ``advisor diff`` pairs across runs, :mod:`advisor.multirank.explain`): per kernel the index
+    of its name in ``names``, of its launching op in ``ops`` (the innermost CPU op around the
+    launch; "" none), its step, stream and duration."""
+
+    names: list[str]
+    ops: list[str]
+    step: np.ndarray  # int64
+    name_idx: np.ndarray  # int64
+    op_idx: np.ndarray  # int64
+    stream: np.ndarray  # int64
+    dur_ns: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.name_idx)
+
+
+@dataclass(frozen=True)
 class Collectives:
     """One row per collective (communication kernel, or gloo range on CPU runs)."""
 
@@ -110,6 +129,7 @@ class Digest:
     # what the steps lose in the replay with every collective hidden (None: not replayed)
     comm_hidden_replay_ms: float | None = None
     skeleton: Skeleton | None = None  # the step graph reduced to the collectives (job replay)
+    kernel_seq: KernelSeq | None = None  # the kernels in order (advisor diff only)
 
     @property
     def label(self) -> str:

@@ -18,7 +18,7 @@ from advisor.derive.comm import collective_name, comm_stats, cpu_collectives
 from advisor.derive.peerwait import single_rank_transfer_ns
 from advisor.derive.steps import steady_trace
 from advisor.derive.timeline import covered_by, main_device, union
-from advisor.digest import NO_COLLECTIVES, Collectives, Digest, Skeleton
+from advisor.digest import NO_COLLECTIVES, Collectives, Digest, KernelSeq, Skeleton
 from advisor.report import Report
 from advisor.runfacts import RunFacts
 from advisor.runfolder import RUN_NAME, rank_run_name
@@ -76,10 +76,13 @@ def digest_file(path: str | Path, options: Options | None = None) -> Digest:
         return failed_digest(p, str(err))
     rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(p)
     report = analyze_trace(trace, load_rank_context(p, rank), opts)
-    return digest_trace(trace, report, rank)
+    return digest_trace(trace, report, rank, opts.kernel_sequence)
 
 
-def digest_trace(trace: Trace, report: Report, rank: int | None = None) -> Digest:
+def digest_trace(
+    trace: Trace, report: Report, rank: int | None = None, with_kernels: bool = False
+) -> Digest:
+    """The trace's digest (``with_kernels``: with its kernels in order, for ``advisor diff``)."""
     if rank is None:
         rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(trace.path)
     trace = steady_trace(trace)  # the per-step figures come from the steady steps
@@ -107,6 +110,40 @@ def digest_trace(trace: Trace, report: Report, rank: int | None = None) -> Diges
         else None,
         comm_hidden_replay_ms=_comm_replay(trace) if cs else None,
         skeleton=_skeleton(trace, rows),
+        kernel_seq=kernel_sequence(trace) if with_kernels else None,
+    )
+
+
+def kernel_sequence(trace: Trace) -> KernelSeq:
+    """The steady steps' kernels on the main GPU, communication aside, in start order, with
+    the innermost CPU op around each launch (:class:`advisor.digest.KernelSeq`)."""
+    k = trace.kernels
+    dev = main_device(trace)
+    keep = (k["step"].to_numpy() >= 0) & ~k["is_comm"].to_numpy(dtype=bool)
+    if dev is not None:
+        keep &= (k["device"] == dev).to_numpy()
+    rows = np.flatnonzero(keep)
+    rows = rows[np.argsort(k["ts_ns"].to_numpy()[rows], kind="stable")]
+    launch = k["launch_idx"].to_numpy()[rows]
+    rt_op = trace.runtime["op_idx"].to_numpy() if len(trace.runtime) else np.zeros(0, np.int64)
+    op = np.full(len(rows), -1, dtype=np.int64)
+    ok = (launch >= 0) & (launch < len(rt_op))
+    op[ok] = rt_op[launch[ok]]
+    op_names = trace.cpu_ops["name"].astype(str).to_numpy() if len(trace.cpu_ops) else None
+    op_name = np.full(len(rows), "", dtype=object)
+    if op_names is not None:
+        has = op >= 0
+        op_name[has] = op_names[op[has]]
+    name_codes, names = pd.factorize(k["name"].astype(str).to_numpy()[rows])
+    op_codes, ops = pd.factorize(op_name)
+    return KernelSeq(
+        names=[str(x) for x in names],
+        ops=[str(x) for x in ops],
+        step=k["step"].to_numpy(dtype=np.int64)[rows],
+        name_idx=name_codes.astype(np.int64),
+        op_idx=op_codes.astype(np.int64),
+        stream=k["stream"].to_numpy(dtype=np.int64)[rows],
+        dur_ns=k["dur_ns"].to_numpy(dtype=np.int64)[rows],
     )
 
 

@@ -23,6 +23,7 @@ class Options:
     no_source: bool = False
     source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+    kernel_sequence: bool = False  # digests carry their kernels in order (advisor diff)
 
     def validate(self) -> None:
         Thresholds(self.overrides).validate()
