@@ -217,3 +217,27 @@ def test_flux_attention_backends() -> None:
     assert all(r["name"] != "aiter::fmha_fwd_hd128_bf16_rtz" for r in d["kernels"])
     assert all(not r["name"].startswith("triton_poi_fused_addmm_cat") for r in d["kernels"])
     assert d["ops"][0]["name"] == "model_inference"
+
+
+def test_diff_of_rank_folders_and_their_analysis(tmp_path: Path) -> None:
+    """Folders of per-rank traces, and the folder an analysis of them wrote (its findings.json
+    names the rank folder), compare rank by rank."""
+    from tests.mr_helpers import rank_builder
+
+    ranks_a, ranks_b = tmp_path / "a", tmp_path / "b"
+    for folder, compute_end in ((ranks_a, 6_000.0), (ranks_b, 5_000.0)):
+        folder.mkdir()
+        for r in range(2):
+            b = rank_builder(r, 2, compute_end_us=compute_end, sync=True)
+            b.write(folder / f"rank{r}.trace.json")
+    out = tmp_path / "out-a"
+    cmd = [sys.executable, "-m", "advisor", "analyze", str(ranks_a), "--out", str(out)]
+    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    assert not (out / "trace.annotated.json.gz").exists()
+    sa = load_side(out, Options())
+    assert [d.rank for d in sa.digests] == [0, 1]
+    d = diff_sides(sa, load_side(ranks_b, Options()))
+    e = d["explain"]
+    (gemm,) = [x for x in e["lines"] if x["kind"] == "changed"]
+    assert gemm["delta_ms"] == pytest.approx(-1.0, abs=0.01)  # the compute kernel, 1 ms shorter
+    assert e["lines_sum_ms"] == pytest.approx(e["mean_step_delta_ms"], abs=0.002)

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from advisor.derive.breakdown import CATEGORIES
 from advisor.digest import Digest, KernelSeq
@@ -50,32 +51,32 @@ def _r(x: float, nd: int = 3) -> float:
 
 
 class _Side:
-    """One side's kernels over its first ``n`` steady steps, with per-kernel key and family."""
+    """One side's kernels over its first ``n`` steady steps, with per-kernel key and family
+    (computed once per distinct name; the per-kernel arrays by indexing)."""
 
     def __init__(self, seq: KernelSeq, n: int) -> None:
         steps = np.unique(seq.step)[:n]
         keep = np.isin(seq.step, steps)
-        self.names = seq.names
         self.ops = seq.ops
         self.name_idx = seq.name_idx[keep]
         self.op_idx = seq.op_idx[keep]
         self.dur_ns = seq.dur_ns[keep].astype(np.int64)
-        self.key_of_name = [name_key(x) for x in seq.names]
-        self.key = np.array([self.key_of_name[i] for i in self.name_idx], dtype=object)
-        self.family_of_name = [kernel_family(x) for x in seq.names]
-        self.family = np.array([self.family_of_name[i] for i in self.name_idx], dtype=object)
+        keys = [name_key(x) for x in seq.names]
+        self.key = np.asarray(keys, dtype=object)[self.name_idx]
+        families = [kernel_family(x) for x in seq.names]
+        self.family = np.asarray(families, dtype=object)[self.name_idx]
+        self.names_of_key: dict[str, str] = {}
+        for name, key in zip(seq.names, keys, strict=True):
+            self.names_of_key.setdefault(key, name)
+        codes, uniq = pd.factorize(self.key)
+        order = np.argsort(codes, kind="stable")
+        cuts = np.flatnonzero(np.diff(codes[order])) + 1
+        self.positions: dict[str, np.ndarray] = {
+            str(uniq[codes[g[0]]]): g for g in np.split(order, cuts) if len(g)
+        }
 
     def __len__(self) -> int:
         return len(self.name_idx)
-
-    def by_key(self) -> dict[str, np.ndarray]:
-        out: dict[str, list[int]] = defaultdict(list)
-        for i, k in enumerate(self.key):
-            out[k].append(i)
-        return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
-
-    def name_of_key(self, key: str) -> str:
-        return next(n for n, k in zip(self.names, self.key_of_name, strict=True) if k == key)
 
 
 def _renames(
@@ -90,7 +91,7 @@ def _renames(
 
 def pair_kernels(a: _Side, b: _Side) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """Paired positions (A, B), and the renamed keys (A key, B key). See the module doc."""
-    ka, kb = a.by_key(), b.by_key()
+    ka, kb = a.positions, b.positions
     renamed = _renames(a, b, ka, kb)
     skel = [(ka[k], kb[k]) for k in ka if k in kb and len(ka[k]) == len(kb[k])]
     skel += [(ka[x], kb[y]) for x, y in renamed]
@@ -138,11 +139,9 @@ def _explain_pair(da: Digest, db: Digest) -> dict[str, Any] | None:
     a, b = _Side(da.kernel_seq, n), _Side(db.kernel_seq, n)
     pa, pb, renamed = pair_kernels(a, b)
     # paired changes per family (the B kernel's family)
-    changed: dict[str, float] = defaultdict(float)
-    pairs_per_family: dict[str, int] = defaultdict(int)
-    for fam, d in zip(b.family[pb], b.dur_ns[pb] - a.dur_ns[pa], strict=True):
-        changed[fam] += float(d)
-        pairs_per_family[fam] += 1
+    by_fam = pd.Series(b.dur_ns[pb] - a.dur_ns[pa]).groupby(b.family[pb]).agg(["sum", "size"])
+    changed = {str(f): float(r["sum"]) for f, r in by_fam.iterrows()}
+    pairs_per_family = {str(f): int(r["size"]) for f, r in by_fam.iterrows()}
     # added / removed work, charged to the next paired kernel on its side
     order = np.argsort(pa, kind="stable")
     sa, sb_of_a = pa[order], pb[order]
@@ -175,10 +174,9 @@ def _explain_pair(da: Digest, db: Digest) -> dict[str, Any] | None:
             ops[name or "(no CPU op)"] += sign * float(ns)
     fams: dict[str, float] = defaultdict(float)
     for side, sign in ((a, -1.0), (b, 1.0)):
-        for fam, ns in zip(side.family, side.dur_ns, strict=True):
+        for fam, ns in pd.Series(side.dur_ns).groupby(side.family).sum().items():
             fams[str(fam)] += sign * float(ns)
-    names_a = {k: a.name_of_key(k) for k, _ in renamed}
-    names_b = {k: b.name_of_key(k) for _, k in renamed}
+    names_a, names_b = a.names_of_key, b.names_of_key
     per = 1.0 / n / 1e6  # ns over n steps -> ms per step
     return {
         "steps": n,
@@ -187,11 +185,8 @@ def _explain_pair(da: Digest, db: Digest) -> dict[str, Any] | None:
         "groups": {k: {f: v * per for f, v in g.items()} for k, g in groups.items()},
         "ops": {k: v * per for k, v in ops.items()},
         "families": {k: v * per for k, v in fams.items()},
-        "renamed": [(names_a[x], names_b[y], len(a.by_key()[x]) / n) for x, y in renamed],
-        "key_names": {
-            **{str(k): a.name_of_key(str(k)) for k in set(a.key_of_name)},
-            **{str(k): b.name_of_key(str(k)) for k in set(b.key_of_name)},
-        },
+        "renamed": [(names_a[x], names_b[y], len(a.positions[x]) / n) for x, y in renamed],
+        "key_names": {**names_a, **names_b},
         "kernel_ms": (float(a.dur_ns.sum()) * per, float(b.dur_ns.sum()) * per),
     }
 
