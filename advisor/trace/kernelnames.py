@@ -118,13 +118,15 @@ def pair_renamed(
     (:func:`name_tokens`); the pairs sharing most first, each name in one pair at most."""
     tok_a = {k: name_tokens(k) for k in only_a}
     tok_b = {k: name_tokens(k) for k in only_b}
+    bucket: dict[tuple[float, str], list[str]] = {}
+    for y, cg in only_b.items():
+        bucket.setdefault(cg, []).append(y)
     cands = []
-    for x, (count_a, group_a) in only_a.items():
-        for y, (count_b, group_b) in only_b.items():
-            if group_a == group_b and count_a == count_b:
-                sim = similarity(tok_a[x], tok_b[y])
-                if sim > min_similarity:
-                    cands.append((sim, x, y))
+    for x, cg in only_a.items():
+        for y in bucket.get(cg, ()):
+            sim = similarity(tok_a[x], tok_b[y])
+            if sim > min_similarity:
+                cands.append((sim, x, y))
     cands.sort(key=lambda c: (-c[0], c[1], c[2]))
     used_a: set[str] = set()
     used_b: set[str] = set()
