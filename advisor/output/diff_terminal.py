@@ -46,8 +46,9 @@ def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
         con.print(f"{title} whose time per step changed most:")
         t = _table("name", "A ms", "B ms", "change ms", "A count", "B count")
         for r in rows:
+            label = r["name"] + (f" (was {r['a_name']})" if r.get("a_name") else "")
             t.add_row(
-                _short(r["name"]),
+                _short(label),
                 f"{r['a_ms']:.2f}",
                 f"{r['b_ms']:.2f}",
                 _signed(r["delta_ms"]),
@@ -91,11 +92,17 @@ def _print_explain(con: Any, e: dict[str, Any]) -> None:
     t = _table("change ms", "where")
     t.columns[0].justify = "right"
     t.columns[1].justify = "left"
+    small = [x for x in e["lines"] if abs(x["delta_ms"]) < 0.005]
     for line in e["lines"]:
+        if abs(line["delta_ms"]) < 0.005:
+            continue
         t.add_row(_signed(line["delta_ms"]), _short(line["label"], 110))
         parts = ", ".join(f"{f} {v:+.2f}" for f, v in (line.get("families") or {}).items())
         if parts:
             t.add_row("", f"  {p(parts)}")
+    if small:
+        total = sum(x["delta_ms"] for x in small)
+        t.add_row(_signed(total, ".3f"), f"{len(small)} line(s) under 0.005 ms each")
     con.print(t)
     fams = ", ".join(f"{x['family']} {x['delta_ms']:+.2f}" for x in e["by_family"])
     if fams:
