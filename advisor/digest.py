@@ -19,6 +19,65 @@ import numpy as np
 
 from advisor.report import Report
 
+# the parts of a rank's time before a collective (:mod:`advisor.derive.arrival`), in the order of
+# the columns of Preceding's arrays
+PARTS = ("compute", "copy", "loader", "idle")
+
+
+@dataclass(frozen=True)
+class Preceding:
+    """What a rank did before it reached each collective (:mod:`advisor.derive.arrival`): per
+    collective (rows) and part (columns, :data:`PARTS`), the time that part took from the
+    trace's start to the collective's start, to its end, and to the start of its step (ns), so
+    the time between any two of these is a difference of rows; and the longest computation
+    kernel between the previous collective (or the step's start) and its start."""
+
+    at_start_ns: np.ndarray  # int64 [collective, part]
+    at_end_ns: np.ndarray
+    at_step_ns: np.ndarray
+    step_abs_ns: np.ndarray  # int64, the start of its step, own clock
+    kernel: list[str]  # ("" none)
+    kernel_ns: np.ndarray  # its time in that stretch
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """A rank's step graph reduced to its collectives (:mod:`advisor.replay.skeleton`), which the
+    job replay (:mod:`advisor.replay.job`) joins across ranks. For each row of the Collectives,
+    then each step boundary (the steady steps' starts, then the last one's end): the row of the
+    collective whose end decides that time through the graph (-1: none), the time after that
+    end (with none: the measured time itself, own clock), how much earlier it may move before
+    another edge decides it (ns), and the row of the collective that other edge follows (-1:
+    none; that bound moves as that collective's end does)."""
+
+    coll_root: np.ndarray
+    coll_off_ns: np.ndarray
+    coll_slack_ns: np.ndarray
+    coll_alt_root: np.ndarray
+    bound_root: np.ndarray
+    bound_off_ns: np.ndarray
+    bound_slack_ns: np.ndarray
+    bound_alt_root: np.ndarray
+
+
+@dataclass(frozen=True)
+class KernelSeq:
+    """The steady steps' kernels on the main GPU, communication aside, in start order (what
+    ``advisor diff`` pairs across runs, :mod:`advisor.multirank.explain`): per kernel the index
+    of its name in ``names``, of its launching op in ``ops`` (the innermost CPU op around the
+    launch; "" none), its step, stream and duration."""
+
+    names: list[str]
+    ops: list[str]
+    step: np.ndarray  # int64
+    name_idx: np.ndarray  # int64
+    op_idx: np.ndarray  # int64
+    stream: np.ndarray  # int64
+    dur_ns: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.name_idx)
+
 
 @dataclass(frozen=True)
 class Collectives:
@@ -32,6 +91,7 @@ class Collectives:
     ts_us: np.ndarray  # float64, the file's own timestamp (to find it in Perfetto)
     exposed_ns: np.ndarray | None = None  # int64, the part no computation kernel covers (GPU)
     transfer_ns: np.ndarray | None = None  # int64, one-rank transfer estimate (derive.peerwait)
+    before: Preceding | None = None  # what the rank did before each (GPU traces)
 
     def __len__(self) -> int:
         return len(self.step)
@@ -68,6 +128,8 @@ class Digest:
     free_compute_ms: float | None = None  # computation per step no communication overlaps
     # what the steps lose in the replay with every collective hidden (None: not replayed)
     comm_hidden_replay_ms: float | None = None
+    skeleton: Skeleton | None = None  # the step graph reduced to the collectives (job replay)
+    kernel_seq: KernelSeq | None = None  # the kernels in order (advisor diff only)
 
     @property
     def label(self) -> str:

@@ -107,6 +107,10 @@ class RankRow:
     lag_ms_per_step: float | None = None
     findings: int = 0
     error: str | None = omit_none()
+    # by arrival at the collectives matched across ranks (advisor.derive.lag)
+    late_ms_per_step: float | None = omit_none()  # its arrivals after the earliest rank's
+    wait_ms_per_step: float | None = omit_none()  # inside collectives, waiting for the last rank
+    replayed_step_ms: float | None = omit_none()  # its step in the job replay (advisor.replay.job)
 
 
 @dataclass(frozen=True)
@@ -146,12 +150,25 @@ class RanksSummary:
 
 
 @dataclass(frozen=True)
+class JobStep:
+    """The job's step (the slowest rank's, median over the steps every rank has) as measured and
+    as the job replay gives it back (:mod:`advisor.replay.job`; ``run.job_step``)."""
+
+    measured_ms: float
+    replayed_ms: float
+    worst_rank_error_pct: float  # the largest difference of one rank's replayed step, in %
+    collectives_joined: int  # collective instances matched across the ranks
+    steps: int
+
+
+@dataclass(frozen=True)
 class Ranks:
     """The rows of a multi-rank analysis (keys in ``run``)."""
 
     ranks: tuple[RankRow, ...]
     ranks_missing: tuple[int, ...] = ()
     ranks_summary: RanksSummary | None = omit_none()
+    job_step: JobStep | None = omit_none()
 
 
 @dataclass(frozen=True)

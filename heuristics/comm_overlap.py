@@ -22,7 +22,11 @@ so the claim stays conservative). The steady steps are then replayed (see docs/s
 with each collective's transfer hidden under compute and its waiting kept: the saving is what
 the step loses (nothing when the host, not the GPU, limits the step); the low end of the range
 hides half of the transfer. For traces the replay cannot place: the exposed transfer per step,
-capped at the computation per step that does not already overlap communication.
+capped at the computation per step that does not already overlap communication. With a folder
+of per-rank traces the saving is valued for the job: the ranks' step graphs joined at the
+collectives (a collective's transfer starts when the last rank arrives) are replayed with every
+transfer hidden, and the claim is how much shorter the slowest rank's step gets (never more than
+the largest one rank's own claim).
 
 **How to fix.** The advice follows the pattern found. Mostly waiting: find the rank that
 arrives last (`straggler`, per-rank table) and what delays it; for all-to-all, uneven splits.

@@ -26,7 +26,11 @@ pytestmark = pytest.mark.slow
 
 def _two_ranks(tmp_path: Path) -> list[Path]:
     return write_ranks(
-        tmp_path, {0: rank_builder(0, arrive_us=3_000), 1: rank_builder(1, arrive_us=8_000)}
+        tmp_path,
+        {
+            0: rank_builder(0, arrive_us=3_000, sync=True),
+            1: rank_builder(1, arrive_us=8_000, sync=True),
+        },
     )
 
 

@@ -32,7 +32,42 @@ def _ids(report) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def test_late_rank_is_named_with_its_lag_per_step(tmp_path: Path) -> None:
-    # rank 1 reaches the all-reduce 5 ms after ranks 0 and 2; all finish together at 9 ms
+    # rank 1 reaches the all-reduce 5 ms after ranks 0 and 2; all finish together at 9 ms; every
+    # rank's host then waits for the GPU, so the others' steps wait for rank 1
+    b = {
+        0: rank_builder(0, 3, arrive_us=3_000, sync=True),
+        1: rank_builder(1, 3, arrive_us=8_000, sync=True),
+        2: rank_builder(2, 3, arrive_us=3_000, sync=True),
+    }
+    report, _ = _analyze(tmp_path, b)
+    (f,) = [f for f in report.findings if f.id == "straggler"]
+    assert f.title == "Rank 1 holds the other ranks back"
+    # the job replay: rank 1 on time, the all-reduce ends 5 ms earlier on every rank
+    assert f.est_savings_ms == pytest.approx(5.0, abs=0.01)
+    assert "Rank 1" in f.summary and "5.00 ms per step after the earliest rank" in f.summary
+    assert "rank 0 longest, 5.00 ms per step" in f.summary  # the others wait: the victims
+    assert "5.00 ms more computation on the GPU than the others" in f.summary
+    assert f.severity == "high" and f.confidence == "medium"
+    assert len(f.evidence) == 4 and f.evidence[0].what.startswith("step 1: rank 1 late")
+    assert f.evidence[0].example_ts_us == pytest.approx(1_000_000.0 + 8_000)
+    rows = {r["rank"]: r for r in record.dump(report.run)["ranks"]}
+    assert rows[1]["lag_ms_per_step"] == pytest.approx(5.0, abs=0.01)
+    assert rows[0]["lag_ms_per_step"] == pytest.approx(0.0, abs=0.01)
+    # no rank is blamed for its waiting: rank 0 waits 5 ms per step, its lateness is 0
+    assert rows[0]["wait_ms_per_step"] == pytest.approx(5.0, abs=0.01)
+    assert rows[0]["late_ms_per_step"] == pytest.approx(0.0, abs=0.01)
+    assert rows[1]["late_ms_per_step"] == pytest.approx(5.0, abs=0.01)
+    assert rows[1]["wait_ms_per_step"] == pytest.approx(0.0, abs=0.01)
+    # the job replay gives every rank's measured step back
+    job = record.dump(report.run)["job_step"]
+    assert job["measured_ms"] == pytest.approx(10.0) and job["worst_rank_error_pct"] < 1
+    assert all(r["replayed_step_ms"] == pytest.approx(10.0, abs=0.1) for r in rows.values())
+    assert "straggler" not in {s.id for s in report.skipped}
+
+
+def test_a_late_rank_nobody_waits_for_saves_the_job_nothing(tmp_path: Path) -> None:
+    # the same lateness, but no host waits for its collectives: the steps are the host's and the
+    # job replay finds nothing to save (the lateness is named, at no cost)
     b = {
         0: rank_builder(0, 3, arrive_us=3_000),
         1: rank_builder(1, 3, arrive_us=8_000),
@@ -41,23 +76,16 @@ def test_late_rank_is_named_with_its_lag_per_step(tmp_path: Path) -> None:
     report, _ = _analyze(tmp_path, b)
     (f,) = [f for f in report.findings if f.id == "straggler"]
     assert f.title == "Rank 1 holds the other ranks back"
-    assert f.est_savings_ms == pytest.approx(5.0, abs=0.01)
-    assert "Rank 1" in f.summary and "5.00 ms per step" in f.summary
-    assert f.severity == "high" and f.confidence == "medium"
-    assert len(f.evidence) == 4 and f.evidence[0].what.startswith("step 1: rank 1 late")
-    assert f.evidence[0].example_ts_us == pytest.approx(1_000_000.0 + 8_000)
-    rows = {r["rank"]: r for r in record.dump(report.run)["ranks"]}
-    assert rows[1]["lag_ms_per_step"] == pytest.approx(5.0, abs=0.01)
-    assert rows[0]["lag_ms_per_step"] == pytest.approx(0.0, abs=0.01)
-    assert "straggler" not in {s.id for s in report.skipped}
+    assert f.est_savings_ms == 0.0 and f.severity == "info"
+    assert "is 0.00 ms shorter" in f.summary
 
 
 def test_two_ranks_and_a_skewed_clock(tmp_path: Path) -> None:
     # rank 1's clock runs 40 ms ahead; only the shorter-kernel signal is trusted, so the real
     # 4 ms lag is found and the skew is not reported as lag
     b = {
-        0: rank_builder(0, arrive_us=4_000),
-        1: rank_builder(1, arrive_us=8_000, base_ts=1_040_000.0),
+        0: rank_builder(0, arrive_us=4_000, sync=True),
+        1: rank_builder(1, arrive_us=8_000, base_ts=1_040_000.0, sync=True),
     }
     report, _ = _analyze(tmp_path, b)
     (f,) = [f for f in report.findings if f.id == "straggler"]
@@ -202,7 +230,11 @@ def test_analyze_command_on_rank_folder(tmp_path: Path) -> None:
 
     (tmp_path / "in").mkdir()
     write_ranks(
-        tmp_path / "in", {0: rank_builder(0, arrive_us=3_000), 1: rank_builder(1, arrive_us=8_000)}
+        tmp_path / "in",
+        {
+            0: rank_builder(0, arrive_us=3_000, sync=True),
+            1: rank_builder(1, arrive_us=8_000, sync=True),
+        },
     )
     out = tmp_path / "out"
     proc = subprocess.run(

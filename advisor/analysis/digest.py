@@ -12,12 +12,13 @@ import numpy as np
 import pandas as pd
 
 from advisor.analysis.options import Options
+from advisor.derive.arrival import preceding
 from advisor.derive.breakdown import step_breakdown
 from advisor.derive.comm import collective_name, comm_stats, cpu_collectives
 from advisor.derive.peerwait import single_rank_transfer_ns
 from advisor.derive.steps import steady_trace
 from advisor.derive.timeline import covered_by, main_device, union
-from advisor.digest import NO_COLLECTIVES, Collectives, Digest
+from advisor.digest import NO_COLLECTIVES, Collectives, Digest, KernelSeq, Skeleton
 from advisor.report import Report
 from advisor.runfacts import RunFacts
 from advisor.runfolder import RUN_NAME, rank_run_name
@@ -75,16 +76,20 @@ def digest_file(path: str | Path, options: Options | None = None) -> Digest:
         return failed_digest(p, str(err))
     rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(p)
     report = analyze_trace(trace, load_rank_context(p, rank), opts)
-    return digest_trace(trace, report, rank)
+    return digest_trace(trace, report, rank, opts.kernel_sequence)
 
 
-def digest_trace(trace: Trace, report: Report, rank: int | None = None) -> Digest:
+def digest_trace(
+    trace: Trace, report: Report, rank: int | None = None, with_kernels: bool = False
+) -> Digest:
+    """The trace's digest (``with_kernels``: with its kernels in order, for ``advisor diff``)."""
     if rank is None:
         rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(trace.path)
     trace = steady_trace(trace)  # the per-step figures come from the steady steps
     steps = trace.steps
     cs = comm_stats(trace)
     dev = trace.device(main_device(trace))
+    colls, rows = _collectives(trace)
     return Digest(
         path=str(trace.path),
         rank=rank,
@@ -98,12 +103,47 @@ def digest_trace(trace: Trace, report: Report, rank: int | None = None) -> Diges
         categories_ms=step_breakdown(trace).mean_ms(),
         kernels=_totals(trace.kernels),
         ops=_op_totals(trace),
-        collectives=collectives(trace),
+        collectives=colls,
         device=dev.name if dev else None,
         free_compute_ms=round((cs.compute_ns - cs.overlap_ns) / 1e6 / max(cs.steps, 1), 3)
         if cs
         else None,
         comm_hidden_replay_ms=_comm_replay(trace) if cs else None,
+        skeleton=_skeleton(trace, rows),
+        kernel_seq=kernel_sequence(trace) if with_kernels else None,
+    )
+
+
+def kernel_sequence(trace: Trace) -> KernelSeq:
+    """The steady steps' kernels on the main GPU, communication aside, in start order, with
+    the innermost CPU op around each launch (:class:`advisor.digest.KernelSeq`)."""
+    k = trace.kernels
+    dev = main_device(trace)
+    keep = (k["step"].to_numpy() >= 0) & ~k["is_comm"].to_numpy(dtype=bool)
+    if dev is not None:
+        keep &= (k["device"] == dev).to_numpy()
+    rows = np.flatnonzero(keep)
+    rows = rows[np.argsort(k["ts_ns"].to_numpy()[rows], kind="stable")]
+    launch = k["launch_idx"].to_numpy()[rows]
+    rt_op = trace.runtime["op_idx"].to_numpy() if len(trace.runtime) else np.zeros(0, np.int64)
+    op = np.full(len(rows), -1, dtype=np.int64)
+    ok = (launch >= 0) & (launch < len(rt_op))
+    op[ok] = rt_op[launch[ok]]
+    op_names = trace.cpu_ops["name"].astype(str).to_numpy() if len(trace.cpu_ops) else None
+    op_name = np.full(len(rows), "", dtype=object)
+    if op_names is not None:
+        has = op >= 0
+        op_name[has] = op_names[op[has]]
+    name_codes, names = pd.factorize(k["name"].astype(str).to_numpy()[rows])
+    op_codes, ops = pd.factorize(op_name)
+    return KernelSeq(
+        names=[str(x) for x in names],
+        ops=[str(x) for x in ops],
+        step=k["step"].to_numpy(dtype=np.int64)[rows],
+        name_idx=name_codes.astype(np.int64),
+        op_idx=op_codes.astype(np.int64),
+        stream=k["stream"].to_numpy(dtype=np.int64)[rows],
+        dur_ns=k["dur_ns"].to_numpy(dtype=np.int64)[rows],
     )
 
 
@@ -159,24 +199,33 @@ def _op_totals(trace: Trace) -> dict[str, tuple[int, float]]:
 
 def collectives(trace: Trace) -> Collectives:
     """Communication kernels inside steps (or gloo ranges on CPU runs), ordered by start."""
+    return _collectives(trace)[0]
+
+
+def _collectives(trace: Trace) -> tuple[Collectives, np.ndarray]:
+    """The collectives, and the ``trace.kernels`` row of each (empty on CPU runs)."""
     k = trace.kernels
     origin_ns = int(round(trace.meta.origin_us * 1000.0))
-    exposed = transfer = None
+    exposed = transfer = before = None
+    rows = np.zeros(0, dtype=np.int64)
     if len(k) and k["is_comm"].any():
-        c = k[k["is_comm"].to_numpy() & (k["step"].to_numpy() >= 0)].sort_values("ts_ns")
+        m = np.flatnonzero(k["is_comm"].to_numpy() & (k["step"].to_numpy() >= 0))
+        rows = m[np.argsort(k["ts_ns"].to_numpy()[m], kind="stable")]
+        c = k.iloc[rows]
         names = [collective_name(str(x)) for x in c["name"]]
         stream = c["stream"].to_numpy(dtype=np.int64)
         exposed = _exposed(trace, c)
         transfer = single_rank_transfer_ns(
             [str(x) for x in c["name"]], stream, c["dur_ns"].to_numpy()
         )
+        before = preceding(trace, c)
     else:
         c = cpu_collectives(trace)
         c = c[c["step"].to_numpy() >= 0]
         names = [collective_name(str(x)) for x in c["name"]]
         stream = np.full(len(c), -1, dtype=np.int64)
     ts = c["ts_ns"].to_numpy(dtype=np.int64)
-    return Collectives(
+    out = Collectives(
         step=c["step"].to_numpy(dtype=np.int64),
         name=names,
         stream=stream,
@@ -185,7 +234,20 @@ def collectives(trace: Trace) -> Collectives:
         ts_us=np.round(trace.meta.origin_us + ts / 1000.0, 3),
         exposed_ns=exposed,
         transfer_ns=transfer,
+        before=before,
     )
+    return out, rows
+
+
+def _skeleton(trace: Trace, rows: np.ndarray) -> Skeleton | None:
+    """The step graph reduced to the collectives at ``rows`` (None: not replayable)."""
+    from advisor.replay.model import graph
+    from advisor.replay.skeleton import skeleton
+    from advisor.replay.whatif import replayable
+
+    if not len(rows) or not replayable(trace):
+        return None
+    return skeleton(graph(trace), rows, int(round(trace.meta.origin_us * 1000.0)))
 
 
 def _exposed(trace: Trace, c: pd.DataFrame) -> np.ndarray:

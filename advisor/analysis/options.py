@@ -25,6 +25,7 @@ class Options:
     source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
     device: str | None = None  # --device: the GPU the trace ran on, whatever it says
+    kernel_sequence: bool = False  # digests carry their kernels in order (advisor diff)
 
     def validate(self) -> None:
         Thresholds(self.overrides).validate()

@@ -38,6 +38,7 @@ from advisor.report import Errored, Report, Skipped
 from advisor.runfacts import Bound, BoundStep, ExcludedStep, QualityNote, RunFacts, SteadySteps
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NAME
 from advisor.trace import Trace, load_trace
+from advisor.trace.commroles import refresh as refresh_comm
 from advisor.trace.identity import with_device
 from advisor.trace.model import Device
 from advisor.units import ms_of_ns
@@ -214,6 +215,7 @@ def analyze_trace(
     opts = options or Options()
     th = Thresholds(opts.overrides)
     all_detectors()  # detectors declare their thresholds when imported
+    refresh_comm(trace.kernels)  # communication kernels a plugin declared
     th.validate()
     trace = steady_trace(with_device(trace, opts.device))  # the one switch: every per-step
     # figure reads steady steps (of the GPU the user names, if any)

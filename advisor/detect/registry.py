@@ -11,6 +11,8 @@ A detector may also look across ranks (several traces of one job): :func:`across
 registers ``(drafts, digests, ctx) -> drafts`` for its id, which the multi-rank merge
 (:mod:`advisor.multirank.merge`) calls with the merged drafts and every rank's
 :class:`~advisor.digest.Digest`; it returns the drafts with its own added or refined.
+
+A plugin may also teach the loader which kernels are communication (:func:`comm_kernels`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from advisor.derive.locate import Locator
 from advisor.detect.thresholds import Thresholds
 from advisor.digest import Digest
 from advisor.findings import Draft
+from advisor.trace.commroles import CommRule, add_rules
 from advisor.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -170,6 +173,14 @@ def across_ranks(id: str, only_across: bool = False) -> Callable[[RanksFn], Rank
         return func
 
     return wrap
+
+
+def comm_kernels(family: str, pattern: str, dedicated_stream: bool = False) -> None:
+    """Count the kernels whose name matches ``pattern`` (a regular expression, searched
+    case-insensitively) as communication of ``family``; with ``dedicated_stream``, only on a
+    stream where every kernel is communication (:mod:`advisor.trace.commroles`, the one table
+    of communication kernels). Call it when the plugin's module is imported."""
+    add_rules([CommRule(family, pattern, dedicated_stream)])
 
 
 def registered() -> list[Detector]:

@@ -16,7 +16,7 @@ from advisor.analysis.detection import all_detectors, rank_checks
 from advisor.analysis.options import Options
 from advisor.analysis.ranking import rank
 from advisor.analysis.toptables import merge_kernels, merge_ops
-from advisor.derive.lag import rank_lags
+from advisor.derive.lag import RankLateness, rank_lateness
 from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
 from advisor.detect.registry import RanksContext, Skip
@@ -25,8 +25,9 @@ from advisor.digest import Digest
 from advisor.errors import AdvisorError
 from advisor.findings import Draft, Finding, savings_bound_ms
 from advisor.multirank.rankstats import ranks_summary
+from advisor.replay.job import JobReplay, job_replay
 from advisor.report import Errored, Report, Skipped
-from advisor.runfacts import QualityNote, RankRow, Ranks, RunFacts
+from advisor.runfacts import JobStep, QualityNote, RankRow, Ranks, RunFacts
 from advisor.viewdata import DetectorDoc, Views
 
 STRAGGLER = "straggler"
@@ -101,14 +102,19 @@ def merge(
         if all(any(x.id == s.id for x in d.report.skipped) for d in ok[1:]):
             skipped[s.id] = s.reason
     errored = [Errored(e.id, f"{d.label}: {e.error}") for d in ok for e in d.report.errored]
-    lags: dict[int, float] = {}
+    lags: dict[int, RankLateness] = {}
+    job: JobReplay | None = None
     ordered = sorted(ok, key=lambda d: d.rank or 0)
     across = distinct and len(ok) >= 2
     if across:
         try:
-            lags = rank_lags(ordered)
-        except Exception:  # noqa: BLE001 (the table's lag column stays empty)
+            lags = rank_lateness(ordered)
+        except Exception:  # noqa: BLE001 (the table's lag columns stay empty)
             lags = {}
+        try:
+            job = job_replay(ordered)
+        except Exception:  # noqa: BLE001 (no job replay: the report goes on without it)
+            job = None
     rctx = RanksContext(th, step_ms)
     for check in rank_checks():
         if (options.only and check.id not in options.only) or check.id in options.skip:
@@ -129,7 +135,7 @@ def merge(
         except Exception as err:  # noqa: BLE001 (never sinks the report)
             errored.append(Errored(check.id, f"{type(err).__name__}: {err}"))
     findings = rank(drafts, step_ms, th)
-    run = run_block(digests, root, step_ms, world_size, lags)
+    run = run_block(digests, root, step_ms, world_size, lags, job)
     assert run.ranks is not None
     summary = ranks_summary(run.ranks.ranks, any(f.id == STRAGGLER for f in findings))
     run = replace(
@@ -152,7 +158,12 @@ def merge(
     )
 
 
-def rank_row(d: Digest, lag_ms: float | None = None) -> RankRow:
+def rank_row(
+    d: Digest, lag: RankLateness | None = None, replayed_ms: float | None = None
+) -> RankRow:
+    def r3(v: float | None) -> float | None:
+        return None if v is None else round(v, 3)
+
     return RankRow(
         rank=d.rank,
         trace=Path(d.path).name,
@@ -162,9 +173,12 @@ def rank_row(d: Digest, lag_ms: float | None = None) -> RankRow:
         comm_pct=d.comm_pct,
         comm_overlap_pct=d.comm_overlap_pct,
         exposed_comm_ms_per_step=d.exposed_comm_ms_per_step,
-        lag_ms_per_step=None if lag_ms is None else round(lag_ms, 3),
+        lag_ms_per_step=r3(lag.lag_ms) if lag else None,
         findings=len(d.report.findings),
         error=d.error,
+        late_ms_per_step=r3(lag.lateness_ms) if lag else None,
+        wait_ms_per_step=r3(lag.waiting_ms) if lag else None,
+        replayed_step_ms=r3(replayed_ms),
     )
 
 
@@ -173,7 +187,8 @@ def run_block(
     root: Path,
     step_ms: float,
     world_size: int | None,
-    lags: dict[int, float],
+    lags: dict[int, RankLateness],
+    job: JobReplay | None = None,
 ) -> RunFacts:
     """The merged ``run``: the first rank's facts, with the figures of all ranks."""
     ok = [d for d in digests if d.error is None]
@@ -181,8 +196,11 @@ def run_block(
     world = world_size or max((d.world_size or 0 for d in ok), default=0) or None
     known = {d.rank for d in digests if d.rank is not None}
     busy = [d.gpu_busy_pct for d in ok if d.gpu_busy_pct is not None]
+    replayed: dict[int, float] = {}
+    if job is not None:
+        replayed = {r: float(np.median(job.replayed_ms[i])) for i, r in enumerate(job.ranks)}
     rows = tuple(
-        rank_row(d, lags.get(d.rank) if d.rank is not None else None)
+        rank_row(d, lags.get(d.rank), replayed.get(d.rank)) if d.rank is not None else rank_row(d)
         for d in sorted(digests, key=lambda d: (d.rank is None, d.rank or 0, d.path))
     )
     return replace(
@@ -196,8 +214,22 @@ def run_block(
         ranks=Ranks(
             ranks=rows,
             ranks_missing=tuple(sorted(set(range(world)) - known)) if world and known else (),
+            job_step=job_step(job),
         ),
         trace_quality=ranks_quality(ok),
+    )
+
+
+def job_step(job: JobReplay | None) -> JobStep | None:
+    """``run.job_step`` from the unchanged job replay (None: no replay)."""
+    if job is None or not job.steps:
+        return None
+    return JobStep(
+        measured_ms=round(job.job_measured_ms, 3),
+        replayed_ms=round(job.job_replayed_ms, 3),
+        worst_rank_error_pct=round(job.worst_error_pct, 2),
+        collectives_joined=job.matched,
+        steps=len(job.steps),
     )
 
 

@@ -31,7 +31,9 @@ def print_ranks(con: Console, run: RunFacts, top: int = 16) -> None:
         head += f"; no trace for {len(missing)} rank(s)"
     con.print(head)
     t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("rank", "step ms", "GPU busy %", "comm %", "overlap %", "exposed ms", "lag ms"):
+    arrival = any(r.late_ms_per_step is not None for r in ranks)
+    cols = ["rank", "step ms", "GPU busy %", "comm %", "overlap %", "exposed ms", "lag ms"]
+    for col in cols + (["late ms", "wait ms"] if arrival else []):
         t.add_column(col, justify="right")
     t.add_column("trace")
     # the slowest ranks first when there are many
@@ -45,6 +47,7 @@ def print_ranks(con: Console, run: RunFacts, top: int = 16) -> None:
             _f(r.comm_overlap_pct, ".1f"),
             _f(r.exposed_comm_ms_per_step, ".2f"),
             _f(r.lag_ms_per_step, ".2f"),
+            *([_f(r.late_ms_per_step, ".2f"), _f(r.wait_ms_per_step, ".2f")] if arrival else []),
             Text(printable(r.trace) + (f" (unreadable: {printable(r.error)})" if r.error else "")),
         )
     con.print(t)
@@ -90,11 +93,30 @@ def _rows(group: Ranks, only: set[int] | None = None) -> list[dict[str, str]]:
                     "overlap": fmt_pct(r.comm_overlap_pct),
                     "exposed": "n/a" if exp is None else fmt_ms(float(exp)),
                     "lag": "n/a" if lag is None else f"{lag:+.2f} ms",
+                    "late": _ms_or(r.late_ms_per_step),
+                    "wait": _ms_or(r.wait_ms_per_step),
                     "trace": str(r.trace or ""),
                     "error": str(r.error or ""),
                 }
             )
     return rows
+
+
+def _ms_or(v: float | None) -> str:
+    return "n/a" if v is None else fmt_ms(float(v))
+
+
+def job_note(run: RunFacts) -> str | None:
+    """The job replay's step against the measured one (advisor.replay.job)."""
+    job = run.ranks.job_step if run.ranks is not None else None
+    if job is None:
+        return None
+    return (
+        f"Job replay: the ranks' step graphs joined at {job.collectives_joined} collective(s) "
+        f"give back the job's step (the slowest rank's) as {fmt_ms(job.replayed_ms)} for the "
+        f"{fmt_ms(job.measured_ms)} measured; every rank's replayed step is within "
+        f"{job.worst_rank_error_pct:.1f}% of its own."
+    )
 
 
 def ranks_note(run: RunFacts) -> str | None:

@@ -16,7 +16,7 @@ from advisor.findings import Finding
 from advisor.output.charts import savings_chart, steps_chart, util_chart
 from advisor.output.doctext import counted, doc_blocks, inline, shown_path
 from advisor.output.header import header
-from advisor.output.ranks import rank_views, ranks_note
+from advisor.output.ranks import job_note, rank_views, ranks_note
 from advisor.output.tables import compiled_rows, kernel_limits_known, kernel_rows, op_rows
 from advisor.report import Report
 from advisor.units import fmt_ms
@@ -175,6 +175,7 @@ def build_viewmodel(
         "top_ops_gpu": any(isinstance(r.gpu_ms, int | float) for r in views.ops),
         **rank_views(report.run),
         "ranks_note": ranks_note(report.run),
+        "job_note": job_note(report.run),
         "charts": {
             "steps": steps_chart(steps),
             "util": util_chart(one.utilization if one is not None else None, steps),

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.trace.columns import Columns
+from advisor.trace.commroles import is_comm
 from advisor.trace.gpus import arch_of
 from advisor.trace.identity import identify
 from advisor.trace.links import (
@@ -23,7 +24,6 @@ from advisor.trace.links import (
     external_launches,
     flow_launches,
     gpu_steps,
-    is_comm,
     is_user_file,
     launch_index,
     memcpy_kinds,
@@ -141,7 +141,9 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     rt_steps = runtime["step"].to_numpy()
     for df in (kernels, memcpy):
         df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps, steps)
-    kernels["is_comm"] = is_comm(kernels["name"].array)
+    kernels["is_comm"] = is_comm(
+        kernels["name"].array, kernels["device"].to_numpy(), kernels["stream"].to_numpy()
+    )
     argkind = memcpy.pop("argkind").to_numpy()
     for k, v in memcpy_kinds(memcpy["name"].array, argkind).items():
         memcpy[k] = v

@@ -63,6 +63,42 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     return sorted(files, key=_rank_sort_key)
 
 
+def traces_for_diff(path: str | os.PathLike[str]) -> list[Path]:
+    """The traces to compare for ``path`` (``advisor diff``): :func:`find_traces`, or for the
+    output folder of an earlier analysis (its findings.json, no trace of its own) the trace that
+    analysis read: its annotated copy in the folder (the same tables), else the trace or folder
+    its findings.json names (``run.trace``, as written or relative to the folder)."""
+    p = Path(path)
+    try:
+        return find_traces(p)
+    except TraceError:
+        findings = p / FINDINGS_NAME
+        if not (p.is_dir() and findings.is_file()):
+            raise
+    annotated = p / ANNOTATED_NAME
+    if annotated.is_file():
+        return [annotated]
+    try:
+        import json
+
+        data = json.loads(findings.read_text(encoding="utf-8"))
+        named = data["run"]["trace"] if "advisor_version" in data else None
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        named = None
+    if not isinstance(named, str) or not named:
+        raise TraceError(
+            f"holds no trace files, and its {FINDINGS_NAME} names no trace to read", p
+        ) from None
+    for cand in (Path(named), p / named):
+        if cand.exists() and cand.resolve() != p.resolve():
+            return find_traces(cand)
+    raise TraceError(
+        f"an analysis output without its trace: {ANNOTATED_NAME} is missing and the trace its "
+        f"{FINDINGS_NAME} names ({named}) is not found",
+        p,
+    ) from None
+
+
 def _rank_sort_key(f: Path) -> tuple[int, str]:
     m = _RANK_RE.search(f.name)
     return (int(m.group(1)) if m else 1 << 30, f.name)

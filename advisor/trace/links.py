@@ -369,12 +369,6 @@ def gpu_steps(
     return np.where(launched >= 0, launched, by_time).astype(np.int64)
 
 
-def is_comm(names: pd.Categorical) -> np.ndarray:
-    lower = pd.Index(names.categories).str.lower()
-    flags = lower.str.startswith(("nccl", "rccl")) | lower.str.contains("nccldevkernel")
-    return _per_code(np.asarray(flags, dtype=bool), names.codes, False)
-
-
 def _per_code(per_cat: np.ndarray, codes: np.ndarray, missing: object) -> np.ndarray:
     if not len(codes):
         return per_cat[:0]

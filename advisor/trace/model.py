@@ -5,7 +5,8 @@ ProfilerStep ranges). Names are categorical. Heuristics read these tables and ne
 
 Tables (columns beyond the common ones):
 
-- ``kernels``: name, device, stream, correlation, external_id, is_comm (NCCL/RCCL kernels),
+- ``kernels``: name, device, stream, correlation, external_id, is_comm (communication kernels:
+  :mod:`advisor.trace.commroles`),
   grid, block (tuples or None), launch_idx (row in ``runtime`` of the launching call, -1 if none).
 - ``memcpy``: name, kind (HtoD, DtoH, DtoD, HtoH, PtoP, Memset), src, dst (Pageable, Pinned,
   Device, ...), bytes, device, stream, correlation, external_id, launch_idx.
