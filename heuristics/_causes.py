@@ -13,16 +13,40 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from advisor.detect.thresholds import Thresholds, register
 from advisor.trace.gpus import GpuSpec
 
-from ._kernelname import padded_head_dim, short
-from ._roofline import ELT_BYTES
+from ._kernelname import KernelName, padded_head_dim, short
+from ._roofline import ELT_BYTES, Work
 
-if TYPE_CHECKING:
-    from ._efficiency import KernelClass
+
+class KernelClass(Protocol):
+    """What a cause reads of a kernel class (an op shape and its kernels; the class itself is
+    ``heuristics/_efficiency.KernelClass``, which holds the causes found here)."""
+
+    @property
+    def work(self) -> Work: ...
+    @property
+    def kernel(self) -> KernelName: ...
+    @property
+    def kernel_name(self) -> str: ...
+    @property
+    def ns(self) -> float: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def dtype(self) -> str | None: ...
+    @property
+    def tc(self) -> bool: ...
+    @property
+    def ridge(self) -> float: ...
+    @property
+    def bound(self) -> str: ...
+    @property
+    def fraction(self) -> float: ...
+
 
 register(
     "kernel_efficiency.min_wave_fill",
