@@ -228,6 +228,8 @@ def test_run_json_content(train_run: dict[str, Any]) -> None:
         "run_to_end": False,
         "phases": ["train"],
         "eval_steps": 3,
+        "max_window_seconds": 60.0,
+        "eval_wait": 10.0,
         "activities": ["cpu"],  # CUDA is profiled only once the script has initialized it
     }
     assert run["eval"] is None and run["phase"] == "train" and run["step_module"] is None

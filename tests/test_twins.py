@@ -168,7 +168,7 @@ def test_window_cut_by_its_time_limit_is_said(tmp_path: Path) -> None:
     assert run["trace_scope"] == "window" and run["window_steps"] == [first, first]
     (cut,) = run["capture_limits"]
     assert (
-        "ended after 1 of 5 active steps" in cut["what"] and "--max-window-seconds" in cut["what"]
+        "ended after 1 of 2 active steps" in cut["what"] and "--max-window-seconds" in cut["what"]
     )
     assert any(q["what"] == cut["what"] for q in findings["run"]["trace_quality"])
     assert "--max-window-seconds" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
