@@ -11,7 +11,8 @@ mode on), backward work, and operators under an ``nn.Module`` frame or an optimi
 frame with none of them inside does the same kind of host work. Only the outermost such frames
 are kept (a frame inside one is part of it), only on threads that do device work, only the part
 inside the steps, never inside a DataLoader fetch (``dataloader-stall``'s) or a torch.compile
-compilation (one-time work), and never frames of torch.profiler or of torch-advisor itself.
+compilation (one-time work), and never frames of torch.profiler or of torch-advisor itself, nor
+anything they call (a thread the profiler or the advisor starts).
 An outermost quiet frame in torch's own machinery around the model's work (the optimizer's step
 wrapper, torch.compile/dynamo wrappers, ``torch.compiler`` checks) is framework overhead, not
 input preparation: neither it nor anything inside it counts (a lazy import on the optimizer's
@@ -30,6 +31,7 @@ from advisor.derive.onetime import one_time_events
 from advisor.derive.runtime import BOOKKEEPING_CALLS
 from advisor.derive.timeline import covered_by, subtract, union
 from advisor.detect.thresholds import register
+from advisor.trace.links import is_user_file
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
@@ -44,9 +46,17 @@ register(
 COLUMNS = ["row", "tid", "ts_ns", "end_ns", "in_steps_ns", "parent_row"]
 # frames that are the profiler's own or the advisor's (never the user's preprocessing)
 _OWN_FILE_RE = re.compile(r"(^|/)torch/profiler/|(^|/)torch/autograd/profiler|(^|/)advisor/")
+MAX_CALLED_DEPTH = 64  # library frames below the profiler's or the advisor's, followed this deep
 _OPT_STEP_RE = re.compile(r"^Optimizer\.step#|^Optimizer\.zero_grad#")
 # torch's machinery around the model's work: quiet there is framework overhead, not the input
 _MACHINERY_RE = re.compile(r"(^|/)torch/(optim|_dynamo|compiler|_inductor|_functorch|fx)/")
+
+
+def _user_files(py: pd.DataFrame) -> np.ndarray:
+    """Per python row: its file is the user's (not torch, the standard library, a package)."""
+    files = py["file"].astype(str)
+    flags = {f: is_user_file(f) for f in files.unique()}
+    return files.map(flags).to_numpy(dtype=bool)
 
 
 def parent_rows(py: pd.DataFrame) -> np.ndarray:
@@ -56,6 +66,20 @@ def parent_rows(py: pd.DataFrame) -> np.ndarray:
     pos = pos[~pos.index.duplicated(keep="first")]
     par = pos.reindex(py["parent_id"].to_numpy()).fillna(-1).to_numpy(np.int64)
     return np.where(par == np.arange(len(py)), -1, par)
+
+
+def _called_by(mask: np.ndarray, parent: np.ndarray, user: np.ndarray) -> np.ndarray:
+    """``mask`` and the frames it calls down to the user's code: a library or standard-library
+    frame below a frame in ``mask`` belongs to it (a thread the advisor starts), a frame of the
+    user's files does not (the advisor runs the user's script), nor anything below that."""
+    out = mask.copy()
+    has = parent >= 0
+    for _ in range(MAX_CALLED_DEPTH):
+        grown = out | (has & ~user & out[np.clip(parent, 0, None)])
+        if (grown == out).all():
+            break
+        out = grown
+    return out
 
 
 def _work_instants(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -125,8 +149,9 @@ def _build(trace: Trace) -> pd.DataFrame:
         busy[on] = n > 0
     working = np.isin(tid, np.unique(wt))
     own = name_mask(py["file"], _OWN_FILE_RE)
-    quiet = working & ~busy & ~own & (end > ts)
     parent = parent_rows(py)
+    own = _called_by(own, parent, _user_files(py))  # what the profiler or the advisor calls
+    quiet = working & ~busy & ~own & (end > ts)
     machinery = name_mask(py["file"], _MACHINERY_RE)
     # a frame inside a quiet one is part of it, also when that one is torch's machinery (dropped)
     top = quiet & ~machinery & ~np.where(parent >= 0, quiet[np.clip(parent, 0, None)], False)

@@ -107,6 +107,23 @@ def test_quiet_frames_of_torchs_own_machinery_are_not_preprocessing() -> None:
     assert finding(analyze(b.load(), ID), ID) is None
 
 
+def test_what_the_advisor_or_the_profiler_calls_is_not_preprocessing() -> None:
+    # a timer thread the advisor starts inside a step (threading.start waiting for it) is the
+    # advisor's own time, as is anything else below its frames
+    b = TraceBuilder()
+    for s in range(3):
+        t = s * 10000.0
+        b.step(s + 1, t, 10000)
+        top = b.frame("train.py", 30, "<module>", t + 1, 9998)
+        own = b.frame("site-packages/advisor/profile/quiet.py", 183, "after", t + 2, 6000, top)
+        b.frame("threading.py", 945, "start", t + 3, 5900, own)
+        t1 = t + 6010
+        op = b.op("aten::mm", t1, 10)
+        b.launch(op, "cudaLaunchKernel", t1 + 1, 5, kernel="gemm", gpu_dur=3000)
+        b.runtime("cudaDeviceSynchronize", t1 + 8, 3005)
+    assert finding(analyze(b.load(), ID), ID) is None
+
+
 def test_short_frames_are_not_reported() -> None:
     assert finding(analyze(pre_trace(pre_us=400).load(), ID), ID) is None
 

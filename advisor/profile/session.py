@@ -339,13 +339,7 @@ class ProfileSession:
         )
         self._window_activities = ["cpu", "cuda"] if cuda else ["cpu"]
         self._window.step_num = g
-        self.phase = "window"  # before start(): an interrupted start is still stopped
-        with self._own():
-            self._window.start()
-        if g == self.cfg.active_first:
-            facts.reset_peak_memory()
-        self._t_window = time.perf_counter()
-        self._rss_window = rss_bytes() or 0
+        # the progress line's timer thread starts before the recording: never in a step
         self._progress.after(
             lambda: (
                 f"recording steps {self.cfg.active_first}-{self.cfg.active_last} "
@@ -354,6 +348,13 @@ class ProfileSession:
                 else None
             )
         )
+        self.phase = "window"  # before start(): an interrupted start is still stopped
+        with self._own():
+            self._window.start()
+        if g == self.cfg.active_first:
+            facts.reset_peak_memory()
+        self._t_window = time.perf_counter()
+        self._rss_window = rss_bytes() or 0
         self._time("window_start", t0)
 
     def _over_budget(self, g: int) -> bool:
