@@ -7,6 +7,10 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
   trace is decoded in the command's own process.
 - ``ADVISOR_NO_DASK=1``: analyze many ranks in a local process pool, never on Dask
   (:mod:`advisor.multirank.analyze`).
+- ``ADVISOR_NO_PLUGINS=1``: installed plugins (entry points of ``torch_advisor.detectors``) are
+  not loaded; only the built-in detectors and those named with ``--detector`` run
+  (:mod:`advisor.analysis.detection`). The test suite sets it, so installing a plugin leaves it
+  green.
 - ``NO_COLOR`` (any value, https://no-color.org): no colors in the terminal summary.
 - ``ADVISOR_TRY``: set by ``advisor try`` for the ``advisor profile`` runs it starts (the fixes
   to apply, as JSON; :mod:`advisor.profile.fixes.runtime`), removed before the script starts.
@@ -46,6 +50,11 @@ def no_fork() -> bool:
 def no_dask() -> bool:
     """``ADVISOR_NO_DASK``: many ranks in a local process pool, never on Dask."""
     return _on("ADVISOR_NO_DASK")
+
+
+def no_plugins() -> bool:
+    """``ADVISOR_NO_PLUGINS``: ignore installed plugins (entry points)."""
+    return _on("ADVISOR_NO_PLUGINS")
 
 
 def no_color() -> bool:

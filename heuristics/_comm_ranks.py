@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from advisor.derive.peerwait import cross_rank_wait_ns, match_by_end
+from advisor.detect import Draft
 from advisor.detect.registry import RanksContext, across_ranks
-from advisor.findings import Draft
 
 ID = "comm-overlap"
 

@@ -37,9 +37,9 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate, run_locations
 from advisor.derive.timeline import busy_by_device, main_device
+from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -120,7 +120,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # every thread: one that waits on the allocating thread (backward() on the autograd
     # thread) gets the time back too
     rep = ctx.whatif(ShrinkHost(s, e, None, keep=0.0, low=0.5, label="warm caching allocator"))
-    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    fields: SavingFields = (
+        rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    )
     replayed = (
         f" Replayed without these calls, the step is {fmt_ms(rep.ms)} shorter."
         if rep.replayed

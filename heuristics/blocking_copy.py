@@ -39,9 +39,9 @@ import pandas as pd
 from advisor.derive.locate import aggregate
 from advisor.derive.runtime import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_COPY_RE, is_sync_call
 from advisor.derive.timeline import Intervals, activity
+from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.trace.model import Trace
 
@@ -167,7 +167,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if blocks.any()
         else fix
     )
-    fields: dict = {
+    fields: SavingFields = {
         "est_savings_ms": save_ms,
         "est_savings_range_ms": (round(low_ms, 3), round(save_ms, 3)),
     }

@@ -37,9 +37,9 @@ import numpy as np
 from advisor.derive.dataloader import SINGLE, fetches
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import activity
+from advisor.detect import Draft, Evidence, Location
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -193,11 +193,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "gpu-idle's 'dataloader' share is this same idle time.",
                 *((rep.assumption,) if trace.has_gpu and rep.replayed else ()),
             ),
-            extra={
-                "share_pct": round(share, 2),
-                "raw_ms_per_step": round(raw_ms, 3),
-                **({"fix": rep.fix} if trace.has_gpu and rep.replayed else {}),
-            },
+            fix=rep.fix if trace.has_gpu and rep.replayed else None,
         )
     ]
 

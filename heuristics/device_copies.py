@@ -37,15 +37,14 @@ claim is halved for that reason.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -229,7 +228,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 
 def _value(
     trace: Trace, ctx: Context, act: pd.DataFrame, copy_ops: list[int], frac: float, gpu_ms: float
-) -> tuple[dict[str, Any], str]:
+) -> tuple[SavingFields, str]:
     """The saving of removing ``frac`` of the copies, replayed; without a replayable step, that
     share of their GPU time."""
     ops = trace.cpu_ops
@@ -254,7 +253,7 @@ def _value(
     rep = ctx.whatif(fix) if len(trace.runtime) else None  # no launches: nothing to replay
     if rep is not None and rep.replayed:
         return rep.draft_fields(), rep.assumption
-    fields = {
+    fields: SavingFields = {
         "est_savings_ms": round(gpu_ms * frac, 3),
         "est_savings_range_ms": (round(gpu_ms / 4, 3), round(gpu_ms, 3)),
     }

@@ -40,9 +40,9 @@ import numpy as np
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_device
+from advisor.detect import Confidence, Draft, Evidence, Location
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 

@@ -50,9 +50,9 @@ import numpy as np
 from advisor.derive.dataloader import fetches
 from advisor.derive.quality import affected_spans
 from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, union
+from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -193,7 +193,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="less launch overhead",
         )
     )
-    fields: dict = {"est_savings_ms": saving_ms}
+    fields: SavingFields = {"est_savings_ms": saving_ms}
     if rep.replayed and len(ls):
         fields = rep.draft_fields()
         saving_ms = rep.ms
@@ -233,7 +233,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="medium" if not trace.meta.synthetic_steps else "low",
             summary=(
                 f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
@@ -254,7 +254,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     + (" and host-overhead's claim. " if over_ns else ". ")
                     + rep.assumption
                 )
-                if "extra" in fields
+                if "fix" in fields
                 else (
                     f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
                     f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
@@ -282,11 +282,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "sync-point and allocator-churn (the same figures); they are not claimed again "
                 "here. 'other' is not claimed.",
             ),
-            extra={
-                "idle_pct": round(idle_pct, 2),
-                "split_pct": {c: round(pct[c], 2) for c in CATS},
-                **fields.get("extra", {}),
-            },
         )
     ]
 

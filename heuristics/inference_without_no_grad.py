@@ -41,9 +41,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.detect import Confidence, Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -206,7 +206,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     bw = in_backward(trace)
     stepv = ops["step"].to_numpy()
     rows = np.flatnonzero(~bw & (seqv >= 0) & np.isin(stepv, steps["step"].to_numpy()))
-    fields: dict = {"est_savings_ms": round(per_step_ms, 3)}
+    fields: SavingFields = {"est_savings_ms": round(per_step_ms, 3)}
     how = (
         f"Host cost {us:g} us per node (inference_without_no_grad.host_us_per_node), "
         f"divided by the {n_steps(trace)} step(s) in the trace."

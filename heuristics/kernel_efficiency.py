@@ -56,9 +56,9 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_device
+from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -329,7 +329,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 
 def _value(
     ctx: Context, g: pd.DataFrame, df: pd.DataFrame, kern: pd.DataFrame, naive_ms: float
-) -> tuple[dict[str, Any], str]:
+) -> tuple[SavingFields, str]:
     """The flagged shapes' kernels sped up to ``target`` of their roofline, replayed; without a
     replayable step, the kernel time saved (its half as the low end)."""
     fixes: list[Fix] = []

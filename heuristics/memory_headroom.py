@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.detect import Draft, Evidence
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
 from advisor.trace.model import Trace
 
 ID = "memory-headroom"

@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -183,7 +183,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             " Free on this CPU run; on a Tensor Core GPU with fp16/bf16 autocast they "
             "fall back to slower kernels."
         )
-    fields: dict = {
+    fields: SavingFields = {
         "est_savings_ms": 0.0 if latent else kernel_ms * frac,
         "est_savings_range_ms": None if latent else (kernel_ms * 0.1, kernel_ms * 0.5),
     }

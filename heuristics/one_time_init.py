@@ -9,9 +9,9 @@ loading (``cuModuleLoad*``, launch calls lasting a millisecond or more), cuDNN a
 ``model.to(device)``, when they fall outside the steady steps (see ``advisor.derive.steps``:
 the time before the first iteration and leading warm-up iterations are left out).
 
-**Why it matters.** None of this recurs, so none of it is a per-step cost: the per-step figures
-of every other finding (the median step, idle time, copies, syncs) come from the steady steps
-only. A window without step markers that starts at the top of a script is mostly this work (the
+**Why it costs time.** Once, not every step: none of this recurs, so none of it is a per-step
+cost: the per-step figures of every other finding (the median step, idle time, copies, syncs)
+come from the steady steps only. A window without step markers that starts at the top of a script is mostly this work (the
 CUDA context alone can take tens of seconds), and would otherwise read as seconds of idle GPU
 per step or a weight upload blocking every step.
 
@@ -24,8 +24,10 @@ iterations with a profiler schedule (``wait``/``warmup`` steps) and mark each st
 ``prof.step()``, or run ``advisor profile --warmup N``. For torch.compile, let the first calls
 compile before the window opens.
 
-**Known limits.** When the trace has no markers that split it into iterations, the one-time
-work stays inside its single step: the finding then says so and the other figures include it.
+**Known false positives.** Work that does recur but happened to fall before the steady steps
+(a data pipeline's slow first batches, allocator growth a later shape change repeats) is counted
+here as set-up. When the trace has no markers that split it into iterations, the one-time work
+stays inside its single step: the finding then says so and the other figures include it.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ import numpy as np
 
 from advisor.derive.onetime import KINDS, LABELS, one_time_events
 from advisor.derive.steps import steady_steps
+from advisor.detect import Draft, Evidence
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
 from advisor.trace.links import assign_steps
 from advisor.trace.model import Trace
 
@@ -144,10 +146,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "copies in the parts of the window left out of the steady steps.",
                 "No per-step saving is claimed; the total is the time those events took.",
             ),
-            extra={
-                "one_time_ms": round(once_ns / 1e6, 3),
-                "excluded_ms": round(excluded_ns / 1e6, 3),
-            },
         )
     ]
 

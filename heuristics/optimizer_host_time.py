@@ -44,9 +44,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -129,7 +129,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="cheaper optimizer step",
         )
     )
-    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    fields: SavingFields = (
+        rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    )
     by_cls = rest.groupby("cls", sort=False).agg(
         n=("dur_ns", "size"),
         host=("dur_ns", "sum"),

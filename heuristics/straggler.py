@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from advisor.derive.lag import collective_lags, combine, step_lags
+from advisor.detect import Draft, Evidence
 from advisor.detect.registry import Context, RanksContext, Skip, across_ranks, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
 from advisor.trace.model import Trace
 
 ID = "straggler"
@@ -143,6 +143,5 @@ def detect_ranks(drafts: list[Draft], digests: Sequence[Any], ctx: RanksContext)
                 "The others wait about this long per step for the straggler; removing its cause "
                 "saves that much.",
             ),
-            extra={"lag_ms_by_rank": {int(r): round(v, 3) for r, v in sorted(lag.items())}},
         ),
     ]

@@ -46,9 +46,9 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import union
+from advisor.detect import Confidence, Draft, Evidence, Location
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import DropSyncs
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -246,10 +246,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "autotuning syncs are not counted; large device-to-host copies also appear in "
                 "blocking-copy, which counts the copy window itself, not the idle after it.",
             ),
-            extra={
-                "host_wait_ms_per_step": round(wait_ms, 3),
-                **({"fix": rep.fix} if rep.replayed else {}),
-            },
+            fix=rep.fix if rep.replayed else None,
         )
     ]
 

@@ -1,18 +1,28 @@
 """Loading every detector (this repository's and the plugins') and running them on a trace.
 
-The detector API itself (``detector``, ``Context``, ``Skip``) is :mod:`advisor.detect.registry`;
-this module imports the modules of :mod:`advisor.detectors` and the entry points of the group
-``torch_advisor.detectors``, whose imports register them, and runs them, so a broken detector or
-plugin never sinks the report.
+The detector API itself (``detector``, ``Context``, ``Skip``, ``Draft``) is :mod:`advisor.detect`;
+this module imports the modules of :mod:`advisor.detectors`, the entry points of the group
+``torch_advisor.detectors`` (unless ``ADVISOR_NO_PLUGINS=1``) and the files or modules given
+with ``--detector``, whose imports register them, and runs them, so a broken detector or plugin
+never sinks the report.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import os
 import pkgutil
+import re
+import sys
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from advisor import settings
+from advisor.detect.draft import Draft
 from advisor.detect.registry import (
     Context,
     Detector,
@@ -21,7 +31,7 @@ from advisor.detect.registry import (
     registered,
     registered_rank_checks,
 )
-from advisor.findings import Draft
+from advisor.errors import AdvisorError
 from advisor.trace.model import Trace
 
 
@@ -37,7 +47,8 @@ def rank_checks() -> list[RankCheck]:
 ENTRY_POINT_GROUP = "torch_advisor.detectors"
 
 _loaded = False
-_PLUGIN_ERRORS: dict[str, str] = {}  # entry point name -> why it could not be loaded
+_PLUGIN_ERRORS: dict[str, str] = {}  # entry point name or --detector -> why it did not load
+_EXTRA_LOADED: set[str] = set()  # the --detector files and modules imported so far
 
 
 def all_detectors() -> list[Detector]:
@@ -58,11 +69,65 @@ def all_detectors() -> list[Detector]:
 def _load_plugins() -> None:
     from importlib.metadata import entry_points
 
+    if settings.no_plugins():
+        return
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
             ep.load()
         except Exception as err:  # noqa: BLE001 (a broken plugin never sinks the report)
             _PLUGIN_ERRORS[ep.name] = f"cannot load plugin {ep.value}: {type(err).__name__}: {err}"
+
+
+def resolve_detector_spec(spec: str) -> str:
+    """A ``--detector`` value as it is loaded: a ``.py`` file (or any existing file) as its
+    absolute path, else a module name that can be found; a one-line error for anything else."""
+    p = Path(spec).expanduser()
+    if spec.endswith(".py") or os.sep in spec or p.exists():
+        if not p.is_file():
+            raise AdvisorError("--detector: no such file", p)
+        return str(p.resolve())
+    try:
+        found = importlib.util.find_spec(spec)
+    except (ImportError, ValueError):
+        found = None
+    except Exception:  # noqa: BLE001 (its parent package failed to import: loading says why)
+        return spec
+    if found is None:
+        raise AdvisorError(f"--detector {spec!r}: no such file or importable module")
+    return spec
+
+
+def load_detectors(specs: Iterable[str]) -> None:
+    """Import the detectors named with ``--detector`` (see :func:`resolve_detector_spec`), each
+    once per process; one that fails to import is reported under ``errored``, as a plugin."""
+    all_detectors()  # the built-in ids first: a file reusing one is refused
+    for spec in specs:
+        if spec in _EXTRA_LOADED:
+            continue
+        _EXTRA_LOADED.add(spec)
+        try:
+            if os.path.isabs(spec):
+                _import_file(Path(spec))
+            else:
+                importlib.import_module(spec)
+        except Exception as err:  # noqa: BLE001 (a broken detector never sinks the report)
+            _PLUGIN_ERRORS[spec] = f"cannot load detector {spec}: {type(err).__name__}: {err}"
+
+
+def _import_file(path: Path) -> None:
+    """Import a detector file under a module name of its own (its path decides the name)."""
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"advisor_detector_{stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"not a Python module: {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # the registry reads the module's docstring from here
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
 
 
 def plugin_errors() -> list[tuple[str, str]]:

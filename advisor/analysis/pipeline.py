@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from advisor.analysis.detection import all_detectors, run_detectors
+from advisor.analysis.detection import (
+    all_detectors,
+    load_detectors,
+    resolve_detector_spec,
+    run_detectors,
+)
 from advisor.analysis.phases import with_phases
 from advisor.analysis.ranking import rank
 from advisor.analysis.views import build_views
@@ -23,10 +28,10 @@ from advisor.derive.locate import Locator
 from advisor.derive.quality import Issue, affected_spans, trace_quality
 from advisor.derive.steps import steady_steps, steady_trace
 from advisor.derive.timeline import covered_by, main_device, main_device_busy, step_busy
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context
 from advisor.detect.thresholds import Thresholds, parse_overrides
 from advisor.errors import AdvisorError
-from advisor.findings import Draft
 from advisor.output.outfiles import atomic_write
 from advisor.replay.bound import step_bound
 from advisor.replay.whatif import combined_bound_ms
@@ -49,8 +54,11 @@ class Options:
     no_source: bool = False
     source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+    # --detector: more detectors to run, files (absolute paths) or module names
+    detectors: tuple[str, ...] = ()
 
     def validate(self) -> None:
+        load_detectors(self.detectors)  # their ids and thresholds are known from here on
         Thresholds(self.overrides).validate()
         known = {d.id for d in all_detectors()}
         for flag, ids in (("--only", self.only), ("--skip", self.skip)):
@@ -63,9 +71,12 @@ def split_ids(values: list[str]) -> frozenset[str]:
     return frozenset(v.strip() for item in values for v in item.split(",") if v.strip())
 
 
-def options_from_cli(only, skip, set_, debug, no_source, max_trace_bytes, source_roots=()):  # type: ignore[no-untyped-def]
+def options_from_cli(  # type: ignore[no-untyped-def]
+    only, skip, set_, debug, no_source, max_trace_bytes, source_roots=(), detectors=()
+):
     """:class:`Options` from the strings the user typed (``--only a,b --set k=v``), validated."""
     opts = Options(
+        detectors=tuple(resolve_detector_spec(str(d)) for d in detectors),
         only=split_ids(only),
         skip=split_ids(skip),
         overrides=parse_overrides(set_),
@@ -193,7 +204,7 @@ def analyze_trace(
 ) -> Report:
     opts = options or Options()
     th = Thresholds(opts.overrides)
-    all_detectors()  # detectors declare their thresholds when imported
+    load_detectors(opts.detectors)  # detectors declare their thresholds when imported
     th.validate()
     trace = steady_trace(trace)  # the one switch: every per-step figure reads steady steps
     step_ms = trace.median_step_ms()

@@ -13,8 +13,9 @@ Savings overlap (removing a sync also removes part of the idle time), so the tot
 
 from __future__ import annotations
 
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import SEVERITIES, Draft, Finding
+from advisor.findings import SEVERITIES, Finding
 
 
 def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:

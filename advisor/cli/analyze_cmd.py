@@ -61,6 +61,13 @@ def register(app: typer.Typer) -> None:
         source_root: list[Path] = typer.Option(
             [], "--source-root", help="Also show code from files under this folder (repeatable)."
         ),
+        detector: list[str] = typer.Option(
+            [],
+            "--detector",
+            metavar="FILE|MODULE",
+            help="Also run the detectors of this Python file or module (repeatable): try one "
+            "without packaging it (docs/plugins.md).",
+        ),
         debug: bool = typer.Option(
             False, "--debug", help="Include detector tracebacks in findings.json."
         ),
@@ -102,7 +109,7 @@ def register(app: typer.Typer) -> None:
             from advisor.analysis.pipeline import options_from_cli  # pandas: after the fork
 
             opts = options_from_cli(
-                only, skip, set_, debug, no_source, max_trace_bytes, source_root
+                only, skip, set_, debug, no_source, max_trace_bytes, source_root, detector
             )
             report, written = _analyze(files, path, target, opts, force, jobs, scheduler, pre)
         finally:

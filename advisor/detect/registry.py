@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from advisor.derive.locate import Locator
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import Draft
 from advisor.trace.model import Trace
 
 if TYPE_CHECKING:

@@ -29,10 +29,11 @@ from advisor.analysis.toptables import merge_tables
 from advisor.derive.lag import rank_lags
 from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
+from advisor.detect.draft import Draft
 from advisor.detect.registry import RanksContext, Skip
 from advisor.detect.thresholds import Thresholds
 from advisor.errors import AdvisorError
-from advisor.findings import Draft, Finding, savings_bound_ms
+from advisor.findings import Finding, savings_bound_ms
 from advisor.multirank.rankstats import ranks_summary
 from advisor.multirank.workers import run_batched
 from advisor.report import Errored, Report, Skipped

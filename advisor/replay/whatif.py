@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypedDict
 
 import numpy as np
 
-from advisor.findings import Draft, Finding, savings_bound_ms
+from advisor.findings import Finding, savings_bound_ms
 from advisor.replay.engine import Mods, Replayed, one_step_of, replay
 from advisor.replay.fixes import Combined, Fix, Level
 from advisor.replay.model import graph
@@ -55,14 +55,20 @@ class Saving:
             f"the median over the steps{span}. See docs/savings.md."
         )
 
-    def draft_fields(self) -> dict[str, Any]:
-        """``est_savings_ms``, ``est_savings_range_ms`` and ``extra`` (the fix, for the combined
-        replay) for a :class:`~advisor.findings.Draft`."""
-        return {
-            "est_savings_ms": self.ms,
-            "est_savings_range_ms": self.range_ms,
-            "extra": {"fix": self.fix},
-        }
+    def draft_fields(self) -> SavingFields:
+        """``est_savings_ms``, ``est_savings_range_ms`` and ``fix`` (for the combined replay)
+        of a :class:`~advisor.detect.Draft`: ``Draft(**saving.draft_fields(), ...)``."""
+        return {"est_savings_ms": self.ms, "est_savings_range_ms": self.range_ms, "fix": self.fix}
+
+
+class SavingFields(TypedDict, total=False):
+    """A draft's saving as keyword arguments of :class:`~advisor.detect.Draft`: the replayed
+    one (:meth:`Saving.draft_fields`) or a detector's own figure when the trace cannot be
+    replayed (``{"est_savings_ms": x}``)."""
+
+    est_savings_ms: float
+    est_savings_range_ms: tuple[float, float] | None
+    fix: Fix | None
 
 
 def base(trace: Trace) -> Replayed:
@@ -153,22 +159,29 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
     )
 
 
+class WithFix(Protocol):
+    """What the combined replay reads of a detector's draft (:class:`~advisor.detect.Draft`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def latent(self) -> bool: ...
+    @property
+    def fix(self) -> Fix | None: ...
+
+
 def combined_bound_ms(
-    trace: Trace, drafts: Sequence[Draft], findings: Sequence[Finding], step_ms: float
+    trace: Trace, drafts: Sequence[WithFix], findings: Sequence[Finding], step_ms: float
 ) -> tuple[float, bool]:
     """The headline "together at most X ms": every reported finding's fix replayed at once,
     plus the savings of findings that carry no fix, never above the step. Second value: True
     when a combined replay was made (else the capped sum)."""
 
     shown = {f.id for f in findings if f.est_savings_ms > 0}
-    fixes = [
-        d.extra["fix"]
-        for d in drafts
-        if d.id in shown and not d.latent and isinstance(d.extra.get("fix"), Fix)
-    ]
+    fixes = [d.fix for d in drafts if d.id in shown and not d.latent and d.fix is not None]
     if not fixes or not replayable(trace):
         return savings_bound_ms(list(findings), step_ms), False
-    with_fix = {d.id for d in drafts if isinstance(d.extra.get("fix"), Fix)}
+    with_fix = {d.id for d in drafts if d.fix is not None}
     rest = sum(f.est_savings_ms for f in findings if f.id not in with_fix)
     both = whatif(trace, Combined(fixes), ends=False).ms + rest  # the headline: no range
     return round(min(both, step_ms) if step_ms > 0 else both, 3), True
