@@ -11,6 +11,9 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
   not loaded; only the built-in detectors and those named with ``--detector`` run
   (:mod:`advisor.analysis.detection`). The test suite sets it, so installing a plugin leaves it
   green.
+- ``ADVISOR_PLUGIN_TIMEOUT`` (seconds, default ``PLUGIN_TIMEOUT_S``; 0: no limit): how long a
+  plugin's detector may run (at least; longer on a trace the built-in detectors take long on)
+  before it is stopped and reported under *errored* (:mod:`advisor.analysis.isolation`).
 - ``NO_COLOR`` (any value, https://no-color.org): no colors in the terminal summary.
 - ``ADVISOR_TRY``: set by ``advisor try`` for the ``advisor profile`` runs it starts (the fixes
   to apply, as JSON; :mod:`advisor.profile.fixes.runtime`), removed before the script starts.
@@ -55,6 +58,31 @@ def no_dask() -> bool:
 def no_plugins() -> bool:
     """``ADVISOR_NO_PLUGINS``: ignore installed plugins (entry points)."""
     return _on("ADVISOR_NO_PLUGINS")
+
+
+PLUGIN_TIMEOUT_S = 5.0
+
+
+def plugin_timeout_s() -> float:
+    """``ADVISOR_PLUGIN_TIMEOUT``: seconds a plugin's detector may run (0: no limit)."""
+    return _seconds("ADVISOR_PLUGIN_TIMEOUT", PLUGIN_TIMEOUT_S, allow_zero=True)
+
+
+def _seconds(name: str, default: float, allow_zero: bool) -> float:
+    """A number of seconds from ``name`` (``default`` when unset); a one-line error otherwise."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < 1e9) or (value == 0 and not allow_zero):  # NaN fails too
+        from advisor.errors import AdvisorError
+
+        zero = ", 0 for no limit" if allow_zero else ""
+        raise AdvisorError(f"{name}={raw!r}: expected a number of seconds{zero}")
+    return value
 
 
 def no_color() -> bool:

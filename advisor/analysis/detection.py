@@ -16,12 +16,21 @@ import os
 import pkgutil
 import re
 import sys
+import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from advisor import settings
+from advisor.analysis.isolation import (
+    call,
+    check_drafts,
+    describe,
+    import_limit_s,
+    plugin_limit_s,
+)
 from advisor.detect.draft import Draft
 from advisor.detect.registry import (
     Context,
@@ -72,10 +81,10 @@ def _load_plugins() -> None:
     if settings.no_plugins():
         return
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        try:
-            ep.load()
-        except Exception as err:  # noqa: BLE001 (a broken plugin never sinks the report)
-            _PLUGIN_ERRORS[ep.name] = f"cannot load plugin {ep.value}: {type(err).__name__}: {err}"
+        # a broken plugin never sinks the report, whatever its import raises or however long
+        _, err = call(ep.load, import_limit_s())
+        if err is not None:
+            _PLUGIN_ERRORS[ep.name] = f"cannot load plugin {ep.value}: {describe(err)}"
 
 
 def resolve_detector_spec(spec: str) -> str:
@@ -105,13 +114,14 @@ def load_detectors(specs: Iterable[str]) -> None:
         if spec in _EXTRA_LOADED:
             continue
         _EXTRA_LOADED.add(spec)
-        try:
-            if os.path.isabs(spec):
-                _import_file(Path(spec))
-            else:
-                importlib.import_module(spec)
-        except Exception as err:  # noqa: BLE001 (a broken detector never sinks the report)
-            _PLUGIN_ERRORS[spec] = f"cannot load detector {spec}: {type(err).__name__}: {err}"
+        load = (
+            partial(_import_file, Path(spec))
+            if os.path.isabs(spec)
+            else partial(importlib.import_module, spec)
+        )
+        _, err = call(load, import_limit_s())  # never sinks the report
+        if err is not None:
+            _PLUGIN_ERRORS[spec] = f"cannot load detector {spec}: {describe(err)}"
 
 
 def _import_file(path: Path) -> None:
@@ -136,6 +146,10 @@ def plugin_errors() -> list[tuple[str, str]]:
     return sorted(_PLUGIN_ERRORS.items())
 
 
+def _traceback(err: BaseException) -> str:
+    return "".join(traceback.format_exception(type(err), err, err.__traceback__))
+
+
 @dataclass(frozen=True)
 class Outcome:
     drafts: list[Draft]
@@ -152,7 +166,8 @@ def run_detectors(
     drafts: list[Draft] = []
     skipped: list[tuple[str, str]] = []
     errored: list[tuple[str, str, str]] = [(n, e, "") for n, e in plugin_errors()]
-    for det in all_detectors():
+    slowest_s = 0.0  # the slowest built-in detector on this trace: a plugin's limit grows with it
+    for det in sorted(all_detectors(), key=lambda d: not d.builtin):  # built-ins first, by id
         if only and det.id not in only:
             continue
         if skip and det.id in skip:
@@ -162,13 +177,20 @@ def run_detectors(
         if reason:
             skipped.append((det.id, reason))
             continue
-        try:
-            found = det.func(trace, ctx)
-        except Skip as s:
-            skipped.append((det.id, str(s)))
+        # whatever it raises or returns, however long it runs: never sinks the report
+        t0 = time.perf_counter()
+        result, err = call(partial(det.func, trace, ctx), plugin_limit_s(det.builtin, slowest_s))
+        if det.builtin:
+            slowest_s = max(slowest_s, time.perf_counter() - t0)
+        if isinstance(err, Skip):
+            skipped.append((det.id, str(err)))
             continue
-        except Exception as err:  # a broken detector never sinks the report
-            errored.append((det.id, f"{type(err).__name__}: {err}", traceback.format_exc()))
+        if err is not None:
+            errored.append((det.id, describe(err), _traceback(err)))
+            continue
+        found, problem = check_drafts(det.id, result)
+        if problem:
+            errored.append((det.id, problem, ""))
             continue
         for d in found:
             if det.gpu_only and not trace.has_gpu and not d.latent:

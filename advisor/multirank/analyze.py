@@ -24,13 +24,14 @@ import numpy as np
 from advisor import settings
 from advisor.analysis.detection import all_detectors, rank_checks
 from advisor.analysis.digest import Digest, digest_file, failed_digest
+from advisor.analysis.isolation import call, check_merged, describe, plugin_limit_s
 from advisor.analysis.ranking import rank
 from advisor.analysis.toptables import merge_tables
 from advisor.derive.lag import rank_lags
 from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
 from advisor.detect.draft import Draft
-from advisor.detect.registry import RanksContext, Skip
+from advisor.detect.registry import RanksContext, Skip, is_builtin
 from advisor.detect.thresholds import Thresholds
 from advisor.errors import AdvisorError
 from advisor.findings import Finding, savings_bound_ms
@@ -271,12 +272,17 @@ def merge(
             continue
         if check.only_across:
             skipped.pop(check.id, None)
-        try:
-            drafts = check.func(drafts, ordered, rctx)
-        except Skip as s:
-            skipped[check.id] = str(s)
-        except Exception as err:  # noqa: BLE001 (never sinks the report)
-            errored.append(Errored(check.id, f"{type(err).__name__}: {err}"))
+        builtin = is_builtin(check.func.__module__)
+        limit = plugin_limit_s(builtin, 0.0)
+        result, err = call(functools.partial(check.func, drafts, ordered, rctx), limit)
+        if isinstance(err, Skip):
+            skipped[check.id] = str(err)
+        elif err is not None:  # never sinks the report
+            errored.append(Errored(check.id, describe(err)))
+        else:
+            drafts, problem = check_merged(check.id, drafts, result, builtin)
+            if problem:
+                errored.append(Errored(check.id, problem))
     findings = rank(drafts, step_ms, th)
     run = run_block(digests, root, step_ms, world_size, lags)
     run["est_savings_bound_ms"] = savings_bound_ms(findings, step_ms)
