@@ -25,6 +25,7 @@ from advisor.profile.execute import (
     Terminated,
     resolve_target,
 )
+from advisor.profile.forks import ForkWatch, fork_note
 from advisor.profile.outdir import check_out_dir, check_writable, write_error, write_json
 from advisor.profile.signals import RunSignals
 from advisor.profile.torchrun import RankEnv, default_rank_out_dir, rank_env
@@ -214,12 +215,14 @@ def _run_script(
 
     outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
     trial = None
+    forks = ForkWatch(lambda: session.phase in ("probe", "window", "eval-window"))
     session.stop_requested = lambda: sigs.terminated
     session.terminated_outcome = sigs.outcome
     with ScriptRun(target) as script_run:  # restores argv, sys.path, __main__ on exit
         try:
             recorder.install()
             trial = install_from_env()  # advisor try: fixes patched in after the observers
+            forks.start()
             session.start()
             outcome = script_run.run(sigs.script_over)
         except KeyboardInterrupt:
@@ -227,6 +230,7 @@ def _run_script(
         except Terminated:
             outcome = sigs.outcome()
         finally:
+            forks.stop()
             sigs.finalizing()
             cap = session.finish()
             try:  # while the script's objects are still alive
@@ -235,6 +239,7 @@ def _run_script(
                 context = {"error": f"{type(err).__name__}: {err}"}
             if trial is not None:  # undone first: its patches wrap the recorder's
                 context["try"] = trial.finish()
+            context["forks"] = forks.summary()
             recorder.uninstall()
     if sigs.terminated:
         # SIGTERM ended the run, even when its exception was lost: raised where Python ignores
@@ -293,6 +298,9 @@ def _write_outputs(
         }
     if "try" in context:  # advisor try: the fixes applied in this run, and its first losses
         run["try"] = context["try"]
+    if context.get("forks"):  # the script forked: how often, how often while recording
+        run["forks"] = context["forks"]
+        run["notes"] += [n for n in (fork_note(context["forks"]),) if n]
     write_json(run_json, run)
     if renv is None:
         report, written, t_an = _analyze_and_write(
