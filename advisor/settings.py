@@ -21,6 +21,8 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
   among its ranks.
 - Recorded, never acted on: ``CUDA_LAUNCH_BLOCKING`` and the caching allocator's variables
   (``PYTORCH_CUDA_ALLOC_CONF`` ...) go into run.json, where the detectors read them.
+- ``HOME`` (with the password database's entry): the home folder, never a default source root
+  (:mod:`advisor.derive.sources`).
 - ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``TORCHELASTIC_RUN_ID``: set by torchrun, read by
   ``advisor profile`` (:func:`advisor.profile.torchrun.rank_env`) to write one trace per rank and merge them on rank 0.
 
@@ -31,8 +33,10 @@ Test-only switches (read by the test suite, never by the product): ``UPDATE_GOLD
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -88,6 +92,24 @@ def _seconds(name: str, default: float, allow_zero: bool) -> float:
 def no_color() -> bool:
     """``NO_COLOR``: plain terminal output (set to any non-empty value)."""
     return bool(os.environ.get("NO_COLOR"))
+
+
+def home_folders() -> set[Path]:
+    """The user's home folder (``HOME``, and the account's from the password database), as real
+    paths: never a default source root (:mod:`advisor.derive.sources`)."""
+    found: set[Path] = set()
+    cands = [os.environ.get("HOME")]
+    try:
+        import pwd
+
+        cands.append(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError, AttributeError):
+        pass
+    for c in cands:
+        if c:
+            with contextlib.suppress(OSError, ValueError):
+                found.add(Path(os.path.realpath(c)))
+    return found
 
 
 def torchrun_env(env: Mapping[str, str] | None = None) -> dict[str, str]:

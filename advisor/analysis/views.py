@@ -217,7 +217,7 @@ def build_views(
     }
     if not no_source:
         withheld: list[str] = []
-        roots = source_roots(run_ctx, extra_roots)
+        roots = source_roots(extra_roots)  # never widened by a run.json
         views["sources"] = read_sources(found, source_bases(trace.path, run_ctx), roots, withheld)
         if withheld:
             views["sources_withheld"] = withheld

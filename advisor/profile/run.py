@@ -22,6 +22,7 @@ from advisor.profile.execute import (
     EXIT_SIGINT,
     Outcome,
     ScriptRun,
+    Target,
     Terminated,
     resolve_target,
 )
@@ -302,15 +303,16 @@ def _write_outputs(
         run["forks"] = context["forks"]
         run["notes"] += [n for n in (fork_note(context["forks"]),) if n]
     write_json(run_json, run)
+    analysis = _with_live_roots(opts.analysis, target, cwd)
     if renv is None:
         report, written, t_an = _analyze_and_write(
-            out_dir, trace_path, run_json, opts.analysis, opts.debug
+            out_dir, trace_path, run_json, analysis, opts.debug
         )
     elif renv.is_leader:
         from advisor.profile.ranks import merge_ranks_and_write
 
         report, written, t_an = merge_ranks_and_write(
-            out_dir, renv, opts.analysis, opts.debug, opts.rank_timeout
+            out_dir, renv, analysis, opts.debug, opts.rank_timeout
         )
     else:  # rank 0 writes the merged report
         report, written, t_an = None, {}, {}
@@ -326,6 +328,17 @@ def _write_outputs(
         except Exception as err:  # noqa: BLE001 (an optional extra never fails the run)
             print(f"advisor: --tensorboard: {type(err).__name__}: {err}", file=sys.stderr)
     return report, files, t_an, list(run["notes"])
+
+
+def _with_live_roots(analysis: Any, target: Target, cwd: str) -> Any:
+    """The analysis options with this live run's folders as source roots (the folder it ran
+    the script from, the script's folder): the one place they come from, never run.json."""
+    from advisor.analysis.pipeline import Options
+    from advisor.derive.sources import live_roots
+
+    opts = analysis if analysis is not None else Options()
+    script = target.name if target.kind == "script" else None
+    return replace(opts, source_roots=(*opts.source_roots, *live_roots(script, cwd)))
 
 
 def _print_result(
