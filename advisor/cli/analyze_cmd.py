@@ -75,7 +75,8 @@ def register(app: typer.Typer) -> None:
             DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
             min=1,
-            help="Refuse traces larger than this decompressed (guards against gzip bombs).",
+            help="Refuse traces larger than this decompressed (guards against gzip bombs; "
+            "default: what the available memory can analyze).",
         ),
         jobs: int = typer.Option(
             0, "--jobs", "-j", help="Worker processes for per-rank traces (0: automatic)."

@@ -30,7 +30,8 @@ def register(app: typer.Typer) -> None:
             DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
             min=1,
-            help="Refuse traces larger than this decompressed (guards against gzip bombs).",
+            help="Refuse traces larger than this decompressed (guards against gzip bombs; "
+            "default: what the available memory can analyze).",
         ),
     ) -> None:
         """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""

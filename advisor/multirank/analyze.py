@@ -38,9 +38,10 @@ from advisor.findings import Finding, savings_bound_ms
 from advisor.multirank.rankstats import ranks_summary
 from advisor.multirank.workers import run_batched
 from advisor.report import Errored, Report, Skipped
+from advisor.trace.source import PEAK_BYTES_PER_TEXT_BYTE, mem_available
 
 MAX_WORKERS = 4
-BYTES_PER_RAW_BYTE = 5  # peak worker memory per byte of decompressed JSON (measured ~3.5)
+BYTES_PER_RAW_BYTE = PEAK_BYTES_PER_TEXT_BYTE  # a worker's peak memory per byte of JSON
 WORKER_BASE_BYTES = 200 * 1024**2  # interpreter, pandas, numpy
 MEMORY_SHARE = 0.6  # of the available memory the workers may use together
 STRAGGLER = "straggler"
@@ -61,20 +62,6 @@ def raw_size(path: Path) -> int:
         return size
     except OSError:
         return 0
-
-
-def mem_available() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 4 * 1024**3
 
 
 def plan_workers(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from advisor.errors import TraceError
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, RUN_NAME
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
+from advisor.trace.source import Meter
 
 if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
     from advisor.trace.columns import Columns
@@ -128,16 +129,21 @@ def _loading(p: Path) -> Iterator[None]:
 
 
 def decode_columns(
-    p: Path, src: Iterator[bytes], require_events: bool, cols: Columns | None = None
+    p: Path,
+    src: Iterator[bytes],
+    require_events: bool,
+    cols: Columns | None = None,
+    meter: Meter | None = None,
 ) -> tuple[Columns, dict[str, Any], int]:
     """The trace's columns, header and text size (no pandas involved); ``cols``: the Columns to
-    fill (e.g. one that sends its pieces elsewhere as it goes)."""
+    fill (e.g. one that sends its pieces elsewhere as it goes); ``meter``: what ``src`` read of
+    the file (bounds the events, :mod:`advisor.trace.decode`)."""
     from advisor.trace.columns import Columns
     from advisor.trace.decode import decode_stream
 
     cols = cols if cols is not None else Columns()
     with _loading(p):
-        header, size = decode_stream(p, src, cols.add)
+        header, size = decode_stream(p, src, cols.add, meter)
     if require_events and not cols.events:
         raise TraceError("the trace holds no events", p)
     if cols.events and not cols.usable:
@@ -153,8 +159,9 @@ def _load(
 ) -> Trace:
     from advisor.trace.build import Decoded, build_trace
 
-    cols, header, size = decode_columns(
-        p, src if src is not None else pieces(p, max_bytes), require_events
-    )
+    meter = Meter() if src is None else None  # the events of a file are bounded by its size
+    if src is None:
+        src = pieces(p, max_bytes, meter)
+    cols, header, size = decode_columns(p, src, require_events, meter=meter)
     with _loading(p):
         return build_trace(Decoded(cols, header, size), str(p))
