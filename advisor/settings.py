@@ -14,6 +14,8 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
 - ``ADVISOR_PLUGIN_TIMEOUT`` (seconds, default ``PLUGIN_TIMEOUT_S``; 0: no limit): how long a
   plugin's detector may run (at least; longer on a trace the built-in detectors take long on)
   before it is stopped and reported under *errored* (:mod:`advisor.analysis.isolation`).
+- ``ADVISOR_SCHEDULER_TIMEOUT`` (seconds, default ``SCHEDULER_TIMEOUT_S``): how long
+  ``--scheduler ADDRESS`` waits for the scheduler to answer; a refused connection fails at once.
 - ``NO_COLOR`` (any value, https://no-color.org): no colors in the terminal summary.
 - ``ADVISOR_TRY``: set by ``advisor try`` for the ``advisor profile`` runs it starts (the fixes
   to apply, as JSON; :mod:`advisor.profile.fixes.runtime`), removed before the script starts.
@@ -70,6 +72,14 @@ PLUGIN_TIMEOUT_S = 5.0
 def plugin_timeout_s() -> float:
     """``ADVISOR_PLUGIN_TIMEOUT``: seconds a plugin's detector may run (0: no limit)."""
     return _seconds("ADVISOR_PLUGIN_TIMEOUT", PLUGIN_TIMEOUT_S, allow_zero=True)
+
+
+SCHEDULER_TIMEOUT_S = 10.0
+
+
+def scheduler_timeout_s() -> float:
+    """``ADVISOR_SCHEDULER_TIMEOUT``: seconds to wait for a ``--scheduler`` to answer."""
+    return _seconds("ADVISOR_SCHEDULER_TIMEOUT", SCHEDULER_TIMEOUT_S, allow_zero=False)
 
 
 def _seconds(name: str, default: float, allow_zero: bool) -> float:
