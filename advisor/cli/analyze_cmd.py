@@ -140,7 +140,9 @@ def _analyze(
         if len(files) > 1:  # one trace per rank: worker processes, merged report
             from advisor.multirank.analyze import analyze_files
 
-            report, _ = analyze_files(files, opts, root, jobs=jobs or None, scheduler=scheduler)
+            report, _ = analyze_files(
+                files, opts, root, jobs=jobs or None, scheduler=scheduler, progress=prog.count
+            )
         else:
             _, report = analyze_path(files[0], opts, ahead=ahead, prefetch=pre)
         prog.update("Writing the report")

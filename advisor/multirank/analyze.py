@@ -369,7 +369,16 @@ def analyze_files(
     jobs: int | None = None,
     world_size: int | None = None,
     scheduler: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Report, list[Digest]]:
-    """Digest every trace (in parallel) and merge them: the multi-trace ``analyze``."""
-    digests = digest_all(files, options, jobs, scheduler=scheduler)
+    """Digest every trace (in parallel) and merge them: the multi-trace ``analyze``;
+    ``progress(done, total)`` as each trace is done."""
+    done = [0]
+
+    def one_more(_: Digest) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], len(files))
+
+    digests = digest_all(files, options, jobs, one_more, scheduler=scheduler)
     return merge(digests, options, root, world_size), digests
