@@ -86,5 +86,9 @@ def register(app: typer.Typer) -> None:
         else:
             print_try(doc, files)
         sys.stdout.flush()
+        if doc.get("interrupted"):  # SIGTERM / Ctrl-C: written, then the signal's exit code
+            import signal
+
+            raise typer.Exit(128 + signal.Signals[doc["interrupted"]].value)
         failed = doc["before"]["failed"] or any(r.get("failed") for r in doc["results"])
         raise typer.Exit(1 if failed else 0)

@@ -11,7 +11,6 @@ so a drift over time weighs on every configuration alike; later rounds go into `
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from advisor import __version__, settings
 from advisor.errors import AdvisorError
 from advisor.output.outfiles import default_out_dir, release
 from advisor.profile.fixes.base import RunFacts
+from advisor.profile.fixes.childrun import Interrupted, interruptible, run_child
 from advisor.profile.fixes.compare import RunData, compare, step_stats
 from advisor.profile.fixes.registry import FIXES, Selection, parse_fix_ids, select
 from advisor.profile.fixes.runtime import env_value
@@ -148,8 +148,7 @@ def _launch(opts: TryOptions, folder: Path, fixes: tuple[str, ...]) -> int:
     with open(folder / LOG_NAME, "w", encoding="utf-8") as log:
         log.write(f"{_LOG_HEADER} fixes={','.join(fixes) or '(none)'}\n# {' '.join(cmd)}\n")
         log.flush()
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False)
-    return proc.returncode
+        return run_child(cmd, log, env)
 
 
 def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
@@ -227,7 +226,14 @@ def _run(opts: TryOptions, plan: Plan, out: Path, rnd: int, n: int, total: int |
         + (f" with {', '.join(plan.fixes)}" if plan.fixes else " (unchanged)"),
     )
     t0 = time.perf_counter()
-    code = _launch(opts, folder, plan.fixes)
+    try:
+        code = _launch(opts, folder, plan.fixes)
+    except Interrupted as intr:  # the run was ended: nothing of it is compared
+        plan.data.folders.append(str(folder))
+        plan.data.failed = plan.data.failed or (
+            f"interrupted by {intr.name} while this run went on (see {folder / LOG_NAME})"
+        )
+        raise
     _collect(plan.data, folder, code, rnd == 1)
     _say(
         opts,
@@ -250,23 +256,34 @@ def run_try(opts: TryOptions) -> tuple[dict[str, Any], Path]:
             _prepare_run_dir(out / label, opts.force)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     before = Plan("before", ())
-    _run(opts, before, out, 1, 1, None)
-    if before.data.failed:
-        sel = Selection((), (), ())
-        return _document(opts, target, started, before, [], sel), out
-    sel = select(ids, RunFacts.from_run_dir(out / "before"))
-    plans = [Plan(f"after-{f}", (f,)) for f in sel.run] if len(sel.run) > 1 else []
-    if sel.run:
-        plans.append(Plan("after", sel.run))
-    total = 1 + len(plans) + (opts.repeat - 1) * (1 + len(plans))
-    n = 1
-    for rnd in range(1, opts.repeat + 1):
-        order = plans if rnd == 1 else [before, *plans]
-        if rnd % 2 == 0:  # A B B A: a drift in time weighs on both sides alike
-            order = order[::-1]
-        for plan in order:
-            n += 1
-            _run(opts, plan, out, rnd, n, total)
+    plans: list[Plan] = []
+    sel = Selection((), (), ())
+    try:
+        with interruptible():  # SIGTERM / Ctrl-C: try.json with what finished (see childrun)
+            _run(opts, before, out, 1, 1, None)
+            if before.data.failed:
+                return _document(opts, target, started, before, [], sel), out
+            sel = select(ids, RunFacts.from_run_dir(out / "before"))
+            plans = [Plan(f"after-{f}", (f,)) for f in sel.run] if len(sel.run) > 1 else []
+            if sel.run:
+                plans.append(Plan("after", sel.run))
+            total = 1 + len(plans) + (opts.repeat - 1) * (1 + len(plans))
+            n = 1
+            for rnd in range(1, opts.repeat + 1):
+                order = plans if rnd == 1 else [before, *plans]
+                if rnd % 2 == 0:  # A B B A: a drift in time weighs on both sides alike
+                    order = order[::-1]
+                for plan in order:
+                    n += 1
+                    _run(opts, plan, out, rnd, n, total)
+    except Interrupted as intr:
+        _say(opts, f"interrupted by {intr.name}: try.json keeps the runs that finished")
+        for p in (before, *plans):
+            if not p.data.folders:
+                p.data.failed = f"not run: advisor try was interrupted by {intr.name}"
+        doc = _document(opts, target, started, before, plans, sel)
+        doc["interrupted"] = intr.name
+        return doc, out
     return _document(opts, target, started, before, plans, sel), out
 
 
@@ -308,6 +325,7 @@ def _document(
         "skipped": [{"id": i, "reason": r} for i, r in sel.skipped],
         "not_applicable": [{"id": i, "reason": r} for i, r in sel.not_applicable],
         "diff_command": "advisor diff before after" if plans else None,
+        "interrupted": None,
     }
 
 
