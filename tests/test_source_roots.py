@@ -122,3 +122,30 @@ def test_the_home_folder_or_root_is_no_default_root(tmp_path: Path) -> None:
     # a folder below home is a root when it is the current folder
     _, findings = _analyze(home / "project", trace, "--out", "o")
     assert "LEAKED_SECRET" in json.dumps(findings["views"]["sources"])
+
+
+def test_a_live_profile_reads_its_scripts_folder(tmp_path: Path) -> None:
+    """``advisor profile`` run from one folder on a script in another: the report shows the
+    script's code (the live run names its folder); the same run folder analyzed later from
+    elsewhere withholds it and lists it (its run.json names the folder, but adds no root)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    script = (Path(__file__).parent.parent / "examples" / "zero_grad.py").read_text()
+    (tmp_path / "b" / "zero_grad.py").write_text(script)
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", "profile", "--wait", "1", "--warmup", "1"]
+        + ["--active", "3", "--out", "o", "../b/zero_grad.py", "--steps", "8"],
+        cwd=tmp_path / "a",
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert p.returncode == 0, p.stderr
+    live = json.loads((tmp_path / "a" / "o" / "findings.json").read_text())
+    shown = [k for k in live["views"]["sources"] if "zero_grad.py" in k]
+    assert shown and "opt.zero_grad(set_to_none=False)" in json.dumps(live["views"]["sources"])
+    (tmp_path / "c").mkdir()  # a folder beside both: the script's folder is no root from here
+    _, later = _analyze(tmp_path / "c", tmp_path / "a" / "o", "--out", "o")
+    assert "zero_grad.py" not in json.dumps(later["views"].get("sources", {}))
+    assert str(tmp_path / "b" / "zero_grad.py") in later["views"]["sources_withheld"]
