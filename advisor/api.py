@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor import record
 from advisor.errors import AdvisorError
 from advisor.runfolder import REPORT_NAME
 
@@ -55,7 +56,18 @@ STEP_COLUMNS = (
     "host_only_ms",
     "ts_us",
 )
-KERNEL_COLUMNS = ("name", "count", "total_ms", "mean_us", "share_pct", "op", "source")
+KERNEL_COLUMNS = (
+    "name",
+    "count",
+    "total_ms",
+    "mean_us",
+    "share_pct",
+    "op",
+    "source",
+    "limit_pct",
+    "bound",
+    "cause",
+)
 OP_COLUMNS = ("name", "count", "total_ms", "self_ms", "mean_us", "share_pct", "gpu_ms", "source")
 RANK_COLUMNS = (
     "rank",
@@ -88,7 +100,7 @@ class Report:
     @property
     def run(self) -> dict[str, Any]:
         """The ``run`` block of findings.json: device, steps, median step, GPU busy, ranks..."""
-        return dict(self.raw.run)
+        return record.dump(self.raw.run)  # type: ignore[no-any-return]
 
     @property
     def findings(self) -> pd.DataFrame:
@@ -120,22 +132,24 @@ class Report:
     @property
     def steps(self) -> pd.DataFrame:
         """Per captured step, where its wall time went, in ms (``STEP_COLUMNS``)."""
-        return _frame(self.raw.views.get("steps") or (), STEP_COLUMNS)
+        one = self.raw.views.one_trace
+        return _frame(record.dump(one.steps) if one is not None else (), STEP_COLUMNS)
 
     @property
     def kernels(self) -> pd.DataFrame:
         """Top GPU kernels of the profiled steps (``KERNEL_COLUMNS``)."""
-        return _frame(self.raw.views.get("kernels") or (), KERNEL_COLUMNS)
+        return _frame(record.dump(self.raw.views.kernels), KERNEL_COLUMNS)
 
     @property
     def ops(self) -> pd.DataFrame:
         """Top CPU operators of the profiled steps (``OP_COLUMNS``)."""
-        return _frame(self.raw.views.get("ops") or (), OP_COLUMNS)
+        return _frame(record.dump(self.raw.views.ops), OP_COLUMNS)
 
     @property
     def ranks(self) -> pd.DataFrame:
         """Per rank of a multi-rank analysis (empty for one trace; ``RANK_COLUMNS``)."""
-        return _frame(self.raw.run.get("ranks") or (), RANK_COLUMNS)
+        group = self.raw.run.ranks
+        return _frame(record.dump(group.ranks) if group is not None else (), RANK_COLUMNS)
 
     # ---- output --------------------------------------------------------------------
     def to_json(self) -> str:
@@ -207,19 +221,23 @@ def analyze(
     no_source: bool = False,
     jobs: int | None = None,
     scheduler: str | None = None,
+    device: str | None = None,
 ) -> Report:
     """Analyze a trace, a run folder or a folder of per-rank traces, as ``advisor analyze``.
 
     ``only``/``skip``: finding ids; ``thresholds``: overrides (``advisor analyze
     --list-thresholds`` lists the keys); ``jobs``/``scheduler``: workers for per-rank traces
-    (see docs/multirank.md). Raises :class:`advisor.errors.AdvisorError` for unreadable input.
+    (see docs/multirank.md); ``device``: the GPU the trace ran on (as ``--device``). Raises
+    :class:`advisor.errors.AdvisorError` for unreadable input.
     """
     from advisor.analysis.pipeline import analyze_path, options_from_cli
     from advisor.trace import find_traces
     from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
     sets = [f"{k}={v}" for k, v in (thresholds or {}).items()]
-    opts = options_from_cli(list(only), list(skip), sets, False, no_source, DEFAULT_MAX_TRACE_BYTES)
+    opts = options_from_cli(
+        list(only), list(skip), sets, False, no_source, DEFAULT_MAX_TRACE_BYTES, (), device
+    )
     p = Path(path)
     files = find_traces(p)
     if len(files) == 1:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 Severity = Literal["high", "medium", "low", "info"]
 Confidence = Literal["high", "medium", "low"]
 SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low", "info")
+# a per-step claim whose cause may happen once needs that cause in at least this many steady
+# steps (a draft says in how many with ``extra["steps_seen"]``; see advisor.analysis.ranking)
+MIN_STEPS_SEEN = 2
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,19 @@ class Location:
 
 
 @dataclass(frozen=True)
+class Related:
+    """A finding listed under another one because most of what it claims (the same events,
+    the same kernel time) the leading finding claims too: one cause, one row. Its own figure and
+    summary are kept; ``shared_pct`` is the share of its claim the row's lead covers."""
+
+    id: str
+    title: str
+    est_savings_ms: float
+    summary: str
+    shared_pct: float
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     title: str
@@ -58,11 +74,18 @@ class Finding:
     # the phase of an ``advisor profile`` run it was found in, when it is not the first one
     # (``eval``: the evaluation window); None for the main window and traces from elsewhere
     phase: str | None = None
+    # findings claiming the same evidence, listed under this one (absent from findings.json
+    # when empty)
+    related: tuple[Related, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if d["phase"] is None:
             del d["phase"]
+        if self.related:
+            d["related"] = [asdict(r) for r in self.related]
+        else:
+            del d["related"]
         d["evidence"] = [asdict(e) for e in self.evidence]
         d["locations"] = [asdict(loc) for loc in self.locations]
         d["assumptions"] = list(self.assumptions)
@@ -88,10 +111,36 @@ class Finding:
             assumptions=tuple(d.get("assumptions", ())),
             est_savings_range_ms=None if r is None else (float(r[0]), float(r[1])),
             phase=str(d["phase"]) if isinstance(d.get("phase"), str) else None,
+            related=tuple(Related(**r) for r in d.get("related", ()) if isinstance(r, dict)),
         )
 
     def with_(self, **changes: Any) -> Finding:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What a detector returns: a finding before the engine sets severity and percentages.
+
+    Detectors give ``est_savings_ms`` (per step) and the text; the engine derives
+    ``est_savings_pct`` from the median step and ``severity`` from that share (or ``info``
+    when ``latent`` is set: a pattern with no measured cost in this trace, e.g. on a CPU run).
+    """
+
+    id: str
+    title: str
+    est_savings_ms: float
+    confidence: Confidence
+    summary: str
+    recommendation: str
+    snippet: str
+    evidence: tuple[Evidence, ...] = ()
+    locations: tuple[Location, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    est_savings_range_ms: tuple[float, float] | None = None
+    latent: bool = False
+    severity: Severity | None = None  # force a severity (rarely needed)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def check_fail_on(level: str | None) -> str | None:

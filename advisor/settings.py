@@ -99,6 +99,12 @@ def _seconds(name: str, default: float, allow_zero: bool) -> float:
     return value
 
 
+def annotate_always() -> bool:
+    """``ADVISOR_ANNOTATE=1``: write trace.annotated.json.gz whatever the trace's size (by
+    default only for traces up to ``ANNOTATED_MAX_BYTES``, a copy being as large again)."""
+    return _on("ADVISOR_ANNOTATE")
+
+
 def no_color() -> bool:
     """``NO_COLOR``: plain terminal output (set to any non-empty value)."""
     return bool(os.environ.get("NO_COLOR"))

@@ -4,7 +4,8 @@ Each figure is a fresh process, run alternating (advisor, floor, HTA, then rotat
 the medians are printed, one line per figure with its ratios:
 
 - ``advisor analyze TRACE``: start-up, load, every detector, findings.json and report.html;
-- the parse floor: gunzip + ``orjson.loads`` of the same file, nothing else;
+- the parse floor: gunzip + ``orjson.loads`` of the same file, nothing else, ending as
+  ``advisor analyze`` does (no interpreter teardown);
 - HTA 0.5.0 (``--hta-python``: a python with ``HolisticTraceAnalysis==0.5.0`` installed, or the
   ``HTA_PYTHON`` variable): load the trace and run the temporal, idle-time and kernel breakdowns;
 - start-up: ``advisor --help``, and whether ``advisor --help`` / ``advisor analyze`` import torch.

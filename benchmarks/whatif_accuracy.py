@@ -1,9 +1,12 @@
 """How well the step replay explains each shared trace, and what every finding saves by it.
 
 For each trace: the measured median steady step, the step replayed by the graph alone (no
-measured delay the graph cannot explain: ``calibrated=False``) and its error, whether the trace
-is complete (no ``run.trace_quality`` hole), what bounds the step (``run.bound``), the combined
-replayed saving of all findings, and each finding's replayed saving.
+measured delay the graph cannot explain: ``calibrated=False``; from boundary to boundary of the
+replayed timeline) and its error, the steady-state step the savings are read against (the
+longer of its host and GPU cycles, :mod:`advisor.replay.steptime`, as replayed unchanged),
+whether the trace is complete (no ``run.trace_quality`` hole), what bounds the step
+(``run.bound``), the combined replayed saving of all findings, and each finding's replayed
+saving.
 
     python benchmarks/whatif_accuracy.py [TRACES_DIR] [--only SUBSTRING]
 
@@ -53,24 +56,26 @@ def one(path: Path) -> dict[str, object]:
     tr = steady_trace(raw)
     gr = graph(tr)
     row: dict[str, object] = {"trace": str(path), "secs": time.perf_counter() - t0}
-    if not len(gr.chosen) or not gr.chosen.any() or not gr.n_h:
+    if not len(gr.steps.chosen) or not gr.steps.chosen.any() or not gr.n_h:
         row["note"] = "nothing to replay (no host calls, GPU work or steps)"
         return row
-    meas = np.diff(gr.bounds)[gr.chosen] / 1e6
-    pure = replay(gr, Mods.of(gr, calibrated=False)).step_ns[gr.chosen] / 1e6
+    meas = np.diff(gr.steps.bounds_ns)[gr.steps.chosen] / 1e6
+    pure = np.diff(replay(gr, Mods.of(gr, calibrated=False)).bounds_ns)[gr.steps.chosen] / 1e6
+    steady = replay(gr, Mods.of(gr)).step_ns[gr.steps.chosen] / 1e6
     m, r = float(np.median(meas)), float(np.median(pure))
     holes = [i.kind for i in trace_quality(tr) if i.kind in ("graph", "lost-launch")]
-    b = rep.run.get("bound") or {}
+    b = rep.run.bound
     row.update(
         measured_ms=m,
         replayed_ms=r,
+        steady_ms=float(np.median(steady)),
         error_pct=100.0 * (r - m) / m if m else 0.0,
         complete=not holes,
         holes=holes,
-        bound=b.get("by"),
-        shares=b.get("shares_pct"),
-        together_ms=rep.run.get("est_savings_bound_ms"),
-        together_how=rep.run.get("est_savings_bound_how"),
+        bound=b.by if b is not None else None,
+        shares=dict(b.shares_pct) if b is not None else None,
+        together_ms=rep.run.est_savings_bound_ms,
+        together_how=rep.run.est_savings_bound_how,
         findings=[(f.id, f.est_savings_ms, f.est_savings_range_ms) for f in rep.findings],
     )
     return row
@@ -106,7 +111,7 @@ def main(argv: list[str]) -> int:
         sh = " ".join(f"{k} {v:.0f}%" for k, v in shares.items() if v >= 1)  # type: ignore[union-attr]
         print(
             f"{rel}\n  measured {row['measured_ms']:.2f} ms  replayed {row['replayed_ms']:.2f} ms"
-            f"  error {err:+.1f}%{'' if ok else ' (over 5%)'}"
+            f"  error {err:+.1f}%{'' if ok else ' (over 5%)'}  steady {row['steady_ms']:.2f} ms"
             f"  {'complete' if row['complete'] else 'incomplete: ' + ', '.join(row['holes'])}"  # type: ignore[arg-type]
             f"  bound by {row['bound']} ({sh})  together {row['together_ms']} ms"
             f" ({row['together_how']})  [{row['secs']:.1f} s]"

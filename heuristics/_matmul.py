@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.timeline import main_device
+from advisor.trace.identity import cc_of, kernel_arch
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -55,9 +56,10 @@ CONV_RE = re.compile(r"conv(?:\d|_|olution)", re.IGNORECASE)
 LAYOUT_KERNEL_RE = re.compile(r"nchw_?2_?nhwc|nhwc_?2_?nchw|nchwtonhwc|nhwctonchw", re.IGNORECASE)
 
 # kernels doing the GEMM / convolution math (not layout, reduction or epilogue helpers)
+# (AMD: Tensile and hipBLASLt name their GEMM kernels "Cijk_..." after the index notation)
 _COMPUTE = re.compile(
     r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
-    r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet",
+    r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet|^cijk_",
     re.I,
 )
 _NOT_COMPUTE = re.compile(
@@ -66,10 +68,11 @@ _NOT_COMPUTE = re.compile(
     r"memset|fill|fbgemm|embedding|quantize|reduce_wgrad",
     re.I,
 )
+# (AMD: matrix-core kernels name their MFMA instruction shape, Tensile's "_MI16x16x16x1_")
 _TENSOR_CORE = re.compile(
     r"tensorop|s1688|s16816|h1688|h16816|s884|h884|i8816|hmma|imma|xmma|"
     r"wgmma|gmma|tf32|bf16|fp16|f16f16|tensor\d+x\d+x\d+|e4m3|e5m2|nvjet|"
-    r"_h\d*gemm|hgemm",
+    r"_h\d*gemm|hgemm|_mi\d+x\d+x\d+|mfma",
     re.I,
 )
 # FP32 on CUDA cores even inside xmma/cutlass templates: cuBLAS 11+ names plain FP32 GEMMs
@@ -81,23 +84,6 @@ _FP32_NAME = re.compile(
     re.I,
 )
 _OTHER_DTYPE = re.compile(r"dgemm|zgemm|double|__half|bfloat|int8|_i8|hgemm|half", re.I)
-_ARCH = (
-    ("sm100", (10, 0)),
-    ("blackwell", (10, 0)),
-    ("sm90", (9, 0)),
-    ("hopper", (9, 0)),
-    ("sm89", (8, 9)),
-    ("sm86", (8, 6)),
-    ("sm80", (8, 0)),
-    ("ampere", (8, 0)),
-    ("sm75", (7, 5)),
-    ("turing", (7, 5)),
-    ("sm70", (7, 0)),
-    ("volta", (7, 0)),
-    ("maxwell", (5, 0)),
-    ("kepler", (3, 5)),
-)
-
 DTYPES = {
     "float": "float32",
     "c10::Half": "float16",
@@ -132,6 +118,16 @@ def is_tensor_core(name: str) -> bool:
     return _found(_TENSOR_CORE, name) and not _found(_CUDA_CORE, name)
 
 
+# AMD matrix cores: MFMA instructions, named in Tensile/hipBLASLt kernels as MI<m>x<n>x<k>
+_MATRIX_CORE_AMD = re.compile(r"mfma|_MI\d+x\d+x\d+", re.I)
+
+
+def on_matrix_cores(name: str) -> bool:
+    """The kernel's name says it runs on Tensor Cores (NVIDIA, :func:`is_tensor_core`) or on
+    AMD matrix cores (MFMA)."""
+    return is_tensor_core(name) or _MATRIX_CORE_AMD.search(name) is not None
+
+
 def looks_fp32(name: str) -> bool:
     return _found(_FP32_NAME, name) and not _found(_OTHER_DTYPE, name)
 
@@ -156,16 +152,18 @@ def op_dtype(types: Any) -> str | None:
 
 
 def arch_cc(trace: Trace) -> tuple[tuple[int, int] | None, bool]:
-    """(compute capability of the main GPU, inferred): from deviceProperties, else a lower
-    bound from the architecture named in kernel names (``volta_sgemm`` -> 7.0)."""
+    """(compute capability of the main GPU, inferred): from deviceProperties or ``--device``;
+    inferred (from kernel names, a lower bound: ``volta_sgemm`` -> 7.0) when the trace lists no
+    device or a device without one (see :mod:`advisor.trace.identity`)."""
     dev = trace.device(main_device(trace))
     if dev is not None and dev.compute_capability is not None:
-        return dev.compute_capability, False
+        return dev.compute_capability, dev.source.startswith("inferred")
     if not len(trace.kernels):
         return None, False
-    names = " ".join(map(str, trace.kernels["name"].cat.categories)).lower()
-    found = [cc for key, cc in _ARCH if key in names]
-    return (max(found), True) if found else (None, False)
+    found = kernel_arch(str(c) for c in trace.kernels["name"].cat.categories)
+    if found is None or not found[0].startswith("sm_"):
+        return None, False
+    return cc_of(found[0]), True
 
 
 def tensor_cores(trace: Trace) -> bool | None:

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.trace.model import Trace
+from advisor.units import fmt_ms_text, ms_of_ns
 
 
 def n_steps(trace: Trace) -> int:
@@ -42,17 +43,6 @@ def rows_in_steps(df: pd.DataFrame, trace: Trace) -> pd.DataFrame:
     return df[df["step"].to_numpy() >= 0]
 
 
-def ms(ns: float) -> float:
-    """Nanoseconds as milliseconds, rounded to the microsecond (evidence rows)."""
-    return round(float(ns) / 1e6, 3)
-
-
-def fmt_ms(ms: float) -> str:
-    """Milliseconds for sentences: 3 significant figures, never scientific."""
-    if ms >= 100:
-        return f"{ms:.0f} ms"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    if ms >= 1:
-        return f"{ms:.2f} ms"
-    return f"{ms * 1000:.0f} us" if ms >= 0.001 else f"{ms * 1000:.2f} us"
+# nanoseconds as rounded milliseconds (evidence rows); milliseconds for sentences
+ms = ms_of_ns
+fmt_ms = fmt_ms_text

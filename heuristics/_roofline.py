@@ -110,6 +110,11 @@ class Work:
     tiles: int  # 128x128 output tiles (times the batch) the kernels can spread over SMs; 0: n/a
     dims: dict[str, Any]  # M, N, K (GEMM-equivalent) or B, H, L, S, E (attention)
 
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity: FLOPs per byte moved (0 for memory-only work)."""
+        return self.flops / self.nbytes if self.nbytes else 0.0
+
 
 def _numel(d: Any) -> int:
     return math.prod(int(x) for x in d) if isinstance(d, list | tuple) and d else 0

@@ -26,20 +26,25 @@ phases); keep the caching allocator on (unset ``PYTORCH_NO_CUDA_MEMORY_CACHING``
 fragmented memory with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``; keep shapes stable
 (pad or bucket variable lengths); allocate pinned host buffers once and reuse them.
 
+With one steady step in the window (or calls in only one), nothing tells the pool's first
+growth from churn: the finding is then information only ("cannot tell whether it recurs").
+
 **Known false positives.** A window whose steady steps still grow the pool (a larger batch
 after a few steps, the first validation pass) looks the same; check the call sites.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate, run_locations
 from advisor.derive.timeline import busy_by_device, main_device
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import MIN_STEPS_SEEN, Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -67,7 +72,7 @@ def _alloc_conf(ctx: Context) -> tuple[str | None, bool]:
     return (conf if isinstance(conf, str) else None), off
 
 
-def _cause(calls: pd.DataFrame, sites: list[Location], off: bool, steps: int) -> str:
+def _cause(calls: pd.DataFrame, sites: list[Location], off: bool, steps: int, seen: int) -> str:
     names = calls["name"].astype(str)
     frees = int(names.str.contains(FREE_RE).sum())
     mallocs = len(calls) - frees
@@ -80,6 +85,8 @@ def _cause(calls: pd.DataFrame, sites: list[Location], off: bool, steps: int) ->
             "nearly every allocation goes to the driver and is freed again: the caching "
             "allocator looks switched off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)"
         )
+    if seen < MIN_STEPS_SEEN:
+        return "the pool growing for the first time, or memory freed before the step"
     if mallocs > frees:
         return (
             "memory freed before the step (torch.cuda.empty_cache() or a cache clear) is "
@@ -120,9 +127,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # every thread: one that waits on the allocating thread (backward() on the autograd
     # thread) gets the time back too
     rep = ctx.whatif(ShrinkHost(s, e, None, keep=0.0, low=0.5, label="warm caching allocator"))
-    fields: SavingFields = (
+    fields: dict[str, Any] = (
         rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     )
+    fix_extra: dict[str, Any] = fields.pop("extra", {})
     replayed = (
         f" Replayed without these calls, the step is {fmt_ms(rep.ms)} shorter."
         if rep.replayed
@@ -142,7 +150,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ev.sort(key=lambda x: -x.total_ms)
     ev.append(Evidence("GPU idle while the host was in these calls", len(s), ms(idle_ns)))
     per_step = len(calls) / steps
-    cause = _cause(calls, sites, off, steps)
+    seen = _steps_seen(calls, trace)
+    cause = _cause(calls, sites, off, steps, seen)
     host_only = bool(names.str.contains(HOST_RE).all())
     summary = (
         f"{per_step:.0f} allocator call(s) per steady step ({', '.join(_counts(names, steps))}) "
@@ -162,6 +171,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             snippet=_snippet(conf),
             evidence=tuple(ev),
             locations=locs,
+            extra={"steps_seen": seen, **fix_extra},
             assumptions=(
                 "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
                 "the pool's growth before them is one-time-init's.",
@@ -176,6 +186,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
         )
     ]
+
+
+def _steps_seen(calls: pd.DataFrame, trace: Trace) -> int:
+    """The steady steps holding allocator calls (the pool's first growth happens once)."""
+    return int(np.count_nonzero(np.isin(trace.steps["step"].to_numpy(), calls["step"].to_numpy())))
 
 
 def _median_per_step(calls: pd.DataFrame, trace: Trace) -> float:

@@ -27,6 +27,10 @@ with `.to(device, non_blocking=True)`, and prefetch the next batch on a side str
 device-to-host results, copy into a pinned buffer with `non_blocking=True` and wait on an event
 only where the values are used.
 
+Copies that return a call's result to the host (the last read of an inference step, see
+``sync-point``) are left out: the host needs them, so only overlap with the next call helps,
+and ``sync-point`` values that.
+
 **Known false positives.** A copy whose result the host needs immediately (e.g. a value that
 decides control flow) must wait anyway; only overlapping it with other work helps then.
 """
@@ -39,14 +43,16 @@ import pandas as pd
 from advisor.derive.locate import aggregate
 from advisor.derive.runtime import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_COPY_RE, is_sync_call
 from advisor.derive.timeline import Intervals, activity
-from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.trace.model import Trace
 
 from ._ops import runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
+from ._sync_roles import event_runtime_rows, sync_roles
+from ._syncs import sync_events
 
 ID = "blocking-copy"
 register(
@@ -112,9 +118,23 @@ def _episodes(trace: Trace, ctx: Context) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _kept(trace: Trace) -> np.ndarray:
+    """Runtime rows inside the sync events no fix removes: the reads of a call's result and the
+    harness's syncs (see ``_sync_roles``)."""
+    ev = sync_events(trace)
+    if not len(ev):
+        return np.zeros(0, dtype=np.int64)
+    keep = ev[(sync_roles(trace)["role"] != "remove").to_numpy()]
+    rows = event_runtime_rows(trace, keep)
+    return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+
+
 @detector(ID, "Blocking copies serialize host and GPU", gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ep = _episodes(trace, ctx)
+    needed = np.isin(ep["rt"].to_numpy(np.int64), _kept(trace))
+    n_needed = int(needed.sum())
+    ep = ep[~needed] if n_needed else ep
     if not len(ep):
         return []
     mem = trace.memcpy
@@ -167,7 +187,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if blocks.any()
         else fix
     )
-    fields: SavingFields = {
+    fields: dict = {
         "est_savings_ms": save_ms,
         "est_savings_range_ms": (round(low_ms, 3), round(save_ms, 3)),
     }
@@ -230,6 +250,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 f"copies of at least {ctx.t('blocking_copy.min_bytes'):.0f} bytes; divided over "
                 f"{steps} step(s)",
                 "overlaps pageable-memcpy (faster transfer) and sync-point (the same waits)",
+                *(
+                    (
+                        f"{n_needed} cop{'y' if n_needed == 1 else 'ies'} returning a call's "
+                        "result to the host (its last read, see sync-point) or made by the "
+                        "harness are left out: the host needs them.",
+                    )
+                    if n_needed
+                    else ()
+                ),
             ),
         )
     ]

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from advisor.detect import Draft, Evidence, Location
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -274,7 +274,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             id=ID,
             title=TITLE,
             est_savings_ms=round(saving_ms, 3),
-            fix=rep.fix if rep is not None and rep.replayed else None,
+            extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
             confidence="high" if trace.has_stack else "medium",
             summary=summary,
             recommendation=RECOMMENDATION,

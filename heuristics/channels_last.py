@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
-from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -106,7 +106,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if not _half_convs(trace, ctx, conv_ops):
         return []
     gain = ctx.t("channels_last.run_only_gain_pct") / 100.0
-    fields: SavingFields = {"est_savings_ms": gain * conv_ms}
+    fields: dict = {"est_savings_ms": gain * conv_ms}
     how = (
         f"{gain * 100:g}% of the convolutions' GPU time: the low end of the 8-35% "
         "published for channels-last with AMP on conv nets; not measured here"
@@ -196,7 +196,7 @@ def _measured(
     )
     if cl is True:
         summary += " run.json says the model is channels-last: convert the inputs too."
-    fields: SavingFields = {"est_savings_ms": layout_ms}
+    fields: dict = {"est_savings_ms": layout_ms}
     how = "saving = GPU time of the layout-conversion kernels" + (
         " launched by convolution ops" if attributed else " (no launch links: all of them)"
     )

@@ -22,7 +22,11 @@ so the claim stays conservative). The steady steps are then replayed (see docs/s
 with each collective's transfer hidden under compute and its waiting kept: the saving is what
 the step loses (nothing when the host, not the GPU, limits the step); the low end of the range
 hides half of the transfer. For traces the replay cannot place: the exposed transfer per step,
-capped at the computation per step that does not already overlap communication.
+capped at the computation per step that does not already overlap communication. With a folder
+of per-rank traces the saving is valued for the job: the ranks' step graphs joined at the
+collectives (a collective's transfer starts when the last rank arrives) are replayed with every
+transfer hidden, and the claim is how much shorter the slowest rank's step gets (never more than
+the largest one rank's own claim).
 
 **How to fix.** The advice follows the pattern found. Mostly waiting: find the rank that
 arrives last (`straggler`, per-rank table) and what delays it; for all-to-all, uneven splits.
@@ -48,9 +52,9 @@ import numpy as np
 from advisor.derive.comm import comm_stats, compute_union, per_kernel_exposed
 from advisor.derive.locate import aggregate
 from advisor.derive.peerwait import single_rank_transfer_ns, split_exposed
-from advisor.detect import Draft, Evidence
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import HideComm
 from advisor.trace.model import Trace
 
@@ -143,7 +147,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title="Communication not hidden under computation",
-            **fields,
+            **{k: v for k, v in fields.items() if k != "extra"},
             confidence="low" if wait_ms > transfer_ms else "medium",
             summary=(
                 f"{exposed_ms:.2f} ms of communication per step ({exposed_ms / step_ms:.0%} of "
@@ -171,5 +175,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 ),
                 pattern.why,
             ),
+            extra={
+                "exposed_wait_ms": round(wait_ms, 3),
+                "exposed_transfer_ms": round(transfer_ms, 3),
+                **fields.get("extra", {}),
+            },
         )
     ]

@@ -35,8 +35,8 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate, merge_locations, run_locations
 from advisor.derive.timeline import main_busy
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, Skip, detector
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -161,7 +161,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 ops["ts_ns"].to_numpy()[add_rows], ops["end_ns"].to_numpy()[add_rows]
             )
     saving_ms = (gpu_ns + idle_ns) / 1e6 / steps
-    fields: SavingFields = {"est_savings_ms": saving_ms}
+    fields: dict = {"est_savings_ms": saving_ms}
     how_saved = (
         "saving = GPU time of the bias-add kernels under these convolutions + GPU "
         "idle time while the host ran the adds"

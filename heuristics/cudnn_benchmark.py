@@ -31,9 +31,9 @@ from collections import Counter
 import numpy as np
 
 from advisor.derive.locate import aggregate
-from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -94,10 +94,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     lo_x, hi_x = ctx.t("cudnn_benchmark.speedup_low"), ctx.t("cudnn_benchmark.speedup_high")
     low = conv_ms * (1 - 1 / lo_x)
     high = conv_ms * (1 - 1 / hi_x)
-    fields: SavingFields = {
-        "est_savings_ms": low,
-        "est_savings_range_ms": (round(low, 3), round(high, 3)),
-    }
+    fields: dict = {"est_savings_ms": low, "est_savings_range_ms": (round(low, 3), round(high, 3))}
     how = (
         f"saving = conv GPU time x (1 - 1/{lo_x:g}); range up to x (1 - 1/{hi_x:g}): the "
         "published 1.27-1.70x for static shapes, not measured on this model"

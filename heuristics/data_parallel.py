@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, Skip, detector
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -151,7 +151,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # DDP still copies each process's share of the batch: Scatter saves (n-1)/n of its time
     weight = np.where(names[rows] == "Scatter", (n_dev - 1) / n_dev, 1.0)
     per_step_ms = float((dur * weight).sum()) / 1e6 / n_steps(trace)
-    fields: SavingFields = {"est_savings_ms": round(per_step_ms, 3)}
+    fields: dict = {"est_savings_ms": round(per_step_ms, 3)}
     replayed_ms = None
     how = (
         "Saving = host time of the Broadcast and Gather ranges (DDP does neither) plus "

@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from advisor.derive.dataloader import SINGLE, fetches
+from advisor.derive.dataloader import SINGLE, WORKERS_PER_GPU, fetches, recommended_workers
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import activity
-from advisor.detect import Draft, Evidence, Location
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -47,6 +47,7 @@ from ._per_step import fmt_ms, in_steps, n_steps
 
 ID = "dataloader-stall"
 TITLE = "Training loop waits for the DataLoader"
+EVAL_TITLE = "Evaluation loop waits for the DataLoader"  # the trace of an evaluation phase
 
 register(
     "dataloader_stall.min_share_pct",
@@ -55,7 +56,7 @@ register(
 )
 register(
     "dataloader_stall.workers_per_gpu",
-    4.0,
+    float(WORKERS_PER_GPU),
     "num_workers recommended per GPU when run.json has no CPU count",
 )
 
@@ -79,11 +80,15 @@ def _cpu_count(ctx: Context) -> int | None:
 
 
 def _loader(ctx: Context, single: bool) -> dict[str, Any] | None:
-    """The run.json DataLoader entry that matches the iterator kind (the first one if several)."""
+    """The run.json DataLoader entry of this trace's phase (each row says which phase first
+    iterated it: the evaluation window's findings name the test loader, not the training one)
+    that matches the iterator kind (the first one if several)."""
     dls = ctx.run_get("dataloaders")
     if not isinstance(dls, list):
         return None
     rows = [d for d in dls if isinstance(d, dict)]
+    phase = ctx.run_get("phase")
+    rows = [d for d in rows if d.get("phase") == phase] or rows
     match = [d for d in rows if (d.get("num_workers") == 0) == single]
     pick = match or rows
     return pick[0] if pick else None
@@ -117,11 +122,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     cur = int(cfg["num_workers"]) if cfg and isinstance(cfg.get("num_workers"), int) else None
     w0 = 0 if single else (cur or 0)
     cpus = _cpu_count(ctx)
-    rec_w = int(ctx.t("dataloader_stall.workers_per_gpu"))
-    if cpus:
-        rec_w = max(1, min(rec_w, cpus - 1))
-    if w0 > 0:
-        rec_w = max(rec_w, 2 * w0) if not cpus else max(w0, min(2 * w0, cpus - 1))
+    rec_w = recommended_workers(cpus, w0, int(ctx.t("dataloader_stall.workers_per_gpu")))
     rest_ms = max(0.0, step_ms - raw_ms)
     batch_ms = raw_ms if w0 == 0 else w0 * (raw_ms + rest_ms)
     left_ms = max(0.0, batch_ms / max(rec_w, 1) - rest_ms) if rec_w > w0 else exp_ms
@@ -176,7 +177,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     return [
         Draft(
             id=ID,
-            title=TITLE,
+            title=EVAL_TITLE if ctx.run_get("phase") == "eval" else TITLE,
             est_savings_ms=saving,
             confidence="high" if single else "medium",
             summary=summary,
@@ -187,13 +188,17 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             assumptions=(
                 "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
                 "CPU-only trace: all of it), per step.",
-                f"Saving with {rec_w} workers: exposed time minus max(0, B/{rec_w} - R), B = batch "
+                f"Saving with {rec_w} worker{'s' if rec_w != 1 else ''}: exposed time minus max(0, B/{rec_w} - R), B = batch "
                 f"production time ({fmt_ms(batch_ms)}), R = rest of the step ({fmt_ms(rest_ms)}); "
                 "worker start-up and inter-process copies are not modeled.",
                 "gpu-idle's 'dataloader' share is this same idle time.",
                 *((rep.assumption,) if trace.has_gpu and rep.replayed else ()),
             ),
-            fix=rep.fix if trace.has_gpu and rep.replayed else None,
+            extra={
+                "share_pct": round(share, 2),
+                "raw_ms_per_step": round(raw_ms, 3),
+                **({"fix": rep.fix} if trace.has_gpu and rep.replayed else {}),
+            },
         )
     ]
 

@@ -6,7 +6,9 @@ transfers and copy kernels (``direct_copy_kernel``, ``copy_kernel``, fused ``clo
 Each copy is traced back to the op that launched it and the ops around it, which name the cause:
 a compiled region (``CompiledFunction``/``CompiledFunctionBackward``), the DDP reducer copying
 gradients between buckets and ``.grad``, ``AccumulateGrad``, ``clone``, ``contiguous`` or a
-dtype/device conversion. Concatenation is left to ``cat-in-loop``.
+dtype/device conversion. Concatenation is left to ``cat-in-loop``, and the copies inside
+attention written as matmul, softmax, matmul (the ``clone`` of ``aten::matmul``'s operands) to
+``attention-materialized``, whose fix removes them: each kernel is claimed in one row.
 
 **Why it costs time.** A copy moves bytes and computes nothing: it reads and writes the whole
 tensor through device memory, takes a kernel launch and host time for the op, and delays the
@@ -37,18 +39,20 @@ claim is halved for that reason.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
-from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
+from ._attention import claimed_kernels
 from ._ops import op_chain, op_names
 from ._per_step import fmt_ms, n_steps
 
@@ -128,6 +132,10 @@ def copy_activity(trace: Trace) -> pd.DataFrame:
 @detector(ID, TITLE, needs=("gpu",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     act = copy_activity(trace)
+    # copies inside attention written as matmul, softmax, matmul are that finding's kernels
+    claimed = claimed_kernels(trace, int(ctx.t("attention_materialized.min_seq")))
+    if len(claimed) and len(act):
+        act = act[~((act["kind"] == "kernel") & act["row"].isin(claimed)).to_numpy()]
     steps = n_steps(trace)
     if not len(act):
         return []
@@ -228,7 +236,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 
 def _value(
     trace: Trace, ctx: Context, act: pd.DataFrame, copy_ops: list[int], frac: float, gpu_ms: float
-) -> tuple[SavingFields, str]:
+) -> tuple[dict[str, Any], str]:
     """The saving of removing ``frac`` of the copies, replayed; without a replayable step, that
     share of their GPU time."""
     ops = trace.cpu_ops
@@ -253,7 +261,7 @@ def _value(
     rep = ctx.whatif(fix) if len(trace.runtime) else None  # no launches: nothing to replay
     if rep is not None and rep.replayed:
         return rep.draft_fields(), rep.assumption
-    fields: SavingFields = {
+    fields = {
         "est_savings_ms": round(gpu_ms * frac, 3),
         "est_savings_range_ms": (round(gpu_ms / 4, 3), round(gpu_ms, 3)),
     }

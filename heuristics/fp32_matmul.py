@@ -30,8 +30,9 @@ exist; use ``torch.autocast("cuda", dtype=torch.float16)`` with a gradient scale
 
 **Known false positives.** Numerically sensitive code that must stay in full FP32 (TF32 keeps
 10 mantissa bits; most training is unaffected). Tiny matmuls that cuBLAS runs on CUDA cores
-even with TF32 on. Not reported on AMD GPUs (kernel names do not show the precision) nor on
-GPUs without Tensor Cores.
+even with TF32 on. Not reported on AMD GPUs where FP32 matmuls ran (kernel names do not show the
+precision; without FP32 matmuls there is nothing to report on any GPU) nor on GPUs
+without Tensor Cores.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ import numpy as np
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_device
-from advisor.detect import Confidence, Draft, Evidence, Location
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 
@@ -86,6 +87,9 @@ def _is_conv(op_name: str, kernel: str) -> bool:
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if trace.meta.platform == "rocm":
+        mk = matmul_kernels(trace)
+        if not len(mk) or not (mk["dtype"].to_numpy() == "float32").any():
+            return []  # no FP32 matmuls: nothing to tell, on any GPU
         raise Skip("AMD GPU: kernel names do not tell whether matrix cores were used")
     cc, inferred = arch_cc(trace)
     if cc is None:

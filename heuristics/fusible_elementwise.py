@@ -2,8 +2,12 @@
 
 **What it detects.** Three or more eager elementwise kernels (``vectorized_elementwise_kernel``,
 ``unrolled_elementwise_kernel``, ``elementwise_kernel``: add, mul, activation functions and
-their backward) running back to back on one stream with no other kernel between them, and the
-same chain (by kernel functors) recurring in at least half of the steps. Fills, copies, index
+their backward) running back to back on one stream with no other kernel between them, each
+taking the previous one's result, and the same chain (by kernel functors) recurring in at
+least half of the steps. Data flow is judged from shapes (the next op takes a tensor of the
+shape the previous op produced) and call sites: the same op with the same shapes repeated from
+one line of code (a loop over one statement, a benchmark's repetitions) is independent work
+that fusion cannot join, and breaks the chain. Fills, copies, index
 and scatter/gather kernels do not count, and neither do kernels from the optimizer step,
 ``zero_grad``, gradient accumulation or DDP's reducer (other findings cover those).
 
@@ -24,9 +28,9 @@ most cheap elementwise ops instead of saving them.
 or a fused implementation of the block (``F.gelu`` instead of a hand-written tanh formula,
 ``torch.addcmul``, ``torch.lerp``).
 
-**Known false positives.** Independent small ops that merely run next to each other on the
-stream (the chain is not data-dependent): compile then batches fewer of them. Graph breaks
-inside the chain also stop fusion.
+**Known false positives.** Independent ops whose shapes happen to connect (traces carry no
+tensor identities): compile then fuses fewer of them. Graph breaks inside the chain also stop
+fusion. Known misses: ``x = x + 1`` repeated in a loop is a chain but reads as repeats.
 """
 
 from __future__ import annotations
@@ -34,18 +38,21 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
 import numpy as np
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_busy
-from advisor.detect import Draft, Evidence
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
+from ._dataflow import Flow, kernel_links
+from ._kernelname import functor_name as short_name
 from ._ops import inherit, kernel_op, ranges, runtime_op
 from ._per_step import ms, n_steps
 
@@ -76,14 +83,6 @@ EXCLUDE_OPS = re.compile(
     r"^c10d::|^nccl:|record_param_comms"
 )
 EXCLUDE_RANGES = re.compile(r"^Optimizer\.|zero_grad")
-_GENERIC = frozenset(
-    "void at native detail gpu_kernel_impl gpu_kernel_impl_nocast BinaryFunctor AUnaryFunctor "
-    "BUnaryFunctor UnaryFunctor Array OffsetCalculator TrivialOffsetCalculator LoadWithoutCast "
-    "StoreWithoutCast LoadWithCast StoreWithCast float double long int operator lambda c10 Half "
-    "BFloat16 complex unsigned char bool short anonymous namespace binary_internal OpaqueType "
-    "true false const TensorIteratorBase TensorIterator".split()
-)
-_TOKEN = re.compile(r"[A-Za-z_]\w*")
 
 SNIPPET = """model = torch.compile(model)          # fuses elementwise chains into Triton kernels
 # or compile just the hot block:
@@ -95,20 +94,6 @@ RECOMMENDATION = (
     "Compile the model (or the block) with torch.compile: Inductor fuses each chain of "
     "elementwise ops into one kernel that reads the inputs once and writes the result once."
 )
-
-
-def short_name(kernel: str) -> str:
-    """``...vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>...`` -> ``add``."""
-    i = kernel.find("elementwise_kernel")
-    for tok in _TOKEN.findall(kernel[i + len("elementwise_kernel") :] if i >= 0 else kernel):
-        if tok in _GENERIC or tok.startswith("_"):
-            continue
-        for pre in ("CUDAFunctorOnSelf_", "CUDAFunctorOnOther_", "CUDAFunctor_", "launch_"):
-            tok = tok.removeprefix(pre)
-        for suf in ("_kernel_cuda", "_kernel_impl", "_kernel", "Functor"):
-            tok = tok.removesuffix(suf)
-        return (tok[0].lower() + tok[1:]) if tok else "elementwise"
-    return "elementwise"
 
 
 def _num(x: float) -> str:
@@ -145,7 +130,16 @@ def _elementwise(trace: Trace) -> np.ndarray:
     return ew
 
 
-def _chains(trace: Trace, ew: np.ndarray, min_chain: int) -> list[np.ndarray]:
+def _chains(
+    trace: Trace,
+    ew: np.ndarray,
+    min_chain: int,
+    links: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> list[np.ndarray]:
+    """Maximal runs of at least ``min_chain`` elementwise kernels back to back on one stream
+    in one step; ``links(prev, next, before)`` (kernel rows of neighbouring pairs, and of the
+    kernel before ``prev`` on the stream or -1): whether each pair is data-dependent (a run
+    breaks where it is not)."""
     k = trace.kernels
     order = np.lexsort((k["ts_ns"].to_numpy(), k["stream"].to_numpy(), k["device"].to_numpy()))
     dev, stream, step = (k[c].to_numpy()[order] for c in ("device", "stream", "step"))
@@ -160,6 +154,10 @@ def _chains(trace: Trace, ew: np.ndarray, min_chain: int) -> list[np.ndarray]:
         & e[1:]
         & e[:-1],
     ]
+    if links is not None and same.any():
+        at = np.flatnonzero(same)
+        before = np.where(same[at - 1], order[np.maximum(at - 2, 0)], -1)
+        same[at] = links(order[at - 1], order[at], before)
     # a chain starts where a kernel does not continue the previous one and runs up to the
     # next such break: maximal runs of linked elementwise kernels
     brk = np.flatnonzero(~same)
@@ -178,7 +176,13 @@ def _chain_ns(dur: np.ndarray, chains: list[np.ndarray]) -> dict[int, float]:
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ew = _elementwise(trace)
-    chains = _chains(trace, ew, int(ctx.t("fusible_elementwise.min_chain")))
+    flow = Flow(trace, ctx.locator)
+    chains = _chains(
+        trace,
+        ew,
+        int(ctx.t("fusible_elementwise.min_chain")),
+        lambda a, b, c: kernel_links(trace, flow, a, b, c),
+    )
     if not chains:
         return []
     k = trace.kernels
@@ -303,6 +307,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             locations=locs,
             assumptions=assumptions,
             est_savings_range_ms=(round(saving_ms, 3), round(max(full_ms, saving_ms), 3)),
-            fix=rep.fix if rep.replayed else None,
+            extra={"fix": rep.fix} if rep.replayed else {},
         )
     ]

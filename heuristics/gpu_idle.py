@@ -10,6 +10,9 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
   the same ``min(gap, wait)`` figure);
 - *allocator*: the host was inside ``cudaMalloc``/``cudaFree`` (``hip*``) calls (see
   ``allocator-churn``; the same figure);
+- *preprocessing*: the host was inside Python frames that launch no GPU work for at least
+  ``host_preprocessing.min_frame_ms`` (decoding, an image processor, building the batch: see
+  ``host-preprocessing``);
 - *host launch* (CPU-bound): the work that ends the gap was launched only after the GPU ran dry,
   so the GPU waited for Python, the dispatcher and launch calls (see ``tiny-kernels``);
 - *other*: the work that ends the gap had already been queued: the GPU waited on something
@@ -30,8 +33,9 @@ and the share ``host-overhead`` reports. Allocator calls inside those calls are 
 Only the
 steady steps are measured (set-up before them is ``one-time-init``); a trace that cannot be
 split into iterations gets no claim, since its span mixes set-up with the loop. The dataloader,
-sync and allocator shares are the savings of ``dataloader-stall``, ``sync-point`` and
-``allocator-churn``, and *other* has no single fix, so none of them is claimed here (no double
+sync, allocator and preprocessing shares are the savings of ``dataloader-stall``,
+``sync-point``, ``allocator-churn`` and ``host-preprocessing``, and *other* has no single fix,
+so none of them is claimed here (no double
 counting).
 
 **How to fix.** Follow the finding named for the largest share. For host-bound steps: fewer,
@@ -50,15 +54,16 @@ import numpy as np
 from advisor.derive.dataloader import fetches
 from advisor.derive.quality import affected_spans
 from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, union
-from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
 from ._allocator import allocator_spans, without_allocator
 from ._launch import launching_calls, reported_gaps
 from ._per_step import fmt_ms, in_steps, n_steps
+from ._preprocess import preprocessing_spans
 from ._syncs import sync_events
 from .host_overhead import excess_idle_ns
 
@@ -72,10 +77,11 @@ register(
     "share of host-launch idle time claimed as saving (beyond tiny-kernels')",
 )
 
-CATS = ("host", "allocator", "dataloader", "sync", "other")
+CATS = ("host", "allocator", "preprocessing", "dataloader", "sync", "other")
 LABELS = {
     "host": "waiting for the host to launch work (CPU-bound)",
     "allocator": "waiting while the host was in cudaMalloc/cudaFree (allocator)",
+    "preprocessing": "waiting while the host ran Python that launches nothing (preprocessing)",
     "dataloader": "waiting for the DataLoader",
     "sync": "drained by a host-device sync",
     "other": "work queued but waiting on another stream, device or rank",
@@ -85,6 +91,7 @@ FINDING = {
     "sync": "sync-point",
     "host": "tiny-kernels",
     "allocator": "allocator-churn",
+    "preprocessing": "host-preprocessing",
 }
 
 
@@ -156,11 +163,16 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     sync_ns = _overlap(gs, ge, *sy) - _overlap(gs, ge, *_intersect(dl, sy))
     # allocator calls in the rest of the gap (host stuck in the driver, not launching)
     alloc_ns = np.minimum(_overlap(gs, ge, *allocator_spans(trace)), ge - gs - dl_ns - sync_ns)
-    rest = ge - gs - dl_ns - sync_ns - alloc_ns
+    # Python frames that launch nothing (host-preprocessing's): not waiting for launches
+    min_frame_ns = int(ctx.t("host_preprocessing.min_frame_ms") * 1e6)
+    pre = preprocessing_spans(trace, min_frame_ns)
+    pre_ns = np.minimum(_overlap(gs, ge, *pre), ge - gs - dl_ns - sync_ns - alloc_ns)
+    rest = ge - gs - dl_ns - sync_ns - alloc_ns - pre_ns
     host, tail = _launched_late(trace, dev, gs, ge)
     by_cat = {
         "host": np.where(host, rest, 0),
         "allocator": alloc_ns,
+        "preprocessing": pre_ns,
         "dataloader": dl_ns,
         "sync": sync_ns,
         "other": np.where(host, 0, rest),
@@ -193,7 +205,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="less launch overhead",
         )
     )
-    fields: SavingFields = {"est_savings_ms": saving_ms}
+    fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed and len(ls):
         fields = rep.draft_fields()
         saving_ms = rep.ms
@@ -233,7 +245,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **fields,
+            **{k: v for k, v in fields.items() if k != "extra"},
             confidence="medium" if not trace.meta.synthetic_steps else "low",
             summary=(
                 f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
@@ -254,7 +266,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     + (" and host-overhead's claim. " if over_ns else ". ")
                     + rep.assumption
                 )
-                if "fix" in fields
+                if "extra" in fields
                 else (
                     f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
                     f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
@@ -278,10 +290,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     if len(hs)
                     else ()
                 ),
-                "The dataloader, sync and allocator shares are the savings of dataloader-stall, "
-                "sync-point and allocator-churn (the same figures); they are not claimed again "
-                "here. 'other' is not claimed.",
+                "The dataloader, sync, allocator and preprocessing shares are the savings of "
+                "dataloader-stall, sync-point, allocator-churn and host-preprocessing (the same "
+                "time); they are not claimed again here. 'other' is not claimed.",
             ),
+            extra={
+                "idle_pct": round(idle_pct, 2),
+                "split_pct": {c: round(pct[c], 2) for c in CATS},
+                **fields.get("extra", {}),
+            },
         )
     ]
 
@@ -320,6 +337,12 @@ def _advice(largest: str, ref: str | None) -> str:
             "the driver (see allocator-churn: no empty_cache in the loop, caching "
             "allocator on, expandable_segments)."
         )
+    if largest == "preprocessing":
+        return (
+            "The GPU mostly idles while the host runs Python that launches nothing "
+            "(preprocessing: see host-preprocessing): move it into DataLoader workers or onto "
+            "the GPU, or overlap it with the GPU's work."
+        )
     if largest == "other":
         return (
             "The GPU had work queued but waited: look at the example gap in Perfetto for "
@@ -346,6 +369,8 @@ _SNIPPETS = {
     "dataloader": "loader = DataLoader(dataset, batch_size=bs, num_workers=4, pin_memory=True,\n"
     "                    persistent_workers=True)",
     "sync": "running += loss.detach()        # instead of running += loss.item()",
+    "preprocessing": "loader = DataLoader(items, batch_size=bs, num_workers=4,\n"
+    "                    collate_fn=preprocess_batch)  # preprocessing off the step",
     "allocator": "# no torch.cuda.empty_cache() in the loop; run with\n"
     "# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
     "other": "# open the trace in Perfetto and look at the streams around the example timestamp",

@@ -52,9 +52,9 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import Intervals, busy_by_device, main_device, union
-from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -226,9 +226,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="operators at their typical host cost",
         )
     )
-    fields: SavingFields = (
-        rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
-    )
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     fw_ms = _framework_ns(trace) / 1e6 / steps
     fw_pct = 100.0 * fw_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
     idle_ms = idle_in_launching_ns(trace) / 1e6 / steps

@@ -42,9 +42,9 @@ import pandas as pd
 from advisor.derive.locate import aggregate
 from advisor.derive.runtime import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_CALL_RE
 from advisor.derive.timeline import main_busy
-from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -253,7 +253,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "saving = copy time on the GPU + GPU idle time while the host ran the creation "
         "op and the copy call - (5 us launch + bytes / 500 GB/s to create it on the GPU)"
     )
-    fields: SavingFields = {"est_savings_ms": saving_ms}
+    fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed:
         fields = rep.draft_fields()
         how = (

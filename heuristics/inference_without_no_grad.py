@@ -21,7 +21,13 @@ those forward ops, it is the fix: on GPU traces the steady steps' dependency gra
 with the forward ops' host time shrunk by that share (range: 0.7x-1.2x the per-node cost) and
 the saving is the measured step minus the replayed step, so it is ~0 when the GPU limits the
 step. No GPU kernel is removed (autograd recording launches none). On CPU-only traces, or when
-nothing can be replayed, the per-node host time is the saving. Memory is not counted.
+nothing can be replayed, the per-node host time is the saving. Memory is not counted in the
+saving; with ``[memory]`` events (``profile_memory``) the summary gives how far allocated memory
+rises above each such step's start (the activations kept for the unused graph).
+
+From the trace alone, steps building fewer than ``inference_without_no_grad.min_nodes_per_step``
+nodes are not reported; with run.json's live fact (a top-level module called in eval mode with
+grad enabled) they are, as information when they build that few.
 
 **How to fix.** Wrap evaluation in ``with torch.inference_mode():`` (``torch.no_grad()`` if the
 outputs later meet autograd, e.g. are used in a training step).
@@ -41,9 +47,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
-from advisor.detect import Confidence, Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -92,8 +98,9 @@ def _run_locations(mods: list[dict[str, Any]]) -> list[Location]:
     return out
 
 
-def _inference_steps(trace: Trace, ctx: Context) -> tuple[pd.DataFrame, bool]:
-    """Per step without backward: nodes built, forward ops with a sequence number, first op."""
+def _inference_steps(trace: Trace, ctx: Context, min_nodes: float) -> tuple[pd.DataFrame, bool]:
+    """Per step without backward building at least ``min_nodes`` autograd nodes: nodes built,
+    forward ops with a sequence number, first op."""
     ops = trace.cpu_ops
     cols = ["step", "nodes", "ops", "first_row"]
     if not len(ops):
@@ -114,7 +121,7 @@ def _inference_steps(trace: Trace, ctx: Context) -> tuple[pd.DataFrame, bool]:
     out = pd.DataFrame(
         {"nodes": g["seq"].nunique() - 1, "ops": g.size(), "first_row": g["row"].min()}
     ).reset_index()
-    out = out[out["nodes"] >= ctx.t("inference_without_no_grad.min_nodes_per_step")]
+    out = out[out["nodes"] >= max(min_nodes, 1)]
     return out.reset_index(drop=True), bool(bw.any())
 
 
@@ -194,9 +201,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     mods = _run_modules(ctx)
     if not len(trace.cpu_ops) and not mods:
         raise Skip("no CPU operator events in this trace and no run.json forward facts")
-    steps, training = _inference_steps(trace, ctx)
+    # run.json's live fact (a module called in eval mode with grad on) is reported at any size;
+    # from the trace alone, only steps building min_nodes_per_step nodes or more
+    min_nodes = ctx.t("inference_without_no_grad.min_nodes_per_step")
+    steps, training = _inference_steps(trace, ctx, 1 if mods else min_nodes)
     if not len(steps):
         return _from_run_only(mods, training) if mods else []
+    small = float(steps["nodes"].mean()) < min_nodes
 
     us = ctx.t("inference_without_no_grad.host_us_per_node")
     nodes = int(steps["nodes"].sum())
@@ -206,7 +217,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     bw = in_backward(trace)
     stepv = ops["step"].to_numpy()
     rows = np.flatnonzero(~bw & (seqv >= 0) & np.isin(stepv, steps["step"].to_numpy()))
-    fields: SavingFields = {"est_savings_ms": round(per_step_ms, 3)}
+    fields: dict = {"est_savings_ms": round(per_step_ms, 3)}
     how = (
         f"Host cost {us:g} us per node (inference_without_no_grad.host_us_per_node), "
         f"divided by the {n_steps(trace)} step(s) in the trace."
@@ -251,10 +262,26 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     if trace.has_gpu and "Replayed:" in how and per_step_ms <= 0:
         summary += " Replayed without it, the steps are no shorter: the GPU limits them."
+    held = _held_bytes(trace, steps["step"].to_numpy())
+    if held is not None:
+        summary += (
+            f" While they run, allocated memory rises up to {held / 2**20:.1f} MB above each "
+            "step's start: activations saved for the unused graph, freed only with the output."
+        )
+    if small:
+        summary += (
+            f" Few nodes per step (under inference_without_no_grad.min_nodes_per_step = "
+            f"{min_nodes:g}): reported from run.json as information."
+        )
     assumptions = [
         "Nodes per step = distinct autograd sequence numbers of the step's forward ops minus one.",
         how,
-        "Memory held for the unused graph (saved activations) is not counted.",
+        "Memory held for the unused graph: the peak of [memory] events' allocated total over "
+        "each such step's start (its median over the steps; includes the outputs and any "
+        "temporaries alive at the peak); not counted in the saving."
+        if held is not None
+        else "Memory held for the unused graph (saved activations) is not in this trace "
+        "(profile_memory) and is not counted.",
     ]
     if training:
         assumptions.append(
@@ -265,7 +292,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **fields,
+            **{k: v for k, v in fields.items() if k != "extra"},
             confidence=conf,
             summary=summary,
             recommendation=RECOMMENDATION,
@@ -273,5 +300,28 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             evidence=tuple(evidence[:5]),
             locations=tuple(locs),
             assumptions=tuple(assumptions),
+            latent=small,
+            extra={
+                **({"held_bytes": int(held)} if held is not None else {}),
+                **fields.get("extra", {}),
+            },
         )
     ]
+
+
+def _held_bytes(trace: Trace, steps: np.ndarray) -> float | None:
+    """Median over ``steps`` of the peak allocated memory (``[memory]`` events) above the
+    allocated total at the step's start; None without memory events in those steps."""
+    mem = trace.memory
+    if not len(mem) or mem["total_allocated"].isna().all():
+        return None
+    rows = []
+    for st in trace.steps[trace.steps["step"].isin(steps)].itertuples():
+        g = mem[(mem["ts_ns"] >= st.ts_ns) & (mem["ts_ns"] < st.end_ns)]
+        for _, d in g.groupby(["device_type", "device_id"], sort=False):
+            alloc = d["total_allocated"].to_numpy(dtype=float)
+            if len(alloc) and np.isfinite(alloc).any():
+                first = d["bytes"].to_numpy(dtype=float)[0]
+                base = alloc[0] - first  # before the step's first event
+                rows.append(max(0.0, float(np.nanmax(alloc)) - base))
+    return float(np.median(rows)) if rows else None

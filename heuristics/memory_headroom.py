@@ -28,14 +28,12 @@ batch); other processes on the GPU and the CUDA context (a few hundred MB) are n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
-from advisor.detect import Draft, Evidence
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.trace.model import Trace
+
+from ._memory import gb, peak_from_run, peaks_from_trace
 
 ID = "memory-headroom"
 TITLE = "GPU memory headroom"
@@ -51,9 +49,6 @@ register(
     "peak GPU memory above this % of capacity suggests checkpointing or AMP",
 )
 
-CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (ROCm reports as CUDA too)
-GB = 1024**3
-
 SNIPPET_LOW = """# memory is mostly free: grow the batch (and scale the learning rate with it)
 loader = DataLoader(dataset, batch_size=2 * batch_size, ...)
 optimizer = torch.optim.AdamW(model.parameters(), lr=lr * 2)
@@ -68,83 +63,9 @@ h = checkpoint(block, h, use_reentrant=False)
 """
 
 
-@dataclass(frozen=True)
-class Peak:
-    source: str
-    device: int | None
-    allocated: int | None
-    reserved: int | None
-    capacity: int
-    lower_bound: bool = False
-    ts_ns: int | None = None
-
-
-def _from_run(ctx: Context) -> Peak | None:
-    if ctx.run_get("device", "type", default="cuda") not in ("cuda", "rocm", "hip"):
-        return None  # a CPU run: total_memory_bytes is host RAM
-    alloc = ctx.run_get("memory", "peak_allocated_bytes")
-    res = ctx.run_get("memory", "peak_reserved_bytes")
-    cap = ctx.run_get("device", "total_memory_bytes")
-    ok = [v for v in (alloc, res) if isinstance(v, int | float) and v > 0]
-    if not ok or not isinstance(cap, int | float) or cap <= 0:
-        return None
-    return Peak(
-        "run.json (whole run)",
-        None,
-        int(alloc) if isinstance(alloc, int | float) else None,
-        int(res) if isinstance(res, int | float) else None,
-        int(cap),
-    )
-
-
-def _capacity(trace: Trace, device_id: int) -> int | None:
-    devs = trace.meta.devices
-    match = [d for d in devs if d.id == device_id]
-    if not match and len(devs) == 1:
-        match = list(devs)
-    cap = match[0].total_memory_bytes if match else None
-    return int(cap) if cap else None
-
-
-def _from_trace(trace: Trace) -> list[Peak]:
-    mem = trace.memory
-    if not len(mem):
-        return []
-    mem = mem[mem["device_type"].to_numpy() == CUDA_DEVICE_TYPE]
-    out = []
-    for dev, g in mem.groupby("device_id", sort=True):
-        cap = _capacity(trace, int(dev))
-        if cap is None:
-            continue
-        alloc, res = g["total_allocated"], g["total_reserved"]
-        if alloc.notna().any() and float(alloc.max()) > 0:
-            r = int(res.max()) if res.notna().any() and float(res.max()) > 0 else None
-            at = int(g["ts_ns"].to_numpy()[int(np.nanargmax(alloc.to_numpy(dtype=float)))])
-            out.append(Peak("trace [memory] events", int(dev), int(alloc.max()), r, cap, ts_ns=at))
-        else:  # old traces: allocation sizes only; baseline before the trace is unknown
-            run = np.cumsum(g.sort_values("ts_ns", kind="stable")["bytes"].to_numpy())
-            if len(run):
-                lb = int(run.max() - min(0, int(run.min())))
-                out.append(
-                    Peak(
-                        "trace [memory] events (sizes only: lower bound)",
-                        int(dev),
-                        lb,
-                        None,
-                        cap,
-                        lower_bound=True,
-                    )
-                )
-    return out
-
-
-def _gb(v: float) -> str:
-    return f"{v / GB:.1f} GB"
-
-
 @detector(ID, TITLE)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    peaks = [p for p in [_from_run(ctx)] if p is not None] or _from_trace(trace)
+    peaks = [p for p in [peak_from_run(ctx)] if p is not None] or peaks_from_trace(trace)
     if not peaks:
         raise Skip(
             "no GPU memory data (profile with profile_memory=True, or use advisor "
@@ -157,13 +78,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     dev = "" if peak.device is None else f" on GPU {peak.device}"
     parts = []
     if peak.allocated is not None:
-        parts.append(f"{_gb(peak.allocated)} allocated")
+        parts.append(f"{gb(peak.allocated)} allocated")
     if peak.reserved is not None:
-        parts.append(f"{_gb(peak.reserved)} reserved")
+        parts.append(f"{gb(peak.reserved)} reserved")
     what = (
         ("at least " if peak.lower_bound else "")
         + ", ".join(parts)
-        + f" of {_gb(peak.capacity)}{dev} ({pct:.0f}%)"
+        + f" of {gb(peak.capacity)}{dev} ({pct:.0f}%)"
     )
     example = trace.to_trace_us(peak.ts_ns) if peak.ts_ns is not None else None
     evidence = [Evidence(f"peak memory from {peak.source}", 1, 0.0, example)]
@@ -196,7 +117,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     elif pct < low and not peak.lower_bound:
         free = peak.capacity - used
         summary = (
-            f"Peak GPU memory is {what}: {_gb(free)} stay unused, room for a larger "
+            f"Peak GPU memory is {what}: {gb(free)} stay unused, room for a larger "
             f"batch (activations grow about linearly with it)."
         )
         rec = (

@@ -13,16 +13,26 @@ the Tensor Cores; NVIDIA and peers report 1.3-4x for padding, e.g. a vocabulary 
 padded to 33712.
 
 **How the saving is estimated.** The time of the GEMM/conv kernels launched by each misaligned
-op (matched through the launch correlation, child ops included) made 1.25x faster (0.2 of their
-time, below the 1.3-4x reported; range 10%-50%), replayed on the steady steps (see
-docs/savings.md): the saving is what the step loses, little when the host limits it. FP32 shapes count
-only where the kernels already run on Tensor Cores (TF32). On CPU-only traces the shapes are
-listed as information (0 ms): they will matter on a Tensor Core GPU with autocast.
+op (matched through the launch correlation, child ops included) is sped up and replayed on the
+steady steps (see docs/savings.md): the saving is what the step loses, little when the host
+limits it. Kernels that fell back off the Tensor Cores get 1.25x (0.2 of their time, below the
+1.3-4x reported; range 10%-50%). Kernels that already run on Tensor Cores or AMD matrix cores
+(names with tensorop, xmma, hmma, wgmma, s1688/s16816, mfma...) keep the fast math units:
+padding only widens their loads, so they get at most ``misaligned_dims.tc_fraction`` (5%) of
+their time (range 2%-10%); ``kernel-efficiency`` says how far they are from the roofline.
+FP32 shapes count only where the kernels already run on Tensor Cores (TF32). On CPU-only
+traces the shapes are listed as information (0 ms): they will matter on a Tensor Core GPU with
+autocast.
 
 **How to fix.** Pad the dimension to the next multiple (64 is even better on A100/H100):
 vocabulary and output layers with extra unused rows (slice the logits), input features with
 zero columns once in the data pipeline, hidden sizes in the model config, and pick batch
 sizes that are multiples of 8.
+
+The GEMMs of attention written as matmul, softmax, matmul are left to
+``attention-materialized`` (its fix removes them), and shapes whose kernels are the library's
+variant for unaligned sizes to ``kernel-efficiency`` (which values padding them from the
+device's limits): each kernel is claimed in one row.
 
 **Known false positives.** Dimensions below ``misaligned_dims.min_dim`` (default 16) are
 ignored (tiny GEMMs gain little); grouped and depthwise convolutions are skipped. Padding a
@@ -38,13 +48,15 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.replay.fixes import ScaleGpu
+from advisor.findings import Draft, Evidence, Location
+from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
+from ._attention import claimed_kernels
+from ._efficiency import analysis
 from ._matmul import (
     CONV_BWD,
     CONV_FWD,
@@ -52,6 +64,7 @@ from ._matmul import (
     arch_cc,
     gemm_dims,
     matmul_kernels,
+    on_matrix_cores,
     op_dtype,
     pad_to,
 )
@@ -66,6 +79,11 @@ register(
     "misaligned_dims.fraction",
     0.2,
     "share of a misaligned op's kernel time claimed as saving (1.25x speedup)",
+)
+register(
+    "misaligned_dims.tc_fraction",
+    0.05,
+    "share of the time of kernels already on Tensor/matrix cores claimed as saving",
 )
 register(
     "misaligned_dims.min_share_pct",
@@ -134,6 +152,17 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     else:
         assert mk is not None
         use = mk[mk["tc"].to_numpy(dtype=bool) | (mk["dtype"] != "float32").to_numpy()]
+        # one row per kernel: a materialized attention's GEMMs are attention-materialized's,
+        # and kernels kernel-efficiency finds on an unaligned variant are its "align" row's
+        taken = [claimed_kernels(trace, int(ctx.t("attention_materialized.min_seq")))]
+        an = analysis(trace, ctx.thresholds)
+        min_ns = ctx.t("kernel_efficiency.min_kernel_us") * 1e3
+        taken += [
+            kc.rows
+            for kc in (an.classes if an else ())
+            if kc.causes and kc.causes[0].key == "align" and kc.ns / kc.n >= min_ns
+        ]
+        use = use[~np.isin(use["row"].to_numpy(), np.concatenate(taken))]
         per_op = use.groupby("op")["dur_ns"].sum()
         df["ns"] = per_op.reindex(df["op"].to_numpy()).fillna(0).to_numpy(dtype=np.int64)
         df = df[df["ns"] > 0]
@@ -169,7 +198,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     k0, v0 = next(iter(top["bad"].items()))
     example = f"{k0}={v0} -> {pad_to(v0, int(top['mult']))}"
     kernel_ms = float(df["ns"].sum()) / 1e6 / steps
-    frac = ctx.t("misaligned_dims.fraction")
     mults = sorted(set(groups["mult"]))
     rule = " / ".join(f"{m}" for m in mults)
     what = "the ops take {} of CPU time" if latent else "their GEMM/conv kernels take {}"
@@ -183,32 +211,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             " Free on this CPU run; on a Tensor Core GPU with fp16/bf16 autocast they "
             "fall back to slower kernels."
         )
-    fields: SavingFields = {
-        "est_savings_ms": 0.0 if latent else kernel_ms * frac,
-        "est_savings_range_ms": None if latent else (kernel_ms * 0.1, kernel_ms * 0.5),
-    }
-    how = (
-        f"Saving = {frac:g} x the GEMM/conv kernel time of misaligned ops (a 1.25x "
-        "speedup; peers report 1.3-4x); the range is 10%-50%."
-    )
+    fields: dict = {"est_savings_ms": 0.0, "est_savings_range_ms": None}
+    how = ""
     if not latent and mk is not None:
-        krows = use.loc[use["op"].isin(df["op"]).to_numpy(), "row"]
-        sp = 1.0 / (1.0 - frac) if frac < 1 else float("inf")
-        rep = ctx.whatif(
-            ScaleGpu(
-                kernels=krows.to_numpy(),
-                speedup=sp,
-                low=1 / 0.9,
-                high=2.0,
-                label="padded dimensions",
-            )
-        )
-        if rep.replayed:
-            fields = rep.draft_fields()
-            how = (
-                f"These kernels run {sp:.2f}x faster ({frac:g} of their time saved; peers "
-                "report 1.3-4x; range 1.11x-2x). " + rep.assumption
-            )
+        fields, how = _value(ctx, use[use["op"].isin(df["op"]).to_numpy()], steps)
     return [
         Draft(
             id=ID,
@@ -236,6 +242,51 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
         )
     ]
+
+
+def _value(ctx: Context, kern: pd.DataFrame, steps: int) -> tuple[dict[str, Any], str]:
+    """The misaligned ops' kernels sped up by what padding buys, replayed: kernels already on
+    Tensor/matrix cores by at most ``tc_fraction`` of their time, the others by ``fraction``."""
+    frac, tc_frac = ctx.t("misaligned_dims.fraction"), ctx.t("misaligned_dims.tc_fraction")
+    on_tc = np.array([on_matrix_cores(str(n)) for n in kern["name"]], dtype=bool)
+    parts = [(on_tc, tc_frac, tc_frac * 0.4, tc_frac * 2), (~on_tc, frac, frac / 2, 0.5)]
+    fixes: list[Fix] = []
+    naive = 0.0
+    for sel, f, lo, hi in parts:
+        if sel.any():
+            fixes.append(
+                ScaleGpu(
+                    kernels=kern["row"].to_numpy()[sel],
+                    speedup=1 / (1 - f),
+                    low=1 / (1 - lo),
+                    high=1 / (1 - hi),
+                    label="padded dimensions",
+                )
+            )
+            naive += f * float(kern["dur_ns"].to_numpy()[sel].sum()) / 1e6 / steps
+    ms_of = {
+        k: float(kern["dur_ns"].to_numpy()[sel].sum()) / 1e6 / steps
+        for k, sel in (("tc", on_tc), ("off", ~on_tc))
+    }
+    words = []
+    if on_tc.any():
+        words.append(
+            f"Kernels already on Tensor/matrix cores ({fmt_ms(ms_of['tc'])} per step) keep their "
+            f"math units: padding widens their loads, {tc_frac:.0%} of their time saved (range "
+            f"{tc_frac * 0.4:.0%}-{tc_frac * 2:.0%})."
+        )
+    if (~on_tc).any():
+        words.append(
+            f"Kernels off them ({fmt_ms(ms_of['off'])} per step) run {1 / (1 - frac):.2f}x "
+            f"faster padded ({frac:g} of their time; peers report 1.3-4x; range 1.11x-2x)."
+        )
+    rep = ctx.whatif(Combined(fixes, label="padded dimensions") if len(fixes) > 1 else fixes[0])
+    if rep.replayed:
+        return rep.draft_fields(), " ".join([*words, rep.assumption])
+    return (
+        {"est_savings_ms": round(naive, 3), "est_savings_range_ms": None},
+        " ".join([*words, "Not replayed: that share of the kernel time."]),
+    )
 
 
 def _snippet(v: int, mult: int) -> str:

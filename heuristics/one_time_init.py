@@ -5,9 +5,12 @@ context and library initialization (the first runtime calls of the process, ``cu
 ``cuInit``, handle and stream creation taking milliseconds to seconds), first-launch module
 loading (``cuModuleLoad*``, launch calls lasting a millisecond or more), cuDNN autotuning
 (``cudnnFind*``), caching-allocator growth (``cudaMalloc``), torch.compile compilation
-(dynamo/inductor compile ranges) and one-off host-to-device uploads such as
+(dynamo/inductor compile ranges; or a step marker running on for seconds after the recording
+stopped, around a compiled region's calls) and one-off host-to-device uploads such as
 ``model.to(device)``, when they fall outside the steady steps (see ``advisor.derive.steps``:
 the time before the first iteration and leading warm-up iterations are left out).
+Compilation inside the steady steps (a recompilation in the loop, see ``compile-recompiles``)
+is listed too; it stays in those steps' figures.
 
 **Why it costs time.** Once, not every step: none of this recurs, so none of it is a per-step
 cost: the per-step figures of every other finding (the median step, idle time, copies, syncs)
@@ -35,12 +38,13 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from advisor.derive.onetime import KINDS, LABELS, one_time_events
 from advisor.derive.steps import steady_steps
-from advisor.detect import Draft, Evidence
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.trace.links import assign_steps
 from advisor.trace.model import Trace
 
@@ -60,13 +64,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     kept_in = ss.synthetic  # no iterations: the one-time work could not be left out
     # set-up happens before the last steady step ends; what follows it is teardown
     end = int(ss.steps["end_ns"].max()) if len(ss.steps) else 0
-    ev = ev if kept_in else ev[~inside & (ev["ts_ns"].to_numpy() < end)]
+    # compilation inside the steady steps (a recompilation in the loop) is one-time work too,
+    # but it stays in those steps' figures (see compile-recompiles)
+    comp_in = ev[inside & (ev["kind"] == "compile").to_numpy()] if not kept_in else ev.iloc[0:0]
+    comp_in_ns = int(comp_in["dur_ns"].sum())
+    late = (ev["kind"] == "unrecorded").to_numpy()  # past the recording: never in a step
+    ev = ev if kept_in else ev[(~inside & (ev["ts_ns"].to_numpy() < end)) | late]
     up = _uploads(trace, end) if not kept_in else None
     by_kind = {
         k: (int((ev["kind"] == k).sum()), int(ev.loc[ev["kind"] == k, "dur_ns"].sum()))
         for k in KINDS
     }
-    once_ns = sum(ns for _, ns in by_kind.values()) + (up[1] if up else 0)
+    once_ns = sum(ns for _, ns in by_kind.values()) + (up[1] if up else 0) + comp_in_ns
     step_ms = ss.median_ms()
     if once_ns <= 0 or once_ns / 1e6 < ctx.t("one_time_init.min_pct") / 100.0 * step_ms:
         return []
@@ -94,6 +103,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 trace.to_trace_us(up[3]),
             )
         )
+    if comp_in_ns:
+        evidence.append(
+            Evidence(
+                f"{LABELS['compile']} inside the steady steps (recompiling: see compile-recompiles)",
+                len(comp_in),
+                round(comp_in_ns / 1e6, 3),
+                trace.to_trace_us(int(comp_in["ts_ns"].min())),
+            )
+        )
     tried = _tried_once(trace) if not kept_in else None
     if tried is not None:
         evidence.append(tried)
@@ -113,14 +131,30 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     if up and up[0]:
         parts += f", {LABELS['upload']} {_fmt(up[1])}"
-    if kept_in:
+    if comp_in_ns:
+        parts = (parts + ", " if parts else "") + (
+            f"{LABELS['compile']} inside the steady steps {_fmt(comp_in_ns)}, which stays in "
+            "their figures (see compile-recompiles)"
+        )
+    if by_kind["unrecorded"][0] and by_kind["unrecorded"][1] >= once_ns / 2:
+        where = (
+            "The trace did not record it (the step's marker ran on after the recording "
+            "stopped): no figure includes it, and the steps end with the recording."
+        )
+    elif kept_in:
         where = (
             "The trace has no markers that split it into iterations, so this work is inside "
             "its single step and the per-step figures include it."
         )
+    elif once_ns == comp_in_ns:
+        where = (
+            f"The {len(ss.steps)} steady step(s) found from {ss.source} ranges (median "
+            f"{step_ms:.2f} ms) hold it."
+        )
     else:
         where = (
-            f"It is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
+            ("Outside the steady steps it" if comp_in_ns else "It")
+            + f" is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
             f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} ranges "
             f"(median {step_ms:.2f} ms) remain."
         )
@@ -131,7 +165,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             est_savings_ms=0.0,
             severity="info",
             confidence="medium" if kept_in else "high",
-            summary=f"The window captured {_fmt(once_ns)} of one-time work ({parts}). {where}",
+            summary=f"{_opening(ev, once_ns, parts)} {where}",
             recommendation=(
                 "Nothing to fix in the model: profile past the set-up. Open the profiler window "
                 "after a few iterations with a schedule (wait/warmup steps) and call prof.step() "
@@ -142,12 +176,29 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             evidence=tuple(evidence),
             assumptions=(
                 "One-time work: long first runtime calls (context creation), module loading and "
-                "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, and host-to-device "
+                "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, a step marker "
+                "running on past the recording around compiled-region calls, and host-to-device "
                 "copies in the parts of the window left out of the steady steps.",
                 "No per-step saving is claimed; the total is the time those events took.",
             ),
+            extra={
+                "one_time_ms": round(once_ns / 1e6, 3),
+                "excluded_ms": round(excluded_ns / 1e6, 3),
+            },
         )
     ]
+
+
+def _opening(ev: pd.DataFrame, once_ns: int, parts: str) -> str:
+    late = ev[ev["kind"] == "unrecorded"]
+    if len(late) and int(late["dur_ns"].sum()) * 2 >= once_ns:
+        top = late.iloc[0]
+        return (
+            f"{top['name']} ran {_fmt(int(top['dur_ns']))} past the end of the recording, "
+            "around a torch.compile region's calls: one-time compilation and first launches, "
+            f"most likely ({parts})."
+        )
+    return f"The window captured {_fmt(once_ns)} of one-time work ({parts})."
 
 
 def _uploads(trace: Trace, before_ns: int) -> tuple[int, int, float, int] | None:

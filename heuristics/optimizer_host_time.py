@@ -17,12 +17,18 @@ range is never reported twice.
 step's own kernels take less time than the host needs to issue them, the GPU drains and waits
 for the next forward to be launched.
 
-**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with half
-(``optimizer_host_time.fraction``) of the host time inside these optimizer ranges removed, the
-range going from a quarter to three quarters: how much a cheaper step gives back depends on the
-fix. The update kernels keep their GPU time. The saving is what the step loses in the replay:
-nothing where the GPU limits the step. Where the replay cannot place the steps: that share of
-the GPU idle time inside the ranges, at most the host time above the GPU work launched.
+**How the saving is estimated.** From the operators inside the ranges
+(``heuristics/_opt_cost.py``): a foreach/fused step runs the update as one operator call per
+range, so it removes the host time of the operators recorded there (the update ops and the
+per-tensor dispatch they do) except one call, whose cost is measured on this host (the median
+of the innermost operators there); the Python around them (group loops, state lookups) stays.
+The steady steps are replayed (see docs/savings.md) with that share of the ranges' host time
+gone; the range goes from half of it to all but one operator call (``torch.compile`` of the
+step removes the Python too). The update kernels keep their GPU time. The saving is what the
+step loses in the replay: nothing where the GPU limits the step. Where the replay cannot place
+the steps: the GPU idle time inside the ranges, at most the host time removed. Ranges without
+operators fall back to ``optimizer_host_time.fraction`` of their host time, said so in the
+assumptions.
 
 **How to fix.** ``foreach=True`` or ``fused=True`` where the optimizer has them; fewer
 parameter groups (one group per distinct hyper-parameter set, not per layer); merge small
@@ -44,12 +50,13 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
+from ._opt_cost import fused_cost
 from ._per_step import fmt_ms, ms, n_steps
 from .host_overhead import slow_host
 from .single_tensor_optimizer import optimizer_ranges, per_parameter
@@ -65,7 +72,8 @@ register(
 register(
     "optimizer_host_time.fraction",
     0.5,
-    "share of the GPU idle time inside the optimizer step claimed as saving",
+    "share of an optimizer range's host time a cheaper step removes, where the trace records "
+    "no operator inside it to measure that from",
 )
 
 
@@ -113,9 +121,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     share = 100.0 * host_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
     if share < ctx.t("optimizer_host_time.min_pct") or host_ms <= gpu_ms:
         return []
+    cost = fused_cost(trace, rest)
+    range_ns = rest["dur_ns"].to_numpy().astype(float)
+    gone = (cost["op_ns"] - cost["kept_ns"]).to_numpy().astype(float)
+    by_rule = not gone.any()  # no operators recorded: the rule is all there is
     frac = ctx.t("optimizer_host_time.fraction")
+    mid = np.full(len(rest), frac) if by_rule else gone / np.maximum(range_ns, 1.0)
+    high = 1.0 - cost["kept_ns"].to_numpy() / np.maximum(range_ns, 1.0)
+    cut = float((mid * range_ns).sum() / max(range_ns.sum(), 1.0))
+    cut_hi = max(cut, float((high * range_ns).sum() / max(range_ns.sum(), 1.0)))
+    if by_rule:
+        cut_hi = min(1.0, 1.5 * frac)
     excess = np.maximum(rest["dur_ns"].to_numpy() - rest["gpu_ns"].to_numpy(), 0)
-    claim = np.minimum(rest["idle_ns"].to_numpy() * frac, excess)
+    claim = np.minimum(rest["idle_ns"].to_numpy(), np.minimum(excess, mid * range_ns))
     saving_ms = float(claim.sum()) / 1e6 / steps
     r_ts = rest["ts_ns"].to_numpy()
     rep = ctx.whatif(
@@ -123,15 +141,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             r_ts,
             r_ts + rest["dur_ns"].to_numpy(),
             rest["tid"].to_numpy(),
-            keep=1.0 - frac,
-            low=1.0 - frac / 2,
-            high=max(0.0, 1.0 - 1.5 * frac),
+            keep=1.0 - cut,
+            low=1.0 - cut / 2,
+            high=1.0 - cut_hi,
             label="cheaper optimizer step",
         )
     )
-    fields: SavingFields = (
-        rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
-    )
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     by_cls = rest.groupby("cls", sort=False).agg(
         n=("dur_ns", "size"),
         host=("dur_ns", "sum"),
@@ -164,13 +180,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             + f", foreach={opt.get('foreach')}, fused={opt.get('fused')})"
         )
     verb = "holds" if len(by_cls) == 1 else "hold"
+    tensors = int(opt.get("param_tensors") or 0) or int(cost["tensors"].max())
+    per_tensor = (
+        f"{fmt_ms(host_ms / tensors)} of host time per parameter tensor ({tensors} tensors); "
+        if tensors > 1
+        else ""
+    )
     summary = (
         f"{names} {verb} the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step) "
         f"while launching {fmt_ms(gpu_ms)} of GPU work{setting}; the GPU idles "
         f"{fmt_ms(float(rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them"
         + (
-            f"; replayed with {frac:.0%} of that host time gone, the step is "
-            f"{fmt_ms(rep.ms)} shorter."
+            f"; {per_tensor}replayed with {cut:.0%} of that host time gone (a fused "
+            f"step), the step is {fmt_ms(rep.ms)} shorter."
             if rep.replayed
             else "."
         )
@@ -195,13 +217,24 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             assumptions=(
                 f"Host time = the Optimizer.step ranges inside the {steps} steady step(s); GPU work "
                 "= the kernels, copies and memsets launched from inside them.",
-                f"A cheaper step removes {frac:.0%} of the host time inside the ranges (range "
-                f"{frac / 2:.0%}-{min(1.0, 1.5 * frac):.0%}; optimizer_host_time.fraction); the "
-                "update kernels keep their GPU time.",
+                (
+                    f"A cheaper step removes {frac:.0%} of the host time inside the ranges "
+                    f"(range {frac / 2:.0%}-{min(1.0, 1.5 * frac):.0%}; "
+                    "optimizer_host_time.fraction): a rule, as no operator is recorded in them."
+                )
+                if by_rule
+                else (
+                    f"A foreach/fused step runs the update as one operator call: the operators "
+                    f"inside the ranges ({fmt_ms(float(cost['op_ns'].sum()) / 1e6 / steps)} per "
+                    f"step) go but one call ({fmt_ms(float(cost['call_ns'].median()) / 1e3 / 1e3)}"
+                    f", the median innermost operator here), {cut:.0%} of the ranges' host "
+                    f"time; the Python around them stays (range: half of that to "
+                    f"{cut_hi:.0%}, a compiled step). The update kernels keep their GPU time."
+                ),
                 rep.assumption
                 if rep.replayed
-                else f"Saving = {frac:g} x the GPU idle time inside the ranges (start to the end of their "
-                "last kernel), at most the host time above the GPU work.",
+                else "Saving = the GPU idle time inside the ranges (start to the end of their last "
+                "kernel), at most the host time removed and the host time above the GPU work.",
                 "Ranges with per-parameter ops and no foreach/fused kernel are single-tensor-"
                 "optimizer's and are not counted here.",
             ),

@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate, merge_locations, run_locations
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 
@@ -125,7 +125,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     copy_ms = float(dur.sum()) / 1e6 / steps
     sp = float(dur.sum() / max(float(np.minimum(dur, pinned_ns).sum()), 1.0))
     rep = ctx.whatif(ScaleGpu(memcpy=pg.index.to_numpy(), speedup=sp, label="pinned copies"))
-    fields: SavingFields = {"est_savings_ms": saving_ms}
+    fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed:
         fields = rep.draft_fields()
     evidence = _evidence(trace, pg)

@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.timeline import main_busy
-from advisor.detect import Draft, Evidence, Location
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -223,7 +223,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             id=ID,
             title=TITLE,
             est_savings_ms=round(saving_ms, 3),
-            fix=rep.fix if rep is not None and rep.replayed else None,
+            extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
             confidence="high" if top["max_step"] >= 4 * min_ops else "medium",
             summary=summary,
             recommendation=RECOMMENDATION,

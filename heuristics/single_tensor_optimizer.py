@@ -41,9 +41,9 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_busy
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in, name_mask
@@ -326,9 +326,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "GPU time of the update kernels themselves is assumed unchanged (fused kernels are "
         "usually faster too).",
     )
-    fields: SavingFields = (
-        rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
-    )
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     return [
         Draft(
             id=ID,

@@ -35,8 +35,11 @@ lists every sync with a stack trace.
 purpose, or a CPU-side decision that really depends on the value) still costs the time shown
 here: the fix is then to do it less often. Syncs that only wait for host-to-device copies are
 reported by ``blocking-copy``, and cuDNN autotuning syncs (``cudnn.benchmark``, first
-iterations) are ignored. On CPU-only traces the ``.item()`` / ``nonzero`` calls are listed as
-information only: they cost nothing on a CPU but will block on a GPU.
+iterations) are ignored. A sync is counted only where a device waits: a read of a CPU tensor
+(``.item()`` in a Dataset's ``__getitem__``, a CPU step counter) issues no device call and is
+never one. On CPU-only traces the ``.item()`` / ``nonzero`` calls of the step are listed as
+information only (they cost nothing on a CPU but will block on a GPU), except those inside a
+DataLoader fetch or an optimizer step, which read CPU tensors on any machine.
 """
 
 from __future__ import annotations
@@ -44,17 +47,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.derive.dataloader import fetches
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import union
-from advisor.detect import Confidence, Draft, Evidence, Location
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import DropSyncs
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
 from ._ops import op_chain, op_names
 from ._per_step import fmt_ms, in_steps, n_steps
+from ._sync_roles import event_runtime_rows, harness_note, result_reads, sync_roles
 from ._syncs import REASONS, classify, sync_events
 
 ID = "sync-point"
@@ -118,6 +123,15 @@ FIXES: dict[str, tuple[str, str]] = {
         "# ... later, outside the hot loop:\n"
         "torch.cuda.synchronize(); print(start.elapsed_time(end))",
     ),
+    "result": (
+        "The host needs this result, so the read stays; launch the next call's GPU work "
+        "before working on it: copy it into pinned memory with `non_blocking=True`, record an "
+        "event, queue the next call, then wait on the event and post-process.",
+        "host_buf = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)\n"
+        "host_buf.copy_(out, non_blocking=True); done = torch.cuda.Event(); done.record()\n"
+        "next_out = model(next_inputs)      # queued while the copy and post-processing run\n"
+        "done.synchronize(); postprocess(host_buf)",
+    ),
     "op": (
         "An op synchronizes internally; find an alternative that does not need the data on "
         "the host, or call it less often.",
@@ -144,20 +158,31 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ev = sync_events(trace)
     if not len(ev):
         return []
+    role = sync_roles(trace)["role"].to_numpy()
+    harness = ev[role == "harness"]
+    ev = ev[role != "harness"].assign(role=role[role != "harness"])
+    if not len(ev):
+        return []  # only the harness's syncs: run.trace_quality says so
     steps = n_steps(trace)
     caused_ms = float(ev["caused_ns"].sum()) / 1e6 / steps
     wait_ms = float(ev["wait_ns"].sum()) / 1e6 / steps
     if caused_ms < ctx.t("sync_point.min_idle_ms") and wait_ms < ctx.t("sync_point.min_wait_ms"):
         return []
-    rep = ctx.whatif(DropSyncs(_runtime_rows(trace, ev), label="no syncs in the loop"))
+    gone = ev[ev["role"] == "remove"]
+    rep = ctx.whatif(
+        DropSyncs(_rows(trace, gone), label="no syncs in the loop"),
+    )
     if rep.replayed:
-        caused_ms = rep.ms
+        caused_ms = rep.ms if len(gone) else 0.0
+    res = result_reads(trace, ev[ev["role"] == "result"])
+    caused_ms += res.claimed_ms
 
     locs: list[Location | None] = []
     for r in ev.itertuples(index=False):
         oi = int(r.reason_idx) if r.reason_idx >= 0 else int(r.op_idx)
         locs.append(_location(ctx, oi, int(r.tid), int(r.start_ns)))
     ev = ev.assign(loc=[f"{lc.file}:{lc.line}" if lc else "" for lc in locs])
+    ev = ev.assign(kind=np.where(ev["role"] == "result", "result", ev["kind"]))
     groups = (
         ev.groupby(["kind", "label", "loc"], sort=False)
         .agg(
@@ -177,10 +202,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         ex = sel.loc[sel["caused_ns"].idxmax() if sel["caused_ns"].max() > 0 else sel.index[0]]
         where = f" at {g.loc}" if g.loc else ""
         op = f" [{opn[int(g.reason)]}]" if g.reason >= 0 else ""
+        tail = (
+            "the call's result, used by the host next: necessary"
+            if g.kind == "result"
+            else "total = GPU idle caused"
+        )
         evidence.append(
             Evidence(
                 what=f"{g.label}{op}{where} ({g.api}): {g.n / steps:g}/step, host blocked "
-                f"{fmt_ms(g.wait / 1e6 / steps)}/step; total = GPU idle caused",
+                f"{fmt_ms(g.wait / 1e6 / steps)}/step; {tail}",
                 count=int(g.n),
                 total_ms=round(float(g.caused) / 1e6, 3),
                 example_ts_us=trace.to_trace_us(int(ex["start_ns"])),
@@ -191,24 +221,27 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     kinds = list(dict.fromkeys(_fix_key(str(k)) for k in groups["kind"]))
     extra = [FIXES[k][0] for k in kinds[1:3]]
     per_step = len(ev) / steps
+    what = top["label"].split(" (")[0]
+    head = f"{per_step:g} host-device sync(s) per step (mostly {what}) block the host "
     summary = (
-        f"{per_step:g} host-device sync(s) per step (mostly {top['label'].split(' (')[0]}) "
-        f"block the host {fmt_ms(wait_ms)} per step; the GPU then idles {fmt_ms(caused_ms)} "
+        f"{head}{fmt_ms(wait_ms)} per step; the GPU then idles {fmt_ms(caused_ms)} "
         "per step waiting for new work."
     )
-    if rep.replayed:
+    if rep.replayed and len(gone):
         summary = (
-            f"{per_step:g} host-device sync(s) per step (mostly {top['label'].split(' (')[0]}) "
-            f"block the host {fmt_ms(wait_ms)} per step; replayed without them, the step is "
-            f"{fmt_ms(caused_ms)} shorter."
+            f"{head}{fmt_ms(wait_ms)} per step; replayed without "
+            f"{'them' if not res.n else 'the removable ones'}, the step is "
+            f"{fmt_ms(rep.ms)} shorter."
         )
-    if caused_ms <= 0:
+    elif res.n:
+        summary = f"{head}{fmt_ms(wait_ms)} per step."
+    if caused_ms <= 0 and not res.n:
         summary = (
-            f"{per_step:g} host-device sync(s) per step (mostly "
-            f"{top['label'].split(' (')[0]}) block the host {fmt_ms(wait_ms)} per step; here "
-            "the GPU had already run dry or the host limits the step, so removing them would "
-            "not shorten it."
+            f"{head}{fmt_ms(wait_ms)} per step; here the GPU had already run dry or the host "
+            "limits the step, so removing them would not shorten it."
         )
+    if res.n:
+        summary += " " + res.sentence
     rec = " ".join(
         [
             fix_text,
@@ -218,6 +251,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     has_loc = any(loc is not None for loc in locs)
     confidence: Confidence = "low" if caused_ms <= 0 else ("high" if has_loc else "medium")
+    notes = [res.assumption] if res.n else []
+    if len(harness):
+        notes.append(harness_note(len(harness), float(harness["wait_ns"].sum()) / 1e6 / steps))
     return [
         Draft(
             id=ID,
@@ -232,6 +268,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             assumptions=(
                 *(
                     (rep.assumption,)
+                    if rep.replayed and len(gone)
+                    else ()
                     if rep.replayed
                     else (
                         "Saving = GPU idle each sync causes: min(idle gap from the sync's return to the "
@@ -241,29 +279,24 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                         "time beyond that is not claimed (it is host-bound: see gpu-idle).",
                     )
                 ),
+                *notes,
                 "gpu-idle's 'sync' share overlaps this figure.",
                 "Syncs that only wait for host-to-device copies (blocking-copy) and cuDNN "
                 "autotuning syncs are not counted; large device-to-host copies also appear in "
                 "blocking-copy, which counts the copy window itself, not the idle after it.",
             ),
-            fix=rep.fix if rep.replayed else None,
+            extra={
+                "host_wait_ms_per_step": round(wait_ms, 3),
+                **({"fix": rep.fix} if rep.replayed and len(gone) else {}),
+            },
         )
     ]
 
 
-def _runtime_rows(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
+def _rows(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
     """Rows of ``trace.runtime`` inside the sync events (same thread, within their span)."""
-    rt = trace.runtime
-    ts, tid = rt["ts_ns"].to_numpy(), rt["tid"].to_numpy()
-    order = np.argsort(ts, kind="stable")
-    sts = ts[order]
-    out = []
-    for s, e, t in zip(
-        ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["tid"].to_numpy(), strict=True
-    ):
-        rows = order[np.searchsorted(sts, s, "left") : np.searchsorted(sts, e, "right")]
-        out.append(rows[tid[rows] == t])
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+    rows = event_runtime_rows(trace, ev)
+    return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
 
 
 _LATENT_OPS = {n for kind, ops, _ in REASONS if kind != "to_cpu" for n in ops}
@@ -289,14 +322,35 @@ def _in_optimizer(trace: Trace, ts_ns: np.ndarray) -> np.ndarray:
     return (i >= 0) & (ts_ns < hi[np.clip(i, 0, None)])
 
 
+def _in_fetch(trace: Trace, ts_ns: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Moments inside a DataLoader batch fetch (``enumerate(DataLoader)#...__next__``) on the
+    same thread: the Dataset's ``__getitem__`` and the collate function work on CPU tensors
+    (the batch reaches a device only after the fetch), so their reads never wait for a device."""
+    f = fetches(trace)
+    out = np.zeros(len(ts_ns), dtype=bool)
+    for t, g in f.groupby("tid", sort=False):
+        on = tid == t
+        if not on.any():
+            continue
+        lo, hi = union(g["ts_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
+        x = ts_ns[on]
+        i = np.searchsorted(lo, x, side="right") - 1
+        out[on] = (i >= 0) & (x < hi[np.clip(i, 0, None)])
+    return out
+
+
 def _latent(trace: Trace, ctx: Context) -> list[Draft]:
-    """CPU-only trace: scalar reads / nonzero that would block on a GPU (info, 0 ms)."""
+    """CPU-only trace: scalar reads / nonzero that would block on a GPU (info, 0 ms). Reads that
+    would stay on the CPU on any machine are left out: inside a DataLoader fetch (the Dataset
+    and collate work on CPU tensors) and inside torch's optimizer steps (CPU step counters)."""
     if not len(trace.cpu_ops):
         raise Skip("no CPU operator events in this trace")
     opn = op_names(trace)
+    ops_ts = trace.cpu_ops["ts_ns"].to_numpy()
     cand = np.flatnonzero(name_flags(trace.cpu_ops["name"], _LATENT_OPS.__contains__))
-    cand = cand[in_steps(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
-    cand = cand[~_in_optimizer(trace, trace.cpu_ops["ts_ns"].to_numpy()[cand])]
+    cand = cand[in_steps(trace, ops_ts[cand])]
+    cand = cand[~_in_optimizer(trace, ops_ts[cand])]
+    cand = cand[~_in_fetch(trace, ops_ts[cand], trace.cpu_ops["tid"].to_numpy()[cand])]
     if not len(cand):
         return []
     seen: dict[int, str] = {}

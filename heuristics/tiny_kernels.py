@@ -34,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.derive.locate import aggregate
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, detector
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import GraphLaunch
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -195,7 +195,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="CUDA graphs for the tiny kernels",
         )
     )
-    fields: SavingFields = rep.draft_fields() if rep.replayed else {"est_savings_ms": gap_ms}
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": gap_ms}
     return [
         Draft(
             id=ID,

@@ -44,6 +44,7 @@ sizes would tell them apart, but most traces do not record them.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -51,9 +52,9 @@ import pandas as pd
 from advisor.derive.comm import collective_name, has_ddp_reducer
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import union
-from advisor.detect import Draft, Evidence, SavingFields
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
+from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -168,7 +169,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="bucketed collectives",
         )
     )
-    fields: SavingFields = {
+    fields: dict[str, Any] = {
         "est_savings_ms": round(saving, 3),
         "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3)),
     }

@@ -32,8 +32,8 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate, merge_locations, run_locations
 from advisor.derive.timeline import main_busy
-from advisor.detect import Draft, Evidence, Location, SavingFields
 from advisor.detect.registry import Context, detector
+from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -149,7 +149,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         save_ns = host_ns
         how = "CPU-only run: saving = CPU time of the zero_/fill_ ops"
     saving_ms = save_ns / 1e6 / steps
-    fields: SavingFields = {"est_savings_ms": saving_ms}
+    fields: dict = {"est_savings_ms": saving_ms}
     if trace.has_gpu:
         rep = ctx.whatif(
             Combined(

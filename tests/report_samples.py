@@ -159,8 +159,9 @@ def sample_report(
     th = Thresholds({})
     step = trace.median_step_ms()
     findings = rank(sample_drafts(trace, evil), step, th)
-    run = run_summary(trace, ctx)
-    run["est_savings_bound_ms"] = savings_bound_ms(findings, step)
+    run = dataclasses.replace(
+        run_summary(trace, ctx), est_savings_bound_ms=savings_bound_ms(findings, step)
+    )
     views = build_views(trace, ctx, findings, DOCS, no_source=no_source)
     return Report(
         run=run,
@@ -178,4 +179,4 @@ def sample_report(
 
 
 def with_run(report: Report, **changes: Any) -> Report:
-    return dataclasses.replace(report, run={**report.run, **changes})
+    return dataclasses.replace(report, run=dataclasses.replace(report.run, **changes))

@@ -128,10 +128,13 @@ def test_alexnet_malloc_after_cache_clear() -> None:
     f = one(rep, ID)
     mal = [e for e in f.evidence if e.what.startswith("cudaMalloc")][0]
     assert mal.count == 5 and mal.total_ms == pytest.approx(32.8, rel=0.1)  # of the 80 ms step
-    assert rep.run["step_ms_median"] == pytest.approx(79.7, abs=0.5)
-    assert f.est_savings_ms == pytest.approx(32.1, rel=0.1)  # the calls' host time, replayed
+    assert rep.run.step_ms_median == pytest.approx(79.7, abs=0.5)
+    # the window holds one forward: the pool's first growth cannot be told from churn (issue 25)
+    assert f.severity == "info" and f.est_savings_ms == 0
+    assert "Seen in 1 steady step: cannot tell whether it recurs" in f.summary
+    assert "32.1 ms shorter" in f.summary  # what the calls cost in that one step, replayed
     assert not found(rep, "gpu-idle") or one(rep, "gpu-idle").est_savings_ms < 5
-    assert "empty_cache() or a cache clear" in f.summary
+    assert "the pool growing for the first time" in f.summary
 
 
 @pytest.mark.shared
@@ -147,3 +150,13 @@ def test_mi300_without_pool_idle_is_allocator() -> None:
     gi = one(rep, "gpu-idle")
     assert "89% allocator, 1% host launch" in gi.summary
     assert f.locations and f.locations[0].file == "train_single_gpu.py"
+
+
+def test_one_iteration_in_the_window_gives_no_per_step_claim() -> None:
+    # the same calls in a window with one step: the caching allocator's first growth looks the
+    # same as churn, and nothing shows it recurs (issue 25)
+    f = one(analyze(_trace(steps=1).load(), ID), ID)
+    assert f.severity == "info" and f.est_savings_ms == 0 and f.est_savings_range_ms is None
+    assert "cannot tell whether it recurs" in f.summary
+    # in two steps it recurs
+    assert one(analyze(_trace(steps=2).load(), ID), ID).est_savings_ms > 0.25

@@ -18,7 +18,7 @@ from tests.report_samples import gpu_builder, sample_report
 
 def _report(path: Path):  # type: ignore[no-untyped-def]
     r = sample_report(load_trace(path))
-    return dataclasses.replace(r, run={**r.run, "trace": str(path)})
+    return dataclasses.replace(r, run=dataclasses.replace(r.run, trace=str(path)))
 
 
 def _members(data: bytes) -> int:

@@ -101,7 +101,11 @@ def test_options_and_bad_input(tmp_path: Path) -> None:
 
 def test_rank_folder_gives_ranks_frame(tmp_path: Path) -> None:
     write_ranks(
-        tmp_path, {0: rank_builder(0, arrive_us=3_000), 1: rank_builder(1, arrive_us=8_000)}
+        tmp_path,
+        {
+            0: rank_builder(0, arrive_us=3_000, sync=True),
+            1: rank_builder(1, arrive_us=8_000, sync=True),
+        },
     )
     r = advisor.analyze(tmp_path, jobs=1)
     assert list(r.ranks["rank"]) == [0, 1] and r.findings["id"][0] == "straggler"

@@ -785,6 +785,45 @@ def test_fusible_chain_saves_k_minus_one_over_k_of_its_time() -> None:
     assert f.locations[0].file == "model.py"
 
 
+def _shaped_trace(ops: list[tuple[str, str, list]], lines: list[int] | None = None) -> TraceBuilder:
+    """3 steps whose elementwise ops (name, functor, input dims) run back to back, each op
+    called from its line of model.py (``lines``; one line for all when None)."""
+    b = TraceBuilder()
+    for s in range(3):
+        t0 = s * 100.0
+        b.step(s + 1, t0, 100)
+        g = t0 + 20
+        for i, (name, functor, dims) in enumerate(ops):
+            ts = t0 + 1 + i * 5
+            b.frame("model.py", (lines or [19] * len(ops))[i], "forward", ts - 0.2, 4.5)
+            o = b.op(name, ts, 4, dims=dims, types=["float"] * len(dims))
+            b.launch(
+                o, "cudaLaunchKernel", ts + 1, 1, kernel=EW.format(functor), gpu_ts=g, gpu_dur=10
+            )
+            g += 10
+        b.runtime("cudaDeviceSynchronize", t0 + 2 + len(ops) * 5, g - t0 - 2 - len(ops) * 5)
+    return b
+
+
+def test_only_ops_that_feed_each_other_make_a_chain() -> None:
+    n = [4096, 1024]
+    chain = [("aten::mul", "MulFunctor", [n, n]), ("aten::add", "CUDAFunctor_add", [n, n])]
+    chain.append(("aten::tanh", "tanh_kernel_cuda", [n]))
+    assert finding(analyze(_shaped_trace(chain).load(), FUSE), FUSE) is not None
+    # the same ops on tensors of unrelated shapes: the next never takes the previous' result
+    unrelated = [(a, f, [[d[0][0] + i, 1024]] * len(d)) for i, (a, f, d) in enumerate(chain)]
+    assert finding(analyze(_shaped_trace(unrelated).load(), FUSE), FUSE) is None
+
+
+def test_independent_repeats_are_not_a_chain() -> None:
+    # c = a + b ten times from one line (a benchmark loop, elem_01): nothing to fuse
+    add = ("aten::add", "CUDAFunctor_add", [[8192, 8192], [8192, 8192], []])
+    assert finding(analyze(_shaped_trace([add] * 10).load(), FUSE), FUSE) is None
+    # x = x + a; x = x + b; x = x + c on three lines: each add takes the previous result
+    f = finding(analyze(_shaped_trace([add] * 3, lines=[19, 20, 21]).load(), FUSE), FUSE)
+    assert f is not None and f.evidence[0].what.startswith("add -> add -> add")
+
+
 def test_short_chains_and_one_off_chains_are_not_reported() -> None:
     assert (
         finding(analyze(fusible_trace(chain=("MulFunctor", "CUDAFunctor_add")).load(), FUSE), FUSE)

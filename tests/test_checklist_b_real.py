@@ -128,11 +128,14 @@ def test_foreach_and_fused_optimizers_are_not_flagged(rel: str) -> None:
 def test_control_trace_elementwise_chains() -> None:
     f = finding(report(CONTROL), "fusible-elementwise")
     assert f is not None
-    # 3.24 ms of kernel time per step would go (top of the range); replayed, the step (bound by
-    # the host and the waits for peers, not these kernels) is hardly shorter
-    assert f.est_savings_range_ms is not None and 2.5 <= f.est_savings_range_ms[1] <= 4.0
+    # 0.58 ms of kernel time per step would go (top of the range; 3.24 ms when any back-to-back
+    # elementwise kernels counted: the two gradient terms of each MulBackward0, 11 nan_to_num
+    # and clamp calls of one shape in a row (one per feature) and muls of unrelated shapes do
+    # not feed each other); replayed, the step (bound by the host and the waits for peers, not
+    # these kernels) is hardly shorter
+    assert f.est_savings_range_ms is not None and 0.4 <= f.est_savings_range_ms[1] <= 0.8
     assert f.est_savings_ms <= 1.0
-    assert any("sigmoid_backward" in e.what for e in f.evidence)
+    assert any(e.what.startswith("mul -> mul -> mul") for e in f.evidence)  # MulBackward0 nodes
 
 
 @pytest.mark.parametrize("rel", [CPU_ONLY, MTIA])

@@ -147,7 +147,7 @@ def test_trace_filter_ranks_end_aligned_all_to_all(tmp_path: Path) -> None:
     # ends agree within 0.4 ms while starts differ by up to ~22 ms; 2 of 128 ranks only
     assert "arrives last" in f.summary and "only 2 of the job's 128 ranks" in f.assumptions[-1]
     # collectives of other process groups matched by order are not read as clock skew
-    assert not any("clocks disagree" in q["what"] for q in report.run["trace_quality"])
+    assert not any("clocks disagree" in q.what for q in report.run.trace_quality)
     single = analyze_trace(__import__("advisor.trace").trace.load_trace(files[0]), None, ONLY)
     # waiting is not claimed (and the replay finds the steps limited elsewhere)
     assert f.est_savings_ms <= single.findings[0].est_savings_ms

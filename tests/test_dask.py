@@ -26,7 +26,11 @@ pytestmark = pytest.mark.slow
 
 def _two_ranks(tmp_path: Path) -> list[Path]:
     return write_ranks(
-        tmp_path, {0: rank_builder(0, arrive_us=3_000), 1: rank_builder(1, arrive_us=8_000)}
+        tmp_path,
+        {
+            0: rank_builder(0, arrive_us=3_000, sync=True),
+            1: rank_builder(1, arrive_us=8_000, sync=True),
+        },
     )
 
 
@@ -61,8 +65,8 @@ def test_ranks_as_dask_tasks_give_the_same_report(tmp_path: Path, monkeypatch) -
     assert sorted(seen) == [0, 1] and all(d.error is None for d in digests)
     dask_report = multirank.merge(digests, Options(), tmp_path)
     assert [f.to_dict() for f in dask_report.findings] == [f.to_dict() for f in serial.findings]
-    assert dask_report.run["ranks"] == serial.run["ranks"]
-    assert dask_report.run["ranks_summary"]["straggler"]["rank"] == 1
+    assert dask_report.run.ranks == serial.run.ranks
+    assert dask_report.run.ranks.ranks_summary.straggler.rank == 1
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from advisor.analysis.summary import inspect_trace
 from advisor.trace import load_trace
-from tests.conftest import shared_trace
+from tests.conftest import SAMPLES, shared_trace
 from tests.tracebuilder import TraceBuilder
 
 STABLE_KEYS = {
@@ -57,9 +57,20 @@ def test_synthetic_busy_idle_and_tables() -> None:
     b.runtime("cudaStreamSynchronize", 40, 500)
     s = inspect_trace(b.load())
     assert STABLE_KEYS <= set(s)
-    # span 100..800 us = 700 us, busy 300 + 100 + 50 = 450 us
-    assert s["gpu_busy_pct"] == pytest.approx(100 * 450 / 700, abs=0.01)
-    assert s["gpu_idle_pct"] == pytest.approx(100 * 250 / 700, abs=0.01)
+    # busy 300 + 100 + 50 = 450 us of the 1000 us step: the report's GPU busy
+    assert s["gpu_busy_pct"] == 45.0 and s["gpu_idle_pct"] == 55.0
+    # the active span 100..800 us = 700 us (HTA's window): busy 450 us
+    assert s["breakdown"]["busy_pct"] == pytest.approx(100 * 450 / 700, abs=0.01)
+    assert s["breakdown"]["idle_pct"] == pytest.approx(100 * 250 / 700, abs=0.01)
+    assert s["step_breakdown"] == {
+        "steps": 1,
+        "compute_ms": 0.4,
+        "communication_ms": 0.0,
+        "memcpy_ms": 0.05,
+        "dataloader_ms": 0.0,
+        "idle_ms": 0.55,
+        "host_only_ms": 0.0,
+    }
     assert s["kernels_top"][0] == {
         "name": "sgemm",
         "count": 2,
@@ -96,7 +107,7 @@ def test_cpu_only_says_so() -> None:
 @pytest.mark.parametrize("rel", sorted(HTA_IDLE))
 def test_gpu_idle_agrees_with_hta_within_two_points(rel: str) -> None:
     s = inspect_trace(load_trace(shared_trace(rel)))
-    assert abs(s["gpu_idle_pct"] - HTA_IDLE[rel]) <= 2.0
+    assert abs(s["breakdown"]["idle_pct"] - HTA_IDLE[rel]) <= 2.0
 
 
 @pytest.mark.shared
@@ -138,6 +149,21 @@ def test_cli_json_and_text() -> None:
     assert "Pageable" in text
 
 
+def test_inspect_busy_and_breakdown_are_the_reports() -> None:
+    """One GPU busy figure and one step breakdown: inspect shows the report's (V100 sample)."""
+    from advisor.analysis.pipeline import analyze_path
+
+    trace, report = analyze_path(SAMPLES / "resnet50_v100.kineto.json.gz")
+    s = inspect_trace(trace)
+    assert s["gpu_busy_pct"] == report.run.gpu_busy_pct == 56.02
+    one = report.views.one_trace
+    assert one is not None and s["step_breakdown"]["steps"] == len(one.steps)
+    for key in ("compute_ms", "memcpy_ms", "dataloader_ms", "idle_ms"):
+        mean = sum(getattr(r, key) for r in one.steps) / len(one.steps)
+        assert s["step_breakdown"][key] == pytest.approx(mean, abs=0.001)
+    assert s["breakdown"]["busy_pct"] == pytest.approx(60.6, abs=0.05)  # HTA's active span
+
+
 def test_run_summary_busy_counts_every_step() -> None:
     """findings.json's gpu_busy_pct is the busy share of all captured steps, the last one too."""
     from advisor.analysis.pipeline import run_summary
@@ -147,4 +173,26 @@ def test_run_summary_busy_counts_every_step() -> None:
         b.step(n, t0, 1000)
         op = b.op("aten::mm", t0, 10)
         b.launch(op, "cudaLaunchKernel", t0 + 1, 2, kernel="sgemm", gpu_ts=t0 + 500, gpu_dur=500)
-    assert run_summary(b.load(), None)["gpu_busy_pct"] == 50.0
+    assert run_summary(b.load(), None).gpu_busy_pct == 50.0
+
+
+@pytest.mark.shared
+def test_cli_prints_kind_and_device_source() -> None:
+    path = shared_trace("tracelens/microbench/gemm_01_compute_few_tiles.json.gz")
+    text = subprocess.run(
+        [sys.executable, "-m", "advisor", "inspect", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    assert "trace: micro-benchmark (10 top-level calls of 1 op(s) (aten::mm x10)" in text
+    assert "AMD Instinct MI300X" in text and "inferred from kernel names (ISA tag 942" in text
+    named = subprocess.run(
+        [sys.executable, "-m", "advisor", "inspect", "--device", "MI325X", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    assert "AMD Instinct MI325X" in named and "(--device)" in named

@@ -283,7 +283,8 @@ def test_real_trace_quirks() -> None:
     legacy = load_trace(
         shared_trace("kineto/resnet50_legacy_2020_num_workers_0/worker0.pt.trace.json.gz")
     )
-    assert legacy.meta.format == "legacy" and legacy.meta.devices == ()
+    assert legacy.meta.format == "legacy"  # no deviceProperties: the device is inferred
+    assert [d.source.startswith("inferred") for d in legacy.meta.devices] == [True]
     assert list(legacy.steps["step"]) == [5, 6, 7, 8, 9, 10]
     # kernels queued before the capture began have no launch call in the file; all others do
     later = legacy.kernels[legacy.kernels["ts_ns"] > 50_000_000]

@@ -122,3 +122,66 @@ def test_readme_starts_with_two_commands_and_ci_runs_the_test_one() -> None:
     # no unpinned torch anywhere in the install commands
     for cmd in (demo, tests, ci):
         assert not re.search(r"pip install[^\n&]*\btorch\b(?!==)", cmd)
+
+
+@pytest.mark.slow
+def test_fresh_venv_without_torch_analyzes_the_sample(tmp_path: Path) -> None:
+    """``pip install torch-advisor`` brings only what the analysis needs: in a fresh virtual
+    environment (no torch, no TensorBoard, no Dask) ``advisor analyze`` runs on the sample, and
+    ``advisor profile`` says in one line how to get torch."""
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(dist), str(REPO)],
+        check=True,
+    )
+    wheel = next(dist.glob("torch_advisor-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["NO_COLOR"] = "1"
+    inst = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", str(wheel)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if inst.returncode != 0 and "No matching distribution" in inst.stderr:
+        pytest.skip("no package index reachable: " + inst.stderr.strip().splitlines()[-1])
+    assert inst.returncode == 0, inst.stderr[-2000:]
+    missing = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import importlib.util as u; print([m for m in ('torch', 'tensorboard',"
+            " 'dask', 'distributed') if u.find_spec(m)])",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert missing.stdout.strip() == "[]"
+    advisor = env_dir / "bin" / "advisor"
+    work = tmp_path / "cwd"
+    work.mkdir()
+    sample = SAMPLES / "resnet50_v100.kineto.json.gz"
+    r = subprocess.run(
+        [str(advisor), "analyze", str(sample), "--out", "demo"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "dataloader-stall" in r.stdout and (work / "demo" / "report.html").is_file()
+    (work / "train.py").write_text("print('never runs')\n", encoding="utf-8")
+    p = subprocess.run(
+        [str(advisor), "profile", "train.py"], cwd=work, env=env, capture_output=True, text=True
+    )
+    assert p.returncode == 1 and "never runs" not in p.stdout
+    (line,) = p.stderr.strip().splitlines()
+    assert "torch is not installed" in line and "pip install torch" in line

@@ -4,7 +4,7 @@ Real ``advisor profile`` runs on the CPU: a script that trains then validates wi
 on (a second window in the validation loop: ``inference-without-no-grad`` at the validation
 line), an inference-only script with neither an optimizer nor ``advisor.step()`` (steps are
 its model's calls), and a training script whose evaluation never comes within
-``--max-seconds``.
+``--eval-wait``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor import record
 from advisor.analysis.pipeline import analyze_path
 from tests.test_profile import FAST, _line, _write, advisor, outputs
 
@@ -76,7 +77,8 @@ def test_validation_loop_gets_its_own_window(tmp_path: Path) -> None:
     run, findings = outputs(tmp_path / "out")
     ev = run["eval"]
     assert ev["trace_written"] and ev["trace"] == "trace.eval.json.gz", ev
-    assert ev["module"] == "Sequential" and ev["scope"] == "window" and ev["steps"] == [2, 3]
+    # recorded from the phase's first call (a phase may be that short)
+    assert ev["module"] == "Sequential" and ev["scope"] == "window" and ev["steps"] == [1, 2]
     assert (tmp_path / "out" / "trace.eval.json.gz").is_file()
     assert any("Evaluation phase" in n for n in run["notes"])
     phases = findings["run"]["phases"]
@@ -96,7 +98,7 @@ def test_validation_loop_gets_its_own_window(tmp_path: Path) -> None:
     assert [(f.id, f.phase) for f in again.findings] == [
         (f["id"], f.get("phase")) for f in findings["findings"]
     ]
-    assert again.run["phases"] == phases
+    assert record.dump(again.run)["phases"] == phases
     html = (tmp_path / "out" / "report.html").read_text()
     assert "eval phase" in html and "Eval step" in html
 
@@ -110,9 +112,11 @@ def test_phases_eval_records_only_the_validation_and_runs_to_end(tmp_path: Path)
     assert "VALIDATED" in p.stdout  # --run-to-end: the script finished
     run, findings = outputs(tmp_path / "out")
     assert run["phase"] == "eval" and run["eval"] is None and run["trace_scope"] == "window"
-    assert run["window_steps"] == [2, 4] and run["end_reason"] == "completed"
+    assert run["window_steps"] == [1, 3] and run["end_reason"] == "completed"
     assert not (tmp_path / "out" / "trace.eval.json.gz").exists()
-    assert [ph["phase"] for ph in findings["run"]["phases"]] == ["eval"]
+    phases = findings["run"]["phases"]
+    assert [ph["phase"] for ph in phases] == ["eval", "train"]
+    assert phases[1]["captured"] is False and phases[1]["missing"] == "not-requested"
     inf = next(f for f in findings["findings"] if f["id"] == "inference-without-no-grad")
     assert "phase" not in inf  # the main (and only) window
     val = _line(TRAIN_THEN_VALIDATE, "validation without torch.no_grad()")
@@ -128,26 +132,43 @@ def test_inference_only_script_steps_on_its_model_calls(tmp_path: Path) -> None:
     assert run["phase"] == "eval" and run["trace_scope"] == "window"
     assert run["window_steps"] == [3, 4] and run["eval"] is None
     assert findings["run"]["steps_profiled"] == 2 and not findings["run"]["steps_synthetic"]
-    assert [ph["phase"] for ph in findings["run"]["phases"]] == ["eval"]
+    phases = findings["run"]["phases"]
+    assert [ph["phase"] for ph in phases] == ["eval", "train"]
+    assert phases[1]["missing"] == "no-training" and "trained nothing" in phases[1]["why"]
+    assert "Train phase not captured" in p.stdout
     assert "INFERRED" not in p.stdout
     assert any("top-level calls of Sequential" in n for n in run["notes"])
 
 
-def test_no_evaluation_within_max_seconds_is_said(tmp_path: Path) -> None:
-    script = _write(tmp_path, "ts.py", TRAIN_THEN_SLEEP)
-    p = advisor(tmp_path, *FAST, "--no-memory", "--max-seconds", "1", "-o", "out", script.name)
+def test_no_evaluation_within_eval_wait_is_said(tmp_path: Path) -> None:
+    script = _write(tmp_path, "ts.py", TRAIN_THEN_SLEEP + "\n# model.eval() later\n")
+    p = advisor(tmp_path, *FAST, "--no-memory", "--eval-wait", "1", "-o", "out", script.name)
     assert p.returncode == 0, p.stderr
     assert "WOKE" not in p.stdout
     run, findings = outputs(tmp_path / "out")
-    assert run["eval"]["missing"] == "max-seconds" and not run["eval"]["trace_written"]
+    assert run["eval"]["missing"] == "eval-wait" and not run["eval"]["trace_written"]
     assert run["end_reason"] == "window-captured" and run["trace_scope"] == "window"
-    assert any("No evaluation phase" in n for n in run["notes"])
-    assert findings["run"]["phases"][1] == {
-        "phase": "eval",
-        "captured": False,
-        "missing": "max-seconds",
-    }
-    assert "No evaluation phase" in (tmp_path / "out" / "report.html").read_text()
+    assert run["profile"]["eval_wait"] == 1 and run["profile"]["max_seconds"] == 60
+    note = "Eval phase not captured: no evaluation phase"
+    assert any(n.startswith(note) and "--eval-wait (1 s)" in n for n in run["notes"])
+    assert note in p.stdout  # the terminal says why
+    row = findings["run"]["phases"][1]
+    assert (row["phase"], row["captured"], row["missing"]) == ("eval", False, "eval-wait")
+    assert "--eval-wait (1 s)" in row["why"]
+    assert "Eval phase not captured" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_no_evaluation_code_means_no_wait(tmp_path: Path) -> None:
+    """A script whose files never mention evaluation is not waited for: it is stopped right
+    after the training window, and the report says why."""
+    script = _write(tmp_path, "ts.py", TRAIN_THEN_SLEEP)
+    p = advisor(tmp_path, *FAST, "--no-memory", "-o", "out", script.name)
+    assert p.returncode == 0, p.stderr
+    run, findings = outputs(tmp_path / "out")
+    assert run["profile"]["eval_wait"] == 0 and run["eval"]["missing"] == "no-eval-code"
+    assert run["end_reason"] == "window-captured" and "WOKE" not in p.stdout
+    row = findings["run"]["phases"][1]
+    assert row["missing"] == "no-eval-code" and "never mention evaluation" in row["why"]
 
 
 def test_phases_option_is_checked(tmp_path: Path) -> None:

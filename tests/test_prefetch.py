@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from advisor.cli.app import main
+from advisor.cli.entry import early_prefetch
 from advisor.errors import TraceError
 from advisor.trace import load_trace, prefetch
 from tests.tracebuilder import TraceBuilder
@@ -123,12 +124,12 @@ def test_a_child_that_dies_costs_only_time(tmp_path: Path, monkeypatch: pytest.M
 def test_a_child_that_fails_says_so_under_debug(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from advisor.trace import discover
+    from advisor.trace import decode
 
     def broken(*a: object, **k: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(discover, "decode_columns", broken)  # the child's copy only matters
+    monkeypatch.setattr(decode, "decode_columns", broken)  # the child's copy only matters
     monkeypatch.setenv("ADVISOR_DEBUG", "1")
     pre = prefetch.start(SAMPLE, 1 << 40)
     assert pre is not None
@@ -218,7 +219,7 @@ def test_start_early_guesses_the_one_existing_file(
     (tmp_path / "U").write_bytes(b"{}")
     (tmp_path / "DIR").mkdir()
     monkeypatch.chdir(tmp_path)
-    early = prefetch.start_early(args, 1 << 40)
+    early = early_prefetch(args, 1 << 40)
     try:
         assert (early.path.name if early is not None else None) == expected
     finally:
@@ -230,17 +231,17 @@ def test_start_early_guesses_the_one_existing_file(
 def test_take_over_keeps_only_a_matching_early_child(tmp_path: Path) -> None:
     other = tmp_path / "copy.json.gz"
     other.write_bytes(SAMPLE.read_bytes())
-    early = prefetch.start_early(["analyze", str(SAMPLE)], 1 << 40)
+    early = prefetch.start_early([str(SAMPLE)], 1 << 40)
     assert early is not None
     assert prefetch.take_over(early, SAMPLE, 1 << 40) is early  # not a second decode
     early.cancel()
-    early = prefetch.start_early(["analyze", str(SAMPLE)], 1 << 40)
+    early = prefetch.start_early([str(SAMPLE)], 1 << 40)
     assert early is not None
     other_settings = prefetch.take_over(early, SAMPLE, 99)  # other settings: a new child
     assert other_settings is not None and other_settings is not early
     assert early._decoder is None
     other_settings.cancel()
-    early = prefetch.start_early(["analyze", str(SAMPLE)], 1 << 40)
+    early = prefetch.start_early([str(SAMPLE)], 1 << 40)
     fresh = prefetch.take_over(early, other, 1 << 40)  # another file: a new child
     assert fresh is not None and fresh is not early and fresh.path == other
     assert early is not None and early._decoder is None and len(prefetch._LIVE) == 1

@@ -578,8 +578,8 @@ def test_write_outputs_fails_half_way(tmp_path: Path, monkeypatch: pytest.Monkey
     import errno
 
     import advisor.output.html as html
+    from advisor.output.outfiles import write_error, write_json
     from advisor.profile.analysis import _analyze_and_write
-    from advisor.profile.outdir import write_error, write_json
 
     write_json(tmp_path / "run.json", {"script": "t.py", "argv": [], "end_reason": "completed"})
 
@@ -608,7 +608,7 @@ def test_out_dir_preflight(
     from collections import namedtuple
 
     from advisor.errors import AdvisorError
-    from advisor.profile.outdir import check_out_dir
+    from advisor.output.outfolder import check_out_dir
 
     out = tmp_path / "out"
     out.mkdir()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from advisor.errors import AdvisorError
-from advisor.profile.outdir import check_out_dir
+from advisor.output.outfolder import check_out_dir
 from advisor.profile.torchrun import RankEnv
 
 DDP = textwrap.dedent("""

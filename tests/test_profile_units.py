@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from advisor.errors import AdvisorError
-from advisor.output.outfiles import default_out_dir
+from advisor.output.outfiles import write_json
+from advisor.output.outfolder import check_out_dir, default_out_dir
 from advisor.profile.execute import Target, resolve_target, run_target
-from advisor.profile.outdir import check_out_dir, write_json
 
 REPO = Path(__file__).resolve().parent.parent
 

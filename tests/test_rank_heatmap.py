@@ -7,14 +7,16 @@ import dataclasses
 
 import numpy as np
 
+from advisor import record
 from advisor.multirank.rankstats import ranks_summary
 from advisor.output.html import render_html
 from advisor.output.rankmap import HEATMAP_ABOVE
 from advisor.output.viewmodel import build_viewmodel
+from advisor.runfacts import RankRow, Ranks
 from tests.report_samples import gpu_builder, sample_report
 
 
-def _ranks(n: int, slow: int | None = None, chatty: int | None = None) -> list[dict]:
+def _ranks(n: int, slow: int | None = None, chatty: int | None = None) -> list[RankRow]:
     rng = np.random.default_rng(0)
     rows = []
     for r in range(n):
@@ -26,24 +28,24 @@ def _ranks(n: int, slow: int | None = None, chatty: int | None = None) -> list[d
         if r == chatty:
             comm = 35.0
         rows.append(
-            {
-                "rank": r,
-                "trace": f"trace.rank{r}.json.gz",
-                "steps": 5,
-                "step_ms_median": round(step, 3),
-                "gpu_busy_pct": 80.0,
-                "comm_pct": comm,
-                "comm_overlap_pct": 50.0,
-                "exposed_comm_ms_per_step": 2.0,
-                "lag_ms_per_step": lag,
-                "findings": 3,
-            }
+            RankRow(
+                rank=r,
+                trace=f"trace.rank{r}.json.gz",
+                steps=5,
+                step_ms_median=round(step, 3),
+                gpu_busy_pct=80.0,
+                comm_pct=comm,
+                comm_overlap_pct=50.0,
+                exposed_comm_ms_per_step=2.0,
+                lag_ms_per_step=lag,
+                findings=3,
+            )
         )
     return rows
 
 
 def test_outliers_and_straggler_are_named() -> None:
-    s = ranks_summary(_ranks(256, slow=77, chatty=200), straggler_found=True)
+    s = record.dump(ranks_summary(_ranks(256, slow=77, chatty=200), straggler_found=True))
     m = s["metrics"]
     assert [o["rank"] for o in m["step_ms_median"]["outliers"]] == [77]
     assert [o["rank"] for o in m["comm_pct"]["outliers"]] == [200]
@@ -54,20 +56,16 @@ def test_outliers_and_straggler_are_named() -> None:
 
 def test_even_ranks_name_nobody() -> None:
     s = ranks_summary(_ranks(64), straggler_found=False)
-    assert all(not m["outliers"] for m in s["metrics"].values()) and s["straggler"] is None
+    assert all(not m.outliers for m in s.metrics.values()) and s.straggler is None
     # no straggler finding: the largest lag is not called a straggler
-    assert ranks_summary(_ranks(64, slow=3), straggler_found=False)["straggler"] is None
+    assert ranks_summary(_ranks(64, slow=3), straggler_found=False).straggler is None
 
 
 def _report(n: int, **kw):
     rep = sample_report(gpu_builder().load())
     ranks = _ranks(n, **kw)
-    run = {
-        **rep.run,
-        "ranks": ranks,
-        "world_size": n,
-        "ranks_summary": ranks_summary(ranks, straggler_found=True),
-    }
+    group = Ranks(ranks=tuple(ranks), ranks_summary=ranks_summary(ranks, straggler_found=True))
+    run = dataclasses.replace(rep.run, ranks=group, world_size=n)
     return dataclasses.replace(rep, run=run)
 
 

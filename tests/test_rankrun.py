@@ -7,14 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from advisor.profile.torchrun import (
-    RankEnv,
-    foreign_entries,
-    process_start_time,
-    rank_env,
-    rank_traces,
-    wait_for_ranks,
-)
+from advisor.output.outfolder import foreign_entries, process_start_time
+from advisor.profile.torchrun import RankEnv, rank_env, rank_traces, wait_for_ranks
 
 
 def test_rank_env_from_torchrun_variables() -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 from advisor.analysis.pipeline import analyze_trace, write_outputs
 from advisor.output.annotate import CATEGORY, PROCESS_NAME, annotate, finding_events
 from advisor.trace import load_trace
+from advisor.viewdata import NO_VIEWS
 from tests.conftest import shared_trace
 from tests.report_samples import gpu_builder, sample_report
 
@@ -36,7 +37,7 @@ def _events(path) -> list[dict]:
 def _report_for(path):
     trace = load_trace(path)
     return trace, dataclasses.replace(
-        sample_report(trace), run={**sample_report(trace).run, "trace": str(path)}
+        sample_report(trace), run=dataclasses.replace(sample_report(trace).run, trace=str(path))
     )
 
 
@@ -136,7 +137,9 @@ def test_array_format_nan_and_unreadable_traces(tmp_path):
     nan.write_text(json.dumps(b.events).replace('"dur": 300', '"dur": 300, "x": NaN', 1))
     assert any(e.get("cat") == CATEGORY for e in json.loads(gzip.decompress(annotate(nan, report))))
     # a trace that cannot be read back is skipped, never fatal
-    bad = dataclasses.replace(report, run={**report.run, "trace": str(tmp_path / "gone.json")})
+    bad = dataclasses.replace(
+        report, run=dataclasses.replace(report.run, trace=str(tmp_path / "gone.json"))
+    )
     written = write_outputs(bad, tmp_path / "out")
     assert "annotated" not in written and written["report"].is_file()
 
@@ -152,7 +155,7 @@ def test_no_annotation_over_the_input_itself(tmp_path):
 
 
 def test_events_without_a_window_or_findings():
-    report = dataclasses.replace(sample_report(gpu_builder().load()), findings=(), views={})
+    report = dataclasses.replace(sample_report(gpu_builder().load()), findings=(), views=NO_VIEWS)
     evs = finding_events(report, 5)
     assert [e["name"] for e in evs] == ["process_name", "process_sort_index"]
 

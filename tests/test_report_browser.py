@@ -14,7 +14,7 @@ import pytest
 
 from advisor.analysis.pipeline import write_outputs
 from tests.report_browser import Browser, find_chromium
-from tests.report_samples import EVIL, gpu_builder, sample_report
+from tests.report_samples import EVIL, gpu_builder, sample_report, with_run
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def report_url(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     src = gpu_builder(kernel_name=EVIL).write(tmp / "trace.json.gz")
     report = sample_report(gpu_builder(kernel_name=EVIL).load())
-    report = type(report)(**{**report.__dict__, "run": {**report.run, "trace": str(src)}})
+    report = with_run(report, trace=str(src))
     written = write_outputs(report, tmp / "run")
     return written["report"].resolve().as_uri()
 
@@ -168,3 +168,91 @@ def test_saving_bar_labels_are_never_clipped(browser, tmp_path):
         for lb in labels:
             assert lb["x"] >= 0 and lb["left"] >= -0.5, lb  # inside the chart, not cut off
         assert page.problems() == []
+
+
+KERNEL_TABLES_JS = """(() => {
+  const table = (id, n = 1) => { let h = document.getElementById(id);
+    for (let i = 0; h && i < n; i++) h = h.nextElementSibling;
+    const t = h && h.querySelector('table');
+    return t ? {head: [...t.tHead.rows[0].cells].map(c => c.textContent),
+                rows: [...t.tBodies[0].rows].map(r => [...r.cells].map(c => c.textContent)),
+                titles: [...t.tBodies[0].rows].map(r => r.cells[0].title),
+                visible: t.getBoundingClientRect().height > 20} : null; };
+  return {kernels: table('top-kernels'), compiled: table('compiled'),
+          gemms: table('compiled', 2),
+          toc: [...document.querySelectorAll('nav.toc a')].map(a => a.textContent)};
+})()"""
+
+
+def _kernel_tables_trace(tmp: Path) -> Path:
+    """An eager elementwise kernel with shapes (its share of the MI300X's bandwidth is known)
+    whose name carries markup, then a Dynamo frame replaying a HIP graph of a hipBLASLt GEMM and
+    a Triton kernel (no shapes: the compiled-regions table accounts for them)."""
+    from tests.tracebuilder import TraceBuilder
+
+    b = TraceBuilder(cc=(9, 4), gpu_name="AMD Instinct MI300X")
+    for s in range(3):
+        t0 = s * 1000.0
+        b.step(s + 1, t0, 1000)
+        o = b.op("aten::add", t0 + 5, 10, dims=[[4096, 4096], [4096, 4096]], types=["float"] * 2)
+        b.launch(
+            o, "hipLaunchKernel", t0 + 8, 2, kernel=f"add<{EVIL}&>", gpu_ts=t0 + 20, gpu_dur=200
+        )
+        region = b.op("Torch-Compiled Region: 0/0", t0 + 30, 100)
+        rt = b.runtime("hipGraphLaunch", t0 + 50, 20, region)
+        corr, ext = rt["args"]["correlation"], rt["args"]["External id"]
+        b.kernel(
+            "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x192x64_MI16x16x1_ISA942",
+            t0 + 300,
+            300,
+            corr=corr,
+            ext=ext,
+        )
+        b.kernel("triton_poi_fused_add_gelu_0", t0 + 600, 50, corr=corr, ext=ext)
+        b.runtime("hipDeviceSynchronize", t0 + 140, 520)
+    return b.write(tmp / "trace.json.gz")
+
+
+def test_kernel_tables(browser, tmp_path):
+    """The top-kernels table's 'Of limit' and 'Cause' columns and the compiled-regions table:
+    shown, escaped, sortable, offline, with JavaScript on and off."""
+    from advisor.analysis.pipeline import analyze_trace
+    from advisor.trace import load_trace
+
+    src = _kernel_tables_trace(tmp_path)
+    report = analyze_trace(load_trace(src), None)
+    url = write_outputs(report, tmp_path / "run")["report"].resolve().as_uri()
+    for js in (True, False):
+        page = browser.open(url, javascript=js)
+        t = page.eval(KERNEL_TABLES_JS)
+        assert "Compiled regions" in t["toc"] and "Top kernels" in t["toc"]
+        kernels, compiled = t["kernels"], t["compiled"]
+        assert kernels["visible"] and kernels["head"][-2:] == ["Of limit", "Cause"]
+        i = next(i for i, r in enumerate(kernels["rows"]) if r[0].startswith("add<"))
+        add = kernels["rows"][i]
+        assert add[0] == "add<…>"  # the name shortened; in full in its title
+        assert kernels["titles"][i] == f"add<{EVIL}&>"  # the markup is text, not elements
+        assert add[-2].endswith("% memory")
+        gemm = next(r for r in kernels["rows"] if r[0].startswith("Cijk_"))
+        assert gemm[-2:] == ["", ""]  # no shapes: no share and no cause, not a guess
+        assert compiled["visible"] and compiled["head"][:3] == ["Region", "Calls", "GPU time"]
+        graph, eager = compiled["rows"]
+        assert graph[0] == "Torch-Compiled Region: 0/0" and graph[1] == "3"
+        assert "GEMM (hipBLASLt)" in graph[4] and "Triton pointwise" in graph[4]
+        assert eager[0].startswith("eager")
+        (gemm_row,) = t["gemms"]["rows"]  # the GEMM kernels' table: tile, and no guessed share
+        assert t["gemms"]["head"][0] == "GEMM kernel"
+        assert gemm_row[3] == "256x192" and gemm_row[-1] == "unknown (no shapes)"
+        if js:  # sorting by the share of the limit puts the one kernel with a share at an end
+            page.eval(
+                "[...document.querySelectorAll('#top-kernels + .scroll th')]"
+                ".find(th => th.textContent === 'Of limit').click()"
+            )
+            names = page.eval(
+                "[...document.querySelectorAll('#top-kernels + .scroll tbody tr')]"
+                ".map(r => r.cells[0].textContent)"
+            )
+            assert sorted(names) == sorted(r[0] for r in kernels["rows"])
+            assert add[0] in (names[0], names[-1]), names
+        assert page.problems() == []
+        assert all(u.startswith(("file:", "data:")) for u in page.requests()), page.requests()

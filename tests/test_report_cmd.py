@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 from advisor.analysis.pipeline import write_outputs
 from advisor.cli.app import app
-from tests.report_samples import gpu_builder, sample_report
+from advisor.runfacts import RankRow, Ranks
+from tests.report_samples import gpu_builder, sample_report, with_run
 
 runner = CliRunner()
 
@@ -15,7 +16,7 @@ runner = CliRunner()
 def _run_dir(tmp_path):
     src = gpu_builder().write(tmp_path / "trace.json.gz")
     report = sample_report(gpu_builder().load())
-    report = type(report)(**{**report.__dict__, "run": {**report.run, "trace": str(src)}})
+    report = with_run(report, trace=str(src))
     out = tmp_path / "run"
     write_outputs(report, out)
     return out
@@ -119,14 +120,11 @@ def test_analyze_no_source_keeps_code_out_of_both_files(tmp_path):
 
 def test_ranks_table_rendered_when_present(tmp_path):
     from advisor.output.html import render_html
-    from tests.report_samples import with_run
 
-    report = with_run(
-        sample_report(gpu_builder().load()),
-        ranks=[
-            {"rank": 0, "step_ms_median": 10.0, "gpu_busy_pct": 80.0, "comm_pct": 12.5},
-            {"rank": 1, "step_ms_median": 14.0, "gpu_busy_pct": None, "comm_pct": 3.0},
-        ],
+    rows = (
+        RankRow(0, "trace.rank0.json.gz", 5, step_ms_median=10.0, gpu_busy_pct=80.0, comm_pct=12.5),
+        RankRow(1, "trace.rank1.json.gz", 5, step_ms_median=14.0, gpu_busy_pct=None, comm_pct=3.0),
     )
+    report = with_run(sample_report(gpu_builder().load()), ranks=Ranks(ranks=rows))
     html = render_html(report, {"generated_at": "x"})
     assert "<h3>Ranks</h3>" in html and "14.00 ms" in html and "12.5%" in html

@@ -38,7 +38,7 @@ def test_plain_text_when_not_a_tty(monkeypatch):
     lines = out.splitlines()
     assert lines[0] == "torch-advisor · train_example.py --epochs 1"
     assert lines[1] == (
-        "NVIDIA A100-SXM4-80GB · 3 steps · median step 1.00 ms · GPU busy 58.0% · "
+        "NVIDIA A100-SXM4-80GB · inference · 3 steps · median step 1.00 ms · GPU busy 58.0% · "
         "peak memory 3.0 GiB"
     )
     assert "HIGH" in out and "0.30 ms" in out and "Steps wait on the DataLoader" in out

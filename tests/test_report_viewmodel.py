@@ -241,7 +241,7 @@ def test_fifty_findings_with_huge_evidence_stay_under_3_mb():
 
 
 def test_bytes_and_edge_values_format():
-    from advisor.output.viewmodel import fmt_bytes
+    from advisor.units import fmt_bytes
 
     assert fmt_bytes(None) is None and fmt_bytes(512) == "512 B" and fmt_bytes(3 << 30) == "3.0 GiB"
     f = Finding("x", "t", "low", 0.5, 1.0, "low", "s", "r", "", est_savings_range_ms=None)

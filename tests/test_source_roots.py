@@ -63,7 +63,7 @@ def test_hostile_frames_read_no_local_files(tmp_path: Path) -> None:
     assert sorted(findings["views"]["sources_withheld"]) == sorted(
         [str(secret / "keys.py"), "../secret/rel.py", "link.py"]
     )
-    assert "Source code withheld from 3 file(s)" in html
+    assert "Source code withheld from 3 files" in html
     # --source-root opts a folder in: its regular files are shown (a symlink into it is not)
     html, findings = _analyze(work, trace, "--out", "o", "--force", "--source-root", secret)
     assert "SECRET_ABS" in html and "SECRET_REL" in html and "SECRET_CREDS" not in html

@@ -80,14 +80,14 @@ def test_one_time_init_ranks_first_and_no_per_step_claim_from_set_up() -> None:
     assert f.est_savings_ms == 0 and f.severity == "info"
     assert "excluded from the per-step figures" in f.summary
     assert "CUDA context" in f.summary and "cudaMalloc" in f.summary and "upload" in f.summary
-    assert rep.run["step_ms_median"] == pytest.approx(1.0, abs=0.15)
-    assert rep.run["steps_source"] == "DataLoader.__next__"
+    assert rep.run.step_ms_median == pytest.approx(1.0, abs=0.15)
+    assert rep.run.steady.steps_source == "DataLoader.__next__"
     (tried,) = [e for e in f.evidence if "cuDNN trying algorithms" in e.what]
     assert tried.count == 1 and tried.total_ms == pytest.approx(0.7)
     # the one-off 100 MB pageable upload is no per-step copy problem
     for other in ("pageable-memcpy", "blocking-copy"):
         assert finding(rep, other) is None
-    assert all(x.est_savings_ms <= rep.run["step_ms_median"] for x in rep.findings)
+    assert all(x.est_savings_ms <= rep.run.step_ms_median for x in rep.findings)
 
 
 def test_profiler_steps_without_warm_up_are_kept_as_is() -> None:
@@ -127,7 +127,7 @@ def test_alexnet_one_time_init_first_and_no_claim_above_the_forward() -> None:
     rep = analyze_trace(load_trace(p), None, Options())
     assert rep.findings[0].id == "one-time-init"
     # the steady step is the measured forward (79.7 ms), not the 43 s window
-    step = rep.run["step_ms_median"]
+    step = rep.run.step_ms_median
     assert step == pytest.approx(79.68, abs=0.5)
     assert all(f.est_savings_ms <= step for f in rep.findings)
     assert "CUDA context" in rep.findings[0].summary
@@ -136,12 +136,12 @@ def test_alexnet_one_time_init_first_and_no_claim_above_the_forward() -> None:
 def test_resnet50_autograd_api_steps_from_dataloader() -> None:
     p = shared_trace("kineto/resnet50_autograd_api_num_workers_0")
     rep = analyze_trace(load_trace(p), None, Options())
-    assert rep.run["steps_source"] == "DataLoader.__next__"
-    assert rep.run["steps_profiled"] == 5
-    assert 140 < rep.run["step_ms_median"] < 200  # not the 5.3 s window
+    assert rep.run.steady.steps_source == "DataLoader.__next__"
+    assert rep.run.steps_profiled == 5
+    assert 140 < rep.run.step_ms_median < 200  # not the 5.3 s window
     assert rep.findings[0].id == "one-time-init"
     g = finding(rep, "gpu-idle")
-    assert g is None or g.est_savings_ms < 0.2 * rep.run["step_ms_median"]
+    assert g is None or g.est_savings_ms < 0.2 * rep.run.step_ms_median
 
 
 def test_compile_and_module_load_are_one_time_work() -> None:
@@ -192,14 +192,14 @@ def test_profiler_step_with_allocator_growth_is_left_out(n: int, left_out: int) 
         )
         t += dur
     rep = _analyze(b)
-    assert rep.run["steps_profiled"] == n - left_out
+    assert rep.run.steps_profiled == n - left_out
     if left_out:
-        assert rep.run["steps_source"] == "ProfilerStep"
-        (ex,) = rep.run["steps_excluded"]
-        assert ex["step"] == 1 and "alloc" in ex["reason"]
-        assert rep.run["step_ms_median"] == pytest.approx(1.0)
+        assert rep.run.steady.steps_source == "ProfilerStep"
+        (ex,) = rep.run.steady.steps_excluded
+        assert ex.step == 1 and "alloc" in ex.reason
+        assert rep.run.step_ms_median == pytest.approx(1.0)
     else:
-        assert "steps_excluded" not in rep.run
+        assert rep.run.steady is None
 
 
 def test_very_long_first_call_is_context_creation_but_a_first_wait_is_not() -> None:

@@ -45,9 +45,9 @@ def test_graph_replay_with_few_recorded_kernels_is_a_hole() -> None:
     assert "cover 6% of the replay spans" in issue.what  # 100 of 1800 us
     assert "--cuda-graph-trace=node" in issue.effect
     rep = analyze_trace(t, None, Options())
-    assert rep.run["trace_quality"][0]["what"] == issue.what
+    assert rep.run.trace_quality[0].what == issue.what
     # busy % only outside the replays: 90 us of kernel in 200 us of step outside them
-    assert rep.run["gpu_busy_pct"] == pytest.approx(45.0, abs=0.5)
+    assert rep.run.gpu_busy_pct == pytest.approx(45.0, abs=0.5)
     # the unrecorded replay is not idle time: gpu-idle sees only the 200 us outside it
     f = finding(rep, "gpu-idle")
     assert f is None or (f.confidence == "low" and "counted as busy" in " ".join(f.assumptions))
@@ -56,7 +56,7 @@ def test_graph_replay_with_few_recorded_kernels_is_a_hole() -> None:
 def test_fully_recorded_graph_replay_is_fine() -> None:
     t = _graph_steps(record_all=True).load()
     assert trace_quality(t) == []
-    assert analyze_trace(t, None, Options()).run["trace_quality"] == []
+    assert analyze_trace(t, None, Options()).run.trace_quality == ()
 
 
 def test_dropped_events_and_launches_without_gpu_work() -> None:
@@ -83,8 +83,8 @@ def test_clock_skew_between_ranks(tmp_path: Path) -> None:
     # rank 1's clock runs 50 ms ahead: the same all-reduces (3 ms) end 50 ms apart
     b = {0: rank_builder(0, 2), 1: rank_builder(1, 2, base_ts=1_050_000.0)}
     report, _ = analyze_files(write_ranks(tmp_path, b), Options(), tmp_path, jobs=1)
-    (q,) = [q for q in report.run["trace_quality"] if "clocks disagree" in q["what"]]
-    assert "50.000 ms apart" in q["what"]
+    (q,) = [q for q in report.run.trace_quality if "clocks disagree" in q.what]
+    assert "50.000 ms apart" in q.what
 
 
 def test_negative_queue_trace_graph_replays() -> None:

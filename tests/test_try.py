@@ -17,6 +17,7 @@ from advisor.findings import Finding
 from advisor.profile.fixes.base import Patcher, RunFacts
 from advisor.profile.fixes.compare import RunData, compare, estimate, numerics
 from advisor.profile.fixes.registry import ALL_SAFE, FIXES, NOT_APPLICABLE, parse_fix_ids, select
+from advisor.tryresult import TryResult
 
 REPO = Path(__file__).resolve().parent.parent
 FEW = ["--wait", "1", "--warmup", "1", "--active", "3"]
@@ -204,28 +205,60 @@ def test_compare_rows() -> None:
     b = RunData(
         "before",
         (),
-        step_ms=[10.0, 10.2, 9.8, 10.1, 9.9],
         losses=[[2.0, 1.5]],
         findings=[_finding("dataloader-stall", 3.0), _finding("dataloader-stall", 30.0)],
     )
+    b.add_steps(1, [10.0, 10.2, 9.8])
+    b.add_steps(2, [10.1, 9.9])
     a = RunData(
         "after",
         ("dataloader-stall",),
-        step_ms=[6.0, 6.1, 5.9, 6.0, 6.2],
         losses=[[2.0, 1.5]],
         trial={"counts": {"dataloader-stall": {"dataloaders": 1}}},
     )
+    a.add_steps(1, [6.0, 6.1, 5.9])
+    a.add_steps(2, [6.0, 6.2])
     row = compare(b, a, {"dataloader-stall"}, 1e-3)
-    assert row["estimated_saving_ms"] == 10.0  # 33 ms of findings, capped at the step
-    assert row["measured_saving_ms"] == 4.0 and row["ratio"] == 0.4
-    assert row["verdict"] == "faster" and row["numerics"]["status"] == "same" and row["acted"]
+    assert row.estimated_saving_ms == 10.0  # 33 ms of findings, capped at the step
+    assert row.measured_saving_ms == 4.0 and row.ratio == 0.4
+    assert row.verdict == "faster" and row.numerics is not None
+    assert row.numerics.status == "same" and row.acted
+    assert [r.round for r in row.rounds] == [1, 2] and row.drift_ms == pytest.approx(0.1, abs=0.01)
     a.losses = [[2.1, 1.5]]
-    assert numerics(b, a, 1e-3)["status"] == "changed"
+    assert numerics(b, a, 1e-3).status == "changed"
     b.losses, a.losses = [[], []], [[]]
-    assert numerics(b, a, 1e-3)["status"] == "not-observed"
+    assert numerics(b, a, 1e-3).status == "not-observed"
     assert estimate([], {"x"}, 10.0) == (0.0, [])
     a.failed = "the script ended with exception"
-    assert compare(b, a, {"dataloader-stall"}, 1e-3)["measured_saving_ms"] is None
+    assert compare(b, a, {"dataloader-stall"}, 1e-3).measured_saving_ms is None
+
+
+def _pair(before: list[list[float]], after: list[list[float]]) -> tuple[RunData, RunData]:
+    b, a = RunData("before", ()), RunData("after", ("x",))
+    for rnd, (sb, sa) in enumerate(zip(before, after, strict=True), 1):
+        b.add_steps(rnd, sb)
+        a.add_steps(rnd, sa)
+    return b, a
+
+
+def test_no_verdict_from_one_round_and_drift_counts_as_noise() -> None:
+    """One round gives no faster/slower verdict (the imagenet case: +50% in one round, -64% in
+    the next); the drift of one configuration between rounds bounds what counts as a saving;
+    rounds that disagree on the sign give no verdict either."""
+    from advisor.tryresult import INCONSISTENT, ONE_ROUND, WITHIN_NOISE
+
+    b, a = _pair([[100.0, 101.0, 99.0]], [[50.0, 50.5, 49.5]])
+    row = compare(b, a, set(), 1e-3)
+    assert row.verdict == ONE_ROUND and row.measured_saving_ms == 50.0 and row.drift_ms is None
+    assert "--repeat" in (row.verdict_why or "")
+    # the fix looks 10 ms faster, but the unchanged run itself moved by 40 ms between rounds
+    b, a = _pair([[100.0] * 3, [140.0] * 3], [[95.0] * 3, [125.0] * 3])
+    row = compare(b, a, set(), 1e-3)
+    assert row.drift_ms == 40.0 and row.verdict == WITHIN_NOISE and "drift" in row.verdict_why
+    b, a = _pair([[100.0] * 3, [100.0] * 3], [[50.0] * 3, [164.0] * 3])
+    assert compare(b, a, set(), 1e-3).verdict in (INCONSISTENT, WITHIN_NOISE)
+    b, a = _pair([[100.0] * 3, [101.0] * 3], [[80.0] * 3, [79.0] * 3])
+    assert compare(b, a, set(), 1e-3).verdict == "faster"
 
 
 def test_html_is_escaped_and_offline() -> None:
@@ -254,7 +287,7 @@ def test_html_is_escaped_and_offline() -> None:
             }
         ],
     }
-    html = render_html(doc)
+    html = render_html(TryResult.from_dict(doc))
     assert "<script>x" not in html and "&lt;script&gt;" in html and "&lt;b&gt;n" in html
     assert "http://" not in html and "https://" not in html
 
@@ -276,7 +309,7 @@ def test_terminal_text_is_verbatim_and_escaped() -> None:
         "diff_command": None,
     }
     buf = io.StringIO()
-    print_try(doc, {"json": Path("o/try[1].json")}, file=buf)
+    print_try(TryResult.from_dict(doc), {"json": Path("o/try[1].json")}, file=buf)
     text = buf.getvalue()
     assert "weird[b].py k[/oops] \\x1b[2J" in text and "\x1b" not in text
     assert "boom \\x1b]0;title\\x07" in text and "needs [bold]CUDA[/bold]" in text
@@ -318,6 +351,7 @@ def test_dataloader_stall_measures_a_saving_beside_the_estimate(stall_try: Any) 
     r, out = stall_try
     assert r.returncode == 0, r.stderr[-2000:]
     doc = _doc(out)
+    assert TryResult.load(out / "try.json").results[0].fixes == ("dataloader-stall",)
     (row,) = doc["results"]
     assert row["fixes"] == ["dataloader-stall"] and row["estimated_saving_ms"] > 0
     assert row["estimated_from"] == ["dataloader-stall"]
@@ -330,13 +364,19 @@ def test_dataloader_stall_measures_a_saving_beside_the_estimate(stall_try: Any) 
 
     before, after = row["before"]["median_ms"], row["after"]["median_ms"]
     assert row["measured_saving_ms"] == pytest.approx(before - after, abs=0.01), row
-    assert row["noise_ms"] >= 0 and row["verdict"] == verdict(
-        row["measured_saving_ms"], row["noise_ms"]
+    rounds = TryResult.load(out / "try.json").results[0].rounds
+    assert row["noise_ms"] >= 0 and len(rounds) == 2  # two rounds by default
+    assert (row["verdict"], row["verdict_why"]) == verdict(
+        row["measured_saving_ms"], row["noise_ms"], rounds
     )
     assert row["verdict"] in r.stdout
     assert row["numerics"]["status"] == "same"  # same seed, same batches
     run = json.loads((out / "after" / "run.json").read_text(encoding="utf-8"))
+    # the count the report recommends (dataloader-stall's advice), not a count of its own
     assert run["dataloaders"][0]["num_workers"] == worker_count()
+    before = json.loads((out / "before" / "findings.json").read_text(encoding="utf-8"))
+    stall = next(f for f in before["findings"] if f["id"] == "dataloader-stall")
+    assert f"num_workers={worker_count()}" in stall["recommendation"]
     assert run["try"]["applied"] == ["dataloader-stall"]
     assert "dataloader-stall" in r.stdout and "estimate ms" in r.stdout
     assert (out / "try.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
@@ -429,8 +469,8 @@ def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
     assert "AttributeError" in (after.data.failed or "") and LOG_NAME in after.data.failed
     opts = TryOptions(fix="zero-grad-not-none", script="x.py")
     doc = _document(opts, Target("script", "x.py", ()), "t", before, [after], Selection((), (), ()))
-    (row,) = doc["results"]
-    assert "AttributeError" in row["failed"] and row["measured_saving_ms"] is None
+    (row,) = doc.results
+    assert "AttributeError" in (row.failed or "") and row.measured_saving_ms is None
     _collect(after.data, tmp_path / "missing", 1, False)  # no run.json: the first failure stays
     assert "AttributeError" in after.data.failed
     empty = Plan("after", ())
@@ -441,6 +481,13 @@ def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
     stepless = Plan("before", ())
     _collect(stepless.data, folder, 0, True)
     assert "advisor.step()" in (stepless.data.failed or "")
+    # a first step slower than --max-seconds: the advisor's limit is named, not the script
+    run.update(max_seconds_hit=True, profile={"max_seconds": 5})
+    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
+    slow = Plan("before", ())
+    _collect(slow.data, folder, 0, True)
+    assert "--max-seconds (5 s)" in (slow.data.failed or "")
+    assert "advisor.step()" not in (slow.data.failed or "")
 
 
 def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -448,9 +495,11 @@ def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.Monkey
 
     seen: list[tuple[str, int]] = []
 
-    def fake_run(opts: Any, plan: Any, out: Path, rnd: int, n: int, total: Any) -> None:
+    def fake_run(
+        opts: Any, plan: Any, out: Path, rnd: int, n: int, total: Any, stop: Any = None
+    ) -> None:
         seen.append((trial._folder(out, plan.label, rnd).name, n))
-        plan.data.step_ms.extend([10.0, 11.0] if plan.label == "before" else [5.0, 6.0])
+        plan.data.add_steps(rnd, [10.0, 11.0] if plan.label == "before" else [5.0, 6.0])
 
     monkeypatch.setattr(trial, "_run", fake_run)
     (tmp_path / "s.py").write_text("pass\n", encoding="utf-8")
@@ -464,8 +513,8 @@ def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.Monkey
         ("before.3", 5),
         ("after.3", 6),
     ]
-    (row,) = doc["results"]
-    assert row["before"]["steps"] == 6 and row["measured_saving_ms"] == 5.0
+    (row,) = doc.results
+    assert row.before.steps == 6 and row.measured_saving_ms == 5.0 and len(row.rounds) == 3
 
 
 @pytestmark_slow
@@ -495,3 +544,77 @@ def test_benchmark_script_reports_a_fix_that_cannot_act(tmp_path: Path) -> None:
     assert "not applied: cuDNN runs only on CUDA devices" in r.stdout and "estimate" in r.stdout
     (row,) = json.loads((tmp_path / "rows.json").read_text(encoding="utf-8"))
     assert row["fix"] == "cudnn-benchmark" and "not_applied" in row
+
+
+# ---- signals -----------------------------------------------------------------------------------
+
+SLOW_LOOP = """
+import time
+import torch
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(400):
+    opt.zero_grad(set_to_none=False)
+    model(torch.randn(8, 16)).sum().backward()
+    opt.step()
+    time.sleep(0.05)
+"""
+
+
+def _alive_with(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker`` (the try's own output folder)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd and int(d.name) != os.getpid():
+            pids.append(int(d.name))
+    return pids
+
+
+@pytestmark_slow
+@pytest.mark.parametrize(("sig", "code", "during"), [(15, 143, "after"), (2, 130, "before")])
+def test_signal_ends_the_run_and_writes_what_finished(
+    tmp_path: Path, sig: int, code: int, during: str
+) -> None:
+    """SIGTERM or Ctrl-C to ``advisor try``: the running child (its whole process group) ends,
+    try.json and try.html are written with what finished, the rest is marked interrupted, and
+    the exit code is 143 / 130; no process of the try is left behind."""
+    import signal
+    import time
+
+    (tmp_path / "loop.py").write_text(SLOW_LOOP, encoding="utf-8")
+    out = tmp_path / "try-out"
+    cmd = [sys.executable, "-m", "advisor", "try", "--fix", "zero-grad-not-none", "--out"]
+    p = subprocess.Popen(
+        [*cmd, str(out), *FEW, "loop.py"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = out / during / "try-profile.log"
+    deadline = time.monotonic() + 240
+    while not log.exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert p.poll() is None, p.communicate()
+    time.sleep(1.0)  # the child is starting: python, torch, the profiler
+    p.send_signal(sig)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == code, stderr[-2000:]
+    doc = TryResult.load(out / "try.json")
+    assert doc.interrupted == signal.Signals(sig).name and (out / "try.html").is_file()
+    assert f"interrupted by {doc.interrupted}" in stdout
+    if during == "after":  # the unchanged run finished: its figures are kept
+        assert doc.before.steps.steps > 0 and doc.before.failed is None
+        (row,) = doc.results
+        assert row.interrupted and row.verdict == "interrupted"
+    else:
+        assert doc.results == () and doc.before.steps.steps == 0
+    time.sleep(0.5)
+    assert _alive_with(str(out)) == []  # no orphan: the child's group was ended

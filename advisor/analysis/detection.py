@@ -31,7 +31,6 @@ from advisor.analysis.isolation import (
     import_limit_s,
     plugin_limit_s,
 )
-from advisor.detect.draft import Draft
 from advisor.detect.registry import (
     Context,
     Detector,
@@ -41,6 +40,7 @@ from advisor.detect.registry import (
     registered_rank_checks,
 )
 from advisor.errors import AdvisorError
+from advisor.findings import Draft
 from advisor.trace.model import Trace
 
 

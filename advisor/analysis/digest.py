@@ -1,114 +1,55 @@
-"""A compact digest of one analysed trace: what multi-rank analysis and ``advisor diff`` need.
-
-A worker process loads one trace, runs the detectors and returns a :class:`Digest`: the per-rank
-Report (as a dict), per-step times, the time per category, per-name kernel and op totals and
-the collectives' timing. Never the tables, so a 128-rank job never holds 128 traces in memory.
+"""Digest one analysed trace (:class:`advisor.digest.Digest`): what multi-rank analysis and
+``advisor diff`` need. The worker entry point is :func:`digest_file`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from advisor.analysis.options import Options
+from advisor.derive.arrival import preceding
+from advisor.derive.breakdown import step_breakdown
 from advisor.derive.comm import collective_name, comm_stats, cpu_collectives
-from advisor.derive.dataloader import fetch_intervals
 from advisor.derive.peerwait import single_rank_transfer_ns
 from advisor.derive.steps import steady_trace
-from advisor.derive.timeline import covered_by, main_device, main_device_busy, union
-from advisor.runfolder import RUN_NAME
+from advisor.derive.timeline import covered_by, main_device, union
+from advisor.digest import NO_COLLECTIVES, Collectives, Digest, KernelSeq, Skeleton
+from advisor.report import Report
+from advisor.runfacts import RunFacts
+from advisor.runfolder import RUN_NAME, rank_run_name
 from advisor.trace.discover import rank_from_name
 from advisor.trace.model import Trace
 
 TOP_NAMES = 300  # kernels / ops kept per trace for diff
-CATEGORIES = ("compute", "communication", "memcpy", "idle", "dataloader")
-
-
-@dataclass(frozen=True)
-class Collectives:
-    """One row per collective (communication kernel, or gloo range on CPU runs)."""
-
-    step: np.ndarray  # int64
-    name: list[str]  # collective name (AllReduce, all_reduce, ...)
-    stream: np.ndarray  # int64 (-1 on CPU)
-    start_abs_ns: np.ndarray  # int64, the file's own clock in ns
-    dur_ns: np.ndarray  # int64
-    ts_us: np.ndarray  # float64, the file's own timestamp (to find it in Perfetto)
-    exposed_ns: np.ndarray | None = None  # int64, the part no computation kernel covers (GPU)
-    transfer_ns: np.ndarray | None = None  # int64, one-rank transfer estimate (derive.peerwait)
-
-    def __len__(self) -> int:
-        return len(self.step)
-
-
-@dataclass(frozen=True)
-class Digest:
-    path: str
-    rank: int | None
-    world_size: int | None
-    report: dict[str, Any]  # Report.to_dict() of this trace alone
-    step_ids: np.ndarray  # int64
-    step_ms: np.ndarray  # float64
-    gpu_busy_pct: float | None  # HTA's definition: busy share of the span of GPU activity
-    comm_pct: float | None  # share of step time with communication running
-    comm_overlap_pct: float | None  # HTA's comm/comp overlap
-    exposed_comm_ms_per_step: float | None
-    categories_ms: dict[str, float]  # per step
-    kernels: dict[str, tuple[int, float]]  # name -> (count, total ms)
-    ops: dict[str, tuple[int, float]]
-    collectives: Collectives
-    device: str | None = None
-    error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return f"rank {self.rank}" if self.rank is not None else Path(self.path).name
-
-    @property
-    def steps(self) -> int:
-        return len(self.step_ids)
-
-    @property
-    def step_ms_median(self) -> float:
-        return float(np.median(self.step_ms)) if len(self.step_ms) else 0.0
 
 
 def failed_digest(path: Path, error: str) -> Digest:
-    empty = Collectives(
-        np.zeros(0, np.int64),
-        [],
-        np.zeros(0, np.int64),
-        np.zeros(0, np.int64),
-        np.zeros(0, np.int64),
-        np.zeros(0),
-    )
     return Digest(
         str(path),
         rank_from_name(path),
         None,
-        {},
+        Report(run=RunFacts(trace=str(path)), findings=()),
         np.zeros(0, np.int64),
         np.zeros(0),
         None,
         None,
         None,
-        None,
         {},
         {},
         {},
-        empty,
+        NO_COLLECTIVES,
         error=error,
     )
 
 
 def load_rank_context(trace_path: Path, rank: int | None) -> dict[str, Any] | None:
     """``run.rank<R>.json`` (per-rank runs) or ``run.json`` beside the trace, or None."""
-    names = ([f"run.rank{rank}.json"] if rank is not None else []) + [RUN_NAME]
+    names = ([rank_run_name(rank)] if rank is not None else []) + [RUN_NAME]
     for name in names:
         cand = trace_path.parent / name
         if cand.is_file():
@@ -120,10 +61,10 @@ def load_rank_context(trace_path: Path, rank: int | None) -> dict[str, Any] | No
     return None
 
 
-def digest_file(path: str | Path, options: Any = None) -> Digest:
+def digest_file(path: str | Path, options: Options | None = None) -> Digest:
     """Load one trace, analyse it and digest it (the worker entry point; never raises for bad
     input: a trace that cannot be read gives a digest with ``error`` set)."""
-    from advisor.analysis.pipeline import Options, analyze_trace
+    from advisor.analysis.pipeline import analyze_trace
     from advisor.errors import AdvisorError
     from advisor.trace import load_trace
 
@@ -135,18 +76,20 @@ def digest_file(path: str | Path, options: Any = None) -> Digest:
         return failed_digest(p, str(err))
     rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(p)
     report = analyze_trace(trace, load_rank_context(p, rank), opts)
-    return digest_trace(trace, report.to_dict(), rank)
+    return digest_trace(trace, report, rank, opts.kernel_sequence)
 
 
-def digest_trace(trace: Trace, report: dict[str, Any], rank: int | None = None) -> Digest:
+def digest_trace(
+    trace: Trace, report: Report, rank: int | None = None, with_kernels: bool = False
+) -> Digest:
+    """The trace's digest (``with_kernels``: with its kernels in order, for ``advisor diff``)."""
     if rank is None:
         rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(trace.path)
     trace = steady_trace(trace)  # the per-step figures come from the steady steps
     steps = trace.steps
-    cats = categories_ms(trace)
     cs = comm_stats(trace)
     dev = trace.device(main_device(trace))
-    busy = main_device_busy(trace)
+    colls, rows = _collectives(trace)
     return Digest(
         path=str(trace.path),
         rank=rank,
@@ -154,108 +97,84 @@ def digest_trace(trace: Trace, report: dict[str, Any], rank: int | None = None) 
         report=report,
         step_ids=steps["step"].to_numpy(dtype=np.int64),
         step_ms=(steps["dur_ns"].to_numpy(dtype=np.float64) / 1e6),
-        gpu_busy_pct=round(busy.busy_pct, 2) if busy else None,
-        comm_pct=cats.pop("_comm_pct", None),
+        comm_pct=comm_pct(trace),
         comm_overlap_pct=round(cs.overlap_pct, 2) if cs else None,
         exposed_comm_ms_per_step=round(cs.exposed_ms_per_step, 3) if cs else None,
-        categories_ms=cats,
+        categories_ms=step_breakdown(trace).mean_ms(),
         kernels=_totals(trace.kernels),
         ops=_op_totals(trace),
-        collectives=collectives(trace),
+        collectives=colls,
         device=dev.name if dev else None,
-        extra={
-            "free_compute_ms": round((cs.compute_ns - cs.overlap_ns) / 1e6 / max(cs.steps, 1), 3),
-            **_comm_replay(trace),
-        }
+        free_compute_ms=round((cs.compute_ns - cs.overlap_ns) / 1e6 / max(cs.steps, 1), 3)
         if cs
-        else {},
+        else None,
+        comm_hidden_replay_ms=_comm_replay(trace) if cs else None,
+        skeleton=_skeleton(trace, rows),
+        kernel_seq=kernel_sequence(trace) if with_kernels else None,
     )
 
 
-def _comm_replay(trace: Trace) -> dict[str, float]:
-    """``comm_hidden_replay_ms``: what the steps lose in the replay with every collective
-    hidden entirely (waiting included): no overlap can save more on this rank."""
+def kernel_sequence(trace: Trace) -> KernelSeq:
+    """The steady steps' kernels on the main GPU, communication aside, in start order, with
+    the innermost CPU op around each launch (:class:`advisor.digest.KernelSeq`)."""
+    k = trace.kernels
+    dev = main_device(trace)
+    keep = (k["step"].to_numpy() >= 0) & ~k["is_comm"].to_numpy(dtype=bool)
+    if dev is not None:
+        keep &= (k["device"] == dev).to_numpy()
+    rows = np.flatnonzero(keep)
+    rows = rows[np.argsort(k["ts_ns"].to_numpy()[rows], kind="stable")]
+    launch = k["launch_idx"].to_numpy()[rows]
+    rt_op = trace.runtime["op_idx"].to_numpy() if len(trace.runtime) else np.zeros(0, np.int64)
+    op = np.full(len(rows), -1, dtype=np.int64)
+    ok = (launch >= 0) & (launch < len(rt_op))
+    op[ok] = rt_op[launch[ok]]
+    op_names = trace.cpu_ops["name"].astype(str).to_numpy() if len(trace.cpu_ops) else None
+    op_name = np.full(len(rows), "", dtype=object)
+    if op_names is not None:
+        has = op >= 0
+        op_name[has] = op_names[op[has]]
+    name_codes, names = pd.factorize(k["name"].astype(str).to_numpy()[rows])
+    op_codes, ops = pd.factorize(op_name)
+    return KernelSeq(
+        names=[str(x) for x in names],
+        ops=[str(x) for x in ops],
+        step=k["step"].to_numpy(dtype=np.int64)[rows],
+        name_idx=name_codes.astype(np.int64),
+        op_idx=op_codes.astype(np.int64),
+        stream=k["stream"].to_numpy(dtype=np.int64)[rows],
+        dur_ns=k["dur_ns"].to_numpy(dtype=np.int64)[rows],
+    )
+
+
+def _comm_replay(trace: Trace) -> float | None:
+    """What the steps lose in the replay with every collective hidden entirely (waiting
+    included): no overlap can save more on this rank. None when the steps are not replayed."""
     from advisor.replay.fixes import HideComm
     from advisor.replay.whatif import whatif
 
     rows = np.flatnonzero(trace.kernels["is_comm"].to_numpy(dtype=bool))
     s = whatif(trace, HideComm(rows, wait_ns=np.zeros(len(rows), dtype=np.int64)))
-    return {"comm_hidden_replay_ms": s.ms} if s.replayed else {}
+    return s.ms if s.replayed else None
 
 
-def _step_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+def comm_pct(trace: Trace) -> float | None:
+    """Share of the steps' wall time with communication running, in %: communication
+    kernels of the main GPU, or gloo ranges on CPU runs (None: no steps)."""
     st = trace.steps
-    return st["ts_ns"].to_numpy(dtype=np.int64), st["end_ns"].to_numpy(dtype=np.int64)
-
-
-def _in_steps(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
-    us, ue = union(starts, ends)
-    return int(np.sum(covered_by(us, ue, lo, hi)))
-
-
-def categories_ms(trace: Trace) -> dict[str, Any]:
-    """Per-step time by category. On GPU traces compute, communication (not under compute),
-    memcpy (copies and memsets under neither) and idle split the step; dataloader is CPU time
-    in DataLoader ranges and overlaps them. On CPU traces the main thread's op time is split
-    into compute, communication (gloo ranges) and dataloader; the rest is idle."""
-    lo, hi = _step_windows(trace)
+    lo, hi = st["ts_ns"].to_numpy(dtype=np.int64), st["end_ns"].to_numpy(dtype=np.int64)
     total = int(np.sum(hi - lo))
-    n = max(len(lo), 1)
-    dl = fetch_intervals(trace)
-    dl_s, dl_e = dl.starts, dl.ends
-    dataloader = _in_steps(dl_s, dl_e, lo, hi)
-    out: dict[str, Any] = {}
     dev = main_device(trace)
     if dev is not None:
         act = trace.gpu_activity()
-        act = act[act["device"] == dev]
-        kind = act["kind"].to_numpy()
+        act = act[(act["device"] == dev).to_numpy() & (act["kind"] == "comm").to_numpy()]
         s, e = act["ts_ns"].to_numpy(), act["end_ns"].to_numpy()
-        comp = _in_steps(s[kind == "kernel"], e[kind == "kernel"], lo, hi)
-        k = (kind == "kernel") | (kind == "comm")
-        comp_comm = _in_steps(s[k], e[k], lo, hi)
-        busy = _in_steps(s, e, lo, hi)
-        comm_any = _in_steps(s[kind == "comm"], e[kind == "comm"], lo, hi)
-        parts = {
-            "compute": comp,
-            "communication": comp_comm - comp,
-            "memcpy": busy - comp_comm,
-            "idle": total - busy,
-        }
     else:
         coll = cpu_collectives(trace)
-        cs, ce = coll["ts_ns"].to_numpy(dtype=np.int64), coll["end_ns"].to_numpy(dtype=np.int64)
-        ms, me = _main_thread_ops(trace)
-        comm_any = _in_steps(cs, ce, lo, hi)
-        busy = _in_steps(np.r_[ms, cs, dl_s], np.r_[me, ce, dl_e], lo, hi)
-        comm_dl = _in_steps(np.r_[cs, dl_s], np.r_[ce, dl_e], lo, hi)
-        parts = {
-            "compute": busy - comm_dl,
-            "communication": comm_dl - dataloader,
-            "memcpy": 0,
-            "idle": total - busy,
-        }
-    for key, ns in parts.items():
-        out[key] = round(max(ns, 0) / 1e6 / n, 3)
-    out["dataloader"] = round(dataloader / 1e6 / n, 3)
-    out["_comm_pct"] = round(100.0 * comm_any / total, 2) if total > 0 else None
-    return out
-
-
-def _main_thread_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    ops = trace.cpu_ops
-    if not len(ops):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ann = trace.annotations
-    tid = None
-    if len(ann):
-        steps = ann[ann["name"].astype(str).str.startswith("ProfilerStep#")]
-        if len(steps):
-            tid = int(steps["tid"].iloc[0])
-    if tid is None:
-        tid = int(ops.groupby("tid")["dur_ns"].sum().idxmax())
-    top = ops[(ops["tid"] == tid) & (ops["depth"] == 0)]
-    return top["ts_ns"].to_numpy(dtype=np.int64), top["end_ns"].to_numpy(dtype=np.int64)
+        s, e = coll["ts_ns"].to_numpy(dtype=np.int64), coll["end_ns"].to_numpy(dtype=np.int64)
+    us, ue = union(s, e)
+    comm_any = int(np.sum(covered_by(us, ue, lo, hi)))
+    return round(100.0 * comm_any / total, 2) if total > 0 else None
 
 
 def _totals(df: pd.DataFrame) -> dict[str, tuple[int, float]]:
@@ -280,24 +199,33 @@ def _op_totals(trace: Trace) -> dict[str, tuple[int, float]]:
 
 def collectives(trace: Trace) -> Collectives:
     """Communication kernels inside steps (or gloo ranges on CPU runs), ordered by start."""
+    return _collectives(trace)[0]
+
+
+def _collectives(trace: Trace) -> tuple[Collectives, np.ndarray]:
+    """The collectives, and the ``trace.kernels`` row of each (empty on CPU runs)."""
     k = trace.kernels
     origin_ns = int(round(trace.meta.origin_us * 1000.0))
-    exposed = transfer = None
+    exposed = transfer = before = None
+    rows = np.zeros(0, dtype=np.int64)
     if len(k) and k["is_comm"].any():
-        c = k[k["is_comm"].to_numpy() & (k["step"].to_numpy() >= 0)].sort_values("ts_ns")
+        m = np.flatnonzero(k["is_comm"].to_numpy() & (k["step"].to_numpy() >= 0))
+        rows = m[np.argsort(k["ts_ns"].to_numpy()[m], kind="stable")]
+        c = k.iloc[rows]
         names = [collective_name(str(x)) for x in c["name"]]
         stream = c["stream"].to_numpy(dtype=np.int64)
         exposed = _exposed(trace, c)
         transfer = single_rank_transfer_ns(
             [str(x) for x in c["name"]], stream, c["dur_ns"].to_numpy()
         )
+        before = preceding(trace, c)
     else:
         c = cpu_collectives(trace)
         c = c[c["step"].to_numpy() >= 0]
         names = [collective_name(str(x)) for x in c["name"]]
         stream = np.full(len(c), -1, dtype=np.int64)
     ts = c["ts_ns"].to_numpy(dtype=np.int64)
-    return Collectives(
+    out = Collectives(
         step=c["step"].to_numpy(dtype=np.int64),
         name=names,
         stream=stream,
@@ -306,7 +234,20 @@ def collectives(trace: Trace) -> Collectives:
         ts_us=np.round(trace.meta.origin_us + ts / 1000.0, 3),
         exposed_ns=exposed,
         transfer_ns=transfer,
+        before=before,
     )
+    return out, rows
+
+
+def _skeleton(trace: Trace, rows: np.ndarray) -> Skeleton | None:
+    """The step graph reduced to the collectives at ``rows`` (None: not replayable)."""
+    from advisor.replay.model import graph
+    from advisor.replay.skeleton import skeleton
+    from advisor.replay.whatif import replayable
+
+    if not len(rows) or not replayable(trace):
+        return None
+    return skeleton(graph(trace), rows, int(round(trace.meta.origin_us * 1000.0)))
 
 
 def _exposed(trace: Trace, c: pd.DataFrame) -> np.ndarray:

@@ -14,7 +14,7 @@
   (an entry point, a ``--detector``) gets the same guard, with at least
   :data:`IMPORT_LIMIT_MIN_S` (a plugin may import big libraries).
 - **What it returns is checked** (:func:`check_drafts`): a list of
-  :class:`~advisor.detect.draft.Draft` of its own id, with text where text belongs, a valid
+  :class:`~advisor.detect.Draft` of its own id, with text where text belongs, a valid
   confidence, finite savings, evidence and locations of the right types, a replay fix or none.
   A result that fails is refused as a whole (one line naming the field), since findings.json
   and the report must never carry what cannot be rendered.
@@ -30,8 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from advisor import settings
-from advisor.detect.draft import Draft
-from advisor.findings import SEVERITIES, Evidence, Location
+from advisor.findings import SEVERITIES, Draft, Evidence, Location
 from advisor.replay.fixes import Fix
 
 CONFIDENCES = ("high", "medium", "low")
@@ -159,8 +158,11 @@ def _draft_problem(det_id: str, d: Any) -> str | None:
         return f"est_savings_range_ms {_short(rng)} is not two finite numbers"
     if not isinstance(d.latent, bool):
         return "latent is not True or False"
-    if d.fix is not None and not isinstance(d.fix, Fix):
-        return f"fix is {type(d.fix).__name__}, expected a fix of advisor.detect (or None)"
+    if not isinstance(d.extra, dict):
+        return f"extra is {type(d.extra).__name__}, expected a dict"
+    fix = d.extra.get("fix")
+    if fix is not None and not isinstance(fix, Fix):
+        return f'extra["fix"] is {type(fix).__name__}, expected a fix of advisor.detect (or None)'
     for name, kind in (("evidence", Evidence), ("locations", Location)):
         rows = getattr(d, name)
         if not isinstance(rows, tuple | list):

@@ -5,32 +5,36 @@ after it (``trace.eval.json.gz``, run.json ``eval``; see :mod:`advisor.profile.e
 :func:`with_phases` analyzes the evaluation trace with the same options and adds its findings
 after the main window's, each marked ``phase: "eval"`` (its savings and percentages are per
 evaluation step); findings.json ``run.phases`` gets one row per phase: ``phase``, ``trace``,
-``steps_profiled``, ``step_ms_median``, ``findings`` (their ids), or for an evaluation phase
-that never came ``captured: false`` and ``missing`` (``ended``: the script ended first;
-``max-seconds``: not within ``--max-seconds``).
+``steps_profiled``, ``step_ms_median``, ``findings`` (their ids), or for a phase not
+captured ``captured: false``, ``missing`` (a code: ``ended``, ``eval-wait``,
+``no-eval-code``, ``not-requested``, ``no-training-window``, ``no-training``, ...) and ``why``
+(the sentence run.json ``missing_phases`` holds).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from advisor.analysis.pipeline import Options
-    from advisor.report import Report
+from advisor.report import Report
+from advisor.runfacts import Phase, PhaseMissed, PhaseWindow
 
-EVAL_SUFFIX = ".eval.json.gz"
+# loads and analyzes another trace of the run with the main window's options
+Analyze = Callable[[Path, dict[str, Any]], Report]
 
 
-def _row(phase: str, trace: str, report: Report) -> dict[str, Any]:
-    return {
-        "phase": phase,
-        "trace": trace,
-        "steps_profiled": report.run.get("steps_profiled"),
-        "step_ms_median": report.run.get("step_ms_median"),
-        "findings": [f.id for f in report.findings],
-    }
+def _row(phase: str, trace: str, report: Report) -> Phase:
+    return Phase(
+        phase=phase,
+        window=PhaseWindow(
+            trace=trace,
+            steps_profiled=report.run.steps_profiled,
+            step_ms_median=report.run.step_ms_median,
+            findings=tuple(f.id for f in report.findings),
+        ),
+    )
 
 
 def eval_trace(trace_path: Path, run_ctx: dict[str, Any] | None) -> Path | None:
@@ -44,40 +48,53 @@ def eval_trace(trace_path: Path, run_ctx: dict[str, Any] | None) -> Path | None:
 
 
 def with_phases(
-    report: Report, trace_path: Path, run_ctx: dict[str, Any] | None, options: Options | None
+    report: Report, trace_path: Path, run_ctx: dict[str, Any] | None, analyze: Analyze
 ) -> Report:
-    """``report`` (the main window) with ``run.phases`` and the evaluation window's findings;
-    unchanged for a trace without a run.json that records phases."""
+    """``report`` (the main window) with ``run.phases`` and the evaluation window's findings
+    (``analyze``: how the evaluation trace is loaded and analyzed); unchanged for a trace
+    without a run.json that records phases."""
     rc = run_ctx or {}
     first = rc.get("phase")
     if first not in ("train", "eval"):
         return report
     phases = [_row(first, trace_path.name, report)]
     findings = list(report.findings)
-    views = dict(report.views)
+    views = report.views
     ev = rc.get("eval")
     path = eval_trace(trace_path, rc)
     if path is not None:
-        ev_report = _analyze_eval(path, rc, options)
+        ev_report = analyze(path, _eval_context(path, rc))
         phases.append(_row("eval", path.name, ev_report))
         findings += [replace(f, phase="eval") for f in ev_report.findings]
-        sources = {**(ev_report.views.get("sources") or {}), **(views.get("sources") or {})}
+        sources = {**(ev_report.views.sources or {}), **(views.sources or {})}
         if sources:
-            views["sources"] = sources
-    elif isinstance(ev, dict) and first == "train":
-        phases.append({"phase": "eval", "captured": False, "missing": ev.get("missing")})
+            views = replace(views, sources=sources)
+    missing = rc.get("missing_phases")
+    if isinstance(missing, list):  # every phase not captured, with why (advisor profile)
+        for m in missing:
+            if isinstance(m, dict) and m.get("phase") in ("train", "eval"):
+                code, why = m.get("missing"), m.get("why")
+                missed = PhaseMissed(
+                    missing=code if isinstance(code, str) else None,
+                    why=why if isinstance(why, str) else None,
+                )
+                phases.append(Phase(phase=m["phase"], missed=missed))
+    elif path is None and isinstance(ev, dict) and first == "train":  # run.json before it
+        code = ev.get("missing")
+        missed = PhaseMissed(missing=code if isinstance(code, str) else None)
+        phases.append(Phase(phase="eval", missed=missed))
     return replace(
-        report, run={**report.run, "phases": phases}, findings=tuple(findings), views=views
+        report,
+        run=replace(report.run, phases=tuple(phases)),
+        findings=tuple(findings),
+        views=views,
     )
 
 
-def _analyze_eval(path: Path, rc: dict[str, Any], options: Options | None) -> Report:
-    from advisor.analysis.pipeline import Options, analyze_trace
-    from advisor.trace import load_trace
-
-    opts = options or Options()
+def _eval_context(path: Path, rc: dict[str, Any]) -> dict[str, Any]:
+    """The run context the evaluation trace is analyzed with."""
     ev = rc.get("eval") or {}
-    ctx = {
+    return {
         **rc,
         "trace": path.name,
         "trace_scope": ev.get("scope"),
@@ -87,4 +104,3 @@ def _analyze_eval(path: Path, rc: dict[str, Any], options: Options | None) -> Re
         "notes": [],
         "eval": None,
     }
-    return analyze_trace(load_trace(path, opts.max_trace_bytes), ctx, opts)

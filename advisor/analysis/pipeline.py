@@ -1,6 +1,6 @@
 """The analysis pipeline shared by ``advisor analyze`` and ``advisor profile``.
 
-load (trace tables) -> detectors -> rank -> Report -> outputs (findings.json, report.html).
+load (trace tables) -> detectors -> one row per cause -> rank -> Report -> outputs (findings.json, report.html).
 Each stage is a plain function; outputs are written atomically (temp name, then rename).
 """
 
@@ -9,84 +9,43 @@ from __future__ import annotations
 import errno
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from advisor.analysis.detection import (
-    all_detectors,
-    load_detectors,
-    resolve_detector_spec,
-    run_detectors,
-)
+from advisor import settings
+from advisor.analysis.detection import all_detectors, load_detectors, run_detectors
+from advisor.analysis.merge import one_row_per_cause
+from advisor.analysis.options import Options as Options  # re-exported: callers import it here
+from advisor.analysis.options import options_from_cli as options_from_cli
 from advisor.analysis.phases import with_phases
 from advisor.analysis.ranking import rank
 from advisor.analysis.views import build_views
+from advisor.derive.breakdown import steps_busy_pct
+from advisor.derive.kind import TraceKind, trace_kind
 from advisor.derive.locate import Locator
-from advisor.derive.quality import Issue, affected_spans, trace_quality
+from advisor.derive.quality import Issue, trace_quality
 from advisor.derive.steps import steady_steps, steady_trace
-from advisor.derive.timeline import covered_by, main_device, main_device_busy, step_busy
-from advisor.detect.draft import Draft
+from advisor.derive.timeline import main_device
 from advisor.detect.registry import Context
-from advisor.detect.thresholds import Thresholds, parse_overrides
+from advisor.detect.thresholds import Thresholds
 from advisor.errors import AdvisorError
+from advisor.findings import Draft
 from advisor.output.outfiles import atomic_write
 from advisor.replay.bound import step_bound
 from advisor.replay.whatif import combined_bound_ms
 from advisor.report import Errored, Report, Skipped
+from advisor.runfacts import Bound, BoundStep, ExcludedStep, QualityNote, RunFacts, SteadySteps
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NAME
 from advisor.trace import Trace, load_trace
-from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
+from advisor.trace.commroles import refresh as refresh_comm
+from advisor.trace.identity import with_device
+from advisor.trace.model import Device
+from advisor.units import ms_of_ns
 
 if TYPE_CHECKING:
     from advisor.output.annotate_stream import AheadCopy
     from advisor.trace.prefetch import Prefetch
-
-
-@dataclass(frozen=True)
-class Options:
-    only: frozenset[str] = frozenset()
-    skip: frozenset[str] = frozenset()
-    overrides: dict[str, float] = field(default_factory=dict)
-    debug: bool = False
-    no_source: bool = False
-    source_roots: tuple[str, ...] = ()  # --source-root: more folders code may be read from
-    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
-    # --detector: more detectors to run, files (absolute paths) or module names
-    detectors: tuple[str, ...] = ()
-
-    def validate(self) -> None:
-        load_detectors(self.detectors)  # their ids and thresholds are known from here on
-        Thresholds(self.overrides).validate()
-        known = {d.id for d in all_detectors()}
-        for flag, ids in (("--only", self.only), ("--skip", self.skip)):
-            bad = sorted(i for i in ids if i not in known)
-            if bad:
-                raise AdvisorError(f"{flag}: unknown finding id {bad[0]!r}")
-
-
-def split_ids(values: list[str]) -> frozenset[str]:
-    return frozenset(v.strip() for item in values for v in item.split(",") if v.strip())
-
-
-def options_from_cli(  # type: ignore[no-untyped-def]
-    only, skip, set_, debug, no_source, max_trace_bytes, source_roots=(), detectors=()
-):
-    """:class:`Options` from the strings the user typed (``--only a,b --set k=v``), validated."""
-    opts = Options(
-        detectors=tuple(resolve_detector_spec(str(d)) for d in detectors),
-        only=split_ids(only),
-        skip=split_ids(skip),
-        overrides=parse_overrides(set_),
-        debug=debug,
-        no_source=no_source,
-        max_trace_bytes=max_trace_bytes,
-        source_roots=tuple(str(p) for p in source_roots),
-    )
-    opts.validate()
-    return opts
 
 
 def load_run_context(trace_path: Path) -> dict[str, Any] | None:
@@ -101,52 +60,58 @@ def load_run_context(trace_path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``run`` block of findings.json."""
+def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
+    """The ``run`` block of findings.json (before the bound and the combined saving)."""
     rc = run_ctx or {}
     dev = trace.device(main_device(trace))
-    # share of the steps' wall time the GPU was busy: every GPU activity counts here (HTA's
-    # window, which drops the last step, is for span figures such as inspect's idle %)
-    busy = main_device_busy(trace, hta=False)
-    sb = step_busy(trace, busy)
-    total = int(sb["dur_ns"].sum()) if len(sb) else 0
-    busy_ns = int(sb["busy_ns"].sum()) if len(sb) else 0
-    hole_s, hole_e = affected_spans(trace)
-    if len(hole_s) and len(sb):  # no claim from what the trace did not record
-        st = trace.steps
-        lo, hi = st["ts_ns"].to_numpy(), st["end_ns"].to_numpy()
-        total -= int(covered_by(hole_s, hole_e, lo, hi).sum())
-        if busy:
-            bs, be = busy.busy_starts, busy.busy_ends
-            cut_s, cut_e = np.maximum(hole_s, lo.min()), np.minimum(hole_e, hi.max())
-            busy_ns -= int(covered_by(bs, be, cut_s, np.maximum(cut_e, cut_s)).sum())
-    gpu_busy = round(100.0 * busy_ns / total, 2) if busy and total > 0 else None
+    kind = trace_kind(trace)
     rdev_raw = rc.get("device")
     rdev: dict[str, Any] = rdev_raw if isinstance(rdev_raw, dict) else {}
-    cc = rdev.get("compute_capability") or (dev.cc_str if dev else None)
-    notes = [n for n in rc.get("notes") or () if isinstance(n, str)]  # advisor profile's notes
-    return {
-        **({"notes": notes} if notes else {}),
-        "script": rc.get("script"),
-        "argv": rc.get("argv"),
-        "trace": str(trace.path),
-        "torch": rc.get("torch"),
-        "cuda": rc.get("cuda"),
-        "device": rdev.get("name") or (dev.name if dev else None),
-        "compute_capability": cc,
-        "steps_profiled": int(len(trace.steps)),
-        "steps_synthetic": bool(trace.meta.synthetic_steps),
-        **_steady_block(trace),
-        "step_ms_median": round(trace.median_step_ms(), 3),
-        "gpu_busy_pct": gpu_busy,
-        "ended_early": bool(rc.get("ended_early", False)),
-        "end_reason": rc.get("end_reason"),
-        "platform": trace.meta.platform,
-        "rank": trace.meta.rank,
-        "world_size": trace.meta.world_size,
-        "events_skipped": int(trace.meta.skipped_events),
-        "trace_quality": [i.to_dict() for i in trace_quality(trace)],
-    }
+    dev_name, dev_source = _device_fields(dev, rdev)
+    argv = rc.get("argv")
+    return RunFacts(
+        notes=tuple(n for n in rc.get("notes") or () if isinstance(n, str)),  # profile's notes
+        script=rc.get("script"),
+        argv=tuple(argv) if isinstance(argv, list) else argv,
+        trace=str(trace.path),
+        torch=rc.get("torch"),
+        cuda=rc.get("cuda"),
+        device=dev_name,
+        device_source=dev_source,
+        compute_capability=rdev.get("compute_capability") or (dev.cc_str if dev else None),
+        steps_profiled=int(len(trace.steps)),
+        steps_synthetic=bool(trace.meta.synthetic_steps),
+        steady=_steady_block(trace),
+        step_ms_median=_ms3(trace.median_step_ms()),
+        gpu_busy_pct=steps_busy_pct(trace),
+        ended_early=bool(rc.get("ended_early", False)),
+        end_reason=rc.get("end_reason"),
+        platform=trace.meta.platform,
+        rank=trace.meta.rank,
+        world_size=trace.meta.world_size,
+        events_skipped=int(trace.meta.skipped_events),
+        trace_kind=kind.kind,
+        trace_kind_evidence=kind.why,
+        trace_quality=tuple(QualityNote(i.what, i.effect) for i in trace_quality(trace))
+        + tuple(  # what the live run's recording limits cut (run.json capture_limits)
+            QualityNote(str(q.get("what")), str(q.get("effect")))
+            for q in rc.get("capture_limits") or ()
+            if isinstance(q, dict)
+        ),
+    )
+
+
+def _ms3(ms: float) -> float:
+    """Milliseconds to 3 decimals; a step under a microsecond keeps 3 significant digits."""
+    return round(ms, 3) if ms >= 0.001 or ms <= 0 else float(f"{ms:.3g}")
+
+
+def _device_fields(dev: Device | None, rdev: dict[str, Any]) -> tuple[str | None, str | None]:
+    """device and device_source: the name ``--device`` gave, else the one run.json recorded
+    (``advisor profile`` asked torch), else the trace's (listed or inferred)."""
+    if rdev.get("name") and not (dev is not None and dev.source == "--device"):
+        return str(rdev["name"]), "run.json"
+    return (dev.name if dev else None), (dev.source if dev else None)
 
 
 # findings whose figures rest on the GPU timeline: a trace missing part of it lowers them
@@ -162,6 +127,37 @@ TIMELINE_FINDINGS = frozenset(
     }
 )
 TIMELINE_FINDINGS |= {"unbucketed-collectives"}  # capped at the GPU idle time between collectives
+# findings measured on the host's pace between launches (capture slows it: not steady state)
+HOST_PACE_FINDINGS = frozenset({"host-overhead", "python-loop", "optimizer-host-time"})
+
+
+CAPTURE_NOTE = (
+    "graph capture: timings are not steady state (the window records a CUDA/HIP graph; "
+    "its launches run nothing on the GPU)"
+)
+
+
+def for_capture(drafts: list[Draft], kind: TraceKind) -> tuple[list[Draft], list[tuple[str, str]]]:
+    """On a graph-capture trace no finding claims a per-step saving from capture timing: those
+    resting on the timeline or the host's pace (and so on capture overhead) are not run, the
+    rest are kept as information (no saving) with the reason."""
+    if kind.kind != "capture":
+        return drafts, []
+    kept, skipped = [], []
+    for d in drafts:
+        if d.id in TIMELINE_FINDINGS or d.id in HOST_PACE_FINDINGS:
+            skipped.append((d.id, CAPTURE_NOTE))
+        else:
+            kept.append(
+                replace(
+                    d,
+                    latent=True,
+                    est_savings_ms=0.0,
+                    est_savings_range_ms=None,
+                    assumptions=d.assumptions + (CAPTURE_NOTE + ": no saving is claimed.",),
+                )
+            )
+    return kept, skipped
 
 
 def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
@@ -180,23 +176,37 @@ def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
     ]
 
 
-def _steady_block(trace: Trace) -> dict[str, Any]:
+def _steady_block(trace: Trace) -> SteadySteps | None:
     """How the steps were found and what was left out, when not simply every ProfilerStep."""
     ss = steady_steps(trace)
     if ss.source in ("ProfilerStep", "whole trace") and not ss.excluded:
-        return {}
-    return {
-        "steps_source": ss.source,
-        "steps_excluded": [
-            {
-                "step": e.step,
-                "start_ms": round(e.start_ns / 1e6, 3),
-                "ms": round(e.dur_ns / 1e6, 3),
-                "reason": e.reason,
-            }
+        return None
+    return SteadySteps(
+        steps_source=ss.source,
+        steps_excluded=tuple(
+            ExcludedStep(
+                step=e.step,
+                start_ms=ms_of_ns(e.start_ns),
+                ms=ms_of_ns(e.dur_ns),
+                reason=e.reason,
+            )
             for e in ss.excluded
-        ],
-    }
+        ),
+    )
+
+
+def _bound(b: dict[str, Any] | None) -> Bound | None:
+    """``run.bound`` from :func:`advisor.replay.bound.step_bound`'s dict."""
+    if b is None:
+        return None
+    return Bound(
+        by=b["by"],
+        shares_pct=b["shares_pct"],
+        per_step=tuple(
+            BoundStep(step=r["step"], shares_pct={k: v for k, v in r.items() if k != "step"})
+            for r in b["per_step"]
+        ),
+    )
 
 
 def analyze_trace(
@@ -205,20 +215,28 @@ def analyze_trace(
     opts = options or Options()
     th = Thresholds(opts.overrides)
     load_detectors(opts.detectors)  # detectors declare their thresholds when imported
+    refresh_comm(trace.kernels)  # communication kernels a plugin declared
     th.validate()
-    trace = steady_trace(trace)  # the one switch: every per-step figure reads steady steps
+    trace = steady_trace(with_device(trace, opts.device))  # the one switch: every per-step
+    # figure reads steady steps (of the GPU the user names, if any)
     step_ms = trace.median_step_ms()
     ctx = Context(
         run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace
     )
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
-    findings = rank(lower_confidence(outcome.drafts, trace_quality(trace)), step_ms, th)
-    run = run_summary(trace, run_ctx)
-    run["est_savings_bound_ms"], replayed = combined_bound_ms(
-        trace, outcome.drafts, findings, step_ms
+    drafts, not_run = for_capture(outcome.drafts, trace_kind(trace))
+    drafts = lower_confidence(drafts, trace_quality(trace))
+    # the headline replays every finding's own fix together, before rows are merged
+    bound_ms, replayed = combined_bound_ms(
+        trace, outcome.drafts, rank(drafts, step_ms, th), step_ms
     )
-    run["est_savings_bound_how"] = "replayed together" if replayed else "sum, capped at the step"
-    run["bound"] = step_bound(trace)
+    findings = rank(one_row_per_cause(trace, drafts, th), step_ms, th)
+    run = replace(
+        run_summary(trace, run_ctx),
+        est_savings_bound_ms=bound_ms,
+        est_savings_bound_how="replayed together" if replayed else "sum, capped at the step",
+        bound=_bound(step_bound(trace)),
+    )
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
     views = build_views(
         trace,
@@ -228,11 +246,12 @@ def analyze_trace(
         no_source=opts.no_source,
         locator=ctx.locator,
         extra_roots=opts.source_roots,
+        thresholds=th,
     )
     return Report(
         run=run,
         findings=tuple(findings),
-        skipped=tuple(Skipped(i, r) for i, r in outcome.skipped),
+        skipped=tuple(Skipped(i, r) for i, r in [*outcome.skipped, *not_run]),
         errored=tuple(Errored(i, e, tb) for i, e, tb in outcome.errored),
         thresholds=th.used(),
         views=views,
@@ -255,8 +274,18 @@ def analyze_path(
     if ahead is not None:
         ahead.start(Path(trace.meta.path), trace.meta.raw_bytes, opts.max_trace_bytes)
     run_ctx = load_run_context(Path(path))
-    report = with_phases(analyze_trace(trace, run_ctx, opts), Path(trace.meta.path), run_ctx, opts)
-    return trace, report
+    return trace, analyze_run(trace, run_ctx, opts)
+
+
+def analyze_run(trace: Trace, run_ctx: dict[str, Any] | None, options: Options | None) -> Report:
+    """:func:`analyze_trace`, plus the other phases of an ``advisor profile`` run that
+    run.json names (:mod:`advisor.analysis.phases`), analyzed with the same options."""
+    opts = options or Options()
+
+    def analyze(path: Path, ctx: dict[str, Any]) -> Report:
+        return analyze_trace(load_trace(path, opts.max_trace_bytes), ctx, opts)
+
+    return with_phases(analyze_trace(trace, run_ctx, opts), Path(trace.meta.path), run_ctx, analyze)
 
 
 def _import_writers() -> None:
@@ -295,7 +324,11 @@ def write_outputs(
         annotated = write_annotated(report, out, ahead) if annotate_trace else None
         if annotated is not None:
             written["annotated"] = annotated
-        ctx = {"annotated_trace": annotated.name if annotated else None, **(extra or {})}
+        ctx = {
+            "annotated_trace": annotated.name if annotated else None,
+            "report_dir": str(out),  # paths in the report are shown relative to it
+            **(extra or {}),
+        }
         atomic_write(out / REPORT_NAME, render_html(report, ctx).encode("utf-8"))
         written["report"] = out / REPORT_NAME
     except OSError as err:
@@ -305,6 +338,9 @@ def write_outputs(
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # the output cannot take it
 IN_MEMORY_ANNOTATE_MAX_BYTES = 256 << 20  # file size up to which annotate() may rewrite it whole
+ANNOTATED_MAX_BYTES = (
+    32 << 20
+)  # a larger trace gets its annotated copy only with ADVISOR_ANNOTATE=1
 
 
 def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -> Path | None:
@@ -312,11 +348,15 @@ def write_annotated(report: Report, out: Path, ahead: AheadCopy | None = None) -
     original file); None when the trace file cannot be read back."""
     from advisor.output.annotate import annotate
 
-    src = Path(str(report.run.get("trace") or ""))
+    src = Path(report.run.trace or "")
     target = out / ANNOTATED_NAME
     if not src.is_file():
         return None
     job = ahead.take(src) if ahead is not None else None
+    if src.stat().st_size > ANNOTATED_MAX_BYTES and not settings.annotate_always():
+        if job is not None:  # kept small: a copy of a large trace only on request
+            job.cancel()
+        return None
     try:
         if src.resolve() == target.resolve():
             if job is not None:

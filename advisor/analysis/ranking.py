@@ -2,8 +2,13 @@
 
 - ``est_savings_ms`` is capped at the median step (a fix cannot save more than the step).
 - ``est_savings_pct`` = saving / median step.
+- ``est_savings_range_ms`` always contains the estimate (an end the detector gave on the other
+  side of it is moved to it) and is capped at the step too.
 - severity: ``high`` at >= rank.high_pct, ``medium`` at >= rank.medium_pct, else ``low``;
   ``info`` for latent drafts (a pattern with no measured cost here, e.g. on a CPU-only run).
+- a draft whose cause may happen once (``extra["steps_seen"]``: the steady steps it was seen
+  in) and was seen in fewer than ``MIN_STEPS_SEEN`` of them claims nothing per step: ``info``,
+  0 ms, and the summary says it cannot tell whether it recurs.
 - order: saving descending, then severity, then id and first location (deterministic);
   findings in ``READ_FIRST`` (about how to read the others, with no per-step saving: e.g.
   ``one-time-init``) come before all.
@@ -13,21 +18,32 @@ Savings overlap (removing a sync also removes part of the idle time), so the tot
 
 from __future__ import annotations
 
-from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import SEVERITIES, Finding
+from advisor.findings import MIN_STEPS_SEEN, SEVERITIES, Draft, Finding, Related
 
 
 def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
     saving = max(0.0, float(draft.est_savings_ms))
-    if draft.latent:
+    seen = draft.extra.get("steps_seen")
+    once = isinstance(seen, int) and seen < MIN_STEPS_SEEN
+    summary, assumptions = draft.summary, draft.assumptions
+    if once:
+        summary += (
+            f" Seen in {seen} steady step{'' if seen == 1 else 's'}: cannot tell whether it "
+            "recurs, so no per-step saving is claimed."
+        )
+        assumptions += (
+            f"A per-step claim needs its cause in at least {MIN_STEPS_SEEN} steady steps "
+            f"(here {seen}): one iteration cannot tell a one-time cost from a recurring one.",
+        )
+    if draft.latent or once:
         saving = 0.0
     if step_ms > 0:
         saving = min(saving, step_ms)
     pct = 100.0 * saving / step_ms if step_ms > 0 else 0.0
-    if draft.severity is not None:
+    if draft.severity is not None and not once:
         sev = draft.severity
-    elif draft.latent or saving <= 0:
+    elif draft.latent or once or saving <= 0:
         sev = "info"
     elif pct >= th["rank.high_pct"]:
         sev = "high"
@@ -35,9 +51,12 @@ def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
         sev = "medium"
     else:
         sev = "low"
-    rng = draft.est_savings_range_ms
-    if rng is not None and step_ms > 0:
-        rng = (round(min(rng[0], step_ms), 3), round(min(rng[1], step_ms), 3))
+    rng = None if once else draft.est_savings_range_ms
+    if rng is not None:  # a range always contains its estimate
+        lo, hi = min(rng[0], rng[1], saving), max(rng[0], rng[1], saving)
+        if step_ms > 0:
+            lo, hi = min(lo, step_ms), min(hi, step_ms)
+        rng = (round(lo, 3), round(hi, 3))
     return Finding(
         id=draft.id,
         title=draft.title,
@@ -45,13 +64,14 @@ def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
         est_savings_ms=round(saving, 3),
         est_savings_pct=round(pct, 2),
         confidence=draft.confidence,
-        summary=draft.summary,
+        summary=summary,
         recommendation=draft.recommendation,
         snippet=draft.snippet,
         evidence=draft.evidence,
         locations=draft.locations,
-        assumptions=draft.assumptions,
+        assumptions=assumptions,
         est_savings_range_ms=rng,
+        related=tuple(r for r in draft.extra.get("related", ()) if isinstance(r, Related)),
     )
 
 

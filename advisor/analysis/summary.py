@@ -1,4 +1,12 @@
-"""What is in a trace: the data behind ``advisor inspect`` (pure; no printing)."""
+"""What is in a trace: the data behind ``advisor inspect`` (pure; no printing).
+
+Two GPU figures, each under its own name: ``gpu_busy_pct`` is the report's one "GPU busy"
+(share of the steady steps' wall time the main GPU was busy, :mod:`advisor.derive.breakdown`,
+the same number as findings.json's ``run.gpu_busy_pct``); ``breakdown`` is the GPU's *active
+span*, from its first to its last activity (every device, the last step left out), split as
+Holistic Trace Analysis' temporal breakdown does. ``step_breakdown`` is the report's per-step
+breakdown, averaged over the steady steps.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +15,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.derive.breakdown import step_breakdown, steps_busy_pct
+from advisor.derive.kind import trace_kind
+from advisor.derive.steps import steady_trace
 from advisor.derive.timeline import device_busy
 from advisor.trace.model import Trace
-
-
-def _ms(ns: float) -> float:
-    return round(float(ns) / 1e6, 3)
-
-
-def _pct(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
+from advisor.units import ms_of_ns, pct_of
 
 
 def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     """Stable keys: devices, steps, step_ms_median, gpu_busy_pct, gpu_idle_pct, kernels_top,
-    ops_top, memcpy, sync_calls (plus breakdown and notes)."""
+    ops_top, memcpy, sync_calls (plus breakdown, step_breakdown, notes, trace_kind and its
+    evidence)."""
     meta = trace.meta
     devs = device_busy(trace)
     step_ms = trace.step_ms()
@@ -34,12 +39,15 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
             "total_memory_bytes": d.total_memory_bytes,
             "num_sms": d.num_sms,
             "vendor": d.vendor,
+            "arch": d.arch,
+            "source": d.source,
             "used": d.id in used,
         }
         for d in meta.devices
     ]
-    span = sum(d.span_ns for d in devs)
-    busy = sum(d.busy_ns for d in devs)
+    steady = steady_trace(trace)
+    busy_pct = steps_busy_pct(steady)
+    per_step = step_breakdown(steady)
     notes: list[str] = []
     if not trace.has_gpu:
         notes.append("no GPU activity in this trace (CPU-only): GPU figures are empty")
@@ -55,9 +63,12 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     if meta.unknown_categories:
         cats = ", ".join(f"{k} ({v})" for k, v in sorted(meta.unknown_categories.items()))
         notes.append(f"events of unknown categories ignored: {cats}")
+    kind = trace_kind(trace)
     return {
         "trace": meta.path,
         "format": meta.format,
+        "trace_kind": kind.kind,
+        "trace_kind_evidence": kind.why,
         "platform": meta.platform,
         "rank": meta.rank,
         "world_size": meta.world_size,
@@ -72,9 +83,13 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
             "ms_max": round(float(step_ms.max()), 3) if len(step_ms) else 0.0,
         },
         "step_ms_median": round(float(step_ms.median()), 3) if len(step_ms) else 0.0,
-        "gpu_busy_pct": _pct(busy, span) if devs else None,
-        "gpu_idle_pct": _pct(span - busy, span) if devs else None,
+        "gpu_busy_pct": busy_pct,
+        "gpu_idle_pct": None if busy_pct is None else round(100.0 - busy_pct, 2),
         "breakdown": _breakdown(devs),
+        "step_breakdown": {
+            "steps": len(per_step),
+            **{f"{k}_ms": v for k, v in per_step.mean_ms().items()},
+        },
         "kernels_top": _kernels_top(trace, top),
         "ops_top": _ops_top(trace, top),
         "memcpy": _memcpy(trace),
@@ -84,8 +99,10 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
 
 
 def _breakdown(devs: list) -> dict[str, Any]:
+    """The GPU's active span (first to last activity, HTA's window), summed over the devices."""
     span = sum(d.span_ns for d in devs)
     parts = {
+        "busy": sum(d.busy_ns for d in devs),
         "compute": sum(d.compute_ns for d in devs),
         "communication": sum(d.comm_ns for d in devs),
         "memcpy": sum(d.memcpy_ns for d in devs),
@@ -93,9 +110,9 @@ def _breakdown(devs: list) -> dict[str, Any]:
         "idle": sum(d.idle_ns for d in devs),
     }
     return {
-        "span_ms": _ms(span),
-        **{f"{k}_ms": _ms(v) for k, v in parts.items()},
-        **{f"{k}_pct": _pct(v, span) for k, v in parts.items()},
+        "span_ms": ms_of_ns(span),
+        **{f"{k}_ms": ms_of_ns(v) for k, v in parts.items()},
+        **{f"{k}_pct": pct_of(v, span) for k, v in parts.items()},
     }
 
 
@@ -110,9 +127,9 @@ def _kernels_top(trace: Trace, top: int) -> list[dict[str, Any]]:
         {
             "name": str(n),
             "count": int(r["count"]),
-            "total_ms": _ms(r["sum"]),
+            "total_ms": ms_of_ns(r["sum"]),
             "mean_us": round(float(r["mean"]) / 1e3, 3),
-            "pct": _pct(float(r["sum"]), total),
+            "pct": pct_of(float(r["sum"]), total),
         }
         for n, r in g.iterrows()
     ]
@@ -141,8 +158,8 @@ def _ops_top(trace: Trace, top: int) -> list[dict[str, Any]]:
         {
             "name": str(n),
             "count": int(r["count"]),
-            "total_ms": _ms(r["total"]),
-            "self_ms": _ms(r["self_ns"]),
+            "total_ms": ms_of_ns(r["total"]),
+            "self_ms": ms_of_ns(r["self_ns"]),
         }
         for n, r in g.iterrows()
     ]
@@ -172,7 +189,7 @@ def _memcpy(trace: Trace) -> list[dict[str, Any]]:
             "dst": d,
             "count": int(r["count"]),
             "bytes": int(r["bytes"]),
-            "total_ms": _ms(r["dur"]),
+            "total_ms": ms_of_ns(r["dur"]),
         }
         for (k, s, d), r in g.iterrows()
     ]
@@ -192,6 +209,6 @@ def _syncs(trace: Trace) -> list[dict[str, Any]]:
     g = df.groupby("name").agg(count=("dur", "size"), dur=("dur", "sum"))
     g = g.sort_values("dur", ascending=False)
     return [
-        {"name": str(n), "count": int(r["count"]), "total_ms": _ms(r["dur"])}
+        {"name": str(n), "count": int(r["count"]), "total_ms": ms_of_ns(r["dur"])}
         for n, r in g.iterrows()
     ]

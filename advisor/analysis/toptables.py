@@ -6,7 +6,11 @@ the renderers escape them.
 - kernels: per kernel name, ``count``, ``total_ms``, ``mean_us`` and ``share_pct`` of all kernel
   time; ``op``: the CPU operator that launched most of them (the innermost op around the launch
   call), and ``source``: the user's line that called that operator ("file:line", when the trace
-  has Python stacks), both None when unknown.
+  has Python stacks), both None when unknown; ``limit_pct``: the share of the device's limit
+  (peak FLOP/s for compute-bound shapes, peak bytes/s for memory-bound ones) they reach,
+  ``bound`` ("compute" or "memory") and ``cause``: why they fall short of
+  ``kernel_efficiency.target`` (``kernel-efficiency``'s lead cause), all None where the
+  kernels' shapes or the device's peaks are unknown.
 - ops: per operator name, ``count``, ``total_ms`` (inclusive host time), ``self_ms`` (minus the
   operators it called), ``mean_us``, ``share_pct`` (inclusive time over the steps' wall time),
   ``gpu_ms`` (time of the kernels it launched itself, innermost), and ``source`` as above.
@@ -14,25 +18,22 @@ the renderers escape them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from advisor.analysis.summary import op_self_ns
 from advisor.derive.locate import Locator
+from advisor.detectors._efficiency import Analysis, row_figures
+from advisor.record import UNSET
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
+from advisor.units import ms_of_ns, pct_of
+from advisor.viewdata import KernelRow, OpRow
 
 TOP = 15
-
-
-def _ms(ns: float) -> float:
-    return round(float(ns) / 1e6, 3)
-
-
-def _pct(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
 
 
 def _in_steps(df: pd.DataFrame) -> pd.DataFrame:
@@ -80,16 +81,17 @@ def kernel_ops(trace: Trace, kernels: pd.DataFrame) -> np.ndarray:
 
 
 def top_kernels(
-    trace: Trace, locator: Locator | None = None, top: int = TOP
-) -> list[dict[str, Any]]:
+    trace: Trace, locator: Locator | None = None, top: int = TOP, an: Analysis | None = None
+) -> tuple[KernelRow, ...]:
     k = _in_steps(trace.kernels)
     if not len(k):
-        return []
+        return ()
     ops = trace.cpu_ops
     key, label = _name_keys(k["name"])
     df = pd.DataFrame(
         {"name": key, "dur": k["dur_ns"].to_numpy(dtype=np.int64), "op": kernel_ops(trace, k)}
     )
+    figures = _limit_figures(an, trace, k.index.to_numpy(), key, df["dur"].to_numpy())
     total = float(df["dur"].sum())
     g = df.groupby("name", sort=False)["dur"].agg(["sum", "count", "mean"])
     g = g.sort_values(["sum", "count"], ascending=False).head(top)
@@ -97,6 +99,7 @@ def top_kernels(
     has_op = (df["op"] >= 0).to_numpy()
     for code, r in g.iterrows():
         name = label[int(code)]  # type: ignore[call-overload]
+        fig = figures.get(int(code))  # type: ignore[call-overload]
         launched = df.loc[(key == code) & has_op, "op"]
         op_name, src = None, None
         if len(launched) and len(ops):
@@ -106,23 +109,57 @@ def top_kernels(
             first = int(launched.to_numpy()[names == op_name][0])
             src = _where(locator, first)
         rows.append(
-            {
-                "name": str(name),
-                "count": int(r["count"]),
-                "total_ms": _ms(r["sum"]),
-                "mean_us": round(float(r["mean"]) / 1e3, 3),
-                "share_pct": _pct(float(r["sum"]), total),
-                "op": op_name,
-                "source": src,
-            }
+            KernelRow(
+                name=str(name),
+                count=int(r["count"]),
+                total_ms=ms_of_ns(r["sum"]),
+                mean_us=round(float(r["mean"]) / 1e3, 3),
+                share_pct=pct_of(float(r["sum"]), total),
+                op=op_name,
+                source=src,
+                limit_pct=fig[0] if fig else None,
+                bound=fig[1] if fig else None,
+                cause=fig[2] if fig else None,
+            )
         )
-    return rows
+    return tuple(rows)
 
 
-def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> list[dict[str, Any]]:
+def _limit_figures(
+    an: Analysis | None, trace: Trace, rows: np.ndarray, key: np.ndarray, dur: np.ndarray
+) -> dict[int, tuple[float | None, str, str | None]]:
+    """Per kernel name key: ``limit_pct`` (the share of the device's limit its kernel classes
+    reach, weighted by time), ``bound`` (compute or memory, of most of its time) and ``cause``
+    (the lead cause of most of its time below the target), where the kernels were modelled
+    (:mod:`advisor.detectors._efficiency`)."""
+    if an is None:
+        return {}
+    rf = row_figures(an, len(trace.kernels))
+    f = rf.fraction[rows]
+    bound, text = rf.bound[rows], rf.cause_text[rows]
+    modelled = bound != ""
+    out: dict[int, tuple[float | None, str, str | None]] = {}
+    for code in np.unique(key[modelled]):
+        sel = modelled & (key == code)
+        w = dur[sel].astype(float)
+        known = ~np.isnan(f[sel])
+        wk = w[known]
+        pct = 100.0 * float((f[sel][known] * wk).sum() / wk.sum()) if wk.sum() > 0 else None
+        causes = pd.Series(w).groupby(text[sel]).sum()
+        causes = causes[causes.index != ""]
+        bounds = pd.Series(w).groupby(bound[sel]).sum()
+        out[int(code)] = (
+            None if pct is None else round(pct, 1),
+            str(bounds.idxmax()),
+            str(causes.idxmax()) if len(causes) else None,
+        )
+    return out
+
+
+def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> tuple[OpRow, ...]:
     ops = trace.cpu_ops
     if not len(ops):
-        return []
+        return ()
     real = ~name_flags(
         ops["name"], lambda n: n.startswith("ProfilerStep#")
     )  # legacy traces: steps are ops
@@ -156,48 +193,95 @@ def top_ops(trace: Trace, locator: Locator | None = None, top: int = TOP) -> lis
     g = g.sort_values(["total", "count"], ascending=False).head(top)
     st = trace.steps
     wall = float(st["dur_ns"].sum()) if len(st) else float(df["dur"].max() if len(df) else 0)
-    return [
-        {
-            "name": label[int(n)],
-            "count": int(r["count"]),
-            "total_ms": _ms(r["total"]),
-            "self_ms": _ms(r["self_ns"]),
-            "mean_us": round(float(r["mean"]) / 1e3, 3),
-            "share_pct": min(_pct(float(r["total"]), wall), 100.0),
-            "gpu_ms": _ms(r["gpu"]) if len(k) else None,
-            "source": _where(locator, int(r["row"])),
-        }
+    return tuple(
+        OpRow(
+            name=label[int(n)],
+            count=int(r["count"]),
+            total_ms=ms_of_ns(r["total"]),
+            self_ms=ms_of_ns(r["self_ns"]),
+            mean_us=round(float(r["mean"]) / 1e3, 3),
+            share_pct=min(pct_of(float(r["total"]), wall), 100.0),
+            gpu_ms=ms_of_ns(r["gpu"]) if len(k) else None,
+            source=_where(locator, int(r["row"])),
+        )
         for n, r in g.iterrows()
-    ]
+    )
 
 
-def merge_tables(tables: list[list[dict[str, Any]]], top: int = TOP) -> list[dict[str, Any]]:
-    """The top table of several ranks: counts and times summed per name over the ranks' own
-    top tables (a name outside a rank's top ``TOP`` adds nothing for that rank), the mean and
-    the share recomputed (share: of the summed totals of all rows seen), the other columns
-    (op, source, self and GPU time summed) from the ranks that have them."""
-    acc: dict[str, dict[str, Any]] = {}
+@dataclass
+class _Sum:
+    """One name's figures summed over the ranks' tables."""
+
+    name: str
+    count: int = 0
+    total_ms: float = 0.0
+    self_ms: float | None = None
+    gpu_ms: float | None = None
+    op: str | None = None
+    source: str | None = None
+
+    def add(self, r: KernelRow | OpRow) -> None:
+        self.count += int(r.count or 0)
+        self.total_ms += float(r.total_ms or 0.0)
+        if isinstance(r, OpRow):
+            if isinstance(r.self_ms, int | float):
+                self.self_ms = (self.self_ms or 0.0) + float(r.self_ms)
+            if isinstance(r.gpu_ms, int | float):
+                self.gpu_ms = (self.gpu_ms or 0.0) + float(r.gpu_ms)
+        if isinstance(r, KernelRow) and self.op is None and r.op:
+            self.op = r.op
+        if self.source is None and r.source:
+            self.source = r.source
+
+
+def _merged(tables: Iterable[Iterable[KernelRow | OpRow]], top: int) -> tuple[list[_Sum], float]:
+    acc: dict[str, _Sum] = {}
     for rows in tables:
         for r in rows:
-            a = acc.setdefault(
-                str(r.get("name")), {"name": str(r.get("name")), "count": 0, "total_ms": 0.0}
-            )
-            a["count"] += int(r.get("count") or 0)
-            a["total_ms"] += float(r.get("total_ms") or 0.0)
-            for key in ("self_ms", "gpu_ms"):
-                if isinstance(r.get(key), int | float):
-                    a[key] = a.get(key, 0.0) + float(r[key])
-            for key in ("op", "source"):
-                if a.get(key) is None and r.get(key):
-                    a[key] = r[key]
-    whole = sum(a["total_ms"] for a in acc.values())
-    rows_out = sorted(acc.values(), key=lambda a: (-a["total_ms"], -a["count"], a["name"]))[:top]
-    for a in rows_out:
-        a["mean_us"] = round(1000.0 * a["total_ms"] / a["count"], 3) if a["count"] else 0.0
-        a["share_pct"] = _pct(a["total_ms"], whole)
-        for key in ("total_ms", "self_ms", "gpu_ms"):
-            if key in a:
-                a[key] = round(a[key], 3)
-        a.setdefault("op", None)
-        a.setdefault("source", None)
-    return rows_out
+            acc.setdefault(str(r.name), _Sum(str(r.name))).add(r)
+    whole = sum(a.total_ms for a in acc.values())
+    return sorted(acc.values(), key=lambda a: (-a.total_ms, -a.count, a.name))[:top], whole
+
+
+def _mean_us(a: _Sum) -> float:
+    return round(1000.0 * a.total_ms / a.count, 3) if a.count else 0.0
+
+
+def merge_kernels(tables: Iterable[Iterable[KernelRow]], top: int = TOP) -> tuple[KernelRow, ...]:
+    """The top kernels of several ranks: counts and times summed per name over the ranks' own
+    top tables (a name outside a rank's top ``TOP`` adds nothing for that rank), the mean and
+    the share recomputed (share: of the summed totals of all rows seen), the op and source from
+    the first rank that has them."""
+    rows, whole = _merged(tables, top)
+    return tuple(
+        KernelRow(
+            name=a.name,
+            count=a.count,
+            total_ms=round(a.total_ms, 3),
+            mean_us=_mean_us(a),
+            share_pct=pct_of(a.total_ms, whole),
+            op=a.op,
+            source=a.source,
+        )
+        for a in rows
+    )
+
+
+def merge_ops(tables: Iterable[Iterable[OpRow]], top: int = TOP) -> tuple[OpRow, ...]:
+    """The top operators of several ranks, as :func:`merge_kernels` (self and GPU time summed
+    over the ranks that have them)."""
+    rows, whole = _merged(tables, top)
+    return tuple(
+        OpRow(
+            name=a.name,
+            count=a.count,
+            total_ms=round(a.total_ms, 3),
+            mean_us=_mean_us(a),
+            share_pct=pct_of(a.total_ms, whole),
+            self_ms=UNSET if a.self_ms is None else round(a.self_ms, 3),
+            gpu_ms=UNSET if a.gpu_ms is None else round(a.gpu_ms, 3),
+            op=None,
+            source=a.source,
+        )
+        for a in rows
+    )

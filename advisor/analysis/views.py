@@ -1,18 +1,20 @@
 """View data for the renderers, computed once on the analysis side (renderers never compute).
 
-``build_views`` returns the ``views`` dict of a :class:`~advisor.report.Report`; it is saved in
-findings.json (an additive top-level key) so ``advisor report`` re-renders without the trace:
+``build_views`` returns the ``views`` of a :class:`~advisor.report.Report` (the records of
+:mod:`advisor.viewdata`); they are saved in findings.json (an additive top-level key) so
+``advisor report`` re-renders without the trace:
 
 - ``device``: name, compute capability, total and peak memory (bytes; None when unknown).
 - ``trace``: file name, ``origin_us`` (the file's clock at rebased 0), ``window_us`` (the
   captured steps, file clock), ``recorded_at`` (ISO date from ``baseTimeNanoseconds``).
 - ``steps``: per step (at most ``MAX_STEPS``), where its wall time went, in ms, summing to
-  ``total_ms``: GPU ``compute``, ``communication`` and ``memcpy`` (incl. memset) busy time,
-  counted in that priority where they overlap; ``dataloader`` (GPU idle while the host is in a
-  DataLoader fetch); ``idle`` (other GPU idle time); ``host_only`` (CPU-only traces: the step
-  time outside data loading, when no GPU work exists at all).
+  ``total_ms``: the one per-step breakdown, :func:`advisor.derive.breakdown.step_breakdown`
+  (GPU ``compute``, ``communication``, ``memcpy``; ``dataloader``: GPU idle while the host is
+  in a DataLoader fetch; ``idle``; ``host_only`` on CPU-only traces).
 - ``utilization``: GPU busy % of the main device over the window in ``UTIL_BUCKETS`` buckets.
 - ``kernels`` / ``ops``: the top kernels and top operators tables (:mod:`advisor.analysis.toptables`).
+- ``compiled``: GPU time per torch.compile region and graph, by kernel kind, and the GEMMs in
+  them (:mod:`advisor.analysis.compiled`; absent when the trace has no compiled region).
 - ``detectors``: title of every detector, plus its docstring for those that found something.
 - ``sources``: ``"file:line"`` -> a few lines of the user's code around it (absent with
   ``--no-source``); which files may be read: :mod:`advisor.derive.sources`.
@@ -29,82 +31,49 @@ from typing import Any
 
 import numpy as np
 
-from advisor.derive.dataloader import fetch_intervals
+from advisor.derive.breakdown import CATEGORIES as CATEGORIES  # re-exported for the tests
+from advisor.derive.breakdown import GpuLayers, gpu_layers, step_breakdown
 from advisor.derive.locate import Locator
 from advisor.derive.sources import read_sources, source_bases, source_roots
-from advisor.derive.timeline import Intervals, main_device
+from advisor.derive.timeline import main_device
+from advisor.detect.thresholds import Thresholds
+from advisor.detectors._efficiency import Analysis, analysis
 from advisor.findings import Finding
-from advisor.trace.model import Trace
+from advisor.trace.model import GPU_DEVICE_TYPES, Trace
+from advisor.units import ms_of_ns
+from advisor.viewdata import (
+    DetectorDoc,
+    DeviceView,
+    StepRow,
+    TraceInfo,
+    TraceViews,
+    Utilization,
+    Views,
+)
 
 VIEWS_VERSION = 1
 UTIL_BUCKETS = 100
 MAX_STEPS = 300
-CATEGORIES = ("compute", "communication", "memcpy", "dataloader", "idle", "host_only")
 
 
-def _ms(ns: float) -> float:
-    return round(float(ns) / 1e6, 3)
-
-
-def _gpu_layers(trace: Trace) -> tuple[Intervals, Intervals, Intervals] | None:
-    """Coverage of compute, compute+comm, and all GPU work on the main device (None: no GPU)."""
-    dev = main_device(trace)
-    if dev is None:
-        return None
-    act = trace.gpu_activity()
-    act = act[act["device"] == dev]
-    kind = act["kind"]
-    return (
-        Intervals.of([act[kind == "kernel"]]),
-        Intervals.of([act[kind.isin(["kernel", "comm"])]]),
-        Intervals.of([act]),
+def step_rows(trace: Trace, layers: GpuLayers | None = None) -> tuple[StepRow, ...]:
+    """The first ``MAX_STEPS`` steps' breakdown (:func:`advisor.derive.breakdown.step_breakdown`),
+    in ms (``layers``: the trace's :func:`~advisor.derive.breakdown.gpu_layers`, when known)."""
+    b = step_breakdown(trace, layers, MAX_STEPS)
+    return tuple(
+        StepRow(
+            step=int(b.step[i]),
+            ts_us=trace.to_trace_us(int(b.start_ns[i])),
+            total_ms=ms_of_ns(b.total_ns[i]),
+            compute_ms=ms_of_ns(b.compute_ns[i]),
+            communication_ms=ms_of_ns(b.communication_ns[i]),
+            memcpy_ms=ms_of_ns(b.memcpy_ns[i]),
+            dataloader_ms=ms_of_ns(b.dataloader_ns[i]),
+            idle_ms=ms_of_ns(b.idle_ns[i]),
+            host_only_ms=ms_of_ns(b.host_only_ns[i]),
+        )
+        for i in range(len(b))
     )
-
-
-_UNSET: Any = object()
-
-
-def step_breakdown(trace: Trace, layers: Any = _UNSET) -> list[dict[str, Any]]:
-    """Per step: compute, communication, copies, data loading, idle (``layers``: the
-    :func:`_gpu_layers` of the trace, when the caller has them already)."""
-    st = trace.steps.head(MAX_STEPS)
-    if not len(st):
-        return []
-    lo = st["ts_ns"].to_numpy(dtype=np.int64)
-    hi = st["end_ns"].to_numpy(dtype=np.int64)
-    dur = hi - lo
-    dl = fetch_intervals(trace)
-    layers = _gpu_layers(trace) if layers is _UNSET else layers
-    zero = np.zeros(len(st), dtype=np.int64)
-    if layers is None:
-        compute = comm = memcpy = idle = zero
-        loader = dl.covered(lo, hi)
-        host = dur - loader
-    else:
-        c1, c2, c3 = (c.covered(lo, hi) for c in layers)
-        compute, comm, memcpy = c1, c2 - c1, c3 - c2
-        both = Intervals.union_of(
-            np.r_[layers[2].starts, dl.starts], np.r_[layers[2].ends, dl.ends]
-        )
-        loader = both.covered(lo, hi) - c3  # data loading while the GPU is idle
-        idle = dur - c3 - loader
-        host = zero
-    rows = []
-    for i, s in enumerate(st["step"].to_numpy()):
-        rows.append(
-            {
-                "step": int(s),
-                "ts_us": trace.to_trace_us(int(lo[i])),
-                "total_ms": _ms(dur[i]),
-                "compute_ms": _ms(compute[i]),
-                "communication_ms": _ms(comm[i]),
-                "memcpy_ms": _ms(memcpy[i]),
-                "dataloader_ms": _ms(loader[i]),
-                "idle_ms": _ms(max(0, idle[i])),
-                "host_only_ms": _ms(host[i]),
-            }
-        )
-    return rows
 
 
 def _window_ns(trace: Trace) -> tuple[int, int]:
@@ -115,9 +84,9 @@ def _window_ns(trace: Trace) -> tuple[int, int]:
 
 
 def utilization(
-    trace: Trace, buckets: int = UTIL_BUCKETS, layers: Any = _UNSET
-) -> dict[str, Any] | None:
-    layers = _gpu_layers(trace) if layers is _UNSET else layers
+    trace: Trace, buckets: int = UTIL_BUCKETS, layers: GpuLayers | None = None
+) -> Utilization | None:
+    layers = gpu_layers(trace) if layers is None else layers
     lo, hi = _window_ns(trace)
     if layers is None or hi <= lo:
         return None
@@ -125,13 +94,13 @@ def utilization(
     width = np.maximum(edges[1:] - edges[:-1], 1)
     busy = layers[2].covered(edges[:-1], edges[1:])
     comp = layers[0].covered(edges[:-1], edges[1:])
-    return {
-        "start_us": trace.to_trace_us(lo),
-        "end_us": trace.to_trace_us(hi),
-        "bucket_ms": _ms((hi - lo) / buckets),
-        "busy_pct": [round(float(v), 1) for v in 100.0 * busy / width],
-        "compute_pct": [round(float(v), 1) for v in 100.0 * comp / width],
-    }
+    return Utilization(
+        start_us=trace.to_trace_us(lo),
+        end_us=trace.to_trace_us(hi),
+        bucket_ms=ms_of_ns((hi - lo) / buckets),
+        busy_pct=tuple(round(float(v), 1) for v in 100.0 * busy / width),
+        compute_pct=tuple(round(float(v), 1) for v in 100.0 * comp / width),
+    )
 
 
 def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
@@ -146,7 +115,7 @@ def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
     m = trace.memory
     if not len(m):
         return None
-    m = m[(m["device_type"] == 1) & m["total_allocated"].notna()]
+    m = m[m["device_type"].isin(GPU_DEVICE_TYPES) & m["total_allocated"].notna()]
     dev = main_device(trace)
     if dev is not None and (m["device_id"] == dev).any():
         m = m[m["device_id"] == dev]
@@ -165,18 +134,31 @@ def _recorded_at(trace: Trace, run_ctx: dict[str, Any] | None) -> str | None:
     return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> dict[str, Any]:
+def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> DeviceView:
     dev = trace.device(main_device(trace))
     rdev = (run_ctx or {}).get("device")
-    rdev = rdev if isinstance(rdev, dict) else {}
+    rdev = rdev if isinstance(rdev, dict) and not (dev and dev.source == "--device") else {}
     total = rdev.get("total_memory_bytes") or (dev.total_memory_bytes if dev else None)
-    return {
-        "name": rdev.get("name") or (dev.name if dev else None),
-        "compute_capability": rdev.get("compute_capability") or (dev.cc_str if dev else None),
-        "total_memory_bytes": int(total) if isinstance(total, int | float) else None,
-        "peak_memory_bytes": _peak_memory(trace, run_ctx),
-        "count": len(trace.meta.devices),
-    }
+    return DeviceView(
+        name=rdev.get("name") or (dev.name if dev else None),
+        compute_capability=rdev.get("compute_capability") or (dev.cc_str if dev else None),
+        total_memory_bytes=int(total) if isinstance(total, int | float) else None,
+        peak_memory_bytes=_peak_memory(trace, run_ctx),
+        count=len(trace.meta.devices),
+        source="run.json" if rdev.get("name") else (dev.source if dev else None),
+    )
+
+
+def _efficiency(trace: Trace, thresholds: Thresholds | None) -> Analysis | None:
+    """The kernels' efficiency analysis (shared with ``kernel-efficiency``, memoized on the
+    trace); None without GPU kernels or peaks. A failure here is the detector's to report: the
+    views go on without the figures."""
+    if not trace.has_gpu or not len(trace.kernels):
+        return None
+    try:
+        return analysis(trace, thresholds or Thresholds())
+    except Exception:  # noqa: BLE001 (kernel-efficiency reports it as errored)
+        return None
 
 
 def build_views(
@@ -187,38 +169,44 @@ def build_views(
     no_source: bool = False,
     locator: Locator | None = None,
     extra_roots: Iterable[Path | str] = (),
-) -> dict[str, Any]:
-    """The ``views`` dict of a Report. ``detectors``: id -> (title, docstring); ``locator``
-    finds the source lines of the top tables (none with ``no_source``)."""
+    thresholds: Thresholds | None = None,
+) -> Views:
+    """The ``views`` of a Report. ``detectors``: id -> (title, docstring); ``locator``
+    finds the source lines of the top tables (none with ``no_source``); ``thresholds``: those
+    of the analysis (the kernels' efficiency figures depend on them)."""
+    from advisor.analysis.compiled import compiled_view
     from advisor.analysis.toptables import top_kernels, top_ops
 
     found = list(findings)
     ids = {f.id for f in found}
     lo, hi = _window_ns(trace)
-    layers = _gpu_layers(trace)  # once for both charts
-    views: dict[str, Any] = {
-        "version": VIEWS_VERSION,
-        "device": device_view(trace, run_ctx),
-        "trace": {
-            "file": trace.path.name,
-            "origin_us": trace.to_trace_us(0),
-            "window_us": [trace.to_trace_us(lo), trace.to_trace_us(hi)],
-            "recorded_at": _recorded_at(trace, run_ctx),
-        },
-        "steps": step_breakdown(trace, layers),
-        "steps_total": int(len(trace.steps)),
-        "utilization": utilization(trace, layers=layers),
-        "kernels": top_kernels(trace, None if no_source else locator),
-        "ops": top_ops(trace, None if no_source else locator),
-        "detectors": {
-            i: ({"title": t, "doc": d} if i in ids else {"title": t})
+    layers = gpu_layers(trace)  # once for both charts
+    eff = _efficiency(trace, thresholds)
+    sources, withheld = None, list[str]()
+    if not no_source:
+        roots = source_roots(extra_roots)  # never widened by a run.json
+        sources = read_sources(found, source_bases(trace.path, run_ctx), roots, withheld)
+    return Views(
+        one_trace=TraceViews(
+            version=VIEWS_VERSION,
+            device=device_view(trace, run_ctx),
+            trace=TraceInfo(
+                file=trace.path.name,
+                origin_us=trace.to_trace_us(0),
+                window_us=(trace.to_trace_us(lo), trace.to_trace_us(hi)),
+                recorded_at=_recorded_at(trace, run_ctx),
+            ),
+            steps=step_rows(trace, layers),
+            steps_total=int(len(trace.steps)),
+            utilization=utilization(trace, layers=layers),
+        ),
+        kernels=top_kernels(trace, None if no_source else locator, an=eff),
+        ops=top_ops(trace, None if no_source else locator),
+        compiled=compiled_view(trace, eff) if trace.has_gpu else None,
+        detectors={
+            i: DetectorDoc(title=t, doc=d if i in ids else None)
             for i, (t, d) in sorted(detectors.items())
         },
-    }
-    if not no_source:
-        withheld: list[str] = []
-        roots = source_roots(extra_roots)  # never widened by a run.json
-        views["sources"] = read_sources(found, source_bases(trace.path, run_ctx), roots, withheld)
-        if withheld:
-            views["sources_withheld"] = withheld
-    return views
+        sources=sources,
+        sources_withheld=tuple(withheld),
+    )

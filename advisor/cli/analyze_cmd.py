@@ -1,6 +1,7 @@
 """``advisor analyze TRACE|DIR``: findings.json and report.html from an existing trace.
 
-The options are declared once, here (typer). The console entry may have started decoding the
+The options are declared once, here (typer); those every analysis takes in
+:mod:`advisor.cli.analysis_options`. The console entry may have started decoding the
 trace before typer parsed the line (:func:`advisor.trace.prefetch.start_early`); that
 :class:`~advisor.trace.prefetch.Prefetch` arrives as the context object (``ctx.obj``) and is kept
 only if it decodes this command's file with its settings.
@@ -15,6 +16,17 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from advisor.cli.analysis_options import (
+    Debug,
+    FailOn,
+    JsonOut,
+    NoSource,
+    Only,
+    OpenReport,
+    SetThreshold,
+    Skip,
+    analysis_options,
+)
 from advisor.cli.common import finish, list_thresholds, output_guard
 from advisor.findings import check_fail_on
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
@@ -38,26 +50,16 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(
             False, "--force", help="Write into an existing non-empty --out."
         ),
-        json_out: bool = typer.Option(False, "--json", help="Print findings.json to stdout."),
-        fail_on: str | None = typer.Option(
-            None,
-            "--fail-on",
-            help="Exit 3 when a finding at or above this severity exists: high, medium or low.",
-        ),
-        only: list[str] = typer.Option(
-            [], "--only", help="Run only these finding ids (repeat or comma-separate)."
-        ),
-        skip: list[str] = typer.Option([], "--skip", help="Skip these finding ids."),
-        set_: list[str] = typer.Option(
-            [], "--set", help="Override a threshold: key=value (see --list-thresholds)."
-        ),
+        json_out: JsonOut = False,
+        fail_on: FailOn = None,
+        only: Only = None,
+        skip: Skip = None,
+        set_: SetThreshold = None,
         show_thresholds: bool = typer.Option(
             False, "--list-thresholds", help="List thresholds and exit."
         ),
-        open_: bool = typer.Option(False, "--open", help="Open report.html in a browser."),
-        no_source: bool = typer.Option(
-            False, "--no-source", help="Keep source code out of the report."
-        ),
+        open_: OpenReport = False,
+        no_source: NoSource = False,
         source_root: list[Path] = typer.Option(
             [], "--source-root", help="Also show code from files under this folder (repeatable)."
         ),
@@ -68,15 +70,20 @@ def register(app: typer.Typer) -> None:
             help="Also run the detectors of this Python file or module (repeatable): try one "
             "without packaging it (docs/plugins.md).",
         ),
-        debug: bool = typer.Option(
-            False, "--debug", help="Include detector tracebacks in findings.json."
-        ),
+        debug: Debug = False,
         max_trace_bytes: int = typer.Option(
             DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
             min=1,
             help="Refuse traces larger than this decompressed (guards against gzip bombs; "
             "default: what the available memory can analyze).",
+        ),
+        device: str = typer.Option(
+            None,
+            "--device",
+            metavar="GPU",
+            help="The GPU the trace ran on (H100, A100-80GB, MI300X...), over what the trace "
+            "says or what its kernel names suggest.",
         ),
         jobs: int = typer.Option(
             0, "--jobs", "-j", help="Worker processes for per-rank traces (0: automatic)."
@@ -96,7 +103,8 @@ def register(app: typer.Typer) -> None:
             return
         if path is None:
             raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
-        from advisor.output.outfiles import default_out_dir, prepare_out_dir, release, trace_stem
+        from advisor.output.outfiles import release
+        from advisor.output.outfolder import default_out_dir, prepare_out_dir, trace_stem
         from advisor.trace import find_traces, prefetch
 
         check_fail_on(fail_on)
@@ -107,10 +115,9 @@ def register(app: typer.Typer) -> None:
         # decode in a child process while this one imports pandas and the detectors
         pre = prefetch.take_over(ctx.obj, files[0], max_trace_bytes) if len(files) == 1 else None
         try:
-            from advisor.analysis.pipeline import options_from_cli  # pandas: after the fork
-
-            opts = options_from_cli(
-                only, skip, set_, debug, no_source, max_trace_bytes, source_root, detector
+            # pandas and the detectors: after the fork
+            opts = analysis_options(
+                only, skip, set_, debug, no_source, max_trace_bytes, source_root, device, detector
             )
             report, written = _analyze(files, path, target, opts, force, jobs, scheduler, pre)
         finally:
@@ -132,7 +139,7 @@ def _analyze(
 ) -> tuple[Report, dict[str, Path]]:
     from advisor.analysis.pipeline import analyze_path, write_outputs
     from advisor.output.annotate_stream import AheadCopy
-    from advisor.output.outfiles import prepare_out_dir
+    from advisor.output.outfolder import prepare_out_dir
     from advisor.output.terminal import progress
 
     ahead = AheadCopy()

@@ -14,7 +14,9 @@ def register(app: typer.Typer) -> None:
     @app.command("diff")
     def diff_command(
         a: Path = typer.Argument(
-            ..., help="Before: a trace, a run folder or a folder of per-rank traces."
+            ...,
+            help="Before: a trace, a run folder, a folder of per-rank traces, or the folder "
+            "an earlier 'advisor analyze --out' wrote.",
         ),
         b: Path = typer.Argument(..., help="After: the same kinds as A."),
         json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
@@ -36,7 +38,8 @@ def register(app: typer.Typer) -> None:
             "memory can analyze).",
         ),
     ) -> None:
-        """Compare two runs: step time, time per category, kernels and findings before/after."""
+        """Compare two runs: step time, time per category, kernels and findings before/after,
+        and why the step changed (kernels paired through renames, grouped by family)."""
         import orjson
 
         from advisor.analysis.pipeline import options_from_cli

@@ -4,7 +4,8 @@ line.
 
 Importing typer and parsing the command line takes a tenth of a second or more; the trace does
 not have to wait for it. The one existing file among the arguments of ``analyze``/``inspect``
-starts decoding in a child process at once (:func:`advisor.trace.prefetch.start_early`), and
+starts decoding in a child process at once (:func:`early_prefetch`, the commands of
+:data:`DECODE_FIRST`; :func:`advisor.trace.prefetch.start_early` knows no command), and
 the command gets that :class:`~advisor.trace.prefetch.Prefetch` as its context object. It keeps
 it only when typer's parse names the same file with the same settings
 (:func:`advisor.trace.prefetch.take_over`); otherwise the child is stopped. So the guess can
@@ -14,16 +15,33 @@ only cost or save time, never change what a command does.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
+
+if TYPE_CHECKING:
+    from advisor.trace.prefetch import Prefetch
+
+DECODE_FIRST = ("analyze", "inspect")  # the commands whose first work is decoding one trace
+
+
+def early_prefetch(
+    args: Sequence[str], max_bytes: int = DEFAULT_MAX_TRACE_BYTES
+) -> Prefetch | None:
+    """The decoding child for the command line ``args``, started before it is parsed (None:
+    not a command of :data:`DECODE_FIRST`, or no single existing file among its arguments)."""
+    if len(args) < 2 or args[0] not in DECODE_FIRST:
+        return None
+    from advisor.trace import prefetch
+
+    return prefetch.start_early(args[1:], max_bytes)
 
 
 def main(argv: list[str] | None = None) -> None:
     """The ``advisor`` console script (``argv``: the arguments, default ``sys.argv[1:]``)."""
-    from advisor.trace import prefetch
-
     args = sys.argv[1:] if argv is None else argv
-    early = prefetch.start_early(args, DEFAULT_MAX_TRACE_BYTES)
+    early = early_prefetch(args)
     from advisor.cli.app import main as cli_main
 
     cli_main(argv, early)

@@ -7,16 +7,7 @@ from pathlib import Path
 import typer
 
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+from advisor.units import fmt_bytes
 
 
 def register(app: typer.Typer) -> None:
@@ -33,11 +24,19 @@ def register(app: typer.Typer) -> None:
             help="Refuse traces larger than this decompressed (guards against gzip bombs; "
             "default: what the available memory can analyze).",
         ),
+        device: str = typer.Option(
+            None,
+            "--device",
+            metavar="GPU",
+            help="The GPU the trace ran on (H100, A100-80GB, MI300X...), over what the trace "
+            "says or what its kernel names suggest.",
+        ),
     ) -> None:
         """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""
         import orjson
 
         from advisor.trace import find_traces, load_trace, prefetch
+        from advisor.trace.identity import with_device
 
         files = find_traces(path)
         # each trace decodes in a child process while this one imports pandas or summarizes the
@@ -48,7 +47,7 @@ def register(app: typer.Typer) -> None:
             from advisor.analysis.summary import inspect_trace
 
             for i, f in enumerate(files):
-                trace = load_trace(f, max_trace_bytes, pre)
+                trace = with_device(load_trace(f, max_trace_bytes, pre), device)
                 pre = prefetch.start(files[i + 1], max_trace_bytes) if i + 1 < len(files) else None
                 results.append(inspect_trace(trace, top))
                 del trace
@@ -78,6 +77,7 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
     con.print(head)
     if r["rank"] is not None:
         con.print(f"rank {p(r['rank'])} of {p(r['world_size'])}")
+    con.print(f"trace: {p(r['trace_kind'])} ({p(r['trace_kind_evidence'])})")
     for d in r["devices"]:
         if d["used"] or len(r["devices"]) == 1:
             cc = (
@@ -85,8 +85,11 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
                 if d["compute_capability"]
                 else ""
             )
+            mem = d["total_memory_bytes"]
             con.print(
-                f"device {p(d['id'])}: {p(d['name'])}{cc}, {_fmt_bytes(d['total_memory_bytes'])}"
+                f"device {p(d['id'])}: {p(d['name'])}{cc}"
+                + (f", {fmt_bytes(mem)}" if mem else "")
+                + f"  ({p(d['source'])})"
             )
     s = r["steps"]
     con.print(
@@ -97,11 +100,21 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
         con.print("GPU: no GPU activity in this trace (CPU-only)")
     else:
         b = r["breakdown"]
+        con.print(f"GPU busy {r['gpu_busy_pct']:.1f}% of the steps' wall time (as in the report)")
         con.print(
-            f"GPU busy {r['gpu_busy_pct']:.1f}%  idle {r['gpu_idle_pct']:.1f}% over {b['span_ms']:.2f} ms"
+            f"GPU active span {b['span_ms']:.2f} ms (first to last GPU activity, last step left out, as HTA counts):"
+            f" busy {b['busy_pct']:.1f}%, idle {b['idle_pct']:.1f}%"
             f" (compute {b['compute_pct']:.1f}%, communication {b['communication_pct']:.1f}%,"
             f" memcpy {b['memcpy_pct']:.1f}%, memset {b['memset_pct']:.1f}%)"
         )
+    sb = r["step_breakdown"]
+    if sb["steps"]:
+        parts = ", ".join(
+            f"{k.removesuffix('_ms').replace('_', ' ')} {v:.2f} ms"
+            for k, v in sb.items()
+            if k.endswith("_ms") and v > 0
+        )
+        con.print(f"per step (the report's breakdown, mean of {sb['steps']} steady steps): {parts}")
     for title, rows, cols in (
         ("Top kernels", r["kernels_top"], ("name", "count", "total_ms", "mean_us", "pct")),
         ("Top CPU ops", r["ops_top"], ("name", "count", "total_ms", "self_ms")),

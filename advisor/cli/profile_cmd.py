@@ -13,7 +13,19 @@ from pathlib import Path
 
 import typer
 
+from advisor.cli.analysis_options import (
+    Debug,
+    FailOn,
+    JsonOut,
+    NoSource,
+    Only,
+    OpenReport,
+    SetThreshold,
+    Skip,
+    analysis_options,
+)
 from advisor.cli.run_options import Module, Script, ScriptArgs, Wait, Warmup
+from advisor.profile.capture import DEFAULT_EVAL_WAIT_S
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 _HELP = """Run SCRIPT (or -m MODULE) under torch.profiler and rank the fixes by time saved per step.
@@ -54,9 +66,22 @@ def register(app: typer.Typer) -> None:
         max_seconds: float = typer.Option(
             60.0,
             "--max-seconds",
-            help="A script that never steps is captured as one step for at most this long, "
-            "and the wait for an evaluation phase after the training window is bounded by it "
+            help="A script that never steps is captured as one step for at most this long "
             "(0: no limit).",
+        ),
+        max_window_seconds: float = typer.Option(
+            60.0,
+            "--max-window-seconds",
+            help="End the profiled window at its first complete step after this many seconds "
+            "of recording (or 2 GiB of profiler memory): steps that run the model many times "
+            "(an LBFGS step(closure)) stay affordable (0: no time limit).",
+        ),
+        eval_wait: float | None = typer.Option(
+            None,
+            "--eval-wait",
+            help="Seconds to wait for an evaluation phase after the training window (default "
+            f"{DEFAULT_EVAL_WAIT_S:g}; 0 when the script's files never mention evaluation; "
+            "0: do not wait).",
         ),
         phases: str | None = typer.Option(
             None,
@@ -81,34 +106,24 @@ def register(app: typer.Typer) -> None:
         tensorboard: Path | None = typer.Option(
             None, "--tensorboard", help="Also write the trace and headline scalars for TensorBoard."
         ),
-        open_: bool = typer.Option(False, "--open", help="Open report.html in a browser."),
-        json_out: bool = typer.Option(False, "--json", help="Print findings.json to stdout."),
-        fail_on: str | None = typer.Option(
-            None,
-            "--fail-on",
-            help="Exit 3 when the script succeeds and a finding at or above this severity "
-            "exists: high, medium or low.",
-        ),
-        only: list[str] = typer.Option([], "--only", help="Run only these finding ids."),
-        skip: list[str] = typer.Option([], "--skip", help="Skip these finding ids."),
-        set_: list[str] = typer.Option([], "--set", help="Override a threshold: key=value."),
-        no_source: bool = typer.Option(
-            False, "--no-source", help="Keep source code out of the report."
-        ),
-        debug: bool = typer.Option(
-            False, "--debug", help="Include detector tracebacks in findings.json."
-        ),
+        open_: OpenReport = False,
+        json_out: JsonOut = False,
+        fail_on: FailOn = None,
+        only: Only = None,
+        skip: Skip = None,
+        set_: SetThreshold = None,
+        no_source: NoSource = False,
+        debug: Debug = False,
         rank_timeout: float = typer.Option(
             120.0,
             "--rank-timeout",
             help="Under torchrun: how long rank 0 waits for the other ranks' traces (seconds).",
         ),
     ) -> None:
-        from advisor.analysis.pipeline import options_from_cli
         from advisor.profile import ProfileOptions, run_profile
         from advisor.profile.capture import SessionConfig, default_phases, parse_phases
 
-        analysis = options_from_cli(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
+        analysis = analysis_options(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
         opts = ProfileOptions(
             script=script,
             args=tuple(script_args or ()),
@@ -126,7 +141,9 @@ def register(app: typer.Typer) -> None:
                 run_to_end=run_to_end,
                 phases=parse_phases(phases or default_phases()),
                 eval_steps=eval_steps,
+                window_max_s=max_window_seconds,
             ),
+            eval_wait=eval_wait,
             tensorboard=tensorboard,
             open_report=open_,
             json_out=json_out,

@@ -45,11 +45,12 @@ def rerender(
 
     from advisor.errors import AdvisorError
     from advisor.output.html import render_html
-    from advisor.output.outfiles import atomic_write, is_advisor_report
+    from advisor.output.outfiles import atomic_write
+    from advisor.output.outfolder import is_advisor_report
 
     report, src = load_report(path)
     if no_source:  # the snippets saved at analysis time (none if it ran with --no-source)
-        views = {k: v for k, v in report.views.items() if k not in ("sources", "sources_withheld")}
+        views = dataclasses.replace(report.views, sources=None, sources_withheld=())
         report = dataclasses.replace(report, views=views)
     target = out if out is not None else src.parent / REPORT_NAME
     if target.is_dir():
@@ -67,7 +68,7 @@ def rerender(
         if annotated.is_file()
         else None
     )
-    extra = {"annotated_trace": rel}
+    extra = {"annotated_trace": rel, "report_dir": str(target.parent)}
     try:
         page = render_html(report, extra)
     except Exception as err:  # noqa: BLE001 (a value of the wrong type in an edited file)

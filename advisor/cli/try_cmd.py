@@ -6,6 +6,7 @@ Torch is imported only in the profiled child processes.
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -45,7 +46,10 @@ def register(app: typer.Typer) -> None:
         warmup: Warmup = 2,
         active: int = typer.Option(5, "--active", help="Steps to record and compare."),
         repeat: int = typer.Option(
-            1, "--repeat", help="Rounds of runs (before, then each fix), pooled against drift."
+            2,
+            "--repeat",
+            help="Rounds of runs (before, then each fix; every second round in reverse "
+            "order), pooled; a faster/slower verdict needs 2 or more.",
         ),
         max_seconds: float = typer.Option(
             60.0, "--max-seconds", help="As for advisor profile: a script that never steps."
@@ -77,18 +81,13 @@ def register(app: typer.Typer) -> None:
             loss_steps=loss_steps,
             loss_rtol=loss_rtol,
         )
-        doc, out_dir = run_try(opts)
-        files = write_outputs(doc, out_dir)
+        result, out_dir = run_try(opts)
+        files = write_outputs(result, out_dir)
         if json_out:
-            import json
-
-            sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+            sys.stdout.buffer.write(result.dump())
         else:
-            print_try(doc, files)
+            print_try(result, files)
         sys.stdout.flush()
-        if doc.get("interrupted"):  # SIGTERM / Ctrl-C: written, then the signal's exit code
-            import signal
-
-            raise typer.Exit(128 + signal.Signals[doc["interrupted"]].value)
-        failed = doc["before"]["failed"] or any(r.get("failed") for r in doc["results"])
-        raise typer.Exit(1 if failed else 0)
+        if result.interrupted:  # 143 after SIGTERM, 130 after Ctrl-C
+            raise typer.Exit(128 + int(signal.Signals[result.interrupted]))
+        raise typer.Exit(1 if result.failed else 0)

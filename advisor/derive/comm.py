@@ -1,7 +1,8 @@
 """Communication on the timeline: collectives, their overlap with compute, exposed time.
 
-Communication kernels are the ones ``kernels.is_comm`` marks (names starting ``nccl``/``rccl``,
-including ``ncclDevKernel_*``). On CPU-only runs (gloo) the collectives are the ``gloo:*``
+Communication kernels are the ones ``kernels.is_comm`` marks: NCCL/RCCL and the other families of
+:mod:`advisor.trace.commroles` (DeepEP, custom and symmetric-memory all-reduce, all-to-all
+kernels on a stream of their own...). On CPU-only runs (gloo) the collectives are the ``gloo:*``
 ranges the backend records on its own thread; their duration includes the wait for the other
 ranks, as an NCCL kernel's does.
 

@@ -28,6 +28,21 @@ def is_fetch(name: str) -> bool:
     return FETCH_RE.match(name) is not None
 
 
+WORKERS_PER_GPU = 4  # a common start for num_workers
+
+
+def recommended_workers(cpus: int | None, current: int, per_gpu: int = WORKERS_PER_GPU) -> int:
+    """The ``num_workers`` to recommend (dataloader-stall's advice, and what ``advisor try``'s
+    dataloader-stall fix applies): ``per_gpu`` bounded by the CPUs less one for the training
+    process, at least 1; a loader with ``current`` workers gets up to twice as many."""
+    rec = per_gpu
+    if cpus:
+        rec = max(1, min(rec, cpus - 1))
+    if current > 0:
+        rec = max(rec, 2 * current) if not cpus else max(current, min(2 * current, cpus - 1))
+    return rec
+
+
 def fetches(trace: Trace) -> pd.DataFrame:
     """One row per ``__next__`` call, by start: ts_ns, end_ns, dur_ns, tid, step, it (the
     iterator class), op_idx (cpu_ops row for legacy traces, else -1); outermost calls only (a

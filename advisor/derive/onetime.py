@@ -13,7 +13,12 @@ Each row of :func:`one_time_events` is one such event with the kind of one-time 
 - ``autotune``: cuDNN autotuning (``cudnnFind*`` calls or ranges);
 - ``alloc``: caching-allocator growth (``cudaMalloc``, ``cudaMallocHost``, ``cudaHostAlloc``);
 - ``compile``: torch.compile compilation ranges (dynamo/inductor compile, not the compiled
-  region's execution).
+  region's execution);
+- ``unrecorded``: time a range spent past the end of the recording (it outlived the window,
+  :mod:`advisor.trace.window`) by more than the whole recording, around calls of a
+  torch.compile'd region (``Torch-Compiled Region``, ``TorchDynamo``, Inductor's Triton
+  kernels): a first call that compiles (Dynamo, Inductor, Triton's JIT) and loads its kernels
+  takes seconds, and the profiler's step marker runs on through it while nothing is recorded.
 
 Host-to-device uploads are one-time only where they fall outside the steady steps; that is
 decided by :mod:`advisor.derive.steps`, not here.
@@ -28,18 +33,20 @@ import pandas as pd
 
 from advisor.derive.runtime import KERNEL_LAUNCH_RE
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 LONG_CALL_NS = 1_000_000  # a runtime call this long at the start of a process is initialization
 LONG_LAUNCH_NS = 1_000_000  # a launch call this long is loading the kernel's module
 LONG_FIRST_NS = 100_000_000  # a process's first runtime call this long is creating the context
 
-KINDS = ("context", "module-load", "autotune", "alloc", "compile")
+KINDS = ("context", "module-load", "autotune", "alloc", "compile", "unrecorded")
 LABELS = {
     "context": "CUDA context and library initialization",
     "module-load": "first-launch module loading",
     "autotune": "cuDNN autotuning",
     "alloc": "caching-allocator growth (cudaMalloc)",
     "compile": "torch.compile compilation",
+    "unrecorded": "time past the end of the recording (not recorded)",
     "upload": "one-off host-to-device uploads (e.g. model.to(device))",
 }
 
@@ -52,6 +59,10 @@ _WAITS_RE = re.compile(r"Synchronize|Memcpy|Memset|EventQuery|StreamWait|StreamQ
 _MODULE_RE = re.compile(r"^(cu|hip)(ModuleLoad|LibraryLoad|ModuleGetFunction|LibraryGetKernel)")
 _AUTOTUNE_RE = re.compile(r"cudnnFind|miopenFind", re.IGNORECASE)
 _ALLOC_RE = re.compile(r"^(cu|hip)(da)?(Malloc|MemAlloc|HostAlloc|MallocHost|MallocAsync)")
+# calls of a torch.compile'd region and its Inductor kernels
+_COMPILED_CALL_RE = re.compile(
+    r"^Torch-Compiled Region|^TorchDynamo|CompiledFxGraph|CompiledFunction|^triton_"
+)
 _COMPILE_RE = re.compile(
     r"compile_inner|compile_fx|call_user_compiler|inductor_compile|_compile\.compile|"
     r"dynamo_timed|TorchDynamo compile|aot_autograd|compile_to_module|async_compile",
@@ -108,8 +119,38 @@ def _build(trace: Trace) -> pd.DataFrame:
                 df["name"].array, [("compile", _COMPILE_RE), ("autotune", _AUTOTUNE_RE)]
             )
             parts.append(_rows(df, src, kind))
+    late = _unrecorded(trace)
+    if late is not None:
+        parts.append(late)
     out = pd.concat(parts, ignore_index=True) if parts else _rows(rt, "runtime", np.zeros(0))
     return _outermost(out.sort_values("ts_ns", kind="stable").reset_index(drop=True))
+
+
+def _unrecorded(trace: Trace) -> pd.DataFrame | None:
+    """The longest range that ran on past the recording, by more than the recording lasted,
+    around compiled-region calls: one row for its unrecorded part (from the window's end)."""
+    w = trace.meta.window
+    ops = trace.cpu_ops
+    if not w.overruns or w.end_ns is None or not len(ops):
+        return None
+    name, ts, end = w.overruns[0]
+    if end - w.end_ns <= w.end_ns:
+        return None
+    compiled = name_flags(ops["name"], lambda n: _COMPILED_CALL_RE.search(n) is not None)
+    within = (ops["ts_ns"].to_numpy() >= ts) & (ops["ts_ns"].to_numpy() <= w.end_ns)
+    if not (compiled & within).any():
+        return None
+    return pd.DataFrame(
+        {
+            "source": ["window"],
+            "row": [-1],
+            "ts_ns": [w.end_ns],
+            "end_ns": [end],
+            "dur_ns": [end - w.end_ns],
+            "kind": ["unrecorded"],
+            "name": [name],
+        }
+    )
 
 
 def _rows(df: pd.DataFrame, src: str, kind: np.ndarray) -> pd.DataFrame:

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from advisor.derive.timeline import covered_by
+from advisor.digest import Collectives
 
 
 def single_rank_transfer_ns(
@@ -60,7 +60,7 @@ def split_exposed(
     return transfer.astype(np.int64), wait.astype(np.int64)
 
 
-def align_keys(coll: Any, with_stream: bool) -> list[tuple]:
+def align_keys(coll: Collectives, with_stream: bool) -> list[tuple]:
     """A key per collective of a digest's ``Collectives``: (step, name, stream, occurrence)."""
     seen: Counter[tuple] = Counter()
     out = []
@@ -71,7 +71,7 @@ def align_keys(coll: Any, with_stream: bool) -> list[tuple]:
     return out
 
 
-def align(colls: Sequence[Any]) -> tuple[list[tuple], list[np.ndarray]]:
+def align(colls: Sequence[Collectives]) -> tuple[list[tuple], list[np.ndarray]]:
     """The keys every rank has (sorted) and, per rank, the row of each in its collectives:
     matched with the stream first, else without it (ranks may number streams differently)."""
     for with_stream in (True, False):
@@ -133,7 +133,7 @@ def _nearest(
     return idx, diff
 
 
-def matched(colls: Sequence[Any]) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
+def matched(colls: Sequence[Collectives]) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
     """The collective instances every rank ran: per rank its rows, and each instance's step and
     name (from the first rank). Matched by end time (:func:`match_by_end`), else, when no end
     agrees, by step, name, stream and order (:func:`align`)."""

@@ -7,8 +7,15 @@
   span are *affected spans*: busy %, gpu-idle's split and overlap are computed outside them.
 - **Dropped events.** Events the loader skipped (missing or wrong-typed fields, negative
   durations), and launch calls whose GPU work is not in the trace (flows with no target).
+- **Graph capture** (:mod:`advisor.derive.kind`): launch calls inside stream-capture ranges
+  record a graph and run nothing; a window made of them has capture timings, not steady state.
+- **Events that outlive the recording** (:mod:`advisor.trace.window`): host ranges cut at the
+  recording's end, or left out when they start after it.
 - **GPU activity before its launch** (by more than ``EARLY_TOL_NS``): the GPU's and the host's
   clocks disagree.
+- **The harness's own syncs** inside the steps (:mod:`advisor.derive.harness`: torch.profiler
+  stopping, timing syncs around the measured loop), when they hold the host at least
+  ``HARNESS_MIN_SHARE`` of the steps: no saving rests on them.
 
 Between ranks (several traces), clock skew is found where the same collective's ends disagree by
 more than its duration (:func:`rank_skew`). How to get a complete trace: profile a window with
@@ -21,7 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from advisor.derive.runtime import GPU_WORK_CALL_PARTS
+from advisor.derive.harness import harness_calls
+from advisor.derive.kind import trace_kind
+from advisor.derive.runtime import GPU_WORK_CALL_PARTS, KERNEL_LAUNCH_RE, in_capture
 from advisor.derive.timeline import covered_by, union
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -30,6 +39,7 @@ GRAPH_MIN_COVER = 0.5  # recorded kernels covering less of a replay's span: part
 LOST_LAUNCH_MIN_SHARE = 0.05  # launch calls without their GPU work from this share...
 LOST_LAUNCH_MIN_COUNT = 10  # ...and this count
 SKEW_TOL_NS = 1_000_000  # ends of one collective agree this well once the offset is removed
+HARNESS_MIN_SHARE = 0.01  # harness syncs holding the host this share of the steps: say so
 EARLY_TOL_NS = 10_000  # GPU work starting this much before its launch call: clocks disagree
 COMPLETE = (
     "profile a window with CUDA graphs off (e.g. torch.compile without "
@@ -42,7 +52,8 @@ COMPLETE = (
 class Issue:
     what: str
     effect: str
-    kind: str  # "graph", "dropped", "lost-launch", "clock", "header"
+    kind: str  # "graph", "capture", "dropped", "window", "lost-launch", "clock", "harness",
+    # "header"
     span_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -53,6 +64,12 @@ class Issue:
 def trace_quality(trace: Trace) -> list[Issue]:
     """What this trace is missing (computed once per trace)."""
     return list(trace.memo("trace_quality", lambda: tuple(_issues(trace))))
+
+
+def timeline_complete(trace: Trace) -> bool:
+    """The trace recorded the whole GPU timeline: no CUDA-graph replays with unrecorded
+    kernels, no launch calls without their GPU work, no events dropped while loading."""
+    return not any(i.kind in ("graph", "lost-launch", "dropped") for i in trace_quality(trace))
 
 
 def affected_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -79,12 +96,21 @@ def _issues(trace: Trace) -> list[Issue]:
                 "dropped",
             )
         )
+    cap = _capture(trace)
+    if cap is not None:
+        out.append(cap)
+    late = _outlived(trace)
+    if late is not None:
+        out.append(late)
     lost = _lost_launches(trace)
     if lost is not None:
         out.append(lost)
     early = _before_launch(trace)
     if early is not None:
         out.append(early)
+    harness = _harness(trace)
+    if harness is not None:
+        out.append(harness)
     out += _distributed_info(trace)
     return out
 
@@ -105,6 +131,20 @@ def _distributed_info(trace: Trace) -> list[Issue]:
                 )
             )
     return out
+
+
+def _harness(trace: Trace) -> Issue | None:
+    n, wait_ns = harness_calls(trace)
+    steps_ns = int(trace.steps["dur_ns"].sum()) if len(trace.steps) else 0
+    if not n or wait_ns < HARNESS_MIN_SHARE * steps_ns:
+        return None
+    return Issue(
+        f"{n} synchronize call(s) inside the steps come from the measuring harness (the "
+        f"profiler starting or stopping, or timing syncs before the first or after the last "
+        f"GPU work of the window) and hold the host {wait_ns / 1e6:.2f} ms.",
+        "No saving is claimed for them: removing them changes the measurement, not the program.",
+        "harness",
+    )
 
 
 def _graph_replays(trace: Trace) -> Issue | None:
@@ -151,17 +191,65 @@ def _graph_replays(trace: Trace) -> Issue | None:
     )
 
 
+def _capture(trace: Trace) -> Issue | None:
+    kind = trace_kind(trace)
+    if kind.kind not in ("capture", "mixed") or "stream capture" not in kind.why:
+        return None
+    return Issue(
+        f"graph capture: timings are not steady state ({kind.why}).",
+        "Capture time is one-off overhead: no per-step saving is claimed from it. Profile the "
+        "replays (after capture) for steady-state figures.",
+        "capture",
+    )
+
+
+def _outlived(trace: Trace) -> Issue | None:
+    w = trace.meta.window
+    if not w.clipped and not w.dropped or w.end_ns is None:
+        return None
+    parts = []
+    if w.clipped:
+        parts.append(f"{w.clipped:,} ran past it and were cut there")
+    if w.dropped:
+        parts.append(f"{w.dropped:,} start after it and were left out")
+    longest = ""
+    if w.overruns:
+        name, ts, end = w.overruns[0]
+        longest = f"; the longest, {name}, ran {(end - w.end_ns) / 1e6:,.1f} ms past it"
+    return Issue(
+        f"{w.clipped + w.dropped:,} host events outlive the recording window (it ends at "
+        f"{w.end_ns / 1e6:,.3f} ms, {w.source}; they reach {w.latest_ns / 1e6:,.1f} ms): "
+        + " and ".join(parts)
+        + longest
+        + ".",
+        "The trace did not record that time: steps and figures end with the recording.",
+        "window",
+    )
+
+
 def _lost_launches(trace: Trace) -> Issue | None:
+    """Launch calls whose GPU work the trace should hold and does not. Not counted: calls
+    inside stream capture (they record graph nodes; nothing runs), graph launches (see
+    ``_graph_replays``), and copy/memset calls with GPU work recorded after them (a call that
+    queues nothing, such as a zero-byte memset inside a cuBLASLt matmul, has no device record;
+    a full profiler buffer or a window that ended first loses everything after a point)."""
     rt = trace.runtime
     if not len(rt):
         return None
-    is_launch = name_flags(rt["name"], lambda n: any(p in n for p in GPU_WORK_CALL_PARTS))
+    names = rt["name"]
+    is_launch = name_flags(names, lambda n: any(p in n for p in GPU_WORK_CALL_PARTS))
+    is_launch &= ~name_flags(names, lambda n: "GraphLaunch" in n)
     linked = np.zeros(len(rt), dtype=bool)
     for df in (trace.kernels, trace.memcpy):
         li = df["launch_idx"].to_numpy()
         linked[li[li >= 0]] = True
-    lost = is_launch & ~linked
-    n, total = int(lost.sum()), int(is_launch.sum())
+    ts = rt["ts_ns"].to_numpy()
+    unlinked = is_launch & ~linked & ~in_capture(trace, rt["tid"].to_numpy(), ts)
+    kernel = name_flags(names, lambda n: KERNEL_LAUNCH_RE.match(n) is not None)
+    last = ts[linked].max() if linked.any() else np.iinfo(np.int64).min
+    lost = unlinked & (kernel | (ts > last))
+    n = int(lost.sum())
+    total = int((is_launch & (linked | lost)).sum())
     if n < LOST_LAUNCH_MIN_COUNT or n < LOST_LAUNCH_MIN_SHARE * total:
         return None
     return Issue(

@@ -28,6 +28,7 @@ from typing import Any
 
 from advisor import settings
 from advisor.findings import Finding
+from advisor.viewdata import Snippet
 
 SOURCE_CONTEXT = 3  # lines either side of the hot line
 MAX_SOURCE_LOCATIONS = 3  # per finding
@@ -95,7 +96,7 @@ def within(path: Path, roots: Iterable[Path]) -> Path | None:
     return real if any(real == r or real.is_relative_to(r) for r in roots) else None
 
 
-def read_snippet(path: Path, line: int, context: int = SOURCE_CONTEXT) -> dict[str, Any] | None:
+def read_snippet(path: Path, line: int, context: int = SOURCE_CONTEXT) -> Snippet | None:
     """Lines ``line-context .. line+context`` of the regular ``.py`` file ``path``, or None."""
     if path.suffix not in (".py", ".pyw") or line < 1:
         return None
@@ -119,7 +120,7 @@ def read_snippet(path: Path, line: int, context: int = SOURCE_CONTEXT) -> dict[s
     start = max(1, line - context)
     end = min(len(lines), line + context)
     body = [ln.rstrip()[:MAX_LINE_CHARS] for ln in lines[start - 1 : end]]
-    return {"start": start, "line": line, "lines": body}
+    return Snippet(start=start, line=line, lines=tuple(body))
 
 
 def read_sources(
@@ -127,12 +128,12 @@ def read_sources(
     bases: Iterable[Path],
     roots: Iterable[Path] | None = None,
     withheld: list[str] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Snippet]:
     """Source snippets for the top locations of each finding; relative files tried in ``bases``.
 
     Only files under ``roots`` (default: the current folder) are read; the names of existing
     ``.py`` files that were refused for lying outside them are added to ``withheld``."""
-    out: dict[str, Any] = {}
+    out: dict[str, Snippet] = {}
     base_list = [Path(b) for b in bases]
     root_list = [Path(os.path.realpath(r)) for r in (roots if roots is not None else [Path.cwd()])]
     refused: list[str] = []

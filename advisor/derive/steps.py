@@ -1,13 +1,21 @@
 """Steps and steady state: which iterations of the window the per-step figures come from.
 
-The iterations are the ``ProfilerStep#N`` ranges when the trace has them. Without them, the
-first repeated marker that splits the window into iterations is used, in this order:
+The iterations are the ``ProfilerStep#N`` ranges when the trace has them. A micro-benchmark
+(:mod:`advisor.derive.kind`: one op called again and again, no model) is one step, its whole
+window: its calls are iterations of the benchmark, not steps of a model. Otherwise the first
+marker that splits the window into iterations is used, in this order:
 
+- a serving engine's own step annotations (``execute_model``, ``step[DECODE bs=16]``...; one is
+  enough: an engine step is one iteration);
 - ``DataLoader.__next__`` ranges (an iteration runs from one batch fetch to the next);
 - ``Optimizer.step#...`` ranges (an iteration ends where the optimizer step ends);
 - ``advisor.step`` marks (written by ``advisor.step()`` under :func:`advisor.capture`; an
   iteration ends at each);
-- the outermost user ranges named ``...forward...`` (an iteration starts at each forward).
+- the outermost user ranges named ``...forward...`` (an iteration starts at each forward; ops
+  such as ``vllm::moe_forward`` and compiled kernels' launches such as
+  ``triton_poi_fused_..._forward_0`` are not ranges of the user's);
+- the outermost module calls (``nn.Module: Model_0``, recorded with ``with_stack`` or
+  ``with_modules``): one model call per iteration, never an inner module repeated within it.
 
 The last iteration ends where the host's work on the marker's thread and the GPU work it
 launched end. Leading iterations that carry one-time work (:mod:`advisor.derive.onetime`:
@@ -30,11 +38,13 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.dataloader import is_fetch
+from advisor.derive.kind import is_engine_step, is_module_call, trace_kind
 from advisor.derive.onetime import one_time_events, total_ns
 from advisor.trace.links import assign_steps, gpu_steps
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
+MICRO_BENCHMARK = "micro-benchmark"
 FIRST_STEP_SLOW = 1.2  # a leading iteration this much longer than the median of the rest...
 FIRST_STEP_ONE_TIME = 0.1  # ...holding one-time work of this share of that median is warm-up
 _FORWARD_RE = re.compile(r"forward", re.IGNORECASE)
@@ -66,7 +76,8 @@ class StepSet:
 
     @property
     def synthetic(self) -> bool:
-        return self.source == "whole trace"
+        """One step made of the whole window (no markers, or a micro-benchmark's window)."""
+        return self.source == "whole trace" or self.source.startswith(MICRO_BENCHMARK)
 
     @property
     def ids(self) -> list[int]:
@@ -79,20 +90,28 @@ class StepSet:
 
 # (source label, name predicate, iteration boundary: at each marker's "start" (the last
 # iteration runs until the thread's work ends), its "end", or its start with the last iteration
-# ending with the marker's "range" and the GPU work launched inside it)
-_MARKERS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
-    ("DataLoader.__next__", is_fetch, "start"),
-    ("Optimizer.step", lambda n: n.startswith("Optimizer.step#"), "end"),
-    ("advisor.step", lambda n: n == STEP_MARK, "end"),
+# ending with the marker's "range" and the GPU work launched inside it; the fewest markers that
+# make iterations; the tables searched)
+_HOST = ("annotations", "cpu_ops")
+_MARKERS: tuple[tuple[str, Callable[[str], bool], str, int, tuple[str, ...]], ...] = (
+    ("engine step", is_engine_step, "range", 1, _HOST),
+    ("DataLoader.__next__", is_fetch, "start", 2, _HOST),
+    ("Optimizer.step", lambda n: n.startswith("Optimizer.step#"), "end", 2, _HOST),
+    ("advisor.step", lambda n: n == STEP_MARK, "end", 2, _HOST),
     (
         "forward",
         lambda n: (
             bool(_FORWARD_RE.search(n))
             and "backward" not in n.lower()
-            and not n.startswith(("aten::", "nn.Module", "autograd::"))
+            and "::" not in n  # an op (aten::, a custom op such as vllm::moe_forward)
+            # a module call, or a compiled kernel's launch (triton_poi_fused_..._forward_0)
+            and not n.startswith(("nn.Module", "triton_"))
         ),
         "range",
+        2,
+        _HOST,
     ),
+    ("model call", is_module_call, "range", 2, ("python", "annotations")),
 )
 
 
@@ -108,8 +127,14 @@ def steady_trace(trace: Trace) -> Trace:
 
 
 def _steady(trace: Trace) -> StepSet:
+    kind = trace_kind(trace)
     if not trace.meta.synthetic_steps:
         its, source = trace.steps, "ProfilerStep"
+    elif kind.kind == "micro-benchmark":
+        # each call of the op is an iteration of the benchmark, not a step of a model: the
+        # step is the measured window (every iteration)
+        source = f"{MICRO_BENCHMARK}: {kind.iterations} calls of {kind.op}"
+        return StepSet(source, trace.steps, ())
     else:
         found = _marker_iterations(trace)
         if found is None:
@@ -158,9 +183,9 @@ def _drop_warmup(
 
 
 def _marker_iterations(trace: Trace) -> tuple[pd.DataFrame, str] | None:
-    for label, pred, boundary in _MARKERS:
-        ts, end, tid = _markers(trace, pred)
-        if len(ts) < 2:
+    for label, pred, boundary, fewest, tables in _MARKERS:
+        ts, end, tid = _markers(trace, pred, tables)
+        if len(ts) < fewest:
             continue
         if boundary in ("start", "range"):
             starts = ts
@@ -182,10 +207,12 @@ def _marker_iterations(trace: Trace) -> tuple[pd.DataFrame, str] | None:
     return None
 
 
-def _markers(trace: Trace, pred: Callable[[str], bool]) -> tuple[np.ndarray, np.ndarray, int]:
+def _markers(
+    trace: Trace, pred: Callable[[str], bool], tables: tuple[str, ...]
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Starts and ends of the outermost marker ranges on the thread with the most of them."""
     parts = []
-    for df in (trace.annotations, trace.cpu_ops):
+    for df in (getattr(trace, t) for t in tables):
         if not len(df):
             continue
         m = name_flags(df["name"], pred)

@@ -9,8 +9,10 @@ estimated, how to fix it). Loading every detector and running them is
 
 A detector may also look across ranks (several traces of one job): :func:`across_ranks`
 registers ``(drafts, digests, ctx) -> drafts`` for its id, which the multi-rank merge
-(:mod:`advisor.multirank.analyze`) calls with the merged drafts and every rank's
-:class:`~advisor.analysis.digest.Digest`; it returns the drafts with its own added or refined.
+(:mod:`advisor.multirank.merge`) calls with the merged drafts and every rank's
+:class:`~advisor.digest.Digest`; it returns the drafts with its own added or refined.
+
+A plugin may also teach the loader which kernels are communication (:func:`comm_kernels`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from advisor.derive.locate import Locator
-from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
+from advisor.digest import Digest
+from advisor.findings import Draft
+from advisor.trace.commroles import CommRule, add_rules
 from advisor.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -80,7 +84,7 @@ class RanksContext:
         return self.thresholds[key]
 
 
-RanksFn = Callable[[list[Draft], Sequence[Any], RanksContext], list[Draft]]
+RanksFn = Callable[[list[Draft], Sequence[Digest], RanksContext], list[Draft]]
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,14 @@ def _claim(id: str, module: str) -> None:
     owner = _REGISTRY.get(id)
     if owner is not None and owner.builtin and not is_builtin(module):
         raise ValueError(f"{id!r} is a built-in detector's id; a plugin needs an id of its own")
+
+
+def comm_kernels(family: str, pattern: str, dedicated_stream: bool = False) -> None:
+    """Count the kernels whose name matches ``pattern`` (a regular expression, searched
+    case-insensitively) as communication of ``family``; with ``dedicated_stream``, only on a
+    stream where every kernel is communication (:mod:`advisor.trace.commroles`, the one table
+    of communication kernels). Call it when the plugin's module is imported."""
+    add_rules([CommRule(family, pattern, dedicated_stream)])
 
 
 def registered() -> list[Detector]:

@@ -23,6 +23,15 @@ THRESHOLDS: dict[str, Threshold] = {
     "rank.high_pct": Threshold(10.0, "severity high at or above this % of the median step"),
     "rank.medium_pct": Threshold(3.0, "severity medium at or above this % of the median step"),
     "rank.min_savings_ms": Threshold(0.0, "drop non-info findings saving less than this per step"),
+    # one cause, one row (advisor/analysis/merge.py)
+    "rank.fold_pct": Threshold(
+        50.0,
+        "a finding whose claimed evidence lies this % inside more specific findings' is listed "
+        "under them",
+    ),
+    "rank.min_shared_pct": Threshold(
+        1.0, "a shared part below this % of a finding's claimed evidence is left with it"
+    ),
 }
 
 

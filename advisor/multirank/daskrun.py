@@ -161,7 +161,14 @@ def run_dask(
 ) -> None:
     """Call ``fn(item)`` for every item on a Dask cluster; ``on_done(index, result, error)`` runs
     here as each finishes (a worker killed for memory gives a ``KilledWorker`` error)."""
-    from distributed import as_completed
+    try:
+        from distributed import as_completed
+    except ImportError:  # an optional extra: the caller asked for Dask by name
+        from advisor.errors import AdvisorError
+
+        raise AdvisorError(
+            "--scheduler needs Dask, which is not installed: pip install 'torch-advisor[dask]'"
+        ) from None
 
     client, cluster = connect(scheduler, max(1, workers), memory_limit)
     try:

@@ -2,25 +2,32 @@
 
 Each side is a trace, a run folder or a folder of per-rank traces; both are analysed with the
 same detectors and thresholds. The result compares the median step time, the time per category
-per step, the kernels and ops whose time per step changed most, and the findings (matched by
+per step (the mean of the report's step breakdown, :mod:`advisor.derive.breakdown`), the kernels and ops whose time per step changed most, and the findings (matched by
 id and location: resolved, new, changed, unchanged). Stable keys of the JSON: ``a``, ``b``,
 ``step_ms_median`` {a, b, delta_ms, delta_pct}, ``categories_ms``, ``kernels``, ``ops``,
-``findings`` {resolved, new, changed, unchanged}, ``verdict``.
+``findings`` {resolved, new, changed, unchanged}, ``verdict``, and ``explain`` (why the step
+changed: kernels paired across the runs through renames, grouped by family and launching op, and
+a net attribution whose lines add up to the change; :mod:`advisor.multirank.explain`; null on
+runs without GPU kernels).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from advisor.analysis.digest import CATEGORIES, Digest
+from advisor.analysis.options import Options
+from advisor.derive.breakdown import CATEGORIES
+from advisor.digest import Digest
 from advisor.errors import AdvisorError
 from advisor.findings import SEVERITIES, Finding
+from advisor.multirank.explain import explain
 from advisor.report import Report
+from advisor.trace.kernelnames import name_key, pair_renamed
 
 DIFF_SCHEMA_VERSION = 1
 
@@ -37,20 +44,25 @@ class Side:
 
 
 def load_side(
-    path: str | Path, options: Any, jobs: int | None = None, scheduler: str | None = None
+    path: str | Path, options: Options, jobs: int | None = None, scheduler: str | None = None
 ) -> Side:
-    """Analyse one side (a trace, a run folder or a folder of per-rank traces)."""
+    """Analyse one side (a trace, a run folder, a folder of per-rank traces, or the output
+    folder of an earlier analysis: :func:`advisor.trace.discover.traces_for_diff`), its
+    digests with their kernels in order (:mod:`advisor.multirank.explain`)."""
+    import dataclasses
+
     from advisor.analysis.digest import digest_file
     from advisor.multirank.analyze import analyze_files
-    from advisor.trace import find_traces
+    from advisor.trace.discover import traces_for_diff
 
     p = Path(path)
-    files = find_traces(p)
+    files = traces_for_diff(p)
+    options = dataclasses.replace(options, kernel_sequence=True)
     if len(files) == 1:
         d = digest_file(files[0], options)
         if d.error is not None:
             raise AdvisorError(d.error)
-        return Side(str(p), Report.from_dict(d.report), (d,))
+        return Side(str(p), d.report, (d,))
     report, digests = analyze_files(files, options, p, jobs, scheduler=scheduler)
     return Side(str(p), report, tuple(d for d in digests if d.error is None))
 
@@ -71,24 +83,70 @@ def _per_step(side: Side, attr: str) -> dict[str, tuple[float, float]]:
     return {k: (v[0] / n, v[1] / n) for k, v in tot.items()}
 
 
-def _changes(a: Side, b: Side, attr: str, top: int) -> list[dict[str, Any]]:
+def _changes(
+    a: Side,
+    b: Side,
+    attr: str,
+    top: int,
+    kernel_renames: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The names whose time per step changed most, renamed names paired.
+
+    Kernels (``kernel_renames``: B key -> A key, from the explanation's pairing) compare by
+    :func:`~advisor.trace.kernelnames.name_key`; CPU ops and ranges by name, a name found on one
+    side only paired with one on the other side only that runs as many times and shares more
+    than half its words (a compiled graph's new hash). Ops and ranges found on one side only
+    come after the others: ranges nest, so such a range (an annotation one run added) repeats
+    time the ops both runs have already show."""
     pa, pb = _per_step(a, attr), _per_step(b, attr)
+    if kernel_renames is not None:
+        ka = _merge(pa, name_key)
+        kb = _merge(pb, lambda n: kernel_renames.get(name_key(n), name_key(n)))
+    else:
+        only_a = {n: (round(v[0], 3), "") for n, v in pa.items() if n not in pb}
+        only_b = {n: (round(v[0], 3), "") for n, v in pb.items() if n not in pa}
+        back = {y: x for x, y in pair_renamed(only_a, only_b, 0.5)}
+        ka = {n: (n, v) for n, v in pa.items()}
+        kb = _merge(pb, lambda n: back.get(n, n))
     rows: list[dict[str, Any]] = []
-    for name in set(pa) | set(pb):
-        ca, ma = pa.get(name, (0.0, 0.0))
-        cb, mb = pb.get(name, (0.0, 0.0))
-        rows.append(
-            {
-                "name": name,
-                "a_ms": _r(ma),
-                "b_ms": _r(mb),
-                "delta_ms": _r(mb - ma),
-                "a_count": _r(ca, 2),
-                "b_count": _r(cb, 2),
-            }
+    for key in set(ka) | set(kb):
+        name_a, (ca, ma) = ka.get(key, ("", (0.0, 0.0)))
+        name_b, (cb, mb) = kb.get(key, ("", (0.0, 0.0)))
+        row: dict[str, Any] = {
+            "name": name_b or name_a,
+            "a_ms": _r(ma),
+            "b_ms": _r(mb),
+            "delta_ms": _r(mb - ma),
+            "a_count": _r(ca, 2),
+            "b_count": _r(cb, 2),
+        }
+        if name_a and name_b and name_a != name_b:
+            row["a_name"] = name_a
+        rows.append(row)
+    one_side_last = kernel_renames is None
+    rows.sort(
+        key=lambda r: (
+            one_side_last and (r["a_count"] == 0 or r["b_count"] == 0),
+            -abs(r["delta_ms"]),
+            r["name"],
         )
-    rows.sort(key=lambda r: (-abs(r["delta_ms"]), r["name"]))
-    return [r for r in rows[:top] if r["delta_ms"] != 0]
+    )
+    return [r for r in rows if r["delta_ms"] != 0][:top]
+
+
+def _merge(
+    per_step: dict[str, tuple[float, float]], key: Callable[[str], str]
+) -> dict[str, tuple[str, tuple[float, float]]]:
+    """Per-step (count, ms) summed per ``key(name)``, with the name of the largest."""
+    acc: dict[str, tuple[str, tuple[float, float]]] = {}
+    for name, (c, ms) in sorted(per_step.items(), key=lambda kv: -kv[1][1]):
+        k = key(name)
+        if k in acc:
+            n0, (c0, m0) = acc[k]
+            acc[k] = (n0, (c0 + c, m0 + ms))
+        else:
+            acc[k] = (name, (c, ms))
+    return acc
 
 
 def _categories(side: Side) -> dict[str, float]:
@@ -168,8 +226,16 @@ def _changed(fa: Finding, fb: Finding) -> bool:
     return fa.severity != fb.severity or d >= max(0.05, 0.1 * fa.est_savings_ms)
 
 
+def _listed(fs: Sequence[Finding]) -> set[tuple[str | None, str]]:
+    """(phase, id) of the findings listed under another one's row (``Finding.related``)."""
+    return {(f.phase, r.id) for f in fs for r in f.related}
+
+
 def findings_diff(a: Sequence[Finding], b: Sequence[Finding]) -> dict[str, list[dict[str, Any]]]:
     pairs, resolved, new = match_findings(a, b)
+    # a finding that moved under another row of the same cause is neither resolved nor new
+    resolved = [f for f in resolved if (f.phase, f.id) not in _listed(b)]
+    new = [f for f in new if (f.phase, f.id) not in _listed(a)]
     sev = SEVERITIES.index
     out: dict[str, list[dict[str, Any]]] = {
         "resolved": [_entry(f, None) for f in resolved],
@@ -224,6 +290,8 @@ def diff_sides(a: Side, b: Side, top: int = 10) -> dict[str, Any]:
     ma, mb = _step_median(a), _step_median(b)
     ca, cb = _categories(a), _categories(b)
     fd = findings_diff(a.report.findings, b.report.findings)
+    why = explain(a.digests, b.digests, ca, cb, mb - ma, top)
+    renames = {name_key(r["b"]): name_key(r["a"]) for r in (why or {}).get("renamed", [])}
     return {
         "schema_version": DIFF_SCHEMA_VERSION,
         "a": _side_info(a, ma),
@@ -237,8 +305,9 @@ def diff_sides(a: Side, b: Side, top: int = 10) -> dict[str, Any]:
         "categories_ms": {
             c: {"a": _r(ca[c]), "b": _r(cb[c]), "delta_ms": _r(cb[c] - ca[c])} for c in CATEGORIES
         },
-        "kernels": _changes(a, b, "kernels", top),
+        "kernels": _changes(a, b, "kernels", top, renames),
         "ops": _changes(a, b, "ops", top),
         "findings": fd,
         "verdict": _verdict(ma, mb, fd),
+        "explain": why,
     }

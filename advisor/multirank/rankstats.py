@@ -14,9 +14,10 @@ The report draws a heatmap of these metrics instead of one row per rank above
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
+
+from advisor.runfacts import MetricSummary, Outlier, RankRow, RanksSummary, Straggler
 
 OUTLIER_Z = 3.5
 MAX_OUTLIERS = 20  # per metric, the farthest first
@@ -29,12 +30,12 @@ METRICS: dict[str, tuple[str, str, float, bool]] = {
 }
 
 
-def _values(ranks: Sequence[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
+def _values(ranks: Sequence[RankRow], key: str) -> tuple[np.ndarray, np.ndarray]:
     rows: list[tuple[int, float]] = []
     for r in ranks:
-        v = r.get(key)
-        if r.get("rank") is not None and isinstance(v, int | float):
-            rows.append((int(r["rank"]), float(v)))
+        v = getattr(r, key)
+        if r.rank is not None and isinstance(v, int | float):
+            rows.append((int(r.rank), float(v)))
     ids = np.array([r for r, _ in rows], dtype=np.int64)
     vals = np.array([v for _, v in rows], dtype=np.float64)
     return ids, vals
@@ -42,10 +43,10 @@ def _values(ranks: Sequence[dict[str, Any]], key: str) -> tuple[np.ndarray, np.n
 
 def outliers(
     ids: np.ndarray, vals: np.ndarray, min_diff: float, relative: bool
-) -> list[dict[str, Any]]:
+) -> tuple[Outlier, ...]:
     """Ranks far from the median of ``vals`` (see the module doc), farthest first."""
     if len(vals) < 4:
-        return []
+        return ()
     med = float(np.median(vals))
     mad = float(np.median(np.abs(vals - med))) * 1.4826
     floor = min_diff * abs(med) if relative else min_diff
@@ -54,37 +55,33 @@ def outliers(
     z = diff / scale
     hit = (np.abs(z) >= OUTLIER_Z) & (np.abs(diff) >= floor)
     order = np.argsort(-np.abs(z[hit]), kind="stable")
-    return [
-        {
-            "rank": int(r),
-            "value": round(float(v), 3),
-            "median": round(med, 3),
-            "z": round(float(zz), 1),
-        }
+    return tuple(
+        Outlier(rank=int(r), value=round(float(v), 3), median=round(med, 3), z=round(float(zz), 1))
         for r, v, zz in zip(ids[hit][order], vals[hit][order], z[hit][order], strict=True)
-    ][:MAX_OUTLIERS]
+    )[:MAX_OUTLIERS]
 
 
-def ranks_summary(ranks: Sequence[dict[str, Any]], straggler_found: bool) -> dict[str, Any]:
+def ranks_summary(ranks: Sequence[RankRow], straggler_found: bool) -> RanksSummary:
     """The ``ranks_summary`` block: per metric the median, min, max (with their ranks) and
     the outliers; the straggler."""
-    out: dict[str, Any] = {"metrics": {}, "straggler": None}
+    metrics: dict[str, MetricSummary] = {}
     for key, (label, unit, min_diff, relative) in METRICS.items():
         ids, vals = _values(ranks, key)
         if not len(vals):
             continue
         lo, hi = int(np.argmin(vals)), int(np.argmax(vals))
-        out["metrics"][key] = {
-            "label": label,
-            "unit": unit,
-            "median": round(float(np.median(vals)), 3),
-            "min": round(float(vals[lo]), 3),
-            "min_rank": int(ids[lo]),
-            "max": round(float(vals[hi]), 3),
-            "max_rank": int(ids[hi]),
-            "outliers": outliers(ids, vals, min_diff, relative),
-        }
-    lag = out["metrics"].get("lag_ms_per_step")
-    if straggler_found and lag and lag["max"] > 0:
-        out["straggler"] = {"rank": lag["max_rank"], "lag_ms_per_step": lag["max"]}
-    return out
+        metrics[key] = MetricSummary(
+            label=label,
+            unit=unit,
+            median=round(float(np.median(vals)), 3),
+            min_value=round(float(vals[lo]), 3),
+            min_rank=int(ids[lo]),
+            max_value=round(float(vals[hi]), 3),
+            max_rank=int(ids[hi]),
+            outliers=outliers(ids, vals, min_diff, relative),
+        )
+    lag = metrics.get("lag_ms_per_step")
+    straggler = None
+    if straggler_found and lag and lag.max_value > 0:
+        straggler = Straggler(rank=lag.max_rank, lag_ms_per_step=lag.max_value)
+    return RanksSummary(metrics=metrics, straggler=straggler)

@@ -63,7 +63,8 @@ def finding_events(report: Report, pid: int) -> list[dict[str, Any]]:
         meta("process_name", 0, {"name": PROCESS_NAME}),
         meta("process_sort_index", 0, {"sort_index": -1000000}),
     ]
-    window = (report.views.get("trace") or {}).get("window_us")
+    one = report.views.one_trace
+    window = one.trace.window_us if one is not None else None
     for rank, f in enumerate(report.findings, 1):
         tid = rank
         label = f"#{rank} {f.title}"[:MAX_NAME_CHARS]

@@ -10,6 +10,8 @@ import math
 from typing import Any
 
 from advisor.findings import Finding
+from advisor.units import fmt_ms
+from advisor.viewdata import StepRow, Utilization
 
 WIDTH = 760
 # (key in views.steps, label, css class): drawn bottom to top in this order
@@ -39,25 +41,21 @@ def nice_max(v: float) -> float:
     return nice_axis(v)[0]
 
 
-def fmt_ms(v: float) -> str:
-    if v >= 100:
-        return f"{v:,.1f} ms"
-    if v >= 1:
-        return f"{v:.2f} ms"
-    return f"{v:.3f} ms"
-
-
 def _tick(v: float) -> str:
     return f"{v:g}"
 
 
-def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _part(s: StepRow, key: str) -> float:
+    return float(getattr(s, f"{key}_ms"))
+
+
+def steps_chart(steps: list[StepRow]) -> dict[str, Any] | None:
     """Stacked bars per step: where each step's wall time went."""
     if not steps:
         return None
     h, top, left, bottom = 220, 12, 56, 28
     plot_w, plot_h = WIDTH - left - 8, h - top - bottom
-    ymax, ystep = nice_axis(max(s["total_ms"] for s in steps))
+    ymax, ystep = nice_axis(max(s.total_ms for s in steps))
     n = len(steps)
     slot = plot_w / n
     bw = max(1.0, min(48.0, slot * 0.72))
@@ -68,12 +66,12 @@ def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
         y = float(top + plot_h)
         segs = []
         for key, label, cls in SEGMENTS:
-            v = float(s.get(f"{key}_ms", 0.0))
+            v = _part(s, key)
             if v <= 0:
                 continue
             hh = plot_h * v / ymax
             y -= hh
-            pct = 100.0 * v / s["total_ms"] if s["total_ms"] else 0.0
+            pct = 100.0 * v / s.total_ms if s.total_ms else 0.0
             segs.append(
                 {
                     "x": round(x, 2),
@@ -81,19 +79,19 @@ def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
                     "w": round(bw, 2),
                     "h": round(hh, 2),
                     "cls": cls,
-                    "title": f"step {s['step']}: {label} {fmt_ms(v)} ({pct:.1f}%)",
+                    "title": f"step {s.step}: {label} {fmt_ms(v)} ({pct:.1f}%)",
                 }
             )
         bars.append(
             {
-                "step": s["step"],
+                "step": s.step,
                 "segments": segs,
-                "label": str(s["step"]) if i % every == 0 else "",
+                "label": str(s.step) if i % every == 0 else "",
                 "label_x": round(x + bw / 2, 2),
             }
         )
-    totals = {key: sum(float(s.get(f"{key}_ms", 0.0)) for s in steps) for key, _, _ in SEGMENTS}
-    whole = sum(s["total_ms"] for s in steps)
+    totals = {key: sum(_part(s, key) for s in steps) for key, _, _ in SEGMENTS}
+    whole = sum(s.total_ms for s in steps)
     legend = [
         {
             "label": label,
@@ -113,9 +111,9 @@ def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     ]
     table = [
         {
-            "step": s["step"],
-            "total": f"{s['total_ms']:.2f}",
-            "values": [f"{float(s.get(f'{k}_ms', 0.0)):.2f}" for k, _, _ in SEGMENTS],
+            "step": s.step,
+            "total": f"{s.total_ms:.2f}",
+            "values": [f"{_part(s, k):.2f}" for k, _, _ in SEGMENTS],
         }
         for s in steps
     ]
@@ -135,14 +133,14 @@ def steps_chart(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+def util_chart(util: Utilization | None, steps: list[StepRow]) -> dict[str, Any] | None:
     """GPU busy % over the captured window, one bar per bucket, step starts as rules."""
-    if not util or not util.get("busy_pct"):
+    if util is None or not util.busy_pct:
         return None
     h, top, left, bottom = 150, 10, 56, 26
     plot_w, plot_h = WIDTH - left - 8, h - top - bottom
-    busy = util["busy_pct"]
-    comp = util.get("compute_pct") or [0.0] * len(busy)
+    busy = util.busy_pct
+    comp = util.compute_pct or (0.0,) * len(busy)
     n = len(busy)
     bw = plot_w / n
     cols = []
@@ -150,9 +148,7 @@ def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict
         x = left + i * bw
         hb = plot_h * min(b, 100.0) / 100.0
         hc = plot_h * min(c, b, 100.0) / 100.0
-        title = (
-            f"{i * util['bucket_ms']:.1f}-{(i + 1) * util['bucket_ms']:.1f} ms: GPU busy {b:.1f}%"
-        )
+        title = f"{i * util.bucket_ms:.1f}-{(i + 1) * util.bucket_ms:.1f} ms: GPU busy {b:.1f}%"
         cols.append(
             {
                 "x": round(x, 2),
@@ -164,13 +160,13 @@ def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict
                 "comp_h": round(hc, 2),
             }
         )
-    span = util["end_us"] - util["start_us"]
+    span = util.end_us - util.start_us
     rules = []
     if span > 0 and len(steps) <= 60:
         for s in steps[1:]:
-            f = (s["ts_us"] - util["start_us"]) / span
+            f = (s.ts_us - util.start_us) / span
             if 0 < f < 1:
-                rules.append({"x": round(left + plot_w * f, 2), "step": s["step"]})
+                rules.append({"x": round(left + plot_w * f, 2), "step": s.step})
     yticks = [
         {"y": round(top + plot_h - plot_h * f, 2), "label": f"{int(100 * f)}%"}
         for f in (0.0, 0.5, 1.0)
@@ -186,7 +182,7 @@ def util_chart(util: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict
         "rules": rules,
         "yticks": yticks,
         "x_end": fmt_ms(span / 1000.0),
-        "bucket": fmt_ms(util["bucket_ms"]),
+        "bucket": fmt_ms(util.bucket_ms),
         "buckets": n,
     }
 
@@ -215,7 +211,9 @@ def text_width_px(text: str, font_px: float = LABEL_FONT_PX) -> float:
 
 
 def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str:
-    """``text``, or its longest prefix plus "…" whose width fits ``width_px``."""
+    """``text``, or its longest prefix of whole words plus "…" whose width fits ``width_px``
+    (a word is never cut: "Optimizer step without…", not "...foreach/fused k…"; a first word
+    too long for the room alone is cut, as nothing else can be shown)."""
     if text_width_px(text, font_px) <= width_px:
         return text
     room = width_px - text_width_px("…", font_px)
@@ -226,7 +224,12 @@ def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str
         if used > room:
             break
         cut = i + 1
-    return text[:cut].rstrip() + "…"
+    head = text[:cut]
+    if cut < len(text) and not text[cut].isspace():  # inside a word: back to its start
+        words = head.rsplit(None, 1)
+        if len(words) == 2:
+            head = words[0]
+    return head.rstrip(" ,;:/-") + "…"
 
 
 def savings_chart(

@@ -9,13 +9,15 @@ buttons; the page is complete without it.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
+from advisor.output.doctext import DATE_FORMAT
 from advisor.output.printable import displayable
 from advisor.output.viewmodel import build_viewmodel
 from advisor.report import Report
@@ -30,9 +32,19 @@ def templates_dir() -> Path:
     raise FileNotFoundError("torch-advisor templates not found (broken installation)")
 
 
+_BREAK_AFTER = re.compile(r"(::|_|/|,)")
+
+
+def breakable(text: object) -> Markup:
+    """``text`` escaped, with a line-break opportunity (``<wbr>``) after each ``::``, ``_``,
+    ``/`` and ``,``: a long identifier (``aten::cudnn_convolution_backward_weight``)
+    wraps between its parts instead of widening its table or being cut inside a word."""
+    return Markup(_BREAK_AFTER.sub(r"\1<wbr>", str(escape(str(text)))))
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=True,
         finalize=_shown,
@@ -40,6 +52,8 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["breakable"] = breakable
+    return env
 
 
 def _shown(value: Any) -> Any:
@@ -57,7 +71,7 @@ def _asset(name: str) -> str:
 
 
 def now_str() -> str:
-    return dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
+    return dt.datetime.now(dt.timezone.utc).strftime(DATE_FORMAT)
 
 
 def report_template() -> jinja2.Template:
@@ -71,11 +85,13 @@ def render_viewmodel(vm: dict[str, Any]) -> str:
 
 
 def render_html(report: Report, extra: dict[str, Any] | None = None) -> str:
-    """``extra``: ``annotated_trace`` (file name written beside the report), ``generated_at``."""
+    """``extra``: ``annotated_trace`` (file name written beside the report), ``generated_at``,
+    ``report_dir`` (the report's folder: paths are shown relative to it)."""
     ex = extra or {}
     vm = build_viewmodel(
         report,
         generated_at=str(ex.get("generated_at") or now_str()),
         annotated_trace=ex.get("annotated_trace"),
+        report_dir=ex.get("report_dir"),
     )
     return render_viewmodel(vm)

@@ -38,3 +38,14 @@ _HIDDEN = re.compile(
 def displayable(text: str) -> str:
     """``text`` without control and bidi characters (kept verbatim in findings.json)."""
     return _HIDDEN.sub("", text) if _HIDDEN.search(text) else text
+
+
+# terminal escape sequences: CSI (colours, cursor moves), OSC (window titles, links; ended by BEL
+# or ST) and the two-byte ESC sequences
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+
+
+def without_escapes(text: str) -> str:
+    """``text`` with terminal escape sequences removed (an exception message a script coloured
+    for its terminal, copied into run.json and the report): the words stay, the codes go."""
+    return _ESCAPES.sub("", text) if "\x1b" in text else text

@@ -1,4 +1,4 @@
-"""Rank heatmap geometry (many ranks): one grid per metric of ``run["ranks_summary"]``, a cell
+"""Rank heatmap geometry (many ranks): one grid per metric of ``run.ranks_summary``, a cell
 per rank in rank order, shaded from the metric's minimum (light) to its maximum (dark);
 outliers are outlined, the straggler more heavily. Nothing is measured here
 (:mod:`advisor.multirank.rankstats` decides who stands out)."""
@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from advisor.output.charts import WIDTH
+from advisor.runfacts import Ranks
 
 HEATMAP_ABOVE = 16  # more ranks than this: a heatmap instead of a row per rank
 LEVELS = 8  # css classes hm0..hm7
@@ -29,34 +30,34 @@ def _title(rank: int, label: str, v: float, unit: str, med: float) -> str:
     return f"rank {rank}: {label.lower()} {_fmt(v, unit)}{rel}"
 
 
-def rank_heatmap(run: dict[str, Any]) -> dict[str, Any] | None:
-    ranks = [r for r in run.get("ranks") or () if isinstance(r, dict) and r.get("rank") is not None]
-    summary = run.get("ranks_summary") or {}
-    metrics = summary.get("metrics") or {}
-    if not ranks or not metrics:
+def rank_heatmap(group: Ranks) -> dict[str, Any] | None:
+    ranks = [r for r in group.ranks if r.rank is not None]
+    summary = group.ranks_summary
+    metrics = summary.metrics if summary is not None else {}
+    if not ranks or not metrics or summary is None:
         return None
-    ranks = sorted(ranks, key=lambda r: int(r["rank"]))
+    ranks = sorted(ranks, key=lambda r: int(r.rank or 0))
     n = len(ranks)
     cols = min(n, 32 if n <= 256 else 64)
     rows = math.ceil(n / cols)
     cell = (WIDTH - 8) / cols
     ch = max(8.0, min(18.0, cell * 0.8))
-    straggler = (summary.get("straggler") or {}).get("rank")
+    straggler = summary.straggler.rank if summary.straggler is not None else None
     grids = []
     y = 0.0
     for key, m in metrics.items():
-        lo, hi, med, unit = float(m["min"]), float(m["max"]), float(m["median"]), m["unit"]
+        lo, hi, med, unit = float(m.min_value), float(m.max_value), float(m.median), m.unit
         flat = hi - lo <= max(abs(med) * 0.005, 1e-9)
-        out = {o["rank"] for o in m.get("outliers") or ()}
+        out = {o.rank for o in m.outliers}
         cells = []
         for i, r in enumerate(ranks):
-            v = r.get(key)
+            v = getattr(r, key, None)
             if not isinstance(v, int | float):
                 level = "hm-na"
             else:
                 frac = 0.0 if flat else (float(v) - lo) / (hi - lo)
                 level = f"hm{min(LEVELS - 1, int(frac * LEVELS))}"
-            rk = int(r["rank"])
+            rk = int(r.rank or 0)
             cls = (
                 level
                 + (" hm-strag" if rk == straggler and key == "lag_ms_per_step" else "")
@@ -69,21 +70,18 @@ def rank_heatmap(run: dict[str, Any]) -> dict[str, Any] | None:
                     "w": round(cell - 1, 2),
                     "h": round(ch - 1, 2),
                     "cls": cls,
-                    "title": _title(rk, m["label"], float(v), unit, med)
+                    "title": _title(rk, m.label, float(v), unit, med)
                     if isinstance(v, int | float)
                     else f"rank {rk}: no value",
                 }
             )
-        outs = ", ".join(
-            f"rank {o['rank']} ({_fmt(float(o['value']), unit)})"
-            for o in (m.get("outliers") or ())[:5]
-        )
+        outs = ", ".join(f"rank {o.rank} ({_fmt(float(o.value), unit)})" for o in m.outliers[:5])
         grids.append(
             {
-                "label": m["label"],
+                "label": m.label,
                 "label_y": round(y + 13, 2),
-                "range": f"min {_fmt(lo, unit)} (rank {m['min_rank']}), median "
-                f"{_fmt(med, unit)}, max {_fmt(hi, unit)} (rank {m['max_rank']})",
+                "range": f"min {_fmt(lo, unit)} (rank {m.min_rank}), median "
+                f"{_fmt(med, unit)}, max {_fmt(hi, unit)} (rank {m.max_rank})",
                 "outliers": outs,
                 "cells": cells,
             }
@@ -99,16 +97,16 @@ def rank_heatmap(run: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def notable_ranks(run: dict[str, Any], slowest: int = 5) -> set[int]:
+def notable_ranks(group: Ranks, slowest: int = 5) -> set[int]:
     """The ranks the short table lists: the straggler, every outlier, the slowest steps."""
-    summary = run.get("ranks_summary") or {}
+    summary = group.ranks_summary
     keep: set[int] = set()
-    if summary.get("straggler"):
-        keep.add(int(summary["straggler"]["rank"]))
-    for m in (summary.get("metrics") or {}).values():
-        keep |= {int(o["rank"]) for o in m.get("outliers") or ()}
-    ranks = [r for r in run.get("ranks") or () if isinstance(r, dict) and r.get("rank") is not None]
-    by_step = sorted(ranks, key=lambda r: -float(r.get("step_ms_median") or 0.0))
-    keep |= {int(r["rank"]) for r in by_step[:slowest]}
-    keep |= {int(r["rank"]) for r in ranks if r.get("error")}
+    if summary is not None and summary.straggler is not None:
+        keep.add(int(summary.straggler.rank))
+    for m in summary.metrics.values() if summary is not None else ():
+        keep |= {int(o.rank) for o in m.outliers}
+    ranks = [r for r in group.ranks if r.rank is not None]
+    by_step = sorted(ranks, key=lambda r: -float(r.step_ms_median or 0.0))
+    keep |= {int(r.rank) for r in by_step[:slowest] if r.rank is not None}
+    keep |= {int(r.rank) for r in ranks if r.error and r.rank is not None}
     return keep

@@ -18,9 +18,11 @@ from rich.text import Text
 
 from advisor import settings
 from advisor.findings import Finding
+from advisor.output.header import bound_fact
 from advisor.output.printable import printable
-from advisor.output.viewmodel import bound_fact
 from advisor.report import Report
+from advisor.runfacts import RunFacts
+from advisor.units import fmt_ms
 
 SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 LABELS = {"report": "report", "findings": "findings", "annotated": "timeline"}
@@ -93,19 +95,37 @@ def _where(f: Finding) -> str:
     return printable(f"{Path(loc.file).name}:{loc.line}") + start
 
 
+def device_label(run: RunFacts) -> str:
+    """The device as the header names it: inferred ones say so; a trace with GPU activity but
+    no named device is never called CPU-only."""
+    if run.device:
+        how = run.device_source or ""
+        return f"{run.device} (inferred)" if how.startswith("inferred") else run.device
+    return "unknown GPU" if run.gpu_busy_pct is not None else "no GPU activity (CPU-only trace)"
+
+
+def quality_notes(run: RunFacts) -> list[str]:
+    """Every trace-quality note the report shows, one line each (what the trace is missing)."""
+    return [f"trace quality: {q.what}" for q in run.trace_quality if q.what]
+
+
 def headline(report: Report) -> str:
     run = report.run
-    dev = report.views.get("device") or {}
-    parts = [printable(run.get("device") or "no GPU activity (CPU-only trace)")]
-    steps = run.get("steps_profiled")
-    parts.append(
-        f"{steps} step{'s' if steps != 1 else ''}"
-        + (" (no step markers)" if run.get("steps_synthetic") else "")
-    )
-    parts.append(f"median step {float(run.get('step_ms_median') or 0):.2f} ms")
-    if run.get("gpu_busy_pct") is not None:
-        parts.append(f"GPU busy {run['gpu_busy_pct']:.1f}%")
-    peak = dev.get("peak_memory_bytes")
+    one = report.views.one_trace
+    parts = [printable(device_label(run))]
+    if run.trace_kind:
+        parts.append(printable(run.trace_kind))
+    steps = run.steps_profiled
+    src = (run.steady.steps_source if run.steady is not None else None) or ""
+    if src.startswith("micro-benchmark"):
+        how = f" ({printable(src.removeprefix('micro-benchmark: '))})"
+    else:
+        how = " (no step markers)" if run.steps_synthetic else ""
+    parts.append(f"{steps} step{'s' if steps != 1 else ''}{how}")
+    parts.append(f"median step {fmt_ms(float(run.step_ms_median or 0))}")
+    if run.gpu_busy_pct is not None:
+        parts.append(f"GPU busy {run.gpu_busy_pct:.1f}%")
+    peak = one.device.peak_memory_bytes if one is not None else None
     if peak:
         parts.append(f"peak memory {peak / 1024**3:.1f} GiB")
     return " · ".join(parts)
@@ -126,6 +146,8 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
         title.append(f"  {printable(f.id)}", style="dim")
         if f.phase:
             title.append(f"  ({f.phase} phase)")
+        if f.related:  # the same cause found by other checks: one row
+            title.append("  + " + ", ".join(printable(r.id) for r in f.related), style="dim")
         t.add_row(
             str(i),
             Text(f.severity.upper(), style=SEV_STYLE.get(f.severity, "")),
@@ -143,41 +165,43 @@ def print_summary(
     con = console(file, markup=False)  # kernel names hold "[...]": never parse them as markup
     tty = con.is_terminal
     run = report.run
-    script = run.get("script")
+    script = run.script
     title = Text("torch-advisor", style="bold")
     if script:
-        title.append(" · " + " ".join([printable(a) for a in [script, *(run.get("argv") or [])]]))
+        title.append(" · " + " ".join([printable(a) for a in [script, *(run.argv or [])]]))
     con.print(title)
     con.print(Text(headline(report)))
-    if run.get("ranks"):
+    if run.ranks is not None and run.ranks.ranks:
         from advisor.output.ranks import print_ranks
 
         print_ranks(con, run)
-    if run.get("ended_early"):
+    if run.ended_early:
         con.print(
             Text(
-                f"note: the run ended early ({printable(run.get('end_reason') or 'reason unknown')})",
+                f"note: the run ended early ({printable(run.end_reason or 'reason unknown')})",
                 style="yellow",
             )
         )
+    for note in quality_notes(run):
+        con.print(Text(printable(note), style="yellow"))
     con.print()
     if report.findings:
         con.print(findings_table(report.findings, top, tty))
         if len(report.findings) > top:
             con.print(Text(f"... and {len(report.findings) - top} more in the report"))
-        bound = float(run.get("est_savings_bound_ms") or 0.0)
+        bound = float(run.est_savings_bound_ms or 0.0)
         if bound > 0:
-            step = float(run.get("step_ms_median") or 0.0)
+            step = float(run.step_ms_median or 0.0)
             share = f" ({100.0 * bound / step:.0f}% of the step)" if step > 0 else ""
             how = (
                 "replayed together, at most"
-                if run.get("est_savings_bound_how") == "replayed together"
+                if run.est_savings_bound_how == "replayed together"
                 else "Savings overlap; together at most"
             )
             con.print(
                 Text(f"{how[0].upper()}{how[1:]} {bound:.2f} ms per step{share}.", style="dim")
             )
-        bt = bound_fact(run.get("bound"))
+        bt = bound_fact(run.bound)
         if bt is not None:
             con.print(Text(f"Bound by {bt['value']} {bt['note']}.", style="dim"))
     else:

@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from advisor import __version__
 from advisor.errors import AdvisorError
-from advisor.profile.outdir import write_json
+from advisor.runfacts import RunFacts
 from advisor.runfolder import FINDINGS_NAME, REPORT_NAME
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
@@ -28,50 +27,39 @@ class _CannotWrite(Exception):
         self.error = error
 
 
-def _run_block(run_ctx: dict[str, Any], trace_path: Path) -> dict[str, Any]:
+def _run_block(run_ctx: dict[str, Any], trace_path: Path) -> RunFacts:
     """The findings.json ``run`` block when there is no trace to analyze."""
     raw = run_ctx.get("device")
     dev: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    notes = [n for n in run_ctx.get("notes") or () if isinstance(n, str)]
-    return {
-        **({"notes": notes} if notes else {}),
-        "script": run_ctx.get("script"),
-        "argv": run_ctx.get("argv"),
-        "trace": str(trace_path) if trace_path.is_file() else None,
-        "torch": run_ctx.get("torch"),
-        "cuda": run_ctx.get("cuda"),
-        "device": dev.get("name") if dev.get("type") == "cuda" else None,
-        "compute_capability": dev.get("compute_capability"),
-        "steps_profiled": 0,
-        "steps_synthetic": False,
-        "step_ms_median": 0.0,
-        "gpu_busy_pct": None,
-        "ended_early": bool(run_ctx.get("ended_early", False)),
-        "end_reason": run_ctx.get("end_reason"),
-    }
+    argv = run_ctx.get("argv")
+    return RunFacts(
+        notes=tuple(n for n in run_ctx.get("notes") or () if isinstance(n, str)),
+        script=run_ctx.get("script"),
+        argv=tuple(argv) if isinstance(argv, list) else None,
+        trace=str(trace_path) if trace_path.is_file() else None,
+        torch=run_ctx.get("torch"),
+        cuda=run_ctx.get("cuda"),
+        device=dev.get("name") if dev.get("type") == "cuda" else None,
+        compute_capability=dev.get("compute_capability"),
+        ended_early=bool(run_ctx.get("ended_early", False)),
+        end_reason=run_ctx.get("end_reason"),
+    )
 
 
 def _minimal_outputs(
-    out_dir: Path, run: dict[str, Any], notes: list[str], error: str | None
+    out_dir: Path, run: RunFacts, notes: list[str], error: str | None
 ) -> dict[str, Path]:
     """findings.json and report.html without findings (the analysis did not run)."""
-    errored = [{"id": "analysis", "error": error}] if error else []
-    doc = {
-        "schema_version": 1,
-        "advisor_version": __version__,
-        "run": run,
-        "findings": [],
-        "skipped": [],
-        "errored": errored,
-    }
-    write_json(out_dir / FINDINGS_NAME, doc)
     from advisor.output.outfiles import atomic_write
+    from advisor.report import Errored, Report
 
+    errored = (Errored("analysis", error),) if error else ()
+    atomic_write(out_dir / FINDINGS_NAME, Report(run=run, findings=(), errored=errored).dump())
     items = "".join(f"<p>{html.escape(n)}</p>" for n in [*notes, *([error] if error else [])])
     page = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>torch-advisor report: {html.escape(str(run.get('script') or ''))}</title></head>"
-        f"<body><h1>torch-advisor report</h1><p>Script: {html.escape(str(run.get('script')))}"
+        f"<title>torch-advisor report: {html.escape(str(run.script or ''))}</title></head>"
+        f"<body><h1>torch-advisor report</h1><p>Script: {html.escape(str(run.script))}"
         f"</p>{items}<p>No findings: the trace could not be analyzed.</p></body></html>\n"
     )
     atomic_write(out_dir / REPORT_NAME, page.encode("utf-8"))
@@ -94,8 +82,7 @@ def _analyze_and_write(
         run_ctx = {}
     notes = [str(n) for n in run_ctx.get("notes", [])]
     try:
-        from advisor.analysis.phases import with_phases
-        from advisor.analysis.pipeline import analyze_trace, write_outputs
+        from advisor.analysis.pipeline import analyze_run, write_outputs
         from advisor.output.terminal import progress
         from advisor.report import Report
         from advisor.trace import load_trace
@@ -104,14 +91,13 @@ def _analyze_and_write(
             t0 = time.perf_counter()
             if trace_path.is_file():
                 # no name holds the trace: its tables and derived data go before the writing
-                report = analyze_trace(
+                report = analyze_run(
                     load_trace(
                         trace_path, getattr(options, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
                     ),
                     run_ctx,
                     options,
                 )
-                report = with_phases(report, trace_path, run_ctx, options)
             else:
                 report = Report(run=_run_block(run_ctx, trace_path), findings=())
             timings["analysis"] = time.perf_counter() - t0

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+DEFAULT_EVAL_WAIT_S = 10.0  # --eval-wait: short, so a never-ending script ends soon after
+
 
 @dataclass(frozen=True)
 class SessionConfig:
@@ -21,10 +23,13 @@ class SessionConfig:
     record_shapes: bool = True
     with_stack: bool = True
     profile_memory: bool = True
-    max_seconds: float = 60.0
+    max_seconds: float = 60.0  # a script that never steps: captured for at most this long
     run_to_end: bool = False
     phases: tuple[str, ...] = ("train", "eval")  # which phases to capture (--phases)
     eval_steps: int = 3  # active steps of the evaluation window (--eval-steps)
+    eval_wait: float = DEFAULT_EVAL_WAIT_S  # seconds to wait for it after the training window
+    eval_wait_why: str | None = None  # why eval_wait is 0 when the user did not set it
+    window_max_s: float = 60.0  # the window ends at the first complete step past this recording
 
     @property
     def active_first(self) -> int:
@@ -75,6 +80,9 @@ class Capture:
     stopped_after_window: bool = False
     ran_on_in_thread: bool = False  # the window ended in a thread the advisor does not stop
     max_seconds_hit: bool = False
+    window_end_s: float | None = None  # when the training window was exported (from start)
+    window_cut: bool = False  # the window was ended early by its recording limits
+    capture_limits: list[dict[str, str]] = field(default_factory=list)  # what they cut
     foreign_profiler_step: int | None = None
     export_error: str | None = None
     memory: dict[str, Any] = field(default_factory=dict)

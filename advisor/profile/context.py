@@ -9,7 +9,8 @@
   It is removed when the window's warm-up starts (kept as a no-op when torch.compile is in use,
   so compiled graphs do not recompile), so the window and every later step run without it.
 - ``torch.compile``, ``zero_grad`` and ``torch.cuda.empty_cache`` are wrapped to note their use
-  (empty_cache calls are counted per call site for the whole run); all patches are undone by
+  (empty_cache calls are counted per call site for the whole run); the first ``torch.compile``
+  starts :mod:`advisor.profile.compilefacts` (graph breaks, recompiles); all patches are undone by
   :meth:`ContextRecorder.uninstall`. The allocator's environment settings are read at the end.
 """
 
@@ -18,9 +19,11 @@ from __future__ import annotations
 import functools
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from advisor import settings
+from advisor.profile.compilefacts import CompileRecorder
 from advisor.profile.facts import user_site
 from advisor.profile.modules import MAX_ROWS as _MAX_ROWS
 from advisor.profile.modules import ModuleObserver
@@ -46,8 +49,12 @@ class ContextRecorder:
         self._opt_ids: set[int] = set()
         self.zero_grad: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.compiled_sites: list[dict[str, Any] | None] = []
+        self.compile = CompileRecorder()
         self.empty_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.optimizer_made = False  # an optimizer was created: its steps are the steps
+        # the phase the run is in (train | eval), set by the session: a DataLoader's row says
+        # which phase first iterated it, so each phase's findings name its own loader
+        self.phase_now: Callable[[], str] = lambda: "train"
 
     # ------------------------------------------------------------------ install / remove
     def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
@@ -121,7 +128,9 @@ class ContextRecorder:
         def compile_(*args: Any, **kwargs: Any) -> Any:
             if len(self.compiled_sites) < _MAX_ROWS:
                 self.compiled_sites.append(user_site())
-            return orig_compile(*args, **kwargs)
+            out = orig_compile(*args, **kwargs)
+            self.compile.install()  # dynamo is imported by now
+            return out
 
         self._patch(torch, "compile", compile_)
 
@@ -183,6 +192,7 @@ class ContextRecorder:
         while self._patches:
             owner, name, orig = self._patches.pop()
             setattr(owner, name, orig)
+        self.compile.uninstall()
         if self._warning_filter in warnings.filters:
             warnings.filters.remove(self._warning_filter)  # type: ignore[attr-defined]
             getattr(warnings, "_filters_mutated", lambda: None)()
@@ -209,6 +219,7 @@ class ContextRecorder:
                     "drop_last": bool(dl.drop_last),
                     "dataset_len": n,
                     "dataset_class": type(dl.dataset).__name__,
+                    "phase": self.phase_now(),
                     "file": site.get("file"),
                     "line": site.get("line"),
                 }
@@ -266,4 +277,5 @@ class ContextRecorder:
                 **settings.allocator_env(),
             },
             **(self._snapshot or self._module_facts()),
+            "compile": self.compile.to_dict(),
         }

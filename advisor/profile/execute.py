@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from advisor.errors import AdvisorError
+from advisor.output.printable import without_escapes
 from advisor.profile.faults import classify
 from advisor.profile.forks import leave_child
 
@@ -246,7 +247,8 @@ def _exit_code(code: object) -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    """The exception as one line for run.json and the report, without terminal escapes."""
+    text = without_escapes(str(exc)).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 

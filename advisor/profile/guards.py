@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -95,3 +96,12 @@ class _Own:
 
     def __exit__(self, *exc: object) -> None:
         self._watch._own_depth -= 1
+
+
+def rss_bytes() -> int | None:
+    """The process's resident memory (Linux); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None

@@ -167,7 +167,7 @@ class capture:  # noqa: N801 (a context manager used like a function: ``with adv
 
     def __enter__(self) -> capture:
         import advisor
-        from advisor.output.outfiles import prepare_out_dir
+        from advisor.output.outfolder import prepare_out_dir
 
         if advisor._step_hook is not None:
             raise AdvisorError(
@@ -205,7 +205,7 @@ class capture:  # noqa: N801 (a context manager used like a function: ``with adv
     def __exit__(self, *exc: object) -> None:
         import advisor
         from advisor.analysis.pipeline import write_outputs
-        from advisor.output.outfiles import prepare_out_dir
+        from advisor.output.outfolder import prepare_out_dir
 
         advisor._step_hook = self._saved_step
         prof, self._prof = self._prof, None

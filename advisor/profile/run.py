@@ -16,7 +16,8 @@ from typing import Any
 
 from advisor.errors import EXIT_FAIL_ON, AdvisorError
 from advisor.findings import check_fail_on, fails_at
-from advisor.output.outfiles import default_out_dir, release
+from advisor.output.outfiles import release, write_error, write_json
+from advisor.output.outfolder import check_out_dir, check_writable, default_out_dir
 from advisor.profile.capture import SessionConfig
 from advisor.profile.execute import (
     EXIT_SIGINT,
@@ -27,7 +28,6 @@ from advisor.profile.execute import (
     resolve_target,
 )
 from advisor.profile.forks import ForkWatch, fork_note
-from advisor.profile.outdir import check_out_dir, check_writable, write_error, write_json
 from advisor.profile.signals import RunSignals
 from advisor.profile.torchrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runfolder import RUN_NAME, TRACE_NAME
@@ -43,6 +43,7 @@ class ProfileOptions:
     out: Path | None = None
     force: bool = False
     session: SessionConfig = field(default_factory=SessionConfig)  # schedule and capture flags
+    eval_wait: float | None = None  # --eval-wait as given (None: the default for the script)
     tensorboard: Path | None = None
     open_report: bool = False
     json_out: bool = False
@@ -66,9 +67,28 @@ class ProfileOptions:
                 f"--max-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g} "
                 f"seconds, got {cfg.max_seconds}"
             )
+        if not 0 <= cfg.window_max_s <= MAX_SECONDS_LIMIT:
+            raise AdvisorError(
+                f"--max-window-seconds must be 0 (no limit) up to {MAX_SECONDS_LIMIT:g}, "
+                f"got {cfg.window_max_s}"
+            )
+        if self.eval_wait is not None and not 0 <= self.eval_wait <= MAX_SECONDS_LIMIT:
+            raise AdvisorError(
+                f"--eval-wait must be 0 (do not wait) up to {MAX_SECONDS_LIMIT:g} seconds, "
+                f"got {self.eval_wait}"
+            )
+        if self.eval_wait == 0 and "train" not in cfg.phases:
+            raise AdvisorError(
+                "--eval-wait 0 with --phases eval: there would be nothing to capture"
+            )
         if self.rank_timeout < 0:
             raise AdvisorError(f"--rank-timeout must be 0 or more, got {self.rank_timeout}")
         check_fail_on(self.fail_on)
+        if self.tensorboard is not None and not has_module("tensorboard"):
+            raise AdvisorError(
+                "--tensorboard needs TensorBoard, which is not installed: "
+                "pip install 'torch-advisor[tensorboard]'"
+            )
         if self.tensorboard is not None and self.tensorboard.exists():
             if not self.tensorboard.is_dir():
                 raise AdvisorError("--tensorboard: exists and is not a directory", self.tensorboard)
@@ -81,10 +101,35 @@ def _shown(path: Path, cwd: str) -> str:
         return str(path)
 
 
+TORCH_MISSING = (
+    "advisor profile runs the script under torch.profiler, and torch is not installed here: "
+    "pip install torch (on a GPU machine, the CUDA build of your choice); analyze, inspect, "
+    "report and diff work without it"
+)
+
+
+def has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_torch() -> None:
+    """One line, before anything runs, when torch is missing (``pip install torch-advisor``
+    installs only what the analysis needs)."""
+    if not has_module("torch"):
+        raise AdvisorError(TORCH_MISSING)
+
+
 def run_profile(opts: ProfileOptions) -> int:
     """Run ``opts.script`` under the profiler and write the four outputs; returns the exit code."""
+    require_torch()
     opts.validate()
     target = resolve_target(opts.script, opts.args, opts.module)
+    opts = replace(opts, session=_eval_wait(opts, target))
     cwd = os.getcwd()
     renv = rank_env()  # under torchrun: one trace per rank, rank 0 merges
     default = default_rank_out_dir(target.stem, renv) if renv else default_out_dir(target.stem)
@@ -161,6 +206,24 @@ def _profile(
     except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
         return EXIT_SIGINT
+
+
+def _eval_wait(opts: ProfileOptions, target: Any) -> SessionConfig:
+    """The session with its --eval-wait: as given, else the default, or 0 for a script whose
+    files never mention evaluation (it cannot reach an evaluation phase)."""
+    from advisor.profile.evalwindow import eval_code_path
+
+    cfg = opts.session
+    if opts.eval_wait is not None:
+        return replace(cfg, eval_wait=opts.eval_wait, eval_wait_why=None)
+    if (
+        "eval" in cfg.phases
+        and "train" in cfg.phases
+        and not eval_code_path(target.kind, target.name)
+    ):
+        why = "the script and the files beside it never mention evaluation"
+        return replace(cfg, eval_wait=0.0, eval_wait_why=why)
+    return cfg
 
 
 def _drop_unfinished(run_json: Path) -> None:

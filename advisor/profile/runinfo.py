@@ -86,19 +86,25 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
             f"trace holds {_steps(a, b)}, recorded without Python stacks or GPU activity; early "
             "steps include warm-up. For short runs lower --wait/--warmup/--active."
         )
+    elif cap.scope == "whole-run" and cap.max_seconds_hit:
+        out.append(
+            f"No step came within --max-seconds ({cfg.max_seconds:g} s), the advisor's limit "
+            "on the wait for a first step, so that time was captured as one step, without Python "
+            "stacks or GPU activity. A first step that takes longer (an LBFGS step(closure), a "
+            "long set-up) needs a larger --max-seconds; a loop without optimizer.step() calls "
+            "advisor.step() once per iteration."
+        )
+        out.append(
+            "Stopped the script when --max-seconds ran out; --run-to-end lets it continue."
+            if cap.stopped_after_window
+            else "The script ran on to its end without profiling after --max-seconds."
+        )
     elif cap.scope == "whole-run":
-        bound = f" (the first {cfg.max_seconds:g} s, --max-seconds)" if cap.max_seconds_hit else ""
         out.append(
             "No steps were seen (no optimizer.step() and no advisor.step() call), so the whole "
-            f"run{bound} was captured as one step, without Python stacks or GPU activity. Call "
+            "run was captured as one step, without Python stacks or GPU activity. Call "
             "advisor.step() once per iteration to profile steps."
         )
-        if cap.max_seconds_hit:
-            out.append(
-                "Stopped the script when --max-seconds ran out; --run-to-end lets it continue."
-                if cap.stopped_after_window
-                else "The script ran on to its end without profiling after --max-seconds."
-            )
     elif cap.scope == "none":
         why = f": {cap.export_error}" if cap.export_error else ""
         out.append(f"No trace could be written{why}.")
@@ -107,13 +113,89 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
             f"The script started torch.profiler itself at step {cap.foreign_profiler_step}; "
             "advisor's own profiling stopped there so the script's profiler could run."
         )
-    out += _eval_notes(ev, cap, cfg)
+    out += _eval_notes(cap, cfg)
     return out
 
 
-def _eval_notes(ev: dict[str, Any], cap: Capture, cfg: SessionConfig) -> list[str]:
-    if not ev:
-        return []
+_EVAL_WHAT = (
+    "a module with parameters called in eval() mode or under torch.no_grad() / "
+    "torch.inference_mode()"
+)
+
+
+def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
+    """Every phase the run did not capture, with why: ``phase``, ``missing`` (a code) and
+    ``why`` (a sentence for the terminal and the report); findings.json ``run.phases`` lists
+    them after the captured ones."""
+    out: list[dict[str, str]] = []
+
+    def add(phase: str, code: str, why: str) -> None:
+        out.append({"phase": phase, "missing": code, "why": why})
+
+    ev = cap.eval
+    stopped = (
+        "the script was stopped there (--run-to-end lets it finish)"
+        if cap.stopped_after_window
+        else "the script ran on unprofiled"
+    )
+    if cap.phase == "eval" or "train" not in cfg.phases:
+        if "train" not in cfg.phases:
+            add("train", "not-requested", "not requested (--phases eval)")
+        elif cap.step_source == "forward":
+            add(
+                "train",
+                "no-training",
+                f"the script trained nothing: no optimizer stepped and {cap.step_module} "
+                "ran in evaluation",
+            )
+        return out
+    if "eval" not in cfg.phases:
+        add("eval", "not-requested", "not requested (--phases train; the default under torchrun)")
+    elif ev.get("trace_written"):
+        pass
+    elif ev.get("missing") == "eval-wait":
+        add(
+            "eval",
+            "eval-wait",
+            f"no evaluation phase ({_EVAL_WHAT}) came within --eval-wait ({cfg.eval_wait:g} s) "
+            f"after the training window; {stopped}. Pass --eval-wait SECONDS to wait longer",
+        )
+    elif ev.get("missing") == "no-eval-code":
+        add(
+            "eval",
+            "no-eval-code",
+            f"not waited for: {cfg.eval_wait_why or 'the script shows no evaluation code'} "
+            "(pass --eval-wait SECONDS to wait anyway)",
+        )
+    elif ev.get("missing") == "max-seconds":
+        add(
+            "eval",
+            "max-seconds",
+            f"no evaluation phase ({_EVAL_WHAT}) came within --max-seconds after the "
+            f"training window; {stopped}",
+        )
+    elif ev.get("missing") == "ended":
+        add(
+            "eval",
+            "ended",
+            f"the script ended after the training window without an evaluation phase "
+            f"({_EVAL_WHAT})",
+        )
+    elif ev.get("export_error"):
+        add("eval", "export-error", f"its trace could not be written: {ev['export_error']}")
+    elif cap.scope != "window":
+        add(
+            "eval",
+            "no-training-window",
+            "the run ended before the training window was complete, so no evaluation phase "
+            "was waited for",
+        )
+    return out
+
+
+def _eval_notes(cap: Capture, cfg: SessionConfig) -> list[str]:
+    ev = cap.eval
+    out: list[str] = []
     if ev.get("trace_written"):
         a, b = ev.get("steps") or (0, 0)
         stop = (
@@ -121,34 +203,25 @@ def _eval_notes(ev: dict[str, Any], cap: Capture, cfg: SessionConfig) -> list[st
             if cap.stopped_after_window
             else ""
         )
-        part = "" if ev.get("scope") == "window" else " (the phase ended early)"
-        return [
+        n = int(ev.get("steps_seen") or 0)
+        if ev.get("ended_by") and ev.get("scope") == "window" and n < cfg.eval_steps:
+            part = (
+                f" (the whole phase: {n} call(s), fewer than --eval-steps {cfg.eval_steps}; "
+                f"it ended at {ev['ended_by']})"
+            )
+        elif ev.get("scope") == "window":
+            part = ""
+        else:
+            part = " (the phase ended early)"
+        out.append(
             f"Evaluation phase: {_steps(a, b)} of the calls of {ev.get('module')} in "
             f"evaluation were captured{part}, in {ev.get('trace')}.{stop}"
-        ]
-    what = (
-        "a module with parameters called in eval() mode or under torch.no_grad() / "
-        "torch.inference_mode()"
-    )
-    if ev.get("missing") == "max-seconds":
-        end = (
-            "the script was stopped there (--run-to-end lets it finish)"
-            if cap.stopped_after_window
-            else "the script ran on unprofiled"
         )
-        return [
-            f"No evaluation phase ({what}) came within --max-seconds "
-            f"({cfg.max_seconds:g} s) after the training window; {end}. The report covers "
-            "training only."
-        ]
-    if ev.get("missing") == "ended":
-        return [
-            f"No evaluation phase ({what}) came after the training window before the "
-            "script ended. The report covers training only."
-        ]
-    if ev.get("export_error"):
-        return [f"The evaluation window could not be written: {ev['export_error']}."]
-    return []
+    for m in missing_phases(cap, cfg):
+        if m["missing"] == "not-requested":
+            continue  # the user asked for it: no note
+        out.append(f"{m['phase'].capitalize()} phase not captured: {m['why']}.")
+    return out
 
 
 def build_run_json(
@@ -200,6 +273,8 @@ def build_run_json(
         "step_module": cap.step_module,
         "phase": cap.phase,
         "eval": dict(cap.eval) or None,
+        "missing_phases": missing_phases(cap, cfg),
+        "capture_limits": list(cap.capture_limits),
         "profile": {
             "wait": cfg.wait,
             "warmup": cfg.warmup,
@@ -211,6 +286,8 @@ def build_run_json(
             "run_to_end": cfg.run_to_end,
             "phases": list(cfg.phases),
             "eval_steps": cfg.eval_steps,
+            "eval_wait": cfg.eval_wait,
+            "max_window_seconds": cfg.window_max_s,
             "activities": cap.activities,
         },
         "torch": versions.get("torch"),
@@ -226,6 +303,7 @@ def build_run_json(
         "allocator": context.get("allocator", {}),
         "forward": context.get("forward", {}),
         "modules": context.get("modules", {}),
+        "compile": context.get("compile", {}),
         "notes": notes(outcome, cap, cfg),
         "timings_s": dict(sorted(cap.timings_s.items())),
     }

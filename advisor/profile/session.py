@@ -7,9 +7,9 @@ optimizer step during the probe after all, its steps count from there). Step 0 i
 before the first step: imports, setup and the first iteration; it is never part of the window.
 
 - **probe**: from the start of the script to the end of the ``wait`` steps a light profiler
-  records operators (with shapes and memory, without Python stacks, which are costly to collect
-  across imports, and without GPU activity, which would initialize CUDA before the script's
-  first line). It is the fallback trace: the whole run as one step when the script never
+  records operators (with shapes; without memory events, Python stacks, which are costly to
+  collect across imports, or GPU activity, which would initialize CUDA before the script's
+  first line), so a long first step costs little more than under plain Python. It is the fallback trace: the whole run as one step when the script never
   steps (bounded by ``max_seconds``), or the first steps when the run ends before the window.
 - **gap**: the probe is stopped inside the step hook, which runs inside the optimizer's own
   ``record_function`` scope. The window's profiler starts one step later: starting a profiler
@@ -18,9 +18,14 @@ before the first step: imports, setup and the first iteration; it is never part 
 - **window**: a second profiler with every option on runs the other warm-up steps, then records
   ``active`` steps (``ProfilerStep#N`` markers, N counted from the script's first step), and
   exports them to ``trace.json.gz`` the moment they are complete. Unless ``run_to_end``, the
-  script is then stopped by raising :class:`WindowCaptured` from the step hook.
+  script is then stopped by raising :class:`WindowCaptured` from the step hook. The recording
+  is bounded: once a step is complete, a window that has recorded for more than
+  ``--max-window-seconds`` (default 60) or grown the process by more than :data:`WINDOW_MAX_GROWTH_BYTES` (long
+  steps: an LBFGS ``step(closure)`` runs the model many times) ends at that step; run.json
+  ``capture_limits`` (and the report's trace quality) say what was cut.
 - **await-eval**: (``--phases`` with ``eval``, after a training window) the script runs on at
-  native speed, only its top-level module calls watched, until its evaluation phase begins.
+  native speed, only its top-level module calls watched, until its evaluation phase begins, for
+  at most ``--eval-wait`` seconds (``--max-seconds`` bounds only a script that never steps).
 - **eval-window**: the evaluation window (:mod:`advisor.profile.evalwindow`), then the script
   is stopped as after the window.
 - **done**: nothing profiles any more; later steps run at native speed.
@@ -47,7 +52,8 @@ from advisor.profile.context import ContextRecorder
 from advisor.profile.evalwindow import EvalWindow
 from advisor.profile.execute import EXIT_SIGTERM, Outcome, Terminated, WindowCaptured
 from advisor.profile.fwdsteps import ForwardSteps, has_parameters, in_eval
-from advisor.profile.guards import ForeignProfilerWatch, MaxSecondsAlarm
+from advisor.profile.guards import ForeignProfilerWatch, MaxSecondsAlarm, rss_bytes
+from advisor.profile.quiet import NoiseFilter, PhaseProgress
 
 __all__ = ["Capture", "ProfileSession", "SessionConfig"]
 
@@ -57,6 +63,9 @@ _MAX_STEP_TIMES = 20_000
 # its tensors then, and the export needs room to turn the capture into the trace file. Never
 # touched, so it takes no physical memory.
 MEMORY_RESERVE_BYTES = 256 << 20
+# the window's recording, once a step is complete: the profiler keeps every event in memory,
+# so a window of long steps (many model calls each) is ended at the step that passes these
+WINDOW_MAX_GROWTH_BYTES = 2 << 30
 
 
 def _memory_reserve() -> mmap.mmap | None:
@@ -78,6 +87,7 @@ class ProfileSession:
         self._cpu, self._cuda = ProfilerActivity.CPU, ProfilerActivity.CUDA
         self._trace_path = self.trace_path = trace_path
         self._rec = recorder
+        recorder.phase_now = self._phase_now  # which phase a DataLoader is first iterated in
         self.phase = "idle"
         self._probe: Any = None
         self._window: Any = None
@@ -87,7 +97,7 @@ class ProfileSession:
         self._primary: int | None = None
         self._hook: Any = None
         self._alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_alarm)
-        self._eval_alarm = MaxSecondsAlarm(cfg.max_seconds, self._on_eval_alarm)
+        self._eval_alarm = MaxSecondsAlarm(cfg.eval_wait, self._on_eval_alarm)
         self._watch = ForeignProfilerWatch(
             lambda: self.phase in ("probe", "gap", "window", "eval-window"),
             self._yield_to_foreign,
@@ -96,8 +106,11 @@ class ProfileSession:
         self._fwd = ForwardSteps(self._on_forward)
         self._step_mod: int | None = None
         self._eval = EvalWindow(self)
+        self._noise = NoiseFilter()  # torch's profiler lines kept off the terminal
+        self._progress = PhaseProgress()
         self._t0 = 0.0
         self._t_window = 0.0
+        self._rss_window = 0
         self._window_activities = ["cpu"]
         self._probe_activities = ["cpu"]
         self.stop_requested: Callable[[], bool] = lambda: False
@@ -122,14 +135,19 @@ class ProfileSession:
         return self._make(self.cfg.with_stack, cuda, schedule, on_ready)
 
     def _make(
-        self, with_stack: bool, cuda: bool, schedule: Any = None, on_ready: Any = None
+        self,
+        with_stack: bool,
+        cuda: bool,
+        schedule: Any = None,
+        on_ready: Any = None,
+        memory: bool | None = None,
     ) -> Any:
         from torch.profiler import profile
 
         return profile(
             activities=[self._cpu, self._cuda] if cuda else [self._cpu],
             record_shapes=self.cfg.record_shapes,
-            profile_memory=self.cfg.profile_memory,
+            profile_memory=self.cfg.profile_memory if memory is None else memory,
             with_stack=with_stack,
             schedule=schedule,
             on_trace_ready=on_ready,
@@ -151,7 +169,8 @@ class ProfileSession:
         # script that sets CUDA_VISIBLE_DEVICES itself would then run on the wrong devices
         cuda = facts.cuda_in_use()
         self._probe_activities = ["cpu", "cuda"] if cuda else ["cpu"]
-        self._probe = self._make(with_stack=False, cuda=cuda)
+        self._probe = self._make(with_stack=False, cuda=cuda, memory=False)
+        self._noise.start()
         with self._own():
             self._probe.start()
         self.phase = "probe"
@@ -165,10 +184,24 @@ class ProfileSession:
         self._watch.install()
         self._alarm.arm()
         self._fwd.install()  # a loop without an optimizer steps on its model's calls
+        cfg = self.cfg
+        self._progress.after(
+            lambda: (
+                f"profiling: the window records steps {cfg.active_first}-{cfg.active_last}; "
+                f"{self.cap.steps_seen} step(s) so far"
+                if self.phase in ("probe", "gap")
+                else None
+            )
+        )
+
+    def _phase_now(self) -> str:
+        return "eval" if self.phase in ("await-eval", "eval-window") else self.cap.phase
 
     def _on_optimizer_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         if os.getpid() != self._pid:  # a forked worker inherited the hook: not profiled
             return
+        if self.phase == "eval-window":  # training resumed: the evaluation phase is over
+            self._eval.phase_over("an optimizer step")
         self._rec.on_optimizer(opt)
         if self.cap.step_source == "forward" and self.phase == "probe":
             self._restart_steps()  # a model called before its optimizer was made
@@ -185,6 +218,8 @@ class ProfileSession:
     def _on_explicit_step(self) -> None:
         if os.getpid() != self._pid:
             return
+        if self.phase == "eval-window":
+            self._eval.phase_over("advisor.step()")
         if not self._explicit:
             self._explicit = True
             self.cap.step_source = "advisor.step"
@@ -264,10 +299,13 @@ class ProfileSession:
             elif self.phase == "gap":
                 self._start_window(g)
             elif self.phase == "window":
-                with self._own():
-                    self._window.step()
-                if g == self.cfg.active_first:
-                    facts.reset_peak_memory()
+                if self._over_budget(g):
+                    self._cut_window(g)  # exports steps active_first .. g-1 now
+                else:
+                    with self._own():
+                        self._window.step()
+                    if g == self.cfg.active_first:
+                        facts.reset_peak_memory()
                 if self.cap.scope == "window":
                     stop = self._window_done()
         finally:
@@ -307,14 +345,57 @@ class ProfileSession:
         if g == self.cfg.active_first:
             facts.reset_peak_memory()
         self._t_window = time.perf_counter()
+        self._rss_window = rss_bytes() or 0
+        self._progress.after(
+            lambda: (
+                f"recording steps {self.cfg.active_first}-{self.cfg.active_last} "
+                f"(at step {self.cap.steps_seen})"
+                if self.phase == "window"
+                else None
+            )
+        )
         self._time("window_start", t0)
+
+    def _over_budget(self, g: int) -> bool:
+        """At the hook of step ``g``: the window has recorded a complete active step and more
+        than its time or memory allows (see the module doc)."""
+        if g - 1 < self.cfg.active_first or g > self.cfg.active_last:
+            return False
+        took_s = time.perf_counter() - self._t_window
+        rss = rss_bytes()
+        grew = rss - self._rss_window if rss is not None and self._rss_window else 0
+        limit_s = self.cfg.window_max_s
+        if (limit_s <= 0 or took_s <= limit_s) and grew <= WINDOW_MAX_GROWTH_BYTES:
+            return False
+        done, asked = g - self.cfg.active_first, self.cfg.active
+        why = (
+            f"{took_s:.1f} s of recording (over --max-window-seconds {limit_s:g})"
+            if 0 < limit_s < took_s
+            else f"{grew / 2**30:.1f} GiB of profiler memory (over {WINDOW_MAX_GROWTH_BYTES / 2**30:.0f} GiB)"
+        )
+        self.cap.capture_limits.append(
+            {
+                "what": f"The profiled window was ended after {done} of {asked} active steps: "
+                f"{why}, the advisor's limit for one window.",
+                "effect": "Per-step figures come from those steps; the script's steps are long "
+                "(raise --max-window-seconds, or --no-stack to record more of them within it).",
+            }
+        )
+        return True
+
+    def _cut_window(self, g: int) -> None:
+        self.cap.window_cut = True
+        with self._own():
+            self._window.stop()  # ends ProfilerStep#(g-1) now, exports through _on_ready
 
     def _on_ready(self, prof: Any) -> None:
         """on_trace_ready of the window profiler: the active steps are complete (or cut short)."""
         self._time("window", self._t_window)
         g = self.cap.steps_seen
-        complete = g > self.cfg.active_last
-        last = self.cfg.active_last if complete else g
+        complete = g > self.cfg.active_last or self.cap.window_cut
+        last = self.cfg.active_last if g > self.cfg.active_last else g
+        if self.cap.window_cut:
+            last = g - 1  # the steps before the one whose hook ended the window
         self.cap.window_steps = [self.cfg.active_first, last]
         self.cap.memory = facts.peak_memory()
         self.cap.backends = facts.backend_facts()
@@ -328,46 +409,67 @@ class ProfileSession:
 
     def _window_done(self) -> bool:
         t0 = time.perf_counter()
-        with self._own():
-            self._window.stop()
+        if not self.cap.window_cut:  # a cut window is stopped already (never twice)
+            with self._own():
+                self._window.stop()
         self._window = None
         self._probe = None  # the fallback is no longer needed
         self.phase = "done"
         self._time("window_stop", t0)
+        self.cap.window_end_s = round(time.perf_counter() - self._t0, 3)
         if self._wants_eval():
             self._await_eval()
             return False
+        if self._eval_possible():  # --eval-wait 0: the phase is not waited for
+            why = "no-eval-code" if self.cfg.eval_wait_why else "eval-wait"
+            self.cap.eval.update(scope="none", trace_written=False, missing=why)
+        self.quiet_off()
         self._fwd.remove()
         self.cap.stopped_after_window = not self.cfg.run_to_end
         return not self.cfg.run_to_end
 
+    def _eval_possible(self) -> bool:
+        """An evaluation phase can follow this window: asked for, and the window trained (a
+        script whose steps are its model's calls in evaluation has no other phase)."""
+        return "eval" in self.cfg.phases and self.cap.phase == "train"
+
     def _wants_eval(self) -> bool:
-        """An evaluation window after this training one (a script without an optimizer, whose
-        steps are its model's calls, has one phase)."""
-        return (
-            "eval" in self.cfg.phases
-            and self.cap.phase == "train"
-            and self.cap.step_source != "forward"
-        )
+        """An evaluation window after this training one, waited for up to --eval-wait."""
+        return self._eval_possible() and self.cfg.eval_wait > 0
 
     def _await_eval(self) -> None:
-        """Run on at native speed until the evaluation phase (bounded by --max-seconds)."""
+        """Run on at native speed until the evaluation phase (bounded by --eval-wait)."""
         self._eval.await_phase()
         self._fwd.install()
         self._eval_alarm.arm()
+        self._progress.after(
+            lambda: (
+                f"training window captured; waiting up to {self.cfg.eval_wait:g} s for an "
+                "evaluation phase (--eval-wait)"
+                if self.phase == "await-eval"
+                else None
+            )
+        )
 
     def forward_watch_off(self) -> None:
         self._fwd.remove()
 
+    def quiet_off(self) -> None:
+        """No profiler of the advisor's will record again: stderr as it was."""
+        self._noise.stop()
+
     def eval_found(self) -> None:
         self._eval_alarm.disarm()
         self.phase = "eval-window"
+        self._progress.after(
+            lambda: "recording the evaluation phase" if self.phase == "eval-window" else None
+        )
 
     def _on_eval_alarm(self) -> None:
-        """--max-seconds ran out while waiting for the evaluation phase."""
+        """--eval-wait ran out while waiting for the evaluation phase."""
         if self._busy or self.phase != "await-eval":
             return
-        self._eval.end("max-seconds")
+        self._eval.end("eval-wait")
         self._fwd.remove()
         if not self.cfg.run_to_end:
             self.cap.stopped_after_window = True
@@ -438,6 +540,7 @@ class ProfileSession:
         gc.collect()
         self._alarm.disarm()
         self._eval_alarm.disarm()
+        self._progress.cancel()
         self._busy = True  # late signals and hooks from other threads do nothing now
         try:
             self._stop_profiling()
@@ -449,6 +552,7 @@ class ProfileSession:
             if advisor._step_hook == self._on_explicit_step:
                 advisor._step_hook = None
             self._watch.remove()
+            self._noise.stop()
         if self.cap.backends is None:
             self.cap.backends = facts.backend_facts()
         return self.cap
@@ -463,6 +567,7 @@ class ProfileSession:
             self.cap.max_seconds_hit = True
             self._stop_profiling()
             self.phase = "done"
+            self._noise.stop()
         finally:
             self._busy = False
         self._alarm.disarm()
@@ -479,6 +584,7 @@ class ProfileSession:
         finally:
             self._busy = False
             self.phase = "yielded"
+            self._noise.stop()
         g = self.cap.steps_seen
         self.cap.foreign_profiler_step = g
         covered = {

@@ -9,18 +9,13 @@ rank 0 then waits (bounded) for the other ranks' run files and writes one merged
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from advisor import settings
-
-RANK_FILE_RE = re.compile(
-    r"^(?:\.?(?:trace\.rank\d+\.json\.gz|run\.rank\d+\.json)(?:\..*)?|\.advisor-write-test-\d+)$"
-)
-START_SLACK_S = 10.0  # ranks of one launch start within this of each other
+from advisor.runfolder import rank_run_name, rank_trace_name
 
 
 @dataclass(frozen=True)
@@ -34,18 +29,18 @@ class RankEnv:
 
     @property
     def trace_name(self) -> str:
-        return f"trace.rank{self.rank}.json.gz"
+        return rank_trace_name(self.rank)
 
     @property
     def run_name(self) -> str:
-        return f"run.rank{self.rank}.json"
+        return rank_run_name(self.rank)
 
     @property
     def is_leader(self) -> bool:
         return self.rank == 0
 
     def run_names(self) -> list[str]:
-        return [f"run.rank{r}.json" for r in range(self.world_size)]
+        return [rank_run_name(r) for r in range(self.world_size)]
 
 
 def _int(env: Mapping[str, str], key: str) -> int | None:
@@ -68,43 +63,11 @@ def rank_env(env: Mapping[str, str] | None = None) -> RankEnv | None:
     return RankEnv(rank, world, local if local is not None else rank, run_id or None)
 
 
-def process_start_time(pid: int | str = "self") -> float:
-    """Wall-clock start of a process (Linux /proc), else now."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        ticks = int(fields[19])  # field 22 overall: starttime in clock ticks after boot
-        with open("/proc/stat", encoding="ascii") as fh:
-            btime = next(int(ln.split()[1]) for ln in fh if ln.startswith("btime "))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return time.time()
-
-
-def this_runs_rank_file(path: Path, since: float) -> bool:
-    """A per-rank file (or its temporary, or a rank's write probe) of this launch."""
-    if not RANK_FILE_RE.match(path.name):
-        return False
-    try:
-        return path.stat().st_mtime >= since - START_SLACK_S
-    except OSError:
-        return False
-
-
-def foreign_entries(out: Path, since: float) -> list[str]:
-    """Entries of ``out`` that are not this launch's per-rank files (for the no-overwrite rule)."""
-    try:
-        names = sorted(p.name for p in out.iterdir())
-    except OSError:
-        return []
-    return [n for n in names if not this_runs_rank_file(out / n, since)]
-
-
 def default_rank_out_dir(stem: str, renv: RankEnv, base: Path | None = None) -> Path:
     """The default ``--out`` all local ranks of one launch agree on without talking:
     ``advisor-runs/<stem>-<launch time>-<run id>`` (torchrun's run id, else the launcher's pid;
     ranks on other nodes need a shared ``--out``)."""
-    from advisor.output.outfiles import default_out_dir
+    from advisor.output.outfolder import default_out_dir, process_start_time
 
     ppid = os.getppid()
     rid = renv.run_id if renv.run_id and renv.run_id != "none" else f"p{ppid}"
@@ -134,5 +97,5 @@ def wait_for_ranks(
 
 def rank_traces(out: Path, world_size: int) -> list[Path]:
     """The per-rank traces present in ``out`` (rank order)."""
-    files = [out / f"trace.rank{r}.json.gz" for r in range(world_size)]
+    files = [out / rank_trace_name(r) for r in range(world_size)]
     return [f for f in files if f.is_file()]

@@ -10,6 +10,8 @@ measured return time. Nodes outside the steady steps keep their measured times.
 
 A fix (:mod:`advisor.replay.fixes`) changes a :class:`Mods` (durations, gaps, edges) before the
 pass; the step times are read off the replayed positions of the step boundaries' anchors.
+What every replay of a graph reads (its arrays as lists, the one-step replay's nodes) is made
+once, in the graph's :class:`~advisor.replay.model.ReplayCache`.
 """
 
 from __future__ import annotations
@@ -20,47 +22,51 @@ from typing import Any
 
 import numpy as np
 
-from advisor.replay.model import Graph
+from advisor.replay.model import Bind, Graph
+from advisor.replay.steptime import carried_wait_ns, gpu_cycle_ns
 
 
 @dataclass
 class Mods:
-    """What a fix may change: host durations and gaps, syncs, GPU durations and edges."""
+    """What a fix may change: host durations and gaps, syncs, GPU durations and edges (the
+    arrays of :class:`~advisor.replay.model.Graph` of the same names)."""
 
-    h_dur: np.ndarray
-    h_gap: np.ndarray
-    h_qoff: np.ndarray
-    h_base: np.ndarray
-    h_tail: np.ndarray
-    h_await: np.ndarray
-    g_dur: np.ndarray
-    g_offl: np.ndarray
-    g_launch: np.ndarray
-    g_offp: np.ndarray
-    g_offd: np.ndarray
-    b_off: np.ndarray  # each step boundary's offset from its anchor call
+    host_dur_ns: np.ndarray  # each host call's duration when it does not wait
+    gap_ns: np.ndarray
+    handoff_ns: np.ndarray
+    own_ns: np.ndarray
+    return_ns: np.ndarray
+    awaited: np.ndarray  # -1: the call no longer waits
+    gpu_dur_ns: np.ndarray
+    launch: np.ndarray  # -1: no launch edge (the activity follows its stream)
+    launch_ns: np.ndarray
+    prev_ns: np.ndarray
+    dep_ns: np.ndarray
+    anchor_ns: np.ndarray  # each step boundary's offset from its anchor call
 
     @staticmethod
     def of(gr: Graph, calibrated: bool = True) -> Mods:
-        offl, offp, offd = gr.g_offl.copy(), gr.g_offp.copy(), gr.g_offd.copy()
+        g = gr.gpu
+        launch_ns, prev_ns, dep_ns = g.launch_ns.copy(), g.prev_ns.copy(), g.dep_ns.copy()
         if not calibrated:  # the graph alone: no measured delay it cannot explain
-            r = gr.g_resid
-            offl = np.where(gr.g_bind == 0, offl - r, offl)
-            offp = np.where(gr.g_bind == 1, offp - r, offp)
-            offd = np.where(gr.g_bind == 2, offd - r, offd)
+            r = g.residual_ns
+            launch_ns = np.where(g.bind == Bind.LAUNCH, launch_ns - r, launch_ns)
+            prev_ns = np.where(g.bind == Bind.STREAM, prev_ns - r, prev_ns)
+            dep_ns = np.where(g.bind == Bind.CROSS_STREAM, dep_ns - r, dep_ns)
+        h = gr.host
         return Mods(
-            h_dur=gr.h_end - gr.h_ts,
-            h_gap=gr.h_gap.copy(),
-            h_qoff=gr.h_qoff.copy(),
-            h_base=gr.h_base.copy(),
-            h_tail=gr.h_tail.copy(),
-            h_await=gr.h_await.copy(),
-            g_dur=gr.g_end - gr.g_ts,
-            g_offl=offl,
-            g_launch=gr.g_launch.copy(),
-            g_offp=offp,
-            g_offd=offd,
-            b_off=gr.anchor_off.copy(),
+            host_dur_ns=h.end_ns - h.ts_ns,
+            gap_ns=h.gap_ns.copy(),
+            handoff_ns=h.handoff_ns.copy(),
+            own_ns=h.own_ns.copy(),
+            return_ns=h.return_ns.copy(),
+            awaited=h.awaited.copy(),
+            gpu_dur_ns=g.end_ns - g.ts_ns,
+            launch=g.launch.copy(),
+            launch_ns=launch_ns,
+            prev_ns=prev_ns,
+            dep_ns=dep_ns,
+            anchor_ns=gr.steps.anchor_ns.copy(),
         )
 
 
@@ -69,53 +75,62 @@ class Replayed:
     """A replay's result: the step boundaries and per-step GPU time (what the savings read),
     and every node's replayed times (as arrays on demand)."""
 
-    bounds: np.ndarray  # replayed step boundaries
-    busy: np.ndarray  # per step: the GPU time its launches take on their busiest stream
+    bounds_ns: np.ndarray  # replayed step boundaries
+    carried_ns: np.ndarray  # per step: the main thread's waits for work issued before it
+    gpu_cycle_ns: np.ndarray  # per step: the span of its own GPU work
     # every node's times (host starts and ends, GPU starts and ends), made on demand
     nodes: Callable[[], tuple[list[int], list[int], list[int], list[int]]] = field(
         repr=False, compare=False
     )
 
     @property
-    def h_start(self) -> np.ndarray:
+    def host_start_ns(self) -> np.ndarray:
         return np.asarray(self.nodes()[0], dtype=np.int64)
 
     @property
-    def h_end(self) -> np.ndarray:
+    def host_end_ns(self) -> np.ndarray:
         return np.asarray(self.nodes()[1], dtype=np.int64)
 
     @property
-    def g_start(self) -> np.ndarray:
+    def gpu_start_ns(self) -> np.ndarray:
         return np.asarray(self.nodes()[2], dtype=np.int64)
 
     @property
-    def g_end(self) -> np.ndarray:
+    def gpu_end_ns(self) -> np.ndarray:
         return np.asarray(self.nodes()[3], dtype=np.int64)
 
     @property
+    def host_cycle_ns(self) -> np.ndarray:
+        """Per step: from its boundary to the next, less its waits for earlier work."""
+        return np.diff(self.bounds_ns) - self.carried_ns
+
+    @property
     def step_ns(self) -> np.ndarray:
-        """Each step's replayed time: from its boundary to the next, and never less than the
-        GPU time of its own launches on one stream (a host that runs ahead of the GPU is held
-        back by the queue, and by the syncs, over the steps)."""
-        return np.maximum(np.diff(self.bounds), self.busy)
+        """Each step's replayed time: the longer of its host cycle and its GPU cycle
+        (:mod:`advisor.replay.steptime`)."""
+        return np.maximum(self.host_cycle_ns, self.gpu_cycle_ns)
 
 
 def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
     """Replay the graph with ``mods`` (see the module doc); ``one_step``: only the step closest
-    to the median (``gr.one_step``), the others keep their measured times."""
+    to the median (``gr.steps.median_step``), the others keep their measured times."""
     n_h, n_g = gr.n_h, gr.n_g
-    c = _constants(gr)
+    c = _loop_lists(gr)
     S, E, GS, GE = c["S"][:], c["E"][:], c["GS"][:], c["GE"][:]
-    prev, q, gp, gd, origin = c["prev"], c["q"], c["gp"], c["gd"], c["origin"]
-    ref = _mods_lists(gr)
+    prev, q, gp, gd, origin = c["prev"], c["handoff"], c["gpu_prev"], c["dep"], c["origin"]
+    ref = _unchanged(gr)
     m = {k: _as_list(getattr(mods, k), *ref[k]) for k in ref}
-    gap, qoff, hdur = m["h_gap"], m["h_qoff"], m["h_dur"]
-    await_, base, tail = m["h_await"], m["h_base"], m["h_tail"]
-    gl, offl, offp, offd, gdur = m["g_launch"], m["g_offl"], m["g_offp"], m["g_offd"], m["g_dur"]
+    gap, qoff, hdur = m["gap_ns"], m["handoff_ns"], m["host_dur_ns"]
+    await_, base, tail = m["awaited"], m["own_ns"], m["return_ns"]
+    gl, offl, offp, offd = m["launch"], m["launch_ns"], m["prev_ns"], m["dep_ns"]
+    gdur = m["gpu_dur_ns"]
     # which calls wait for the GPU (a fix may drop some)
-    sync = c["sync"] if await_ is ref["h_await"][1] else (gr.h_sync & (mods.h_await >= 0)).tolist()
+    if await_ is ref["awaited"][1]:
+        sync = c["waits"]
+    else:
+        sync = (gr.host.waits & (mods.awaited >= 0)).tolist()
     hs_base = n_h + n_g
-    more = gr.h_await_more
+    more = gr.host.awaited_more
     neg = -(1 << 62)
     for ev in gr.order_one if one_step else gr.order:
         if ev < n_h:
@@ -161,8 +176,7 @@ def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
                         if t > e:
                             e = t
                 E[i] = e
-    bounds = _bounds(gr, mods, S, E, GE)
-    return Replayed(bounds, _busy(gr, mods, one_step, len(bounds)), lambda: (S, E, GS, GE))
+    return _result(gr, mods, base, (S, E, GS, GE), lambda: (S, E, GS, GE))
 
 
 def one_step_of(gr: Graph, mods: Mods, full: Replayed) -> Replayed:
@@ -173,15 +187,35 @@ def one_step_of(gr: Graph, mods: Mods, full: Replayed) -> Replayed:
     if not _one_step_apart(gr) or not _no_new_edges(gr, mods):
         return replay(gr, mods, True)
     S, E, GS, GE = full.nodes()
-    vis_h, vis_g = _visited_host_one(gr), _visited_one(gr)
-    c = _constants(gr)
+    vis_h, vis_g = _one_step_host(gr), _one_step_gpu(gr)
+    c = _loop_lists(gr)
     hs, he = _Either(vis_h, S, c["S"]), _Either(vis_h, E, c["E"])
     gs, ge = _Either(vis_g, GS, c["GS"]), _Either(vis_g, GE, c["GE"])
-    bounds = _bounds(gr, mods, hs, he, ge)  # type: ignore[arg-type]
-    return Replayed(
-        bounds,
-        _busy(gr, mods, True, len(bounds)),
+    own_ns = _as_list(mods.own_ns, *_unchanged(gr)["own_ns"])
+    return _result(
+        gr,
+        mods,
+        own_ns,
+        (hs, he, gs, ge),  # type: ignore[arg-type]
         lambda: (hs.merged(), he.merged(), gs.merged(), ge.merged()),
+    )
+
+
+def _result(
+    gr: Graph,
+    mods: Mods,
+    own_ns: list[int],
+    times: tuple[list[int], list[int], list[int], list[int]],
+    nodes: Callable[[], tuple[list[int], list[int], list[int], list[int]]],
+) -> Replayed:
+    """The :class:`Replayed` of replayed node ``times`` (host starts and ends, GPU starts and
+    ends), with the host calls' own times the replay used."""
+    hs, he, gs, ge = times
+    return Replayed(
+        _bounds(gr, mods, hs, he, ge),
+        carried_wait_ns(gr, own_ns, hs, he, ge),
+        gpu_cycle_ns(gr, gs, ge, mods.gpu_dur_ns),
+        nodes,
     )
 
 
@@ -207,84 +241,61 @@ class _Either:
 def _no_new_edges(gr: Graph, mods: Mods) -> bool:
     """``mods`` keeps or drops the graph's launch and sync edges, adds none."""
     return bool(
-        ((mods.g_launch == gr.g_launch) | (mods.g_launch < 0)).all()
-        and ((mods.h_await == gr.h_await) | (mods.h_await < 0)).all()
+        ((mods.launch == gr.gpu.launch) | (mods.launch < 0)).all()
+        and ((mods.awaited == gr.host.awaited) | (mods.awaited < 0)).all()
     )
 
 
 def _one_step_apart(gr: Graph) -> bool:
     """No event of the one-step replay reads a node that the full replay visits and the
     one-step replay does not (checked once per graph, on every edge it has)."""
-    key = "_replay_one_apart"
-    if key not in gr.__dict__:
+    c = gr.cache
+    if c.one_step_apart is None:
         codes = np.asarray(gr.order, dtype=np.int64)
         n_h, n_g = gr.n_h, gr.n_g
         full_h = np.zeros(n_h + 1, dtype=bool)  # (a last False: reads of -1)
         full_g = np.zeros(n_g + 1, dtype=bool)
         full_h[codes[codes < n_h]] = True
         full_g[codes[(codes >= n_h) & (codes < n_h + n_g)] - n_h] = True
-        only_h = full_h & ~np.r_[_visited_host_one(gr), False]
-        only_g = full_g & ~np.r_[_visited_one(gr), False]
-        h, g = np.flatnonzero(_visited_host_one(gr)), np.flatnonzero(_visited_one(gr))
-        more = [w for i in h.tolist() for w in gr.h_await_more.get(i, ())]
-        gr.__dict__[key] = not (
-            only_h[gr.h_prev[h]].any()
-            or only_h[gr.h_q[h]].any()
-            or only_g[gr.h_await[h]].any()
+        only_h = full_h & ~np.r_[_one_step_host(gr), False]
+        only_g = full_g & ~np.r_[_one_step_gpu(gr), False]
+        h, g = np.flatnonzero(_one_step_host(gr)), np.flatnonzero(_one_step_gpu(gr))
+        host, gpu = gr.host, gr.gpu
+        more = [w for i in h.tolist() for w in host.awaited_more.get(i, ())]
+        c.one_step_apart = not (
+            only_h[host.prev[h]].any()
+            or only_h[host.handoff[h]].any()
+            or only_g[host.awaited[h]].any()
             or only_g[np.asarray(more, dtype=np.int64)].any()
-            or only_h[gr.g_launch[g]].any()
-            or only_g[gr.g_prev[g]].any()
-            or only_g[gr.g_dep[g]].any()
+            or only_h[gpu.launch[g]].any()
+            or only_g[gpu.prev[g]].any()
+            or only_g[gpu.dep[g]].any()
         )
-    return gr.__dict__[key]  # type: ignore[no-any-return]
+    return c.one_step_apart
 
 
-def _visited_host_one(gr: Graph) -> np.ndarray:
+def _one_step_host(gr: Graph) -> np.ndarray:
     """bool per host call: replayed in the one-step replay (``gr.order_one``), once."""
-    key = "_replay_visited_host_one"
-    if key not in gr.__dict__:
+    c = gr.cache
+    if c.one_step_host is None:
         codes = np.asarray(gr.order_one, dtype=np.int64)
         seen = np.zeros(gr.n_h, dtype=bool)
         seen[codes[codes < gr.n_h]] = True
         seen[codes[codes >= gr.n_h + gr.n_g] - gr.n_h - gr.n_g] = True
-        gr.__dict__[key] = seen
-    return gr.__dict__[key]  # type: ignore[no-any-return]
+        c.one_step_host = seen
+    return c.one_step_host
 
 
-def _busy(gr: Graph, mods: Mods, one_step: bool, n_bounds: int) -> np.ndarray:
-    """Per step, the GPU time its launches take on their busiest stream. A replayed activity
-    lasts its (modified) duration, one the replay did not visit its measured one."""
-    n = max(n_bounds - 1, 0)
-    if not n:
-        return np.zeros(0, dtype=np.int64)
-    keyed, key_of = _keyed(gr)
-    dur = mods.g_dur[keyed]
-    if one_step:  # activities the one-step replay does not visit keep their measured time
-        dur = np.where(_visited_one(gr)[keyed], dur, (gr.g_end - gr.g_ts)[keyed])
-    per: np.ndarray = np.bincount(key_of, weights=dur, minlength=n * gr.n_streams)
-    busy = per[: n * gr.n_streams].reshape(n, gr.n_streams).max(axis=1)
-    return np.asarray(busy, dtype=np.int64)
-
-
-def _keyed(gr: Graph) -> tuple[np.ndarray, np.ndarray]:
-    """The activities launched in a replayed step (``g_key >= 0``) and their keys, once."""
-    key = "_replay_keyed"
-    if key not in gr.__dict__:
-        keyed = np.flatnonzero(gr.g_key >= 0)
-        gr.__dict__[key] = (keyed, gr.g_key[keyed])
-    return gr.__dict__[key]  # type: ignore[no-any-return]
-
-
-def _visited_one(gr: Graph) -> np.ndarray:
+def _one_step_gpu(gr: Graph) -> np.ndarray:
     """bool per GPU activity: replayed in the one-step replay (``gr.order_one``), once."""
-    key = "_replay_visited_one"
-    if key not in gr.__dict__:
+    c = gr.cache
+    if c.one_step_gpu is None:
         codes = np.asarray(gr.order_one, dtype=np.int64)
         g = codes[(codes >= gr.n_h) & (codes < gr.n_h + gr.n_g)] - gr.n_h
         seen = np.zeros(gr.n_g, dtype=bool)
         seen[g] = True
-        gr.__dict__[key] = seen
-    return gr.__dict__[key]  # type: ignore[no-any-return]
+        c.one_step_gpu = seen
+    return c.one_step_gpu
 
 
 def _as_list(a: np.ndarray, ref: np.ndarray, ref_list: list[int]) -> list[int]:
@@ -301,59 +312,61 @@ def _as_list(a: np.ndarray, ref: np.ndarray, ref_list: list[int]) -> list[int]:
     return out
 
 
-def _mods_lists(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
+_LOOP_MODS = (
+    "gap_ns",
+    "handoff_ns",
+    "host_dur_ns",
+    "awaited",
+    "own_ns",
+    "return_ns",
+    "launch",
+    "launch_ns",
+    "prev_ns",
+    "dep_ns",
+    "gpu_dur_ns",
+)  # the Mods arrays the replay loop reads
+
+
+def _unchanged(gr: Graph) -> dict[str, tuple[np.ndarray, list[int]]]:
     """The unchanged replay's arrays and their lists: a fix's arrays equal to them are not
     converted again."""
-    key = "_replay_mods_lists"
-    if key not in gr.__dict__:
+    c = gr.cache
+    if c.unchanged is None:
         m0 = Mods.of(gr)
-        gr.__dict__[key] = {
-            k: (getattr(m0, k), getattr(m0, k).tolist())
-            for k in (
-                "h_gap",
-                "h_qoff",
-                "h_dur",
-                "h_await",
-                "h_base",
-                "h_tail",
-                "g_launch",
-                "g_offl",
-                "g_offp",
-                "g_offd",
-                "g_dur",
-            )
-        }
-    return gr.__dict__[key]  # type: ignore[no-any-return]
+        c.unchanged = {k: (getattr(m0, k), getattr(m0, k).tolist()) for k in _LOOP_MODS}
+    return c.unchanged
 
 
-def _constants(gr: Graph) -> dict[str, list[Any]]:
+def _loop_lists(gr: Graph) -> dict[str, list[Any]]:
     """The graph's fixed arrays as Python lists (the replay loop indexes lists), once."""
-    key = "_replay_lists"
-    if key not in gr.__dict__:
-        gr.__dict__[key] = {
-            "S": gr.h_ts.tolist(),
-            "E": gr.h_end.tolist(),
-            "GS": gr.g_ts.tolist(),
-            "GE": gr.g_end.tolist(),
-            "prev": gr.h_prev.tolist(),
-            "q": gr.h_q.tolist(),
-            "gp": gr.g_prev.tolist(),
-            "gd": gr.g_dep.tolist(),
-            "origin": gr.h_origin.tolist(),
-            "sync": (gr.h_sync & (gr.h_await >= 0)).tolist(),
+    c = gr.cache
+    if c.loop_lists is None:
+        h, g = gr.host, gr.gpu
+        c.loop_lists = {
+            "S": h.ts_ns.tolist(),
+            "E": h.end_ns.tolist(),
+            "GS": g.ts_ns.tolist(),
+            "GE": g.end_ns.tolist(),
+            "prev": h.prev.tolist(),
+            "handoff": h.handoff.tolist(),
+            "gpu_prev": g.prev.tolist(),
+            "dep": g.dep.tolist(),
+            "origin": h.origin_ns.tolist(),
+            "waits": (h.waits & (h.awaited >= 0)).tolist(),
         }
-    return gr.__dict__[key]  # type: ignore[no-any-return]
+    return c.loop_lists
 
 
 def _bounds(gr: Graph, mods: Mods, hs: list[int], he: list[int], ge: list[int]) -> np.ndarray:
-    b = gr.bounds.copy()
+    st = gr.steps
+    b = st.bounds_ns.copy()
     if len(b) < 2 or not len(hs):
         return b
     for x, (a, at_end, off) in enumerate(
-        zip(gr.anchor.tolist(), gr.anchor_end.tolist(), mods.b_off.tolist(), strict=True)
+        zip(st.anchor.tolist(), st.anchor_at_end.tolist(), mods.anchor_ns.tolist(), strict=True)
     ):
         if a >= 0:
             b[x] = (he[a] if at_end else hs[a]) + off
-    if gr.last_gpu >= 0:  # the last step also ends with the GPU work it launched
-        b[-1] = max(int(b[-1]), ge[gr.last_gpu] + gr.last_gpu_off)
+    if st.last_gpu >= 0:  # the last step also ends with the GPU work it launched
+        b[-1] = max(int(b[-1]), ge[st.last_gpu] + st.last_gpu_ns)
     return b

@@ -88,9 +88,9 @@ class ScaleGpu(Fix):
             [gr.kernel_nodes(_rows(self.kernels)), gr.memcpy_nodes(_rows(self.memcpy))]
         )
         if s == float("inf"):
-            mods.g_dur[nodes] = 0
+            mods.gpu_dur_ns[nodes] = 0
         elif s > 0:
-            mods.g_dur[nodes] = (mods.g_dur[nodes] / s).astype(np.int64)
+            mods.gpu_dur_ns[nodes] = (mods.gpu_dur_ns[nodes] / s).astype(np.int64)
 
 
 @dataclass
@@ -112,25 +112,29 @@ class ShrinkHost(Fix):
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         keep = _pick(self.keep, self.low, self.high, level)
-        for idx, cut_gap, calls, cut_call, am, cut_anchor, hq, cut_q in self._plan(gr):
-            cut = np.minimum(cut_gap, mods.h_gap[idx])
-            mods.h_gap[idx] -= (cut * (1 - keep)).astype(np.int64)
-            mods.h_dur[calls] -= (cut_call * (1 - keep)).astype(np.int64)
+        for plan in self._plan(gr):
+            idx, cut_gap, calls, cut_call, am, cut_anchor, hq, cut_q, late, late_call = plan
+            cut = np.minimum(cut_gap, mods.gap_ns[idx])
+            mods.gap_ns[idx] -= (cut * (1 - keep)).astype(np.int64)
+            shorter = (cut_call * (1 - keep)).astype(np.int64)
+            mods.host_dur_ns[calls] -= shorter
+            # work a call put in the queue as it returned comes that much sooner
+            mods.launch_ns[late] -= shorter[late_call]
             # host time between a step boundary's anchor call and the boundary
             if am.any():
-                cut = np.minimum(cut_anchor, mods.b_off[am])
-                mods.b_off[am] -= (cut * (1 - keep)).astype(np.int64)
+                cut = np.minimum(cut_anchor, mods.anchor_ns[am])
+                mods.anchor_ns[am] -= (cut * (1 - keep)).astype(np.int64)
             # a hand-off's delay is host work on the resuming thread
             if len(hq):
-                cut = np.minimum(cut_q, mods.h_qoff[hq])
-                mods.h_qoff[hq] -= (cut * (1 - keep)).astype(np.int64)
+                cut = np.minimum(cut_q, mods.handoff_ns[hq])
+                mods.handoff_ns[hq] -= (cut * (1 - keep)).astype(np.int64)
 
     def _plan(self, gr: Graph) -> list[tuple[np.ndarray, ...]]:
         """What the ranges cover in ``gr``, whatever the level: per thread, the calls, the
         host time of their gaps and calls inside the ranges, the anchors and hand-offs. Made
-        once per fix and graph, kept with the graph (with the fix, so its id stays its own);
+        once per fix and graph, kept in the graph's cache (with the fix, so its id stays its own);
         a fix is not changed once applied."""
-        plans = gr.__dict__.setdefault("_replay_shrink_plans", {})
+        plans = gr.cache.shrink_plans
         got = plans.get(id(self))
         if got is None or got[0] is not self:
             got = plans[id(self)] = (self, self._make_plan(gr))
@@ -147,29 +151,50 @@ class ShrinkHost(Fix):
             if tids is None
             else [(t, tids == t) for t in np.unique(tids)]
         )
-        prev_end = np.where(gr.h_prev >= 0, gr.h_end[np.clip(gr.h_prev, 0, None)], gr.h_origin)
+        h = gr.host
+        prev_end = np.where(h.prev >= 0, h.end_ns[np.clip(h.prev, 0, None)], h.origin_ns)
         plan: list[tuple[np.ndarray, ...]] = []
         for t, m in groups:
             us, ue = union(st[m], en[m])
-            on = (~gr.h_fixed) & (True if t is None else gr.h_traw == t)
+            on = (~h.fixed) & (True if t is None else h.trace_tid == t)
             idx = np.flatnonzero(on)
             if not len(idx):
                 continue
-            gap_lo = np.minimum(prev_end[idx], gr.h_ts[idx])
-            cut_gap = covered_by(us, ue, gap_lo, gr.h_ts[idx])
-            cut_call = covered_by(us, ue, gr.h_ts[idx], gr.h_end[idx])
-            plain = ~gr.h_sync[idx]
-            a = gr.anchor
-            am = (a >= 0) & gr.anchor_end
+            gap_lo = np.minimum(prev_end[idx], h.ts_ns[idx])
+            cut_gap = covered_by(us, ue, gap_lo, h.ts_ns[idx])
+            cut_call = covered_by(us, ue, h.ts_ns[idx], h.end_ns[idx])
+            plain = ~h.waits[idx]
+            a = gr.steps.anchor
+            am = (a >= 0) & gr.steps.anchor_at_end
             am &= on[np.clip(a, 0, None)]
-            cut_anchor = covered_by(us, ue, gr.h_end[a[am]], gr.bounds[am]) if am.any() else a[am]
-            hq = idx[gr.h_q[idx] >= 0]
+            cut_anchor = (
+                covered_by(us, ue, h.end_ns[a[am]], gr.steps.bounds_ns[am]) if am.any() else a[am]
+            )
+            hq = idx[h.handoff[idx] >= 0]
             cut_q = np.zeros(0, dtype=np.int64)
             if len(hq):
-                qend = gr.h_end[gr.h_q[hq]]
-                cut_q = covered_by(us, ue, np.minimum(qend, gr.h_ts[hq]), gr.h_ts[hq])
-            plan.append((idx, cut_gap, idx[plain], cut_call[plain], am, cut_anchor, hq, cut_q))
+                qend = h.end_ns[h.handoff[hq]]
+                cut_q = covered_by(us, ue, np.minimum(qend, h.ts_ns[hq]), h.ts_ns[hq])
+            calls = idx[plain]
+            late, late_call = _enqueued_on_return(gr, calls)
+            plan.append(
+                (idx, cut_gap, calls, cut_call[plain], am, cut_anchor, hq, cut_q, late, late_call)
+            )
         return plan
+
+
+def _enqueued_on_return(gr: Graph, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The GPU activities that ``calls`` launched and that started after their call returned,
+    with each one's position in ``calls``: a launch call far slower than the others (lazy
+    loading of a kernel's module, a full launch queue) puts its work in the queue as it
+    returns, so the work follows the call's end."""
+    g, h = gr.gpu, gr.host
+    pos = np.full(gr.n_h, -1, dtype=np.int64)
+    pos[calls] = np.arange(len(calls))
+    has = g.launch >= 0
+    lc = np.clip(g.launch, 0, None)
+    late = np.flatnonzero(has & (pos[lc] >= 0) & (g.ts_ns >= h.end_ns[lc]) & h.slow_launch[lc])
+    return late, pos[lc[late]]
 
 
 @dataclass
@@ -184,9 +209,9 @@ class DropSyncs(Fix):
 
 
 def _drop(gr: Graph, mods: Mods, nodes: np.ndarray) -> None:
-    nodes = nodes[gr.h_sync[nodes] & ~gr.h_fixed[nodes]]
-    mods.h_await[nodes] = -1
-    mods.h_dur[nodes] = mods.h_base[nodes]
+    nodes = nodes[gr.host.waits[nodes] & ~gr.host.fixed[nodes]]
+    mods.awaited[nodes] = -1
+    mods.host_dur_ns[nodes] = mods.own_ns[nodes]
 
 
 @dataclass
@@ -206,11 +231,11 @@ class AsyncCopies(Fix):
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         nodes = gr.memcpy_nodes(_rows(self.memcpy))
-        launch = mods.g_launch[nodes]
+        launch = mods.launch[nodes]
         _drop(gr, mods, np.unique(launch[launch >= 0]))
         s = _pick(self.speedup, self.low, self.high, level)
         if s > 1:
-            mods.g_dur[nodes] = (mods.g_dur[nodes] / s).astype(np.int64)
+            mods.gpu_dur_ns[nodes] = (mods.gpu_dur_ns[nodes] / s).astype(np.int64)
 
 
 @dataclass
@@ -232,25 +257,25 @@ class GraphLaunch(Fix):
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         host_keep = _pick(self.host_keep, self.low, self.high, level)
         nodes = gr.kernel_nodes(_rows(self.kernels))
-        nodes = nodes[~gr.g_fixed[nodes]]
+        nodes = nodes[~gr.gpu.fixed[nodes]]
         if not len(nodes):
             return
         sel = np.zeros(gr.n_g, dtype=bool)
         sel[nodes] = True
-        h = mods.g_launch[nodes]
+        h = mods.launch[nodes]
         h = np.unique(h[h >= 0])
-        h = h[~gr.h_sync[h]]
-        mods.h_dur[h] = np.minimum(mods.h_dur[h], GRAPH_LAUNCH_NS)
+        h = h[~gr.host.waits[h]]
+        mods.host_dur_ns[h] = np.minimum(mods.host_dur_ns[h], GRAPH_LAUNCH_NS)
         if host_keep < 1.0:  # host time between two captured launches on a thread
             hs = np.zeros(gr.n_h, dtype=bool)
             hs[h] = True
-            inner = h[gr.h_prev[h] >= 0]
-            inner = inner[hs[gr.h_prev[inner]]]
-            mods.h_gap[inner] = (mods.h_gap[inner] * host_keep).astype(np.int64)
-        prev = gr.g_prev[nodes]
+            inner = h[gr.host.prev[h] >= 0]
+            inner = inner[hs[gr.host.prev[inner]]]
+            mods.gap_ns[inner] = (mods.gap_ns[inner] * host_keep).astype(np.int64)
+        prev = gr.gpu.prev[nodes]
         chained = nodes[(prev >= 0) & sel[np.clip(prev, 0, None)]]
-        mods.g_launch[chained] = -1  # the graph's own order, not the host, starts them
-        mods.g_offp[chained] = np.minimum(mods.g_offp[chained], GRAPH_GAP_NS)
+        mods.launch[chained] = -1  # the graph's own order, not the host, starts them
+        mods.prev_ns[chained] = np.minimum(mods.prev_ns[chained], GRAPH_GAP_NS)
 
 
 @dataclass
@@ -278,12 +303,12 @@ class HideComm(Fix):
         if self.wait_ns is not None:
             wait = np.asarray(self.wait_ns, dtype=np.int64).ravel()
             keep_ns = dict(zip(rows.tolist(), wait.tolist(), strict=False))
-            w = np.array([keep_ns.get(int(r), 0) for r in gr.g_row[nodes]], dtype=np.int64)
+            w = np.array([keep_ns.get(int(r), 0) for r in gr.gpu.row[nodes]], dtype=np.int64)
         else:
-            w = comm_wait_ns(trace, gr.g_row[nodes])
-        d = mods.g_dur[nodes]
+            w = comm_wait_ns(trace, gr.gpu.row[nodes])
+        d = mods.gpu_dur_ns[nodes]
         w = np.minimum(np.maximum(w, 0), d)
-        mods.g_dur[nodes] = (w + (d - w) * (1.0 - share)).astype(np.int64)
+        mods.gpu_dur_ns[nodes] = (w + (d - w) * (1.0 - share)).astype(np.int64)
 
 
 def comm_wait_ns(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypedDict
+from typing import Any
 
 import numpy as np
 
-from advisor.findings import Finding, savings_bound_ms
+from advisor.findings import Draft, Finding, savings_bound_ms
 from advisor.replay.engine import Mods, Replayed, one_step_of, replay
 from advisor.replay.fixes import Combined, Fix, Level
 from advisor.replay.model import graph
@@ -34,6 +34,7 @@ class Saving:
     replayed_ms: float  # median steady step with the fix
     fix: Fix | None = field(default=None, compare=False, repr=False)
     replayed: bool = True  # False: the trace has no steps the replay can place
+    trace_ms: float | None = None  # median steady step as the trace measured it
 
     @property
     def range_ms(self) -> tuple[float, float] | None:
@@ -48,27 +49,28 @@ class Saving:
             return "Not replayed: the trace has no steady step the replay can place."
         rng = self.range_ms
         span = f" ({rng[0]:.2f}-{rng[1]:.2f} ms over the range)" if rng else ""
+        t = self.trace_ms
+        steady = (
+            f" (its steady state, in which every step is like it: the trace measured "
+            f"{t:.2f} ms, as GPU work ran on from one step into the next)"
+            if t and abs(t - self.measured_ms) > 0.01 * t
+            else ""
+        )
         return (
             f"Replayed: each steady step's dependency graph (host calls, launches, stream "
             f"order, cross-stream waits, syncs) with the fix applied runs "
-            f"{self.replayed_ms:.2f} ms instead of {self.measured_ms:.2f} ms; the saving is "
-            f"the median over the steps{span}. See docs/savings.md."
+            f"{self.replayed_ms:.2f} ms instead of {self.measured_ms:.2f} ms{steady}; the "
+            f"saving is the median over the steps{span}. See docs/savings.md."
         )
 
-    def draft_fields(self) -> SavingFields:
-        """``est_savings_ms``, ``est_savings_range_ms`` and ``fix`` (for the combined replay)
-        of a :class:`~advisor.detect.Draft`: ``Draft(**saving.draft_fields(), ...)``."""
-        return {"est_savings_ms": self.ms, "est_savings_range_ms": self.range_ms, "fix": self.fix}
-
-
-class SavingFields(TypedDict, total=False):
-    """A draft's saving as keyword arguments of :class:`~advisor.detect.Draft`: the replayed
-    one (:meth:`Saving.draft_fields`) or a detector's own figure when the trace cannot be
-    replayed (``{"est_savings_ms": x}``)."""
-
-    est_savings_ms: float
-    est_savings_range_ms: tuple[float, float] | None
-    fix: Fix | None
+    def draft_fields(self) -> dict[str, Any]:
+        """``est_savings_ms``, ``est_savings_range_ms`` and ``extra`` (the fix, for the combined
+        replay) for a :class:`~advisor.findings.Draft`."""
+        return {
+            "est_savings_ms": self.ms,
+            "est_savings_range_ms": self.range_ms,
+            "extra": {"fix": self.fix},
+        }
 
 
 def base(trace: Trace) -> Replayed:
@@ -79,7 +81,8 @@ def base(trace: Trace) -> Replayed:
 
 def replayable(trace: Trace) -> bool:
     gr = graph(trace)
-    return gr.n_h > 0 and gr.n_g > 0 and len(gr.bounds) >= 2 and bool((gr.anchor >= 0).any())
+    st = gr.steps
+    return gr.n_h > 0 and gr.n_g > 0 and len(st.bounds_ns) >= 2 and bool((st.anchor >= 0).any())
 
 
 def replay_with(trace: Trace, fix: Fix, level: Level = "mid", one_step: bool = False) -> Replayed:
@@ -107,7 +110,7 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
     if not replayable(trace):
         return Saving(0.0, 0.0, 0.0, (), 0.0, 0.0, fix, replayed=False)
     gr = graph(trace)
-    chosen = gr.chosen
+    chosen = gr.steps.chosen
     before = base(trace).step_ns.astype(float)[chosen]
     out: dict[str, tuple[float, np.ndarray, float]] = {}
     applied: dict[str, Mods] = {}  # the fix applied at each level, once (a replay only reads it)
@@ -128,7 +131,7 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
                 continue
             # the range ends: the step closest to the median only, scaled to the estimate's
             # median (the range is about the effect, not about which step)
-            k = gr.one_step
+            k = gr.steps.median_step
             b1 = float(_base_one(trace).step_ns[k])
             a1 = float(replay(gr, mods(level), True).step_ns[k])  # type: ignore[arg-type]
             m1 = (
@@ -139,6 +142,9 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
             one_mid[:] = [m1]
             saved1, mid1 = max(b1 - a1, 0.0) / 1e6, max(b1 - m1, 0.0) / 1e6
             ms = out["mid"][0] * saved1 / mid1 if mid1 > 0 else saved1
+            if mid1 <= 0:  # that step alone misses what the full replay saved: replay in full
+                after = replay(gr, mods(level)).step_ns.astype(float)[chosen]
+                ms = float(np.median(np.maximum(before - after, 0.0) / 1e6))
             out[level] = (ms, out["mid"][1], out["mid"][2])
             continue
         full_mid[:] = [replay(gr, mods(level))]  # type: ignore[arg-type]
@@ -156,32 +162,26 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
         measured_ms=round(float(np.median(before)) / 1e6, 3),
         replayed_ms=round(rep, 3),
         fix=fix,
+        trace_ms=round(float(np.median(np.diff(gr.steps.bounds_ns)[chosen])) / 1e6, 3),
     )
 
 
-class WithFix(Protocol):
-    """What the combined replay reads of a detector's draft (:class:`~advisor.detect.Draft`)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def latent(self) -> bool: ...
-    @property
-    def fix(self) -> Fix | None: ...
-
-
 def combined_bound_ms(
-    trace: Trace, drafts: Sequence[WithFix], findings: Sequence[Finding], step_ms: float
+    trace: Trace, drafts: Sequence[Draft], findings: Sequence[Finding], step_ms: float
 ) -> tuple[float, bool]:
     """The headline "together at most X ms": every reported finding's fix replayed at once,
     plus the savings of findings that carry no fix, never above the step. Second value: True
     when a combined replay was made (else the capped sum)."""
 
     shown = {f.id for f in findings if f.est_savings_ms > 0}
-    fixes = [d.fix for d in drafts if d.id in shown and not d.latent and d.fix is not None]
+    fixes = [
+        d.extra["fix"]
+        for d in drafts
+        if d.id in shown and not d.latent and isinstance(d.extra.get("fix"), Fix)
+    ]
     if not fixes or not replayable(trace):
         return savings_bound_ms(list(findings), step_ms), False
-    with_fix = {d.id for d in drafts if d.fix is not None}
+    with_fix = {d.id for d in drafts if isinstance(d.extra.get("fix"), Fix)}
     rest = sum(f.est_savings_ms for f in findings if f.id not in with_fix)
     both = whatif(trace, Combined(fixes), ends=False).ms + rest  # the headline: no range
     return round(min(both, step_ms) if step_ms > 0 else both, 3), True

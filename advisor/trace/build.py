@@ -15,11 +15,15 @@ import numpy as np
 import pandas as pd
 
 from advisor.trace.columns import Columns
+from advisor.trace.commroles import is_comm
+from advisor.trace.gpus import arch_of
+from advisor.trace.identity import identify
 from advisor.trace.links import (
     assign_steps,
     call_sites,
+    external_launches,
+    flow_launches,
     gpu_steps,
-    is_comm,
     is_user_file,
     launch_index,
     memcpy_kinds,
@@ -29,6 +33,7 @@ from advisor.trace.links import (
     python_frames,
 )
 from advisor.trace.model import Device, Trace, TraceMeta
+from advisor.trace.window import clip
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _I64 = np.int64
@@ -120,9 +125,10 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     origin = col.tmin if col.tmin != np.inf else 0.0
     names = col.name_list()
     t = {name: _frame(col.concat(name), name, origin, names) for name in SCHEMA}
+    window = clip(t, col.span_end, col.window_end, origin)
     cpu_ops, ann, python, runtime = t["cpu_ops"], t["annotations"], t["python"], t["runtime"]
     kernels, memcpy, syncs, memory = t["kernels"], t["memcpy"], t["syncs"], t["memory"]
-    steps, synthetic = _steps(ann, cpu_ops, origin, col.tmax)
+    steps, synthetic = _steps(ann, cpu_ops, window.last_ns)
     for df in (cpu_ops, ann, python, runtime, syncs, memory):
         df["step"] = assign_steps(df["ts_ns"].to_numpy(), steps)
     depth, parent = nest_ops(
@@ -131,11 +137,13 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     cpu_ops["depth"] = depth
     cpu_ops["parent_idx"] = parent
     runtime["op_idx"] = op_index(runtime, cpu_ops, depth)
-    rt_corr, rt_steps = runtime["correlation"].to_numpy(), runtime["step"].to_numpy()
+    kernels["launch_idx"], memcpy["launch_idx"] = _launches(runtime, kernels, memcpy, col, origin)
+    rt_steps = runtime["step"].to_numpy()
     for df in (kernels, memcpy):
-        df["launch_idx"] = launch_index(df["correlation"].to_numpy(), rt_corr)
         df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps, steps)
-    kernels["is_comm"] = is_comm(kernels["name"].array)
+    kernels["is_comm"] = is_comm(
+        kernels["name"].array, kernels["device"].to_numpy(), kernels["stream"].to_numpy()
+    )
     argkind = memcpy.pop("argkind").to_numpy()
     for k, v in memcpy_kinds(memcpy["name"].array, argkind).items():
         memcpy[k] = v
@@ -146,7 +154,11 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         python[k] = v
 
     header = dec.header
-    devices = _devices(header)
+    devices = identify(
+        _devices(header),
+        (str(c) for c in kernels["name"].array.categories),
+        kernels["device"].to_numpy(),
+    )
     dist = header.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else None
     rank = dist.get("rank") if dist else None
@@ -169,6 +181,7 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         profiler_ranges=col.ranges,
         raw_bytes=dec.raw_bytes,
         platform=_platform(runtime, kernels, memcpy, devices),
+        window=window,
     )
     return Trace(meta, kernels, memcpy, runtime, cpu_ops, python, ann, syncs, memory, steps)
 
@@ -182,6 +195,48 @@ def _count(value: Any, low: int) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and low <= value < MAX_RANKS:
         return value
     return None
+
+
+def _launches(
+    rt: pd.DataFrame, ker: pd.DataFrame, mem: pd.DataFrame, col: Columns, origin: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The runtime row that launched each kernel and copy: by correlation id, else through a
+    flow event joining the two, else by the External id both carry (see :mod:`.links`)."""
+    rt_corr = rt["correlation"].to_numpy()
+    parts = [launch_index(df["correlation"].to_numpy(), rt_corr) for df in (ker, mem)]
+    li = np.concatenate(parts)
+    if (li < 0).any() and len(rt):
+        gpu = (ker, mem)
+        ts = np.concatenate([df["ts_ns"].to_numpy() for df in gpu])
+        corr = np.concatenate([df["correlation"].to_numpy() for df in gpu])
+        flows = col.concat("flows")
+        if len(flows.get("ts", ())):
+            flows["ts"] = _ns(flows["ts"], origin)
+            by_flow = flow_launches(
+                flows,
+                rt,
+                ts,
+                np.concatenate([df["end_ns"].to_numpy() for df in gpu]),
+                np.concatenate([df["device"].to_numpy() for df in gpu]),
+            )
+            li = np.where(li < 0, _agree(by_flow, corr, rt_corr), li)
+        if (li < 0).any():
+            taken = np.zeros(len(rt), dtype=bool)
+            taken[li[li >= 0]] = True
+            ext = np.concatenate([df["external_id"].to_numpy() for df in gpu])
+            copy = np.arange(len(li)) >= len(ker)
+            by_ext = external_launches(np.where(li < 0, ext, -1), ts, copy, rt, taken)
+            li = np.where(li < 0, _agree(by_ext, corr, rt_corr), li)
+    return li[: len(ker)], li[len(ker) :]
+
+
+def _agree(found: np.ndarray, corr: np.ndarray, rt_corr: np.ndarray) -> np.ndarray:
+    """``found`` where the correlation ids do not disagree: a flow or External id never pairs
+    GPU work with a call whose correlation id is another (the launching call was not
+    recorded, and a flow's start lies inside a later call)."""
+    rc = rt_corr[np.clip(found, 0, None)]
+    ok = (found >= 0) & ((corr < 0) | (rc < 0) | (rc == corr))
+    return np.where(ok, found, -1)
 
 
 def _frame(
@@ -239,9 +294,7 @@ def _whole(v: np.ndarray, fill: float | None) -> np.ndarray:
     return v.astype(np.int64) if whole else v
 
 
-def _steps(
-    ann: pd.DataFrame, ops: pd.DataFrame, origin: float, tmax: float
-) -> tuple[pd.DataFrame, bool]:
+def _steps(ann: pd.DataFrame, ops: pd.DataFrame, last_ns: int) -> tuple[pd.DataFrame, bool]:
     rows = []
     for df in (ann, ops):
         if not len(df):
@@ -266,8 +319,7 @@ def _steps(
         st = st.sort_values("ts_ns").reset_index(drop=True)
         synthetic = False
     else:
-        span = max(0, int(round((tmax - origin) * 1000.0))) if tmax != -np.inf else 0
-        st = pd.DataFrame({"step": [0], "ts_ns": [0], "dur_ns": [span]})
+        st = pd.DataFrame({"step": [0], "ts_ns": [0], "dur_ns": [max(0, last_ns)]})
         synthetic = True
     st = st.astype({"step": np.int64, "ts_ns": np.int64, "dur_ns": np.int64})
     st["end_ns"] = st["ts_ns"] + st["dur_ns"]
@@ -317,6 +369,7 @@ def _devices(header: dict[str, Any]) -> tuple[Device, ...]:
                 else None,
                 num_sms=int(sms) if isinstance(sms, int) else None,
                 vendor=vendor,
+                arch=arch_of(vendor, cc),
             )
         )
     return tuple(out)

@@ -76,6 +76,11 @@ _I64 = (-(1 << 63), (1 << 63) - 1)
 
 _PH, _CAT, _NAME, _TS, _DUR = (attrgetter(k) for k in ("ph", "cat", "name", "ts", "dur"))
 _PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
+_ID = attrgetter("id")
+# the instant torch.profiler writes where its recording window ends
+WINDOW_END_NAME = "Record Window End"
+# the category of the span covering the whole recording ("PyTorch Profiler (0)")
+TRACE_SPAN_CATEGORIES = ("Trace", "trace")
 
 
 def _decode_raw(text: bytes) -> Any:
@@ -89,7 +94,9 @@ class Columns:
     """Accumulates the columns of every table over the chunks of one trace."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, dict[str, list[np.ndarray]]] = {t: {} for t in (*TABLES, "memory")}
+        self.parts: dict[str, dict[str, list[np.ndarray]]] = {
+            t: {} for t in (*TABLES, "memory", "flows")
+        }
         self.names: dict[str, int] = {}
         self.id_codes: dict[str, int] = {}  # non-numeric pid/tid strings -> negative codes
         # object columns (shapes, grids, call stacks...) hold integer codes into ``values``
@@ -107,6 +114,10 @@ class Columns:
         self.ranges = 0
         self.tmin = math.inf
         self.tmax = -math.inf
+        # where the recording window ends: the "Record Window End" instant and the end of the
+        # profiler's own span (-inf when the trace has none)
+        self.window_end = -math.inf
+        self.span_end = -math.inf
 
     # ---------------------------------------------------------------- per chunk
     def add(self, evs: list[Event], dropped: int) -> None:
@@ -116,7 +127,8 @@ class Columns:
         self.usable += n
         if not n:
             return
-        isx = _objects(list(map(_PH, evs))) == "X"
+        ph = _objects(list(map(_PH, evs)))
+        isx = ph == "X"
         cc, cu = _factorize(list(map(_CAT, evs)))
         kinds_u = np.array([_kind(c) for c in cu], dtype=np.int8)
         kind = np.where(isx, kinds_u[cc], K_NOT_X)
@@ -136,6 +148,11 @@ class Columns:
                     self.ranges += hits
                 else:
                     self.legacy += hits
+        for code, c in enumerate(cu):
+            if c in TRACE_SPAN_CATEGORIES:
+                m = isx & (cc == code) & ok
+                if m.any():
+                    self.span_end = max(self.span_end, float((ts + dur)[m].max()))
         in_table = kind < K_IGNORED
         self.skipped += int(np.count_nonzero(in_table & ~ok))
         keep = in_table & ok
@@ -149,9 +166,14 @@ class Columns:
             idx = np.flatnonzero(keep & sel)
             if len(idx):
                 getattr(self, "_" + table)(_take(evs, idx), ts[idx], dur[idx], kind[idx])
-        not_x = np.flatnonzero(kind == K_NOT_X)
-        if len(not_x):
-            self._memory(_take(evs, not_x), ts[not_x])
+        not_x = kind == K_NOT_X
+        flow = not_x & ((ph == "s") | (ph == "f")) & (np.abs(ts) <= TS_LIMIT_US)
+        if flow.any():
+            idx = np.flatnonzero(flow)
+            self._flows(_take(evs, idx), ts[idx])
+        rest = np.flatnonzero(not_x & ~flow)
+        if len(rest):
+            self._memory(_take(evs, rest), ts[rest])
         if self.spill is not None:
             for table, parts in self.parts.items():
                 held = parts.get("ts")
@@ -265,8 +287,27 @@ class Columns:
             correlation=_ints(a, "correlation"),
         )
 
+    def _flows(self, evs: list[Event], ts: np.ndarray) -> None:
+        """Flow events: where each end of a flow sits (pid, tid, ts) and its id; the table
+        builder links launch calls to GPU work through them (:func:`advisor.trace.links`)."""
+        self._put(
+            "flows",
+            ts=ts,
+            pid=self._ids(map(_PID, evs)),
+            tid=self._ids(map(_TID, evs)),
+            fid=self._ids(map(_ID, evs)),
+        )
+
     def _memory(self, evs: list[Event], ts: np.ndarray) -> None:
-        sel = np.array([n == "[memory]" for n in map(_NAME, evs)], dtype=bool)
+        names = list(map(_NAME, evs))
+        ends = [
+            t
+            for n, t in zip(names, ts.tolist(), strict=True)
+            if n == WINDOW_END_NAME and abs(t) <= TS_LIMIT_US
+        ]
+        if ends:
+            self.window_end = max(self.window_end, *ends)
+        sel = np.array([n == "[memory]" for n in names], dtype=bool)
         sel &= np.abs(ts) <= TS_LIMIT_US
         if not sel.any():
             return

@@ -31,10 +31,12 @@ fails within seconds and a few hundred MB:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -68,6 +70,9 @@ from advisor.trace.tolerant import (
     _tolerant,
     decode_whole,
 )
+
+if TYPE_CHECKING:
+    from advisor.trace.columns import Columns
 
 __all__ = [
     "DEFAULT_MAX_TRACE_BYTES",
@@ -311,3 +316,42 @@ def _decode_last(data: bytes, is_object: bool, sink: Sink, path: Path, base: int
     except RecursionError:
         raise TraceError("JSON nested too deeply", path) from None
     return decode_whole(data, path, sink, base)
+
+
+@contextlib.contextmanager
+def loading(p: Path) -> Iterator[None]:
+    """Garbage collection off (the decoded data holds no cycles: collections would only walk the
+    heap) and deep nesting or exhausted memory reported as one-line TraceErrors."""
+    gc_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    except RecursionError:
+        raise TraceError("trace nested too deeply", p) from None
+    except MemoryError:
+        raise TraceError("out of memory while loading the trace", p) from None
+    finally:
+        if gc_enabled:
+            gc.enable()
+
+
+def decode_columns(
+    p: Path,
+    src: Iterator[bytes],
+    require_events: bool,
+    cols: Columns | None = None,
+    meter: Meter | None = None,
+) -> tuple[Columns, dict[str, Any], int]:
+    """The trace's columns, header and text size (no pandas involved); ``cols``: the Columns to
+    fill (e.g. one that sends its pieces elsewhere as it goes); ``meter``: what ``src`` read of
+    the file (bounds the events)."""
+    from advisor.trace.columns import Columns
+
+    cols = cols if cols is not None else Columns()
+    with loading(p):
+        header, size = decode_stream(p, src, cols.add, meter)
+    if require_events and not cols.events:
+        raise TraceError("the trace holds no events", p)
+    if cols.events and not cols.usable:
+        raise TraceError("no usable trace events: not a profiler trace", p)
+    return cols, header, size

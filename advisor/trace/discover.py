@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from advisor.errors import TraceError
-from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, RUN_NAME
-from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, pieces
+from advisor.runfolder import (
+    ANNOTATED_NAME,
+    FINDINGS_NAME,
+    RANK_TRACE_PREFIX,
+    RUN_NAME,
+    is_eval_trace,
+)
+from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, decode_columns, loading, pieces
 from advisor.trace.source import Meter
 
 if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
-    from advisor.trace.columns import Columns
     from advisor.trace.model import Trace
     from advisor.trace.prefetch import Prefetch
 
@@ -28,11 +31,7 @@ _RANK_RE = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 def _is_trace_name(name: str) -> bool:
     # an advisor profile run's evaluation window (trace.eval.json.gz) is read with its main
     # trace (advisor.analysis.phases), never as a trace of its own rank
-    return (
-        name.endswith(_TRACE_SUFFIXES)
-        and name not in _SKIP_NAMES
-        and not name.endswith(".eval.json.gz")
-    )
+    return name.endswith(_TRACE_SUFFIXES) and name not in _SKIP_NAMES and not is_eval_trace(name)
 
 
 def find_traces(path: str | os.PathLike[str]) -> list[Path]:
@@ -55,7 +54,7 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceError("permission denied", p) from None
     files = [p / n for n in names if _is_trace_name(n) and (p / n).is_file()]
     pt = [f for f in files if f.name.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
-    ranked = [f for f in files if f.name.startswith("trace.rank")]
+    ranked = [f for f in files if f.name.startswith(RANK_TRACE_PREFIX)]
     if ranked:
         files = ranked
     elif pt:
@@ -63,6 +62,42 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     if not files:
         raise TraceError("directory holds no trace files (*.json, *.json.gz)", p)
     return sorted(files, key=_rank_sort_key)
+
+
+def traces_for_diff(path: str | os.PathLike[str]) -> list[Path]:
+    """The traces to compare for ``path`` (``advisor diff``): :func:`find_traces`, or for the
+    output folder of an earlier analysis (its findings.json, no trace of its own) the trace that
+    analysis read: its annotated copy in the folder (the same tables), else the trace or folder
+    its findings.json names (``run.trace``, as written or relative to the folder)."""
+    p = Path(path)
+    try:
+        return find_traces(p)
+    except TraceError:
+        findings = p / FINDINGS_NAME
+        if not (p.is_dir() and findings.is_file()):
+            raise
+    annotated = p / ANNOTATED_NAME
+    if annotated.is_file():
+        return [annotated]
+    try:
+        import json
+
+        data = json.loads(findings.read_text(encoding="utf-8"))
+        named = data["run"]["trace"] if "advisor_version" in data else None
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        named = None
+    if not isinstance(named, str) or not named:
+        raise TraceError(
+            f"holds no trace files, and its {FINDINGS_NAME} names no trace to read", p
+        ) from None
+    for cand in (Path(named), p / named):
+        if cand.exists() and cand.resolve() != p.resolve():
+            return find_traces(cand)
+    raise TraceError(
+        f"an analysis output without its trace: {ANNOTATED_NAME} is missing and the trace its "
+        f"{FINDINGS_NAME} names ({named}) is not found",
+        p,
+    ) from None
 
 
 def _rank_sort_key(f: Path) -> tuple[int, str]:
@@ -101,7 +136,7 @@ def load_trace(
             from advisor.trace.build import Decoded, build_trace
 
             cols, header, size = got
-            with _loading(p):
+            with loading(p):
                 return build_trace(Decoded(cols, header, size), str(p))
     return _load(p, None, True, max_bytes)
 
@@ -109,46 +144,6 @@ def load_trace(
 def load_bytes(data: bytes, name: str = "<memory>", require_events: bool = False) -> Trace:
     """Load a trace held in memory (plain JSON text): what tests and tools build on the fly."""
     return _load(Path(name), iter([data]), require_events)
-
-
-@contextlib.contextmanager
-def _loading(p: Path) -> Iterator[None]:
-    """Garbage collection off (the decoded data holds no cycles: collections would only walk the
-    heap) and deep nesting or exhausted memory reported as one-line TraceErrors."""
-    gc_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    except RecursionError:
-        raise TraceError("trace nested too deeply", p) from None
-    except MemoryError:
-        raise TraceError("out of memory while loading the trace", p) from None
-    finally:
-        if gc_enabled:
-            gc.enable()
-
-
-def decode_columns(
-    p: Path,
-    src: Iterator[bytes],
-    require_events: bool,
-    cols: Columns | None = None,
-    meter: Meter | None = None,
-) -> tuple[Columns, dict[str, Any], int]:
-    """The trace's columns, header and text size (no pandas involved); ``cols``: the Columns to
-    fill (e.g. one that sends its pieces elsewhere as it goes); ``meter``: what ``src`` read of
-    the file (bounds the events, :mod:`advisor.trace.decode`)."""
-    from advisor.trace.columns import Columns
-    from advisor.trace.decode import decode_stream
-
-    cols = cols if cols is not None else Columns()
-    with _loading(p):
-        header, size = decode_stream(p, src, cols.add, meter)
-    if require_events and not cols.events:
-        raise TraceError("the trace holds no events", p)
-    if cols.events and not cols.usable:
-        raise TraceError("no usable trace events: not a profiler trace", p)
-    return cols, header, size
 
 
 def _load(
@@ -163,5 +158,5 @@ def _load(
     if src is None:
         src = pieces(p, max_bytes, meter)
     cols, header, size = decode_columns(p, src, require_events, meter=meter)
-    with _loading(p):
+    with loading(p):
         return build_trace(Decoded(cols, header, size), str(p))

@@ -228,6 +228,129 @@ def launch_index(gpu_corr: np.ndarray, rt_corr: np.ndarray) -> np.ndarray:
     return _lookup(ids[first], o[first], gpu_corr)
 
 
+_FLOW_TOL_NS = 1000  # a flow's end sits at its slice's start; clocks round to 1 us
+
+
+def flow_launches(
+    flows: dict[str, np.ndarray],
+    rt: pd.DataFrame,
+    gpu_ts: np.ndarray,
+    gpu_end: np.ndarray,
+    gpu_dev: np.ndarray,
+) -> np.ndarray:
+    """Row in runtime of the call that launched each GPU activity, through flow events: one end
+    of a flow inside a runtime call (same pid and tid, within its time range), another inside
+    the GPU activity (its device is the end's pid). Kineto writes ``ac2g`` flows this way (start
+    on the call, finish with ``bp: "e"`` on the kernel); which end is which, and the category,
+    do not matter. -1 where no flow joins the two."""
+    out = np.full(len(gpu_ts), -1, dtype=np.int64)
+    n = len(flows.get("ts", ()))
+    if not n or not len(rt) or not len(gpu_ts):
+        return out
+    ts, fid = flows["ts"], flows["fid"]
+    on_rt = _enclosing(
+        (rt["pid"].to_numpy(), rt["tid"].to_numpy()),
+        rt["ts_ns"].to_numpy(),
+        rt["end_ns"].to_numpy(),
+        (flows["pid"], flows["tid"]),
+        ts,
+    )
+    on_gpu = _enclosing((gpu_dev,), gpu_ts, gpu_end, (flows["pid"],), ts)
+    src = np.flatnonzero((on_rt >= 0) & (fid >= 0))
+    if not len(src):
+        return out
+    # the call each flow id starts from (the first when an id repeats)
+    order = src[np.argsort(fid[src], kind="stable")]
+    ids = fid[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    dst = np.flatnonzero((on_gpu >= 0) & (on_rt < 0))
+    call = _lookup(ids[first], on_rt[order[first]], fid[dst])
+    hit = call >= 0
+    out[on_gpu[dst[hit]]] = call[hit]
+    return out
+
+
+def _enclosing(
+    row_keys: tuple[np.ndarray, ...],
+    starts: np.ndarray,
+    ends: np.ndarray,
+    q_keys: tuple[np.ndarray, ...],
+    q_ts: np.ndarray,
+) -> np.ndarray:
+    """For each query: the row with the same keys whose [start, end] holds its time (the latest
+    such start, with ``_FLOW_TOL_NS`` of slack), else -1."""
+    out = np.full(len(q_ts), -1, dtype=np.int64)
+    if not len(starts) or not len(q_ts):
+        return out
+    both = np.concatenate([np.stack(row_keys, 1), np.stack(q_keys, 1)])
+    _, code = np.unique(both, axis=0, return_inverse=True)
+    code = code.reshape(-1)
+    rc, qc = code[: len(starts)], code[len(starts) :]
+    order = np.lexsort((starts, rc))
+    rc_s, st_s = rc[order], starts[order]
+    for k in np.intersect1d(np.unique(qc), rc_s).tolist():
+        lo, hi = np.searchsorted(rc_s, k, "left"), np.searchsorted(rc_s, k, "right")
+        qi = np.flatnonzero(qc == k)
+        pos = np.searchsorted(st_s[lo:hi], q_ts[qi] + _FLOW_TOL_NS, side="right") - 1
+        cand = order[lo + np.clip(pos, 0, None)]
+        ok = (pos >= 0) & (ends[cand] + _FLOW_TOL_NS >= q_ts[qi])
+        out[qi[ok]] = cand[ok]
+    return out
+
+
+def external_launches(
+    gpu_ext: np.ndarray,
+    gpu_ts: np.ndarray,
+    gpu_copy: np.ndarray,
+    rt: pd.DataFrame,
+    taken: np.ndarray,
+) -> np.ndarray:
+    """Row in runtime of the call that launched each GPU activity, through the ``External id``
+    both carry, for traces with neither correlation ids nor flows: per id, the GPU activities
+    and the calls that queue that kind of work (launch calls for kernels, memcpy/memset calls
+    for copies; none already linked, ``taken``) are paired in time order, a call never after
+    its activity. -1 where none pairs."""
+    out = np.full(len(gpu_ext), -1, dtype=np.int64)
+    if not len(rt) or not len(gpu_ext) or not (gpu_ext >= 0).any():
+        return out
+    names = rt["name"].array
+    cats = [str(c) for c in names.categories]
+    launch = _per_code(np.array(["Launch" in c for c in cats], dtype=bool), names.codes, False)
+    copy = _per_code(
+        np.array([("Memcpy" in c or "Memset" in c) for c in cats], dtype=bool), names.codes, False
+    )
+    rt_ext, rt_ts = rt["external_id"].to_numpy(), rt["ts_ns"].to_numpy()
+    for is_copy, kind in ((False, launch), (True, copy)):
+        calls = np.flatnonzero(kind & ~taken & (rt_ext >= 0))
+        acts = np.flatnonzero((gpu_ext >= 0) & (gpu_copy == is_copy))
+        if not len(calls) or not len(acts):
+            continue
+        calls = calls[np.lexsort((rt_ts[calls], rt_ext[calls]))]
+        acts = acts[np.lexsort((gpu_ts[acts], gpu_ext[acts]))]
+        # the k-th activity of an id pairs with the k-th call of that id
+        c_rank = _rank_within(rt_ext[calls])
+        a_rank = _rank_within(gpu_ext[acts])
+        c_key = np.stack([rt_ext[calls], c_rank], 1)
+        a_key = np.stack([gpu_ext[acts], a_rank], 1)
+        _, code = np.unique(np.concatenate([c_key, a_key]), axis=0, return_inverse=True)
+        code = code.reshape(-1)
+        c_code, a_code = code[: len(calls)], code[len(calls) :]
+        call = _lookup(np.sort(c_code), calls[np.argsort(c_code)], a_code)
+        ok = (call >= 0) & (rt_ts[np.clip(call, 0, None)] <= gpu_ts[acts] + _FLOW_TOL_NS)
+        out[acts[ok]] = call[ok]
+    return out
+
+
+def _rank_within(sorted_ids: np.ndarray) -> np.ndarray:
+    """0, 1, 2... within each run of equal ids (the ids sorted)."""
+    n = len(sorted_ids)
+    start = np.ones(n, dtype=bool)
+    start[1:] = sorted_ids[1:] != sorted_ids[:-1]
+    first = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+    return np.arange(n) - first
+
+
 def _lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """values[k] where keys[k] == query (keys sorted, unique), else -1."""
     i = np.clip(np.searchsorted(keys, queries), 0, len(keys) - 1)
@@ -244,12 +367,6 @@ def gpu_steps(
         return by_time
     launched = np.where(launch >= 0, rt_steps[np.clip(launch, 0, None)], -1)
     return np.where(launched >= 0, launched, by_time).astype(np.int64)
-
-
-def is_comm(names: pd.Categorical) -> np.ndarray:
-    lower = pd.Index(names.categories).str.lower()
-    flags = lower.str.startswith(("nccl", "rccl")) | lower.str.contains("nccldevkernel")
-    return _per_code(np.asarray(flags, dtype=bool), names.codes, False)
 
 
 def _per_code(per_cat: np.ndarray, codes: np.ndarray, missing: object) -> np.ndarray:

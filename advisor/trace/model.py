@@ -5,7 +5,8 @@ ProfilerStep ranges). Names are categorical. Heuristics read these tables and ne
 
 Tables (columns beyond the common ones):
 
-- ``kernels``: name, device, stream, correlation, external_id, is_comm (NCCL/RCCL kernels),
+- ``kernels``: name, device, stream, correlation, external_id, is_comm (communication kernels:
+  :mod:`advisor.trace.commroles`),
   grid, block (tuples or None), launch_idx (row in ``runtime`` of the launching call, -1 if none).
 - ``memcpy``: name, kind (HtoD, DtoH, DtoD, HtoH, PtoP, Memset), src, dst (Pageable, Pinned,
   Device, ...), bytes, device, stream, correlation, external_id, launch_idx.
@@ -20,7 +21,7 @@ Tables (columns beyond the common ones):
 - ``annotations``: name, pid, tid, on_gpu (gpu_user_annotation), external_id.
 - ``syncs``: ``cuda_sync`` events: name, sync_kind, device, stream, correlation.
 - ``memory``: ``[memory]`` instants: bytes, total_allocated, total_reserved, device_type,
-  device_id (dur_ns = 0).
+  device_id (dur_ns = 0); ``device_type`` is c10's (``GPU_DEVICE_TYPES``: CUDA, or HIP on ROCm).
 - ``steps``: step (the N of ProfilerStep#N), ts_ns, dur_ns, end_ns, synthetic (bool: no markers
   were found and the whole trace is one step).
 """
@@ -35,6 +36,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# c10::DeviceType of GPU memory in ``[memory]`` events: CUDA (1), and HIP (6), which ROCm builds
+# of PyTorch write in some versions instead of reporting HIP memory as CUDA
+GPU_DEVICE_TYPES = (1, 6)
+
 
 @dataclass(frozen=True)
 class Device:
@@ -44,11 +49,30 @@ class Device:
     total_memory_bytes: int | None
     num_sms: int | None
     vendor: str  # "nvidia", "amd", "unknown"
+    # how the device is known: "deviceProperties", or the evidence it was inferred from
+    # (advisor.trace.identity), or "--device" (the user named it)
+    source: str = "deviceProperties"
+    arch: str | None = None  # "sm_90", "gfx942" when known
 
     @property
     def cc_str(self) -> str | None:
         cc = self.compute_capability
         return f"{cc[0]}.{cc[1]}" if cc else None
+
+
+@dataclass(frozen=True)
+class Window:
+    """The recording window and the events that outlived it (:mod:`advisor.trace.window`)."""
+
+    end_ns: int | None = None  # where the recording ends (rebased); None when unknown
+    last_ns: int = 0  # the end of the last event not cut at it: where the recorded work ends
+    source: str = ""  # what says so: "profiler span", "Record Window End", "last activity"
+    clipped: int = 0  # events that ran past the end: cut there
+    dropped: int = 0  # events that start after the end: left out
+    latest_ns: int = 0  # the latest end one of them had
+    # the longest ranges cut (annotations and ops, not Python frames): (name, ts_ns, end_ns as
+    # the trace wrote it), longest first
+    overruns: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +93,7 @@ class TraceMeta:
     profiler_ranges: int = 0  # CUPTI range-profiler events (no kernel timeline)
     raw_bytes: int = 0
     platform: str = "cuda"  # "cuda", "rocm", "cpu", "other"
+    window: Window = field(default_factory=Window)
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ class Prefetch:
         self._decoder: _Child | None = decoder
 
     def result(self) -> tuple[Any, dict[str, Any], int] | None:
-        """(columns, header, text bytes) as :func:`~advisor.trace.discover.decode_columns`
+        """(columns, header, text bytes) as :func:`~advisor.trace.decode.decode_columns`
         returns them; raises the child's TraceError; None when the parent must decode itself."""
         if self._decoder is None:
             return None
@@ -165,11 +165,10 @@ def start(path: Path, max_bytes: int) -> Prefetch | None:
 
 
 def start_early(args: Sequence[str], max_bytes: int) -> Prefetch | None:
-    """Before the command line is parsed: start decoding the one existing file among the
-    arguments of ``analyze`` or ``inspect`` (a guess: :func:`take_over` checks it)."""
-    if len(args) < 2 or args[0] not in ("analyze", "inspect"):
-        return None
-    files = [a for a in args[1:] if not a.startswith("-") and os.path.isfile(a)]
+    """Before the command line is parsed: start decoding the one existing file among a
+    command's arguments ``args`` (a guess: :func:`take_over` checks it). Which commands read a
+    trace first is the command line's business (:mod:`advisor.cli.entry`)."""
+    files = [a for a in args if not a.startswith("-") and os.path.isfile(a)]
     return start(Path(files[0]), max_bytes) if len(files) == 1 else None
 
 
@@ -254,7 +253,7 @@ def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO) -> None:
     the pipe."""
     msg: tuple[Any, ...]
     try:
-        from advisor.trace.discover import decode_columns
+        from advisor.trace.decode import decode_columns
         from advisor.trace.source import Meter, pieces
 
         meter = Meter()

@@ -58,6 +58,7 @@ class Event(msgspec.Struct, gc=False):
     ts: float = NAN
     dur: float = NAN
     args: Args = EMPTY_ARGS
+    id: int | str | None = None  # flow events ("s"/"f"): the flow's id
 
 
 class TraceFile(msgspec.Struct, gc=False):

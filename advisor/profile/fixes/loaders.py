@@ -16,7 +16,6 @@ from typing import Any
 from advisor import settings
 from advisor.profile.fixes.base import Patcher, PatchFix, RunFacts
 
-MAX_WORKERS = 4  # a common start (num_workers ~ 4 per GPU), bounded by the CPUs
 _PINNED_KEY = "_pinned_copies_installed"
 
 
@@ -29,8 +28,12 @@ def usable_cpus() -> int:
     return max(1, n // settings.local_world_size())
 
 
-def worker_count() -> int:
-    return min(MAX_WORKERS, usable_cpus())
+def worker_count(current: int = 0) -> int:
+    """The num_workers the fix sets: the count dataloader-stall recommends for this machine
+    (:func:`advisor.derive.dataloader.recommended_workers`), so try measures the report's advice."""
+    from advisor.derive.dataloader import recommended_workers  # pandas: not at `advisor --help`
+
+    return recommended_workers(usable_cpus(), current)
 
 
 def _where(obj: Any) -> str:
@@ -64,8 +67,9 @@ class DataLoaderStall(PatchFix):
     id = "dataloader-stall"
     finding_ids: tuple[str, ...] = ("dataloader-stall",)
     changes = (
-        "DataLoader(...) arguments at construction: num_workers raised to min(4, usable CPUs) "
-        "when lower, persistent_workers=True, prefetch_factor=4 when not set, pin_memory=True "
+        "DataLoader(...) arguments at construction: num_workers raised to the count "
+        "dataloader-stall recommends (4, bounded by the usable CPUs less one; twice the "
+        "current count for a loader with workers) when lower, persistent_workers=True, prefetch_factor=4 when not set, pin_memory=True "
         "when CUDA is available. An IterableDataset keeps its num_workers."
     )
     risks = (
@@ -87,12 +91,12 @@ class DataLoaderStall(PatchFix):
         import torch
         from torch.utils.data import IterableDataset
 
-        target = worker_count()
         pin = torch.cuda.is_available()
 
         def edit(a: dict[str, Any], loader: Any) -> None:
             name = type(a.get("dataset")).__name__
             before = int(a.get("num_workers") or 0)
+            target = worker_count(before)
             if isinstance(a.get("dataset"), IterableDataset):
                 patcher.note(
                     self.id,

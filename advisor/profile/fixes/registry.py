@@ -64,8 +64,17 @@ NOT_APPLICABLE: dict[str, str] = {
     "allocator-churn": _CODE + "empty_cache() calls or changing shapes come from the script",
     "device-copies": _CODE + "the copies (.contiguous(), .clone(), casts) are the script's",
     "kernel-efficiency": _CODE + "a different kernel, dtype or shape",
+    "attention-materialized": _CODE + "the attention must call "
+    'F.scaled_dot_product_attention (or load the model with attn_implementation="sdpa")',
     "optimizer-host-time": "try the single-tensor-optimizer fix (foreach); fused=True or "
     "torch.compile of the step is a code change",
+    "activation-recompute": _CODE + "which blocks are checkpointed is the model's choice, "
+    "and removing it can run out of memory",
+    "host-preprocessing": _CODE + "moving preprocessing into DataLoader workers or onto the "
+    "GPU restructures the input pipeline",
+    "compile-graph-breaks": _CODE + "the code dynamo cannot trace has to be rewritten",
+    "compile-recompiles": _CODE + "marking sizes dynamic or keeping guarded values fixed "
+    "happens where the inputs are built",
 }
 
 

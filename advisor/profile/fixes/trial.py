@@ -5,31 +5,41 @@ Runs go into ``OUT/before/`` and ``OUT/after/`` (all fixes together); with sever
 one also runs alone in ``OUT/after-<fix>/``. With ``--repeat N`` the whole sequence (before,
 then each configuration) is run N times, every second round in reverse order (A B, B A, ...),
 so a drift over time weighs on every configuration alike; later rounds go into ``before.2/``,
-``after.2/`` ... and their steps are pooled. Every run's output (the script's and the advisor's) is kept in ``try-profile.log``.
+``after.2/`` ... and their steps are pooled (the default is two rounds: a verdict needs them,
+see :mod:`advisor.profile.fixes.compare`). Every run's output (the script's and the advisor's)
+is kept in ``try-profile.log``.
+
+Each run is a child ``advisor profile`` in its own process group. SIGTERM or SIGINT (Ctrl-C) to
+``advisor try`` is passed on to that group (the child writes its report and ends; after
+:data:`GRACE_S` the group is killed), no further run starts, and try.json / try.html are written
+with what finished, the rest marked interrupted; the command then exits 143 or 130.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from advisor import __version__, settings
 from advisor.errors import AdvisorError
-from advisor.output.outfiles import default_out_dir, release
+from advisor.output.outfiles import release
+from advisor.output.outfolder import check_out_dir, default_out_dir
 from advisor.profile.fixes.base import RunFacts
-from advisor.profile.fixes.childrun import Interrupted, interruptible, run_child
 from advisor.profile.fixes.compare import RunData, compare, step_stats
 from advisor.profile.fixes.registry import FIXES, Selection, parse_fix_ids, select
 from advisor.profile.fixes.runtime import env_value
-from advisor.profile.outdir import check_out_dir, write_json
 from advisor.runfolder import FINDINGS_NAME, RUN_NAME, TRACE_NAME
+from advisor.tryresult import TRY_SCHEMA_VERSION, Before, Estimate, Reason, Settings, TryResult
 
-TRY_SCHEMA_VERSION = 1
+GRACE_S = 20.0  # after a signal, how long the running child may take to write its report
 LOG_NAME = "try-profile.log"
 JSON_NAME, HTML_NAME = "try.json", "try.html"
 _LOG_HEADER = "# advisor try:"
@@ -48,7 +58,7 @@ class TryOptions:
     warmup: int = 2
     active: int = 5
     max_seconds: float = 60.0
-    repeat: int = 1
+    repeat: int = 2
     seed: int | None = 0
     loss_steps: int = 3
     loss_rtol: float = 1e-3
@@ -142,16 +152,81 @@ def _command(opts: TryOptions, folder: Path) -> list[str]:
     return [*cmd, opts.script, *opts.args]
 
 
-def _launch(opts: TryOptions, folder: Path, fixes: tuple[str, ...]) -> int:
+class Interrupt:
+    """SIGTERM and SIGINT while ``advisor try`` runs: the first one is remembered (no further
+    run starts) and each one is passed on to the running child's process group."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.at = 0.0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._saved: dict[int, Any] = {}
+
+    def __enter__(self) -> Interrupt:
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._saved[sig] = signal.signal(sig, self._on)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        self._saved.clear()
+
+    @property
+    def name(self) -> str | None:
+        return None if self.signum is None else signal.Signals(self.signum).name
+
+    def _on(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum, self.at = signum, time.monotonic()
+            name = signal.Signals(signum).name
+            print(
+                f"advisor try: {name}: ending the current run, then writing try.json",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.kill(signum)
+
+    def kill(self, sig: int) -> None:
+        proc = self.proc
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _launch(opts: TryOptions, folder: Path, fixes: tuple[str, ...], stop: Interrupt) -> int:
     env = settings.try_child_env(env_value(list(fixes), opts.seed, opts.loss_steps))
     cmd = _command(opts, folder)
     with open(folder / LOG_NAME, "w", encoding="utf-8") as log:
         log.write(f"{_LOG_HEADER} fixes={','.join(fixes) or '(none)'}\n# {' '.join(cmd)}\n")
         log.flush()
-        return run_child(cmd, log, env)
+        # its own process group: a signal to the try reaches the run (and its DataLoader
+        # workers) only through Interrupt, and all of it can be ended together
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        stop.proc = proc
+        try:
+            while True:
+                try:
+                    code = proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    if stop.signum is not None and time.monotonic() - stop.at > GRACE_S:
+                        stop.kill(signal.SIGKILL)
+        finally:
+            if stop.signum is not None:
+                stop.kill(signal.SIGKILL)  # whatever of the group is left: no orphans
+            stop.proc = None
+    return code
 
 
-def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
+def _collect(data: RunData, folder: Path, code: int, first: bool, rnd: int = 1) -> None:
     """Read one finished run (run.json, findings.json, the trace's steady steps) into ``data``."""
     import json
 
@@ -182,6 +257,12 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
             f"(exit {run.get('exit_code')}; see {folder / LOG_NAME})"
         )
         return
+    if run.get("no_steps") and run.get("max_seconds_hit"):
+        data.failed = data.failed or (
+            f"no step within --max-seconds ({_seconds(run)}), the advisor's limit on the wait "
+            "for a first step: raise --max-seconds when the script's first step takes longer"
+        )
+        return
     if run.get("no_steps"):
         data.failed = data.failed or (
             "no step was seen: try compares steps, so the script needs a loop that calls "
@@ -196,11 +277,16 @@ def _collect(data: RunData, folder: Path, code: int, first: bool) -> None:
         )
         return
     trace = steady_trace(load_trace(folder / TRACE_NAME))
-    data.step_ms.extend(float(x) for x in trace.step_ms().to_numpy())
+    data.add_steps(rnd, [float(x) for x in trace.step_ms().to_numpy()])
     if first:
         rep = Report.from_dict(json.loads((folder / FINDINGS_NAME).read_text(encoding="utf-8")))
         data.findings = list(rep.findings)
-        data.step_ms_median_report = float(rep.run.get("step_ms_median") or 0.0)
+        data.step_ms_median_report = float(rep.run.step_ms_median or 0.0)
+
+
+def _seconds(run: dict[str, Any]) -> str:
+    v = (run.get("profile") or {}).get("max_seconds")
+    return f"{v:g} s" if isinstance(v, (int, float)) else "its limit"
 
 
 def _last_line(log: Path) -> str:
@@ -215,7 +301,19 @@ def _say(opts: TryOptions, text: str) -> None:
     print(f"advisor try: {text}", file=sys.stderr, flush=True)
 
 
-def _run(opts: TryOptions, plan: Plan, out: Path, rnd: int, n: int, total: int | None) -> None:
+def _run(
+    opts: TryOptions,
+    plan: Plan,
+    out: Path,
+    rnd: int,
+    n: int,
+    total: int | None,
+    stop: Interrupt | None = None,
+) -> None:
+    stop = stop or Interrupt()
+    if stop.signum is not None:
+        plan.data.interrupted = True
+        return
     folder = _folder(out, plan.label, rnd)
     _prepare_run_dir(folder, True)
     of = "" if total is None else f"/{total}"
@@ -226,15 +324,13 @@ def _run(opts: TryOptions, plan: Plan, out: Path, rnd: int, n: int, total: int |
         + (f" with {', '.join(plan.fixes)}" if plan.fixes else " (unchanged)"),
     )
     t0 = time.perf_counter()
-    try:
-        code = _launch(opts, folder, plan.fixes)
-    except Interrupted as intr:  # the run was ended: nothing of it is compared
+    code = _launch(opts, folder, plan.fixes, stop)
+    if stop.signum is not None:  # ended by the signal: not a finished run
+        plan.data.interrupted = True
         plan.data.folders.append(str(folder))
-        plan.data.failed = plan.data.failed or (
-            f"interrupted by {intr.name} while this run went on (see {folder / LOG_NAME})"
-        )
-        raise
-    _collect(plan.data, folder, code, rnd == 1)
+        _say(opts, f"  {time.perf_counter() - t0:.1f} s; interrupted")
+        return
+    _collect(plan.data, folder, code, rnd == 1, rnd)
     _say(
         opts,
         f"  {time.perf_counter() - t0:.1f} s"
@@ -242,10 +338,13 @@ def _run(opts: TryOptions, plan: Plan, out: Path, rnd: int, n: int, total: int |
     )
 
 
-def run_try(opts: TryOptions) -> tuple[dict[str, Any], Path]:
-    """Run everything; returns (the try.json document, the output folder)."""
+def run_try(opts: TryOptions) -> tuple[TryResult, Path]:
+    """Run everything; returns (the try result, the output folder). A SIGTERM or SIGINT ends
+    it early: the result then holds what finished (``interrupted`` names the signal)."""
     from advisor.profile.execute import resolve_target
+    from advisor.profile.run import require_torch
 
+    require_torch()
     opts.validate()
     ids = parse_fix_ids(opts.fix)
     target = resolve_target(opts.script, opts.args, opts.module)
@@ -256,84 +355,79 @@ def run_try(opts: TryOptions) -> tuple[dict[str, Any], Path]:
             _prepare_run_dir(out / label, opts.force)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     before = Plan("before", ())
-    plans: list[Plan] = []
-    sel = Selection((), (), ())
-    try:
-        with interruptible():  # SIGTERM / Ctrl-C: try.json with what finished (see childrun)
-            _run(opts, before, out, 1, 1, None)
-            if before.data.failed:
-                return _document(opts, target, started, before, [], sel), out
-            sel = select(ids, RunFacts.from_run_dir(out / "before"))
-            plans = [Plan(f"after-{f}", (f,)) for f in sel.run] if len(sel.run) > 1 else []
-            if sel.run:
-                plans.append(Plan("after", sel.run))
-            total = 1 + len(plans) + (opts.repeat - 1) * (1 + len(plans))
-            n = 1
-            for rnd in range(1, opts.repeat + 1):
-                order = plans if rnd == 1 else [before, *plans]
-                if rnd % 2 == 0:  # A B B A: a drift in time weighs on both sides alike
-                    order = order[::-1]
-                for plan in order:
-                    n += 1
-                    _run(opts, plan, out, rnd, n, total)
-    except Interrupted as intr:
-        _say(opts, f"interrupted by {intr.name}: try.json keeps the runs that finished")
-        for p in (before, *plans):
-            if not p.data.folders:
-                p.data.failed = f"not run: advisor try was interrupted by {intr.name}"
-        doc = _document(opts, target, started, before, plans, sel)
-        doc["interrupted"] = intr.name
-        return doc, out
-    return _document(opts, target, started, before, plans, sel), out
+    with Interrupt() as stop:
+        _run(opts, before, out, 1, 1, None, stop)
+        if before.data.failed or stop.signum is not None:
+            sel = Selection((), (), ())
+            return _document(opts, target, started, before, [], sel, stop.name), out
+        sel = select(ids, RunFacts.from_run_dir(out / "before"))
+        plans = [Plan(f"after-{f}", (f,)) for f in sel.run] if len(sel.run) > 1 else []
+        if sel.run:
+            plans.append(Plan("after", sel.run))
+        total = 1 + len(plans) + (opts.repeat - 1) * (1 + len(plans))
+        n = 1
+        for rnd in range(1, opts.repeat + 1 if plans else 1):  # nothing to compare: one run
+            order = plans if rnd == 1 else [before, *plans]
+            if rnd % 2 == 0:  # A B B A: a drift in time weighs on both sides alike
+                order = order[::-1]
+            for plan in order:
+                n += 1
+                _run(opts, plan, out, rnd, n, total, stop)
+        return _document(opts, target, started, before, plans, sel, stop.name), out
 
 
 def _document(
-    opts: TryOptions, target: Any, started: str, before: Plan, plans: list[Plan], sel: Selection
-) -> dict[str, Any]:
+    opts: TryOptions,
+    target: Any,
+    started: str,
+    before: Plan,
+    plans: list[Plan],
+    sel: Selection,
+    interrupted: str | None = None,
+) -> TryResult:
     rows = []
     for p in plans:
         est_ids = {i for f in p.fixes for i in FIXES[f].finding_ids}
         row = compare(before.data, p.data, est_ids, opts.loss_rtol)
-        row["numerics_changing"] = any(FIXES[f].numerics_changing for f in p.fixes)
-        rows.append(row)
-    return {
-        "try_schema_version": TRY_SCHEMA_VERSION,
-        "advisor_version": __version__,
-        "script": target.display,
-        "argv": list(opts.args),
-        "fix": opts.fix,
-        "started_at": started,
-        "settings": {
-            "wait": opts.wait,
-            "warmup": opts.warmup,
-            "active": opts.active,
-            "repeat": opts.repeat,
-            "seed": opts.seed,
-            "loss_steps": opts.loss_steps,
-            "loss_rtol": opts.loss_rtol,
-            "max_seconds": opts.max_seconds,
-        },
-        "before": {
-            "folders": before.data.folders,
-            "failed": before.data.failed,
-            "steps": step_stats(before.data.step_ms),
-            "findings": [
-                {"id": f.id, "est_savings_ms": f.est_savings_ms} for f in before.data.findings
-            ],
-        },
-        "results": rows,
-        "skipped": [{"id": i, "reason": r} for i, r in sel.skipped],
-        "not_applicable": [{"id": i, "reason": r} for i, r in sel.not_applicable],
-        "diff_command": "advisor diff before after" if plans else None,
-        "interrupted": None,
-    }
+        rows.append(
+            replace(row, numerics_changing=any(FIXES[f].numerics_changing for f in p.fixes))
+        )
+    return TryResult(
+        try_schema_version=TRY_SCHEMA_VERSION,
+        advisor_version=__version__,
+        script=target.display,
+        argv=tuple(opts.args),
+        fix=opts.fix,
+        started_at=started,
+        settings=Settings(
+            wait=opts.wait,
+            warmup=opts.warmup,
+            active=opts.active,
+            repeat=opts.repeat,
+            seed=opts.seed,
+            loss_steps=opts.loss_steps,
+            loss_rtol=opts.loss_rtol,
+            max_seconds=opts.max_seconds,
+        ),
+        before=Before(
+            folders=tuple(before.data.folders),
+            failed=before.data.failed,
+            steps=step_stats(before.data.step_ms),
+            findings=tuple(Estimate(f.id, f.est_savings_ms) for f in before.data.findings),
+        ),
+        results=tuple(rows),
+        skipped=tuple(Reason(i, r) for i, r in sel.skipped),
+        not_applicable=tuple(Reason(i, r) for i, r in sel.not_applicable),
+        diff_command="advisor diff before after" if plans else None,
+        interrupted=interrupted,
+    )
 
 
-def write_outputs(doc: dict[str, Any], out: Path) -> dict[str, Path]:
+def write_outputs(result: TryResult, out: Path) -> dict[str, Path]:
     from advisor.output.outfiles import atomic_write
     from advisor.output.try_view import render_html
 
     files = {"json": out / JSON_NAME, "html": out / HTML_NAME}
-    write_json(files["json"], doc)
-    atomic_write(files["html"], render_html(doc).encode("utf-8"))
+    atomic_write(files["json"], result.dump())
+    atomic_write(files["html"], render_html(result).encode("utf-8"))
     return files

@@ -1,0 +1,222 @@
+"""What a fix claims: the trace's own events its change touches, so that two findings can be
+told to claim the same time (``advisor.analysis.merge``: one cause, one row).
+
+A :class:`Claims` names GPU work by row (``trace.kernels``, ``trace.memcpy``) and host time as
+disjoint intervals per thread id (``ANY_TID``: every thread, as a :class:`ShrinkHost` without
+thread ids). What each fix claims:
+
+- :class:`ScaleGpu`, :class:`HideComm`: their kernels and copies;
+- :class:`ShrinkHost`: the host time of its ranges;
+- :class:`DropSyncs`: the host time of its calls;
+- :class:`AsyncCopies`, :class:`GraphLaunch`: their copies or kernels and the host time of the
+  calls that launch them;
+- :class:`Combined`: the union of its fixes'.
+
+:func:`without` gives a fix with claimed evidence taken out (the rows, or the host time), so a
+finding that shares part of its evidence with a more specific one can be valued on the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from advisor.derive.timeline import covered_by, union
+from advisor.replay.fixes import (
+    AsyncCopies,
+    Combined,
+    DropSyncs,
+    Fix,
+    GraphLaunch,
+    HideComm,
+    ScaleGpu,
+    ShrinkHost,
+    _rows,
+)
+from advisor.trace.model import Trace
+
+ANY_TID = -1
+Spans = dict[int, tuple[np.ndarray, np.ndarray]]
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Claims:
+    """GPU rows and host intervals a fix changes (see the module doc)."""
+
+    kernels: np.ndarray = field(default_factory=lambda: _EMPTY)
+    memcpy: np.ndarray = field(default_factory=lambda: _EMPTY)
+    host: Spans = field(default_factory=dict)
+
+    def __or__(self, other: Claims) -> Claims:
+        host = dict(self.host)
+        for t, (s, e) in other.host.items():
+            if t in host:
+                host[t] = union(np.r_[host[t][0], s], np.r_[host[t][1], e])
+            else:
+                host[t] = (s, e)
+        return Claims(
+            np.union1d(self.kernels, other.kernels), np.union1d(self.memcpy, other.memcpy), host
+        )
+
+    def size_ns(self, trace: Trace) -> tuple[int, int]:
+        """(GPU time, host time) claimed."""
+        host = sum(int(np.sum(e - s)) for s, e in self.host.values())
+        return _gpu_ns(trace, self.kernels, self.memcpy), host
+
+    def shared_ns(self, trace: Trace, other: Claims) -> tuple[int, int]:
+        """(GPU time, host time) of this claim that ``other`` claims too."""
+        k = np.intersect1d(self.kernels, other.kernels)
+        m = np.intersect1d(self.memcpy, other.memcpy)
+        host = 0
+        for t, (s, e) in self.host.items():
+            os_, oe = _host_of(other, t)
+            if len(os_) and len(s):
+                host += int(covered_by(os_, oe, s, e).sum())
+        return _gpu_ns(trace, k, m), host
+
+    def empty(self) -> bool:
+        return not (len(self.kernels) or len(self.memcpy) or self.host)
+
+
+def _gpu_ns(trace: Trace, kernels: np.ndarray, memcpy: np.ndarray) -> int:
+    out = 0
+    if len(kernels):
+        out += int(trace.kernels["dur_ns"].to_numpy()[kernels].sum())
+    if len(memcpy):
+        out += int(trace.memcpy["dur_ns"].to_numpy()[memcpy].sum())
+    return out
+
+
+def _host_of(c: Claims, tid: int) -> tuple[np.ndarray, np.ndarray]:
+    """``c``'s host intervals that cover thread ``tid`` (ANY_TID: those of every thread)."""
+    parts = [c.host[t] for t in c.host if tid == ANY_TID or t in (tid, ANY_TID)]
+    if not parts:
+        return _EMPTY, _EMPTY
+    return union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def _calls(trace: Trace, rows: np.ndarray) -> Spans:
+    """The host intervals of runtime calls, per thread."""
+    rt = trace.runtime
+    rows = rows[(rows >= 0) & (rows < len(rt))]
+    if not len(rows):
+        return {}
+    ts, end, tid = (rt[c].to_numpy()[rows] for c in ("ts_ns", "end_ns", "tid"))
+    return {int(t): union(ts[tid == t], end[tid == t]) for t in np.unique(tid)}
+
+
+def _launches(trace: Trace, table: str, rows: np.ndarray) -> np.ndarray:
+    df = getattr(trace, table)
+    if not len(rows) or "launch_idx" not in df:
+        return _EMPTY
+    li = df["launch_idx"].to_numpy()[rows]
+    return np.unique(li[li >= 0]).astype(np.int64)
+
+
+def claims_of(trace: Trace, fix: object) -> Claims:
+    """What ``fix`` claims (empty for a fix this module does not know)."""
+    if isinstance(fix, Combined):
+        out = Claims()
+        for f in fix.fixes:
+            out = out | claims_of(trace, f)
+        return out
+    if isinstance(fix, ScaleGpu):
+        return Claims(np.unique(_rows(fix.kernels)), np.unique(_rows(fix.memcpy)))
+    if isinstance(fix, HideComm):
+        return Claims(kernels=np.unique(_rows(fix.kernels)))
+    if isinstance(fix, ShrinkHost):
+        st = np.asarray(fix.starts, dtype=np.int64).ravel()
+        en = np.asarray(fix.ends, dtype=np.int64).ravel()
+        if fix.tids is None:
+            return Claims(host={ANY_TID: union(st, en)} if len(st) else {})
+        tids = np.asarray(fix.tids).ravel()
+        return Claims(host={int(t): union(st[tids == t], en[tids == t]) for t in np.unique(tids)})
+    if isinstance(fix, DropSyncs):
+        return Claims(host=_calls(trace, _rows(fix.runtime)))
+    if isinstance(fix, AsyncCopies):
+        m = np.unique(_rows(fix.memcpy))
+        return Claims(memcpy=m, host=_calls(trace, _launches(trace, "memcpy", m)))
+    if isinstance(fix, GraphLaunch):
+        k = np.unique(_rows(fix.kernels))
+        return Claims(kernels=k, host=_calls(trace, _launches(trace, "kernels", k)))
+    return Claims()
+
+
+def _subtract(
+    s: np.ndarray, e: np.ndarray, ts: np.ndarray, te: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals [s, e) less the disjoint sorted intervals [ts, te)."""
+    out_s, out_e = [], []
+    for a, b in zip(s.tolist(), e.tolist(), strict=True):
+        i = int(np.searchsorted(te, a, side="right"))
+        cur = a
+        while i < len(ts) and ts[i] < b:
+            if ts[i] > cur:
+                out_s.append(cur)
+                out_e.append(int(ts[i]))
+            cur = max(cur, int(te[i]))
+            i += 1
+        if cur < b:
+            out_s.append(cur)
+            out_e.append(b)
+    return np.asarray(out_s, dtype=np.int64), np.asarray(out_e, dtype=np.int64)
+
+
+def _covered_calls(trace: Trace, rows: np.ndarray, taken: Claims) -> np.ndarray:
+    """Per runtime row: more than half of the call lies in ``taken``'s host time (False for a
+    row outside the table, e.g. -1)."""
+    rt = trace.runtime
+    ok = (rows >= 0) & (rows < len(rt))
+    safe = np.where(ok, rows, 0)
+    ts, end, tid = (rt[c].to_numpy()[safe] for c in ("ts_ns", "end_ns", "tid"))
+    out = np.zeros(len(rows), dtype=bool)
+    if not len(rt):
+        return out
+    for t in np.unique(tid[ok]):
+        m = ok & (tid == t)
+        s, e = _host_of(taken, int(t))
+        if len(s):
+            cov = covered_by(s, e, ts[m], end[m])
+            out[m] = 2 * cov > np.maximum(end[m] - ts[m], 1)
+    return out
+
+
+def without(trace: Trace, fix: Fix, taken: Claims) -> Fix | None:
+    """``fix`` with the evidence ``taken`` claims left out; None when nothing is left."""
+    if isinstance(fix, Combined):
+        rest = [f for f in (without(trace, f, taken) for f in fix.fixes) if f is not None]
+        return replace(fix, fixes=tuple(rest)) if rest else None
+    if isinstance(fix, ScaleGpu | HideComm | GraphLaunch):
+        k = np.setdiff1d(_rows(fix.kernels), taken.kernels)
+        if isinstance(fix, ScaleGpu):
+            m = np.setdiff1d(_rows(fix.memcpy), taken.memcpy)
+            return replace(fix, kernels=k, memcpy=m) if len(k) or len(m) else None
+        if isinstance(fix, GraphLaunch) and len(k):
+            k = k[~_covered_calls(trace, trace.kernels["launch_idx"].to_numpy()[k], taken)]
+        return replace(fix, kernels=k) if len(k) else None
+    if isinstance(fix, AsyncCopies):
+        m = np.setdiff1d(_rows(fix.memcpy), taken.memcpy)
+        if len(m):
+            m = m[~_covered_calls(trace, trace.memcpy["launch_idx"].to_numpy()[m], taken)]
+        return replace(fix, memcpy=m) if len(m) else None
+    if isinstance(fix, DropSyncs):
+        r = _rows(fix.runtime)
+        r = r[~_covered_calls(trace, r, taken)] if len(r) else r
+        return replace(fix, runtime=r) if len(r) else None
+    if isinstance(fix, ShrinkHost):
+        mine = claims_of(trace, fix)
+        st, en, td = [], [], []
+        for t, (s, e) in mine.host.items():
+            ts, te = _host_of(taken, t)
+            s2, e2 = _subtract(s, e, ts, te) if len(ts) else (s, e)
+            st.append(s2)
+            en.append(e2)
+            td.append(np.full(len(s2), t, dtype=np.int64))
+        s_all = np.concatenate(st) if st else _EMPTY
+        if not len(s_all):
+            return None
+        tids = None if fix.tids is None else np.concatenate(td)
+        return replace(fix, starts=s_all, ends=np.concatenate(en), tids=tids)
+    return fix

@@ -1,0 +1,86 @@
+"""The table of GPUs (advisor/trace/gpus.py): rows found from the names traces write, dense
+peaks per dtype, and the rows' own consistency."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.trace.gpus import GPUS, gpu, match_name, spec_for
+from advisor.trace.model import Device
+
+
+def dev(name: str, mem_gib: int = 80, sms: int | None = None, vendor: str = "nvidia") -> Device:
+    return Device(0, name, None, mem_gib * 1024**3, sms, vendor)
+
+
+@pytest.mark.parametrize(
+    ("name", "mem_gib", "row"),
+    [
+        ("Tesla V100-SXM2-32GB", 32, "V100 SXM2"),
+        ("Tesla V100-DGXS-32GB", 32, "V100 SXM2"),
+        ("Tesla V100-PCIE-16GB", 16, "V100 PCIe"),
+        ("Tesla T4", 16, "T4"),
+        ("NVIDIA A100-PG509-200", 40, "A100 SXM 40GB"),
+        ("NVIDIA A100-SXM4-80GB", 80, "A100 SXM 80GB"),
+        ("NVIDIA A100-PCIE-40GB", 40, "A100 PCIe 40GB"),
+        ("NVIDIA A100 80GB PCIe", 80, "A100 PCIe 80GB"),
+        ("NVIDIA A10G", 24, "A10G"),
+        ("NVIDIA A10", 24, "A10"),
+        ("NVIDIA GeForce RTX 3090", 24, "RTX 3090"),
+        ("NVIDIA GeForce RTX 4090", 24, "RTX 4090"),
+        ("NVIDIA L4", 24, "L4"),
+        ("NVIDIA L40S", 48, "L40S"),
+        ("NVIDIA H100 80GB HBM3", 80, "H100 SXM"),
+        ("NVIDIA H100 PCIe", 80, "H100 PCIe"),
+        ("NVIDIA H100 NVL", 94, "H100 NVL"),
+        ("NVIDIA H200", 141, "H200 SXM"),
+        ("NVIDIA GH200 480GB", 96, "GH200"),
+        ("NVIDIA B200", 180, "B200"),
+        ("NVIDIA B300 SXM6 AC", 268, "B300"),
+        ("AMD Instinct MI250X/MI250", 64, "MI250X (one GCD)"),
+        ("AMD Instinct MI300X VF", 192, "MI300X"),
+        ("AMD Instinct MI300X", 192, "MI300X"),
+        ("AMD Instinct MI325X", 256, "MI325X"),
+        ("AMD Instinct MI355X", 288, "MI355X"),
+    ],
+)
+def test_rows_from_trace_names(name: str, mem_gib: int, row: str) -> None:
+    assert spec_for(dev(name, mem_gib)) is gpu(row)
+
+
+def test_unnamed_and_unknown_devices() -> None:
+    # ROCm lists some GPUs under a generic name: the CU count, architecture and memory name it
+    radeon = Device(0, "AMD Radeon Graphics", (9, 0), 64 * 1024**3, 104, "amd")
+    assert spec_for(radeon) is gpu("MI250 (one GCD)")
+    blank = Device(0, "", (9, 4), 192 * 1024**3, 304, "amd")
+    assert spec_for(blank) is gpu("MI300X")
+    assert spec_for(Device(0, "", (9, 4), 256 * 1024**3, 304, "amd")) is gpu("MI325X")
+    assert spec_for(dev("NVIDIA GeForce GTX 1080")) is None and spec_for(None) is None
+    assert match_name("h100") is gpu("H100 SXM") and match_name("mi300x") is gpu("MI300X")
+
+
+def test_dense_peaks_per_dtype() -> None:
+    h100, a100, v100, mi300 = gpu("H100 SXM"), gpu("A100 SXM 40GB"), gpu("V100 SXM2"), gpu("MI300X")
+    # the datasheet's 1,979 TFLOP/s BF16 is with sparsity: dense is half
+    assert h100.tflops("bfloat16", True) == 989.5 and h100.tflops("float32", False) == 67
+    assert h100.tflops("float8", True) == 1979
+    assert a100.tflops("float32", True) == 156.0 and v100.tflops("float32", True) == 15.7
+    assert v100.tflops("bfloat16", True) == 15.7  # no BF16 tensor math before Ampere
+    assert mi300.tflops("bfloat16", True) == 1307.4 and mi300.unit == "CUs"
+    assert v100.unit == "SMs" and gpu("MI355X").tflops("float32", True) == 157.3
+
+
+def test_table_is_consistent() -> None:
+    names = [g.name for g in GPUS]
+    assert len(names) == len(set(names))
+    for g in GPUS:
+        assert g.vendor in ("nvidia", "amd") and g.units > 0 and g.mem_gbs > 0
+        assert g.fp32 > 0 and g.fp16 >= g.fp32 or g.name.startswith("V100")
+        assert g.arch.startswith("sm_" if g.vendor == "nvidia" else "gfx")
+        assert g.source and g.source in open(gpus_module()).read()
+
+
+def gpus_module() -> str:
+    import advisor.trace.gpus as m
+
+    return m.__file__ or ""
