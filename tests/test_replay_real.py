@@ -82,6 +82,11 @@ def test_df_index_resolver_is_host_bound_and_claims_no_gpu_side_savings() -> Non
 def test_gpu_bound_trace_is_called_gpu_bound() -> None:
     rep = _report(NS)  # HTA: 96.8% of the span computing
     assert rep.run.bound.by == "gpu"
+    # its steps are each decided by GPU work carried from the step before, which one step
+    # replayed alone lacks: the range ends are replayed in full and contain the estimate
+    (f,) = [f for f in rep.findings if f.id == "fp32-matmul"]
+    lo, hi = f.est_savings_range_ms or (0.0, 0.0)
+    assert lo < f.est_savings_ms < hi and lo == pytest.approx(13.6, abs=0.5)
 
 
 def test_alexnet_one_time_init_first_and_no_claim_above_the_forward() -> None:

@@ -142,7 +142,11 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
             one_mid[:] = [m1]
             saved1, mid1 = max(b1 - a1, 0.0) / 1e6, max(b1 - m1, 0.0) / 1e6
             ms = out["mid"][0] * saved1 / mid1 if mid1 > 0 else saved1
-            if mid1 <= 0:  # that step alone misses what the full replay saved: replay in full
+            # the shortcut holds where that step replayed alone saves what it saves in the full
+            # replay at the estimate; where it does not (its time is decided by work carried
+            # from the step before, which the one step lacks), the range ends replay in full
+            full1 = (float(base(trace).step_ns[k]) - float(full_mid[0].step_ns[k])) / 1e6
+            if mid1 <= 0 or abs(mid1 - full1) > 0.05 * max(full1, 1e-9):
                 after = replay(gr, mods(level)).step_ns.astype(float)[chosen]
                 ms = float(np.median(np.maximum(before - after, 0.0) / 1e6))
             out[level] = (ms, out["mid"][1], out["mid"][2])
