@@ -4,6 +4,9 @@ The public API: :func:`step` (marks a step for ``advisor profile``), :func:`anal
 to a :class:`Report`, for notebooks; docs/api.md), :func:`on_trace_ready` and :func:`capture`
 (for code that runs torch.profiler itself or cannot be launched through ``advisor profile``).
 They are imported on first use: importing this package never imports torch, pandas or typer.
+
+Public besides these: the command line, findings.json (schema 1) and, for detectors and
+plugins, :mod:`advisor.detect` (docs/plugins.md). Every other module is private.
 """
 
 from __future__ import annotations

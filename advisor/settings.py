@@ -7,6 +7,15 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
   trace is decoded in the command's own process.
 - ``ADVISOR_NO_DASK=1``: analyze many ranks in a local process pool, never on Dask
   (:mod:`advisor.multirank.analyze`).
+- ``ADVISOR_NO_PLUGINS=1``: installed plugins (entry points of ``torch_advisor.detectors``) are
+  not loaded; only the built-in detectors and those named with ``--detector`` run
+  (:mod:`advisor.analysis.detection`). The test suite sets it, so installing a plugin leaves it
+  green.
+- ``ADVISOR_PLUGIN_TIMEOUT`` (seconds, default ``PLUGIN_TIMEOUT_S``; 0: no limit): how long a
+  plugin's detector may run (at least; longer on a trace the built-in detectors take long on)
+  before it is stopped and reported under *errored* (:mod:`advisor.analysis.isolation`).
+- ``ADVISOR_SCHEDULER_TIMEOUT`` (seconds, default ``SCHEDULER_TIMEOUT_S``): how long
+  ``--scheduler ADDRESS`` waits for the scheduler to answer; a refused connection fails at once.
 - ``NO_COLOR`` (any value, https://no-color.org): no colors in the terminal summary.
 - ``ADVISOR_TRY``: set by ``advisor try`` for the ``advisor profile`` runs it starts (the fixes
   to apply, as JSON; :mod:`advisor.profile.fixes.runtime`), removed before the script starts.
@@ -14,6 +23,8 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
   among its ranks.
 - Recorded, never acted on: ``CUDA_LAUNCH_BLOCKING`` and the caching allocator's variables
   (``PYTORCH_CUDA_ALLOC_CONF`` ...) go into run.json, where the detectors read them.
+- ``HOME`` (with the password database's entry): the home folder, never a default source root
+  (:mod:`advisor.derive.sources`).
 - ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``TORCHELASTIC_RUN_ID``: set by torchrun, read by
   ``advisor profile`` (:func:`advisor.profile.torchrun.rank_env`) to write one trace per rank and merge them on rank 0.
 
@@ -24,8 +35,10 @@ Test-only switches (read by the test suite, never by the product): ``UPDATE_GOLD
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -48,6 +61,44 @@ def no_dask() -> bool:
     return _on("ADVISOR_NO_DASK")
 
 
+def no_plugins() -> bool:
+    """``ADVISOR_NO_PLUGINS``: ignore installed plugins (entry points)."""
+    return _on("ADVISOR_NO_PLUGINS")
+
+
+PLUGIN_TIMEOUT_S = 5.0
+
+
+def plugin_timeout_s() -> float:
+    """``ADVISOR_PLUGIN_TIMEOUT``: seconds a plugin's detector may run (0: no limit)."""
+    return _seconds("ADVISOR_PLUGIN_TIMEOUT", PLUGIN_TIMEOUT_S, allow_zero=True)
+
+
+SCHEDULER_TIMEOUT_S = 10.0
+
+
+def scheduler_timeout_s() -> float:
+    """``ADVISOR_SCHEDULER_TIMEOUT``: seconds to wait for a ``--scheduler`` to answer."""
+    return _seconds("ADVISOR_SCHEDULER_TIMEOUT", SCHEDULER_TIMEOUT_S, allow_zero=False)
+
+
+def _seconds(name: str, default: float, allow_zero: bool) -> float:
+    """A number of seconds from ``name`` (``default`` when unset); a one-line error otherwise."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < 1e9) or (value == 0 and not allow_zero):  # NaN fails too
+        from advisor.errors import AdvisorError
+
+        zero = ", 0 for no limit" if allow_zero else ""
+        raise AdvisorError(f"{name}={raw!r}: expected a number of seconds{zero}")
+    return value
+
+
 def annotate_always() -> bool:
     """``ADVISOR_ANNOTATE=1``: write trace.annotated.json.gz whatever the trace's size (by
     default only for traces up to ``ANNOTATED_MAX_BYTES``, a copy being as large again)."""
@@ -57,6 +108,24 @@ def annotate_always() -> bool:
 def no_color() -> bool:
     """``NO_COLOR``: plain terminal output (set to any non-empty value)."""
     return bool(os.environ.get("NO_COLOR"))
+
+
+def home_folders() -> set[Path]:
+    """The user's home folder (``HOME``, and the account's from the password database), as real
+    paths: never a default source root (:mod:`advisor.derive.sources`)."""
+    found: set[Path] = set()
+    cands = [os.environ.get("HOME")]
+    try:
+        import pwd
+
+        cands.append(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError, AttributeError):
+        pass
+    for c in cands:
+        if c:
+            with contextlib.suppress(OSError, ValueError):
+                found.add(Path(os.path.realpath(c)))
+    return found
 
 
 def torchrun_env(env: Mapping[str, str] | None = None) -> dict[str, str]:

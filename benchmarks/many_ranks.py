@@ -11,7 +11,11 @@ tree (the command, the Dask scheduler thread, the nanny-started workers) every 0
     python benchmarks/many_ranks.py [--trace T] [--ranks 8 64 256] [--engine dask|pool]
 
 Printed per N: wall seconds, peak RSS of the whole tree, the largest worker's peak RSS, the
-straggler the report names, and whether every rank was read.
+straggler the report names, whether every rank was read, and the progress lines the command
+printed (one per tenth done from 100 traces on: its stderr is a log here, not a terminal).
+
+A 1,000-trace folder (issue 31): ``python benchmarks/many_ranks.py --ranks 1000 --trace
+../shared/traces/hta/trace_filter/sampled_rank-0.json.gz``.
 """
 
 from __future__ import annotations
@@ -80,6 +84,11 @@ def measure(folder: Path, out: Path, engine: str) -> dict[str, object]:
         raise SystemExit(
             f"advisor analyze failed ({proc.returncode}): {log.read_text(errors='replace')[-2000:]}"
         )
+    progress = sum(
+        1
+        for ln in log.read_text(errors="replace").splitlines()
+        if ln.startswith("advisor: analyzed")
+    )
     data = json.loads((out / "findings.json").read_text())
     ranks = data["run"]["ranks"]
     strag = (data["run"].get("ranks_summary") or {}).get("straggler") or {}
@@ -90,6 +99,7 @@ def measure(folder: Path, out: Path, engine: str) -> dict[str, object]:
         "ranks_read": sum(1 for r in ranks if "error" not in r),
         "ranks": len(ranks),
         "straggler": strag.get("rank"),
+        "progress_lines": progress,
     }
 
 
@@ -108,7 +118,7 @@ def main() -> None:
     )
     print(
         f"{'ranks':>6} {'build s':>8} {'wall s':>8} {'peak MB':>8} {'worker MB':>10} "
-        f"{'read':>9} {'straggler':>9}"
+        f"{'read':>9} {'straggler':>9} {'progress':>8}"
     )
     try:
         for n in args.ranks:
@@ -121,7 +131,7 @@ def main() -> None:
             print(
                 f"{n:>6} {build:>8.1f} {r['wall_s']:>8.1f} {r['peak_mb']:>8.0f} "
                 f"{r['worker_peak_mb']:>10.0f} {r['ranks_read']:>4}/{r['ranks']:<4} "
-                f"{r['straggler']!s:>9}",
+                f"{r['straggler']!s:>9} {r['progress_lines']:>8}",
                 flush=True,
             )
     finally:

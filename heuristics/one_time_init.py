@@ -12,9 +12,9 @@ the time before the first iteration and leading warm-up iterations are left out)
 Compilation inside the steady steps (a recompilation in the loop, see ``compile-recompiles``)
 is listed too; it stays in those steps' figures.
 
-**Why it matters.** None of this recurs, so none of it is a per-step cost: the per-step figures
-of every other finding (the median step, idle time, copies, syncs) come from the steady steps
-only. A window without step markers that starts at the top of a script is mostly this work (the
+**Why it costs time.** Once, not every step: none of this recurs, so none of it is a per-step
+cost: the per-step figures of every other finding (the median step, idle time, copies, syncs)
+come from the steady steps only. A window without step markers that starts at the top of a script is mostly this work (the
 CUDA context alone can take tens of seconds), and would otherwise read as seconds of idle GPU
 per step or a weight upload blocking every step.
 
@@ -27,8 +27,10 @@ iterations with a profiler schedule (``wait``/``warmup`` steps) and mark each st
 ``prof.step()``, or run ``advisor profile --warmup N``. For torch.compile, let the first calls
 compile before the window opens.
 
-**Known limits.** When the trace has no markers that split it into iterations, the one-time
-work stays inside its single step: the finding then says so and the other figures include it.
+**Known false positives.** Work that does recur but happened to fall before the steady steps
+(a data pipeline's slow first batches, allocator growth a later shape change repeats) is counted
+here as set-up. When the trace has no markers that split it into iterations, the one-time work
+stays inside its single step: the finding then says so and the other figures include it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "traces"
 SAMPLES = REPO / "sample_traces"
+
+# a plugin installed beside the suite never changes its results (the advisor processes the
+# tests start inherit it); tests/test_plugins.py turns it off where it installs its own
+os.environ["ADVISOR_NO_PLUGINS"] = "1"
 
 
 def shared_trace(rel: str) -> Path:

@@ -10,8 +10,9 @@ from typing import Any
 from advisor.analysis.pipeline import run_summary
 from advisor.analysis.ranking import rank
 from advisor.analysis.views import build_views
+from advisor.detect import Draft, Evidence, Location
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import Draft, Evidence, Location, savings_bound_ms
+from advisor.findings import savings_bound_ms
 from advisor.report import Errored, Report, Skipped
 from advisor.trace import Trace
 from tests.tracebuilder import TraceBuilder

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.checklist_b_util import analyze, finding
 from tests.conftest import SAMPLES, shared_trace
+from tests.detector_helpers import analyze, finding
 from tests.tracebuilder import TraceBuilder
 
 ID = "activation-recompute"

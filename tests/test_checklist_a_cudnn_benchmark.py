@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.checklist_a_helpers import analyze, found, one, skip_reason
+from tests.detector_helpers import analyze, found, one, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 ID = "cudnn-benchmark"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.checklist_a_helpers import analyze, found, htod, kernel_op, one, skip_reason
+from tests.detector_helpers import analyze, found, htod, kernel_op, one, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 ID = "host-tensor-creation"

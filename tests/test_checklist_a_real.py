@@ -7,8 +7,8 @@ import pytest
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.report import Report
 from advisor.trace import load_trace
-from tests.checklist_a_helpers import found, one
 from tests.conftest import shared_trace
+from tests.detector_helpers import found, one
 
 pytestmark = pytest.mark.shared
 

@@ -24,8 +24,8 @@ from advisor.analysis.detection import all_detectors
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.report import Report
 from advisor.trace import load_trace
-from tests.checklist_b_util import finding, skip_reason
 from tests.conftest import shared_trace
+from tests.detector_helpers import finding, skip_reason
 
 IDS = frozenset(
     {

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.checklist_b_util import analyze, finding
+from tests.detector_helpers import analyze, finding
 from tests.tracebuilder import TraceBuilder
 
 GB_ID = "compile-graph-breaks"

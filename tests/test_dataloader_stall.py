@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.flagship_util import finding, run, skipped
+from tests.detector_helpers import analyze, finding, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 SINGLE = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
@@ -48,7 +48,7 @@ def _loop(
 
 
 def test_single_process_loader_stall_on_gpu() -> None:
-    f = finding(run(_loop(301).load(), "dataloader-stall"), "dataloader-stall")
+    f = finding(analyze(_loop(301).load(), "dataloader-stall"), "dataloader-stall")
     assert f is not None
     assert f.est_savings_ms == pytest.approx(0.3, abs=0.002)
     assert "30% of the step" in f.summary and "num_workers=0" in f.summary
@@ -57,7 +57,9 @@ def test_single_process_loader_stall_on_gpu() -> None:
 
 
 def test_exposed_time_excludes_gpu_overlap() -> None:
-    f = finding(run(_loop(301, gpu_overlap_us=200).load(), "dataloader-stall"), "dataloader-stall")
+    f = finding(
+        analyze(_loop(301, gpu_overlap_us=200).load(), "dataloader-stall"), "dataloader-stall"
+    )
     # replayed without the fetch, each step is held by its GPU work (about 0.88 ms of 1 ms)
     assert f is not None and f.est_savings_ms == pytest.approx(0.12, abs=0.01)
     assert any(a.startswith("Replayed:") for a in f.assumptions)
@@ -79,7 +81,7 @@ def test_run_json_settings_and_cpu_bound() -> None:
             }
         ],
     }
-    f = finding(run(_loop(301).load(), "dataloader-stall", ctx), "dataloader-stall")
+    f = finding(analyze(_loop(301).load(), "dataloader-stall", ctx), "dataloader-stall")
     assert f is not None
     assert "num_workers=2" in f.recommendation and "3 CPUs" in f.recommendation
     assert "batch_size=32" in f.recommendation and "batch_size=32" in f.snippet
@@ -88,7 +90,7 @@ def test_run_json_settings_and_cpu_bound() -> None:
 
 def test_cpu_only_and_legacy_operator_ranges_count_fully() -> None:
     f = finding(
-        run(_loop(201, gpu=False, as_op=True).load(), "dataloader-stall"), "dataloader-stall"
+        analyze(_loop(201, gpu=False, as_op=True).load(), "dataloader-stall"), "dataloader-stall"
     )
     assert f is not None and f.est_savings_ms == pytest.approx(0.2, abs=0.002)
     assert "20% of the step" in f.summary and "pin_memory" not in f.recommendation
@@ -96,11 +98,12 @@ def test_cpu_only_and_legacy_operator_ranges_count_fully() -> None:
 
 def test_short_fetches_with_workers_do_not_fire() -> None:
     assert (
-        finding(run(_loop(31, name=MULTI).load(), "dataloader-stall"), "dataloader-stall") is None
+        finding(analyze(_loop(31, name=MULTI).load(), "dataloader-stall"), "dataloader-stall")
+        is None
     )
     # a slow multi-process loader does fire, and asks for more workers
     f = finding(
-        run(
+        analyze(
             _loop(301, name=MULTI).load(), "dataloader-stall", {"dataloaders": [{"num_workers": 2}]}
         ),
         "dataloader-stall",
@@ -112,10 +115,10 @@ def test_missing_data() -> None:
     b = TraceBuilder(cc=None)
     b.step(1, 0, 100)
     b.op("aten::add", 1, 10)
-    assert finding(run(b.load(), "dataloader-stall"), "dataloader-stall") is None
+    assert finding(analyze(b.load(), "dataloader-stall"), "dataloader-stall") is None
     empty = TraceBuilder()
     empty.step(1, 0, 100)
     empty.kernel("k", 1, 10)
     assert "CPU operator" in (
-        skipped(run(empty.load(), "dataloader-stall"), "dataloader-stall") or ""
+        skip_reason(analyze(empty.load(), "dataloader-stall"), "dataloader-stall") or ""
     )

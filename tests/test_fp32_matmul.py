@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.flagship_util import finding, run, skipped
+from tests.detector_helpers import analyze, finding, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 F32 = ["float", "float"]
@@ -34,7 +34,7 @@ def _mm(
 
 def test_v100_recommends_fp16_autocast_not_tf32() -> None:
     f = finding(
-        run(_mm("volta_sgemm_128x64_nn", cc=(7, 0), name="Tesla V100").load(), "fp32-matmul"),
+        analyze(_mm("volta_sgemm_128x64_nn", cc=(7, 0), name="Tesla V100").load(), "fp32-matmul"),
         "fp32-matmul",
     )
     assert f is not None
@@ -49,10 +49,10 @@ def test_v100_recommends_fp16_autocast_not_tf32() -> None:
 
 def test_a100_recommends_tf32_then_bf16_when_tf32_is_already_on() -> None:
     tr = _mm("ampere_sgemm_128x64_nn").load()
-    f = finding(run(tr, "fp32-matmul"), "fp32-matmul")
+    f = finding(analyze(tr, "fp32-matmul"), "fp32-matmul")
     assert f is not None and 'set_float32_matmul_precision("high")' in f.recommendation
     ctx = {"backends": {"float32_matmul_precision": "high", "matmul_allow_tf32": True}}
-    f2 = finding(run(tr, "fp32-matmul", ctx), "fp32-matmul")
+    f2 = finding(analyze(tr, "fp32-matmul", ctx), "fp32-matmul")
     assert f2 is not None and "already allowed" in f2.recommendation
     assert "bfloat16" in f2.recommendation
 
@@ -62,17 +62,19 @@ def test_cublas_xmma_ffma_kernels_are_fp32_cuda_core() -> None:
         "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
         "aligna4_alignc4_execute_kernel__5x_cublas"
     )
-    f = finding(run(_mm(name, cc=(9, 0), name="NVIDIA H100").load(), "fp32-matmul"), "fp32-matmul")
+    f = finding(
+        analyze(_mm(name, cc=(9, 0), name="NVIDIA H100").load(), "fp32-matmul"), "fp32-matmul"
+    )
     assert f is not None and f.est_savings_ms == pytest.approx(0.25)
 
 
 def test_conv_on_a100_points_at_bf16_and_cudnn_flag() -> None:
     b = _mm("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", op="aten::conv2d")
-    f = finding(run(b.load(), "fp32-matmul"), "fp32-matmul")
+    f = finding(analyze(b.load(), "fp32-matmul"), "fp32-matmul")
     assert f is not None and "convolution" in f.summary
     assert "cuDNN already allows TF32" in f.recommendation
     f2 = finding(
-        run(b.load(), "fp32-matmul", {"backends": {"cudnn_allow_tf32": False}}), "fp32-matmul"
+        analyze(b.load(), "fp32-matmul", {"backends": {"cudnn_allow_tf32": False}}), "fp32-matmul"
     )
     assert f2 is not None and "allow_tf32` is off" in f2.recommendation
 
@@ -87,31 +89,34 @@ def test_conv_on_a100_points_at_bf16_and_cudnn_flag() -> None:
     ],
 )
 def test_tensor_core_kernels_do_not_fire(kernel: str) -> None:
-    assert finding(run(_mm(kernel).load(), "fp32-matmul"), "fp32-matmul") is None
+    assert finding(analyze(_mm(kernel).load(), "fp32-matmul"), "fp32-matmul") is None
 
 
 def test_no_tensor_cores_half_inputs_and_amd_do_not_fire() -> None:
     pascal = _mm("maxwell_sgemm_128x64_nn", cc=(6, 1), name="Tesla P100")
-    assert finding(run(pascal.load(), "fp32-matmul"), "fp32-matmul") is None
+    assert finding(analyze(pascal.load(), "fp32-matmul"), "fp32-matmul") is None
     half = _mm("gemm_kernel_generic", types=["c10::Half", "c10::Half"])
-    assert finding(run(half.load(), "fp32-matmul"), "fp32-matmul") is None
+    assert finding(analyze(half.load(), "fp32-matmul"), "fp32-matmul") is None
     amd = _mm("Cijk_Ailk_Bljk_SB_MT64x64x16", cc=(9, 0), name="AMD Instinct MI250X")
-    assert "AMD" in (skipped(run(amd.load(), "fp32-matmul"), "fp32-matmul") or "")
+    assert "AMD" in (skip_reason(analyze(amd.load(), "fp32-matmul"), "fp32-matmul") or "")
 
 
 def test_missing_data() -> None:
     # no deviceProperties: the architecture comes from kernel names when they carry it
     inferred = finding(
-        run(_mm("volta_sgemm_128x64_nn", cc=None).load(), "fp32-matmul"), "fp32-matmul"
+        analyze(_mm("volta_sgemm_128x64_nn", cc=None).load(), "fp32-matmul"), "fp32-matmul"
     )
     assert inferred is not None and inferred.confidence == "low"
     assert "from kernel names" in inferred.summary and "float16" in inferred.recommendation
-    unknown = run(_mm("gemm_kernel", cc=None).load(), "fp32-matmul")
-    assert "unknown GPU architecture" in (skipped(unknown, "fp32-matmul") or "")
+    unknown = analyze(_mm("gemm_kernel", cc=None).load(), "fp32-matmul")
+    assert "unknown GPU architecture" in (skip_reason(unknown, "fp32-matmul") or "")
     cpu = TraceBuilder(cc=None)
     cpu.step(1, 0, 100)
     cpu.op("aten::mm", 1, 10, types=F32)
-    assert skipped(run(cpu.load(), "fp32-matmul"), "fp32-matmul") == "no GPU activity in this trace"
+    assert (
+        skip_reason(analyze(cpu.load(), "fp32-matmul"), "fp32-matmul")
+        == "no GPU activity in this trace"
+    )
 
 
 def test_lowercase_pattern_twins_match_like_the_case_insensitive_patterns() -> None:

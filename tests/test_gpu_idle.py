@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.flagship_util import finding, run, skipped
+from tests.detector_helpers import analyze, finding, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 DL = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
@@ -61,7 +61,7 @@ def _steps(
 
 
 def test_host_bound_idle_is_split_and_half_claimed() -> None:
-    f = finding(run(_steps().load(), "gpu-idle"), "gpu-idle")
+    f = finding(analyze(_steps().load(), "gpu-idle"), "gpu-idle")
     assert f is not None
     # per step: idle 0-10 (launch of A), 310-610 (B launched late), 900-1000 -> 410 us, host
     assert "idle 41%" in f.summary and "41% host launch" in f.summary
@@ -73,7 +73,7 @@ def test_host_bound_idle_is_split_and_half_claimed() -> None:
 
 def test_host_gap_inside_a_slow_launching_call_is_half_claimed() -> None:
     # aten::add runs 300-609 us and launches B at 600: the 310-610 gap is dispatch cost
-    f = finding(run(_steps(add_from_us=300).load(), "gpu-idle"), "gpu-idle")
+    f = finding(analyze(_steps(add_from_us=300).load(), "gpu-idle"), "gpu-idle")
     assert f is not None
     # replayed with half of the launching calls' host time in the idle gap gone (9 + 299 us):
     # the host limits these steps, so the step loses that half
@@ -84,14 +84,14 @@ def test_host_gap_inside_a_slow_launching_call_is_half_claimed() -> None:
 
 
 def test_dataloader_share_names_dataloader_stall() -> None:
-    f = finding(run(_steps(dl_us=400, late_launch_us=720).load(), "gpu-idle"), "gpu-idle")
+    f = finding(analyze(_steps(dl_us=400, late_launch_us=720).load(), "gpu-idle"), "gpu-idle")
     assert f is not None and "see dataloader-stall" in f.summary
     assert "40% dataloader" in f.summary
     assert "num_workers" in f.recommendation
 
 
 def test_sync_share_names_sync_point() -> None:
-    f = finding(run(_steps(sync=True, late_launch_us=650).load(), "gpu-idle"), "gpu-idle")
+    f = finding(analyze(_steps(sync=True, late_launch_us=650).load(), "gpu-idle"), "gpu-idle")
     assert f is not None and "see sync-point" in f.summary, f.summary
     # the sync returns at +311 us after waiting 290 us for kernel A; B starts at +660 us:
     # the sync share is min(349, ~290) us per step
@@ -105,13 +105,13 @@ def test_busy_gpu_does_not_fire() -> None:
         b.step(s + 1, t, 1000)
         o = b.op("aten::mm", t + 1, 10)
         b.launch(o, "cudaLaunchKernel", t + 2, 5, kernel="k", gpu_ts=t + 10, gpu_dur=960)
-    assert finding(run(b.load(), "gpu-idle"), "gpu-idle") is None
+    assert finding(analyze(b.load(), "gpu-idle"), "gpu-idle") is None
     # with the threshold lowered below the 4% idle it fires
-    assert finding(run(b.load(), "gpu-idle", gpu_idle__min_idle_pct=3), "gpu-idle") is not None
+    assert finding(analyze(b.load(), "gpu-idle", gpu_idle__min_idle_pct=3), "gpu-idle") is not None
 
 
 def test_cpu_only_is_skipped() -> None:
     b = TraceBuilder(cc=None)
     b.step(1, 0, 100)
     b.op("aten::add", 1, 10)
-    assert skipped(run(b.load(), "gpu-idle"), "gpu-idle") == "no GPU activity in this trace"
+    assert skip_reason(analyze(b.load(), "gpu-idle"), "gpu-idle") == "no GPU activity in this trace"

@@ -6,8 +6,8 @@ import pytest
 
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.trace import load_trace
-from tests.checklist_a_helpers import analyze, found, one, skip_reason
 from tests.conftest import shared_trace
+from tests.detector_helpers import analyze, found, one, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 ID = "host-overhead"

@@ -4,7 +4,7 @@ the steps build few autograd nodes), and the memory kept for the unused graph fr
 
 from __future__ import annotations
 
-from tests.checklist_b_util import analyze, finding
+from tests.detector_helpers import analyze, finding
 from tests.tracebuilder import TraceBuilder
 
 INF = "inference-without-no-grad"

@@ -6,7 +6,7 @@ import pytest
 from advisor.detectors._matmul import gemm_dims, pad_to
 
 from advisor.analysis.pipeline import Options, analyze_trace
-from tests.flagship_util import finding, run, skipped
+from tests.detector_helpers import analyze, finding, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 HALF = ["c10::Half", "c10::Half", "c10::Half", "Scalar", "Scalar"]
@@ -47,7 +47,9 @@ def _addmm(
 
 
 def test_half_vocab_size_is_padded_to_a_multiple_of_8() -> None:
-    f = finding(run(_addmm(1024, 30001, HALF, TC16).load(), "misaligned-dims"), "misaligned-dims")
+    f = finding(
+        analyze(_addmm(1024, 30001, HALF, TC16).load(), "misaligned-dims"), "misaligned-dims"
+    )
     assert f is not None
     assert "N=30001 -> 30008" in f.evidence[0].what and f.evidence[0].count == 3
     assert f.evidence[0].total_ms == pytest.approx(1.2)
@@ -58,7 +60,7 @@ def test_half_vocab_size_is_padded_to_a_multiple_of_8() -> None:
 
 def test_a_kernel_off_the_tensor_cores_gains_more_from_padding() -> None:
     f = finding(
-        run(_addmm(1024, 30001, HALF, HALF_SIMT).load(), "misaligned-dims"), "misaligned-dims"
+        analyze(_addmm(1024, 30001, HALF, HALF_SIMT).load(), "misaligned-dims"), "misaligned-dims"
     )
     assert f is not None
     assert f.est_savings_ms == pytest.approx(0.2 * 0.4)  # 20% of 0.4 ms of kernels per step
@@ -67,17 +69,17 @@ def test_a_kernel_off_the_tensor_cores_gains_more_from_padding() -> None:
 
 def test_fp32_as_tf32_uses_multiples_of_4() -> None:
     f32 = ["float", "float", "float", "Scalar", "Scalar"]
-    f = finding(run(_addmm(2798, 64, f32, TF32).load(), "misaligned-dims"), "misaligned-dims")
+    f = finding(analyze(_addmm(2798, 64, f32, TF32).load(), "misaligned-dims"), "misaligned-dims")
     assert f is not None and "K=2798 -> 2800" in f.evidence[0].what
     # 100 is a multiple of 4: fine for TF32 (it would not be for 16-bit)
     assert (
-        finding(run(_addmm(100, 64, f32, TF32).load(), "misaligned-dims"), "misaligned-dims")
+        finding(analyze(_addmm(100, 64, f32, TF32).load(), "misaligned-dims"), "misaligned-dims")
         is None
     )
     # FP32 on CUDA cores (no TF32): alignment is fp32-matmul's concern, not claimed here
     assert (
         finding(
-            run(_addmm(2798, 64, f32, "ampere_sgemm_128x64_nn").load(), "misaligned-dims"),
+            analyze(_addmm(2798, 64, f32, "ampere_sgemm_128x64_nn").load(), "misaligned-dims"),
             "misaligned-dims",
         )
         is None
@@ -85,7 +87,7 @@ def test_fp32_as_tf32_uses_multiples_of_4() -> None:
     # FP32 before compute capability 8.0: no TF32 at all
     assert (
         finding(
-            run(
+            analyze(
                 _addmm(2798, 64, f32, "volta_sgemm_128x64_nn", cc=(7, 0)).load(), "misaligned-dims"
             ),
             "misaligned-dims",
@@ -107,20 +109,22 @@ def test_unaligned_kernel_variants_are_left_to_kernel_efficiency() -> None:
 
 def test_aligned_and_tiny_dims_do_not_fire() -> None:
     assert (
-        finding(run(_addmm(1024, 30008, HALF, TC16).load(), "misaligned-dims"), "misaligned-dims")
+        finding(
+            analyze(_addmm(1024, 30008, HALF, TC16).load(), "misaligned-dims"), "misaligned-dims"
+        )
         is None
     )
     assert (
-        finding(run(_addmm(1024, 5, HALF, TC16).load(), "misaligned-dims"), "misaligned-dims")
+        finding(analyze(_addmm(1024, 5, HALF, TC16).load(), "misaligned-dims"), "misaligned-dims")
         is None
     )
 
 
 def test_missing_shapes_and_cpu_only() -> None:
-    rep = run(_addmm(1024, 30001, HALF, TC16, shapes=False).load(), "misaligned-dims")
-    assert "record_shapes" in (skipped(rep, "misaligned-dims") or "")
+    rep = analyze(_addmm(1024, 30001, HALF, TC16, shapes=False).load(), "misaligned-dims")
+    assert "record_shapes" in (skip_reason(rep, "misaligned-dims") or "")
     cpu = _addmm(1024, 30001, ["float", "float", "float", "Scalar", "Scalar"], "", cc=None)
-    f = finding(run(cpu.load(), "misaligned-dims"), "misaligned-dims")
+    f = finding(analyze(cpu.load(), "misaligned-dims"), "misaligned-dims")
     assert f is not None and f.severity == "info" and f.est_savings_ms == 0
     assert "N=30001 -> 30008" in f.evidence[0].what and "Tensor Core" in f.summary
 

@@ -316,8 +316,7 @@ def test_workers_never_rerun_the_callers_main_module(tmp_path: Path) -> None:
 def test_cross_rank_checks_run_through_the_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from advisor.detect import registry
-    from advisor.findings import Draft
+    from advisor.detect import Draft, registry
 
     seen: list[list[int]] = []
 

@@ -8,8 +8,8 @@ from advisor.detectors.single_tensor_optimizer import optimizer_ranges
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.steps import steady_trace
 from advisor.trace import load_trace
-from tests.checklist_a_helpers import analyze, found, one, skip_reason
 from tests.conftest import shared_trace
+from tests.detector_helpers import analyze, found, one, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 ID = "optimizer-host-time"

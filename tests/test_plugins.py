@@ -1,5 +1,6 @@
 """Third-party detectors: a distribution with an entry point in the ``torch_advisor.detectors``
-group is installed into a folder, and ``advisor analyze`` runs its detector (docs/plugins.md)."""
+group is installed into a folder, and ``advisor analyze`` runs its detector (docs/plugins.md);
+with ``ADVISOR_NO_PLUGINS=1`` (which the test suite sets) nothing of it shows."""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ PLUGIN = '''\
 **What it detects.** Nothing real: it shows that a plugin's detector runs.
 """
 
-from advisor.findings import Draft
-from advisor.detect.registry import detector
+from advisor.detect import Draft, detector, register_threshold
+
+register_threshold("demo_plugin.min", 1.0, "a threshold of the plugin's")
 
 
-@detector("demo-plugin", "A detector from another distribution")
+@detector("demo-plugin", "A detector from another distribution", needs=("shapes",))
 def detect(trace, ctx):
     return [Draft(id="demo-plugin", title="Demo plugin ran", est_savings_ms=0.0,
                   confidence="low", summary=f"{len(trace.kernels)} kernels seen by the plugin.",
@@ -81,8 +83,13 @@ def test_an_installed_plugin_detector_runs(tmp_path: Path) -> None:
         ],
         check=True,
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO)]), "NO_COLOR": "1"}
-    sample = sorted(SAMPLES.glob("*.json.gz"))[0]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(target), str(REPO)]),
+        "NO_COLOR": "1",
+        "ADVISOR_NO_PLUGINS": "0",
+    }
+    sample = SAMPLES / "cat_in_loop.cpu.json.gz"  # its golden is compared below
     out = tmp_path / "out"
     r = subprocess.run(
         [sys.executable, "-m", "advisor", "analyze", str(sample), "--out", str(out)],
@@ -121,3 +128,19 @@ def test_an_installed_plugin_detector_runs(tmp_path: Path) -> None:
         f["id"] for f in json.loads((tmp_path / "only" / "findings.json").read_text())["findings"]
     ]
     assert ids == ["demo-plugin"]
+    # ignored: the findings.json of a plugin-free environment (the golden), nothing of the plugin
+    quiet = subprocess.run(
+        [sys.executable, "-m", "advisor", "analyze", str(sample), "--out", str(tmp_path / "q")],
+        env={**env, "ADVISOR_NO_PLUGINS": "1"},
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    text = (tmp_path / "q" / "findings.json").read_text()
+    assert "demo" not in text and "broken" not in text
+    golden = json.loads((REPO / "tests" / "golden" / "cat_in_loop.cpu.findings.json").read_text())
+    got = json.loads(text)
+    for key in ("findings", "skipped", "errored", "thresholds"):
+        assert got[key] == golden[key], key
+    assert got["views"]["detectors"] == golden["views"]["detectors"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from advisor.detectors._sync_roles import sync_roles
 
 from advisor.analysis.pipeline import Options, analyze_trace
-from tests.flagship_util import finding, run
+from tests.detector_helpers import analyze, finding
 from tests.tracebuilder import TraceBuilder
 
 DTOH = ("Memcpy DtoH (Device -> Pageable)", 4 << 20)
@@ -43,7 +43,7 @@ def test_final_read_of_the_result_is_kept_and_valued_at_the_overlap() -> None:
 
 
 def test_one_call_in_the_window_claims_nothing_for_the_overlap() -> None:
-    sync = finding(run(_inference(1).load(), "sync-point"), "sync-point")
+    sync = finding(analyze(_inference(1).load(), "sync-point"), "sync-point")
     assert sync is not None and sync.severity == "info" and sync.est_savings_ms == 0
     assert "cannot tell whether it recurs" in sync.summary
 

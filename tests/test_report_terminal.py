@@ -98,6 +98,23 @@ def test_progress_silent_off_tty_and_spins_on_tty():
     assert "Loading trace" in tty.getvalue() or "Analyzing" in tty.getvalue()
 
 
+def test_many_traces_get_a_progress_line_per_tenth_off_tty():
+    """From 100 traces on, a log (stderr that is no terminal) says how far the analysis is,
+    once per tenth; fewer traces stay silent."""
+    buf = io.StringIO()
+    with progress("Analyzing", file=buf) as p:
+        for done in range(1, 1001):
+            p.count(done, 1000)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 10 and lines[0] == "advisor: analyzed 100 of 1,000 traces"
+    assert lines[-1] == "advisor: analyzed 1,000 of 1,000 traces"
+    small = io.StringIO()
+    with progress("Analyzing", file=small) as p:
+        for done in range(1, 33):
+            p.count(done, 32)
+    assert small.getvalue() == ""
+
+
 @pytest.mark.slow
 def test_analyze_command_prints_the_summary_and_no_progress_when_piped(tmp_path):
     import os

@@ -68,3 +68,84 @@ def test_hostile_frames_read_no_local_files(tmp_path: Path) -> None:
     html, findings = _analyze(work, trace, "--out", "o", "--force", "--source-root", secret)
     assert "SECRET_ABS" in html and "SECRET_REL" in html and "SECRET_CREDS" not in html
     assert "sources_withheld" not in findings["views"]  # link.py is not a .py file really
+
+
+def _secret_trace(tmp: Path, where: Path) -> tuple[Path, Path]:
+    """A trace whose frames name ``secret.py`` (absolute) under ``where``."""
+    where.mkdir(parents=True, exist_ok=True)
+    secret = where / "secret.py"
+    secret.write_text("LEAKED_SECRET = 1\n" * 20)
+    b = TraceBuilder()
+    for i in range(3):
+        s = i * 1000
+        b.step(i + 1, s, 1000)
+        b.frame(str(secret), 5, "train", s, 900)
+        b.annotation("Optimizer.zero_grad#SGD.zero_grad", s + 10, 200)
+        z = b.op("aten::zero_", s + 20, 100)
+        b.launch(z, "cudaLaunchKernel", s + 30, 5, kernel="fill", gpu_ts=s + 300, gpu_dur=50)
+    run = tmp / "their-run"
+    run.mkdir()
+    return b.write(run / "trace.json"), secret
+
+
+def test_a_run_json_never_widens_the_roots(tmp_path: Path) -> None:
+    """Issue 31 item 1: run.json of a run folder someone sent says the script was /x.py run
+    from /: the secret its frames name is withheld all the same, and listed."""
+    trace, secret = _secret_trace(tmp_path, tmp_path / "elsewhere")
+    (trace.parent / "run.json").write_text(json.dumps({"script": "/x.py", "cwd": "/"}))
+    work = tmp_path / "work"
+    work.mkdir()
+    html, findings = _analyze(work, trace.parent, "--out", "o")
+    assert "LEAKED_SECRET" not in html + json.dumps(findings)
+    assert findings["views"]["sources_withheld"] == [str(secret)]
+
+
+def test_the_home_folder_or_root_is_no_default_root(tmp_path: Path) -> None:
+    """Run from the home folder itself (or /), the current folder is no root: a trace naming a
+    .py under it shows no code; --source-root opts a folder in."""
+    home = tmp_path / "home"
+    trace, secret = _secret_trace(tmp_path, home / "project")
+    for cwd in (home, Path("/")):
+        p = subprocess.run(
+            [sys.executable, "-m", "advisor", "analyze", str(trace), "--out", str(tmp_path / "o")]
+            + ["--force"],
+            cwd=cwd,
+            env={**_env(), "HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert p.returncode == 0, p.stderr
+        findings = json.loads((tmp_path / "o" / "findings.json").read_text())
+        assert "LEAKED_SECRET" not in json.dumps(findings), cwd
+        assert findings["views"]["sources_withheld"] == [str(secret)]
+    # a folder below home is a root when it is the current folder
+    _, findings = _analyze(home / "project", trace, "--out", "o")
+    assert "LEAKED_SECRET" in json.dumps(findings["views"]["sources"])
+
+
+def test_a_live_profile_reads_its_scripts_folder(tmp_path: Path) -> None:
+    """``advisor profile`` run from one folder on a script in another: the report shows the
+    script's code (the live run names its folder); the same run folder analyzed later from
+    elsewhere withholds it and lists it (its run.json names the folder, but adds no root)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    script = (Path(__file__).parent.parent / "examples" / "zero_grad.py").read_text()
+    (tmp_path / "b" / "zero_grad.py").write_text(script)
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", "profile", "--wait", "1", "--warmup", "1"]
+        + ["--active", "3", "--out", "o", "../b/zero_grad.py", "--steps", "8"],
+        cwd=tmp_path / "a",
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert p.returncode == 0, p.stderr
+    live = json.loads((tmp_path / "a" / "o" / "findings.json").read_text())
+    shown = [k for k in live["views"]["sources"] if "zero_grad.py" in k]
+    assert shown and "opt.zero_grad(set_to_none=False)" in json.dumps(live["views"]["sources"])
+    (tmp_path / "c").mkdir()  # a folder beside both: the script's folder is no root from here
+    _, later = _analyze(tmp_path / "c", tmp_path / "a" / "o", "--out", "o")
+    assert "zero_grad.py" not in json.dumps(later["views"].get("sources", {}))
+    assert str(tmp_path / "b" / "zero_grad.py") in later["views"]["sources_withheld"]

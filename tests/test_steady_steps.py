@@ -9,7 +9,7 @@ from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.steps import steady_steps, steady_trace
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
-from tests.flagship_util import finding
+from tests.detector_helpers import finding
 from tests.tracebuilder import TraceBuilder
 
 DL = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"

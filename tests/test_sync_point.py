@@ -6,7 +6,7 @@ import pytest
 from advisor.detectors._syncs import sync_events
 
 from advisor.trace import load_trace
-from tests.flagship_util import finding, run, skipped
+from tests.detector_helpers import analyze, finding, skip_reason
 from tests.tracebuilder import TraceBuilder
 
 DTOH = ("Memcpy DtoH (Device -> Pageable)", 4)
@@ -35,7 +35,7 @@ def _item_steps(n: int = 3, wrap: str | None = None) -> TraceBuilder:
 
 
 def test_item_sync_costs_the_idle_gap_it_causes() -> None:
-    rep = run(_item_steps().load(), "sync-point")
+    rep = analyze(_item_steps().load(), "sync-point")
     f = finding(rep, "sync-point")
     assert f is not None
     # replayed without the sync the host no longer waits the 380 us; each step's GPU work
@@ -91,15 +91,15 @@ def test_already_idle_gpu_and_host_to_device_copies_claim_nothing() -> None:
         )
     tr = b.load()
     assert list(sync_events(tr)["kind"]) == ["explicit-stream"] * 3
-    assert finding(run(tr, "sync-point"), "sync-point") is None
+    assert finding(analyze(tr, "sync-point"), "sync-point") is None
 
 
 def test_gpu_trace_without_runtime_events_is_skipped() -> None:
     b = TraceBuilder()
     b.step(1, 0, 100)
     b.kernel("k", 10, 5)
-    rep = run(b.load(), "sync-point")
-    assert "runtime" in (skipped(rep, "sync-point") or "")
+    rep = analyze(b.load(), "sync-point")
+    assert "runtime" in (skip_reason(rep, "sync-point") or "")
 
 
 def test_cpu_only_item_calls_are_latent_info() -> None:
@@ -110,7 +110,7 @@ def test_cpu_only_item_calls_are_latent_info() -> None:
         b.op("aten::item", 10 + i * 100, 10)
         b.op("aten::_local_scalar_dense", 11 + i * 100, 8)
     b.op("aten::nonzero", 600, 20)
-    f = finding(run(b.load(), "sync-point"), "sync-point")
+    f = finding(analyze(b.load(), "sync-point"), "sync-point")
     assert f is not None and f.severity == "info" and f.est_savings_ms == 0
     assert "5 call(s) per step" in f.summary
     assert f.locations[0].line == 7
@@ -125,9 +125,9 @@ def test_cpu_only_optimizer_step_counter_reads_are_not_reported() -> None:
     for i in range(4):
         b.op("aten::item", 110 + i * 50, 10)
         b.op("aten::_local_scalar_dense", 111 + i * 50, 8)
-    assert finding(run(b.load(), "sync-point"), "sync-point") is None
+    assert finding(analyze(b.load(), "sync-point"), "sync-point") is None
     b.op("aten::item", 600, 10)  # the user's own .item() outside the optimizer still counts
-    f = finding(run(b.load(), "sync-point"), "sync-point")
+    f = finding(analyze(b.load(), "sync-point"), "sync-point")
     assert f is not None and "1 call(s) per step" in f.summary
 
 
@@ -135,7 +135,7 @@ def test_cpu_only_without_scalar_reads_has_no_finding() -> None:
     b = TraceBuilder(cc=None)
     b.step(1, 0, 100)
     b.op("aten::add", 1, 10)
-    assert finding(run(b.load(), "sync-point"), "sync-point") is None
+    assert finding(analyze(b.load(), "sync-point"), "sync-point") is None
 
 
 def test_op_of_a_runtime_call_found_by_time_when_external_id_is_wrong(tmp_path) -> None:

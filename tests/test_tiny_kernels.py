@@ -7,7 +7,7 @@ import pytest
 from advisor.detectors.tiny_kernels import _contexts
 
 from advisor.trace.model import Trace
-from tests.flagship_util import finding, run, skipped
+from tests.detector_helpers import analyze, finding, skip_reason
 from tests.tracebuilder import TID, TraceBuilder
 
 
@@ -43,7 +43,7 @@ def _stretch(
 
 
 def test_launch_bound_tiny_kernels_report_the_gaps() -> None:
-    f = finding(run(_stretch().load(), "tiny-kernels"), "tiny-kernels")
+    f = finding(analyze(_stretch().load(), "tiny-kernels"), "tiny-kernels")
     assert f is not None
     # 49 launch-bound kernels per step (the first follows a long gap: not counted), replayed as
     # a CUDA graph: each 8 us launch call costs 1 us and half the 7 us between calls goes too
@@ -57,20 +57,21 @@ def test_launch_bound_tiny_kernels_report_the_gaps() -> None:
 
 def test_queued_kernels_are_not_launch_bound() -> None:
     # the same tiny kernels, all launched well before they run back to back: no gaps
-    rep = run(_stretch(queued=True).load(), "tiny-kernels")
+    rep = analyze(_stretch(queued=True).load(), "tiny-kernels")
     assert finding(rep, "tiny-kernels") is None
 
 
 def test_long_kernels_and_few_kernels_do_not_fire() -> None:
     assert (
         finding(
-            run(_stretch(kernel_us=11.0, annotation=None).load(), "tiny-kernels"), "tiny-kernels"
+            analyze(_stretch(kernel_us=11.0, annotation=None).load(), "tiny-kernels"),
+            "tiny-kernels",
         )
         is None
     )
-    assert finding(run(_stretch(n_kernels=10).load(), "tiny-kernels"), "tiny-kernels") is None
+    assert finding(analyze(_stretch(n_kernels=10).load(), "tiny-kernels"), "tiny-kernels") is None
     # thresholds are honoured
-    rep = run(_stretch(n_kernels=10).load(), "tiny-kernels", tiny_kernels__min_per_step=5)
+    rep = analyze(_stretch(n_kernels=10).load(), "tiny-kernels", tiny_kernels__min_per_step=5)
     assert finding(rep, "tiny-kernels") is not None
 
 
@@ -79,14 +80,15 @@ def test_missing_data() -> None:
     cpu.step(1, 0, 100)
     cpu.op("aten::add", 1, 10)
     assert (
-        skipped(run(cpu.load(), "tiny-kernels"), "tiny-kernels") == "no GPU activity in this trace"
+        skip_reason(analyze(cpu.load(), "tiny-kernels"), "tiny-kernels")
+        == "no GPU activity in this trace"
     )
     # kernels without launch calls (runtime events not recorded): nothing to attribute
     b = TraceBuilder()
     b.step(1, 0, 1000)
     for i in range(60):
         b.kernel("k", 10 + i * 15, 3)
-    assert finding(run(b.load(), "tiny-kernels"), "tiny-kernels") is None
+    assert finding(analyze(b.load(), "tiny-kernels"), "tiny-kernels") is None
 
 
 def _contexts_reference(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> list[str]:

@@ -12,7 +12,7 @@ from advisor.derive.quality import trace_quality
 from advisor.multirank.analyze import analyze_files
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
-from tests.flagship_util import finding
+from tests.detector_helpers import finding
 from tests.mr_helpers import rank_builder, write_ranks
 from tests.tracebuilder import TraceBuilder
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor.analysis.detection import all_detectors
+from advisor.analysis.detection import all_detectors, load_detectors, resolve_detector_spec
 from advisor.detect.thresholds import Thresholds, parse_overrides
 from advisor.errors import AdvisorError
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES
@@ -26,8 +26,11 @@ class Options:
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
     device: str | None = None  # --device: the GPU the trace ran on, whatever it says
     kernel_sequence: bool = False  # digests carry their kernels in order (advisor diff)
+    # --detector: more detectors to run, files (absolute paths) or module names
+    detectors: tuple[str, ...] = ()
 
     def validate(self) -> None:
+        load_detectors(self.detectors)  # their ids and thresholds are known from here on
         Thresholds(self.overrides).validate()
         if self.device and match_name(self.device) is None:
             raise AdvisorError(
@@ -55,9 +58,11 @@ def options_from_cli(
     max_trace_bytes: int,
     source_roots: Iterable[Path | str] = (),
     device: str | None = None,
+    detectors: Iterable[Path | str] = (),
 ) -> Options:
     """:class:`Options` from the strings the user typed (``--only a,b --set k=v``), validated."""
     opts = Options(
+        detectors=tuple(resolve_detector_spec(str(d)) for d in detectors),
         device=device or None,
         only=split_ids(only),
         skip=split_ids(skip),

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor import settings
-from advisor.analysis.detection import all_detectors, run_detectors
+from advisor.analysis.detection import all_detectors, load_detectors, run_detectors
 from advisor.analysis.merge import one_row_per_cause
 from advisor.analysis.options import Options as Options  # re-exported: callers import it here
 from advisor.analysis.options import options_from_cli as options_from_cli
@@ -214,7 +214,7 @@ def analyze_trace(
 ) -> Report:
     opts = options or Options()
     th = Thresholds(opts.overrides)
-    all_detectors()  # detectors declare their thresholds when imported
+    load_detectors(opts.detectors)  # detectors declare their thresholds when imported
     refresh_comm(trace.kernels)  # communication kernels a plugin declared
     th.validate()
     trace = steady_trace(with_device(trace, opts.device))  # the one switch: every per-step

@@ -184,7 +184,7 @@ def build_views(
     eff = _efficiency(trace, thresholds)
     sources, withheld = None, list[str]()
     if not no_source:
-        roots = source_roots(run_ctx, extra_roots)
+        roots = source_roots(extra_roots)  # never widened by a run.json
         sources = read_sources(found, source_bases(trace.path, run_ctx), roots, withheld)
     return Views(
         one_trace=TraceViews(

@@ -54,11 +54,20 @@ def analysis_options(
     max_trace_bytes: int,
     source_roots: Iterable[Path | str] = (),
     device: str | None = None,
+    detectors: Iterable[Path | str] = (),
 ) -> Options:
     """The validated :class:`~advisor.analysis.options.Options` of the options above (imported
     when a command runs: pandas and the detectors come with it)."""
     from advisor.analysis.options import options_from_cli
 
     return options_from_cli(
-        only or (), skip or (), set_ or (), debug, no_source, max_trace_bytes, source_roots, device
+        only or (),
+        skip or (),
+        set_ or (),
+        debug,
+        no_source,
+        max_trace_bytes,
+        source_roots,
+        device,
+        detectors,
     )

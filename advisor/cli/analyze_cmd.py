@@ -63,12 +63,20 @@ def register(app: typer.Typer) -> None:
         source_root: list[Path] = typer.Option(
             [], "--source-root", help="Also show code from files under this folder (repeatable)."
         ),
+        detector: list[str] = typer.Option(
+            [],
+            "--detector",
+            metavar="FILE|MODULE",
+            help="Also run the detectors of this Python file or module (repeatable): try one "
+            "without packaging it (docs/plugins.md).",
+        ),
         debug: Debug = False,
         max_trace_bytes: int = typer.Option(
             DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
             min=1,
-            help="Refuse traces larger than this decompressed (guards against gzip bombs).",
+            help="Refuse traces larger than this decompressed (guards against gzip bombs; "
+            "default: what the available memory can analyze).",
         ),
         device: str = typer.Option(
             None,
@@ -109,7 +117,7 @@ def register(app: typer.Typer) -> None:
         try:
             # pandas and the detectors: after the fork
             opts = analysis_options(
-                only, skip, set_, debug, no_source, max_trace_bytes, source_root, device
+                only, skip, set_, debug, no_source, max_trace_bytes, source_root, device, detector
             )
             report, written = _analyze(files, path, target, opts, force, jobs, scheduler, pre)
         finally:
@@ -139,7 +147,9 @@ def _analyze(
         if len(files) > 1:  # one trace per rank: worker processes, merged report
             from advisor.multirank.analyze import analyze_files
 
-            report, _ = analyze_files(files, opts, root, jobs=jobs or None, scheduler=scheduler)
+            report, _ = analyze_files(
+                files, opts, root, jobs=jobs or None, scheduler=scheduler, progress=prog.count
+            )
         else:
             _, report = analyze_path(files[0], opts, ahead=ahead, prefetch=pre)
         prog.update("Writing the report")

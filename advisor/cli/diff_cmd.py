@@ -34,7 +34,8 @@ def register(app: typer.Typer) -> None:
         max_trace_bytes: int = typer.Option(
             DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
-            help="Refuse traces larger than this decompressed.",
+            help="Refuse traces larger than this decompressed (default: what the available "
+            "memory can analyze).",
         ),
     ) -> None:
         """Compare two runs: step time, time per category, kernels and findings before/after,

@@ -21,7 +21,8 @@ def register(app: typer.Typer) -> None:
             DEFAULT_MAX_TRACE_BYTES,
             "--max-trace-bytes",
             min=1,
-            help="Refuse traces larger than this decompressed (guards against gzip bombs).",
+            help="Refuse traces larger than this decompressed (guards against gzip bombs; "
+            "default: what the available memory can analyze).",
         ),
         device: str = typer.Option(
             None,

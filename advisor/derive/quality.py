@@ -52,7 +52,8 @@ COMPLETE = (
 class Issue:
     what: str
     effect: str
-    kind: str  # "graph", "capture", "dropped", "window", "lost-launch", "clock", "harness"
+    kind: str  # "graph", "capture", "dropped", "window", "lost-launch", "clock", "harness",
+    # "header"
     span_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -110,6 +111,25 @@ def _issues(trace: Trace) -> list[Issue]:
     harness = _harness(trace)
     if harness is not None:
         out.append(harness)
+    out += _distributed_info(trace)
+    return out
+
+
+def _distributed_info(trace: Trace) -> list[Issue]:
+    """distributedInfo values that are no rank or world size (ignored when loading)."""
+    raw = trace.meta.distributed or {}
+    out = []
+    for key, kept in (("rank", trace.meta.rank), ("world_size", trace.meta.world_size)):
+        value = raw.get(key)
+        if value is not None and kept is None:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            out.append(
+                Issue(
+                    f"distributedInfo.{key} is {shown}, not a {key.replace('_', ' ')}: ignored.",
+                    "The rank comes from the file name when it has one; nothing else changes.",
+                    "header",
+                )
+            )
     return out
 
 

@@ -6,12 +6,16 @@ symlink shipped beside it that points at a secret. So code is read only:
 
 - from ``.py``/``.pyw`` **regular files** (not a FIFO, a device or a folder), at most
   ``MAX_SOURCE_BYTES``;
-- **under a source root**: the current folder, the profiled script's folder (``script`` and
-  ``cwd`` in run.json) and any ``--source-root``; a file is checked where it really is (symlinks
-  resolved), so a symlink leaving the roots is refused like a path that does.
+- **under a source root the user chose**: each ``--source-root``; the folder a live
+  ``advisor profile`` ran the script from and the script's folder (given by that run, never read
+  from a run.json: a run folder someone sent names any folder it likes); and the current
+  folder, unless it is ``/`` or the home folder itself (from there every file of the machine,
+  or of the user, would be readable by a trace). A file is checked where it really is
+  (symlinks resolved), so a symlink leaving the roots is refused like a path that does.
 
-A file refused this way is *withheld*: the report says so and names it; ``--source-root``
-adds a folder. ``--no-source`` reads no code at all.
+A file refused this way is *withheld*: the report says so and names it (findings.json:
+``views.sources_withheld``, every one); ``--source-root`` adds a folder. ``--no-source`` reads
+no code at all.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from advisor import settings
 from advisor.findings import Finding
 from advisor.viewdata import Snippet
 
@@ -32,17 +37,11 @@ MAX_LINE_CHARS = 240
 MAX_WITHHELD_SHOWN = 10
 
 
-def source_roots(run_ctx: dict[str, Any] | None, extra: Iterable[Path | str] = ()) -> list[Path]:
-    """The folders code may be read from: the current one, the profiled script's (run.json),
-    then ``extra`` (``--source-root``); each as its real path, existing folders only."""
-    cands: list[Path] = [Path.cwd()]
-    rc = run_ctx or {}
-    script, cwd = rc.get("script"), rc.get("cwd")
-    if isinstance(script, str) and script:
-        sp = Path(script)
-        if not sp.is_absolute() and isinstance(cwd, str) and cwd:
-            sp = Path(cwd) / sp
-        cands.append(sp.parent)
+def source_roots(extra: Iterable[Path | str] = ()) -> list[Path]:
+    """The folders code may be read from: the current one (unless it is ``/`` or the home
+    folder itself), then ``extra`` (``--source-root``, a live run's folders); each as its real
+    path, existing folders only. A run.json never adds one."""
+    cands: list[Path] = [] if _too_wide(Path.cwd()) else [Path.cwd()]
     cands += [Path(p) for p in extra]
     roots: list[Path] = []
     for c in cands:
@@ -53,6 +52,25 @@ def source_roots(run_ctx: dict[str, Any] | None, extra: Iterable[Path | str] = (
         if real.is_dir() and real not in roots:
             roots.append(real)
     return roots
+
+
+def _too_wide(folder: Path) -> bool:
+    """``/`` or a home folder itself: no default root (a trace could name any file under it)."""
+    try:
+        real = Path(os.path.realpath(folder))
+    except (OSError, ValueError):
+        return True
+    return real == Path(real.anchor) or real in settings.home_folders()
+
+
+def live_roots(script: str | None, cwd: str) -> tuple[str, ...]:
+    """The roots a live ``advisor profile`` adds: the folder it ran the script from and the
+    script's own folder (``script``: as the user typed it, None for ``-m module``)."""
+    roots = [cwd]
+    if script:
+        path = Path(os.path.join(cwd, script))
+        roots.append(str(path if path.is_dir() else path.parent))  # a folder with __main__.py
+    return tuple(dict.fromkeys(roots))
 
 
 def source_bases(trace_path: Path | str | None, run_ctx: dict[str, Any] | None) -> list[Path]:
@@ -151,6 +169,7 @@ def withheld_note(files: list[str]) -> str:
     more = f" and {len(files) - MAX_WITHHELD_SHOWN} more" if len(files) > MAX_WITHHELD_SHOWN else ""
     return (
         f"Source code withheld from {len(files)} file(s) outside the folders advisor reads "
-        f"code from (the current folder, the profiled script's folder, --source-root): "
+        f"code from (the current folder unless it is / or your home folder, the folder a live "
+        f"advisor profile ran from, --source-root): "
         f"{shown}{more}."
     )

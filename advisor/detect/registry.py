@@ -120,6 +120,14 @@ NEEDS: dict[str, tuple[Callable[[Trace, Context], bool], str]] = {
 }
 
 
+BUILTIN_PACKAGE = "advisor.detectors"  # where torch-advisor's own detectors live
+
+
+def is_builtin(module: str) -> bool:
+    """Whether ``module`` is one of torch-advisor's own detector modules (else: a plugin)."""
+    return module.startswith(BUILTIN_PACKAGE + ".")
+
+
 @dataclass(frozen=True)
 class Detector:
     id: str
@@ -128,6 +136,11 @@ class Detector:
     needs: tuple[str, ...]
     doc: str
     gpu_only: bool
+
+    @property
+    def builtin(self) -> bool:
+        """One of torch-advisor's own detectors (else a plugin's)."""
+        return is_builtin(self.func.__module__)
 
     def missing(self, trace: Trace, ctx: Context) -> str | None:
         for need in self.needs:
@@ -155,6 +168,7 @@ def detector(
 
         mod = sys.modules.get(func.__module__)
         doc = (mod.__doc__ if mod is not None else None) or func.__doc__ or ""
+        _claim(id, func.__module__)
         if id in _REGISTRY and _REGISTRY[id].func is not func:
             raise ValueError(f"detector {id} registered twice")
         _REGISTRY[id] = Detector(id, title, func, all_needs, doc.strip(), gpu_only)
@@ -167,12 +181,21 @@ def across_ranks(id: str, only_across: bool = False) -> Callable[[RanksFn], Rank
     """Register ``func`` as the cross-rank check of detector ``id`` (see the module doc)."""
 
     def wrap(func: RanksFn) -> RanksFn:
+        _claim(id, func.__module__)
         if id in _RANK_CHECKS and _RANK_CHECKS[id].func is not func:
             raise ValueError(f"cross-rank check {id} registered twice")
         _RANK_CHECKS[id] = RankCheck(id, func, only_across)
         return func
 
     return wrap
+
+
+def _claim(id: str, module: str) -> None:
+    """A plugin never registers for a built-in detector's id (neither a detector nor a check
+    across ranks that would rewrite its drafts)."""
+    owner = _REGISTRY.get(id)
+    if owner is not None and owner.builtin and not is_builtin(module):
+        raise ValueError(f"{id!r} is a built-in detector's id; a plugin needs an id of its own")
 
 
 def comm_kernels(family: str, pattern: str, dedicated_stream: bool = False) -> None:

@@ -7,7 +7,8 @@ package. In a source checkout (or an editable install) this package's search pat
 to that folder. Every module is imported by ``advisor.analysis.detection.all_detectors()``; a
 module's docstring is the user-facing explanation shown in the report (what it detects, why it
 costs time, how the saving is estimated, how to fix it, known false positives). Modules whose
-name starts with ``_`` hold facts several detectors share.
+name starts with ``_`` hold facts several detectors share. Private: a plugin never imports them
+(they may change in any release); it imports :mod:`advisor.detect` only.
 """
 
 from __future__ import annotations

@@ -27,9 +27,10 @@ from advisor.errors import AdvisorError
 from advisor.multirank.merge import merge
 from advisor.multirank.workers import run_batched
 from advisor.report import Report
+from advisor.trace.source import PEAK_BYTES_PER_TEXT_BYTE, mem_available
 
 MAX_WORKERS = 4
-BYTES_PER_RAW_BYTE = 5  # peak worker memory per byte of decompressed JSON (measured ~3.5)
+BYTES_PER_RAW_BYTE = PEAK_BYTES_PER_TEXT_BYTE  # a worker's peak memory per byte of JSON
 WORKER_BASE_BYTES = 200 * 1024**2  # interpreter, pandas, numpy
 MEMORY_SHARE = 0.6  # of the available memory the workers may use together
 DASK_ABOVE = 16  # more traces than this: a Dask LocalCluster instead of the process pool
@@ -49,20 +50,6 @@ def raw_size(path: Path) -> int:
         return size
     except OSError:
         return 0
-
-
-def mem_available() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 4 * 1024**3
 
 
 def plan_workers(
@@ -173,7 +160,16 @@ def analyze_files(
     jobs: int | None = None,
     world_size: int | None = None,
     scheduler: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Report, list[Digest]]:
-    """Digest every trace (in parallel) and merge them: the multi-trace ``analyze``."""
-    digests = digest_all(files, options, jobs, scheduler=scheduler)
+    """Digest every trace (in parallel) and merge them: the multi-trace ``analyze``;
+    ``progress(done, total)`` as each trace is done."""
+    done = [0]
+
+    def one_more(_: Digest) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], len(files))
+
+    digests = digest_all(files, options, jobs, one_more, scheduler=scheduler)
     return merge(digests, options, root, world_size), digests

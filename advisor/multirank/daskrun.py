@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from advisor import settings
+
 IN_FLIGHT_PER_WORKER = 2
-CONNECT_TIMEOUT_S = 30
 
 
 def _quiet() -> None:
@@ -101,9 +102,11 @@ def connect(scheduler: str | None, workers: int, memory_limit: int) -> tuple[Any
 
     _quiet()
     if scheduler:
+        timeout = settings.scheduler_timeout_s()
+        _reachable(scheduler, timeout)
         try:
-            return Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None
-        except (OSError, TimeoutError) as err:
+            return Client(scheduler, timeout=timeout, set_as_default=False), None
+        except (OSError, TimeoutError, ValueError) as err:
             raise AdvisorError(f"--scheduler {scheduler}: cannot connect ({err})") from None
     cluster = local_cluster(workers, memory_limit)
     try:
@@ -111,6 +114,41 @@ def connect(scheduler: str | None, workers: int, memory_limit: int) -> tuple[Any
     except BaseException:
         cluster.close()
         raise
+
+
+def _reachable(scheduler: str, timeout_s: float) -> None:
+    """A TCP scheduler address answers within ``timeout_s`` (one plain connect: a refused or
+    unreachable address is said at once, not after dask's retries); other schemes are left to
+    dask."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    from advisor.errors import AdvisorError
+
+    try:
+        scheme, loc = parse_address(scheduler)
+        if scheme not in ("tcp", "tls"):
+            return
+        host, port = parse_host_port(loc)
+    except (ValueError, TypeError) as err:
+        raise AdvisorError(f"--scheduler {scheduler}: not an address ({err})") from None
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except ConnectionRefusedError:
+        raise AdvisorError(
+            f"--scheduler {scheduler}: cannot connect: connection refused (is a scheduler "
+            "running there?)"
+        ) from None
+    except TimeoutError:
+        raise AdvisorError(
+            f"--scheduler {scheduler}: cannot connect: no answer within {timeout_s:g} s "
+            "(ADVISOR_SCHEDULER_TIMEOUT sets the wait)"
+        ) from None
+    except OSError as err:
+        raise AdvisorError(
+            f"--scheduler {scheduler}: cannot connect ({err.strerror or err})"
+        ) from None
 
 
 def run_dask(

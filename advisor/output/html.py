@@ -1,4 +1,5 @@
-"""Render the Report as one self-contained HTML file (jinja2, autoescape on, no external URLs).
+"""Render the Report as one self-contained HTML file (jinja2, autoescape on, no external URLs;
+control and bidi characters removed from every value shown).
 
 The template gets only the view-model (:func:`advisor.output.viewmodel.build_viewmodel`) plus the
 CSS and JavaScript inlined from ``templates/``. JavaScript only adds sorting, collapsing and copy
@@ -17,6 +18,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from advisor.output.doctext import DATE_FORMAT
+from advisor.output.printable import displayable
 from advisor.output.viewmodel import build_viewmodel
 from advisor.report import Report
 
@@ -45,12 +47,21 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=True,
+        finalize=_shown,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
     env.filters["breakable"] = breakable
     return env
+
+
+def _shown(value: Any) -> Any:
+    """Every value a template prints: text without control bytes (ESC, BEL, DEL, C1) or bidi
+    overrides, which a trace's names may hold (escaping for HTML leaves them in)."""
+    if isinstance(value, Markup):
+        return Markup(displayable(str(value)))
+    return displayable(value) if isinstance(value, str) else value
 
 
 def _asset(name: str) -> str:

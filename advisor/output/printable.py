@@ -5,7 +5,8 @@ anything: ESC sequences that recolour, move the cursor, retitle the window or hi
 newlines that forge output lines, bidi overrides that reorder what is shown. :func:`printable`
 shows every such character as a Python-style escape (``\\x1b``, ``\\n``, ``\\u202e``) and leaves
 all other text as it is; terminal output never goes through rich markup either, so
-``k[/oops]`` prints as ``k[/oops]``.
+``k[/oops]`` prints as ``k[/oops]``. :func:`displayable` removes the same characters (tab,
+newline and carriage return aside) from text a page shows: report.html and try.html.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ def printable(text: object) -> str:
     """``str(text)`` with control and bidi characters escaped."""
     s = str(text)
     return _UNSAFE.sub(_escape, s) if _UNSAFE.search(s) else s
+
+
+# what a page shows: the same, but tab, newline and carriage return (whitespace in HTML)
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def displayable(text: str) -> str:
+    """``text`` without control and bidi characters (kept verbatim in findings.json)."""
+    return _HIDDEN.sub("", text) if _HIDDEN.search(text) else text
 
 
 # terminal escape sequences: CSI (colours, cursor moves), OSC (window titles, links; ended by BEL

@@ -50,13 +50,29 @@ def _isatty(f: Any) -> bool:
         return False
 
 
+PROGRESS_LINES_FROM = 100  # traces: from here stderr that is no terminal gets a line per tenth
+
+
 class _Progress:
-    def __init__(self, status: Any = None) -> None:
+    def __init__(self, status: Any = None, file: TextIO | None = None) -> None:
         self._status = status
+        self._file = file  # a stderr that is no terminal (a log), or None
+        self._shown = 0  # tenths reported on it
 
     def update(self, message: str) -> None:
         if self._status is not None:
             self._status.update(Text(message))
+
+    def count(self, done: int, total: int, what: str = "traces") -> None:
+        """``done`` of ``total`` finished: the spinner says so; a log gets a line at each
+        tenth when there are at least PROGRESS_LINES_FROM."""
+        self.update(f"Analyzing {total:,} {what}: {done:,} done")
+        if self._file is None or total < PROGRESS_LINES_FROM:
+            return
+        tenth = done * 10 // total
+        if tenth > self._shown:
+            self._shown = tenth
+            print(f"advisor: analyzed {done:,} of {total:,} {what}", file=self._file, flush=True)
 
 
 @contextlib.contextmanager
@@ -64,7 +80,7 @@ def progress(message: str, file: TextIO | None = None) -> Iterator[_Progress]:
     """A spinner with ``message`` on stderr while the block runs; nothing on a non-TTY."""
     f = file or sys.stderr
     if not _isatty(f):
-        yield _Progress()
+        yield _Progress(file=f)
         return
     con = Console(file=f, no_color=settings.no_color(), markup=False)
     with con.status(Text(message)) as st:

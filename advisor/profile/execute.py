@@ -26,6 +26,7 @@ from types import TracebackType
 from advisor.errors import AdvisorError
 from advisor.output.printable import without_escapes
 from advisor.profile.faults import classify
+from advisor.profile.forks import leave_child
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
@@ -261,6 +262,7 @@ class ScriptRun:
     def __init__(self, target: Target) -> None:
         self.target = target
         self._saved: _SavedState | None = None
+        self._pid = os.getpid()  # a forked child of the script is another process
 
     def __enter__(self) -> ScriptRun:
         self._saved = _SavedState()
@@ -284,6 +286,8 @@ class ScriptRun:
             _run(self.target)
         except BaseException as err:  # noqa: BLE001 (the user's uncaught exception, as Python does)
             exc = err
+        if os.getpid() != self._pid:  # a forked child of the script ended: as plain Python
+            leave_child(_outcome(exc).exit_code)
         for _ in range(_LATE_TRIES):
             try:
                 if script_over is not None:

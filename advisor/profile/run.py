@@ -23,9 +23,11 @@ from advisor.profile.execute import (
     EXIT_SIGINT,
     Outcome,
     ScriptRun,
+    Target,
     Terminated,
     resolve_target,
 )
+from advisor.profile.forks import ForkWatch, fork_note
 from advisor.profile.signals import RunSignals
 from advisor.profile.torchrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runfolder import RUN_NAME, TRACE_NAME
@@ -277,12 +279,14 @@ def _run_script(
 
     outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
     trial = None
+    forks = ForkWatch(lambda: session.phase in ("probe", "window", "eval-window"))
     session.stop_requested = lambda: sigs.terminated
     session.terminated_outcome = sigs.outcome
     with ScriptRun(target) as script_run:  # restores argv, sys.path, __main__ on exit
         try:
             recorder.install()
             trial = install_from_env()  # advisor try: fixes patched in after the observers
+            forks.start()
             session.start()
             outcome = script_run.run(sigs.script_over)
         except KeyboardInterrupt:
@@ -290,6 +294,7 @@ def _run_script(
         except Terminated:
             outcome = sigs.outcome()
         finally:
+            forks.stop()
             sigs.finalizing()
             cap = session.finish()
             try:  # while the script's objects are still alive
@@ -298,6 +303,7 @@ def _run_script(
                 context = {"error": f"{type(err).__name__}: {err}"}
             if trial is not None:  # undone first: its patches wrap the recorder's
                 context["try"] = trial.finish()
+            context["forks"] = forks.summary()
             recorder.uninstall()
     if sigs.terminated:
         # SIGTERM ended the run, even when its exception was lost: raised where Python ignores
@@ -356,16 +362,20 @@ def _write_outputs(
         }
     if "try" in context:  # advisor try: the fixes applied in this run, and its first losses
         run["try"] = context["try"]
+    if context.get("forks"):  # the script forked: how often, how often while recording
+        run["forks"] = context["forks"]
+        run["notes"] += [n for n in (fork_note(context["forks"]),) if n]
     write_json(run_json, run)
+    analysis = _with_live_roots(opts.analysis, target, cwd)
     if renv is None:
         report, written, t_an = _analyze_and_write(
-            out_dir, trace_path, run_json, opts.analysis, opts.debug
+            out_dir, trace_path, run_json, analysis, opts.debug
         )
     elif renv.is_leader:
         from advisor.profile.ranks import merge_ranks_and_write
 
         report, written, t_an = merge_ranks_and_write(
-            out_dir, renv, opts.analysis, opts.debug, opts.rank_timeout
+            out_dir, renv, analysis, opts.debug, opts.rank_timeout
         )
     else:  # rank 0 writes the merged report
         report, written, t_an = None, {}, {}
@@ -381,6 +391,17 @@ def _write_outputs(
         except Exception as err:  # noqa: BLE001 (an optional extra never fails the run)
             print(f"advisor: --tensorboard: {type(err).__name__}: {err}", file=sys.stderr)
     return report, files, t_an, list(run["notes"])
+
+
+def _with_live_roots(analysis: Any, target: Target, cwd: str) -> Any:
+    """The analysis options with this live run's folders as source roots (the folder it ran
+    the script from, the script's folder): the one place they come from, never run.json."""
+    from advisor.analysis.pipeline import Options
+    from advisor.derive.sources import live_roots
+
+    opts = analysis if analysis is not None else Options()
+    script = target.name if target.kind == "script" else None
+    return replace(opts, source_roots=(*opts.source_roots, *live_roots(script, cwd)))
 
 
 def _print_result(

@@ -2,6 +2,7 @@
 
 Importing this package is cheap: pandas is imported when a trace is loaded or a table type is
 used, so a command can start decoding (possibly in a child process) before paying for it.
+Private: not an API; a detector reaches :class:`Trace` through :mod:`advisor.detect`.
 """
 
 from __future__ import annotations

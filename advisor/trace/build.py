@@ -169,8 +169,8 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         origin_us=float(origin),
         devices=devices,
         distributed=dist,
-        rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-        world_size=world if isinstance(world, int) and not isinstance(world, bool) else None,
+        rank=_count(rank, 0),
+        world_size=_count(world, 1),
         schema_version=header.get("schemaVersion"),
         base_time_ns=base if isinstance(base, int) and not isinstance(base, bool) else None,
         format="legacy" if col.legacy else "kineto",
@@ -184,6 +184,17 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         window=window,
     )
     return Trace(meta, kernels, memcpy, runtime, cpu_ops, python, ann, syncs, memory, steps)
+
+
+MAX_RANKS = 1 << 31  # a rank or world size at or beyond this is no real job's
+
+
+def _count(value: Any, low: int) -> int | None:
+    """A rank (``low`` 0) or a world size (``low`` 1) from distributedInfo: an int in
+    [low, MAX_RANKS), else None (unknown; derive.quality says so)."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value < MAX_RANKS:
+        return value
+    return None
 
 
 def _launches(

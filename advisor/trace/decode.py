@@ -13,6 +13,20 @@ A chunk whose events have unexpected types is decoded generically and converted 
 events that cannot be used are skipped and counted instead of failing the load. Files that do not
 have the usual layout go through the same code on the whole text. Every fault ends in one
 :class:`~advisor.errors.TraceError` naming the file.
+
+What a file can cost is bounded while it is read, so a small file that inflates into a bomb
+fails within seconds and a few hundred MB:
+
+- **an event** (and so a string or a number in it) is at most ``MAX_EVENT_BYTES``; real ones
+  are a few KB, so no boundary in that much text means a string or a number no profiler
+  writes;
+- **events per file**: at most ``EVENTS_PER_FILE_BYTE`` per byte read from the file (the gzip
+  bytes for a gzip trace), and ``MIN_EVENTS_LIMIT`` whatever the size; real gzip traces hold
+  one event per 6 to 25 bytes, a file of millions of identical events one per fraction of a
+  byte;
+- **a file without the usual layout** (decoded generically, at many times its size in memory):
+  ``MAX_WHOLE_BYTES``;
+- **the decompressed text**: ``--max-trace-bytes`` (:mod:`advisor.trace.source`).
 """
 
 from __future__ import annotations
@@ -27,7 +41,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from advisor.errors import TraceError
-from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES, pieces, read_bytes
+from advisor.trace.source import (
+    BLANK_RUN,
+    DEFAULT_MAX_TRACE_BYTES,
+    Meter,
+    pieces,
+    read_bytes,
+)
 from advisor.trace.structs import (
     _DECODE_EVENTS,
     _DECODE_FILE,
@@ -69,6 +89,11 @@ __all__ = [
 ]
 
 CHUNK_BYTES = 1 << 20  # decompressed text decoded at a time
+MAX_EVENT_BYTES = 16 << 20  # the longest event (string, number) read; real events: a few KB
+EVENTS_PER_FILE_BYTE = 1  # events allowed per byte read from the file
+MIN_EVENTS_LIMIT = 100_000  # events allowed whatever the file's size
+MAX_WHOLE_BYTES = 64 << 20  # the largest text of an unusual layout decoded at once
+_NUMBER_CHARS = frozenset(b"0123456789+-.eE")
 _HEAD_LIMIT = 64 << 20  # the "traceEvents" key must appear within this many bytes
 _KEY_RE = re.compile(rb'"traceEvents"\s*:\s*')
 _CUT_RE = re.compile(rb"\}\s*,\s*\{")
@@ -100,8 +125,13 @@ class _Buffer:
         self.dropped += n
 
 
-def decode_stream(path: Path, src: Iterator[bytes], sink: Sink) -> tuple[dict[str, Any], int]:
-    """Feed the events of a trace to ``sink`` chunk by chunk; returns (header, text bytes)."""
+def decode_stream(
+    path: Path, src: Iterator[bytes], sink: Sink, meter: Meter | None = None
+) -> tuple[dict[str, Any], int]:
+    """Feed the events of a trace to ``sink`` chunk by chunk; returns (header, text bytes).
+    ``meter``: how much of the file ``src`` has read, for the events-per-file limit."""
+    if meter is not None:
+        sink = _limited(sink, meter, path)
     b = _Buffer(src)
     b.fill(1 << 16)
     start = 0
@@ -133,6 +163,13 @@ def decode_stream(path: Path, src: Iterator[bytes], sink: Sink) -> tuple[dict[st
     if m is not None and b.buf[m.end() : m.end() + 1] == b"[":
         header = _prefix_header(bytes(b.buf[start : m.start()]))
     if m is None or header is None:  # unusual layout: decode the whole text at once
+        b.fill(MAX_WHOLE_BYTES + 1)
+        if len(b.buf) > MAX_WHOLE_BYTES:  # generic decoding costs many times the text
+            raise TraceError(
+                f"no plain 'traceEvents' list in its first {_HEAD_LIMIT:,} bytes, and more than "
+                f"{MAX_WHOLE_BYTES:,} bytes to read another way: not a profiler trace",
+                path,
+            )
         data = b.rest()
         return decode_whole(data, path, sink), len(data)
     tail = _events(b, m.end() + 1, sink, b'{"traceEvents":', path)
@@ -140,6 +177,26 @@ def decode_stream(path: Path, src: Iterator[bytes], sink: Sink) -> tuple[dict[st
         if v is not None and header.get(k) is None:
             header[k] = v
     return header, b.dropped + len(b.buf)
+
+
+def _limited(sink: Sink, meter: Meter, path: Path) -> Sink:
+    """``sink``, refusing the events beyond the events-per-file limit (see the module doc)."""
+    seen = 0
+
+    def add(events: list[Event], dropped: int) -> None:
+        nonlocal seen
+        seen += len(events) + dropped
+        limit = max(MIN_EVENTS_LIMIT, EVENTS_PER_FILE_BYTE * meter.file_bytes)
+        if seen > limit:
+            raise TraceError(
+                f"{seen:,} events in the first {meter.file_bytes:,} bytes: more than "
+                f"{EVENTS_PER_FILE_BYTE} per byte of the file, which no profiler trace holds "
+                "(a compression bomb?)",
+                path,
+            )
+        sink(events, dropped)
+
+    return add
 
 
 def _prefix_header(prefix: bytes) -> dict[str, Any] | None:
@@ -160,6 +217,11 @@ def _events(b: _Buffer, s: int, sink: Sink, opener: bytes | None, path: Path) ->
             break
         cut = _try_cuts(b, s, sink, path)
         if cut is None:  # no usable cut yet (huge event or unlucky text): read further
+            if want >= MAX_EVENT_BYTES:
+                if _squeezed(b, s):  # whitespace padding between events, not an event
+                    want = CHUNK_BYTES
+                    continue
+                raise TraceError(_oversized(b, s), path)
             want *= 2
             continue
         b.drop(cut)
@@ -169,6 +231,31 @@ def _events(b: _Buffer, s: int, sink: Sink, opener: bytes | None, path: Path) ->
     head = b"[" if opener is None else opener + b"["
     rest = _join(head, b.buf, s, len(b.buf), b"")
     return _decode_last(rest, opener is not None, sink, path, b.dropped + s - len(head))
+
+
+def _squeezed(b: _Buffer, s: int) -> bool:
+    """Shrink runs of whitespace in the text not decoded yet to one space (as the source does
+    past its squeeze ratio); True when that freed most of it."""
+    before = len(b.buf) - s
+    text = BLANK_RUN.sub(b" ", b.buf[s:])
+    if len(text) > before // 2:
+        return False
+    del b.buf[s:]
+    b.buf += text
+    return True
+
+
+def _oversized(b: _Buffer, s: int) -> str:
+    """What the text holds where no event ends within MAX_EVENT_BYTES: a string, a number."""
+    tail = bytes(b.buf[-4096:])
+    where = f"(from byte {b.dropped + s:,})"
+    if tail and set(tail) <= _NUMBER_CHARS:
+        what = f"a number longer than {MAX_EVENT_BYTES:,} digits"
+    elif b'"' not in tail:
+        what = f"a string longer than {MAX_EVENT_BYTES:,} characters"
+    else:
+        what = f"an event longer than {MAX_EVENT_BYTES:,} bytes"
+    return f"{what} {where}: not a profiler trace"
 
 
 def _join(head: bytes, buf: bytearray, start: int, end: int, tail: bytes) -> bytes:
@@ -249,15 +336,20 @@ def loading(p: Path) -> Iterator[None]:
 
 
 def decode_columns(
-    p: Path, src: Iterator[bytes], require_events: bool, cols: Columns | None = None
+    p: Path,
+    src: Iterator[bytes],
+    require_events: bool,
+    cols: Columns | None = None,
+    meter: Meter | None = None,
 ) -> tuple[Columns, dict[str, Any], int]:
     """The trace's columns, header and text size (no pandas involved); ``cols``: the Columns to
-    fill (e.g. one that sends its pieces elsewhere as it goes)."""
+    fill (e.g. one that sends its pieces elsewhere as it goes); ``meter``: what ``src`` read of
+    the file (bounds the events)."""
     from advisor.trace.columns import Columns
 
     cols = cols if cols is not None else Columns()
     with loading(p):
-        header, size = decode_stream(p, src, cols.add)
+        header, size = decode_stream(p, src, cols.add, meter)
     if require_events and not cols.events:
         raise TraceError("the trace holds no events", p)
     if cols.events and not cols.usable:

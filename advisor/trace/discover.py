@@ -17,6 +17,7 @@ from advisor.runfolder import (
     is_eval_trace,
 )
 from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, decode_columns, loading, pieces
+from advisor.trace.source import Meter
 
 if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
     from advisor.trace.model import Trace
@@ -153,8 +154,9 @@ def _load(
 ) -> Trace:
     from advisor.trace.build import Decoded, build_trace
 
-    cols, header, size = decode_columns(
-        p, src if src is not None else pieces(p, max_bytes), require_events
-    )
+    meter = Meter() if src is None else None  # the events of a file are bounded by its size
+    if src is None:
+        src = pieces(p, max_bytes, meter)
+    cols, header, size = decode_columns(p, src, require_events, meter=meter)
     with loading(p):
         return build_trace(Decoded(cols, header, size), str(p))

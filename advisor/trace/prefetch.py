@@ -254,9 +254,11 @@ def _decode(path: Path, max_bytes: int, fh: BinaryIO, spool: BinaryIO) -> None:
     msg: tuple[Any, ...]
     try:
         from advisor.trace.decode import decode_columns
-        from advisor.trace.source import pieces
+        from advisor.trace.source import Meter, pieces
 
-        cols, header, raw = decode_columns(path, pieces(path, max_bytes), True, _spilling(spool))
+        meter = Meter()
+        src = pieces(path, max_bytes, meter)
+        cols, header, raw = decode_columns(path, src, True, _spilling(spool), meter)
         cols.flush()
         cols.spill = None
         pickle.dump(("end", cols, header, raw), spool, protocol=pickle.HIGHEST_PROTOCOL)

@@ -2,7 +2,9 @@
 
 Raises :class:`~advisor.errors.TraceError` with a one-line reason for every fault: missing,
 unreadable, empty, corrupt or truncated gzip, larger than ``--max-trace-bytes`` once
-decompressed (the gzip bomb guard).
+decompressed (the gzip bomb guard). The default limit is what this machine's available memory
+can analyze (:func:`default_max_trace_bytes`); a :class:`Meter` tells the decoder how much of
+the file was read, so it can bound the events by the file's size.
 """
 
 from __future__ import annotations
@@ -10,13 +12,40 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from advisor.errors import TraceError
 from advisor.trace import fastzlib
 
-DEFAULT_MAX_TRACE_BYTES = 8 * 1024**3  # decompressed-size guard (gzip bombs); generous
+PEAK_BYTES_PER_TEXT_BYTE = 5  # analysis peak memory per byte of decompressed JSON (~3.5)
+MIN_DEFAULT_MAX_TRACE_BYTES = 256 * 1024**2  # what even a small machine is asked to read
+
+
+def mem_available() -> int:
+    """The memory this machine has available now (bytes; 4 GiB when it cannot be told)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 4 * 1024**3
+
+
+def default_max_trace_bytes(available: int | None = None) -> int:
+    """The default ``--max-trace-bytes``: the largest decompressed trace the available memory
+    can analyze (``PEAK_BYTES_PER_TEXT_BYTE`` per byte), at least MIN_DEFAULT_MAX_TRACE_BYTES."""
+    avail = mem_available() if available is None else available
+    return max(MIN_DEFAULT_MAX_TRACE_BYTES, avail // PEAK_BYTES_PER_TEXT_BYTE)
+
+
+DEFAULT_MAX_TRACE_BYTES = default_max_trace_bytes()  # decompressed-size guard (gzip bombs)
 _READ_BYTES = 1 << 16  # compressed bytes read at a time (gzip traces inflate 10-20x)
 _PIECE_BYTES = 1 << 18  # decompressed text produced at a time
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -26,11 +55,20 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # where only spaces may appear raw, a run of spaces gets shorter) and all-blank pieces go.
 SQUEEZE_RATIO = 64
 SQUEEZE_AFTER = 64 << 20
-_BLANK_RUN = re.compile(rb"[ \t\r\n]{32,}")
+BLANK_RUN = re.compile(rb"[ \t\r\n]{32,}")  # whitespace squeezed to one space (decode too)
 
 
-def pieces(path: Path, max_bytes: int) -> Iterator[bytes]:
-    """The file's text in pieces (gunzipped when gzip). Raises TraceError with a one-line reason."""
+@dataclass
+class Meter:
+    """How much of the file :func:`pieces` has read so far (compressed bytes for gzip)."""
+
+    file_bytes: int = 0
+
+
+def pieces(path: Path, max_bytes: int, meter: Meter | None = None) -> Iterator[bytes]:
+    """The file's text in pieces (gunzipped when gzip). Raises TraceError with a one-line reason.
+    ``meter``: kept up to date with the bytes read from the file."""
+    meter = meter if meter is not None else Meter()
     try:
         fh = open(path, "rb")  # noqa: SIM115 (closed below, also on errors)
     except FileNotFoundError:
@@ -46,19 +84,21 @@ def pieces(path: Path, max_bytes: int) -> Iterator[bytes]:
             first = fh.read(_READ_BYTES)
             if not first:
                 raise TraceError("empty file", path)
+            meter.file_bytes = len(first)
             if first[:2] == _GZIP_MAGIC:
-                yield from _gunzip(fh, first, path, max_bytes)
+                yield from _gunzip(fh, first, path, max_bytes, meter)
                 return
             if os.fstat(fh.fileno()).st_size > max_bytes:
                 raise TraceError(f"larger than --max-trace-bytes ({max_bytes:,} bytes)", path)
             while first:
                 yield first
                 first = fh.read(_PIECE_BYTES)
+                meter.file_bytes += len(first)
         except OSError as err:
             raise TraceError(f"cannot read: {err.strerror or err}", path) from None
 
 
-def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]:
+def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int, meter: Meter) -> Iterator[bytes]:
     """Decompress gzip members (concatenated members too), a bounded piece at a time."""
     d = fastzlib.gunzip_obj()
     total = 0
@@ -75,6 +115,7 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
                 if not out and not d.eof:
                     data = fh.read(_READ_BYTES)
                     taken += len(data)
+                    meter.file_bytes = taken
                     if not data:
                         raise TraceError("truncated gzip file (stream ends early)", path)
                     continue
@@ -86,7 +127,7 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
             if not squeeze and total > SQUEEZE_AFTER and total > SQUEEZE_RATIO * taken:
                 squeeze = True
             if out and squeeze:
-                out = _BLANK_RUN.sub(b" ", out)
+                out = BLANK_RUN.sub(b" ", out)
                 if out.isspace():
                     out = b"" if blank_end else b" "
             if out:
@@ -97,6 +138,7 @@ def _gunzip(fh: Any, data: bytes, path: Path, max_bytes: int) -> Iterator[bytes]
                 while not data:  # padding after the member is fine; another member follows?
                     more = fh.read(_READ_BYTES)
                     taken += len(more)
+                    meter.file_bytes = taken
                     if not more:
                         return
                     data = more.lstrip(b"\0")

@@ -1,4 +1,6 @@
-"""Shared helpers for the checklist-A detector tests (builders of common trace fragments)."""
+"""Helpers for the detector tests (not a test module): run one detector through the whole engine
+(thresholds, ranking) on a trace and pick its finding or skip reason; builders of common trace
+fragments."""
 
 from __future__ import annotations
 
@@ -13,30 +15,40 @@ from tests.tracebuilder import TraceBuilder
 
 def analyze(
     trace: Trace,
-    det_id: str,
+    det: str,
     run: dict[str, Any] | None = None,
     overrides: dict[str, float] | None = None,
+    **more: float,
 ) -> Report:
-    rep = analyze_trace(trace, run, Options(only=frozenset({det_id}), overrides=overrides or {}))
+    """Analyze ``trace`` with only detector ``det``; thresholds in ``overrides`` or as keyword
+    arguments (``tiny_kernels__min_per_step=5``: dots as ``__``). No detector may error."""
+    over = {**(overrides or {}), **{k.replace("__", "."): float(v) for k, v in more.items()}}
+    rep = analyze_trace(trace, run, Options(only=frozenset({det}), overrides=over))
     assert not rep.errored, rep.errored
     return rep
 
 
-def found(rep: Report, det_id: str) -> list[Finding]:
-    return [f for f in rep.findings if f.id == det_id]
+def found(rep: Report, det: str) -> list[Finding]:
+    return [f for f in rep.findings if f.id == det]
 
 
-def one(rep: Report, det_id: str) -> Finding:
-    fs = found(rep, det_id)
+def one(rep: Report, det: str) -> Finding:
+    """The one finding of ``det`` (there must be exactly one)."""
+    fs = found(rep, det)
     assert len(fs) == 1, rep.findings
     return fs[0]
 
 
-def skip_reason(rep: Report, det_id: str) -> str | None:
-    for s in rep.skipped:
-        if s.id == det_id:
-            return s.reason
-    return None
+def finding(rep: Report, det: str) -> Finding | None:
+    """The finding of ``det``, or None (never more than one)."""
+    fs = found(rep, det)
+    assert len(fs) <= 1, fs
+    assert not rep.errored, rep.errored
+    return fs[0] if fs else None
+
+
+def skip_reason(rep: Report, det: str) -> str | None:
+    return next((s.reason for s in rep.skipped if s.id == det), None)
 
 
 def htod(

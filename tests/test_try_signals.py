@@ -1,0 +1,85 @@
+"""Issue 31 item 5: ``advisor try`` under SIGTERM and Ctrl-C (SIGINT). The signal reaches the
+try process while its second run (the fix) goes on: the run's whole process group ends (no
+orphan), try.json and try.html are written with the before run that finished and the
+interrupted run marked, and try exits 143 / 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_try import FEW, _env
+
+SCRIPT = """
+import os, sys, time, torch
+print("PID", os.getpid(), flush=True)
+m = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(4)])
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+for i in range(100000):
+    m(torch.randn(8, 64)).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=False)
+    print("STEP", i, flush=True)
+    time.sleep(0.1)
+"""
+
+
+def _wait_for(path: Path, text: str, proc: subprocess.Popen[str], limit_s: float) -> str:
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()
+        if path.is_file():
+            got = path.read_text(encoding="utf-8", errors="replace")
+            if text in got:
+                return got
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not in {path} after {limit_s} s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_signal_ends_the_run_and_writes_try_json(tmp_path: Path, sig: signal.Signals) -> None:
+    (tmp_path / "loop.py").write_text(SCRIPT, encoding="utf-8")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "advisor", "try", "--fix", "zero-grad-not-none"]
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(out), *FEW, "loop.py"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        log = _wait_for(out / "after" / "try-profile.log", "STEP 2\n", proc, 200)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, (proc.returncode, stderr[-2000:])
+    assert "Traceback" not in stderr
+    doc = json.loads((out / "try.json").read_text(encoding="utf-8"))
+    assert doc["interrupted"] == sig.name
+    assert doc["before"]["failed"] is None and doc["before"]["steps"]["median_ms"] is not None
+    (row,) = doc["results"]
+    assert row["interrupted"] is True and row["verdict"] == "interrupted"
+    assert (out / "try.html").is_file()
+    # the script of the interrupted run is gone, not an orphan
+    pid = int(log.split("PID ", 1)[1].split()[0])
+    time.sleep(0.5)
+    assert not _alive(pid)
