@@ -1,7 +1,8 @@
 """The analysis options, declared once: every command that analyzes a trace (``analyze``,
 ``profile``) takes them with the same names, help and defaults, and turns them into one
 :class:`advisor.analysis.options.Options` (:func:`analysis_options`). A command adds only what
-is its own (``analyze --source-root``, ``--max-trace-bytes``)."""
+is its own (``analyze --source-root``); ``--max-trace-bytes`` and ``--device`` are declared here
+once for every command that reads traces."""
 
 from __future__ import annotations
 
@@ -39,6 +40,24 @@ FailOn = Annotated[
         "--fail-on",
         help="Exit 3 when a finding at or above this severity exists: high, medium or low "
         "(advisor profile: when the script succeeded).",
+    ),
+]
+MaxTraceBytes = Annotated[
+    int,
+    typer.Option(
+        "--max-trace-bytes",
+        min=1,
+        help="Refuse traces larger than this decompressed (guards against gzip bombs; "
+        "default: what the available memory can analyze).",
+    ),
+]
+Device = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        metavar="GPU",
+        help="The GPU the trace ran on (H100, A100-80GB, MI300X...), over what the trace "
+        "says or what its kernel names suggest.",
     ),
 ]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print findings.json to stdout.")]

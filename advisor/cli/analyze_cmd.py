@@ -18,8 +18,10 @@ import typer
 
 from advisor.cli.analysis_options import (
     Debug,
+    Device,
     FailOn,
     JsonOut,
+    MaxTraceBytes,
     NoSource,
     Only,
     OpenReport,
@@ -71,20 +73,8 @@ def register(app: typer.Typer) -> None:
             "without packaging it (docs/plugins.md).",
         ),
         debug: Debug = False,
-        max_trace_bytes: int = typer.Option(
-            DEFAULT_MAX_TRACE_BYTES,
-            "--max-trace-bytes",
-            min=1,
-            help="Refuse traces larger than this decompressed (guards against gzip bombs; "
-            "default: what the available memory can analyze).",
-        ),
-        device: str = typer.Option(
-            None,
-            "--device",
-            metavar="GPU",
-            help="The GPU the trace ran on (H100, A100-80GB, MI300X...), over what the trace "
-            "says or what its kernel names suggest.",
-        ),
+        max_trace_bytes: MaxTraceBytes = DEFAULT_MAX_TRACE_BYTES,
+        device: Device = None,
         jobs: int = typer.Option(
             0, "--jobs", "-j", help="Worker processes for per-rank traces (0: automatic)."
         ),

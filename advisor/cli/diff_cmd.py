@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from advisor.cli.analysis_options import MaxTraceBytes
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 
@@ -31,12 +32,7 @@ def register(app: typer.Typer) -> None:
             metavar="ADDRESS",
             help="Analyse per-rank traces on this running Dask scheduler.",
         ),
-        max_trace_bytes: int = typer.Option(
-            DEFAULT_MAX_TRACE_BYTES,
-            "--max-trace-bytes",
-            help="Refuse traces larger than this decompressed (default: what the available "
-            "memory can analyze).",
-        ),
+        max_trace_bytes: MaxTraceBytes = DEFAULT_MAX_TRACE_BYTES,
     ) -> None:
         """Compare two runs: step time, time per category, kernels and findings before/after,
         and why the step changed (kernels paired through renames, grouped by family)."""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from advisor.cli.analysis_options import Device, MaxTraceBytes
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 from advisor.units import fmt_bytes
 
@@ -17,20 +18,8 @@ def register(app: typer.Typer) -> None:
         path: Path = typer.Argument(..., help="A trace (.json/.json.gz) or a folder of traces."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         top: int = typer.Option(10, "--top", min=1, help="Rows in the top kernels/ops tables."),
-        max_trace_bytes: int = typer.Option(
-            DEFAULT_MAX_TRACE_BYTES,
-            "--max-trace-bytes",
-            min=1,
-            help="Refuse traces larger than this decompressed (guards against gzip bombs; "
-            "default: what the available memory can analyze).",
-        ),
-        device: str = typer.Option(
-            None,
-            "--device",
-            metavar="GPU",
-            help="The GPU the trace ran on (H100, A100-80GB, MI300X...), over what the trace "
-            "says or what its kernel names suggest.",
-        ),
+        max_trace_bytes: MaxTraceBytes = DEFAULT_MAX_TRACE_BYTES,
+        device: Device = None,
     ) -> None:
         """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""
         import orjson
