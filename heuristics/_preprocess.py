@@ -31,7 +31,6 @@ from advisor.derive.onetime import one_time_events
 from advisor.derive.runtime import BOOKKEEPING_CALLS
 from advisor.derive.timeline import covered_by, subtract, union
 from advisor.detect.thresholds import register
-from advisor.trace.links import is_user_file
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
@@ -50,13 +49,6 @@ MAX_CALLED_DEPTH = 64  # library frames below the profiler's or the advisor's, f
 _OPT_STEP_RE = re.compile(r"^Optimizer\.step#|^Optimizer\.zero_grad#")
 # torch's machinery around the model's work: quiet there is framework overhead, not the input
 _MACHINERY_RE = re.compile(r"(^|/)torch/(optim|_dynamo|compiler|_inductor|_functorch|fx)/")
-
-
-def _user_files(py: pd.DataFrame) -> np.ndarray:
-    """Per python row: its file is the user's (not torch, the standard library, a package)."""
-    files = py["file"].astype(str)
-    flags = {f: is_user_file(f) for f in files.unique()}
-    return files.map(flags).to_numpy(dtype=bool)
 
 
 def parent_rows(py: pd.DataFrame) -> np.ndarray:
@@ -150,7 +142,8 @@ def _build(trace: Trace) -> pd.DataFrame:
     working = np.isin(tid, np.unique(wt))
     own = name_mask(py["file"], _OWN_FILE_RE)
     parent = parent_rows(py)
-    own = _called_by(own, parent, _user_files(py))  # what the profiler or the advisor calls
+    # what the profiler or the advisor calls, down to the user's code, is theirs
+    own = _called_by(own, parent, py["is_user"].to_numpy(dtype=bool))
     quiet = working & ~busy & ~own & (end > ts)
     machinery = name_mask(py["file"], _MACHINERY_RE)
     # a frame inside a quiet one is part of it, also when that one is torch's machinery (dropped)
