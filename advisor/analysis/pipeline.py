@@ -20,7 +20,7 @@ from advisor.analysis.options import Options as Options  # re-exported: callers 
 from advisor.analysis.options import options_from_cli as options_from_cli
 from advisor.analysis.phases import with_phases
 from advisor.analysis.ranking import rank
-from advisor.analysis.views import build_views
+from advisor.analysis.views import build_views, device_name
 from advisor.derive.breakdown import steps_busy_pct
 from advisor.derive.kind import TraceKind, trace_kind
 from advisor.derive.locate import Locator
@@ -40,7 +40,6 @@ from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NA
 from advisor.trace import Trace, load_trace
 from advisor.trace.commroles import refresh as refresh_comm
 from advisor.trace.identity import with_device
-from advisor.trace.model import Device
 from advisor.units import ms_of_ns
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
     kind = trace_kind(trace)
     rdev_raw = rc.get("device")
     rdev: dict[str, Any] = rdev_raw if isinstance(rdev_raw, dict) else {}
-    dev_name, dev_source = _device_fields(dev, rdev)
+    dev_name, dev_source = device_name(dev, rdev)
     argv = rc.get("argv")
     return RunFacts(
         notes=tuple(n for n in rc.get("notes") or () if isinstance(n, str)),  # profile's notes
@@ -104,14 +103,6 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
 def _ms3(ms: float) -> float:
     """Milliseconds to 3 decimals; a step under a microsecond keeps 3 significant digits."""
     return round(ms, 3) if ms >= 0.001 or ms <= 0 else float(f"{ms:.3g}")
-
-
-def _device_fields(dev: Device | None, rdev: dict[str, Any]) -> tuple[str | None, str | None]:
-    """device and device_source: the name ``--device`` gave, else the one run.json recorded
-    (``advisor profile`` asked torch), else the trace's (listed or inferred)."""
-    if rdev.get("name") and not (dev is not None and dev.source == "--device"):
-        return str(rdev["name"]), "run.json"
-    return (dev.name if dev else None), (dev.source if dev else None)
 
 
 # findings whose figures rest on the GPU timeline: a trace missing part of it lowers them

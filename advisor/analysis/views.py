@@ -39,7 +39,7 @@ from advisor.derive.timeline import main_device
 from advisor.detect.thresholds import Thresholds
 from advisor.detectors._efficiency import Analysis, analysis
 from advisor.findings import Finding
-from advisor.trace.model import GPU_DEVICE_TYPES, Trace
+from advisor.trace.model import GPU_DEVICE_TYPES, Device, Trace
 from advisor.units import ms_of_ns
 from advisor.viewdata import (
     DetectorDoc,
@@ -134,18 +134,28 @@ def _recorded_at(trace: Trace, run_ctx: dict[str, Any] | None) -> str | None:
     return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def device_name(dev: Device | None, rdev: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The main GPU's name and where it came from (``run.device``/``device_source``,
+    ``views.device``): the name ``--device`` gave, else the one run.json recorded (``advisor
+    profile`` asked torch), else the trace's (listed or inferred)."""
+    if rdev.get("name") and not (dev is not None and dev.source == "--device"):
+        return str(rdev["name"]), "run.json"
+    return (dev.name if dev else None), (dev.source if dev else None)
+
+
 def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> DeviceView:
     dev = trace.device(main_device(trace))
     rdev = (run_ctx or {}).get("device")
     rdev = rdev if isinstance(rdev, dict) and not (dev and dev.source == "--device") else {}
     total = rdev.get("total_memory_bytes") or (dev.total_memory_bytes if dev else None)
+    name, source = device_name(dev, rdev)
     return DeviceView(
-        name=rdev.get("name") or (dev.name if dev else None),
+        name=name,
         compute_capability=rdev.get("compute_capability") or (dev.cc_str if dev else None),
         total_memory_bytes=int(total) if isinstance(total, int | float) else None,
         peak_memory_bytes=_peak_memory(trace, run_ctx),
         count=len(trace.meta.devices),
-        source="run.json" if rdev.get("name") else (dev.source if dev else None),
+        source=source,
     )
 
 
