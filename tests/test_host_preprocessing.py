@@ -89,39 +89,47 @@ def test_dataloader_fetch_time_is_left_to_dataloader_stall() -> None:
     assert finding(analyze(pre_trace(dl=True).load(), ID), ID) is None
 
 
-def test_quiet_frames_of_torchs_own_machinery_are_not_preprocessing() -> None:
-    # the same quiet frame as torch's optimizer/dynamo wrapper (a lazy import on the first
-    # step) is framework overhead: neither it nor the library frames inside it are reported
+def _quiet_under(outer: tuple[str, int, str], inner: list[tuple[str, int, str]]) -> TraceBuilder:
+    """3 steps of 10 ms: ``train.py:30`` calls ``outer`` (6 ms, no launch) with ``inner``
+    frames inside it, then the model's op launches a 3 ms kernel and the host waits for it."""
     b = TraceBuilder()
     for s in range(3):
         t = s * 10000.0
         b.step(s + 1, t, 10000)
         top = b.frame("train.py", 30, "<module>", t + 1, 9998)
-        opt = b.frame("site-packages/torch/optim/optimizer.py", 538, "wrapper", t + 2, 6000, top)
-        b.frame("site-packages/torch/_dynamo/eval_frame.py", 1423, "_fn", t + 3, 5900, opt)
-        b.frame("site-packages/hub/image.py", 9, "resize", t + 4, 5000, opt)
+        out = b.frame(*outer, t + 2, 6000, top)
+        for k, fr in enumerate(inner):
+            b.frame(*fr, t + 3 + k, 5900 - 900 * k, out)
         t1 = t + 6010
         op = b.op("aten::mm", t1, 10)
         b.launch(op, "cudaLaunchKernel", t1 + 1, 5, kernel="gemm", gpu_dur=3000)
         b.runtime("cudaDeviceSynchronize", t1 + 8, 3005)
+    return b
+
+
+def test_quiet_frames_of_torchs_own_machinery_are_not_preprocessing() -> None:
+    # the same quiet frame as torch's optimizer/dynamo wrapper (a lazy import on the first
+    # step) is framework overhead: neither it nor the library frames inside it are reported
+    b = _quiet_under(
+        ("site-packages/torch/optim/optimizer.py", 538, "wrapper"),
+        [
+            ("site-packages/torch/_dynamo/eval_frame.py", 1423, "_fn"),
+            ("site-packages/hub/image.py", 9, "resize"),
+        ],
+    )
     assert finding(analyze(b.load(), ID), ID) is None
 
 
 def test_what_the_advisor_or_the_profiler_calls_is_not_preprocessing() -> None:
     # a timer thread the advisor starts inside a step (threading.start waiting for it) is the
     # advisor's own time, as is anything else below its frames
-    b = TraceBuilder()
-    for s in range(3):
-        t = s * 10000.0
-        b.step(s + 1, t, 10000)
-        top = b.frame("train.py", 30, "<module>", t + 1, 9998)
-        own = b.frame("site-packages/advisor/profile/quiet.py", 183, "after", t + 2, 6000, top)
-        b.frame("threading.py", 945, "start", t + 3, 5900, own)
-        t1 = t + 6010
-        op = b.op("aten::mm", t1, 10)
-        b.launch(op, "cudaLaunchKernel", t1 + 1, 5, kernel="gemm", gpu_dur=3000)
-        b.runtime("cudaDeviceSynchronize", t1 + 8, 3005)
+    b = _quiet_under(
+        ("site-packages/advisor/profile/quiet.py", 183, "after"), [("threading.py", 945, "start")]
+    )
     assert finding(analyze(b.load(), ID), ID) is None
+    # the same frames under a library of the user's: preprocessing, reported
+    b = _quiet_under(("site-packages/hub/processing.py", 40, "preprocess"), [])
+    assert finding(analyze(b.load(), ID), ID) is not None
 
 
 def test_short_frames_are_not_reported() -> None:
