@@ -191,6 +191,15 @@ def compile_in_steps(trace: Trace) -> pd.DataFrame:
     )
 
 
+Advice = tuple[tuple[re.Pattern[str], str], ...]  # (pattern over a reason, what to do)
+
+
+def advice_for(table: Advice, text: str, default: str) -> str:
+    """The advice of the first pattern in ``table`` that ``text`` (a break's or a failed
+    guard's reason) matches, else ``default``."""
+    return next((words for rx, words in table if rx.search(text)), default)
+
+
 def location(row: dict[str, Any], label: str) -> Location | None:
     file, line = row.get("file"), row.get("line")
     if not isinstance(file, str) or not isinstance(line, int):

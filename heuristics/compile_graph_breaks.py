@@ -48,14 +48,23 @@ from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
-from ._compile import location, lookups, regions, resume_frame_ids, resume_frames, user_rows
+from ._compile import (
+    Advice,
+    advice_for,
+    location,
+    lookups,
+    regions,
+    resume_frame_ids,
+    resume_frames,
+    user_rows,
+)
 from ._per_step import fmt_ms, n_steps
 
 ID = "compile-graph-breaks"
 TITLE = "torch.compile graph breaks"
 
 # (pattern over the break's class and reason, advice)
-ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
+ADVICE: Advice = (
     (
         re.compile(r"data-dependent branch|generic_jump|jump|if .* tensor", re.I),
         "data-dependent control flow: compute both sides with torch.where(cond, a, b) or use "
@@ -98,13 +107,6 @@ SNIPPET = """\
 h = h * torch.clamp(limit / h.norm(), max=1.0)
 # .item() -> keep it a tensor, or: torch._dynamo.config.capture_scalar_outputs = True
 # list every break:  TORCH_LOGS=graph_breaks python train.py"""
-
-
-def advice_for(text: str) -> str:
-    for rx, words in ADVICE:
-        if rx.search(text):
-            return words
-    return DEFAULT_ADVICE
 
 
 # the compiled work of a region: AOT autograd's graph, inductor's graph call, a nested region
@@ -190,7 +192,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     kinds = []
     for r in rows:
         text = f"{r.get('type', '')} {r.get('reason', '')}"
-        kinds.append(advice_for(text) if live else DEFAULT_ADVICE)
+        kinds.append(advice_for(ADVICE, text, DEFAULT_ADVICE) if live else DEFAULT_ADVICE)
     first = rows[0]
     where = f"{str(first.get('file', '?')).rsplit('/', 1)[-1]}:{first.get('line', '?')}"
     why = f": {first.get('type') or first.get('reason')}" if live else ""

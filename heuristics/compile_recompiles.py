@@ -42,13 +42,13 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
-from ._compile import compile_in_steps, location, regions, user_rows
+from ._compile import Advice, advice_for, compile_in_steps, location, regions, user_rows
 from ._per_step import fmt_ms, n_steps
 
 ID = "compile-recompiles"
 TITLE = "torch.compile recompiles"
 
-ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
+ADVICE: Advice = (
     (
         re.compile(r"size mismatch|stride mismatch|\.size\(\)|\.shape|sizes", re.I),
         "a tensor size that varies: mark it dynamic (torch._dynamo.mark_dynamic(x, dim) before "
@@ -88,13 +88,6 @@ torch._dynamo.mark_dynamic(x, 1)          # dim 1 (the sequence length) is dynam
 out = model(x)
 # or: model = torch.compile(model, dynamic=True); or pad lengths to a few buckets
 # see every recompilation:  TORCH_LOGS=recompiles python train.py"""
-
-
-def advice_for(text: str) -> str:
-    for rx, words in ADVICE:
-        if rx.search(text):
-            return words
-    return DEFAULT_ADVICE
 
 
 def _trace_recompiles(trace: Trace) -> list[dict[str, Any]]:
@@ -180,7 +173,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     summary = f"{n} recompilation(s) of compiled code ({what}{reason}){in_loop}."
     if not live:
         summary += " run.json (advisor profile) would name the failed guards."
-    advice = "; ".join(f"{_where(g)}: {advice_for(str(g.get('reason') or ''))}" for g in groups[:3])
+    advice = "; ".join(
+        f"{_where(g)}: {advice_for(ADVICE, str(g.get('reason') or ''), DEFAULT_ADVICE)}"
+        for g in groups[:3]
+    )
     evidence = [
         Evidence(
             f"{_where(g)}: {g.get('reason') or 'compilations N/M with M = ' + str(g.get('versions'))}",
