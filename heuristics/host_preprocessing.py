@@ -9,6 +9,8 @@ calls them and the library frame doing the work, with the largest parts inside i
 an image processor, ``np.array``). On a CPU run, frames that run none of the model's operators
 (no autograd-recording op, no backward, nothing under an ``nn.Module`` or optimizer step) count
 the same way. Time inside a ``DataLoader`` fetch is ``dataloader-stall``'s, not this finding's.
+Preprocessing happens for every input: with two or more steady steps, a frame (by name, under
+its caller) found in only one of them is a one-off and is not counted.
 Torch's own machinery around the model (the optimizer's step wrapper, torch.compile's
 wrappers) is never counted, even when it runs quiet for a while (a lazy import on first use).
 Needs a trace with Python stacks (``with_stack=True``, which ``advisor profile`` records).
@@ -45,7 +47,7 @@ import pandas as pd
 from advisor.derive.timeline import busy_by_device, covered_by, main_device, subtract, union
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import MIN_STEPS_SEEN, Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -139,6 +141,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         raise Skip("no python_function events (the legacy Call stack has no frame durations)")
     q = quiet_frames(trace)
     q = q[(q["end_ns"] - q["ts_ns"]).to_numpy() >= ctx.t("host_preprocessing.min_frame_ms") * 1e6]
+    q = _recurring(trace, q)
     if not len(q):
         return []
     al_s, al_e = allowed_spans(trace)
@@ -211,6 +214,26 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             extra={**fields.get("extra", {}), "host_ms_per_step": round(per_step_ms, 3)},
         )
     ]
+
+
+def _recurring(trace: Trace, q: pd.DataFrame) -> pd.DataFrame:
+    """Preprocessing happens for every input: in a window of at least ``MIN_STEPS_SEEN``
+    steady steps, a kind of frame (its name, under its caller's) found in fewer of them is a
+    one-off (a first call, a hiccup of the host), not preprocessing, and is left out."""
+    st = trace.steps
+    if len(st) < MIN_STEPS_SEEN or not len(q):
+        return q
+    starts = np.sort(st["ts_ns"].to_numpy())
+    step = np.searchsorted(starts, q["ts_ns"].to_numpy(), side="right") - 1
+    names = trace.python["name"].astype(str).to_numpy()
+    keys = [
+        (_brief(names[r]), names[p] if p >= 0 else "")
+        for r, p in zip(q["row"].to_numpy(), q["parent_row"].to_numpy(), strict=True)
+    ]
+    seen: dict[tuple[str, str], set[int]] = {}
+    for key, k in zip(keys, step.tolist(), strict=True):
+        seen.setdefault(key, set()).add(k)
+    return q[np.array([len(seen[key]) >= MIN_STEPS_SEEN for key in keys], dtype=bool)]
 
 
 def _caller(trace: Trace, ctx: Context, row: int, parent: int) -> Location | None:

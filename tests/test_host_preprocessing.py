@@ -132,6 +132,21 @@ def test_what_the_advisor_or_the_profiler_calls_is_not_preprocessing() -> None:
     assert finding(analyze(b.load(), ID), ID) is not None
 
 
+def test_a_frame_in_one_step_of_several_is_a_one_off() -> None:
+    # the same 6 ms frame in the first of three steps only: not preprocessing, which recurs
+    b = TraceBuilder()
+    for s in range(3):
+        t = s * 10000.0
+        b.step(s + 1, t, 10000)
+        top = b.frame("serve.py", 12, "handle", t + 1, 9998)
+        if s == 0:
+            b.frame("site-packages/hub/processing.py", 40, "preprocess", t + 2, 6000, top)
+        op = b.op("aten::mm", t + 6010, 10)
+        b.launch(op, "cudaLaunchKernel", t + 6011, 5, kernel="gemm", gpu_dur=3000)
+        b.runtime("cudaDeviceSynchronize", t + 6018, 3005)
+    assert finding(analyze(b.load(), ID), ID) is None
+
+
 def test_short_frames_are_not_reported() -> None:
     assert finding(analyze(pre_trace(pre_us=400).load(), ID), ID) is None
 
