@@ -127,7 +127,9 @@ def _shared_traces() -> list[Path]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "path", _shared_traces() or [pytest.param(None, marks=pytest.mark.skip("no shared traces"))]
+    "path",
+    _shared_traces() or [pytest.param(None, marks=pytest.mark.skip("no shared traces"))],
+    ids=lambda p: str(p.relative_to(SHARED)) if isinstance(p, Path) else "none",
 )
 def test_every_fix_the_detectors_replay_on_a_shared_trace_scans_to_the_loops_times(
     path: Path, monkeypatch: pytest.MonkeyPatch
