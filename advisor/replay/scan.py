@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from advisor.arrays import setdiff_ints, unique_ints
 from advisor.replay.model import Graph
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def plan(gr: Graph, codes: list[int]) -> Plan | None:
     edges.append((pg[sel], np.full(sel.sum(), 2 * n), np.full(sel.sum(), _NO_INPUT), j[sel]))
     # every element has an edge
     dst = np.concatenate([e[0] for e in edges])
-    bare = np.setdiff1d(at, dst)
+    bare = setdiff_ints(at, dst)
     edges.append((bare, np.full(len(bare), 2 * n), np.full(len(bare), _NONE), bare))
     dst, slot, ek, ei = (np.concatenate([e[x] for e in edges]).astype(np.int64) for x in range(4))
     early = _early_syncs(n_h, waits, pos, el, cp, dst, slot, n)
@@ -245,7 +246,7 @@ def _early_syncs(
     sel = waits[call] & (pos[call] >= 0)
     call, readers = call[sel], readers[sel]
     between = (readers > pos[call]) & (readers < pos[n_h + call])
-    return np.unique(call[between])
+    return unique_ints(call[between])
 
 
 def _levels(
