@@ -29,7 +29,8 @@ from advisor.replay.fixes import (
     ShrinkHost,
 )
 from advisor.replay.model import Graph, graph
-from advisor.replay.scan import plan, scan
+from advisor.replay.scan import scan
+from advisor.replay.scanplan import plan
 from advisor.trace.model import Trace
 from tests import test_replay as shapes
 from tests.conftest import SHARED

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from advisor.replay.model import Bind, Graph
-from advisor.replay.scan import Column, Times, plan, scan
+from advisor.replay.scan import Column, Times, scan
+from advisor.replay.scanplan import plan
 from advisor.replay.steptime import carried_wait_ns, gpu_cycle_ns
 
 

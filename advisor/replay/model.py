@@ -58,7 +58,7 @@ from advisor.replay.structure import (
 from advisor.trace.model import Trace
 
 if TYPE_CHECKING:
-    from advisor.replay.scan import Plan
+    from advisor.replay.scanplan import Plan
 
 __all__ = [
     "Bind",
@@ -151,7 +151,7 @@ class ReplayCache:
     one_step_apart: bool | None = None  # the one-step replay reads no node only the full visits
     scan_plans: dict[bool, Plan | None] = field(
         default_factory=dict
-    )  # the replay's plan (advisor.replay.scan) along the full order (False) or one step's
+    )  # the replay's plan (advisor.replay.scanplan) along the full order (False) or one step's
     shrink_plans: dict[int, tuple[object, list[tuple[np.ndarray, ...]]]] = field(
         default_factory=dict
     )  # ShrinkHost: id of the fix -> (the fix, what its ranges cover)
