@@ -32,6 +32,7 @@ from advisor.derive.runtime import (
 from advisor.derive.timeline import covered_by, main_device, union
 from advisor.digest import CallRow, CopyRow, RuntimeCalls
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 KINDS = ("sync", "launch", "graph-launch", "alloc", "copy")
 
@@ -63,16 +64,16 @@ def _calls(trace: Trace, n: int) -> tuple[CallRow, ...]:
     rt = trace.runtime
     if not len(rt):
         return ()
-    rt = rt[rt["step"].to_numpy() >= 0]
-    names = rt["name"].astype(str)
-    kinds = {str(x): call_kind(str(x)) for x in names.unique()}
-    df = pd.DataFrame({"name": names.to_numpy(), "dur": rt["dur_ns"].to_numpy()})
-    df["kind"] = df["name"].map(kinds)
-    df = df[df["kind"].notna()]
-    g = df.groupby(["kind", "name"], sort=False)["dur"].agg(["size", "sum"])
+    counted = name_flags(rt["name"], lambda x: call_kind(x) is not None)
+    rt = rt[counted & (rt["step"].to_numpy() >= 0)]
+    if not len(rt):
+        return ()
+    g = rt.groupby(rt["name"].astype(str), sort=False)["dur_ns"].agg(["size", "sum"])
     rows = [
-        CallRow(str(k), str(name), float(r["size"]) / n, float(r["sum"]) / 1e6 / n)
-        for (k, name), r in g.iterrows()
+        CallRow(
+            str(call_kind(str(name))), str(name), float(r["size"]) / n, float(r["sum"]) / 1e6 / n
+        )
+        for name, r in g.iterrows()
     ]
     return tuple(sorted(rows, key=lambda r: (KINDS.index(r.kind), -r.host_ms, r.name)))
 
@@ -142,12 +143,7 @@ def _first_work_ms(trace: Trace) -> float | None:
     rt = trace.runtime
     if not len(rt):
         return None
-    queues = (
-        rt["name"]
-        .astype(str)
-        .map(lambda x: any(p in x for p in GPU_WORK_CALL_PARTS))
-        .to_numpy(dtype=bool)
-    )
+    queues = name_flags(rt["name"], lambda x: any(p in x for p in GPU_WORK_CALL_PARTS))
     sel = queues & (rt["step"].to_numpy() >= 0)
     if not sel.any():
         return None

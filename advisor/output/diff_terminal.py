@@ -109,7 +109,9 @@ def _print_findings(con: Any, fd: dict[str, Any]) -> None:
         f"Still to fix ({len(left)}):" if left else "Still to fix: nothing above information."
     )
     for e in left:
-        con.print(f"  {p(v.still_line(e))}")
+        head, summary = v.still_line(e)
+        con.print(f"  {p(head)}")
+        con.print(f"    {p(summary)}")
 
 
 def _print_explain(con: Any, e: dict[str, Any]) -> None:

@@ -111,7 +111,11 @@ def one_time_lines(d: dict[str, Any]) -> list[str]:
         o = once[s]
         kinds = ", ".join(f"{LABELS.get(k, k)} {v:.2f} ms" for k, v in o["by_kind_ms"].items())
         if kinds:
-            kept = "kept out of the steady step" if once["kept_out"] else "too little to matter"
+            kept = (
+                "kept out of the steady step"
+                if once["kept_out"]
+                else "under 1% of the step: the headline keeps the measured step"
+            )
             out.append(
                 f"{s.upper()}: one-time work inside its steps ({kinds}); with the GPU idle it "
                 f"held the step {o['held_ms_per_step']:.2f} ms per step ({kept})"
@@ -190,9 +194,11 @@ def finding_line(key: str, e: dict[str, Any]) -> str:
     return f"{e['id']}{where}: {figs}"
 
 
-def still_line(e: dict[str, Any]) -> str:
+def still_line(e: dict[str, Any]) -> tuple[str, str]:
+    """A finding still to fix: its id, place, severity, saving and change; and its summary."""
     where = f" at {e['location']}" if e["location"] else ""
-    return (
+    head = (
         f"{e['id']}{where}: {e['severity']['b']}, {num(e['est_savings_ms']['b'])} ms/step "
-        f"({e['change']}): {e['summary']}"
+        f"({e['change']})"
     )
+    return head, e["summary"]
