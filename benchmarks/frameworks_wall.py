@@ -4,10 +4,12 @@ window), for each framework installed.
 
     python benchmarks/frameworks_wall.py [--steps N] [--workers W]
 
-Prints, per script: the plain run, the profiled run, the profiler's own windows and exports
-(run.json ``timings_s``: probe, windows, exports, call sites), the analysis, and what is left
-(``extra_s`` = profiled - plain - windows - analysis). The goal: ``extra_s`` within 3 s (the
-DataLoader workers' shut-down once cost 5 s per worker per live loader).
+Prints, per script: the plain run's wall time, the profiled run's wall time and its run until
+the script was over (run.json ``duration_s``: before the analysis and the report), the
+profiler's own windows and exports (run.json ``timings_s``: probe, windows, exports, call
+sites), and what is left (``extra_s`` = run - plain - windows). The goal: ``extra_s`` within 3 s
+(the DataLoader workers' shut-down once cost 5 s per worker per live loader). Run it on a quiet
+machine: the figures are wall times.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
-    print(f"{'script':16} {'plain_s':>8} {'profiled_s':>10} {'windows_s':>9} {'extra_s':>8}")
+    print(
+        f"{'script':16} {'plain_s':>8} {'profiled_s':>10} {'run_s':>6} {'windows_s':>9} {'extra_s':>8}"
+    )
     for name, mods in SCRIPTS.items():
         if not all(importlib.util.find_spec(m) for m in mods):
             print(f"{name:16} skipped: {' '.join(mods)} not installed")
@@ -56,9 +60,9 @@ def main() -> int:
             prof = _timed(cmd, tmp)
             run = json.loads((out / "run.json").read_text())
             windows = sum(float(v) for v in (run.get("timings_s") or {}).values())
-            # what the script ran before the stop, less what the plain run needs, is the window
-            extra = prof - plain - windows
-            print(f"{name:16} {plain:8.1f} {prof:10.1f} {windows:9.1f} {extra:8.1f}")
+            ran = float(run.get("duration_s") or 0.0)
+            extra = ran - plain - windows
+            print(f"{name:16} {plain:8.1f} {prof:10.1f} {ran:6.1f} {windows:9.1f} {extra:8.1f}")
     return 0
 
 
