@@ -19,9 +19,9 @@ clipping call). The kind holding the most time is the frame's:
   library, and its setting when ``_frameworks.CAUSES`` knows it;
 - *output*: input-kind work (a data library or the user's code) that runs after the step's last
   read of device results (a device-to-host copy or a sync) with no launch or copy after it in
-  the step (an upload for the next input would be one): post-processing of the results (``numpy_to_pil`` after the image
-  came back), which overlaps with the next request rather than moving into DataLoader
-  workers. Only a trace with GPU activity has reads to go by.
+  the step (an upload for the next input would be one): post-processing of the results
+  (``numpy_to_pil`` after the image came back), which overlaps with the next request rather
+  than moving into DataLoader workers. Only a trace with GPU activity has reads to go by.
 
 A torch operator's time counts for torch also on a GPU trace (an operator on CPU tensors);
 the data library's own operators (``torchvision.transforms`` on CPU tensors) stay the data

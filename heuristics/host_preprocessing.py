@@ -286,8 +286,8 @@ def _whose(part: _Kind) -> str:
         "processors, NumPy, PIL); torch operators and frameworks' own work are not counted here.",
         "output": "Whose work: data libraries or the user's code after the step's last read of "
         "device results, with no launch or copy after it in the step (output post-processing).",
-        "framework": f"Whose work: {possessive(pretty(part.library))} own frames hold most of the time "
-        "(its bookkeeping, not the user's data).",
+        "framework": f"Whose work: {possessive(pretty(part.library))} own frames hold most of "
+        "the time (its bookkeeping, not the user's data).",
     }[part.kind]
 
 
