@@ -1,5 +1,6 @@
 """The rows of ``host-preprocessing``'s findings: quiet frames grouped by the user's line that
-runs them and the frame doing the work, with the largest parts inside it; the user's lines.
+runs them and the frame doing the work, with the largest parts inside it; the user's lines;
+how much the same work varies in the trace (``spread_of``: the threshold's band).
 Shared by the finding's kinds (input, output, framework); not a detector."""
 
 from __future__ import annotations
@@ -181,3 +182,26 @@ def groups(
             best[(c.file, c.line)] = (prev + int(ns), c)
     top = sorted(best.values(), key=lambda v: -v[0])
     return "; ".join(words), tuple(evidence[:8]), tuple(c for _, c in top[:5])
+
+
+def spread_of(trace: Trace, q: pd.DataFrame, idle: np.ndarray) -> float:
+    """How much the same work's figure varies in this trace, as a share of it: the half-range
+    of the per-step figure over the steady steps; with one step, of the durations of the
+    repeated calls of the same frame (by name), weighted by their time (0: no repeat)."""
+    st = trace.steps
+    starts = np.sort(st["ts_ns"].to_numpy())
+    if len(starts) >= 2:
+        step = np.searchsorted(starts, q["ts_ns"].to_numpy(), side="right") - 1
+        ok = step >= 0
+        per = np.bincount(step[ok], weights=idle[ok], minlength=len(starts))
+        mean = float(per.mean())
+        return float((per.max() - per.min()) / 2 / mean) if mean > 0 else 0.0
+    names = trace.python["name"].astype(str).to_numpy()[q["row"].to_numpy()]
+    dur = (q["end_ns"] - q["ts_ns"]).to_numpy().astype(float)
+    df = pd.DataFrame({"name": names, "dur": dur})
+    g = df.groupby("name")["dur"].agg(["min", "max", "mean", "sum", "size"])
+    g = g[g["size"] >= 2]
+    if not len(g) or g["sum"].sum() <= 0:
+        return 0.0
+    rel = (g["max"] - g["min"]) / 2 / g["mean"]
+    return float((rel * g["sum"]).sum() / g["sum"].sum())

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from advisor.derive.timeline import busy_by_device, covered_by, main_device, subtract, union
@@ -76,7 +75,7 @@ from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
 from ._frameworks import Cause, possessive, pretty
-from ._hostgroups import cause_of, groups, recurring
+from ._hostgroups import cause_of, groups, recurring, spread_of
 from ._hostwork import classify
 from ._per_step import fmt_ms, n_steps
 from ._preprocess import allowed_spans, quiet_frames
@@ -158,29 +157,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     return [d for part in parts if (d := _draft(trace, ctx, part)) is not None]
 
 
-def _spread(trace: Trace, q: pd.DataFrame, idle: np.ndarray) -> float:
-    """How much the same work's figure varies in this trace, as a share of it: the half-range
-    of the per-step figure over the steady steps; with one step, of the durations of the
-    repeated calls of the same frame (by name), weighted by their time (0: no repeat)."""
-    st = trace.steps
-    starts = np.sort(st["ts_ns"].to_numpy())
-    if len(starts) >= 2:
-        step = np.searchsorted(starts, q["ts_ns"].to_numpy(), side="right") - 1
-        ok = step >= 0
-        per = np.bincount(step[ok], weights=idle[ok], minlength=len(starts))
-        mean = float(per.mean())
-        return float((per.max() - per.min()) / 2 / mean) if mean > 0 else 0.0
-    names = trace.python["name"].astype(str).to_numpy()[q["row"].to_numpy()]
-    dur = (q["end_ns"] - q["ts_ns"]).to_numpy().astype(float)
-    df = pd.DataFrame({"name": names, "dur": dur})
-    g = df.groupby("name")["dur"].agg(["min", "max", "mean", "sum", "size"])
-    g = g[g["size"] >= 2]
-    if not len(g) or g["sum"].sum() <= 0:
-        return 0.0
-    rel = (g["max"] - g["min"]) / 2 / g["mean"]
-    return float((rel * g["sum"]).sum() / g["sum"].sum())
-
-
 def _draft(trace: Trace, ctx: Context, part: _Kind) -> Draft | None:
     q = part.q
     al_s, al_e = allowed_spans(trace)
@@ -196,7 +172,7 @@ def _draft(trace: Trace, ctx: Context, part: _Kind) -> Draft | None:
     step_ms = ctx.step_ms_median
     share = 100.0 * per_step_ms / step_ms if step_ms > 0 else 0.0
     threshold = ctx.t("host_preprocessing.min_pct")
-    spread = _spread(trace, q, idle)
+    spread = spread_of(trace, q, idle)
     if share * (1 + spread) < threshold:
         return None
     near = share * (1 - spread) < threshold
