@@ -196,12 +196,13 @@ def _after_last_read(trace: Trace, q: pd.DataFrame) -> np.ndarray:
     s_start, s_end = st["ts_ns"].to_numpy(), st["end_ns"].to_numpy()
     f_ts, f_end = q["ts_ns"].to_numpy(), q["end_ns"].to_numpy()
     i = np.searchsorted(s_start, f_ts, side="right") - 1
-    out = np.zeros(n, bool)
-    for j in range(n):
-        if i[j] < 0 or f_ts[j] >= s_end[i[j]]:
-            continue
-        a, b = s_start[i[j]], s_end[i[j]]
-        reads = read_end[(read_end > a) & (read_end <= f_ts[j])]
-        later = work & (rts >= f_end[j]) & (rts < b)
-        out[j] = bool(len(reads)) and not later.any()
-    return out
+    inside = (i >= 0) & (f_ts < s_end[np.clip(i, 0, None)])
+    a, b = s_start[np.clip(i, 0, None)], s_end[np.clip(i, 0, None)]
+    reads = np.sort(read_end)
+    launches = np.sort(rts[work])
+    # a read ending in (step start, frame start], and no launch or copy in [frame end, step end)
+    n_reads = np.searchsorted(reads, f_ts, side="right") - np.searchsorted(reads, a, side="right")
+    n_later = np.maximum(
+        np.searchsorted(launches, b, side="left") - np.searchsorted(launches, f_end, "left"), 0
+    )
+    return inside & (n_reads > 0) & (n_later == 0)
