@@ -208,7 +208,8 @@ def _build(trace: Trace) -> Graph:
     if not len(trace.runtime) or not (len(trace.kernels) or len(trace.memcpy)):
         return _empty()
     g = edges.gpu_activities(trace)
-    h = edges.host_calls(trace, g.launch_rt)
+    traced = g.source < 2  # (the untraced waits last)
+    h = edges.host_calls(trace, g.launch_rt[traced])
     if not len(h.ts_ns):
         return _empty()
     prev, gap_ns = edges.host_order(h.thread, h.ts_ns, h.end_ns)
@@ -217,18 +218,15 @@ def _build(trace: Trace) -> Graph:
     g_prev = edges.stream_order(g.stream, g.ts_ns)
     prev_end = _end_of(g_prev, g.end_ns)
     launch, launch_ts, latency_ns = edges.launches(
-        g.launch_rt, h.of_runtime, h.ts_ns, g.ts_ns, prev_end
+        g.launch_rt, h.of_runtime, h.ts_ns, g.ts_ns, prev_end, traced
     )
     dep = edges.cross_stream(g, np.maximum(edges.after_launch(launch_ts, latency_ns), prev_end))
     b = edges.binding(g.ts_ns, launch_ts, latency_ns, prev_end, _end_of(dep, g.end_ns))
-    # calls that wait for GPU work: syncs and launches into a full queue, then blocking copies
+    # calls that wait for GPU work (advisor.derive.waits), and launches far slower than others
     issued_ns = np.where(launch >= 0, launch_ts, g.ts_ns)
     slow = edges.queue_backpressure(h)
-    waiting = np.union1d(np.flatnonzero(h.is_sync), slow)
-    awaited, awaited_more = edges.sync_waits(h, waiting, g, launch, issued_ns)
-    copy_calls, copies = edges.blocking_copies(h, g, launch)
-    awaited[copy_calls] = copies
-    return_ns, own_ns = edges.sync_times(awaited, h.ts_ns, h.end_ns, g.end_ns)
+    cw = edges.waits(trace, h, g)
+    awaited, awaited_more, return_ns, own_ns = cw.awaited, cw.more, cw.return_ns, cw.own_ns
     # the replayed window and the steps
     st = trace.steps
     w = replayed_window(st, h.ts_ns, g.ts_ns, prev, gap_ns, handoff, launch)
