@@ -125,6 +125,8 @@ def headline(report: Report) -> str:
     parts.append(f"median step {fmt_ms(float(run.step_ms_median or 0))}")
     if run.gpu_busy_pct is not None:
         parts.append(f"GPU busy {run.gpu_busy_pct:.1f}%")
+    if run.host_own_pct is not None:
+        parts.append(f"host's own work {run.host_own_pct:.1f}%")
     peak = one.device.peak_memory_bytes if one is not None else None
     if peak:
         parts.append(f"peak memory {peak / 1024**3:.1f} GiB")
@@ -191,7 +193,7 @@ def print_summary(
             con.print(Text(f"... and {len(report.findings) - top} more in the report"))
         bound = float(run.est_savings_bound_ms or 0.0)
         if bound > 0:
-            step = float(run.step_ms_median or 0.0)
+            step = run.saving_step_ms
             share = f" ({100.0 * bound / step:.0f}% of the step)" if step > 0 else ""
             how = (
                 "replayed together, at most"
