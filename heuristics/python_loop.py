@@ -14,7 +14,7 @@ work in one op.
 
 **How the saving is estimated.** Vectorizing removes the loop, not only its ops: each run of
 a line's per-element ops (consecutive ops no further apart than ``python_loop.gap_x`` times
-their typical spacing) is one loop, and its wall time on the host (the ops, the interpreter
+their typical iteration's spacing) is one loop, and its wall time on the host (the ops, the interpreter
 time between them, the waits of the reads inside it and the GPU work it launched) goes, but
 for its longest op, which a vectorized version still runs. On GPU traces the steady steps are
 replayed without that time (see docs/savings.md): host work hidden behind a busy GPU saves
@@ -240,13 +240,14 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 
 def _loops(ts: np.ndarray, rows: np.ndarray, gap_x: float) -> list[np.ndarray]:
     """A line's ops in one step as loops: runs of consecutive ops (by start) whose spacing is
-    at most ``gap_x`` times their median spacing (a longer gap is other code, not an
-    iteration); runs of a single op are no loop."""
+    at most ``gap_x`` times their typical iteration's (the 90th percentile of the spacings: a
+    line may issue several ops an iteration, close together, and one longer gap to the next
+    iteration); a longer gap is other code, not an iteration. A single op is no loop."""
     o = rows[np.argsort(ts[rows], kind="stable")]
     if len(o) < 2:
         return []
     spacing = np.diff(ts[o])
-    lim = gap_x * max(float(np.median(spacing)), 1.0)
+    lim = gap_x * max(float(np.percentile(spacing, 90)), 1.0)
     return [r for r in np.split(o, np.flatnonzero(spacing > lim) + 1) if len(r) >= 2]
 
 

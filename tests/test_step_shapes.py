@@ -14,7 +14,7 @@ import pytest
 
 from advisor.analysis.pipeline import analyze_trace, run_summary
 from advisor.derive.steps import steady_trace
-from advisor.derive.waits import How, waits
+from advisor.derive.waits import How, op_tails, waits
 from advisor.replay.bound import step_bound
 from advisor.replay.evidence import consistent, evidence
 from advisor.replay.fixes import DropSyncs, ScaleGpu
@@ -418,6 +418,53 @@ def test_a_read_that_drains_a_small_copy_goes_with_its_sync(kineto_2021: bool) -
     assert s.ms >= 0.8 * waited  # ~8 ms of waiting per step
     rep = report(reads_of_small_copies(), kineto_2021)
     assert saving(rep, "sync-point") >= 0.8 * waited
+
+
+# ---- 7b. the read's synchronize not recorded: the operator's tail is the wait
+
+
+def read_without_a_recorded_sync() -> TraceBuilder:
+    """Steps of ~9.5 ms: 30 kernels of 300 us launched in 0.9 ms, then ``.item()``: an
+    ``aten::_local_scalar_dense`` whose only recorded call copies 4 bytes into pinned memory (its
+    copy queues behind the kernels); the operator returns 6 us after that copy ends (the
+    synchronize that waited is not in the trace); then 200 us of Python."""
+    b, gpu, t = TraceBuilder(), Gpu(), 0.0
+    for s in range(5):
+        start = t
+        for _ in range(30):
+            o = b.op("aten::mm", t, 10)
+            st = gpu.run(7, t + 2, 300)
+            b.launch(o, "cudaLaunchKernel", t + 2, 5, kernel="gemm", gpu_ts=st, gpu_dur=300)
+            t += 30
+        cs = gpu.run(7, t + 2, 3)
+        o = b.op("aten::_local_scalar_dense", t, cs + 3 + 6 - t)
+        b.launch(
+            o,
+            "cudaMemcpyAsync",
+            t + 2,
+            10,
+            memcpy=("Memcpy DtoH (Device -> Pinned)", 4),
+            gpu_ts=cs,
+            gpu_dur=3,
+        )
+        t = cs + 3 + 10
+        b.annotation("python_work", t, 200)
+        t += 210
+        b.step(s + 1, start, t - start)
+    return b
+
+
+@FORMATS
+def test_an_operator_whose_children_do_not_explain_its_time_waits(kineto_2021: bool) -> None:
+    tr = load(read_without_a_recorded_sync(), kineto_2021)
+    t = op_tails(tr)
+    names = tr.cpu_ops["name"].astype(str).to_numpy()
+    assert len(t.op) == len(tr.steps) and set(names[t.op]) == {"aten::_local_scalar_dense"}
+    b = step_bound(tr)
+    assert b is not None and b["by"] == "gpu" and agrees(tr, b)
+    # twice faster kernels: the read waits 4.5 ms less (9 ms of kernels per step)
+    s = whatif(tr, ScaleGpu(kernels=np.arange(len(tr.kernels)), speedup=2.0))
+    assert s.ms == pytest.approx(4.5, abs=0.3)
 
 
 # ---- 8. a per-element loop

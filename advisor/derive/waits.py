@@ -15,9 +15,10 @@ time it spent waiting is the GPU's, not the host's. Two kinds of evidence say so
   least ``WAIT_X`` times it and ``WAIT_MIN_NS`` more) and that returns within ``WAIT_TOL_NS``
   after a GPU activity it could be waiting for ended, waited for that activity:
 
-  - **its own work**: it returned while the copy or kernel it launched ran, which had been
-    running for longer than ``WAIT_TOL_NS`` (a copy staged chunk by chunk returns as its last
-    chunk is staged, shortly before the last transfer ends), or right after it ended;
+  - **its own work**: it returned while the copy it launched ran, which had been running for
+    longer than ``WAIT_TOL_NS`` (a copy staged chunk by chunk returns as its last chunk is
+    staged, shortly before the last transfer ends), or right after its copy or kernel ended,
+    which started as the work it was queued behind ended;
   - **a stream's queue**: the last activity issued before it started on a stream it touches
     (the stream of the work it launches; every stream, for a call that launches nothing such as
     ``cudaFree``) ended right before it returned;
@@ -27,6 +28,12 @@ time it spent waiting is the GPU's, not the host's. Two kinds of evidence say so
 An activity was *issued before* a call when its launch call started before the call; one whose
 launch is not in the trace (queued before the trace's host events begin, a lost launch) when it
 started before the call returned.
+
+**An operator whose children do not explain its time** (a trace that did not record the call
+that waited: a read's synchronize missing under ``aten::_local_scalar_dense``) waits by the same
+timing rules: its *tail*, from its last child's end to its own end, when the operator launched
+GPU work itself and the tail lasts far longer than its name's tails elsewhere (:func:`op_tails`;
+the replay holds such a tail as a host node of its own).
 
 A waiting call's **own cost** is what it lasts with nothing to wait for: for an explicit
 synchronize or a copy waiting by the API's rules, its return time after the awaited work ended;
@@ -41,87 +48,41 @@ GPU activities are indexed as :func:`activities` lists them: ``trace.kernels`` r
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from advisor.derive.runtime import CLOCK_TOL_NS, DEVICE_SYNC_RE, SYNC_CALL_RE, SYNC_COPY_RE
+from advisor.derive.runtime import DEVICE_SYNC_RE, SYNC_CALL_RE, SYNC_COPY_RE
 from advisor.derive.timeline import union
+from advisor.derive.waittiming import (
+    OWN_QUANTILE,
+    WAIT_MIN_NS,
+    WAIT_TOL_NS,
+    WAIT_X,
+    Activities,
+    How,
+    activities,
+    by_timing,
+    own_activity,
+    sync_waits,
+)
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags, name_mask
 
-WAIT_TOL_NS = 50_000  # a wait returns within this long after the work it waited for ended
-WAIT_MIN_NS = 50_000  # a call waited by timing when it lasted this much more than its own cost
-WAIT_X = 4.0  # ...and this many times its own cost
-OWN_QUANTILE = 25  # a call's own cost: this percentile of the calls of its name in the trace
-SYNC_LOOKBACK = 4000  # a synchronize looks for what it waits for among the activities issued last
-NEG = -(1 << 62)
-
-
-class How(enum.IntEnum):
-    """Why a call waits."""
-
-    NONE = 0
-    SYNC = 1  # an explicit synchronize
-    COPY = 2  # a copy that waits for itself by the API's rules (pageable memory, cudaMemcpy)
-    OWN = 3  # by timing: returned as its own GPU work ran or ended
-    DRAIN = 4  # by timing: returned as a stream it touches drained
-    SLOT = 5  # by timing: a launch into a full queue, returned as a slot freed
-
-
-@dataclass(frozen=True, eq=False)
-class Activities:
-    """The GPU activities: ``trace.kernels`` rows, then ``trace.memcpy`` rows."""
-
-    ts_ns: np.ndarray
-    end_ns: np.ndarray
-    stream: np.ndarray  # device * 2**32 + stream
-    launch_rt: np.ndarray  # the runtime row that launched it, -1
-    is_copy: np.ndarray  # bool: a memcpy (not a memset, not a kernel)
-    to_pageable: np.ndarray  # bool: a device-to-host copy into pageable (or unknown) memory
-    issued_ns: np.ndarray  # its launch call's start; its own start without a launch in the trace
-    n_kernels: int
-
-
-def activities(trace: Trace) -> Activities:
-    """The trace's GPU activities in one index space (see the module doc), once per trace."""
-    return trace.memo("waits.activities", lambda: _activities(trace))  # type: ignore[no-any-return]
-
-
-def _activities(trace: Trace) -> Activities:
-    k, mc = trace.kernels, trace.memcpy
-    cols = ["ts_ns", "end_ns", "device", "stream", "launch_idx"]
-    g = pd.concat([p[cols] for p in (k, mc) if len(p)] or [k[cols]], ignore_index=True)
-    dev = g["device"].fillna(-1).to_numpy(np.int64)
-    strm = pd.to_numeric(g["stream"], errors="coerce").fillna(-1).to_numpy(np.int64)
-    n_k = len(k)
-    is_copy = np.zeros(len(g), dtype=bool)
-    to_pageable = np.zeros(len(g), dtype=bool)
-    if len(mc):
-        kind = mc["kind"].astype(str).to_numpy()
-        is_copy[n_k:] = kind != "Memset"
-        to_pageable[n_k:] = (kind == "DtoH") & (mc["dst"].astype(str).to_numpy() != "Pinned")
-    launch_rt = g["launch_idx"].to_numpy(np.int64)
-    ts = g["ts_ns"].to_numpy(np.int64)
-    rt_ts = trace.runtime["ts_ns"].to_numpy(np.int64)
-    ok = (launch_rt >= 0) & (launch_rt < len(rt_ts))
-    issued = (
-        np.where(ok, rt_ts[np.clip(launch_rt, 0, max(len(rt_ts) - 1, 0))], ts)
-        if len(rt_ts)
-        else ts.copy()
-    )
-    return Activities(
-        ts_ns=ts,
-        end_ns=g["end_ns"].to_numpy(np.int64),
-        stream=dev * (1 << 32) + strm,
-        launch_rt=np.where(ok, launch_rt, -1),
-        is_copy=is_copy,
-        to_pageable=to_pageable,
-        issued_ns=issued,
-        n_kernels=n_k,
-    )
+__all__ = [
+    "WAIT_MIN_NS",
+    "WAIT_TOL_NS",
+    "Activities",
+    "How",
+    "OpTails",
+    "Waits",
+    "activities",
+    "op_tails",
+    "own_activity",
+    "waited_spans",
+    "waits",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,33 +103,15 @@ def waits(trace: Trace) -> Waits:
     return trace.memo("waits.waits", lambda: _waits(trace))  # type: ignore[no-any-return]
 
 
-def _name_cost(trace: Trace, free: np.ndarray) -> np.ndarray:
-    """Per ``trace.runtime`` row: the OWN_QUANTILE-th percentile of the durations of the calls
-    of its name in the trace that are ``free`` (returned as nothing they could wait for ended):
-    what such a call costs when it does not wait; -1 where no call of its name is free."""
-    rt = trace.runtime
-    if not len(rt):
+def _name_cost(names: pd.Series, dur: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per row: the OWN_QUANTILE-th percentile of the durations of the rows of its name that
+    are ``free`` (returned as nothing they could wait for ended): what such a call costs when
+    it does not wait; -1 where no row of its name is free."""
+    if not len(dur):
         return np.zeros(0, dtype=np.int64)
-    codes = pd.factorize(rt["name"].astype(str).to_numpy())[0]
-    dur = rt["dur_ns"].to_numpy(np.int64)
+    codes = pd.factorize(names.astype(str).to_numpy())[0]
     q = pd.Series(dur[free]).groupby(codes[free]).quantile(OWN_QUANTILE / 100.0)
     return q.reindex(codes).fillna(-1).to_numpy(np.float64).astype(np.int64)
-
-
-def own_activity(trace: Trace) -> np.ndarray:
-    """Per ``trace.runtime`` row: the activity it launched that ended last (-1: none)."""
-    return trace.memo("waits.own", lambda: _own(trace))  # type: ignore[no-any-return]
-
-
-def _own(trace: Trace) -> np.ndarray:
-    a = activities(trace)
-    out = np.full(len(trace.runtime), -1, dtype=np.int64)
-    j = np.flatnonzero(a.launch_rt >= 0)
-    if len(j):
-        j = j[np.lexsort((a.end_ns[j], a.launch_rt[j]))]  # by call, then by end
-        last = np.r_[a.launch_rt[j][1:] != a.launch_rt[j][:-1], True]
-        out[a.launch_rt[j][last]] = j[last]
-    return out
 
 
 def _waits(trace: Trace) -> Waits:
@@ -196,12 +139,12 @@ def _waits(trace: Trace) -> Waits:
     awaited[sync_rows] = got
     # by timing: the long calls that returned as something they could wait for ended...
     cand = np.flatnonzero(~is_sync & ~ruled & (dur >= WAIT_MIN_NS))
-    rel = np.asarray(_by_timing(a, ts, end, own, cand), dtype=np.int64).reshape(-1, 2)
+    rel = np.asarray(by_timing(a, ts, end, own, cand), dtype=np.int64).reshape(-1, 2)
     near = np.zeros(len(rt), dtype=bool)
     near[cand[rel[:, 0] != How.NONE]] = True
     # ...and lasted far longer than the calls of their name that did not (their return time,
     # where every call of the name did)
-    cost = _name_cost(trace, ~near)
+    cost = _name_cost(rt["name"], dur, ~near)
     for i, (h, w) in zip(cand.tolist(), rel.tolist(), strict=True):
         if h == How.NONE:
             continue
@@ -230,136 +173,6 @@ def _waits(trace: Trace) -> Waits:
     )
 
 
-def sync_waits(
-    a: Activities,
-    ts: np.ndarray,
-    end: np.ndarray,
-    rows: np.ndarray,
-    device_wide: np.ndarray,
-) -> tuple[np.ndarray, dict[int, list[int]]]:
-    """Explicit synchronizes (runtime ``rows``): for each, the activity issued before it that
-    ended last before it returned (-1: none ended after it started); a device-wide one
-    (``device_wide``) also waits for the last such activity of every other stream (keyed by
-    runtime row)."""
-    awaited = np.full(len(rows), -1, dtype=np.int64)
-    more: dict[int, list[int]] = {}
-    if not len(rows) or not len(a.ts_ns):
-        return awaited, more
-    has = a.launch_rt >= 0
-    by_issue = np.flatnonzero(has)[np.argsort(a.issued_ns[has], kind="stable")]
-    issued_sorted = a.issued_ns[by_issue]
-    by_start = np.flatnonzero(~has)[np.argsort(a.ts_ns[~has], kind="stable")]
-    start_sorted = a.ts_ns[by_start]
-    for p, i in enumerate(rows.tolist()):
-        n = np.searchsorted(issued_sorted, ts[i], side="left")
-        cand = by_issue[max(0, n - SYNC_LOOKBACK) : n]
-        n = np.searchsorted(start_sorted, end[i], side="left")
-        if n:
-            cand = np.concatenate([cand, by_start[max(0, n - SYNC_LOOKBACK) : n]])
-            cand = cand[np.argsort(a.issued_ns[cand], kind="stable")]
-        e = a.end_ns[cand]
-        e = np.where(e <= end[i] + CLOCK_TOL_NS, e, NEG)
-        if len(e) and e.max() > ts[i]:
-            awaited[p] = cand[int(np.argmax(e))]
-            if device_wide[p]:  # every stream's last activity launched before it
-                last = pd.Series(np.arange(len(cand))).groupby(a.stream[cand]).last().to_numpy()
-                w = [int(cand[x]) for x in last if cand[x] != awaited[p] and e[x] > NEG]
-                if w:
-                    more[int(i)] = w
-    return awaited, more
-
-
-def _by_timing(
-    a: Activities, ts: np.ndarray, end: np.ndarray, own: np.ndarray, cand: np.ndarray
-) -> list[tuple[int, int]]:
-    """(How, awaited activity) of each candidate call, by timing (see the module doc); (NONE,
-    -1) where nothing it could wait for ended as it returned. The awaited work ended at least
-    WAIT_MIN_NS after the call started (the call was there, waiting)."""
-    out: list[tuple[int, int]] = []
-    if not len(cand):
-        return out
-    per_stream = _stream_index(a)
-    all_streams = list(per_stream)
-    by_end = np.argsort(a.end_ns, kind="stable")
-    for i in cand.tolist():
-        s, e = int(ts[i]), int(end[i])
-        o = int(own[i])
-        streams = _touched(a, o, by_end) if o >= 0 else all_streams
-        queue = [_last_before(a, per_stream[st], s) for st in streams]  # each stream's queue
-        if o >= 0 and _waited_for_own(a, o, s, e, queue):
-            out.append((How.OWN, o))
-            continue
-        drained = [j for j in queue if j >= 0 and _returned_after(a, j, s, e)]
-        if drained:
-            out.append((How.DRAIN, max(drained, key=lambda j: int(a.end_ns[j]))))
-            continue
-        if o >= 0 and a.ts_ns[o] - e >= WAIT_MIN_NS:  # launched into a deep queue
-            idx, issued = per_stream[int(a.stream[o])]
-            before = idx[: int(np.searchsorted(issued, s, side="left"))]
-            ends = a.end_ns[before]
-            ok = (e - ends >= -CLOCK_TOL_NS) & (e - ends <= WAIT_TOL_NS)
-            ok &= ends - s >= WAIT_MIN_NS
-            if ok.any():
-                out.append((How.SLOT, int(before[ok][np.argmax(ends[ok])])))
-                continue
-        out.append((How.NONE, -1))
-    return out
-
-
-def _touched(a: Activities, o: int, by_end: np.ndarray) -> list[int]:
-    """The streams a call that launched ``o`` touches: ``o``'s, and those of its device whose
-    activity ended right before ``o`` started (``o`` waited for it: an event, the legacy
-    default stream)."""
-    t = int(a.ts_ns[o])
-    ends = a.end_ns[by_end]
-    near = by_end[np.searchsorted(ends, t - WAIT_TOL_NS) : np.searchsorted(ends, t, "right")]
-    dev = int(a.stream[o]) >> 32
-    other = {int(x) for x in a.stream[near] if int(x) >> 32 == dev} - {int(a.stream[o])}
-    return [int(a.stream[o]), *sorted(other)]
-
-
-def _last_before(a: Activities, stream: tuple[np.ndarray, np.ndarray], t: int) -> int:
-    """The last activity of a stream issued before ``t`` (-1: none)."""
-    idx, issued = stream
-    n = int(np.searchsorted(issued, t, side="left"))
-    return int(idx[n - 1]) if n else -1
-
-
-def _returned_after(a: Activities, j: int, s: int, e: int) -> bool:
-    """A call [s, e) returned within WAIT_TOL_NS after activity ``j`` ended, which ended at least
-    WAIT_MIN_NS after the call started."""
-    je = int(a.end_ns[j])
-    return -CLOCK_TOL_NS <= e - je <= WAIT_TOL_NS and je - s >= WAIT_MIN_NS
-
-
-def _waited_for_own(a: Activities, o: int, s: int, e: int, queued: list[int]) -> bool:
-    """A call [s, e) waited for its own work ``o``: it returned while that work ran, which had
-    been running for longer than WAIT_TOL_NS (a copy staged chunk by chunk returns as its last
-    chunk is staged); or right after that work ended, which started as earlier work it was
-    queued behind (``queued``: the last activity issued before the call on each stream it
-    touches) ended, during the call. (A launch that returns just as its kernel starts, such as
-    one that first loads the kernel's module, posted its work as it returned: not a wait.)"""
-    ots, oend = int(a.ts_ns[o]), int(a.end_ns[o])
-    if ots < e - WAIT_TOL_NS and e <= oend + WAIT_TOL_NS and oend - s >= WAIT_MIN_NS:
-        return True
-    if not (-CLOCK_TOL_NS <= e - oend <= WAIT_TOL_NS):
-        return False
-    qe = [int(a.end_ns[q]) for q in queued if q >= 0]
-    return any(0 <= ots - x <= WAIT_TOL_NS and x - s >= WAIT_MIN_NS for x in qe)
-
-
-def _stream_index(a: Activities) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per stream: its activities by issue time, and those times."""
-    out = {}
-    o = np.lexsort((a.issued_ns, a.stream))
-    s = a.stream[o]
-    cuts = np.flatnonzero(np.r_[True, s[1:] != s[:-1], True])
-    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
-        idx = o[lo:hi]
-        out[int(s[lo])] = (idx, a.issued_ns[idx])
-    return out
-
-
 def waited_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """The time the host waited for the device (every waiting call beyond its own cost, on any
     thread), as disjoint sorted intervals: not the host's own work."""
@@ -367,11 +180,82 @@ def waited_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _waited_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    w = waits(trace)
+    w, t = waits(trace), op_tails(trace)
     rt = trace.runtime
-    if not len(w.rows):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    lo = rt["ts_ns"].to_numpy(np.int64)[w.rows] + w.own_ns
-    hi = rt["end_ns"].to_numpy(np.int64)[w.rows]
+    lo = np.r_[rt["ts_ns"].to_numpy(np.int64)[w.rows] + w.own_ns, t.ts_ns + t.own_ns]
+    hi = np.r_[rt["end_ns"].to_numpy(np.int64)[w.rows], t.end_ns]
     keep = hi > lo
-    return union(lo[keep], hi[keep])
+    return union(lo[keep].astype(np.int64), hi[keep].astype(np.int64))
+
+
+@dataclass(frozen=True, eq=False)
+class OpTails:
+    """Operators whose children do not explain their time: each one's tail (from its last
+    child's end to its own end) that waited for the device, by timing (as a runtime call of any
+    name: see the module doc), for a trace that did not record the call that waited."""
+
+    op: np.ndarray  # row of trace.cpu_ops
+    tid: np.ndarray  # its thread
+    pid: np.ndarray
+    ts_ns: np.ndarray  # the tail's start (its last child's end)
+    end_ns: np.ndarray  # the operator's end
+    how: np.ndarray  # How (OWN, DRAIN, SLOT)
+    awaited: np.ndarray  # the activity waited for
+    return_ns: np.ndarray
+    own_ns: np.ndarray
+
+
+def op_tails(trace: Trace) -> OpTails:
+    """The :class:`OpTails` of ``trace``, once per trace: operators that launched GPU work
+    themselves (through a runtime call of theirs) and whose tail lasts far longer than their
+    name's tails elsewhere, ending as work they could wait for ends."""
+    return trace.memo("waits.op_tails", lambda: _op_tails(trace))  # type: ignore[no-any-return]
+
+
+def _op_tails(trace: Trace) -> OpTails:
+    ops, rt = trace.cpu_ops, trace.runtime
+    a = activities(trace)
+    z = np.zeros(0, dtype=np.int64)
+    if not len(ops) or not len(rt) or not len(a.ts_ns):
+        return OpTails(z, z, z, z, z, z, z, z, z)
+    ts, end = ops["ts_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    last = ts.copy()  # its last child's end (operators and runtime calls)
+    par = ops["parent_idx"].to_numpy()
+    np.maximum.at(last, par[par >= 0], end[par >= 0])
+    oi = rt["op_idx"].to_numpy()
+    rt_end = rt["end_ns"].to_numpy(np.int64)
+    np.maximum.at(last, oi[oi >= 0], rt_end[oi >= 0])
+    # the work it launched itself (the last to end), through its own runtime calls
+    own_rt = own_activity(trace)
+    own = np.full(len(ops), -1, dtype=np.int64)
+    lr = np.flatnonzero((oi >= 0) & (own_rt >= 0))
+    lr = lr[np.argsort(a.end_ns[own_rt[lr]], kind="stable")]
+    own[oi[lr]] = own_rt[lr]  # (the last write, the latest end, wins)
+    tail = end - last
+    cand = np.flatnonzero((own >= 0) & (tail >= WAIT_MIN_NS))
+    rel = np.asarray(by_timing(a, last, end, own, cand), dtype=np.int64).reshape(-1, 2)
+    near = np.zeros(len(ops), dtype=bool)
+    near[cand[rel[:, 0] != How.NONE]] = True
+    cost = _name_cost(ops["name"], tail, ~near)
+    keep: list[tuple[int, int, int]] = []
+    for j, (h, w) in zip(cand.tolist(), rel.tolist(), strict=True):
+        if h == How.NONE:
+            continue
+        c = int(cost[j]) if cost[j] >= 0 else max(int(end[j] - a.end_ns[w]), 0)
+        if tail[j] >= c + WAIT_MIN_NS and tail[j] >= WAIT_X * max(c, 1):
+            keep.append((j, h, w))
+    k = np.asarray(keep, dtype=np.int64).reshape(-1, 3)
+    i, aw = k[:, 0], k[:, 2]
+    ret = end[i] - a.end_ns[aw]
+    own_ns = np.clip(np.maximum(ret, np.maximum(cost[i], 0)), 0, tail[i])
+    return OpTails(
+        op=i,
+        tid=ops["tid"].to_numpy()[i].astype(np.int64),
+        pid=ops["pid"].to_numpy()[i].astype(np.int64),
+        ts_ns=last[i],
+        end_ns=end[i],
+        how=k[:, 1],
+        awaited=aw,
+        return_ns=ret,
+        own_ns=own_ns,
+    )

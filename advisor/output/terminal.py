@@ -125,8 +125,6 @@ def headline(report: Report) -> str:
     parts.append(f"median step {fmt_ms(float(run.step_ms_median or 0))}")
     if run.gpu_busy_pct is not None:
         parts.append(f"GPU busy {run.gpu_busy_pct:.1f}%")
-    if run.host_own_pct is not None:
-        parts.append(f"host's own work {run.host_own_pct:.1f}%")
     peak = one.device.peak_memory_bytes if one is not None else None
     if peak:
         parts.append(f"peak memory {peak / 1024**3:.1f} GiB")
@@ -202,6 +200,14 @@ def print_summary(
             )
             con.print(
                 Text(f"{how[0].upper()}{how[1:]} {bound:.2f} ms per step{share}.", style="dim")
+            )
+        if run.host_own_pct is not None and run.gpu_busy_pct is not None:
+            con.print(
+                Text(
+                    f"Host's own work {run.host_own_pct:.1f}% of the steps (the rest waits "
+                    f"for the GPU); GPU busy {run.gpu_busy_pct:.1f}%.",
+                    style="dim",
+                )
             )
         bt = bound_fact(run.bound)
         if bt is not None:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from advisor.derive.runtime import COPY_CALL_RE, DEVICE_SYNC_RE, SYNC_CALL_RE
 from advisor.derive.untraced import untraced
-from advisor.derive.waits import activities
+from advisor.derive.waits import activities, op_tails
 from advisor.derive.waits import waits as derive_waits
 from advisor.replay.structure import cross_stream_waits
 from advisor.trace.model import Trace
@@ -91,9 +91,11 @@ def gpu_activities(trace: Trace) -> GpuRows:
 
 @dataclass(frozen=True, eq=False)
 class HostRows:
-    """The runtime calls that matter to the GPU, in start order."""
+    """The runtime calls that matter to the GPU, and the operators' tails that waited for it,
+    in start order."""
 
-    runtime_row: np.ndarray  # row of trace.runtime
+    runtime_row: np.ndarray  # row of trace.runtime (-1: an operator's tail)
+    op_tail: np.ndarray  # an operator's tail (advisor.derive.waits.op_tails): its index, -1
     ts_ns: np.ndarray
     end_ns: np.ndarray
     process: np.ndarray  # process code
@@ -118,12 +120,17 @@ def host_calls(trace: Trace, launch_rt: np.ndarray) -> HostRows:
     waiting = np.zeros(n_rt, dtype=bool)
     waiting[derive_waits(trace).rows] = True
     rows = np.flatnonzero(launched | is_sync | waiting)
-    ts = rt["ts_ns"].to_numpy(np.int64)[rows]
-    end = rt["end_ns"].to_numpy(np.int64)[rows]
-    pid = rt["pid"].to_numpy()[rows]
-    tid = rt["tid"].to_numpy()[rows]
+    tails = op_tails(trace)  # waits no recorded call holds: host nodes of their own
+    n_tail = len(tails.op)
+    ts = np.r_[rt["ts_ns"].to_numpy(np.int64)[rows], tails.ts_ns]
+    end = np.r_[rt["end_ns"].to_numpy(np.int64)[rows], tails.end_ns]
+    pid = np.r_[rt["pid"].to_numpy()[rows], tails.pid] if n_tail else rt["pid"].to_numpy()[rows]
+    tid = np.r_[rt["tid"].to_numpy()[rows], tails.tid] if n_tail else rt["tid"].to_numpy()[rows]
+    tail = np.r_[np.full(len(rows), -1, dtype=np.int64), np.arange(n_tail)]
+    rows = np.r_[rows, np.full(n_tail, -1, dtype=np.int64)]
     o = np.lexsort((end, ts))
-    rows, ts, end, pid, tid = rows[o], ts[o], end[o], pid[o], tid[o]
+    rows, ts, end, pid, tid, tail = rows[o], ts[o], end[o], pid[o], tid[o], tail[o]
+    real = rows >= 0
     # thread codes in (process, thread) order: one integer key per pair (a unique over
     # columns sorts structured rows, far slower)
     pcode = pd.factorize(pid)[0].astype(np.int64)
@@ -133,18 +140,20 @@ def host_calls(trace: Trace, launch_rt: np.ndarray) -> HostRows:
     else:
         thread = np.zeros(0, dtype=np.int64)
     of_runtime = np.full(n_rt, -1, dtype=np.int64)
-    of_runtime[rows] = np.arange(len(rows))
+    of_runtime[rows[real]] = np.flatnonzero(real)
+    r = np.clip(rows, 0, None)
     return HostRows(
         runtime_row=rows,
+        op_tail=tail,
         ts_ns=ts,
         end_ns=end,
         process=pcode,
         thread=thread.astype(np.int64).ravel(),
         trace_tid=tid,
-        is_sync=is_sync[rows],
-        is_device_sync=name_mask(rt["name"], DEVICE_SYNC_RE)[rows] if len(rows) else is_sync[rows],
-        is_copy=is_copy[rows],
-        is_launch=launched[rows],
+        is_sync=is_sync[r] & real,
+        is_device_sync=name_mask(rt["name"], DEVICE_SYNC_RE)[r] & real if len(r) else real,
+        is_copy=is_copy[r] & real,
+        is_launch=launched[r] & real,
         of_runtime=of_runtime,
     )
 
@@ -317,16 +326,25 @@ def waits(trace: Trace, h: HostRows, g: GpuRows) -> CallWaits:
     for p, m in w.more.items():
         if node[p] >= 0:
             more[int(node[p])] = list(m)
+    tails = op_tails(trace)  # an operator's tail that waited (no recorded call did)
+    at = np.flatnonzero(h.op_tail >= 0)
+    if len(at):
+        t = h.op_tail[at]
+        awaited[at], return_ns[at], own_ns[at] = (
+            tails.awaited[t],
+            tails.return_ns[t],
+            tails.own_ns[t],
+        )
     u = untraced(trace)
     ends_wait = np.flatnonzero(u.before < 0)
     first = len(g.ts_ns) - len(u)  # the untraced waits come last among the GPU rows
     for x in ends_wait.tolist():  # the call waits for the untraced stretch itself
-        i = int(node[u.by[x]])
-        if i >= 0:
-            awaited[i] = first + x
-            return_ns[i] = h.end_ns[i] - u.end_ns[x]
-            own_ns[i] = int(np.clip(return_ns[i], 0, h.end_ns[i] - h.ts_ns[i]))
-            more.pop(i, None)
+        c = int(node[u.by[x]])
+        if c >= 0:
+            awaited[c] = first + x
+            return_ns[c] = h.end_ns[c] - u.end_ns[x]
+            own_ns[c] = int(np.clip(return_ns[c], 0, h.end_ns[c] - h.ts_ns[c]))
+            more.pop(c, None)
     return CallWaits(awaited, more, return_ns, own_ns)
 
 

@@ -1,7 +1,9 @@
 """The step model: a dependency graph of the steady steps, built once per trace.
 
 Nodes are the host's *runtime calls* that matter to the GPU (:class:`HostCalls`: launches of
-kernels and copies, synchronizations, blocking copies) and the GPU activities
+kernels and copies, synchronizations, every call that waits for the device, and the tail of an
+operator that waited where no recorded call did: :mod:`advisor.derive.waits`) and the GPU
+activities
 (:class:`GpuWork`: kernels, copies, memsets). Every other host time (Python, operator
 dispatch, other runtime calls) is the *gap* before the next call on the same thread: host work,
 replayed as measured unless a fix shrinks it.
@@ -18,14 +20,15 @@ Edges (each with an offset in ns), one builder each in :mod:`advisor.replay.edge
 - **cross-stream wait**: an activity that started well after both of those, right after an
   activity on another stream of its device ended (cudaStreamWaitEvent / event waits), waits
   for that one;
-- **sync**: ``cuda{Stream,Device,Event}Synchronize`` and blocking copies (``cudaMemcpy``, and
-  ``cudaMemcpyAsync`` whose copy finished before the call returned) end when the GPU work they
-  waited for ended, plus the measured return time;
-- **launch-queue back-pressure**: a launch call far slower than the others waited for a slot
-  in a full launch queue: it ends when the GPU work before it ends, as a sync does.
+- **wait**: a call that waits for the device (:mod:`advisor.derive.waits`: an explicit
+  synchronize, a synchronous or pageable device-to-host copy, or a call of any name whose timing
+  shows it waited: for its own work, a stream it touches, a slot in a full launch queue) ends at
+  the later of its own cost and the end of the GPU work it waited for, plus the measured return
+  time; a wait no recorded GPU work explains waits for an untraced wait, a GPU node of its own
+  (:mod:`advisor.derive.untraced`).
 
-The replayed window (:mod:`advisor.replay.structure`): the steady steps closest to the median
-are replayed, every other node keeps its measured times; a thread's first call in a replayed
+The replayed window (:mod:`advisor.replay.structure`): every steady step is replayed, every
+other node keeps its measured times; a thread's first call in a replayed
 step starts ``gap`` after the step's start; the step boundaries follow the main thread's last
 call before them (the anchors).
 
@@ -74,7 +77,7 @@ __all__ = [
 class HostCalls:
     """The host calls, in start order: a host node is an index into these arrays."""
 
-    runtime_row: np.ndarray  # row of trace.runtime
+    runtime_row: np.ndarray  # row of trace.runtime (-1: an operator's tail that waited)
     thread: np.ndarray  # thread code (per process and thread id)
     trace_tid: np.ndarray  # the trace's own thread id
     ts_ns: np.ndarray
@@ -190,11 +193,14 @@ class Graph:
         return idx[pos[ok]] if len(idx) else np.zeros(0, dtype=np.int64)
 
     def host_nodes(self, runtime_rows: np.ndarray) -> np.ndarray:
+        """Host node indices of ``trace.runtime`` rows (those in the graph)."""
         rows = np.asarray(runtime_rows, dtype=np.int64)
         h = self.host
-        pos = np.clip(np.searchsorted(h.runtime_row, rows), 0, max(self.n_h - 1, 0))
-        ok = h.runtime_row[pos] == rows if self.n_h else np.zeros(0, bool)
-        return pos[ok]
+        o = np.argsort(h.runtime_row, kind="stable")  # (an operator's tail: row -1)
+        sr = h.runtime_row[o]
+        pos = np.clip(np.searchsorted(sr, rows), 0, max(self.n_h - 1, 0))
+        ok = (sr[pos] == rows) & (rows >= 0) if self.n_h else np.zeros(0, bool)
+        return o[pos[ok]]
 
 
 def graph(trace: Trace) -> Graph:
