@@ -184,10 +184,10 @@ def test_multi_stream_host_ahead_waits_in_cudafree_and_is_gpu_bound(kineto_2021:
 
 def blocks_after_compute_kernels() -> TraceBuilder:
     """Steps of 16 chunks: 4 FP32 GEMMs of 1.6 ms on stream 7 launched 100 us apart, 4.2 ms of
-    Python, then a small copy call on stream 24 whose copy starts 30 us after the chunk's last
-    GEMM ends (the legacy default stream orders it) and which returns 20 us after that copy,
-    then 0.5 ms of Python; an all-reduce on stream 20 beside. The compute stream is ~87% busy;
-    the host works ~69% of the step and blocks the rest."""
+    Python, then a small copy call on stream 24 that returns 20 us after the chunk's last GEMM
+    ends (the legacy default stream orders its copy after it: the copy runs 40 us after the call
+    returned), then 0.5 ms of Python; an all-reduce on stream 20 beside. The compute stream is
+    ~87% busy; the host works ~69% of the step and blocks the rest."""
     b, gpu, t = TraceBuilder(rank=0, world_size=2), Gpu(), 0.0
     for s in range(5):
         start = t
@@ -210,18 +210,19 @@ def blocks_after_compute_kernels() -> TraceBuilder:
                 )
             b.annotation("python_work", t, 4_200)
             t += 4_200
-            cs = gpu.run(24, t + 5, 3, after=end + 30)
-            o = b.op("aten::copy_", t, cs + 3 + 20 + 2 - t)
+            ret = end + 20
+            cs = gpu.run(24, t + 5, 3, after=ret + 40)
+            o = b.op("aten::copy_", t, ret + 2 - t)
             b.launch(
                 o,
                 "cudaMemcpyAsync",
                 t + 1,
-                cs + 3 + 20 - (t + 1),
+                ret - (t + 1),
                 memcpy=("Memcpy DtoH (Device -> Pinned)", 4),
                 gpu_ts=cs,
                 gpu_dur=3,
             )
-            t = cs + 3 + 20 + 5
+            t = ret + 5
             b.annotation("python_work", t, 500)
             t += 500
         b.step(s + 1, start, t - start)
