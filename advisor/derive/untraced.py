@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.derive.runtime import GRAPH_LAUNCH_RE
 from advisor.derive.timeline import covered_by, union
 from advisor.derive.waits import WAIT_TOL_NS, Activities, How, Waits, activities, waits
 from advisor.trace.model import Trace
@@ -136,7 +137,7 @@ def _after_graph_launch(trace: Trace, rows: np.ndarray) -> np.ndarray:
     out = np.zeros(len(rows), dtype=bool)
     if not len(rows):
         return out
-    g = np.flatnonzero(name_flags(rt["name"], lambda n: "GraphLaunch" in n))
+    g = np.flatnonzero(name_flags(rt["name"], lambda n: GRAPH_LAUNCH_RE.match(n) is not None))
     if not len(g):
         return out
     tid = rt["tid"].to_numpy()
