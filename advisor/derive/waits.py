@@ -7,9 +7,10 @@ time it spent waiting is the GPU's, not the host's. Two kinds of evidence say so
   Synchronize``) waits for the GPU work issued before it: of that work, the activity that ended
   last before the call returned (a device-wide synchronize: every stream's last one too). A
   device-to-host copy into pageable memory (it returns when the copy is done) and a synchronous
-  copy call (``cudaMemcpy``, ``hipMemcpyWithStream``, ...) wait for their own copy. (An
-  asynchronous host-to-device copy from pageable memory returns once the driver has staged it:
-  it waits only when the staging buffers are full, which its timing shows.)
+  copy call (``cudaMemcpy``, ``hipMemcpyWithStream``, ...) wait for their own copy. An
+  asynchronous host-to-device copy from pageable memory returns once the driver has staged it,
+  chunk by chunk while the transfer runs: when its transfer started before it returned, it
+  waits for its copy (the transfer paces it); one whose transfer runs later staged it at once.
 - **Timing, for a call of any name.** A call that lasts far longer than its own cost
   elsewhere in the trace (the ``OWN_QUANTILE``th percentile of the calls of the same name: at
   least ``WAIT_X`` times it and ``WAIT_MIN_NS`` more) and that returns within ``WAIT_TOL_NS``
@@ -129,6 +130,8 @@ def _waits(trace: Trace) -> Waits:
     sync_copy = name_flags(rt["name"], lambda n: SYNC_COPY_RE.match(n) is not None)
     oc = np.clip(own, 0, None)
     ruled = (own >= 0) & a.is_copy[oc] & (a.to_pageable[oc] | sync_copy)
+    # a pageable host-to-device copy whose transfer ran while its call staged it chunk by chunk
+    ruled |= (own >= 0) & a.from_pageable[oc] & (a.ts_ns[oc] < end)
     ruled &= a.end_ns[oc] > ts
     how = np.zeros(len(rt), dtype=np.int64)
     awaited = np.full(len(rt), -1, dtype=np.int64)

@@ -45,6 +45,7 @@ class Activities:
     launch_rt: np.ndarray  # the runtime row that launched it, -1
     is_copy: np.ndarray  # bool: a memcpy (not a memset, not a kernel)
     to_pageable: np.ndarray  # bool: a device-to-host copy into pageable (or unknown) memory
+    from_pageable: np.ndarray  # bool: a host-to-device copy from pageable memory
     issued_ns: np.ndarray  # its launch call's start; its own start without a launch in the trace
     n_kernels: int
 
@@ -63,10 +64,12 @@ def _activities(trace: Trace) -> Activities:
     n_k = len(k)
     is_copy = np.zeros(len(g), dtype=bool)
     to_pageable = np.zeros(len(g), dtype=bool)
+    from_pageable = np.zeros(len(g), dtype=bool)
     if len(mc):
         kind = mc["kind"].astype(str).to_numpy()
         is_copy[n_k:] = kind != "Memset"
         to_pageable[n_k:] = (kind == "DtoH") & (mc["dst"].astype(str).to_numpy() != "Pinned")
+        from_pageable[n_k:] = (kind == "HtoD") & (mc["src"].astype(str).to_numpy() == "Pageable")
     launch_rt = g["launch_idx"].to_numpy(np.int64)
     ts = g["ts_ns"].to_numpy(np.int64)
     rt_ts = trace.runtime["ts_ns"].to_numpy(np.int64)
@@ -83,6 +86,7 @@ def _activities(trace: Trace) -> Activities:
         launch_rt=np.where(ok, launch_rt, -1),
         is_copy=is_copy,
         to_pageable=to_pageable,
+        from_pageable=from_pageable,
         issued_ns=issued,
         n_kernels=n_k,
     )
