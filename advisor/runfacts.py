@@ -25,6 +25,9 @@ class QualityNote:
 
     what: str
     effect: str
+    # what is missing (advisor.derive.quality.Issue.kind: "untraced", "graph", "harness"...);
+    # "untraced" notes lead the report's header: the figures cannot claim what they hold
+    kind: str | None = omit_none()
 
 
 @dataclass(frozen=True)
@@ -192,9 +195,15 @@ class RunFacts:
     steps_synthetic: bool = False
     steady: SteadySteps | None = flat()
     step_ms_median: float = 0.0
+    # the mean steady step: findings' savings are means per step, and their shares of it
+    step_ms_mean: float | None = omit_none()
     # share of the steady steps' wall time the main GPU was busy (None: no GPU activity);
     # for several ranks the mean of the ranks' (see RankRow)
     gpu_busy_pct: float | None = None
+    # share of the steady steps' wall time the host's main thread worked: the steps less the
+    # time it waited for the device (advisor.replay.evidence.host_own_pct); None: not measured;
+    # for several ranks the mean of the ranks'
+    host_own_pct: float | None = omit_none()
     ended_early: bool = False
     end_reason: str | None = None
     events_skipped: int = 0
@@ -209,3 +218,10 @@ class RunFacts:
     bound: Bound | None = None
     phases: tuple[Phase, ...] | None = omit_none()
     ranks: Ranks | None = flat()
+
+    @property
+    def saving_step_ms(self) -> float:
+        """The step a saving is a share of: the mean step (a finding's saving is its mean per
+        step), else the median one (a file written before the mean was kept)."""
+        mean = self.step_ms_mean
+        return float(mean if mean is not None else self.step_ms_median or 0.0)

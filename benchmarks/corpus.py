@@ -1,10 +1,11 @@
 """The shared traces at a glance: what bounds each step, the evidence for it, and what ranks first.
 
 For every trace file under TRACES_DIR (default ../shared/traces; nothing to do when it is
-absent), one line: the GPU busy share of the steady steps (``run.gpu_busy_pct``), the median
-launch lead (how far launch calls run ahead of their kernels) against the launch latency,
+absent), one line: the GPU busy share of the steady steps (``run.gpu_busy_pct``), the host's own
+work (``run.host_own_pct``: the steps less the host's waits for the device), the median launch
+lead (how far launch calls run ahead of their kernels) against the launch latency,
 ``run.bound``, whether the bound agrees with that evidence by the rule of
-:func:`advisor.replay.bound.consistent`, the #1 finding and its saving; then the ranked rows
+:func:`advisor.replay.evidence.consistent`, the #1 finding and its saving; then the ranked rows
 whose fixes claim the same time (their fixes change the same host calls or GPU activities of the
 step graph), each pair with the nodes they share.
 
@@ -35,8 +36,9 @@ from advisor.detect.registry import Context  # noqa: E402
 from advisor.detect.thresholds import Thresholds  # noqa: E402
 from advisor.errors import AdvisorError  # noqa: E402
 from advisor.findings import Draft  # noqa: E402
-from advisor.replay.bound import consistent, evidence, step_bound  # noqa: E402
+from advisor.replay.bound import step_bound  # noqa: E402
 from advisor.replay.engine import Mods  # noqa: E402
+from advisor.replay.evidence import consistent, evidence  # noqa: E402
 from advisor.replay.fixes import Fix  # noqa: E402
 from advisor.replay.model import graph  # noqa: E402
 from advisor.trace import Trace, load_trace  # noqa: E402
@@ -84,12 +86,13 @@ def one(path: Path) -> str:
         run=None, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace
     )
     drafts = run_detectors(trace, ctx).drafts
-    findings = rank(lower_confidence(drafts, trace_quality(trace)), step_ms, th)
+    findings = rank(lower_confidence(drafts, trace_quality(trace)), trace.mean_step_ms(), th)
     run = run_summary(trace, None)
     bound = step_bound(trace)
     busy_pct = run.gpu_busy_pct
     ev = evidence(trace, float(busy_pct) if isinstance(busy_pct, (int, float)) else None)
     busy = f"{ev.gpu_busy_pct:5.1f}%" if ev.gpu_busy_pct is not None else "    -"
+    own = f"{ev.host_own_pct:5.1f}%" if ev.host_own_pct is not None else "    -"
     lead = f"{ev.launch_lead_ms:8.3f}" if ev.launch_lead_ms is not None else "       -"
     if bound:
         sh = bound["shares_pct"]
@@ -103,7 +106,8 @@ def one(path: Path) -> str:
     top = f"{ranked[0].id} {ranked[0].est_savings_ms:.2f} ms" if ranked else "-"
     shared = shared_rows(trace, drafts, {f.id for f in ranked})
     return (
-        f"busy {busy}  lead {lead} ms (latency {ev.launch_latency_ms:.3f})  bound {b:10s}"
+        f"busy {busy}  host own {own}  lead {lead} ms (latency {ev.launch_latency_ms:.3f})  "
+        f"bound {b:10s}"
         f"  {verdict}  #1 {top}"
         + (f"\n    same time claimed: {'; '.join(shared)}" if shared else "")
     )

@@ -57,7 +57,7 @@ TITLE = "cudaMalloc/cudaFree inside steady steps"
 register(
     "allocator_churn.min_pct",
     1.0,
-    "report when allocator calls hold the host this % of the median step",
+    "report when allocator calls hold the host this % of the step (mean per step)",
 )
 
 
@@ -113,8 +113,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     sites = _empty_cache_sites(ctx)
     conf, off = _alloc_conf(ctx)
     steps = n_steps(trace)
-    host_ms = _median_per_step(calls, trace)  # the step figure is a median too
-    share = 100.0 * host_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0
+    # per step: the mean over the steady steps, and its share of the mean step (one statistic
+    # for every per-step figure: a cost in some steps only is its mean over all of them)
+    host_ms = float(calls["dur_ns"].sum()) / 1e6 / steps if len(calls) else 0.0
+    mean_step = trace.mean_step_ms()
+    share = 100.0 * host_ms / mean_step if mean_step > 0 else 0
     if not len(calls) or share < ctx.t("allocator_churn.min_pct") or trace.meta.synthetic_steps:
         # without iterations the calls cannot be told from the pool's one-time growth
         return [_latent(sites)] if sites else []
@@ -155,8 +158,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     host_only = bool(names.str.contains(HOST_RE).all())
     summary = (
         f"{per_step:.0f} allocator call(s) per steady step ({', '.join(_counts(names, steps))}) "
-        f"hold the host {fmt_ms(host_ms)} in the median step ({share:.0f}% of the "
-        f"step); the GPU idles {fmt_ms(saving_ms)} per step on average meanwhile.{replayed} "
+        f"hold the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step); the GPU "
+        f"idles {fmt_ms(saving_ms)} per step meanwhile.{replayed} "
         f"Likely cause: {cause}."
     )
     locs = tuple((*sites, *_locations(trace, ctx, calls))[:5])
@@ -191,16 +194,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 def _steps_seen(calls: pd.DataFrame, trace: Trace) -> int:
     """The steady steps holding allocator calls (the pool's first growth happens once)."""
     return int(np.count_nonzero(np.isin(trace.steps["step"].to_numpy(), calls["step"].to_numpy())))
-
-
-def _median_per_step(calls: pd.DataFrame, trace: Trace) -> float:
-    """Median over the steps of the allocator calls' host time (ms; steps without calls: 0)."""
-    if not len(calls):
-        return 0.0
-    if trace.meta.synthetic_steps:
-        return float(calls["dur_ns"].sum()) / 1e6
-    per = calls.groupby("step")["dur_ns"].sum().reindex(trace.steps["step"], fill_value=0)
-    return float(np.median(per.to_numpy())) / 1e6
 
 
 def _counts(names: pd.Series, steps: int) -> list[str]:

@@ -141,15 +141,16 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         saving = rep.ms
 
     kind = "num_workers=0" if single else f"num_workers={w0 or '>0'}"
+    some = _some_steps(trace, dl, exposed, step_ms, ctx.t("dataloader_stall.min_share_pct"))
     summary = (
         f"The loop waits {fmt_ms(exp_ms)} per step ({share:.0f}% of the step) for the "
-        f"next batch with the GPU idle ({kind}; `__next__` takes {fmt_ms(raw_ms)} per "
+        f"next batch with the GPU idle{some} ({kind}; `__next__` takes {fmt_ms(raw_ms)} per "
         "step in total)."
     )
     if not trace.has_gpu:
         summary = (
             f"Fetching batches takes {fmt_ms(exp_ms)} per step ({share:.0f}% of the step, "
-            f"{kind}); the model waits for it on every step."
+            f"{kind}); the model waits for it" + (f"{some}." if some else " on every step.")
         )
     rec, snippet = _advice(trace, cfg, single, w0, rec_w, cpus)
     evidence = [
@@ -187,7 +188,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             locations=where,
             assumptions=(
                 "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
-                "CPU-only trace: all of it), per step.",
+                "CPU-only trace: all of it), per step: its mean over all the steady steps, also "
+                "when only some of them wait (and its share: of the mean step).",
                 f"Saving with {rec_w} worker{'s' if rec_w != 1 else ''}: exposed time minus max(0, B/{rec_w} - R), B = batch "
                 f"production time ({fmt_ms(batch_ms)}), R = rest of the step ({fmt_ms(rest_ms)}); "
                 "worker start-up and inter-process copies are not modeled.",
@@ -201,6 +203,21 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             },
         )
     ]
+
+
+def _some_steps(trace: Trace, dl: Any, exposed: np.ndarray, step_ms: float, min_pct: float) -> str:
+    """ "; in k of n steps, a-b ms each" when only some steps wait for their batch (at least
+    ``min_pct`` of the mean step ``step_ms``), else ""."""
+    st = trace.steps
+    n = len(st)
+    if n < 2 or step_ms <= 0:
+        return ""
+    k = np.searchsorted(st["ts_ns"].to_numpy(np.int64), dl["ts_ns"].to_numpy(np.int64), "right")
+    per = np.bincount(np.clip(k - 1, 0, n - 1), weights=exposed, minlength=n)[:n] / 1e6
+    hit = per[per >= min_pct / 100.0 * step_ms]
+    if not 0 < len(hit) < n:
+        return ""
+    return f"; in {len(hit)} of {n} steps, {fmt_ms(hit.min())}-{fmt_ms(hit.max())} each"
 
 
 def _advice(

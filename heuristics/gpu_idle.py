@@ -53,7 +53,8 @@ import numpy as np
 
 from advisor.derive.dataloader import fetches
 from advisor.derive.quality import affected_spans
-from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, union
+from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, subtract, union
+from advisor.derive.waits import waited_spans
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
@@ -192,9 +193,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     over_ns = excess_idle_ns(trace, ctx)
     saving_ms = frac * max(0, claim_ns - tiny_ns - over_ns) / 1e6 / steps
     # the launching calls' host time while the GPU waited for it (host-launch idle gaps), less
-    # the allocator calls inside them (allocator-churn's)
+    # the allocator calls inside them (allocator-churn's) and the host's waits for the device
+    # (not its own work: advisor.derive.waits)
     hm = host & ~tail
     ls, le, _ = without_allocator(trace, *_intersect(launching_calls(trace), (gs[hm], ge[hm])))
+    ls, le = subtract(ls, le, *waited_spans(trace))
     rep = ctx.whatif(
         ShrinkHost(
             ls,

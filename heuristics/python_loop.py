@@ -12,11 +12,14 @@ for one element of work, plus the interpreter's loop overhead between ops; on a 
 ``.item()`` also waits for the device (see sync-point). A vectorized expression does the same
 work in one op.
 
-**How the saving is estimated.** Those ops, but the longest one per line and step (a
-vectorized version still runs about one op), are removed: Python interpreter time between the
-ops is not counted, so the estimate is low. On GPU traces the steady steps are replayed without
-them (see docs/savings.md): host work hidden behind a busy GPU saves nothing. On CPU-only traces
-this is measured CPU time.
+**How the saving is estimated.** Vectorizing removes the loop, not only its ops: each run of
+a line's per-element ops (consecutive ops no further apart than ``python_loop.gap_x`` times
+their typical iteration's spacing) is one loop, and its wall time on the host (the ops, the interpreter
+time between them, the waits of the reads inside it and the GPU work it launched) goes, but
+for its longest op, which a vectorized version still runs. On GPU traces the steady steps are
+replayed without that time (see docs/savings.md): host work hidden behind a busy GPU saves
+nothing. On CPU-only traces the figure is that wall time, as measured. The figure is the mean
+per steady step ("in k of n steps" when the loop runs in some steps only).
 
 **How to fix.** Vectorize: whole-tensor arithmetic, broadcasting, boolean masks
 (``torch.where``), gathers (``x[idx]``, ``torch.gather``), reductions; call ``.item()`` /
@@ -35,16 +38,16 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from advisor.derive.timeline import main_busy
+from advisor.derive.timeline import union
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence, Location
-from advisor.replay.fixes import ShrinkHost
+from advisor.replay.fixes import Combined, DropSyncs, Fix, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
 from ._ops import BACKWARD_RE, in_backward, op_names
-from ._per_step import ms, n_steps
+from ._per_step import fmt_ms, ms, n_steps
 
 ID = "python-loop"
 TITLE = "Per-element tensor ops from a Python loop"
@@ -53,6 +56,11 @@ register(
     "python_loop.min_ops_per_step",
     200.0,
     "per-element ops one line must issue in a step to be reported",
+)
+register(
+    "python_loop.gap_x",
+    10.0,
+    "a gap this many times the typical spacing of a line's ops ends its loop",
 )
 
 PER_ELEMENT = frozenset(
@@ -130,9 +138,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ops = trace.cpu_ops
     names = op_names(trace)
     step = ops["step"].to_numpy()
-    ts = ops["ts_ns"].to_numpy()
-    end = ops["end_ns"].to_numpy()
-    dur = ops["dur_ns"].to_numpy()
+    ts = ops["ts_ns"].to_numpy(np.int64)
+    end = ops["end_ns"].to_numpy(np.int64)
+    dur = ops["dur_ns"].to_numpy(np.int64)
+    tid = ops["tid"].to_numpy()
     groups: dict[tuple[Location, int], list[int]] = defaultdict(list)
     for r, loc in zip(rows, locs, strict=True):
         if loc is not None:
@@ -143,21 +152,23 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
 
     per_line: dict[Location, dict[str, float]] = {}
-    cut: list[np.ndarray] = []  # the ops a vectorized version would not run
-    for (loc, _s), rs in groups.items():
+    cut: list[tuple[int, int, int]] = []  # (start, end, thread): what a vectorized loop drops
+    steps_with: set[int] = set()
+    for (loc, st), rs in groups.items():
         if loc not in storm_lines:
             continue
         a = np.asarray(rs)
-        cut.append(np.delete(a, int(np.argmax(dur[a]))))
-        cost = float(dur[a].sum() - dur[a].max())
-        if trace.has_gpu:
-            cost = min(cost, float(main_busy(trace).idle_ns(int(ts[a].min()), int(end[a].max()))))
+        steps_with.add(st)
         acc = per_line.setdefault(
             loc,
-            {"ops": 0, "saving_ns": 0.0, "op_ns": 0.0, "max_step": 0, "first": int(ts[a].min())},
+            {"ops": 0, "loop_ns": 0.0, "op_ns": 0.0, "max_step": 0, "first": int(ts[a].min())},
         )
+        for run in _loops(ts, a, ctx.t("python_loop.gap_x")):
+            lo, hi = int(ts[run].min()), int(end[run].max())
+            keep = int(run[np.argmax(dur[run])])  # a vectorized version still runs one op
+            cut += [(lo, int(ts[keep]), int(tid[keep])), (int(end[keep]), hi, int(tid[keep]))]
+            acc["loop_ns"] += float(hi - lo - dur[keep])
         acc["ops"] += len(a)
-        acc["saving_ns"] += cost
         acc["op_ns"] += float(dur[a].sum())
         acc["max_step"] = max(acc["max_step"], len(a))
         acc["first"] = min(acc["first"], int(ts[a].min()))
@@ -165,15 +176,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             acc[n] = acc.get(n, 0) + 1
 
     nst = n_steps(trace)
-    order = sorted(per_line, key=lambda k: -per_line[k]["saving_ns"])
-    saving_ms = sum(v["saving_ns"] for v in per_line.values()) / 1e6 / nst
+    order = sorted(per_line, key=lambda k: -per_line[k]["loop_ns"])
+    saving_ms = sum(v["loop_ns"] for v in per_line.values()) / 1e6 / nst
     rep = None
     if trace.has_gpu:
-        c = np.concatenate(cut)
-        rep = ctx.whatif(
-            ShrinkHost(ts[c], end[c], ops["tid"].to_numpy()[c], keep=0.0, label="vectorized loops")
-        )
+        rep = ctx.whatif(_vectorized(trace, np.asarray(cut, dtype=np.int64).reshape(-1, 3)))
         saving_ms = rep.ms if rep.replayed else saving_ms
+    some = f" in {len(steps_with)} of {nst} steps" if 0 < len(steps_with) < nst else ""
     evidence = []
     for loc in order[:5]:
         v = per_line[loc]
@@ -184,9 +193,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         evidence.append(
             Evidence(
                 f"{loc.file}:{loc.line} ({loc.function}): up to {int(v['max_step'])} per-element "
-                f"ops in one step ({mix})",
+                f"ops in one step ({mix}); the loop runs {fmt_ms(v['loop_ns'] / 1e6 / nst)} "
+                "per step",
                 int(v["ops"]),
-                ms(v["op_ns"]),
+                ms(v["loop_ns"]),
                 trace.to_trace_us(v["first"]),
             )
         )
@@ -194,29 +204,22 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     summary = (
         f"{len(order)} line(s) drive per-element tensor ops from a Python loop: "
         f"{order[0].file}:{order[0].line} issues up to {int(top['max_step'])} tiny ops in "
-        f"one step; vectorizing saves about {saving_ms:.3f} ms per step of measured op "
-        f"time."
+        f"one step{some}; vectorizing removes the loop, about {fmt_ms(saving_ms)} per step."
     )
     assumptions = [
-        "Saving = measured duration of the per-element ops from each line in each step, minus "
-        f"the longest one (a vectorized version still runs about one op), divided by the {nst} "
-        "step(s) in the trace; Python interpreter time between the ops is not counted.",
+        "Each run of a line's per-element ops in a step (consecutive ops at most "
+        f"{ctx.t('python_loop.gap_x'):g} times their typical spacing apart: "
+        "python_loop.gap_x) is one loop; vectorizing removes its wall time (the ops, the "
+        "interpreter time between them, the waits of its reads, the GPU work it launched) but "
+        "for its longest op, which a vectorized version still runs. Mean per step over the "
+        f"{nst} step(s){some}.",
         f"Only lines issuing at least {min_ops:g} such ops in a step "
         "(python_loop.min_ops_per_step), called directly from the user's code.",
     ]
     if rep is not None and rep.replayed:
-        assumptions[0] = (
-            "The per-element ops from each line in each step, but the longest "
-            "(a vectorized version still runs about one op), removed from the "
-            "host; Python interpreter time between them is kept. " + rep.assumption
-        )
-        assumptions.append("Waits inside .item() overlap the sync-point finding.")
-    elif trace.has_gpu:
-        assumptions.append(
-            "GPU trace: each loop's saving is capped at the GPU idle time while "
-            "it ran; waits inside .item() overlap the sync-point finding."
-        )
-    else:
+        assumptions.append(rep.assumption)
+        assumptions.append("The reads inside the loop are also sync-point's; one row holds both.")
+    elif not trace.has_gpu:
         assumptions.append("CPU-only trace: this is measured CPU time.")
     return [
         Draft(
@@ -233,3 +236,42 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             assumptions=tuple(assumptions),
         )
     ]
+
+
+def _loops(ts: np.ndarray, rows: np.ndarray, gap_x: float) -> list[np.ndarray]:
+    """A line's ops in one step as loops: runs of consecutive ops (by start) whose spacing is
+    at most ``gap_x`` times their typical iteration's (the 90th percentile of the spacings: a
+    line may issue several ops an iteration, close together, and one longer gap to the next
+    iteration); a longer gap is other code, not an iteration. A single op is no loop."""
+    o = rows[np.argsort(ts[rows], kind="stable")]
+    if len(o) < 2:
+        return []
+    spacing = np.diff(ts[o])
+    lim = gap_x * max(float(np.percentile(spacing, 90)), 1.0)
+    return [r for r in np.split(o, np.flatnonzero(spacing > lim) + 1) if len(r) >= 2]
+
+
+def _vectorized(trace: Trace, cut: np.ndarray) -> Fix:
+    """The loops vectorized (``cut``: rows of start, end, thread): their host time removed, the
+    syncs inside them no longer waiting, the GPU work launched inside them gone."""
+    rt = trace.runtime
+    inside = np.zeros(len(rt), dtype=bool)
+    rts, rtid = rt["ts_ns"].to_numpy(np.int64), rt["tid"].to_numpy()
+    for t in np.unique(cut[:, 2]):
+        lo, hi = union(cut[cut[:, 2] == t, 0], cut[cut[:, 2] == t, 1])
+        on = rtid == t
+        k = np.searchsorted(lo, rts[on], side="right") - 1
+        inside[np.flatnonzero(on)] = (k >= 0) & (rts[on] < hi[np.clip(k, 0, None)])
+    calls = np.flatnonzero(inside)
+    return Combined(
+        [
+            ShrinkHost(cut[:, 0], cut[:, 1], cut[:, 2], keep=0.0),
+            DropSyncs(calls),
+            ScaleGpu(
+                kernels=np.flatnonzero(np.isin(trace.kernels["launch_idx"].to_numpy(), calls)),
+                memcpy=np.flatnonzero(np.isin(trace.memcpy["launch_idx"].to_numpy(), calls)),
+                speedup=float("inf"),
+            ),
+        ],
+        label="vectorized loops",
+    )

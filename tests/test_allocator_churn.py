@@ -59,12 +59,12 @@ def test_malloc_every_step_is_reported_with_the_idle_it_causes() -> None:
     # per step: 300 us in cudaMalloc, the GPU idle meanwhile: the replayed step loses all of it
     assert f.est_savings_ms == pytest.approx(0.3, abs=0.002)
     assert f.est_savings_range_ms == pytest.approx((0.15, 0.3), abs=0.002)  # half stays
-    assert "the GPU idles 295 us per step on average meanwhile" in f.summary
+    assert "the GPU idles 295 us per step meanwhile" in f.summary
     assert any(a.startswith("Replayed:") for a in f.assumptions)
     assert f.evidence[0].what == "cudaMalloc calls inside steady steps"
     assert f.evidence[0].count == 3 and f.evidence[0].total_ms == pytest.approx(0.9)
     assert "1 allocator call(s) per steady step (1 cudaMalloc)" in f.summary
-    assert "hold the host 300 us in the median step (30% of the step)" in f.summary
+    assert "hold the host 300 us per step (30% of the step)" in f.summary
     assert "expandable_segments" in f.recommendation and "empty_cache" in f.snippet
 
 
@@ -143,10 +143,12 @@ def test_mi300_without_pool_idle_is_allocator() -> None:
     f = one(rep, ID)
     assert "switched off" in f.summary and "hipFree" in f.summary
     assert "564 allocator call(s) per steady step (292 hipMalloc, 272 hipFree)" in f.summary
-    # steps 2-4 spend 1.0-1.07 s of their 1.01-1.08 s in hipFree/hipMalloc; the replay without
-    # them keeps the GPU work and the rest of the host's: the median step loses 941 ms
-    assert "hold the host 1008 ms in the median step (99% of the step)" in f.summary
-    assert f.est_savings_ms == pytest.approx(941, rel=0.1)
+    # steps 3-5 spend 1.0-1.07 s of their 1.01-1.08 s in hipFree/hipMalloc, steps 1-2 about a
+    # tenth of that; the replay without them keeps the GPU work and the rest of the host's:
+    # 942-1004 ms a step in the three, 43-46 in the two, 606 ms per step over all five (the
+    # median step alone lost 941 ms); 672 ms of the 679 ms mean step are allocator calls
+    assert "hold the host 672 ms per step (99% of the step)" in f.summary
+    assert f.est_savings_ms == pytest.approx(606, rel=0.1)
     gi = one(rep, "gpu-idle")
     assert "89% allocator, 1% host launch" in gi.summary
     assert f.locations and f.locations[0].file == "train_single_gpu.py"

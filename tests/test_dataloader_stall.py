@@ -60,8 +60,10 @@ def test_exposed_time_excludes_gpu_overlap() -> None:
     f = finding(
         analyze(_loop(301, gpu_overlap_us=200).load(), "dataloader-stall"), "dataloader-stall"
     )
-    # replayed without the fetch, each step is held by its GPU work (about 0.88 ms of 1 ms)
-    assert f is not None and f.est_savings_ms == pytest.approx(0.12, abs=0.01)
+    # replayed without the fetch, each step is held by its GPU work (about 0.88 ms of 1 ms), but
+    # the last: nothing a next step queued runs at its start (0.68 ms of GPU work, 0.7 of host);
+    # the saving is the mean over the 3 steps: (0.11 + 0.11 + 0.3) / 3
+    assert f is not None and f.est_savings_ms == pytest.approx(0.173, abs=0.01)
     assert any(a.startswith("Replayed:") for a in f.assumptions)
 
 

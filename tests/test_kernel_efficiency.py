@@ -393,12 +393,16 @@ def test_control_a100_small_linear_layers() -> None:
     ).findings
     # TF32 GEMMs with K=9375, N=1705... on CUTLASS align1 kernels lead; small linear layers
     # (too few tiles) and layer norms (memory-bound) fall short too. The replay finds the host
-    # limits these steps: one information row, naming the other causes
-    assert f.title == "Too few tiles to fill the GPU (wave quantization)"
-    assert "aten::addmm [96 1024x512 512x96] TF32 reaches 8% of the A100 SXM 40GB's" in f.summary
-    assert "too few tiles for the GPU: 32 output tiles of 64x64 for 108 SMs" in f.summary
+    # limits these steps: one information row (the cause whose fix replays furthest, here by
+    # a few tens of us: the unaligned GEMMs, 0.07 ms at most over the 6 steps), naming the
+    # other causes
+    assert f.title == "GEMMs on unaligned kernels: dims not multiples of the vector width"
+    assert "aten::addmm [512 1024x9375 9375x512] TF32 reaches 27% of the A100 SXM 40GB's" in (
+        f.summary
+    )
+    assert "too few tiles for the GPU: 16 output tiles of 128x256 for 108 SMs" in f.summary
     assert "the host, not the GPU, limits" in f.summary
-    assert "GEMMs on unaligned kernels" in f.summary  # another cause, named
+    assert "too few tiles to fill the GPU (wave quantization)" in f.summary  # named
     assert f.severity == "info" and f.est_savings_ms < 0.1
 
 

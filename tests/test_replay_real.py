@@ -61,7 +61,11 @@ def _saving(rep: Report, fid: str) -> float:
 @pytest.mark.parametrize("rel", NW4)
 def test_fp32_matmul_on_host_bound_resnet50_is_small_and_not_first(rel: str) -> None:
     rep = _report(rel)
-    assert _saving(rep, "fp32-matmul") <= 3.0
+    # a GPU fix saves at most down to the host's own work (90-93% of these steps: the host waits
+    # 6-7 ms per step in the input copy for the previous step's kernels)
+    run = rep.run
+    assert run.host_own_pct is not None and run.step_ms_mean is not None
+    assert _saving(rep, "fp32-matmul") <= run.step_ms_mean * (1 - run.host_own_pct / 100)
     ranked = [f for f in rep.findings if f.id != "one-time-init"]
     assert ranked and ranked[0].id != "fp32-matmul"
     # host-bound, or balanced: the GPU is 83-86% busy in the middle steps of the second trace
@@ -104,10 +108,16 @@ def test_replay_of_the_graph_alone_matches_the_measured_steps(rel: str) -> None:
     meas = np.diff(gr.steps.bounds_ns)[gr.steps.chosen]
     pure = replay(gr, Mods.of(gr, calibrated=False)).step_ns[gr.steps.chosen]
     assert abs(float(np.median(pure)) / float(np.median(meas)) - 1) <= 0.05
-    # with the measured delays kept, the median step comes back (a step whose own GPU work runs
-    # past its end, as ns_resolution's first ones, is held to that GPU work)
-    cal = replay(gr, Mods.of(gr)).step_ns[gr.steps.chosen]
-    assert float(np.median(cal)) == pytest.approx(float(np.median(meas)), rel=0.01)
+    # with the measured delays kept, the replayed timeline gives back every step, and the steady
+    # state the savings are read against (the longer of the host's and the GPU's cycle) is close
+    # to it: a step whose own GPU work runs past its end (ns_resolution's first ones) is held to
+    # that GPU work, and a host that opens each step waiting for the previous step's kernels
+    # (resnet50_num_workers_4's input copy, 6-7 ms) books that wait to the GPU, whose cycle is
+    # then the step: -1.8% on the second trace, where those waits grow from step to step
+    r = replay(gr, Mods.of(gr))
+    assert np.allclose(np.diff(r.bounds_ns)[gr.steps.chosen], meas, rtol=1e-3, atol=1_000)
+    cal = r.step_ns[gr.steps.chosen]
+    assert abs(float(np.median(cal)) / float(np.median(meas)) - 1) <= 0.05
 
 
 def _shared_traces() -> list[str]:

@@ -51,6 +51,7 @@ def test_golden_gpu_report():
         "Steps captured": "3",
         "Median step": "1.00 ms",
         "GPU busy": "58.0%",
+        "Host's own work": "100.0%",
         "Peak memory": "3.0 GiB",
         "Possible saving": "≤ 0.520 ms",
     }

@@ -290,8 +290,11 @@ class TraceBuilder:
         return rt, gpu
 
     # ---- output --------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.header, "traceEvents": list(self.events)}
+    def to_dict(self, kineto_2021: bool = False) -> dict[str, Any]:
+        """The trace; ``kineto_2021``: in the categories torch.profiler wrote in 2021 (see
+        :func:`as_kineto_2021`)."""
+        events = as_kineto_2021(self.events) if kineto_2021 else list(self.events)
+        return {**self.header, "traceEvents": events}
 
     def write(self, path: Path, gz: bool | None = None) -> Path:
         data = json.dumps(self.to_dict()).encode()
@@ -300,9 +303,42 @@ class TraceBuilder:
         Path(path).write_bytes(data)
         return Path(path)
 
-    def load(self) -> Trace:
-        """Build the Trace in memory (no file) through the same code path as a real load."""
-        return load_bytes(json.dumps(self.to_dict()).encode(), "<builder>")
+    def load(self, kineto_2021: bool = False) -> Trace:
+        """Build the Trace in memory (no file) through the same code path as a real load;
+        ``kineto_2021``: from the 2021 categories (:func:`as_kineto_2021`)."""
+        return load_bytes(json.dumps(self.to_dict(kineto_2021)).encode(), "<builder>")
 
     def load_file(self, tmp_path: Path) -> Trace:
         return load_trace(self.write(tmp_path / "trace.json"))
+
+
+# the categories torch.profiler (Kineto) wrote in 2021, by today's name: steps and ranges were
+# operators, and there were no cuda_sync, python_function or gpu_user_annotation events
+KINETO_2021 = {
+    "cpu_op": "Operator",
+    "user_annotation": "Operator",
+    "cuda_runtime": "Runtime",
+    "kernel": "Kernel",
+    "gpu_memcpy": "Memcpy",
+    "gpu_memset": "Memset",
+}
+
+
+def as_kineto_2021(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` as a 2021 Kineto trace wrote them (``resnet50_num_workers_*`` in the shared
+    traces): categories ``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``; runtime
+    calls and GPU work carry ``external id`` (lower case); thread ids are strings; events of
+    newer categories are left out."""
+    out = []
+    for ev in events:
+        cat = KINETO_2021.get(str(ev.get("cat")))
+        if cat is None:
+            if ev.get("ph") == "X":
+                continue  # cuda_sync, python_function, gpu_user_annotation: not written then
+            out.append(dict(ev))
+            continue
+        args = dict(ev.get("args") or {})
+        if cat in ("Runtime", "Kernel", "Memcpy", "Memset") and "External id" in args:
+            args["external id"] = args.pop("External id")
+        out.append({**ev, "cat": cat, "tid": str(ev["tid"]), "args": args})
+    return out

@@ -33,6 +33,7 @@ from advisor.errors import AdvisorError
 from advisor.findings import Draft
 from advisor.output.outfiles import atomic_write
 from advisor.replay.bound import step_bound
+from advisor.replay.evidence import host_own_pct
 from advisor.replay.whatif import combined_bound_ms
 from advisor.report import Errored, Report, Skipped
 from advisor.runfacts import Bound, BoundStep, ExcludedStep, QualityNote, RunFacts, SteadySteps
@@ -82,7 +83,9 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         steps_synthetic=bool(trace.meta.synthetic_steps),
         steady=_steady_block(trace),
         step_ms_median=_ms3(trace.median_step_ms()),
+        step_ms_mean=_ms3(trace.mean_step_ms()) if len(trace.steps) else None,
         gpu_busy_pct=steps_busy_pct(trace),
+        host_own_pct=host_own_pct(trace),
         ended_early=bool(rc.get("ended_early", False)),
         end_reason=rc.get("end_reason"),
         platform=trace.meta.platform,
@@ -91,7 +94,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         events_skipped=int(trace.meta.skipped_events),
         trace_kind=kind.kind,
         trace_kind_evidence=kind.why,
-        trace_quality=tuple(QualityNote(i.what, i.effect) for i in trace_quality(trace))
+        trace_quality=tuple(QualityNote(i.what, i.effect, i.kind) for i in trace_quality(trace))
         + tuple(  # what the live run's recording limits cut (run.json capture_limits)
             QualityNote(str(q.get("what")), str(q.get("effect")))
             for q in rc.get("capture_limits") or ()
@@ -153,7 +156,7 @@ def for_capture(drafts: list[Draft], kind: TraceKind) -> tuple[list[Draft], list
 
 def lower_confidence(drafts: list[Draft], issues: list[Issue]) -> list[Draft]:
     """Low confidence, with the reason, for timeline findings when the timeline has holes."""
-    holes = [i for i in issues if i.kind in ("graph", "lost-launch")]
+    holes = [i for i in issues if i.kind in ("untraced", "graph", "lost-launch")]
     if not holes:
         return drafts
     why = "The trace is missing part of the GPU timeline (see run.trace_quality): " + " ".join(
@@ -217,11 +220,13 @@ def analyze_trace(
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
     drafts, not_run = for_capture(outcome.drafts, trace_kind(trace))
     drafts = lower_confidence(drafts, trace_quality(trace))
+    # a finding's saving is its mean per step (advisor.replay.whatif): its share is of the mean
+    mean_ms = trace.mean_step_ms()
     # the headline replays every finding's own fix together, before rows are merged
     bound_ms, replayed = combined_bound_ms(
-        trace, outcome.drafts, rank(drafts, step_ms, th), step_ms
+        trace, outcome.drafts, rank(drafts, mean_ms, th), mean_ms
     )
-    findings = rank(one_row_per_cause(trace, drafts, th), step_ms, th)
+    findings = rank(one_row_per_cause(trace, drafts, th), mean_ms, th)
     run = replace(
         run_summary(trace, run_ctx),
         est_savings_bound_ms=bound_ms,

@@ -1,7 +1,12 @@
-"""Turn detector drafts into ranked findings: severity from the share of the median step.
+"""Turn detector drafts into ranked findings: severity from the share of the step.
 
-- ``est_savings_ms`` is capped at the median step (a fix cannot save more than the step).
-- ``est_savings_pct`` = saving / median step.
+A finding's saving is its mean per steady step (a cause in k of n steps: its mean over all n,
+:mod:`advisor.replay.whatif`), so the step it is a share of is the mean step (``step_ms``; the
+pipeline passes :meth:`~advisor.trace.model.Trace.mean_step_ms`): one statistic for every
+per-step figure of a finding.
+
+- ``est_savings_ms`` is capped at the step (a fix cannot save more than the step).
+- ``est_savings_pct`` = saving / step.
 - ``est_savings_range_ms`` always contains the estimate (an end the detector gave on the other
   side of it is moved to it) and is capped at the step too.
 - severity: ``high`` at >= rank.high_pct, ``medium`` at >= rank.medium_pct, else ``low``;
@@ -13,7 +18,7 @@
   findings in ``READ_FIRST`` (about how to read the others, with no per-step saving: e.g.
   ``one-time-init``) come before all.
 Savings overlap (removing a sync also removes part of the idle time), so the total shown is
-``min(sum, median step)``: :func:`advisor.findings.savings_bound_ms`.
+``min(sum, step)``: :func:`advisor.findings.savings_bound_ms`.
 """
 
 from __future__ import annotations

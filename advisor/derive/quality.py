@@ -1,5 +1,10 @@
 """Trace quality: parts of the timeline the trace does not hold, so no figure may rest on them.
 
+- **Waits on GPU work the trace does not show** (:mod:`advisor.derive.untraced`): a wait on
+  the device that ends long after every GPU activity it could wait for, or that waits with the
+  GPU idle for work that starts late: the trace is incomplete there (likely cause: a graph
+  replay under a profiler that does not trace into graphs). Said first; GPU busy %, the bound
+  and the savings leave that time out.
 - **CUDA-graph replays with few recorded kernels.** CUPTI often records only some of the
   kernels of a graph replay (``cudaGraphLaunch``/``hipGraphLaunch``): the replay's span (its
   first recorded kernel's start to its last one's end) then looks mostly idle although the
@@ -33,6 +38,8 @@ from advisor.derive.harness import harness_calls
 from advisor.derive.kind import trace_kind
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS, KERNEL_LAUNCH_RE, in_capture
 from advisor.derive.timeline import covered_by, union
+from advisor.derive.untraced import untraced
+from advisor.derive.waits import waits
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -53,8 +60,8 @@ COMPLETE = (
 class Issue:
     what: str
     effect: str
-    kind: str  # "graph", "capture", "dropped", "window", "lost-launch", "clock", "harness",
-    # "header"
+    kind: str  # "untraced", "graph", "capture", "dropped", "window", "lost-launch", "clock",
+    # "harness", "header"
     span_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -67,10 +74,12 @@ def trace_quality(trace: Trace) -> list[Issue]:
     return list(trace.memo("trace_quality", lambda: tuple(_issues(trace))))
 
 
-def timeline_complete(trace: Trace) -> bool:
-    """The trace recorded the whole GPU timeline: no CUDA-graph replays with unrecorded
-    kernels, no launch calls without their GPU work, no events dropped while loading."""
-    return not any(i.kind in ("graph", "lost-launch", "dropped") for i in trace_quality(trace))
+def timeline_complete(trace: Trace, but: tuple[str, ...] = ()) -> bool:
+    """The trace recorded the whole GPU timeline: no waits on work it does not show, no
+    CUDA-graph replays with unrecorded kernels, no launch calls without their GPU work, no
+    events dropped while loading (``but``: the kinds of gap not counted)."""
+    holes = {"untraced", "graph", "lost-launch", "dropped"} - set(but)
+    return not any(i.kind in holes for i in trace_quality(trace))
 
 
 def affected_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +94,9 @@ def affected_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 def _issues(trace: Trace) -> list[Issue]:
     out = []
+    u = _untraced(trace)  # first: the figures cannot claim what the trace does not show
+    if u is not None:
+        out.append(u)
     g = _graph_replays(trace)
     if g is not None:
         out.append(g)
@@ -145,6 +157,54 @@ def _harness(trace: Trace) -> Issue | None:
         f"GPU work of the window) and hold the host {wait_ns / 1e6:.2f} ms.",
         "No saving is claimed for them: removing them changes the measurement, not the program.",
         "harness",
+    )
+
+
+def _untraced(trace: Trace) -> Issue | None:
+    """The untraced waits inside the steps (:mod:`advisor.derive.untraced`), with the likely
+    cause."""
+    u = untraced(trace)
+    st = trace.steps
+    if not len(u) or not len(st):
+        return None
+    lo, hi = st["ts_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
+    ss, se = union(u.ts_ns, u.end_ns)
+    inside = covered_by(lo, hi, ss, se)  # (the steps are disjoint and sorted)
+    keep = inside > 0
+    if not keep.any():
+        return None
+    per_step = float(inside.sum()) / 1e6 / len(st)
+    share = 100.0 * float(inside.sum()) / float((hi - lo).sum())
+    names = trace.runtime["name"].astype(str).to_numpy()
+    calls = sorted({names[r] for r in waits(trace).rows[u.by]})
+    what_calls = ", ".join(calls[:3])
+    past = u.before < 0
+    if past.any() and u.graph[past].any():
+        why = (
+            f"wait(s) on the device ({what_calls}) end after every GPU activity they could "
+            "wait for, after a CUDA/HIP graph launch: the trace is missing GPU work, most "
+            "likely the graph's kernels (some profiler versions do not trace into graphs)"
+        )
+    elif past.any():
+        why = (
+            f"wait(s) on the device ({what_calls}) end after every GPU activity they could "
+            "wait for, with the GPU idle: the trace is missing GPU work (another process on "
+            "the GPU, a stream or device the profiler did not record)"
+        )
+    else:
+        why = (
+            f"wait(s) ({what_calls}) hold the host with the GPU idle until the work they wait "
+            "for starts, and nothing recorded explains the delay: they wait on something the "
+            "trace does not show"
+        )
+    return Issue(
+        f"{int(keep.sum())} {why}: {per_step:.2f} ms per step ({share:.0f}% of the steps).",
+        "That time is neither the host's work nor the GPU's: GPU busy % is measured outside "
+        "it, the bound shows it apart (untraced) and no saving rests on it; findings that rest "
+        f"on the GPU timeline have lower confidence. For a complete trace, {COMPLETE}.",
+        "untraced",
+        ss,
+        se,
     )
 
 

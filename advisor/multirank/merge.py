@@ -203,6 +203,7 @@ def run_block(
     world = world_size or max((d.world_size or 0 for d in ok), default=0) or None
     known = {d.rank for d in digests if d.rank is not None}
     busy = [d.gpu_busy_pct for d in ok if d.gpu_busy_pct is not None]
+    own = [d.report.run.host_own_pct for d in ok if d.report.run.host_own_pct is not None]
     replayed: dict[int, float] = {}
     if job is not None:
         replayed = {r: float(np.median(job.replayed_ms[i])) for i, r in enumerate(job.ranks)}
@@ -216,7 +217,9 @@ def run_block(
         rank=None,
         world_size=world,
         step_ms_median=round(step_ms, 3),
+        step_ms_mean=None,  # the job's findings are shares of its median step
         gpu_busy_pct=round(float(np.mean(busy)), 2) if busy else None,
+        host_own_pct=round(float(np.mean(own)), 2) if own else None,
         steps_profiled=int(np.median([d.steps for d in ok])),
         ranks=Ranks(
             ranks=rows,
@@ -243,7 +246,7 @@ def job_step(job: JobReplay | None) -> JobStep | None:
 def ranks_quality(digests: Sequence[Digest]) -> tuple[QualityNote, ...]:
     """Each rank's trace-quality notes (labelled), and clock skew between the ranks."""
     out = [
-        QualityNote(f"{d.label}: {q.what}", q.effect)
+        QualityNote(f"{d.label}: {q.what}", q.effect, q.kind)
         for d in digests
         for q in d.report.run.trace_quality
     ]
@@ -258,5 +261,5 @@ def ranks_quality(digests: Sequence[Digest]) -> tuple[QualityNote, ...]:
             dur = np.stack([c.dur_ns[t] for c, t in zip(colls, take, strict=True)])
             skew = rank_skew(ends, dur, [int(d.rank or 0) for d in ranked])
             if skew is not None:
-                out.append(QualityNote(skew.what, skew.effect))
+                out.append(QualityNote(skew.what, skew.effect, skew.kind))
     return tuple(out)

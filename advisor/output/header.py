@@ -19,6 +19,7 @@ BOUND_LABELS = {
     "comm": "communication",
     "copies": "copies",
     "peer": "waiting for peers",
+    "untraced": "waits the trace does not explain",
 }
 
 
@@ -39,7 +40,7 @@ def _facts(run: RunFacts, views: Views, n_findings: int) -> list[dict[str, str]]
     dev = _device(views)
     facts = [
         {"label": "Steps captured", "value": f"{run.steps_profiled}", "note": _steps_note(run)},
-        {"label": "Median step", "value": fmt_ms(run.step_ms_median), "note": ""},
+        {"label": "Median step", "value": fmt_ms(run.step_ms_median), "note": _mean_note(run)},
         {
             "label": "GPU busy",
             "value": fmt_pct(run.gpu_busy_pct),
@@ -47,6 +48,15 @@ def _facts(run: RunFacts, views: Views, n_findings: int) -> list[dict[str, str]]
             + (", mean of the ranks" if run.ranks is not None else ""),
         },
     ]
+    if run.host_own_pct is not None:
+        facts.append(
+            {
+                "label": "Host's own work",
+                "value": fmt_pct(run.host_own_pct),
+                "note": "of the steps' wall time, not waiting for the GPU"
+                + (", mean of the ranks" if run.ranks is not None else ""),
+            }
+        )
     peak, total = dev.peak_memory_bytes, dev.total_memory_bytes
     facts.append(
         {
@@ -57,7 +67,7 @@ def _facts(run: RunFacts, views: Views, n_findings: int) -> list[dict[str, str]]
     )
     facts += _phase_facts(run)
     bound = float(run.est_savings_bound_ms or 0.0)
-    step = float(run.step_ms_median or 0.0)
+    step = run.saving_step_ms
     pct = f"{100.0 * bound / step:.0f}% of step, " if step > 0 and bound > 0 else ""
     how = "replayed together, " if run.est_savings_bound_how == "replayed together" else ""
     facts.append(
@@ -71,6 +81,15 @@ def _facts(run: RunFacts, views: Views, n_findings: int) -> list[dict[str, str]]
     if bt is not None:
         facts.append(bt)
     return facts
+
+
+def _mean_note(run: RunFacts) -> str:
+    """The mean step, when some steps run far longer than the median one (savings are means
+    per step, shares of the mean step)."""
+    mean, med = run.step_ms_mean, float(run.step_ms_median or 0.0)
+    if mean is None or med <= 0 or abs(mean - med) < 0.1 * med:
+        return ""
+    return f"mean {fmt_ms(mean)} (savings are per step on average)"
 
 
 def bound_fact(b: Bound | None) -> dict[str, str] | None:
@@ -123,7 +142,11 @@ def _phase_facts(run: RunFacts) -> list[dict[str, str]]:
 
 def _notes(report: Report) -> list[dict[str, str]]:
     run, views = report.run, report.views
-    notes = []
+    notes = [  # first: the trace misses GPU work, which the figures cannot claim
+        {"level": "warn", "text": f"Trace quality: {q.what} {q.effect}"}
+        for q in run.trace_quality
+        if q.kind == "untraced"
+    ]
     for text in run.notes:  # how an ``advisor profile`` run went (run.json)
         notes.append({"level": "info", "text": text})
     if run.ended_early:
@@ -218,7 +241,8 @@ def _step_notes(run: RunFacts) -> list[dict[str, str]]:
             }
         )
     for q in run.trace_quality:
-        notes.append({"level": "warn", "text": f"Trace quality: {q.what} {q.effect}"})
+        if q.kind != "untraced":  # (those lead the notes)
+            notes.append({"level": "warn", "text": f"Trace quality: {q.what} {q.effect}"})
     return notes
 
 

@@ -191,7 +191,7 @@ def print_summary(
             con.print(Text(f"... and {len(report.findings) - top} more in the report"))
         bound = float(run.est_savings_bound_ms or 0.0)
         if bound > 0:
-            step = float(run.step_ms_median or 0.0)
+            step = run.saving_step_ms
             share = f" ({100.0 * bound / step:.0f}% of the step)" if step > 0 else ""
             how = (
                 "replayed together, at most"
@@ -200,6 +200,14 @@ def print_summary(
             )
             con.print(
                 Text(f"{how[0].upper()}{how[1:]} {bound:.2f} ms per step{share}.", style="dim")
+            )
+        if run.host_own_pct is not None and run.gpu_busy_pct is not None:
+            con.print(
+                Text(
+                    f"Host's own work {run.host_own_pct:.1f}% of the steps (the rest waits "
+                    f"for the GPU); GPU busy {run.gpu_busy_pct:.1f}%.",
+                    style="dim",
+                )
             )
         bt = bound_fact(run.bound)
         if bt is not None:

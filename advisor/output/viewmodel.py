@@ -179,7 +179,7 @@ def build_viewmodel(
         "charts": {
             "steps": steps_chart(steps),
             "util": util_chart(one.utilization if one is not None else None, steps),
-            "savings": savings_chart(report.findings, float(report.run.step_ms_median or 0)),
+            "savings": savings_chart(report.findings, report.run.saving_step_ms),
         },
         "summary": summary,
         "overlap_note": len([f for f in report.findings if f.est_savings_ms > 0]) > 1,

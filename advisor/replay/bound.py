@@ -11,7 +11,12 @@ for). Each stretch of the path is counted as:
 - ``comm``: communication kernels moving data;
 - ``copies``: memcpy and memset;
 - ``peer``: communication kernels waiting for a peer (one-rank estimate: the part beyond the
-  shortest instance of the same collective, see :mod:`advisor.derive.peerwait`).
+  shortest instance of the same collective, see :mod:`advisor.derive.peerwait`);
+- ``untraced``: waits on work the trace does not show (:mod:`advisor.derive.untraced`): neither
+  the host's work nor the GPU's (in ``shares_pct`` only where the path holds some).
+
+A call that waits (:mod:`advisor.derive.waits`: by the API's rules or by its timing, whatever
+its name) leads the path into the GPU work it waited for, so its wait is never counted as host.
 
 Where the path ends: at the step's end, or, when the step's GPU cycle is longer than its host
 cycle (:mod:`advisor.replay.steptime`), at the end of the GPU work the step issued, which then
@@ -22,29 +27,39 @@ median step and the largest (``by``); HTA's
 critical-path analysis calls a step CPU-bound or GPU-bound in the same way.
 
 The bound must agree with the evidence the trace shows without the critical path (the GPU busy
-share, how far launches run ahead of their kernels): :func:`consistent` states the rule.
+share, how far launches run ahead of their kernels, the host's own work):
+:func:`advisor.replay.evidence.consistent` states the rule.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from advisor.derive.quality import timeline_complete
-from advisor.derive.timeline import covered_by, main_device, union
+from advisor.replay.evidence import (  # (the evidence the bound agrees with; also read here)
+    Evidence,
+    consistent,
+    evidence,
+    gpu_occupied_pct,
+    launch_lead_ms,
+)
 from advisor.replay.fixes import comm_wait_ns
 from advisor.replay.model import Bind, Graph, Work, graph
 from advisor.replay.steptime import carried_wait_ns, gpu_cycle_ns, own_work
 from advisor.trace.model import Trace
 
-KINDS = ("host", "gpu", "comm", "copies", "peer")
+__all__ = ["Evidence", "consistent", "evidence", "gpu_occupied_pct", "launch_lead_ms", "step_bound"]
+
+KINDS = ("host", "gpu", "comm", "copies", "peer", "untraced")
 WALK_STEPS = 3  # the replayed steps closest to the median whose critical paths are walked
-SLACK_PCT = 10.0  # consistent(): the GPU-side share may exceed the busy share by this much
-GPU_BUSY_PCT = 90.0  # consistent(): a GPU idle less than a tenth of the step...
-LEAD_X = 10.0  # ...with launches this many launch latencies ahead of their kernels is the bound
-_GPU_KIND = {Work.COMM: "comm", Work.KERNEL: "gpu", Work.MEMCPY: "copies", Work.MEMSET: "copies"}
+_GPU_KIND = {
+    Work.COMM: "comm",
+    Work.KERNEL: "gpu",
+    Work.MEMCPY: "copies",
+    Work.MEMSET: "copies",
+    Work.UNTRACED: "untraced",
+}
 
 
 def step_bound(trace: Trace) -> dict[str, Any] | None:
@@ -85,11 +100,13 @@ def step_bound(trace: Trace) -> dict[str, Any] | None:
         )
     if not rows:
         return None
-    med = {c: round(float(np.median([r[1][c] for r in rows])), 1) for c in KINDS}
+    # the untraced waits' share only where the path holds some (findings.json adds it then)
+    kinds = [c for c in KINDS if c != "untraced" or any(r[1][c] > 0 for r in rows)]
+    med = {c: round(float(np.median([r[1][c] for r in rows])), 1) for c in kinds}
     return {
-        "by": max(KINDS, key=lambda c: med[c]),
+        "by": max(kinds, key=lambda c: med[c]),
         "shares_pct": med,
-        "per_step": [{"step": s, **sh} for s, sh in rows],
+        "per_step": [{"step": s, **{c: sh[c] for c in kinds}} for s, sh in rows],
     }
 
 
@@ -176,7 +193,7 @@ def _walk(gr: Graph, ls: _Lists, k: int, from_gpu: bool) -> dict[str, int] | Non
             state, i, t = "hs", h, h_ts[h]
         elif b == Bind.STREAM and ls.g_prev[i] >= 0:
             j = ls.g_prev[i]
-            add(kind if kind != "comm" else "gpu", g_end[j], s)
+            add(kind if kind not in ("comm", "untraced") else "gpu", g_end[j], s)
             i, t = j, g_end[j]
         elif b == Bind.CROSS_STREAM and ls.dep[i] >= 0:
             j = ls.dep[i]
@@ -186,94 +203,3 @@ def _walk(gr: Graph, ls: _Lists, k: int, from_gpu: bool) -> dict[str, int] | Non
             add("host", lo, s)
             break
     return got
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What the trace shows about the bound without the critical path (see :func:`consistent`)."""
-
-    gpu_busy_pct: float | None  # GPU busy share of the steady steps (``run.gpu_busy_pct``)
-    launch_lead_ms: float | None  # median time from a launch call's start to its kernel's
-    launch_latency_ms: float  # the trace's launch latency (5th percentile of the same)
-    complete: bool = True  # the trace recorded the whole GPU timeline (run.trace_quality)
-    # share of the steps the main GPU ran work or had launched work waiting to start (see
-    # gpu_occupied_pct); None: not measured
-    gpu_occupied_pct: float | None = None
-
-
-def evidence(trace: Trace, gpu_busy_pct: float | None) -> Evidence:
-    """The :class:`Evidence` of ``trace`` (a steady trace), with its ``run.gpu_busy_pct``."""
-    return Evidence(
-        gpu_busy_pct=gpu_busy_pct,
-        launch_lead_ms=launch_lead_ms(trace),
-        launch_latency_ms=graph(trace).launch_latency_ns / 1e6,
-        complete=timeline_complete(trace),
-        gpu_occupied_pct=gpu_occupied_pct(trace),
-    )
-
-
-def gpu_occupied_pct(trace: Trace) -> float | None:
-    """The share of the steady steps during which the main GPU ran work or had launched work
-    waiting to start: per activity, from its launch call's start plus the launch latency (its
-    own start when later, or when it has no recorded launch) to its end. A gap between kernels
-    whose next kernel was already launched is the GPU's own time (setup between kernels, a
-    dependency inside the device), not the host's."""
-    gr = graph(trace)
-    dev = main_device(trace)
-    st = trace.steps
-    if dev is None or not len(st) or not gr.n_g:
-        return None
-    g = gr.gpu
-    on = (g.stream >> 32) == dev
-    if not on.any():
-        return None
-    lat = gr.launch_latency_ns
-    ts, end, launch = g.ts_ns[on], g.end_ns[on], g.launch[on]
-    ready = np.where(launch >= 0, gr.host.ts_ns[np.clip(launch, 0, None)] + lat, ts)
-    us, ue = union(np.minimum(ready, ts), end)
-    lo, hi = st["ts_ns"].to_numpy(), st["end_ns"].to_numpy()
-    total = float((hi - lo).sum())
-    return round(100.0 * float(covered_by(us, ue, lo, hi).sum()) / total, 2) if total > 0 else None
-
-
-def launch_lead_ms(trace: Trace) -> float | None:
-    """How far launches run ahead of their GPU work: the median, over the replayed steps' own
-    launched activities, of the activity's start minus its launch call's start (None: none)."""
-    gr = graph(trace)
-    g = gr.gpu
-    own = np.flatnonzero((g.step_key >= 0) & (g.launch >= 0))
-    if not len(own):
-        return None
-    lead = g.ts_ns[own] - gr.host.ts_ns[g.launch[own]]
-    return round(float(np.median(lead)) / 1e6, 3)
-
-
-def consistent(bound: dict[str, Any], ev: Evidence) -> str | None:
-    """Whether ``run.bound`` agrees with the evidence; None when it does, else why not.
-
-    The rule, in general terms, for a trace that recorded its whole GPU timeline (no CUDA-graph
-    replays with unrecorded kernels, no lost launches or dropped events: otherwise nothing is
-    said):
-
-    - the path cannot be on the GPU for longer than the GPU works: its GPU-side share (gpu,
-      comm, copies, peer) is at most the GPU's occupied share (busy, or with launched work
-      waiting to start: :func:`gpu_occupied_pct`; else the busy share) plus SLACK_PCT points
-      (the path is the median of three steps);
-    - when the GPU is busy for at least GPU_BUSY_PCT of the step and launches run ahead of their
-      kernels by at least LEAD_X times the launch latency (the typical kernel waited in the
-      queue behind other GPU work, not for the host), the step is GPU-bound: ``by`` is a
-      GPU-side kind.
-    """
-    if not ev.complete:
-        return None
-    sh = bound.get("shares_pct") or {}
-    device = sum(float(sh.get(k, 0.0)) for k in KINDS if k != "host")
-    busy = ev.gpu_busy_pct
-    cap = max(busy, ev.gpu_occupied_pct or 0.0) if busy is not None else None
-    if cap is not None and device > cap + SLACK_PCT:
-        return f"GPU-side share {device:.1f}% above the GPU's occupied share {cap:.1f}%"
-    lead, lat = ev.launch_lead_ms, ev.launch_latency_ms
-    ahead = lead is not None and lead >= LEAD_X * max(lat, 0.0) and lead > 0
-    if busy is not None and busy >= GPU_BUSY_PCT and ahead and bound.get("by") == "host":
-        return f"GPU busy {busy:.1f}% and launches {lead:.3f} ms ahead, yet host-bound"
-    return None

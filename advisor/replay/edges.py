@@ -16,7 +16,10 @@ import numpy as np
 import pandas as pd
 
 from advisor.arrays import unique_ints
-from advisor.derive.runtime import CLOCK_TOL_NS, COPY_CALL_RE, DEVICE_SYNC_RE, SYNC_CALL_RE
+from advisor.derive.runtime import COPY_CALL_RE, DEVICE_SYNC_RE, SYNC_CALL_RE
+from advisor.derive.untraced import untraced
+from advisor.derive.waits import activities, op_tails
+from advisor.derive.waits import waits as derive_waits
 from advisor.replay.structure import cross_stream_waits
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
@@ -26,7 +29,6 @@ HANDOFF_IDLE_X = 3  # a thread idle this many times longer than the delay after 
 CROSS_STREAM_MIN_NS = 5_000  # an unexplained start delay above this looks for another stream
 THROTTLE_MIN_NS = 50_000  # a launch call this long (and THROTTLE_X x the median) may be
 THROTTLE_X = 10.0  # ...waiting for the launch queue
-SYNC_LOOKBACK = 4000  # a sync looks for what it waits for among the activities issued last
 NEG = -(1 << 62)  # "no such time" (an edge that does not exist)
 
 
@@ -37,6 +39,7 @@ class Work(enum.IntEnum):
     KERNEL = 1
     MEMCPY = 2
     MEMSET = 3
+    UNTRACED = 4  # a wait on GPU work the trace does not hold (advisor.derive.untraced)
 
 
 class Bind(enum.IntEnum):
@@ -50,58 +53,50 @@ class Bind(enum.IntEnum):
 
 @dataclass(frozen=True, eq=False)
 class GpuRows:
-    """The GPU activities as measured: ``trace.kernels`` rows, then ``trace.memcpy`` rows."""
+    """The GPU activities as measured: ``trace.kernels`` rows, then ``trace.memcpy`` rows (the
+    order of :func:`advisor.derive.waits.activities`), then the untraced waits
+    (:mod:`advisor.derive.untraced`)."""
 
-    source: np.ndarray  # 0: trace.kernels, 1: trace.memcpy
+    source: np.ndarray  # 0: trace.kernels, 1: trace.memcpy, 2: an untraced wait
     row: np.ndarray  # row in that table
     ts_ns: np.ndarray
     end_ns: np.ndarray
     stream: np.ndarray  # device * 2**32 + stream
     kind: np.ndarray  # Work
-    launch_rt: np.ndarray  # the runtime row that launched it, -1
-    pageable_dtoh: np.ndarray  # bool: a device-to-host copy into pageable memory
+    launch_rt: np.ndarray  # the runtime row that launched it (an untraced wait: its call), -1
 
 
 def gpu_activities(trace: Trace) -> GpuRows:
-    """Every kernel, copy and memset of the trace, with the runtime row that launched it."""
+    """Every kernel, copy and memset of the trace, with the runtime row that launched it, and
+    each untraced wait, "launched" by the call that waited."""
+    a = activities(trace)
     k, mc = trace.kernels, trace.memcpy
-    cols = ["ts_ns", "end_ns", "device", "stream", "launch_idx"]
     is_comm = k["is_comm"].to_numpy(dtype=bool)
-    kk = k[cols].assign(
-        src=0, row=np.arange(len(k)), kind=np.where(is_comm, Work.COMM, Work.KERNEL)
-    )
     is_memset = mc["kind"].astype(str).to_numpy() == "Memset"
-    mm = mc[cols].assign(
-        src=1, row=np.arange(len(mc)), kind=np.where(is_memset, Work.MEMSET, Work.MEMCPY)
-    )
-    g = pd.concat([p for p in (kk, mm) if len(p)] or [kk], ignore_index=True)
-    dev = g["device"].fillna(-1).to_numpy(np.int64)
-    strm = pd.to_numeric(g["stream"], errors="coerce").fillna(-1).to_numpy(np.int64)
-    source, row, kind = (g[c].to_numpy(np.int64) for c in ("src", "row", "kind"))
-    dtoh = np.zeros(len(g), dtype=bool)
-    if len(mc):
-        mk = (source == 1) & (kind == Work.MEMCPY)
-        rows = row[mk]
-        dtoh[np.flatnonzero(mk)] = (mc["kind"].astype(str).to_numpy()[rows] == "DtoH") & (
-            mc["dst"].astype(str).to_numpy()[rows] != "Pinned"
-        )
+    u = untraced(trace)
+    rows_of = derive_waits(trace).rows
     return GpuRows(
-        source=source,
-        row=row,
-        ts_ns=g["ts_ns"].to_numpy(np.int64),
-        end_ns=g["end_ns"].to_numpy(np.int64),
-        stream=dev * (1 << 32) + strm,
-        kind=kind,
-        launch_rt=g["launch_idx"].to_numpy(np.int64),
-        pageable_dtoh=dtoh,
+        source=np.r_[np.zeros(len(k), np.int64), np.ones(len(mc), np.int64), np.full(len(u), 2)],
+        row=np.r_[np.arange(len(k)), np.arange(len(mc)), np.arange(len(u))].astype(np.int64),
+        ts_ns=np.r_[a.ts_ns, u.ts_ns].astype(np.int64),
+        end_ns=np.r_[a.end_ns, u.end_ns].astype(np.int64),
+        stream=np.r_[a.stream, u.stream].astype(np.int64),
+        kind=np.r_[
+            np.where(is_comm, Work.COMM, Work.KERNEL),
+            np.where(is_memset, Work.MEMSET, Work.MEMCPY),
+            np.full(len(u), Work.UNTRACED),
+        ].astype(np.int64),
+        launch_rt=np.r_[a.launch_rt, rows_of[u.by]].astype(np.int64),
     )
 
 
 @dataclass(frozen=True, eq=False)
 class HostRows:
-    """The runtime calls that matter to the GPU, in start order."""
+    """The runtime calls that matter to the GPU, and the operators' tails that waited for it,
+    in start order."""
 
-    runtime_row: np.ndarray  # row of trace.runtime
+    runtime_row: np.ndarray  # row of trace.runtime (-1: an operator's tail)
+    op_tail: np.ndarray  # an operator's tail (advisor.derive.waits.op_tails): its index, -1
     ts_ns: np.ndarray
     end_ns: np.ndarray
     process: np.ndarray  # process code
@@ -115,20 +110,28 @@ class HostRows:
 
 
 def host_calls(trace: Trace, launch_rt: np.ndarray) -> HostRows:
-    """The calls that launched GPU work (``launch_rt``: runtime rows) and the syncs."""
+    """The calls that launched GPU work (``launch_rt``: runtime rows), the syncs and every
+    call that waits for the device (:mod:`advisor.derive.waits`: of any name)."""
     rt = trace.runtime
     n_rt = len(rt)
     launched = np.zeros(n_rt, dtype=bool)
     launched[launch_rt[launch_rt >= 0]] = True
     is_sync = name_mask(rt["name"], SYNC_CALL_RE) if n_rt else np.zeros(0, bool)
     is_copy = name_mask(rt["name"], COPY_CALL_RE) if n_rt else np.zeros(0, bool)
-    rows = np.flatnonzero(launched | is_sync)
-    ts = rt["ts_ns"].to_numpy(np.int64)[rows]
-    end = rt["end_ns"].to_numpy(np.int64)[rows]
-    pid = rt["pid"].to_numpy()[rows]
-    tid = rt["tid"].to_numpy()[rows]
+    waiting = np.zeros(n_rt, dtype=bool)
+    waiting[derive_waits(trace).rows] = True
+    rows = np.flatnonzero(launched | is_sync | waiting)
+    tails = op_tails(trace)  # waits no recorded call holds: host nodes of their own
+    n_tail = len(tails.op)
+    ts = np.r_[rt["ts_ns"].to_numpy(np.int64)[rows], tails.ts_ns]
+    end = np.r_[rt["end_ns"].to_numpy(np.int64)[rows], tails.end_ns]
+    pid = np.r_[rt["pid"].to_numpy()[rows], tails.pid] if n_tail else rt["pid"].to_numpy()[rows]
+    tid = np.r_[rt["tid"].to_numpy()[rows], tails.tid] if n_tail else rt["tid"].to_numpy()[rows]
+    tail = np.r_[np.full(len(rows), -1, dtype=np.int64), np.arange(n_tail)]
+    rows = np.r_[rows, np.full(n_tail, -1, dtype=np.int64)]
     o = np.lexsort((end, ts))
-    rows, ts, end, pid, tid = rows[o], ts[o], end[o], pid[o], tid[o]
+    rows, ts, end, pid, tid, tail = rows[o], ts[o], end[o], pid[o], tid[o], tail[o]
+    real = rows >= 0
     # thread codes in (process, thread) order: one integer key per pair (a unique over
     # columns sorts structured rows, far slower)
     pcode = pd.factorize(pid)[0].astype(np.int64)
@@ -138,18 +141,20 @@ def host_calls(trace: Trace, launch_rt: np.ndarray) -> HostRows:
     else:
         thread = np.zeros(0, dtype=np.int64)
     of_runtime = np.full(n_rt, -1, dtype=np.int64)
-    of_runtime[rows] = np.arange(len(rows))
+    of_runtime[rows[real]] = np.flatnonzero(real)
+    r = np.clip(rows, 0, None)
     return HostRows(
         runtime_row=rows,
+        op_tail=tail,
         ts_ns=ts,
         end_ns=end,
         process=pcode,
         thread=thread.astype(np.int64).ravel(),
         trace_tid=tid,
-        is_sync=is_sync[rows],
-        is_device_sync=name_mask(rt["name"], DEVICE_SYNC_RE)[rows] if len(rows) else is_sync[rows],
-        is_copy=is_copy[rows],
-        is_launch=launched[rows],
+        is_sync=is_sync[r] & real,
+        is_device_sync=name_mask(rt["name"], DEVICE_SYNC_RE)[r] & real if len(r) else real,
+        is_copy=is_copy[r] & real,
+        is_launch=launched[r] & real,
         of_runtime=of_runtime,
     )
 
@@ -201,6 +206,7 @@ def launches(
     h_ts: np.ndarray,
     g_ts: np.ndarray,
     prev_end: np.ndarray,
+    measured: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Launch edges: each activity's launch call (-1), that call's start (NEG: none) and the
     launch latency: the 5th percentile of start minus launch over the activities launched onto
@@ -208,13 +214,15 @@ def launches(
     call started). An activity queued behind other work starts when that work ends, so its
     start minus launch measures the queue, not the launch: on a GPU-bound trace where the host
     runs far ahead, every activity is queued. Over all activities where none was launched
-    onto an idle stream."""
+    onto an idle stream; ``measured``: the activities it is measured on (default: all)."""
     ok = (launch_rt >= 0) & (launch_rt < len(of_runtime))
     launch = np.full(len(launch_rt), -1, dtype=np.int64)
     launch[ok] = of_runtime[launch_rt[ok]]
     launch_ts = np.where(launch >= 0, h_ts[np.clip(launch, 0, None)], NEG)
     lat = g_ts - launch_ts
     good = (launch >= 0) & (lat >= 0)
+    if measured is not None:
+        good &= measured
     idle = good & (prev_end <= launch_ts)
     use = idle if idle.any() else good
     return launch, launch_ts, int(np.percentile(lat[use], 5)) if use.any() else 0
@@ -300,73 +308,53 @@ def queue_backpressure(h: HostRows) -> np.ndarray:
     return calls[d > max(THROTTLE_MIN_NS, THROTTLE_X * float(np.median(d)))]
 
 
-def sync_waits(
-    h: HostRows, waiting: np.ndarray, g: GpuRows, launch: np.ndarray, issued_ns: np.ndarray
-) -> tuple[np.ndarray, dict[int, list[int]]]:
-    """Syncs: for each waiting call (host indices), the GPU activity issued before it that
-    ended last before the call returned (-1: none ended after the call started); a device sync
-    also waits for the last such activity of every other stream.
-
-    An activity was issued before the call when its launch call started before it
-    (``issued_ns``: the launch's start). One whose launch is not in the trace (work queued
-    before the trace's host events begin, a lost launch) was issued at some time before it
-    started: it counts when it started before the call returned, since it ran while the host
-    waited and no recorded call issued it."""
-    awaited = np.full(len(h.ts_ns), -1, dtype=np.int64)
+def waits(trace: Trace, h: HostRows, g: GpuRows) -> CallWaits:
+    """The calls that wait for GPU work, from :mod:`advisor.derive.waits` (explicit syncs and
+    copies by the API's rules, calls of any name by timing), and what each waits for: a GPU
+    activity (an untraced wait of :mod:`advisor.derive.untraced` where the trace holds no
+    work that explains the wait's end), with its return time and own cost."""
+    w = derive_waits(trace)
+    n = len(h.ts_ns)
+    awaited = np.full(n, -1, dtype=np.int64)
+    return_ns = np.zeros(n, dtype=np.int64)
+    own_ns = h.end_ns - h.ts_ns
     more: dict[int, list[int]] = {}
-    if not len(waiting) or not len(g.ts_ns):
-        return awaited, more
-    has = launch >= 0
-    by_issue = np.flatnonzero(has)[np.argsort(issued_ns[has], kind="stable")]
-    issued_sorted = issued_ns[by_issue]
-    by_start = np.flatnonzero(~has)[np.argsort(g.ts_ns[~has], kind="stable")]
-    start_sorted = g.ts_ns[by_start]
-    for i in waiting.tolist():
-        n = np.searchsorted(issued_sorted, h.ts_ns[i], side="left")
-        cand = by_issue[max(0, n - SYNC_LOOKBACK) : n]
-        n = np.searchsorted(start_sorted, h.end_ns[i], side="left")
-        if n:
-            cand = np.concatenate([cand, by_start[max(0, n - SYNC_LOOKBACK) : n]])
-            cand = cand[np.argsort(issued_ns[cand], kind="stable")]
-        e = g.end_ns[cand]
-        e = np.where(e <= h.end_ns[i] + CLOCK_TOL_NS, e, NEG)
-        if len(e) and e.max() > h.ts_ns[i]:
-            awaited[i] = cand[int(np.argmax(e))]
-            if h.is_device_sync[i]:  # every stream's last activity launched before it
-                last = pd.Series(np.arange(len(cand))).groupby(g.stream[cand]).last().to_numpy()
-                w = [int(cand[x]) for x in last if cand[x] != awaited[i] and e[x] > NEG]
-                if w:
-                    more[i] = w
-    return awaited, more
+    node = h.of_runtime[w.rows] if len(w.rows) else w.rows
+    ok = node >= 0
+    awaited[node[ok]] = w.awaited[ok]
+    return_ns[node[ok]] = w.return_ns[ok]
+    own_ns[node[ok]] = w.own_ns[ok]
+    for p, m in w.more.items():
+        if node[p] >= 0:
+            more[int(node[p])] = list(m)
+    tails = op_tails(trace)  # an operator's tail that waited (no recorded call did)
+    at = np.flatnonzero(h.op_tail >= 0)
+    if len(at):
+        t = h.op_tail[at]
+        awaited[at], return_ns[at], own_ns[at] = (
+            tails.awaited[t],
+            tails.return_ns[t],
+            tails.own_ns[t],
+        )
+    u = untraced(trace)
+    ends_wait = np.flatnonzero(u.before < 0)
+    first = len(g.ts_ns) - len(u)  # the untraced waits come last among the GPU rows
+    for x in ends_wait.tolist():  # the call waits for the untraced stretch itself
+        c = int(node[u.by[x]])
+        if c >= 0:
+            awaited[c] = first + x
+            return_ns[c] = h.end_ns[c] - u.end_ns[x]
+            own_ns[c] = int(np.clip(return_ns[c], 0, h.end_ns[c] - h.ts_ns[c]))
+            more.pop(c, None)
+    return CallWaits(awaited, more, return_ns, own_ns)
 
 
-def blocking_copies(h: HostRows, g: GpuRows, launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Blocking copies: the copy calls that waited for their own copy (host indices) and that
-    copy. By CUDA's rules a device-to-host copy into pageable memory (or by cudaMemcpy) blocks
-    the host; any copy that ended before its call returned did too."""
-    calls = np.flatnonzero(h.is_copy)
-    if not len(calls):
-        return calls, calls
-    own = np.full(len(h.ts_ns), -1, dtype=np.int64)
-    ok = launch >= 0
-    own[launch[ok]] = np.flatnonzero(ok)
-    copy = own[calls]
-    ce = g.end_ns[np.clip(copy, 0, None)]
-    blocking = (copy >= 0) & (ce > h.ts_ns[calls])
-    blocking &= (ce <= h.end_ns[calls] + CLOCK_TOL_NS) | g.pageable_dtoh[np.clip(copy, 0, None)]
-    return calls[blocking], copy[blocking]
+@dataclass(frozen=True, eq=False)
+class CallWaits:
+    """Per host call: the GPU activity it waits for (-1: it does not wait), a device sync's
+    other streams, its return time after that activity ended and its own cost."""
 
-
-def sync_times(
-    awaited: np.ndarray, ts: np.ndarray, end: np.ndarray, g_end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """A waiting call's return time after the awaited work ended (negative where the GPU clock
-    runs ahead of the host's: the measured end is kept) and its own time (what it lasts with
-    nothing to wait for: the return time, within the call; for every other call its
-    duration)."""
-    waits = awaited >= 0
-    aend = g_end[np.clip(awaited, 0, None)] if len(g_end) else np.zeros(len(ts), np.int64)
-    return_ns = np.where(waits, end - aend, 0)
-    waited = waits & (aend > ts)
-    own_ns = np.where(waited, np.clip(return_ns, 0, end - ts), end - ts)
-    return return_ns, own_ns
+    awaited: np.ndarray
+    more: dict[int, list[int]]
+    return_ns: np.ndarray
+    own_ns: np.ndarray

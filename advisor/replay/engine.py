@@ -78,7 +78,9 @@ class Replayed:
     and every node's replayed times (as arrays on demand)."""
 
     bounds_ns: np.ndarray  # replayed step boundaries
-    carried_ns: np.ndarray  # per step: the main thread's waits for work issued before it
+    # per step: the main thread's waits for work issued before it (the last step: and the time
+    # its own GPU work holds its end past its host side)
+    carried_ns: np.ndarray
     gpu_cycle_ns: np.ndarray  # per step: the span of its own GPU work
     # every node's times (host starts and ends, GPU starts and ends), made on demand
     nodes: Callable[[], Times] = field(repr=False, compare=False)
@@ -226,12 +228,11 @@ def _result(
     """The :class:`Replayed` of replayed node ``times`` (host starts and ends, GPU starts and
     ends), with the host calls' own times the replay used."""
     hs, he, gs, ge = times
-    return Replayed(
-        _bounds(gr, mods, hs, he, ge),
-        carried_wait_ns(gr, own_ns, hs, he, ge),
-        gpu_cycle_ns(gr, gs, ge, mods.gpu_dur_ns),
-        nodes,
-    )
+    bounds, tail_ns = _bounds(gr, mods, hs, he, ge)
+    carried = carried_wait_ns(gr, own_ns, hs, he, ge)
+    if len(carried):  # the last step's end held by its own GPU work is the GPU cycle's
+        carried[-1] += tail_ns
+    return Replayed(bounds, carried, gpu_cycle_ns(gr, gs, ge, mods.gpu_dur_ns), nodes)
 
 
 class _Either:
@@ -372,16 +373,21 @@ def _loop_lists(gr: Graph) -> dict[str, list[Any]]:
     return c.loop_lists
 
 
-def _bounds(gr: Graph, mods: Mods, hs: Column, he: Column, ge: Column) -> np.ndarray:
+def _bounds(gr: Graph, mods: Mods, hs: Column, he: Column, ge: Column) -> tuple[np.ndarray, int]:
+    """The replayed step boundaries, and how far the GPU work the last step ends with holds
+    its end past its host side (0 unchanged: the measured end is both)."""
     st = gr.steps
     b = st.bounds_ns.copy()
     if len(b) < 2 or not len(hs):
-        return b
+        return b, 0
     for x, (a, at_end, off) in enumerate(
         zip(st.anchor.tolist(), st.anchor_at_end.tolist(), mods.anchor_ns.tolist(), strict=True)
     ):
         if a >= 0:
             b[x] = (he[a] if at_end else hs[a]) + off
+    tail = 0
     if st.last_gpu >= 0:  # the last step also ends with the GPU work it launched
-        b[-1] = max(int(b[-1]), ge[st.last_gpu] + st.last_gpu_ns)
-    return b
+        gpu_end = ge[st.last_gpu] + st.last_gpu_ns
+        tail = max(0, gpu_end - int(b[-1])) if st.anchor[-1] >= 0 else 0
+        b[-1] = max(int(b[-1]), gpu_end)
+    return b, tail

@@ -7,7 +7,8 @@ uncertain, e.g. a kernel speedup). Rows are rows of the trace's own tables (``tr
 
 - :class:`ScaleGpu`: these kernels/copies run ``speedup`` times faster (``inf``: gone).
 - :class:`ShrinkHost`: host time inside these ranges (per thread) keeps ``keep`` of itself
-  (0: removed), launch and other calls inside included; the GPU work stays.
+  (0: removed), launch and other calls inside included, and a waiting call's own cost (not its
+  wait: that is the GPU's); the GPU work stays.
 - :class:`DropSyncs`: these runtime calls no longer wait for the GPU.
 - :class:`AsyncCopies`: the calls launching these copies no longer wait for them.
 - :class:`GraphLaunch`: these kernels are launched as one CUDA graph: their launch calls cost
@@ -114,7 +115,11 @@ class ShrinkHost(Fix):
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         keep = _pick(self.keep, self.low, self.high, level)
         for plan in self._plan(gr):
-            idx, cut_gap, calls, cut_call, am, cut_anchor, hq, cut_q, late, late_call = plan
+            idx, cut_gap, calls, cut_call, am, cut_anchor, hq, cut_q, late, late_call = plan[:10]
+            waited, cut_own = plan[10:]
+            # a waiting call's own cost is host time; its wait is not
+            cut = np.minimum(cut_own, mods.own_ns[waited])
+            mods.own_ns[waited] -= (cut * (1 - keep)).astype(np.int64)
             cut = np.minimum(cut_gap, mods.gap_ns[idx])
             mods.gap_ns[idx] -= (cut * (1 - keep)).astype(np.int64)
             shorter = (cut_call * (1 - keep)).astype(np.int64)
@@ -178,8 +183,12 @@ class ShrinkHost(Fix):
                 cut_q = covered_by(us, ue, np.minimum(qend, h.ts_ns[hq]), h.ts_ns[hq])
             calls = idx[plain]
             late, late_call = _enqueued_on_return(gr, calls)
+            waited = idx[~plain]
+            ws = h.ts_ns[waited]
+            cut_own = covered_by(us, ue, ws, ws + h.own_ns[waited])
             plan.append(
                 (idx, cut_gap, calls, cut_call[plain], am, cut_anchor, hq, cut_q, late, late_call)
+                + (waited, cut_own)
             )
         return plan
 

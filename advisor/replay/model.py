@@ -1,7 +1,9 @@
 """The step model: a dependency graph of the steady steps, built once per trace.
 
 Nodes are the host's *runtime calls* that matter to the GPU (:class:`HostCalls`: launches of
-kernels and copies, synchronizations, blocking copies) and the GPU activities
+kernels and copies, synchronizations, every call that waits for the device, and the tail of an
+operator that waited where no recorded call did: :mod:`advisor.derive.waits`) and the GPU
+activities
 (:class:`GpuWork`: kernels, copies, memsets). Every other host time (Python, operator
 dispatch, other runtime calls) is the *gap* before the next call on the same thread: host work,
 replayed as measured unless a fix shrinks it.
@@ -18,14 +20,15 @@ Edges (each with an offset in ns), one builder each in :mod:`advisor.replay.edge
 - **cross-stream wait**: an activity that started well after both of those, right after an
   activity on another stream of its device ended (cudaStreamWaitEvent / event waits), waits
   for that one;
-- **sync**: ``cuda{Stream,Device,Event}Synchronize`` and blocking copies (``cudaMemcpy``, and
-  ``cudaMemcpyAsync`` whose copy finished before the call returned) end when the GPU work they
-  waited for ended, plus the measured return time;
-- **launch-queue back-pressure**: a launch call far slower than the others waited for a slot
-  in a full launch queue: it ends when the GPU work before it ends, as a sync does.
+- **wait**: a call that waits for the device (:mod:`advisor.derive.waits`: an explicit
+  synchronize, a synchronous or pageable device-to-host copy, or a call of any name whose timing
+  shows it waited: for its own work, a stream it touches, a slot in a full launch queue) ends at
+  the later of its own cost and the end of the GPU work it waited for, plus the measured return
+  time; a wait no recorded GPU work explains waits for an untraced wait, a GPU node of its own
+  (:mod:`advisor.derive.untraced`).
 
-The replayed window (:mod:`advisor.replay.structure`): the steady steps closest to the median
-are replayed, every other node keeps its measured times; a thread's first call in a replayed
+The replayed window (:mod:`advisor.replay.structure`): every steady step is replayed, every
+other node keeps its measured times; a thread's first call in a replayed
 step starts ``gap`` after the step's start; the step boundaries follow the main thread's last
 call before them (the anchors).
 
@@ -77,7 +80,7 @@ __all__ = [
 class HostCalls:
     """The host calls, in start order: a host node is an index into these arrays."""
 
-    runtime_row: np.ndarray  # row of trace.runtime
+    runtime_row: np.ndarray  # row of trace.runtime (-1: an operator's tail that waited)
     thread: np.ndarray  # thread code (per process and thread id)
     trace_tid: np.ndarray  # the trace's own thread id
     ts_ns: np.ndarray
@@ -196,11 +199,14 @@ class Graph:
         return idx[pos[ok]] if len(idx) else np.zeros(0, dtype=np.int64)
 
     def host_nodes(self, runtime_rows: np.ndarray) -> np.ndarray:
+        """Host node indices of ``trace.runtime`` rows (those in the graph)."""
         rows = np.asarray(runtime_rows, dtype=np.int64)
         h = self.host
-        pos = np.clip(np.searchsorted(h.runtime_row, rows), 0, max(self.n_h - 1, 0))
-        ok = h.runtime_row[pos] == rows if self.n_h else np.zeros(0, bool)
-        return pos[ok]
+        o = np.argsort(h.runtime_row, kind="stable")  # (an operator's tail: row -1)
+        sr = h.runtime_row[o]
+        pos = np.clip(np.searchsorted(sr, rows), 0, max(self.n_h - 1, 0))
+        ok = (sr[pos] == rows) & (rows >= 0) if self.n_h else np.zeros(0, bool)
+        return o[pos[ok]]
 
 
 def graph(trace: Trace) -> Graph:
@@ -214,7 +220,8 @@ def _build(trace: Trace) -> Graph:
     if not len(trace.runtime) or not (len(trace.kernels) or len(trace.memcpy)):
         return _empty()
     g = edges.gpu_activities(trace)
-    h = edges.host_calls(trace, g.launch_rt)
+    traced = g.source < 2  # (the untraced waits last)
+    h = edges.host_calls(trace, g.launch_rt[traced])
     if not len(h.ts_ns):
         return _empty()
     prev, gap_ns = edges.host_order(h.thread, h.ts_ns, h.end_ns)
@@ -223,18 +230,15 @@ def _build(trace: Trace) -> Graph:
     g_prev = edges.stream_order(g.stream, g.ts_ns)
     prev_end = _end_of(g_prev, g.end_ns)
     launch, launch_ts, latency_ns = edges.launches(
-        g.launch_rt, h.of_runtime, h.ts_ns, g.ts_ns, prev_end
+        g.launch_rt, h.of_runtime, h.ts_ns, g.ts_ns, prev_end, traced
     )
     dep = edges.cross_stream(g, np.maximum(edges.after_launch(launch_ts, latency_ns), prev_end))
     b = edges.binding(g.ts_ns, launch_ts, latency_ns, prev_end, _end_of(dep, g.end_ns))
-    # calls that wait for GPU work: syncs and launches into a full queue, then blocking copies
+    # calls that wait for GPU work (advisor.derive.waits), and launches far slower than others
     issued_ns = np.where(launch >= 0, launch_ts, g.ts_ns)
     slow = edges.queue_backpressure(h)
-    waiting = np.union1d(np.flatnonzero(h.is_sync), slow)
-    awaited, awaited_more = edges.sync_waits(h, waiting, g, launch, issued_ns)
-    copy_calls, copies = edges.blocking_copies(h, g, launch)
-    awaited[copy_calls] = copies
-    return_ns, own_ns = edges.sync_times(awaited, h.ts_ns, h.end_ns, g.end_ns)
+    cw = edges.waits(trace, h, g)
+    awaited, awaited_more, return_ns, own_ns = cw.awaited, cw.more, cw.return_ns, cw.own_ns
     # the replayed window and the steps
     st = trace.steps
     w = replayed_window(st, h.ts_ns, g.ts_ns, prev, gap_ns, handoff, launch)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.derive.timeline import covered_by, union
 from advisor.replay.model import Graph, OwnWork
 from advisor.replay.scan import Column
 
@@ -102,3 +103,26 @@ def carried_wait_ns(gr: Graph, own_ns: Column, hs: Column, he: Column, ge: Colum
         if t is not None:
             out[k] += max(0, min(he[i], t) - (hs[i] + own_ns[i]))
     return out
+
+
+def host_own_ns(gr: Graph) -> np.ndarray:
+    """Per steady step (measured): the host's own work, the step less the time the main thread
+    spent waiting for the device: each waiting call beyond its own cost
+    (:mod:`advisor.derive.waits`), the untraced waits included, clipped to the step. A call
+    that waits for the work it launched itself (a blocking copy) launches it first: its first
+    launch latency is its own."""
+    st, h = gr.steps, gr.host
+    b = st.bounds_ns
+    n = max(len(b) - 1, 0)
+    out = np.diff(b).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+    calls = np.flatnonzero(h.waits & (h.thread == st.main_thread))
+    if not n or not len(calls):
+        return out
+    aw = h.awaited[calls]
+    itself = gr.gpu.launch[np.clip(aw, 0, None)] == calls
+    own = np.where(itself, np.maximum(h.own_ns[calls], gr.launch_latency_ns), h.own_ns[calls])
+    lo = h.ts_ns[calls] + own
+    hi = h.end_ns[calls]
+    keep = hi > lo
+    us, ue = union(lo[keep], hi[keep])
+    return out - covered_by(us, ue, b[:-1], b[1:])

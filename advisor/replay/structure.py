@@ -14,28 +14,13 @@ import pandas as pd
 from advisor.derive.runtime import CLOCK_TOL_NS
 from advisor.trace.model import Trace
 
-MAX_REPLAY_STEPS = 8
-MAX_REPLAY_EVENTS = 30_000  # host calls and GPU activities replayed (about 30 ms a replay)
 CROSS_STREAM_TOL_NS = 20_000  # ...whose activity ended at most this long before the start
 
 
-def chosen_steps(st: pd.DataFrame, times: np.ndarray) -> np.ndarray:
-    """The steps replayed: those closest to the median step, as many as fit in
-    MAX_REPLAY_EVENTS nodes (``times``: every node's start), at least one and at most
-    MAX_REPLAY_STEPS: the replay's cost stays bounded; the saving is a median anyway."""
-    d = st["dur_ns"].to_numpy(np.int64)
-    out = np.zeros(len(d), dtype=bool)
-    if not len(d):
-        return out
-    k = np.searchsorted(st["ts_ns"].to_numpy(np.int64), times, side="right") - 1
-    n = np.bincount(k[k >= 0], minlength=len(d))[: len(d)]
-    total = 0
-    for i in np.argsort(np.abs(d - np.median(d)), kind="stable")[:MAX_REPLAY_STEPS].tolist():
-        if out.any() and total + n[i] > MAX_REPLAY_EVENTS:
-            break
-        out[i] = True
-        total += int(n[i])
-    return out
+def chosen_steps(st: pd.DataFrame) -> np.ndarray:
+    """The steps replayed: every steady step (a cause found in some steps only is valued over
+    all of them: :mod:`advisor.replay.whatif`)."""
+    return np.ones(len(st), dtype=bool)
 
 
 def in_replayed_steps(
@@ -76,7 +61,7 @@ def replayed_window(
     (a GPU activity goes with its launch call). A thread's first call in a replayed step that
     no hand-off starts follows the step's start: the host time before it in the step is host
     work a fix may shrink."""
-    chosen = chosen_steps(st, np.concatenate([h_ts, g_ts]))
+    chosen = chosen_steps(st)
     h_in, origin = in_replayed_steps(st, chosen, h_ts)
     h_fixed = ~h_in
     first = (~h_fixed) & ((prev < 0) | h_fixed[np.clip(prev, 0, None)]) & (handoff < 0)

@@ -2,8 +2,12 @@
 
 ``whatif(trace, fix)`` replays every steady step with the fix applied; a step's saving is its
 unchanged replayed time (the measured step, see :mod:`advisor.replay.model`) minus its time with
-the fix; the saving reported is the median over the steady steps. Uncertain fixes (a range of
-speedups) are replayed at both ends too. Detectors reach it as ``ctx.whatif(fix)``.
+the fix; the saving reported is the mean over all the steady steps: a cause found in k of n
+steps (a stall every few steps, a periodic checkpoint, a recompile) is valued over the steps
+that have it, as its mean per step over all n (``Saving.steps_with``, ``Saving.steps``). Every
+per-step figure of a finding reads the same statistic (its share: of the mean step).
+Uncertain fixes (a range of speedups) are replayed at both ends too. Detectors reach it as
+``ctx.whatif(fix)``.
 """
 
 from __future__ import annotations
@@ -26,15 +30,24 @@ class Saving:
     """The replayed saving of one fix, per step (ms): ``ms`` at the detector's estimate,
     ``low_ms``/``high_ms`` at the ends of its range (equal to ``ms`` for a certain fix)."""
 
-    ms: float
+    ms: float  # the mean per steady step
     low_ms: float
     high_ms: float
     per_step_ms: tuple[float, ...]
-    measured_ms: float  # median steady step, as replayed unchanged
-    replayed_ms: float  # median steady step with the fix
+    measured_ms: float  # mean steady step, as replayed unchanged
+    replayed_ms: float  # mean steady step with the fix
     fix: Fix | None = field(default=None, compare=False, repr=False)
     replayed: bool = True  # False: the trace has no steps the replay can place
-    trace_ms: float | None = None  # median steady step as the trace measured it
+    trace_ms: float | None = None  # mean steady step as the trace measured it
+    steps: int = 0  # steady steps replayed
+    steps_with: int = 0  # ...of which the fix saves in (at least a tenth of its largest saving)
+
+    @property
+    def in_steps(self) -> str:
+        """ " in k of n steps" when the saving comes from some of the steps only, else ""."""
+        if 0 < self.steps_with < self.steps:
+            return f" in {self.steps_with} of {self.steps} steps"
+        return ""
 
     @property
     def range_ms(self) -> tuple[float, float] | None:
@@ -56,11 +69,12 @@ class Saving:
             if t and abs(t - self.measured_ms) > 0.01 * t
             else ""
         )
+        some = f"; it saves in {self.steps_with} of the {self.steps} steps" if self.in_steps else ""
         return (
             f"Replayed: each steady step's dependency graph (host calls, launches, stream "
             f"order, cross-stream waits, syncs) with the fix applied runs "
             f"{self.replayed_ms:.2f} ms instead of {self.measured_ms:.2f} ms{steady}; the "
-            f"saving is the median over the steps{span}. See docs/savings.md."
+            f"saving is the mean over the {self.steps} steps{some}{span}. See docs/savings.md."
         )
 
     def draft_fields(self) -> dict[str, Any]:
@@ -130,7 +144,7 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
                 out[level] = out["mid"]
                 continue
             # the range ends: the step closest to the median only, scaled to the estimate's
-            # median (the range is about the effect, not about which step)
+            # mean (the range is about the effect, not about which step)
             k = gr.steps.median_step
             b1 = float(_base_one(trace).step_ns[k])
             a1 = float(replay(gr, mods(level), True).step_ns[k])  # type: ignore[arg-type]
@@ -148,13 +162,13 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
             full1 = (float(base(trace).step_ns[k]) - float(full_mid[0].step_ns[k])) / 1e6
             if mid1 <= 0 or abs(mid1 - full1) > 0.05 * max(full1, 1e-9):
                 after = replay(gr, mods(level)).step_ns.astype(float)[chosen]
-                ms = float(np.median(np.maximum(before - after, 0.0) / 1e6))
+                ms = float(np.mean(np.maximum(before - after, 0.0) / 1e6))
             out[level] = (ms, out["mid"][1], out["mid"][2])
             continue
         full_mid[:] = [replay(gr, mods(level))]  # type: ignore[arg-type]
         after = full_mid[0].step_ns.astype(float)[chosen]
         per = np.maximum(before - after, 0.0) / 1e6
-        out[level] = (float(np.median(per)), per, float(np.median(after)) / 1e6)
+        out[level] = (float(np.mean(per)), per, float(np.mean(after)) / 1e6)
     mid, per, rep = out["mid"]
     low = out.get("low", out["mid"])[0]
     high = out.get("high", out["mid"])[0]
@@ -163,10 +177,12 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
         low_ms=round(low, 3),
         high_ms=round(high, 3),
         per_step_ms=tuple(round(float(x), 3) for x in per),
-        measured_ms=round(float(np.median(before)) / 1e6, 3),
+        measured_ms=round(float(np.mean(before)) / 1e6, 3),
         replayed_ms=round(rep, 3),
         fix=fix,
-        trace_ms=round(float(np.median(np.diff(gr.steps.bounds_ns)[chosen])) / 1e6, 3),
+        trace_ms=round(float(np.mean(np.diff(gr.steps.bounds_ns)[chosen])) / 1e6, 3),
+        steps=len(per),
+        steps_with=int((per >= 0.1 * per.max()).sum()) if len(per) and per.max() > 0 else 0,
     )
 
 

@@ -169,6 +169,12 @@ class Trace:
         v = self.step_ms()
         return float(v.median()) if len(v) else 0.0
 
+    def mean_step_ms(self) -> float:
+        """The mean step: what every per-step figure of a finding is a share of (a cost found
+        in some steps only is its mean over all of them)."""
+        v = self.step_ms()
+        return float(v.mean()) if len(v) else 0.0
+
     def to_trace_us(self, ts_ns: int | float) -> float:
         """A rebased time back in the file's own microsecond clock (to find it in Perfetto)."""
         return round(self.meta.origin_us + float(ts_ns) / 1000.0, 3)
