@@ -40,9 +40,7 @@ def _calls(trace: Trace) -> pd.DataFrame:
     rt = trace.runtime
     if not len(rt):
         return rt
-    hit = name_flags(rt["name"], is_allocator_call)
-    if not trace.meta.synthetic_steps:
-        hit &= rt["step"].to_numpy() >= 0
+    hit = name_flags(rt["name"], is_allocator_call) & (rt["step"].to_numpy() >= 0)
     return rt[hit]
 
 

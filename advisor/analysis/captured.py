@@ -1,0 +1,47 @@
+"""Launch-overhead advice in a window that captures CUDA/HIP graphs: one rule, applied once
+after the detectors ran (``analyze``, ``profile``, the API).
+
+A window where any launch call lies inside a stream-capture range
+(:func:`advisor.derive.kind.captured_launches`) is recording graphs: the run already uses
+CUDA graphs, and its launch timing is capture and graph set-up, not the steady launch rate. The
+findings that value launch overhead and advise fewer launches or CUDA graphs (``gpu-idle``'s
+host-launch share, ``tiny-kernels``) are kept as information there: no per-step saving, the
+reason in their assumptions. A window mostly made of capture (trace kind ``capture``) is
+handled before this, by :func:`advisor.analysis.pipeline.for_capture`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from advisor.derive.kind import captured_launches
+from advisor.findings import Draft
+from advisor.trace.model import Trace
+
+LAUNCH_ADVICE = frozenset({"gpu-idle", "tiny-kernels"})
+
+
+def launch_advice_under_capture(drafts: list[Draft], trace: Trace) -> list[Draft]:
+    """``drafts`` with the launch-overhead findings made information when the window captures
+    graphs."""
+    captured, launches = captured_launches(trace)
+    if not captured:
+        return drafts
+    why = (
+        f"The window records CUDA/HIP graphs ({captured:,} of {launches:,} launch calls lie "
+        "inside stream capture): the run already uses CUDA graphs and its launch timing here is "
+        "capture and graph set-up, not steady state, so no saving is claimed from launch "
+        "overhead."
+    )
+    return [
+        replace(
+            d,
+            latent=True,
+            est_savings_ms=0.0,
+            est_savings_range_ms=None,
+            assumptions=d.assumptions + (why,),
+        )
+        if d.id in LAUNCH_ADVICE
+        else d
+        for d in drafts
+    ]
