@@ -202,10 +202,13 @@ def compile_in_steps(trace: Trace) -> pd.DataFrame:
     frames, attempts = [], []
     for s, e in zip(ev["ts_ns"], ev["end_ns"], strict=True):
         f = a = -1
-        # dynamo annotates the id at the start of its outer "dynamo" range, just before
-        inside = np.flatnonzero((an_ts >= s - ID_LEAD_NS) & (an_ts < e))
-        if ids is not None and len(inside):
-            k = int(np.flatnonzero(has_id)[inside[0]])
+        # dynamo annotates the id at the start of its outer "dynamo" range, or just before
+        # it: the first id inside the range, else the last one shortly before
+        inside = np.flatnonzero((an_ts >= s) & (an_ts < e))
+        before = np.flatnonzero((an_ts >= s - ID_LEAD_NS) & (an_ts < s))
+        pick = inside[:1] if len(inside) else before[-1:]
+        if ids is not None and len(pick):
+            k = int(np.flatnonzero(has_id)[pick[0]])
             f, a = int(ids[0].iloc[k]), int(ids[1].iloc[k])
         frames.append(f)
         attempts.append(a)

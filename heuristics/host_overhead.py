@@ -4,7 +4,9 @@
 ``as_strided``, ``empty``, ``slice``, ``t``, ``transpose``, ``detach``...) cost the host about a
 microsecond on a healthy machine: their time is pure framework overhead (Python binding,
 dispatcher, autograd bookkeeping, the caching allocator). This detector compares their mean host
-time inside the steady steps with typical figures and reports a trace whose median slowdown is at
+time inside the steady steps (not while torch.compile traces the model inside its compile ranges:
+that is compilation, counted once by ``one-time-init``) with typical figures and reports a trace
+whose median slowdown is at
 least ``host_overhead.min_ratio`` (10x), together with the share of the step the host spends
 inside ``aten`` operators outside CUDA runtime calls (framework overhead).
 
@@ -200,6 +202,7 @@ def _outer_aten(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     par = ops["parent_idx"].to_numpy()
     outer = is_aten & ~np.where(par >= 0, is_aten[np.clip(par, 0, None)], False)
     outer &= ops["step"].to_numpy() >= 0
+    outer &= ~in_compile(trace, ops["tid"].to_numpy(), ops["ts_ns"].to_numpy())
     return tuple(ops[c].to_numpy()[outer] for c in ("ts_ns", "end_ns", "tid"))  # type: ignore[return-value]
 
 

@@ -20,7 +20,8 @@ evidence in the trace, stated in :attr:`TraceKind.why`:
 - **training**: backward or optimizer work (autograd backward ops, ``*Backward`` nodes,
   ``Optimizer.step`` ranges, ops run on the backward thread).
 - **micro-benchmark**: no model structure (no ``nn.Module`` calls, no backward, no ranges of the
-  user's own but the profiler's steps) and the host's top-level calls are a few ops repeated
+  user's own but the profiler's steps, no calls of compiled code) and the host's top-level calls
+  are a few ops repeated
   (``aten::mm`` ten times): each call is an iteration of the benchmark, not a step of a model.
 - **inference**: forward work only.
 """
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.derive.onetime import compile_spans
+from advisor.derive.onetime import COMPILED_CALL_RE, compile_spans
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS, in_capture
 from advisor.derive.timeline import union
 from advisor.trace.model import Trace
@@ -205,8 +206,8 @@ def _benchmark(trace: Trace) -> TraceKind | None:
             return None
     top = ops[(ops["depth"].to_numpy() == 0)]
     top = top[~name_flags(top["name"], lambda n: n.startswith("ProfilerStep#"))]
-    if not len(top):
-        return None
+    if not len(top) or name_flags(top["name"], lambda n: bool(COMPILED_CALL_RE.search(n))).any():
+        return None  # calls of compiled code run a model's graphs
     counts = Counter(str(n) for n in top["name"].to_numpy())
     op, n = counts.most_common(1)[0]
     if len(counts) > BENCH_MAX_OPS or n < BENCH_MIN_CALLS:

@@ -14,8 +14,9 @@ Each row of :func:`one_time_events` is one such event with the kind of one-time 
   launch calls (``cudaLaunchKernel``...) that take >= ``LONG_LAUNCH_NS`` (lazy loading);
 - ``autotune``: cuDNN autotuning (``cudnnFind*`` calls or ranges);
 - ``alloc``: caching-allocator growth (``cudaMalloc``, ``cudaMallocHost``, ``cudaHostAlloc``);
-- ``compile``: torch.compile compilation ranges (dynamo/inductor compile, not the compiled
-  region's execution); :func:`compile_spans` gives them per thread, and the operators run
+- ``compile``: torch.compile compilation ranges (dynamo's outer ``dynamo`` and
+  ``entire_frame_compile`` phases, ``_compile.compile_inner``, AOT autograd, Inductor; not the
+  compiled region's execution); :func:`compile_spans` gives them per thread, and the operators run
   inside them (dynamo and AOT autograd tracing the model on fake tensors) are compilation,
   never a step's host work (:func:`in_compile`);
 - ``unrecorded``: time a range spent past the end of the recording (it outlived the window,
@@ -65,12 +66,13 @@ _MODULE_RE = re.compile(r"^(cu|hip)(ModuleLoad|LibraryLoad|ModuleGetFunction|Lib
 _AUTOTUNE_RE = re.compile(r"cudnnFind|miopenFind", re.IGNORECASE)
 _ALLOC_RE = re.compile(r"^(cu|hip)(da)?(Malloc|MemAlloc|HostAlloc|MallocHost|MallocAsync)")
 # calls of a torch.compile'd region and its Inductor kernels
-_COMPILED_CALL_RE = re.compile(
+COMPILED_CALL_RE = re.compile(
     r"^Torch-Compiled Region|^TorchDynamo|CompiledFxGraph|CompiledFunction|^triton_"
 )
 _COMPILE_RE = re.compile(
-    r"compile_inner|compile_fx|call_user_compiler|inductor_compile|_compile\.compile|"
-    r"dynamo_timed|TorchDynamo compile|aot_autograd|compile_to_module|async_compile",
+    r"^dynamo$|entire_frame_compile|compile_inner|compile_fx|call_user_compiler|"
+    r"inductor_compile|_compile\.compile|dynamo_timed|TorchDynamo compile|aot_autograd|"
+    r"compile_to_module|async_compile",
     re.IGNORECASE,
 )
 
@@ -187,7 +189,7 @@ def _unrecorded(trace: Trace) -> pd.DataFrame | None:
     name, ts, end = w.overruns[0]
     if end - w.end_ns <= w.end_ns:
         return None
-    compiled = name_flags(ops["name"], lambda n: _COMPILED_CALL_RE.search(n) is not None)
+    compiled = name_flags(ops["name"], lambda n: COMPILED_CALL_RE.search(n) is not None)
     within = (ops["ts_ns"].to_numpy() >= ts) & (ops["ts_ns"].to_numpy() <= w.end_ns)
     if not (compiled & within).any():
         return None
