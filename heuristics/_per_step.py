@@ -19,7 +19,7 @@ def n_steps(trace: Trace) -> int:
 def per_step_words(trace: Trace) -> str:
     """ "per step", or how the figure reads when the trace has no step markers."""
     if trace.meta.synthetic_steps:
-        return "in the trace (no ProfilerStep markers: counted as one step)"
+        return "in the recording's one step (no unit of work repeats in it)"
     return "per step"
 
 

@@ -149,12 +149,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "its single step and the per-step figures include it."
         )
     elif once_ns == comp_in_ns:
-        where = f"The {_found(ss, step_ms)} hold it."
+        where = f"The {_found(ss, step_ms)} hold{'s' if ss.synthetic else ''} it."
     else:
         where = (
             ("Outside the steady steps it" if comp_in_ns else "It")
             + f" is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
-            f"is left out and the {_found(ss, step_ms)} remain."
+            f"is left out and the {_found(ss, step_ms)} remain{'s' if ss.synthetic else ''}."
         )
     return [
         Draft(

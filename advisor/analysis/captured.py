@@ -1,8 +1,9 @@
 """Launch-overhead advice in a window that captures CUDA/HIP graphs: one rule, applied once
 after the detectors ran (``analyze``, ``profile``, the API).
 
-A window where any launch call lies inside a stream-capture range
-(:func:`advisor.derive.kind.captured_launches`) is recording graphs: the run already uses
+A window that holds a stream-capture range (``*StreamBeginCapture`` .. ``*StreamEndCapture``,
+:func:`advisor.derive.runtime.capture_spans`; the launch calls inside it, when the trace records
+them, :func:`advisor.derive.kind.captured_launches`) is recording graphs: the run already uses
 CUDA graphs, and its launch timing is capture and graph set-up, not the steady launch rate. The
 findings that value launch overhead and advise fewer launches or CUDA graphs (``gpu-idle``'s
 host-launch share, ``tiny-kernels``) are kept as information there: no per-step saving, the
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from advisor.derive.kind import captured_launches
+from advisor.derive.runtime import capture_spans
 from advisor.findings import Draft
 from advisor.trace.model import Trace
 
@@ -24,14 +26,19 @@ LAUNCH_ADVICE = frozenset({"gpu-idle", "tiny-kernels"})
 def launch_advice_under_capture(drafts: list[Draft], trace: Trace) -> list[Draft]:
     """``drafts`` with the launch-overhead findings made information when the window captures
     graphs."""
-    captured, launches = captured_launches(trace)
-    if not captured:
+    ranges = len(capture_spans(trace)[0])
+    if not ranges:
         return drafts
+    captured, launches = captured_launches(trace)
+    n = f"{ranges:,} stream-capture range(s), " + (
+        f"{captured:,} of {launches:,} launch calls inside them"
+        if captured
+        else "their launch calls not recorded"
+    )
     why = (
-        f"The window records CUDA/HIP graphs ({captured:,} of {launches:,} launch calls lie "
-        "inside stream capture): the run already uses CUDA graphs and its launch timing here is "
-        "capture and graph set-up, not steady state, so no saving is claimed from launch "
-        "overhead."
+        f"The window records CUDA/HIP graphs ({n}): the run already uses CUDA graphs and its "
+        "launch timing here is capture and graph set-up, not steady state, so no saving is "
+        "claimed from launch overhead."
     )
     return [
         replace(
