@@ -42,11 +42,12 @@ import pandas as pd
 from advisor.derive.dataloader import is_fetch
 from advisor.derive.kind import is_engine_step, is_module_call
 from advisor.trace.model import Trace
-from advisor.trace.names import name_flags
+from advisor.trace.names import name_flags, name_values
 
 STEP_MARK = "advisor.step"  # the range advisor.step() records under advisor.capture()
 FEWEST = 2  # calls of a unit on one thread for it to repeat
 COVER_SHARE = 0.5  # a unit's iterations cover at least this share of the recorded work
+MAX_UNITS = 16  # of each family keyed by name, the units spanning the most of the window
 _FORWARD_RE = re.compile(r"forward", re.IGNORECASE)
 _REGION_RE = re.compile(r"^Torch-Compiled Region: (\d+)/\d+$")
 _GRAPH_CALL_RE = re.compile(r"^## Call CompiledFxGraph \w+ ##$")  # Inductor's call of a graph
@@ -157,32 +158,44 @@ def _repeating(trace: Trace) -> list[_Calls]:
     fwd = _calls(trace, "forward", _is_forward, _HOST, "range")
     if fwd is not None:
         out.append(fwd)
-    for unit, key, tables in (
-        ("compiled region", _region_key, _HOST),
-        ("user range", _range_key, ("annotations",)),
-    ):
-        keys: dict[str, int] = {}
-        for t in tables:
-            df = getattr(trace, t)
-            if len(df):
-                counts = df["name"].value_counts(sort=False)
-                for n, cnt in counts.items():
-                    k = key(str(n))
-                    if k is not None and cnt:
-                        keys[k] = keys.get(k, 0) + int(cnt)
-        keys = {k: n for k, n in keys.items() if n >= FEWEST}
-        for k in keys:
-            c = _calls(trace, unit, _keyed(key, k), tables, "range")
-            if c is not None:
-                out.append(c)
+    out += _keyed_calls(trace, "compiled region", _region_key, _HOST)
+    out += _keyed_calls(trace, "user range", _range_key, ("annotations",))
     mod = _calls(trace, "model call", is_module_call, ("python", "annotations"), "range")
     if mod is not None:
         out.append(mod)
     return out
 
 
-def _keyed(key: Callable[[str], str | None], k: str) -> Callable[[str], bool]:
-    return lambda n: key(n) == k
+def _keyed_calls(
+    trace: Trace, unit: str, key: Callable[[str], str | None], tables: tuple[str, ...]
+) -> list[_Calls]:
+    """One unit per key of the ranges' names (``key``: None for names of no unit), the
+    ``MAX_UNITS`` that span the most of the window."""
+    parts = []
+    for t in tables:
+        df = getattr(trace, t)
+        if not len(df):
+            continue
+        k = name_values(df["name"], key)
+        m = k != None  # noqa: E711 (an object array)
+        if "on_gpu" in df:
+            m &= ~df["on_gpu"].to_numpy(dtype=bool)
+        if m.any():
+            parts.append(df.loc[m, ["ts_ns", "end_ns", "tid", "name"]].assign(key=k[m]))
+    if not parts:
+        return []
+    rows = pd.concat(parts, ignore_index=True)
+    span = rows.groupby("key", sort=False).agg(
+        n=("ts_ns", "size"), lo=("ts_ns", "min"), hi=("end_ns", "max")
+    )
+    span = span[span["n"] >= FEWEST]
+    span = span.assign(w=span["hi"] - span["lo"]).sort_values("w", ascending=False, kind="stable")
+    out = []
+    for k in span.index[:MAX_UNITS]:
+        c = _outermost(unit, rows[rows["key"].to_numpy() == k], "range")
+        if c is not None:
+            out.append(c)
+    return out
 
 
 def _region_key(n: str) -> str | None:
@@ -219,7 +232,13 @@ def _calls(
             parts.append(df.loc[m, ["ts_ns", "end_ns", "tid", "name"]])
     if not parts:
         return None
-    rows = pd.concat(parts, ignore_index=True)
+    return _outermost(unit, pd.concat(parts, ignore_index=True), boundary)
+
+
+def _outermost(unit: str, rows: pd.DataFrame, boundary: str) -> _Calls | None:
+    """The outermost of ``rows`` (ts_ns, end_ns, tid, name) on the thread with the most."""
+    if not len(rows):
+        return None
     tid = int(rows["tid"].value_counts().index[0])
     rows = rows[rows["tid"] == tid].sort_values(["ts_ns", "end_ns"], ascending=[True, False])
     ts, end = rows["ts_ns"].to_numpy(), rows["end_ns"].to_numpy()
