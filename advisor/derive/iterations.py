@@ -12,18 +12,19 @@ Two kinds of carriers, tried in this order:
   (an iteration ends where the optimizer step ends), ``advisor.step`` marks. The first family
   present is used.
 - **Calls that repeat**: the outermost user ranges named ``...forward...`` (not ops such as
-  ``vllm::moe_forward``, nor compiled kernels' launches such as ``triton_poi_fused_..._forward_0``),
-  the calls of one compiled function (``Torch-Compiled Region: N/M``, every M of one N) or of
-  one Inductor graph (``## Call CompiledFxGraph <hash> ##``), the
-  user's own ranges (``record_function``; digits in the name are ignored, so ``iter_3`` and
-  ``iter_4`` are one unit) and the outermost module calls (``nn.Module: Model_0``). Each
-  starts an iteration. The unit used is the outermost one that repeats (at least
-  ``FEWEST`` calls on one thread) and whose iterations hold at least ``COVER_SHARE`` of the
-  recorded work (the kernel time launched inside them: a one-off upload of the weights is no
-  iteration's work; on a trace without kernels, the time of the top-level operators of its
-  thread): a unit that repeats inside the calls of another
-  repeating unit is not a step (the 30 module calls inside 10 engine steps, the 18 ``LayerNorm`` calls inside one
-  benchmarked call), and a unit lying one-to-one inside another gives way to the outer one.
+  ``vllm::moe_forward``, nor compiled kernels' launches such as
+  ``triton_poi_fused_..._forward_0``), the calls of one compiled function (``Torch-Compiled
+  Region: N/M``, every M of one N) or of one Inductor graph (``## Call CompiledFxGraph <hash>
+  ##``), the user's own ranges (``record_function``; digits in the name are ignored, so
+  ``iter_3`` and ``iter_4`` are one unit; of the units keyed by name, the ``MAX_UNITS``
+  spanning the most of the window are weighed) and the outermost module calls (``nn.Module:
+  Model_0``). Each starts an iteration. The unit used is the outermost one that repeats (at
+  least ``FEWEST`` calls on one thread) and whose iterations hold at least ``COVER_SHARE`` of
+  the recorded work (the kernel time launched inside them: a one-off upload of the weights is
+  no iteration's work; on a trace without kernels, the time of the top-level operators of its
+  thread). A unit that repeats inside the calls of another repeating unit is not a step (the
+  30 module calls inside 10 engine steps); a unit lying one-to-one inside another gives way to
+  the outer one; a loop wrapped in one range that does not repeat is split at its calls.
 
 The last iteration ends where the host's work on the unit's thread (started before its last
 call ends, for ranges) and the GPU work it launched end. :class:`Found` names the unit and
