@@ -10,6 +10,7 @@ from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.analysis.summary import inspect_trace
 from advisor.derive.kind import trace_kind
 from advisor.derive.steps import steady_steps
+from advisor.output.header import header
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
 from tests.tracebuilder import TraceBuilder
@@ -72,6 +73,8 @@ def test_inspect_counts_the_steps_analyze_counts() -> None:
     assert s["step_ms_median"] == pytest.approx(rep.run.step_ms_median)
     assert s["step_unit"] == rep.run.step_unit == f"{RUNNER}(1002): execute_model"
     assert rep.run.step_unit_evidence and "engine step" in rep.run.step_unit_evidence
+    notes = [n["text"] for n in header(rep, "now")["notes"]]  # type: ignore[attr-defined, index, union-attr]
+    assert any(n.startswith(f"Step unit: {RUNNER}(1002): execute_model (10 engine") for n in notes)
 
 
 def compiled_iterations() -> TraceBuilder:

@@ -42,7 +42,9 @@ class Edge:
     parts: tuple[tuple[str, int], ...]
 
     def words(self) -> str:
-        return ", ".join(f"{label} {ns / 1e6:.1f} ms" for label, ns in self.parts)
+        """The parts, largest first; those under 0.05 ms only when nothing larger is there."""
+        big = [(w, ns) for w, ns in self.parts if ns >= 50_000] or list(self.parts[:1])
+        return ", ".join(f"{label} {ns / 1e6:.1f} ms" for label, ns in big)
 
 
 def leading_setup(

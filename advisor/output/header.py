@@ -209,7 +209,7 @@ def _step_notes(run: RunFacts) -> list[dict[str, str]]:
                 "text": f"No ProfilerStep markers: steps were found from {src} ranges.",
             }
         )
-    if run.step_unit and run.step_unit != "ProfilerStep#N":
+    if run.step_unit and run.step_unit != "ProfilerStep#N" and not run.steps_synthetic:
         why = f" ({run.step_unit_evidence})" if run.step_unit_evidence else ""
         notes.append({"level": "info", "text": f"Step unit: {run.step_unit}{why}."})
     left = steady.steps_excluded if steady is not None else ()
