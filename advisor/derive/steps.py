@@ -11,8 +11,10 @@ module call). A trace where no unit repeats is one step: the recording.
 Leading iterations that are slow and hold one-time work (:mod:`advisor.derive.onetime`:
 context creation, module loading, autotuning, allocator growth, compilation: longer than
 ``FIRST_STEP_SLOW`` times the median of the rest, with one-time work of at least
-``FIRST_STEP_ONE_TIME`` of it), or are cold (``COLD_SLOW`` times that median: the first run of
-the code, whose lazy set-up the trace may not name), are left out (at most half of them), as is
+``FIRST_STEP_ONE_TIME`` of it), or are cold (every kernel of the next iteration, at
+``COLD_SLOW`` times that median: the first run of the code, whose lazy set-up the trace may not
+name; a serving engine's prefill runs other kernels than its decodes and stays), are left out
+(at most half of them), as is
 everything before the first iteration; the rest are the *steady steps*. A step that is not an
 iteration (the recording, a micro-benchmark's window) loses its leading set-up and the
 profiler's own start and stop frames (:mod:`advisor.derive.setup`; a micro-benchmark's cold
@@ -175,11 +177,34 @@ def _cold_calls(trace: Trace, op: str) -> tuple[tuple[int, int, str], ...]:
     return ((ts, end, f"the first, cold {op} call"),)
 
 
+def _same_work(trace: Trace, its: pd.DataFrame, i: int) -> bool:
+    """Iteration ``i`` runs every kernel the next one runs (by name; on a trace without kernels,
+    every top-level operator): the same work, done cold, not other work (a serving engine's
+    prefill before its decodes)."""
+    k = trace.kernels
+    if len(k) and len(trace.runtime) and (k["launch_idx"].to_numpy() >= 0).any():
+        li = k["launch_idx"].to_numpy()
+        at = np.where(li >= 0, trace.runtime["ts_ns"].to_numpy()[np.clip(li, 0, None)], -1)
+        names = k["name"].to_numpy()
+    else:
+        ops = trace.cpu_ops
+        top = ops["depth"].to_numpy() == 0
+        at, names = ops["ts_ns"].to_numpy()[top], ops["name"].to_numpy()[top]
+
+    def work(j: int) -> set[str]:
+        lo, hi = int(its["ts_ns"].iloc[j]), int(its["end_ns"].iloc[j])
+        return {str(n) for n in names[(at >= lo) & (at < hi)]}
+
+    nxt = work(i + 1)
+    return bool(nxt) and nxt <= work(i)
+
+
 def _drop_warmup(
     trace: Trace, its: pd.DataFrame, min_left: int
 ) -> tuple[pd.DataFrame, list[Excluded]]:
-    """Leave out leading iterations that are slow and hold one-time work, or are cold
-    (``COLD_SLOW`` times the median of the rest): at most half of them, keeping ``min_left``."""
+    """Leave out leading iterations that are slow and hold one-time work, or are cold (the
+    next iteration's work and ``COLD_SLOW`` times the median of the rest): at most half of
+    them, keeping ``min_left``."""
     ev = one_time_events(trace)
     dur = its["dur_ns"].to_numpy()
     i, out = 0, []
@@ -188,7 +213,7 @@ def _drop_warmup(
         lo, hi = int(its["ts_ns"].iloc[i]), int(its["end_ns"].iloc[i])
         once = total_ns(ev, lo, hi)
         warm = once > 0 and dur[i] > FIRST_STEP_SLOW * rest and once >= FIRST_STEP_ONE_TIME * rest
-        cold = dur[i] >= COLD_SLOW * rest
+        cold = dur[i] >= COLD_SLOW * rest and _same_work(trace, its, i)
         if rest <= 0 or not (warm or cold):
             break
         kinds = sorted(set(ev.loc[(ev["ts_ns"] >= lo) & (ev["ts_ns"] < hi), "kind"]))
