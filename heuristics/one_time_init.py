@@ -62,8 +62,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ss = steady_steps(trace)
     ev = one_time_events(trace)
     inside = assign_steps(ev["ts_ns"].to_numpy(), ss.steps) >= 0
-    # no iterations and no set-up trimmed from the one step: the one-time work stays in it
-    kept_in = ss.synthetic and not ss.excluded
+    # no iterations and no set-up trimmed from the start of the one step: the one-time work
+    # stays in it
+    first = int(ss.steps["ts_ns"].min()) if len(ss.steps) else 0
+    kept_in = ss.synthetic and not any(e.start_ns < first for e in ss.excluded)
     # set-up happens before the last steady step ends; what follows it is teardown
     end = int(ss.steps["end_ns"].max()) if len(ss.steps) else 0
     # compilation inside the steady steps (a recompilation in the loop) is one-time work too,

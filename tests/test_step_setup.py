@@ -105,15 +105,20 @@ def test_set_up_too_small_to_matter_stays_and_the_profilers_stop_goes() -> None:
     for i in range(150):
         op = b.op("aten::add", 100 + i * 20, 12)
         b.launch(op, "cudaLaunchKernel", 102 + i * 20, 6, kernel="add_kernel", gpu_dur=4)
-    b.runtime("cudaMalloc", 1_500, 200)  # a cudaMalloc inside the loop is no set-up
+    b.runtime("cudaMalloc", 1_500, 400)  # a cudaMalloc inside the loop is no set-up
     stop = b.frame(PROFILER, 698, "__exit__", 3_100, 2_000)
     b.frame(PROFILER, 195, "stop_trace", 3_110, 1_980, parent=stop)
-    ss = steady_steps(b.load())
+    t = b.load()
+    ss = steady_steps(t)
     (tail,) = ss.excluded
     assert (
         tail.reason == "after the program's work: the profiler's own torch.profiler __exit__ 2.0 ms"
     )
     assert ss.median_ms() == pytest.approx(3.1, abs=0.01)
+    # the cudaMalloc stays in the step, and one-time-init says so
+    f = finding(analyze_trace(t, None, Options()), "one-time-init")
+    assert f is not None
+    assert "inside its single step and the per-step figures include it" in f.summary
 
 
 def test_cudagraph_mwe_context_call_is_one_time_and_out_of_the_step() -> None:
