@@ -116,7 +116,10 @@ def one(path: Path) -> str:
 def step_unit(run: RunFacts) -> str:
     """The step unit line: the unit, how many steady steps, their median."""
     unit = printable_unit(run.step_unit or "-")
-    return f"\n    step unit: {unit} ({run.steps_profiled} steps, median {run.step_ms_median} ms)"
+    n = run.steps_profiled
+    return (
+        f"\n    step unit: {unit} ({n} step{'' if n == 1 else 's'}, median {run.step_ms_median} ms)"
+    )
 
 
 def printable_unit(unit: str) -> str:
