@@ -211,6 +211,11 @@ class RunFacts:
     # micro-benchmark, capture, mixed; and the evidence for it
     trace_kind: str | None = None
     trace_kind_evidence: str | None = None
+    # the unit of work a step is (advisor/derive/steps.py, iterations.py): the range that
+    # carries the iterations ("ProfilerStep#N", "Torch-Compiled Region: 0/0", ".../gpu_model_
+    # runner.py(1002): execute_model", "the recording"...) and why it was chosen
+    step_unit: str | None = omit_none()
+    step_unit_evidence: str | None = omit_none()
     trace_quality: tuple[QualityNote, ...] = ()
     notes: tuple[str, ...] = omit_empty()
     est_savings_bound_ms: float = 0.0

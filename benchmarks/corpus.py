@@ -7,7 +7,9 @@ lead (how far launch calls run ahead of their kernels) against the launch latenc
 ``run.bound``, whether the bound agrees with that evidence by the rule of
 :func:`advisor.replay.evidence.consistent`, the #1 finding and its saving; then the ranked rows
 whose fixes claim the same time (their fixes change the same host calls or GPU activities of the
-step graph), each pair with the nodes they share.
+step graph), each pair with the nodes they share; then the step unit (``run.step_unit``: the
+range that carries the iterations, :mod:`advisor.derive.steps`), the steady steps and their
+median.
 
     python benchmarks/corpus.py [TRACES_DIR] [--only SUBSTRING]
 
@@ -41,6 +43,7 @@ from advisor.replay.engine import Mods  # noqa: E402
 from advisor.replay.evidence import consistent, evidence  # noqa: E402
 from advisor.replay.fixes import Fix  # noqa: E402
 from advisor.replay.model import graph  # noqa: E402
+from advisor.runfacts import RunFacts  # noqa: E402
 from advisor.trace import Trace, load_trace  # noqa: E402
 
 
@@ -110,7 +113,21 @@ def one(path: Path) -> str:
         f"bound {b:10s}"
         f"  {verdict}  #1 {top}"
         + (f"\n    same time claimed: {'; '.join(shared)}" if shared else "")
+        + step_unit(run)
     )
+
+
+def step_unit(run: RunFacts) -> str:
+    """The step unit line: the unit, how many steady steps, their median."""
+    unit = printable_unit(run.step_unit or "-")
+    n = run.steps_profiled
+    return (
+        f"\n    step unit: {unit} ({n} step{'' if n == 1 else 's'}, median {run.step_ms_median} ms)"
+    )
+
+
+def printable_unit(unit: str) -> str:
+    return unit if len(unit) <= 70 else unit[:67] + "..."
 
 
 def main(argv: list[str]) -> int:

@@ -30,7 +30,7 @@ def is_allocator_call(name: str) -> bool:
 
 
 def allocator_calls(trace: Trace) -> pd.DataFrame:
-    """Runtime rows of allocator calls inside the steps (all of them for a synthetic step)."""
+    """Runtime rows of allocator calls inside the steps."""
     return trace.memo("allocator.calls", lambda: _calls(trace))  # type: ignore[no-any-return]
 
 
@@ -38,9 +38,7 @@ def _calls(trace: Trace) -> pd.DataFrame:
     rt = trace.runtime
     if not len(rt):
         return rt
-    hit = name_flags(rt["name"], is_allocator_call)
-    if not trace.meta.synthetic_steps:
-        hit &= rt["step"].to_numpy() >= 0
+    hit = name_flags(rt["name"], is_allocator_call) & (rt["step"].to_numpy() >= 0)
     return rt[hit]
 
 

@@ -5,7 +5,9 @@ From the trace (any torch >= 2.1 profile):
 
 - ``Torch-Compiled Region: N/M`` operators: one per entry into compiled code, N the frame id
   (one per compiled function; the code after a graph break is a *resume function* with a frame
-  id of its own), M the compilation of that frame that ran (M > 0: it was recompiled);
+  id of its own, entered from inside the region of the frame that broke: ``1/0`` nested in
+  ``0/0``, :func:`nested_frames`), M the compilation of that frame that ran (M > 0: it was
+  recompiled);
 - ``TorchDynamo Cache Lookup`` operators: the guard checks before each entry;
 - Python frames named ``torch_dynamo_resume_in_<function>_at_<line>`` (with Python stacks):
   the code after a graph break at ``<line>``;
@@ -109,7 +111,8 @@ def user_rows(rows: object) -> list[dict[str, Any]]:
 
 
 def resume_frame_ids(trace: Trace, ctx: Context) -> set[int]:
-    """Frame ids of resume functions: from run.json, else the regions around resume frames."""
+    """Frame ids of resume functions: from run.json, else the regions around resume frames and
+    the regions entered inside another frame's region (:func:`nested_frames`)."""
     ids = {
         fid
         for r in run_frames(ctx)
@@ -117,6 +120,34 @@ def resume_frame_ids(trace: Trace, ctx: Context) -> set[int]:
     }
     if ids:
         return ids
+    return _around_resume_frames(trace) | set(nested_frames(trace))
+
+
+def nested_frames(trace: Trace) -> dict[int, int]:
+    """Per compiled frame entered inside a region of another frame (``Torch-Compiled Region:
+    1/0`` inside ``0/0``, on one thread; in the steady steps): its entries. Code that breaks
+    the graph runs in Python and calls the rest of the function, a resume function compiled as
+    a frame of its own, from inside the first frame's region: one entry per break, with or
+    without Python stacks."""
+    reg = regions(trace)
+    if not len(reg):
+        return {}
+    ops = trace.cpu_ops
+    parent = ops["parent_idx"].to_numpy()
+    frame_of = np.full(len(ops), -1, dtype=np.int64)
+    frame_of[reg["row"].to_numpy()] = reg["frame"].to_numpy()
+    out: dict[int, int] = {}
+    for row, f in zip(reg["row"].to_numpy(), reg["frame"].to_numpy(), strict=True):
+        p = parent[row]
+        while p >= 0 and frame_of[p] < 0:  # the innermost region around it
+            p = parent[p]
+        if p >= 0 and frame_of[p] != f:
+            out[int(f)] = out.get(int(f), 0) + 1
+    return out
+
+
+def _around_resume_frames(trace: Trace) -> set[int]:
+    """Frame ids of the innermost regions around resume functions' Python frames."""
     reg, rf = regions(trace), resume_frames(trace)
     if not len(reg) or not len(rf):
         return set()
@@ -171,10 +202,13 @@ def compile_in_steps(trace: Trace) -> pd.DataFrame:
     frames, attempts = [], []
     for s, e in zip(ev["ts_ns"], ev["end_ns"], strict=True):
         f = a = -1
-        # dynamo annotates the id at the start of its outer "dynamo" range, just before
-        inside = np.flatnonzero((an_ts >= s - ID_LEAD_NS) & (an_ts < e))
-        if ids is not None and len(inside):
-            k = int(np.flatnonzero(has_id)[inside[0]])
+        # dynamo annotates the id at the start of its outer "dynamo" range, or just before
+        # it: the first id inside the range, else the last one shortly before
+        inside = np.flatnonzero((an_ts >= s) & (an_ts < e))
+        before = np.flatnonzero((an_ts >= s - ID_LEAD_NS) & (an_ts < s))
+        pick = inside[:1] if len(inside) else before[-1:]
+        if ids is not None and len(pick):
+            k = int(np.flatnonzero(has_id)[pick[0]])
             f, a = int(ids[0].iloc[k]), int(ids[1].iloc[k])
         frames.append(f)
         attempts.append(a)

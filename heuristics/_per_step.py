@@ -19,15 +19,16 @@ def n_steps(trace: Trace) -> int:
 def per_step_words(trace: Trace) -> str:
     """ "per step", or how the figure reads when the trace has no step markers."""
     if trace.meta.synthetic_steps:
-        return "in the trace (no ProfilerStep markers: counted as one step)"
+        return "in the recording's one step (no unit of work repeats in it)"
     return "per step"
 
 
 def in_steps(trace: Trace, ts_ns: np.ndarray) -> np.ndarray:
-    """Whether each instant falls inside a step range (always true for a synthetic step)."""
+    """Whether each instant falls inside a step range (a synthetic step's too: the window
+    without its set-up, :mod:`advisor.derive.setup`)."""
     st = trace.steps
     ts_ns = np.asarray(ts_ns, dtype=np.int64)
-    if trace.meta.synthetic_steps or not len(st):
+    if not len(st):
         return np.ones(len(ts_ns), dtype=bool)
     starts = st["ts_ns"].to_numpy()
     ends = st["end_ns"].to_numpy()
@@ -36,9 +37,8 @@ def in_steps(trace: Trace, ts_ns: np.ndarray) -> np.ndarray:
 
 
 def rows_in_steps(df: pd.DataFrame, trace: Trace) -> pd.DataFrame:
-    """Rows of a trace table tagged with a step (``step`` >= 0; all rows when the whole trace
-    is one synthetic step)."""
-    if trace.meta.synthetic_steps or "step" not in df:
+    """Rows of a trace table tagged with a step (``step`` >= 0)."""
+    if "step" not in df:
         return df
     return df[df["step"].to_numpy() >= 0]
 

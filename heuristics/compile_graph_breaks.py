@@ -6,8 +6,10 @@ each graph break the compiled graph ends, Python runs the unsupported part eager
 checks. With ``advisor profile``, run.json lists each break dynamo logged with its reason and
 the user's line (``compile.graph_breaks``). In a trace, the entries into resume functions'
 compiled regions (``Torch-Compiled Region: N/M`` whose frame N is a resume function: run.json's
-frames, or the region around a ``torch_dynamo_resume_in_<fn>_at_<line>`` Python frame) count
-the breaks per step; the ``TorchDynamo Cache Lookup`` before each is its guard check.
+frames, the region around a ``torch_dynamo_resume_in_<fn>_at_<line>`` Python frame, or a region
+entered inside another frame's region, ``1/0`` .. ``3/0`` nested in ``0/0``) count the breaks
+per step, with or without Python stacks (without them, no line is named); the ``TorchDynamo
+Cache Lookup`` before each is its guard check.
 
 **Why it costs time.** Every break splits the model into smaller graphs (fewer fusions, each
 graph's own launches), runs Python and eager operators between them and checks guards before
@@ -53,6 +55,7 @@ from ._compile import (
     advice_for,
     location,
     lookups,
+    nested_frames,
     regions,
     resume_frame_ids,
     resume_frames,
@@ -146,7 +149,8 @@ def _why(row: dict[str, Any]) -> str:
 
 
 def _lines(trace: Trace, ctx: Context) -> tuple[list[dict[str, Any]], bool]:
-    """The breaks with reasons and lines (run.json), else the resume frames' lines (trace)."""
+    """The breaks with reasons and lines (run.json), else the resume frames' lines (trace),
+    else the compiled frames entered inside another frame's region (no lines)."""
     live = user_rows(ctx.run_get("compile", "graph_breaks", default=None))
     if live:
         return live, True
@@ -154,7 +158,19 @@ def _lines(trace: Trace, ctx: Context) -> tuple[list[dict[str, Any]], bool]:
     rows = []
     for (file, line, fn), g in rf.groupby(["file", "line", "function"], sort=False):
         rows.append({"file": file, "line": int(line), "function": fn, "count": len(g)})
+    if not rows:
+        rows = [
+            {"frame": f, "count": n, "function": f"Torch-Compiled Region: {f}/*"}
+            for f, n in sorted(nested_frames(trace).items())
+        ]
     return rows, False
+
+
+def _where(r: dict[str, Any]) -> str:
+    """A break's line, or the resume graph's region when the trace has no lines."""
+    if "frame" in r:
+        return f"resume graph {r['function']}"
+    return f"{str(r.get('file', '?')).rsplit('/', 1)[-1]}:{r.get('line', '?')}"
 
 
 @detector(ID, TITLE, needs=("cpu_ops",))
@@ -194,7 +210,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         text = f"{r.get('type', '')} {r.get('reason', '')}"
         kinds.append(advice_for(ADVICE, text, DEFAULT_ADVICE) if live else DEFAULT_ADVICE)
     first = rows[0]
-    where = f"{str(first.get('file', '?')).rsplit('/', 1)[-1]}:{first.get('line', '?')}"
+    lined = "frame" not in first
+    where = _where(first)
     why = f": {first.get('type') or first.get('reason')}" if live else ""
     n_lines = len(rows)
     counted = (
@@ -215,8 +232,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     evidence = [
         Evidence(
-            f"{str(r.get('file', '?')).rsplit('/', 1)[-1]}:{r.get('line', '?')} "
-            + (_why(r) if live else f"resume in {r.get('function')}"),
+            _where(r)
+            + (
+                " entered inside another compiled region (no Python stacks: no line)"
+                if not lined
+                else " " + (_why(r) if live else f"resume in {r.get('function')}")
+            ),
             int(r.get("count") or 1),
             0.0,
         )
@@ -247,11 +268,14 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     locs = [location(r, str(r.get("function") or "")) for r in rows]
     recommendation = (
         "Remove the graph breaks, most costly first: "
-        + "; ".join(
-            f"{str(r.get('file', '?')).rsplit('/', 1)[-1]}:{r.get('line', '?')}: {k}"
-            for r, k in list(zip(rows, kinds, strict=True))[:3]
+        + "; ".join(f"{_where(r)}: {k}" for r, k in list(zip(rows, kinds, strict=True))[:3])
+        + ". TORCH_LOGS=graph_breaks prints every break with its stack"
+        + (
+            "; this trace has no Python stacks to name the lines (profile with "
+            "with_stack=True, or run `advisor profile`, which records each break's reason)."
+            if not lined
+            else "."
         )
-        + ". TORCH_LOGS=graph_breaks prints every break with its stack."
     )
     return [
         Draft(
@@ -270,6 +294,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     "run.json's compile.graph_breaks (dynamo's own log, user lines)"
                     if live
                     else "Python frames of dynamo's resume functions in the trace"
+                    if lined
+                    else "compiled regions entered inside another frame's compiled region "
+                    "(a resume function's graph; the trace has no Python stacks)"
                 )
                 + "; per step: entries into resume functions' compiled regions in the steady "
                 "steps.",

@@ -57,7 +57,7 @@ def _static(trace: Trace, rows: np.ndarray) -> tuple[bool | None, int]:
     dims = ops["input_dims"].to_numpy()
     for r, st in zip(rows, ops["step"].to_numpy()[rows], strict=True):
         per_step.setdefault(int(st), Counter())[f"{names[r]}{dims[r]!s}"] += 1
-    sigs = [per_step[s] for s in sorted(per_step) if s >= 0 or trace.meta.synthetic_steps]
+    sigs = [per_step[s] for s in sorted(per_step) if s >= 0]
     if len(sigs) < 2:
         return None, len(sigs)
     return all(s == sigs[0] for s in sigs[1:]), len(sigs)
@@ -76,7 +76,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     roots = np.flatnonzero(
         is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)], False)
     )
-    roots = roots[ops["step"].to_numpy()[roots] >= 0] if not trace.meta.synthetic_steps else roots
+    roots = roots[ops["step"].to_numpy()[roots] >= 0]
     if not len(roots):
         return []
     static, n_conv_steps = _static(trace, roots) if trace.has_shapes else (None, 0)

@@ -136,8 +136,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if len(hs):  # spans the trace did not fully record (graph replays) are not idle
         busy = Busy(*union(np.r_[busy.starts, hs], np.r_[busy.ends, he]), device=dev)
     wins = _windows(trace)
-    if trace.meta.synthetic_steps and len(busy.starts):
-        wins = [(int(busy.starts[0]), int(busy.ends[-1]))]
+    if trace.meta.synthetic_steps and len(busy.starts):  # the GPU's active span in the step
+        lo, hi = wins[0][0], wins[-1][1]
+        s = busy.starts[(busy.ends > lo) & (busy.starts < hi)]
+        e = busy.ends[(busy.ends > lo) & (busy.starts < hi)]
+        wins = [(max(lo, int(s[0])), min(hi, int(e[-1])))] if len(s) else wins
     parts = [busy.gaps(lo, hi) for lo, hi in wins]
     gs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     ge = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)

@@ -4,7 +4,9 @@
 ``as_strided``, ``empty``, ``slice``, ``t``, ``transpose``, ``detach``...) cost the host about a
 microsecond on a healthy machine: their time is pure framework overhead (Python binding,
 dispatcher, autograd bookkeeping, the caching allocator). This detector compares their mean host
-time inside the steady steps with typical figures and reports a trace whose median slowdown is at
+time inside the steady steps (not while torch.compile traces the model inside its compile ranges:
+that is compilation, counted once by ``one-time-init``) with typical figures and reports a trace
+whose median slowdown is at
 least ``host_overhead.min_ratio`` (10x), together with the share of the step the host spends
 inside ``aten`` operators outside CUDA runtime calls (framework overhead).
 
@@ -51,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.derive.onetime import in_compile
 from advisor.derive.timeline import Intervals, busy_by_device, main_device, union
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
@@ -117,9 +120,9 @@ def _op_cost_rows(trace: Trace) -> list[tuple[Any, ...]]:
 
     def make() -> list[tuple[Any, ...]]:
         ops = trace.cpu_ops
-        sel = ops["name"].isin(list(TYPICAL_US)).to_numpy().copy()
-        if not trace.meta.synthetic_steps:
-            sel &= ops["step"].to_numpy() >= 0
+        sel = ops["name"].isin(list(TYPICAL_US)).to_numpy() & (ops["step"].to_numpy() >= 0)
+        # operators run while torch.compile traces the model (fake tensors) are compilation
+        sel &= ~in_compile(trace, ops["tid"].to_numpy(), ops["ts_ns"].to_numpy())
         sub = ops.loc[sel, ["name", "dur_ns"]]  # only the columns read (not the shapes, stacks)
         rows = []
         for name, g in sub.groupby(sub["name"].astype(str), sort=True):
@@ -134,7 +137,7 @@ def _op_cost_rows(trace: Trace) -> list[tuple[Any, ...]]:
 
 def _clip(s: np.ndarray, e: np.ndarray, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint intervals clipped to the steps."""
-    if trace.meta.synthetic_steps or not len(s):
+    if not len(s):
         return s, e
     st = trace.steps
     out_s, out_e = [], []
@@ -198,8 +201,8 @@ def _outer_aten(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
     par = ops["parent_idx"].to_numpy()
     outer = is_aten & ~np.where(par >= 0, is_aten[np.clip(par, 0, None)], False)
-    if not trace.meta.synthetic_steps:
-        outer &= ops["step"].to_numpy() >= 0
+    outer &= ops["step"].to_numpy() >= 0
+    outer &= ~in_compile(trace, ops["tid"].to_numpy(), ops["ts_ns"].to_numpy())
     return tuple(ops[c].to_numpy()[outer] for c in ("ts_ns", "end_ns", "tid"))  # type: ignore[return-value]
 
 

@@ -29,8 +29,9 @@ compile before the window opens.
 
 **Known false positives.** Work that does recur but happened to fall before the steady steps
 (a data pipeline's slow first batches, allocator growth a later shape change repeats) is counted
-here as set-up. When the trace has no markers that split it into iterations, the one-time work
-stays inside its single step: the finding then says so and the other figures include it.
+here as set-up. When nothing splits the trace into iterations, its one step is the recording
+without the set-up it starts with; one-time work later in it stays inside that step: the
+finding then says so and the other figures include it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.onetime import KINDS, LABELS, one_time_events
-from advisor.derive.steps import steady_steps
+from advisor.derive.steps import StepSet, steady_steps
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
@@ -61,7 +62,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ss = steady_steps(trace)
     ev = one_time_events(trace)
     inside = assign_steps(ev["ts_ns"].to_numpy(), ss.steps) >= 0
-    kept_in = ss.synthetic  # no iterations: the one-time work could not be left out
+    # no iterations and no set-up trimmed from the start of the one step: the one-time work
+    # stays in it
+    first = int(ss.steps["ts_ns"].min()) if len(ss.steps) else 0
+    kept_in = ss.synthetic and not any(e.start_ns < first for e in ss.excluded)
     # set-up happens before the last steady step ends; what follows it is teardown
     end = int(ss.steps["end_ns"].max()) if len(ss.steps) else 0
     # compilation inside the steady steps (a recompilation in the loop) is one-time work too,
@@ -147,16 +151,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "its single step and the per-step figures include it."
         )
     elif once_ns == comp_in_ns:
-        where = (
-            f"The {len(ss.steps)} steady step(s) found from {ss.source} ranges (median "
-            f"{step_ms:.2f} ms) hold it."
-        )
+        where = f"The {_found(ss, step_ms)} hold{'s' if ss.synthetic else ''} it."
     else:
         where = (
             ("Outside the steady steps it" if comp_in_ns else "It")
             + f" is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
-            f"is left out and the {len(ss.steps)} steady step(s) found from {ss.source} ranges "
-            f"(median {step_ms:.2f} ms) remain."
+            f"is left out and the {_found(ss, step_ms)} remain{'s' if ss.synthetic else ''}."
         )
     return [
         Draft(
@@ -187,6 +187,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             },
         )
     ]
+
+
+def _found(ss: StepSet, step_ms: float) -> str:
+    """The steps that remain, in words."""
+    if ss.synthetic:
+        return f"one step ({ss.unit}, without its set-up: {step_ms:.2f} ms)"
+    return f"{len(ss.steps)} steady step(s) found from {ss.source} ranges (median {step_ms:.2f} ms)"
 
 
 def _opening(ev: pd.DataFrame, once_ns: int, parts: str) -> str:

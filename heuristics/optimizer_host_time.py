@@ -109,7 +109,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     stats = optimizer_ranges(trace)
     if not len(stats):
         raise Skip("no Optimizer.step ranges in this trace")
-    stats = stats[stats["step"] >= 0] if not trace.meta.synthetic_steps else stats
+    stats = stats[stats["step"] >= 0]
     covered = per_parameter(stats, trace, ctx)  # single-tensor-optimizer's ranges
     rest = stats.drop(index=covered.index).reset_index(drop=True)
     if not len(rest):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor import settings
+from advisor.analysis.captured import launch_advice_under_capture
 from advisor.analysis.detection import all_detectors, load_detectors, run_detectors
 from advisor.analysis.merge import one_row_per_cause
 from advisor.analysis.options import Options as Options  # re-exported: callers import it here
@@ -94,6 +95,8 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         events_skipped=int(trace.meta.skipped_events),
         trace_kind=kind.kind,
         trace_kind_evidence=kind.why,
+        step_unit=steady_steps(trace).unit or None,
+        step_unit_evidence=steady_steps(trace).why or None,
         trace_quality=tuple(QualityNote(i.what, i.effect, i.kind) for i in trace_quality(trace))
         + tuple(  # what the live run's recording limits cut (run.json capture_limits)
             QualityNote(str(q.get("what")), str(q.get("effect")))
@@ -219,6 +222,7 @@ def analyze_trace(
     )
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
     drafts, not_run = for_capture(outcome.drafts, trace_kind(trace))
+    drafts = launch_advice_under_capture(drafts, trace)
     drafts = lower_confidence(drafts, trace_quality(trace))
     # a finding's saving is its mean per step (advisor.replay.whatif): its share is of the mean
     mean_ms = trace.mean_step_ms()

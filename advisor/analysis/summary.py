@@ -17,7 +17,7 @@ import pandas as pd
 
 from advisor.derive.breakdown import step_breakdown, steps_busy_pct
 from advisor.derive.kind import trace_kind
-from advisor.derive.steps import steady_trace
+from advisor.derive.steps import steady_steps, steady_trace
 from advisor.derive.timeline import device_busy
 from advisor.trace.model import Trace
 from advisor.units import ms_of_ns, pct_of
@@ -26,10 +26,12 @@ from advisor.units import ms_of_ns, pct_of
 def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     """Stable keys: devices, steps, step_ms_median, gpu_busy_pct, gpu_idle_pct, kernels_top,
     ops_top, memcpy, sync_calls (plus breakdown, step_breakdown, notes, trace_kind and its
-    evidence)."""
+    evidence, step_unit and its evidence). The steps are the steady steps ``analyze`` uses."""
     meta = trace.meta
     devs = device_busy(trace)
-    step_ms = trace.step_ms()
+    steady = steady_trace(trace)  # the steps analyze uses (advisor.derive.steps)
+    ss = steady_steps(trace)
+    step_ms = steady.step_ms()
     used = {d.device for d in devs}
     devices = [
         {
@@ -45,7 +47,6 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
         }
         for d in meta.devices
     ]
-    steady = steady_trace(trace)
     busy_pct = steps_busy_pct(steady)
     per_step = step_breakdown(steady)
     notes: list[str] = []
@@ -56,8 +57,13 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
             f"CUPTI range-profiler trace: {meta.profiler_ranges} profiler ranges and no"
             " kernel timeline"
         )
-    if meta.synthetic_steps:
-        notes.append("no ProfilerStep markers: the whole trace is treated as one step")
+    if ss.synthetic:
+        notes.append(
+            "no unit of work repeats: the step is the "
+            + ("recording" if not ss.excluded else "recording without its set-up")
+        )
+    for e in ss.excluded:
+        notes.append(f"left out of the steps: {e.reason} ({ms_of_ns(e.dur_ns)} ms)")
     if meta.skipped_events:
         notes.append(f"{meta.skipped_events} malformed events skipped")
     if meta.unknown_categories:
@@ -74,9 +80,11 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
         "world_size": meta.world_size,
         "events": meta.event_count,
         "devices": devices,
+        "step_unit": ss.unit,
+        "step_unit_evidence": ss.why,
         "steps": {
             "count": int(len(step_ms)),
-            "synthetic": meta.synthetic_steps,
+            "synthetic": ss.synthetic,
             "ids": [int(s) for s in step_ms.index],
             "ms_median": round(float(step_ms.median()), 3) if len(step_ms) else 0.0,
             "ms_min": round(float(step_ms.min()), 3) if len(step_ms) else 0.0,

@@ -82,9 +82,10 @@ def _print(r: dict) -> None:  # type: ignore[type-arg]
             )
     s = r["steps"]
     con.print(
-        f"steps: {s['count']}{' (no ProfilerStep markers: whole trace = one step)' if s['synthetic'] else ''}"
+        f"steps: {s['count']}{' (no unit of work repeats: the recording is one step)' if s['synthetic'] else ''}"
         f"  median {s['ms_median']:.2f} ms  min {s['ms_min']:.2f}  max {s['ms_max']:.2f}"
     )
+    con.print(f"step unit: {p(r['step_unit'])} ({p(r['step_unit_evidence'])})")
     if r["gpu_busy_pct"] is None:
         con.print("GPU: no GPU activity in this trace (CPU-only)")
     else:

@@ -21,9 +21,10 @@ leave them out, ``heuristics/_sync_roles.py``); :func:`harness_calls` counts the
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS, SYNC_CALL_RE
-from advisor.derive.timeline import union
+from advisor.derive.timeline import in_spans, union
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -52,36 +53,57 @@ def harness_spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 
 
 def _spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    py = trace.python
-    if not len(py):
+    fr = harness_frames(trace)
+    if not len(fr):
         return {}
+    ts, end, tid = (fr[c].to_numpy() for c in ("ts_ns", "end_ns", "tid"))
+    return {int(t): union(ts[tid == t], end[tid == t]) for t in np.unique(tid)}
+
+
+def harness_frames(trace: Trace) -> pd.DataFrame:
+    """The harness frames of the trace, outermost on their thread: tid, ts_ns, end_ns, what
+    (the library and the function: ``torch.profiler __enter__``), by start time."""
+    return trace.memo("harness.frames", lambda: _frames(trace))  # type: ignore[no-any-return]
+
+
+def _frames(trace: Trace) -> pd.DataFrame:
+    py = trace.python
+    cols = ["tid", "ts_ns", "end_ns", "what"]
+    if not len(py):
+        return pd.DataFrame(columns=cols)
     files = py["file"].astype(str).str.replace("\\", "/", regex=False).to_numpy()
     funcs = py["function"].astype(str).to_numpy()
-    hit = np.zeros(len(py), dtype=bool)
+    what = np.full(len(py), "", dtype=object)
     for suffix, names, _ in HARNESS_FRAMES:
-        hit |= np.fromiter(
-            (f.endswith(suffix) and fn in names for f, fn in zip(files, funcs, strict=True)),
-            dtype=bool,
-            count=len(py),
-        )
-    if not hit.any():
-        return {}
-    ts, end, tid = (py[c].to_numpy()[hit] for c in ("ts_ns", "end_ns", "tid"))
-    return {int(t): union(ts[tid == t], end[tid == t]) for t in np.unique(tid)}
+        lib = suffix.removesuffix(".py").replace("/", ".").removesuffix(".profiler.profiler")
+        lib += ".profiler" if not lib.endswith(".profiler") else ""
+        for i in np.flatnonzero(
+            np.fromiter(
+                (f.endswith(suffix) and fn in names for f, fn in zip(files, funcs, strict=True)),
+                dtype=bool,
+                count=len(py),
+            )
+        ):
+            what[i] = f"{lib} {funcs[i]}"
+    hit = np.flatnonzero(what != "")
+    fr = pd.DataFrame(
+        {
+            "tid": py["tid"].to_numpy()[hit],
+            "ts_ns": py["ts_ns"].to_numpy()[hit],
+            "end_ns": py["end_ns"].to_numpy()[hit],
+            "what": what[hit],
+        }
+    ).sort_values(["tid", "ts_ns", "end_ns"], ascending=[True, True, False], kind="stable")
+    prev = fr.groupby("tid", sort=False)["end_ns"].transform(
+        lambda e: np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, e.to_numpy()[:-1]])
+    )
+    out = fr[fr["ts_ns"].to_numpy() >= prev.to_numpy()]
+    return out.sort_values("ts_ns", kind="stable").reset_index(drop=True)
 
 
 def in_harness(trace: Trace, tid: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
     """Whether each moment (thread id, time) falls inside a harness frame on that thread."""
-    tid = np.asarray(tid)
-    ts_ns = np.asarray(ts_ns, dtype=np.int64)
-    out = np.zeros(len(ts_ns), dtype=bool)
-    for t, (lo, hi) in harness_spans(trace).items():
-        m = tid == t
-        if not m.any():
-            continue
-        i = np.searchsorted(lo, ts_ns[m], side="right") - 1
-        out[m] = (i >= 0) & (ts_ns[m] < hi[np.clip(i, 0, None)])
-    return out
+    return in_spans(harness_spans(trace), tid, ts_ns)
 
 
 def launch_calls(trace: Trace) -> np.ndarray:

@@ -5,15 +5,23 @@ evidence in the trace, stated in :attr:`TraceKind.why`:
 
 - **capture**: most launch calls lie inside stream-capture ranges (``*StreamBeginCapture`` to
   ``*StreamEndCapture``): they record a CUDA/HIP graph and nothing of them runs on the GPU, so
-  the window's timings are capture overhead, not steady-state execution. Some capture beside
-  executed work is **mixed**.
-- **serving**: an inference engine's own step annotations: outermost ranges named for one engine
+  the window's timings are capture overhead, not steady-state execution
+  (:func:`captured_launches` counts them).
+- **compile**: torch.compile compiling: its compile ranges (dynamo, AOT autograd, Inductor:
+  :mod:`advisor.derive.onetime`) take at least ``COMPILE_SHARE`` of the recorded window. The
+  operators inside them trace the model on fake tensors: compilation, counted once
+  (``one-time-init``), never a step's host work.
+- **mixed**: some capture beside executed work.
+- **serving**: an inference engine's own steps: outermost ranges named for one engine
   iteration over a batch (``execute_model``, vLLM's ``execute_context_N(...)_generation_M(...)``,
-  SGLang's ``step[DECODE bs=16]``, ``execute_16_context_0(...)``...; see :func:`is_engine_step`).
+  SGLang's ``step[DECODE bs=16]``, ``execute_16_context_0(...)``...; see :func:`is_engine_step`),
+  or Python frames of an engine's function so named (``.../gpu_model_runner.py(1002):
+  execute_model``).
 - **training**: backward or optimizer work (autograd backward ops, ``*Backward`` nodes,
   ``Optimizer.step`` ranges, ops run on the backward thread).
 - **micro-benchmark**: no model structure (no ``nn.Module`` calls, no backward, no ranges of the
-  user's own but the profiler's steps) and the host's top-level calls are a few ops repeated
+  user's own but the profiler's steps, no calls of compiled code) and the host's top-level calls
+  are a few ops repeated
   (``aten::mm`` ten times): each call is an iteration of the benchmark, not a step of a model.
 - **inference**: forward work only.
 """
@@ -26,12 +34,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.derive.onetime import COMPILED_CALL_RE, compile_spans
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS, in_capture
+from advisor.derive.timeline import union
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
-KINDS = ("training", "inference", "serving", "micro-benchmark", "capture", "mixed")
+KINDS = ("training", "inference", "serving", "micro-benchmark", "capture", "compile", "mixed")
 CAPTURE_SHARE = 0.5  # launch calls inside capture ranges from this share: a capture trace
+COMPILE_SHARE = 0.5  # compile ranges over this share of the recorded window: a compile run
 BENCH_MAX_OPS = 3  # a micro-benchmark's top-level calls are at most this many distinct ops...
 BENCH_MIN_CALLS = 3  # ...the most common repeated at least this often
 
@@ -70,7 +81,7 @@ def trace_kind(trace: Trace) -> TraceKind:
 
 
 def _kind(trace: Trace) -> TraceKind:
-    captured, launches = _captured(trace)
+    captured, launches = captured_launches(trace)
     training = _training(trace)
     if launches and captured >= CAPTURE_SHARE * launches:
         return TraceKind(
@@ -78,6 +89,9 @@ def _kind(trace: Trace) -> TraceKind:
             f"{captured:,} of {launches:,} launch calls record a CUDA/HIP graph (stream capture): "
             "nothing of them runs on the GPU in this window",
         )
+    compiling = _compiling(trace)
+    if compiling:
+        return TraceKind("compile", compiling)
     if captured:
         return TraceKind(
             "mixed",
@@ -97,6 +111,11 @@ def _kind(trace: Trace) -> TraceKind:
     return TraceKind("inference", "forward work only: no backward or optimizer ops")
 
 
+def captured_launches(trace: Trace) -> tuple[int, int]:
+    """(launch calls inside stream-capture ranges, launch calls) of the whole window."""
+    return trace.memo("kind.captured", lambda: _captured(trace))  # type: ignore[no-any-return]
+
+
 def _captured(trace: Trace) -> tuple[int, int]:
     rt = trace.runtime
     if not len(rt):
@@ -104,6 +123,26 @@ def _captured(trace: Trace) -> tuple[int, int]:
     launch = name_flags(rt["name"], lambda n: any(p in n for p in GPU_WORK_CALL_PARTS))
     inside = in_capture(trace, rt["tid"].to_numpy(), rt["ts_ns"].to_numpy())
     return int((launch & inside).sum()), int(launch.sum())
+
+
+def _compiling(trace: Trace) -> str:
+    """The evidence of a compile run: compile ranges over ``COMPILE_SHARE`` of the window."""
+    spans = compile_spans(trace)
+    if not spans:
+        return ""
+    window = max(trace.meta.window.last_ns, int(trace.steps["end_ns"].max()), 1)
+    lo, hi = union(
+        np.concatenate([s for s, _ in spans.values()]),
+        np.concatenate([e for _, e in spans.values()]),
+    )
+    took = int((hi - lo).sum())
+    if took < COMPILE_SHARE * window:
+        return ""
+    return (
+        f"torch.compile compile ranges take {took / 1e6:,.1f} of the {window / 1e6:,.1f} ms "
+        "window: the window records compilation (its operators trace the model on fake "
+        "tensors), counted once, not steady steps"
+    )
 
 
 def _training(trace: Trace) -> str:
@@ -122,18 +161,32 @@ def _training(trace: Trace) -> str:
     return ", ".join(parts)
 
 
-def _engine_steps(trace: Trace) -> int:
+def _engine_names_all(trace: Trace) -> list[str]:
+    """The names of the engine's steps: host annotations, else Python frames of the engine's
+    function (one entry per step)."""
     ann = trace.annotations
-    if not len(ann):
-        return 0
-    m = name_flags(ann["name"], is_engine_step) & ~ann["on_gpu"].to_numpy(dtype=bool)
-    return int(m.sum())
+    if len(ann):
+        m = name_flags(ann["name"], is_engine_step) & ~ann["on_gpu"].to_numpy(dtype=bool)
+        if m.any():
+            return [str(n) for n in ann["name"].to_numpy()[m]]
+    py = trace.python
+    if len(py):
+        m = name_flags(py["function"], is_engine_step)
+        if m.any():
+            f = py.loc[m, ["tid", "ts_ns", "end_ns", "name"]].sort_values(["tid", "ts_ns"])
+            ends = f.groupby("tid", sort=False)["end_ns"].cummax().to_numpy()
+            same = f["tid"].to_numpy()[1:] == f["tid"].to_numpy()[:-1]
+            inner = np.r_[False, same & (f["ts_ns"].to_numpy()[1:] < ends[:-1])]
+            return [str(n) for n in f["name"].to_numpy()[~inner]]  # the outermost frames
+    return []
+
+
+def _engine_steps(trace: Trace) -> int:
+    return len(_engine_names_all(trace))
 
 
 def _engine_names(trace: Trace) -> str:
-    ann = trace.annotations
-    m = name_flags(ann["name"], is_engine_step) & ~ann["on_gpu"].to_numpy(dtype=bool)
-    names = sorted({str(n) for n in ann["name"].to_numpy()[m]})
+    names = sorted(set(_engine_names_all(trace)))
     short = [n if len(n) <= 40 else n[:37] + "..." for n in names[:2]]
     return ", ".join(short) + (", ..." if len(names) > 2 else "")
 
@@ -153,8 +206,8 @@ def _benchmark(trace: Trace) -> TraceKind | None:
             return None
     top = ops[(ops["depth"].to_numpy() == 0)]
     top = top[~name_flags(top["name"], lambda n: n.startswith("ProfilerStep#"))]
-    if not len(top):
-        return None
+    if not len(top) or name_flags(top["name"], lambda n: bool(COMPILED_CALL_RE.search(n))).any():
+        return None  # calls of compiled code run a model's graphs
     counts = Counter(str(n) for n in top["name"].to_numpy())
     op, n = counts.most_common(1)[0]
     if len(counts) > BENCH_MAX_OPS or n < BENCH_MIN_CALLS:

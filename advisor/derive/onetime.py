@@ -5,15 +5,20 @@ Each row of :func:`one_time_events` is one such event with the kind of one-time 
 
 - ``context``: CUDA context and library initialization: the calls that create it
   (``cudaGetDeviceCount``, ``cuInit``, ``cudaDeviceGetStreamPriorityRange``, ``cudaFree(0)``-
-  style calls, stream/event/handle creation) when they take long (>= ``LONG_CALL_NS``), and a
-  process's first runtime call when it is very long (>= ``LONG_FIRST_NS``) unless it waits on
-  the GPU (a copy or sync first in a window opened mid-run waits on earlier work);
+  style calls, stream/event/handle creation) when they take long (>= ``LONG_CALL_NS``), and
+  any runtime call that is very long (>= ``LONG_FIRST_NS``) before its process launched any GPU
+  work, whatever its name: the context is created by whichever call needs it first (a 2 s
+  ``cudaStreamIsCapturing`` under the first ``torch.zeros(device="cuda")``), unless the call
+  waits on the GPU (a copy or sync in a window opened mid-run waits on earlier work);
 - ``module-load``: first-launch module loading: ``cuModuleLoad*``/``cuLibraryLoad*`` calls and
   launch calls (``cudaLaunchKernel``...) that take >= ``LONG_LAUNCH_NS`` (lazy loading);
 - ``autotune``: cuDNN autotuning (``cudnnFind*`` calls or ranges);
 - ``alloc``: caching-allocator growth (``cudaMalloc``, ``cudaMallocHost``, ``cudaHostAlloc``);
-- ``compile``: torch.compile compilation ranges (dynamo/inductor compile, not the compiled
-  region's execution);
+- ``compile``: torch.compile compilation ranges (dynamo's outer ``dynamo`` and
+  ``entire_frame_compile`` phases, ``_compile.compile_inner``, AOT autograd, Inductor; not the
+  compiled region's execution); :func:`compile_spans` gives them per thread, and the operators run
+  inside them (dynamo and AOT autograd tracing the model on fake tensors) are compilation,
+  never a step's host work (:func:`in_compile`);
 - ``unrecorded``: time a range spent past the end of the recording (it outlived the window,
   :mod:`advisor.trace.window`) by more than the whole recording, around calls of a
   torch.compile'd region (``Torch-Compiled Region``, ``TorchDynamo``, Inductor's Triton
@@ -31,7 +36,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from advisor.derive.runtime import KERNEL_LAUNCH_RE
+from advisor.derive.runtime import GPU_WORK_CALL_PARTS, KERNEL_LAUNCH_RE
+from advisor.derive.timeline import in_spans, union
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -60,12 +66,13 @@ _MODULE_RE = re.compile(r"^(cu|hip)(ModuleLoad|LibraryLoad|ModuleGetFunction|Lib
 _AUTOTUNE_RE = re.compile(r"cudnnFind|miopenFind", re.IGNORECASE)
 _ALLOC_RE = re.compile(r"^(cu|hip)(da)?(Malloc|MemAlloc|HostAlloc|MallocHost|MallocAsync)")
 # calls of a torch.compile'd region and its Inductor kernels
-_COMPILED_CALL_RE = re.compile(
+COMPILED_CALL_RE = re.compile(
     r"^Torch-Compiled Region|^TorchDynamo|CompiledFxGraph|CompiledFunction|^triton_"
 )
 _COMPILE_RE = re.compile(
-    r"compile_inner|compile_fx|call_user_compiler|inductor_compile|_compile\.compile|"
-    r"dynamo_timed|TorchDynamo compile|aot_autograd|compile_to_module|async_compile",
+    r"^dynamo$|entire_frame_compile|compile_inner|compile_fx|call_user_compiler|"
+    r"inductor_compile|_compile\.compile|dynamo_timed|TorchDynamo compile|aot_autograd|"
+    r"compile_to_module|async_compile",
     re.IGNORECASE,
 )
 
@@ -106,12 +113,11 @@ def _build(trace: Trace) -> pd.DataFrame:
         kind = np.where((kind == ctx_code) & (dur < LONG_CALL_NS), -1, kind)
         launch = _kind_per_name(rt["name"].array, [("module-load", KERNEL_LAUNCH_RE)])
         kind = np.where((kind < 0) & (launch >= 0) & (dur >= LONG_LAUNCH_NS), launch, kind)
-        # a very long first call of a process creates the context, whatever its name; calls
-        # that wait on the GPU (a window opened mid-run) are not counted
-        first = rt.groupby("pid", sort=False)["ts_ns"].idxmin().to_numpy()
-        waits = _kind_per_name(rt["name"].array, [("context", _WAITS_RE)])[first] >= 0
-        first = first[(dur[first] >= LONG_FIRST_NS) & ~waits & (kind[first] < 0)]
-        kind[first] = ctx_code
+        # a very long call before its process launched any GPU work creates the context,
+        # whatever its name; calls that wait on the GPU (a window opened mid-run) are not
+        first = _before_first_launch(rt) & (dur >= LONG_FIRST_NS) & (kind < 0)
+        waits = _kind_per_name(rt["name"].array, [("context", _WAITS_RE)]) >= 0
+        kind[first & ~waits] = ctx_code
         parts.append(_rows(rt, "runtime", kind))
     for src, df in (("cpu_ops", trace.cpu_ops), ("annotations", trace.annotations)):
         if len(df):
@@ -126,6 +132,53 @@ def _build(trace: Trace) -> pd.DataFrame:
     return _outermost(out.sort_values("ts_ns", kind="stable").reset_index(drop=True))
 
 
+def _before_first_launch(rt: pd.DataFrame) -> np.ndarray:
+    """Per runtime call: it starts before the first call of its process that queues GPU work
+    (a kernel or graph launch, an async copy or memset)."""
+    ts, pid = rt["ts_ns"].to_numpy(), rt["pid"].to_numpy()
+    queues = name_flags(rt["name"], lambda n: any(p in n for p in GPU_WORK_CALL_PARTS))
+    out = np.ones(len(rt), dtype=bool)
+    for p in np.unique(pid):
+        own = pid == p
+        q = own & queues
+        if q.any():
+            out[own] = ts[own] < int(ts[q].min())
+    return out
+
+
+def compile_spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per thread id: the disjoint, sorted time ranges of torch.compile compilation (the
+    ``compile`` one-time events of cpu_ops and annotations)."""
+    return trace.memo("onetime.compile_spans", lambda: _compile_spans(trace))  # type: ignore[no-any-return]
+
+
+def _compile_spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    ev = one_time_events(trace)
+    ev = ev[(ev["kind"] == "compile").to_numpy()]
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    if not len(ev):
+        return out
+    tids = np.array(
+        [
+            int(getattr(trace, str(s))["tid"].iat[int(r)])
+            for s, r in zip(*_src_rows(ev), strict=True)
+        ]
+    )
+    ts, end = ev["ts_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    for t in np.unique(tids):
+        out[int(t)] = union(ts[tids == t], end[tids == t])
+    return out
+
+
+def _src_rows(ev: pd.DataFrame) -> tuple[list[str], list[int]]:
+    return [str(s) for s in ev["source"]], [int(r) for r in ev["row"]]
+
+
+def in_compile(trace: Trace, tid: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
+    """Whether each moment (thread id, time) falls inside a compile range on that thread."""
+    return in_spans(compile_spans(trace), tid, ts_ns)
+
+
 def _unrecorded(trace: Trace) -> pd.DataFrame | None:
     """The longest range that ran on past the recording, by more than the recording lasted,
     around compiled-region calls: one row for its unrecorded part (from the window's end)."""
@@ -136,7 +189,7 @@ def _unrecorded(trace: Trace) -> pd.DataFrame | None:
     name, ts, end = w.overruns[0]
     if end - w.end_ns <= w.end_ns:
         return None
-    compiled = name_flags(ops["name"], lambda n: _COMPILED_CALL_RE.search(n) is not None)
+    compiled = name_flags(ops["name"], lambda n: COMPILED_CALL_RE.search(n) is not None)
     within = (ops["ts_ns"].to_numpy() >= ts) & (ops["ts_ns"].to_numpy() <= w.end_ns)
     if not (compiled & within).any():
         return None

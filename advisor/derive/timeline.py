@@ -42,6 +42,21 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return out_s, out_e
 
 
+def in_spans(
+    spans: dict[int, tuple[np.ndarray, np.ndarray]], tid: np.ndarray, ts_ns: np.ndarray
+) -> np.ndarray:
+    """Whether each moment (thread id, time) falls inside one of its thread's disjoint sorted
+    spans (``spans``: per thread id, the spans' starts and ends)."""
+    tid, ts_ns = np.asarray(tid), np.asarray(ts_ns, dtype=np.int64)
+    out = np.zeros(len(ts_ns), dtype=bool)
+    for t, (lo, hi) in spans.items():
+        m = tid == t
+        if m.any():
+            i = np.searchsorted(lo, ts_ns[m], side="right") - 1
+            out[m] = (i >= 0) & (ts_ns[m] < hi[np.clip(i, 0, None)])
+    return out
+
+
 def covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """For disjoint sorted intervals: nanoseconds covered in (-inf, t) for each t."""
     t = np.asarray(t, dtype=np.int64)

@@ -111,7 +111,7 @@ NEEDS: dict[str, tuple[Callable[[Trace, Context], bool], str]] = {
     ),
     "steps": (
         lambda t, c: not t.meta.synthetic_steps,
-        "no ProfilerStep markers: steps are unknown in this trace",
+        "no step markers and no unit of work that repeats: steps are unknown in this trace",
     ),
     "run": (
         lambda t, c: c.run is not None,

@@ -32,7 +32,8 @@ def _steps_note(run: RunFacts) -> str:
     if src.startswith("micro-benchmark"):
         return src.removeprefix("micro-benchmark: ")
     if run.steps_synthetic:
-        return "whole trace = 1 step"
+        left = run.steady is not None and run.steady.steps_excluded
+        return "the recording without its set-up = 1 step" if left else "whole trace = 1 step"
     return f"from {src} ranges" if src else ""
 
 
@@ -185,8 +186,9 @@ def _notes(report: Report) -> list[dict[str, str]]:
         notes.append(
             {
                 "level": "info",
-                "text": "No ProfilerStep markers: the whole trace is "
-                "treated as one step (profile with a schedule to get per-step figures).",
+                "text": "No ProfilerStep markers and no unit of work that repeats: the "
+                "recording is treated as one step (profile with a schedule to get per-step "
+                "figures).",
             }
         )
     notes += _step_notes(run)
@@ -223,13 +225,16 @@ def _step_notes(run: RunFacts) -> list[dict[str, str]]:
     notes = []
     steady = run.steady
     src = (steady.steps_source if steady is not None else None) or ""
-    if src and src != "ProfilerStep" and not src.startswith("micro-benchmark"):
+    if src and src not in ("ProfilerStep", "whole trace") and not src.startswith("micro-benchmark"):
         notes.append(
             {
                 "level": "info",
                 "text": f"No ProfilerStep markers: steps were found from {src} ranges.",
             }
         )
+    if run.step_unit and run.step_unit != "ProfilerStep#N" and not run.steps_synthetic:
+        why = f" ({run.step_unit_evidence})" if run.step_unit_evidence else ""
+        notes.append({"level": "info", "text": f"Step unit: {run.step_unit}{why}."})
     left = steady.steps_excluded if steady is not None else ()
     if left:
         ms = sum(float(e.ms or 0.0) for e in left)

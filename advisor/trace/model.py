@@ -86,7 +86,10 @@ class TraceMeta:
     schema_version: Any
     base_time_ns: int | None
     format: str  # "kineto" (current categories) or "legacy" (2020-21 Operator/Runtime/Kernel)
-    synthetic_steps: bool  # no ProfilerStep markers: the whole trace is one step
+    # no ProfilerStep markers: one step that is not an iteration (the whole trace as loaded;
+    # after advisor.derive.steps, the recording without its set-up, or none of the two when a
+    # unit of work repeats)
+    synthetic_steps: bool
     event_count: int
     skipped_events: int  # events dropped for missing/wrong-typed fields or negative durations
     unknown_categories: dict[str, int] = field(default_factory=dict)

@@ -29,6 +29,21 @@ def name_flags(names: Any, pred: Callable[[str], bool], missing: bool = False) -
     return np.append(hits, missing)[np.asarray(codes)]  # code -1: the missing flag at the end
 
 
+def name_values(names: Any, fn: Callable[[str], str | None]) -> np.ndarray:
+    """``fn(name)`` for each row of a name column (object array; None for a missing name),
+    evaluated once per distinct name as in :func:`name_flags`."""
+    if isinstance(getattr(names, "dtype", None), pd.CategoricalDtype):
+        cat = names.array if isinstance(names, pd.Series) else names
+        codes, uniq = cat.codes, cat.categories
+    else:
+        arr = np.asarray(names, dtype=object)
+        if not len(arr):
+            return np.zeros(0, dtype=object)
+        codes, uniq = pd.factorize(arr)
+    vals = np.array([fn(str(u)) for u in uniq] + [None], dtype=object)
+    return vals[np.asarray(codes)]
+
+
 def name_mask(values: Any, pattern: re.Pattern[str]) -> np.ndarray:
     """``pattern.search`` over names, evaluated once per distinct name."""
     return name_flags(values, lambda n: pattern.search(n) is not None)
