@@ -52,17 +52,34 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.derive.dataloader import fetches
+from advisor.derive.kind import trace_kind
+from advisor.derive.locate import aggregate
 from advisor.derive.quality import affected_spans
 from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, union
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.replay.fixes import ShrinkHost
+from advisor.replay.fixes import Combined, Fix, ShrinkHost
 from advisor.trace.model import Trace
 
 from ._allocator import allocator_spans, without_allocator
+from ._graph import (
+    GRAPH_SNIPPET,
+    capture_breaks,
+    graph_advice,
+    graph_assumption,
+    graph_sentence,
+    step_graph,
+)
 from ._launch import launching_calls, reported_gaps
 from ._per_step import fmt_ms, in_steps, n_steps
+from ._prelaunch import (
+    PRELAUNCH_ASSUMPTION,
+    prelaunch,
+    prelaunch_advice,
+    prelaunch_evidence,
+    prelaunch_sentence,
+)
 from ._preprocess import preprocessing_spans
 from ._syncs import sync_events
 from .host_overhead import excess_idle_ns
@@ -72,14 +89,22 @@ TITLE = "GPU idle inside steps"
 
 register("gpu_idle.min_idle_pct", 10.0, "report when the GPU is idle this % of the step time")
 register(
+    "gpu_idle.min_prelaunch_pct",
+    1.0,
+    "claim the host's Python before a step's first launch when the GPU idles this % of the "
+    "step waiting for it",
+)
+register(
     "gpu_idle.host_fraction",
     0.5,
     "share of host-launch idle time claimed as saving (beyond tiny-kernels')",
 )
 
-CATS = ("host", "allocator", "preprocessing", "dataloader", "sync", "other")
+CATS = ("host", "prelaunch", "allocator", "preprocessing", "dataloader", "sync", "other")
 LABELS = {
     "host": "waiting for the host to launch work (CPU-bound)",
+    "prelaunch": "waiting for the host's Python before the step's first launch (outside any "
+    "operator)",
     "allocator": "waiting while the host was in cudaMalloc/cudaFree (allocator)",
     "preprocessing": "waiting while the host ran Python that launches nothing (preprocessing)",
     "dataloader": "waiting for the DataLoader",
@@ -93,6 +118,15 @@ FINDING = {
     "allocator": "allocator-churn",
     "preprocessing": "host-preprocessing",
 }
+
+
+def _taken(trace: Trace, *spans: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of ``spans`` and the allocator calls: host time other findings explain."""
+    parts = [*spans, allocator_spans(trace)]
+    return union(
+        np.concatenate([np.asarray(p[0], np.int64) for p in parts]),
+        np.concatenate([np.asarray(p[1], np.int64) for p in parts]),
+    )
 
 
 def _windows(trace: Trace) -> list[tuple[int, int]]:
@@ -168,9 +202,14 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     pre = preprocessing_spans(trace, min_frame_ns)
     pre_ns = np.minimum(_overlap(gs, ge, *pre), ge - gs - dl_ns - sync_ns - alloc_ns)
     rest = ge - gs - dl_ns - sync_ns - alloc_ns - pre_ns
+    # the host's Python before each step's first launch, outside any operator
+    pl = prelaunch(trace, ctx, dev, (gs, ge), _taken(trace, dl, sy, pre))
+    pl_ns = np.minimum(_overlap(gs, ge, *union(pl.starts, pl.ends)), rest)
+    rest = rest - pl_ns
     host, tail = _launched_late(trace, dev, gs, ge)
     by_cat = {
         "host": np.where(host, rest, 0),
+        "prelaunch": pl_ns,
         "allocator": alloc_ns,
         "preprocessing": pre_ns,
         "dataloader": dl_ns,
@@ -195,8 +234,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # the allocator calls inside them (allocator-churn's)
     hm = host & ~tail
     ls, le, _ = without_allocator(trace, *_intersect(launching_calls(trace), (gs[hm], ge[hm])))
-    rep = ctx.whatif(
-        ShrinkHost(
+    launch_bound = idle_pct >= ctx.t("gpu_idle.launch_bound_pct") and tot["host"] >= max(
+        tot.values()
+    )
+    if launch_bound:  # the whole-step fix: the step in CUDA graphs, compile's fusion the low end
+        fix: Fix = step_graph(trace, *_taken(trace, dl, (pl.starts, pl.ends), pre))
+    else:
+        fix = ShrinkHost(
             ls,
             le,
             keep=1.0 - frac,
@@ -204,9 +248,21 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             high=max(0.0, 1.0 - 1.5 * frac),
             label="less launch overhead",
         )
-    )
+    pl_pct = 100.0 * tot["prelaunch"] / span_ns if span_ns > 0 else 0.0
+    with_pl = pl_pct >= ctx.t("gpu_idle.min_prelaunch_pct")
+    if with_pl:  # that Python off the step's start
+        shrink_pl = ShrinkHost(
+            pl.starts,
+            pl.ends,
+            pl.tids,
+            keep=0.0,
+            low=0.5,
+            label="no host work before the first launch",
+        )
+        fix = Combined((fix, shrink_pl), label=f"{fix.label}; {shrink_pl.label}")
+    rep = ctx.whatif(fix)
     fields: dict = {"est_savings_ms": saving_ms}
-    if rep.replayed and len(ls):
+    if rep.replayed and (len(ls) or launch_bound or with_pl):
         fields = rep.draft_fields()
         saving_ms = rep.ms
     if trace.meta.synthetic_steps:
@@ -240,6 +296,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if tot[c] > 0
     )
     see = f" The largest share is {largest}: see {ref}." if ref else ""
+    breaks = capture_breaks(trace, ctx) if launch_bound else None
+    more = graph_sentence(rep, breaks) if breaks is not None and "extra" in fields else ""
+    if with_pl:
+        more += prelaunch_sentence(pl, steps)
+    how = (
+        graph_assumption(rep)
+        if breaks is not None
+        else f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
+        f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
+        f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
+        "launch gaps" + (" and host-overhead's claim. " if over_ns else ". ")
+    )
+    if with_pl:
+        how += PRELAUNCH_ASSUMPTION
     span_word = "of the GPU's active span" if trace.meta.synthetic_steps else "of each step"
     return [
         Draft(
@@ -249,23 +319,30 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             confidence="medium" if not trace.meta.synthetic_steps else "low",
             summary=(
                 f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
-                f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}"
+                f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}{more}"
             ),
-            recommendation=_advice(largest, ref),
-            snippet=_SNIPPETS[largest],
-            evidence=tuple(evidence),
+            recommendation=(
+                graph_advice(breaks, ref == "host-overhead")
+                if breaks is not None
+                else prelaunch_advice(pl, trace_kind(trace))
+                if largest == "prelaunch"
+                else _advice(largest, ref)
+            ),
+            snippet=GRAPH_SNIPPET if breaks is not None else _SNIPPETS[largest],
+            evidence=tuple(evidence)
+            + (breaks.evidence if breaks is not None else ())
+            + (prelaunch_evidence(pl, steps, trace) if with_pl else ()),
+            locations=aggregate(
+                [
+                    *(breaks.locations if breaks is not None else ()),
+                    *(pl.locations if with_pl else ()),
+                ]
+            ),
             assumptions=(
                 "Idle = step time not covered by any kernel, copy or memset on the device (all "
                 "streams); a trace without step markers is measured from its first to its last "
                 "GPU activity.",
-                (
-                    f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
-                    f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
-                    f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
-                    "launch gaps"
-                    + (" and host-overhead's claim. " if over_ns else ". ")
-                    + rep.assumption
-                )
+                how + rep.assumption
                 if "extra" in fields
                 else (
                     f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
