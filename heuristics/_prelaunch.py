@@ -15,6 +15,7 @@ time inside these spans, outside their own children: where the host actually was
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,11 +97,26 @@ def prelaunch(
     if not starts:
         return none
     st, en, td = (np.concatenate(x).astype(np.int64) for x in (starts, ends, tids))
-    frames = _frames(trace, st, en, td)
-    locs = tuple(
-        ctx.locator.at(int(t), int(a)) for t, a in zip(td.tolist(), st.tolist(), strict=True)
-    )
+    frames, at = _frames(trace, st, en, td)
+    if not at:  # no frames: where the spans run, if the trace knows
+        at = [(int(t), int(a)) for t, a in zip(td.tolist(), st.tolist(), strict=True)]
+    locs = tuple(ctx.locator.at(t, a) for t, a in at)
     return PreLaunch(st, en, td, frames, locs, graphs)
+
+
+_BUILTIN_RE = re.compile(r"^<built-in (?:method|function) (\w+)")
+_PROFILER_RE = re.compile(r"_record_function_(?:enter|exit)|(^|/)torch/(autograd/)?profiler")
+
+
+def _label(file: str, line: int, function: str) -> str | None:
+    """A frame as ``file(line): function`` (a built-in as ``<built-in name>``); None for the
+    profiler's own frames."""
+    if _PROFILER_RE.search(file) or _PROFILER_RE.search(function):
+        return None
+    m = _BUILTIN_RE.match(function)
+    if m:
+        return f"<built-in {m.group(1)}>"
+    return f"{file}({line}): {function}" if file and line >= 0 else function
 
 
 def _clip(iv: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -111,12 +127,13 @@ def _clip(iv: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarr
 
 def _frames(
     trace: Trace, st: np.ndarray, en: np.ndarray, td: np.ndarray
-) -> tuple[tuple[str, int], ...]:
+) -> tuple[tuple[tuple[str, int], ...], list[tuple[int, int]]]:
     """The Python frames that ran in the spans: each frame's time inside them less its
-    children's (where the host was), the largest first."""
+    children's (where the host was), the largest first; and a moment inside one of each
+    (thread, time), to name its source line."""
     py = trace.python
     if not len(py) or not len(st):
-        return ()
+        return (), []
     ts, end, tid = (py[c].to_numpy() for c in ("ts_ns", "end_ns", "tid"))
     inside = np.zeros(len(py), dtype=np.int64)
     for t in np.unique(td).tolist():
@@ -128,18 +145,37 @@ def _frames(
     has = (par >= 0) & (inside > 0)
     np.subtract.at(own, par[has], inside[has])
     own = np.maximum(own, 0)
-    label = (
-        py["file"].astype(str) + "(" + py["line"].astype(str) + "): " + py["function"].astype(str)
-    ).to_numpy()
+    label = np.array(
+        [
+            _label(f, ln, fn)
+            for f, ln, fn in zip(
+                py["file"].astype(str).tolist(),
+                py["line"].tolist(),
+                py["function"].astype(str).tolist(),
+                strict=True,
+            )
+        ],
+        dtype=object,
+    )
+    own[np.array([x is None for x in label.tolist()], dtype=bool)] = 0  # the profiler's own
     keep = np.flatnonzero(own > 0)
     if not len(keep):
-        return ()
+        return (), []
     by: dict[str, int] = {}
-    for lab, ns in zip(label[keep].tolist(), own[keep].tolist(), strict=True):
+    where: dict[str, tuple[int, int]] = {}
+    for lab, ns, r in zip(label[keep].tolist(), own[keep].tolist(), keep.tolist(), strict=True):
         by[lab] = by.get(lab, 0) + int(ns)
+        where.setdefault(lab, (int(tid[r]), int(ts[r]) + 1))
     top = sorted(by.items(), key=lambda kv: -kv[1])[:TOP_FRAMES]
-    return tuple(top)
+    return tuple(top), [where[lab] for lab, _ in top]
 
+
+PRELAUNCH_SNIPPET = (
+    "# prepare step N+1 while the GPU runs step N: launch first, then do the bookkeeping\n"
+    "out = step(batch)                 # launches (or replays the graph)\n"
+    "next_batch = schedule_next()      # Python overlaps the GPU work\n"
+    "result = out.tolist()             # read only when it is needed\n"
+)
 
 PRELAUNCH_ASSUMPTION = (
     "The host's Python before each step's first launch, outside every operator and runtime "

@@ -75,6 +75,7 @@ from ._launch import launching_calls, reported_gaps
 from ._per_step import fmt_ms, in_steps, n_steps
 from ._prelaunch import (
     PRELAUNCH_ASSUMPTION,
+    PRELAUNCH_SNIPPET,
     prelaunch,
     prelaunch_advice,
     prelaunch_evidence,
@@ -328,7 +329,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 if largest == "prelaunch"
                 else _advice(largest, ref)
             ),
-            snippet=GRAPH_SNIPPET if breaks is not None else _SNIPPETS[largest],
+            snippet=GRAPH_SNIPPET
+            if breaks is not None
+            else PRELAUNCH_SNIPPET
+            if largest == "prelaunch"
+            else _SNIPPETS[largest],
             evidence=tuple(evidence)
             + (breaks.evidence if breaks is not None else ())
             + (prelaunch_evidence(pl, steps, trace) if with_pl else ()),

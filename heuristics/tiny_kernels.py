@@ -247,23 +247,27 @@ def _drain_evidence(
 ) -> list[Evidence]:
     """A row per call that drained the queue before launch-bound kernels (a sync or a
     blocking copy: the host waited, then issued the next kernels one by one)."""
-    out = []
     rt = trace.runtime
     opn = op_names(trace)
     aten = name_flags(trace.cpu_ops["name"], lambda n: n.startswith("aten::"))
+    by: dict[str, list[int]] = {}  # label of the draining call -> its runtime rows
     for row in np.unique(drained[drained >= 0]).tolist():
-        sel = np.flatnonzero(drained == row)
         op = int(rt["op_idx"].iat[row])
         top = chain_match(trace, np.array([op]), aten, outermost=True)[0] if op >= 0 else -1
         what = str(opn[top if top >= 0 else op]) if op >= 0 else str(rt["name"].iat[row])
+        by.setdefault(f"{what} ({rt['name'].iat[row]})", []).append(row)
+    out = []
+    for label, rows in by.items():
+        sel = np.flatnonzero(np.isin(drained, rows))
+        gap_ns = float(lg["gap_ns"].to_numpy()[sel].sum())
         out.append(
             Evidence(
-                what=f"after {what} ({rt['name'].iat[row]}) waited for the GPU and drained the "
-                f"queue: {len(sel) / steps:.0f} kernels/step ran launch-bound, idle "
-                f"{fmt_ms(float(lg['gap_ns'].to_numpy()[sel].sum()) / 1e6 / steps)}/step",
+                what=f"after {label} waited for the GPU and drained the queue: "
+                f"{len(sel) / steps:.0f} kernels/step ran launch-bound, idle "
+                f"{fmt_ms(gap_ns / 1e6 / steps)}/step",
                 count=len(sel),
-                total_ms=round(float(lg["gap_ns"].to_numpy()[sel].sum()) / 1e6, 3),
-                example_ts_us=trace.to_trace_us(int(rt["ts_ns"].iat[row])),
+                total_ms=round(gap_ns / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(rt["ts_ns"].iat[rows[0]])),
             )
         )
-    return out[:3]
+    return sorted(out, key=lambda e: -e.total_ms)[:3]
