@@ -2,9 +2,9 @@
 which operators keep it from being captured. Shared by ``gpu-idle`` (which values that fix on a
 launch-bound step) and the findings whose claims are part of it; not a detector.
 
-A step is *launch-bound* when its GPU idles at least ``gpu_idle.launch_bound_pct`` of it (peers
-flag a GPU under half busy) and the largest share of that idle time waits for the host to
-launch the next work. Its whole-step fix is a CUDA graph
+A step is *launch-bound* when its GPU idles at least ``gpu_idle.launch_bound_pct`` (50%) of it
+waiting for the host to launch the next work (gpu-idle's *host launch* share): most of the step,
+as peers flag a GPU under half busy. Its whole-step fix is a CUDA graph
 (``torch.compile(mode="reduce-overhead")``, ``torch.cuda.graphs``): one launch per graph, the
 kernels back to back, the host's per-operator cost (Python, dispatch, launch) gone between the
 launches it replaces (:class:`advisor.replay.fixes.StepGraph`). What a graph does not hold stays:
@@ -29,7 +29,7 @@ import numpy as np
 from advisor.detect.registry import Context
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence, Location
-from advisor.replay.fixes import StepGraph, run_breaks
+from advisor.replay.graphfix import StepGraph, run_breaks
 from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -40,8 +40,8 @@ from ._per_step import fmt_ms, n_steps
 register(
     "gpu_idle.launch_bound_pct",
     50.0,
-    "a step whose GPU idles this % of it, mostly waiting for launches, is launch-bound: its "
-    "whole-step fix is a CUDA graph",
+    "a step whose GPU idles this % of it waiting for launches is launch-bound: its whole-step "
+    "fix is a CUDA graph",
 )
 
 

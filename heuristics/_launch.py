@@ -25,7 +25,7 @@ import pandas as pd
 from advisor.derive.timeline import busy_by_device, union
 from advisor.detect.registry import Context
 from advisor.detect.thresholds import register
-from advisor.replay.fixes import run_breaks
+from advisor.replay.graphfix import run_breaks
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 

@@ -235,9 +235,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # the allocator calls inside them (allocator-churn's)
     hm = host & ~tail
     ls, le, _ = without_allocator(trace, *_intersect(launching_calls(trace), (gs[hm], ge[hm])))
-    launch_bound = idle_pct >= ctx.t("gpu_idle.launch_bound_pct") and tot["host"] >= max(
-        tot.values()
-    )
+    # launch-bound: the GPU waits for launches most of the step
+    launch_bound = pct["host"] >= ctx.t("gpu_idle.launch_bound_pct")
     if launch_bound:  # the whole-step fix: the step in CUDA graphs, compile's fusion the low end
         fix: Fix = step_graph(trace, *_taken(trace, dl, (pl.starts, pl.ends), pre))
     else:

@@ -9,9 +9,9 @@ thread ids). What each fix claims:
 - :class:`ShrinkHost`: the host time of its ranges;
 - :class:`DropSyncs`: the host time of its calls;
 - :class:`AsyncCopies`: their copies and the host time of the calls that launch them;
-- :class:`GraphLaunch`: its kernels and copies, the host time of the calls that launch them and,
-  where it shrinks the host time between those calls, that time (less the ranges it keeps);
-- :class:`StepGraph`: the same host time, and no GPU work: it changes when the GPU work starts,
+- :class:`GraphLaunch` (and :class:`StepGraph`, the whole step's): the host time of the calls
+  that launch its kernels and copies and, where it shrinks the host time between those calls,
+  that time (less the ranges it keeps); no GPU work: a graph changes when the GPU work starts,
   never how long it runs, so a fix that makes those kernels faster is another cause;
 - :class:`Combined`: the union of its fixes'.
 
@@ -35,10 +35,9 @@ from advisor.replay.fixes import (
     HideComm,
     ScaleGpu,
     ShrinkHost,
-    StepGraph,
     _rows,
-    graph_runs,
 )
+from advisor.replay.graphfix import StepGraph, graph_runs
 from advisor.replay.model import graph
 from advisor.trace.model import Trace
 
@@ -179,9 +178,7 @@ def _graph_claims(trace: Trace, fix: GraphLaunch) -> Claims:
             )
             spans = {t: _subtract(s, e, ks, ke) for t, (s, e) in spans.items()}
         host = (Claims(host=host) | Claims(host=spans)).host
-    if isinstance(fix, StepGraph):
-        return Claims(host=host, whole=True)
-    return Claims(k, m, host)
+    return Claims(host=host, whole=isinstance(fix, StepGraph))
 
 
 def _spans(lo: np.ndarray, hi: np.ndarray, tid: np.ndarray) -> Spans:
@@ -269,8 +266,8 @@ def without(trace: Trace, fix: Fix, taken: Claims) -> Fix | None:
 
 def _graph_without(trace: Trace, fix: GraphLaunch, taken: Claims) -> GraphLaunch | None:
     """A :class:`GraphLaunch` without ``taken``: the host time others claim stays (it joins the
-    ranges the fix keeps); a :class:`GraphLaunch` also leaves out the kernels and copies others
-    claim and those whose launch call they mostly claim."""
+    ranges the fix keeps); a :class:`GraphLaunch` also leaves out the kernels and copies whose
+    launch call others mostly claim."""
     parts = list(taken.host.values())
     ks = np.concatenate([p[0] for p in parts]) if parts else _EMPTY
     ke = np.concatenate([p[1] for p in parts]) if parts else _EMPTY
@@ -280,8 +277,7 @@ def _graph_without(trace: Trace, fix: GraphLaunch, taken: Claims) -> GraphLaunch
     ks, ke = union(ks, ke) if len(ks) else (_EMPTY, _EMPTY)
     if isinstance(fix, StepGraph):
         return replace(fix, keep_starts=ks, keep_ends=ke)
-    k = np.setdiff1d(_rows(fix.kernels), taken.kernels)
-    m = np.setdiff1d(_rows(fix.memcpy), taken.memcpy)
+    k, m = _rows(fix.kernels), _rows(fix.memcpy)
     if len(k):
         k = k[~_covered_calls(trace, trace.kernels["launch_idx"].to_numpy()[k], taken)]
     if len(m):
