@@ -24,6 +24,7 @@ from advisor.derive.kind import TraceKind
 from advisor.derive.timeline import covered_by, subtract, union
 from advisor.detect.registry import Context
 from advisor.findings import Evidence, Location
+from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -49,6 +50,18 @@ class PreLaunch:
     @property
     def total_ns(self) -> int:
         return int(np.sum(self.ends - self.starts))
+
+    def fix(self) -> ShrinkHost:
+        """That host time off the step (overlapped with the previous step's GPU work, moved
+        off the path); range: half of it stays."""
+        return ShrinkHost(
+            self.starts,
+            self.ends,
+            self.tids,
+            keep=0.0,
+            low=0.5,
+            label="no host work before the first launch",
+        )
 
 
 def prelaunch(

@@ -13,6 +13,10 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 - *preprocessing*: the host was inside Python frames that launch no GPU work for at least
   ``host_preprocessing.min_frame_ms`` (decoding, an image processor, building the batch: see
   ``host-preprocessing``);
+- *prelaunch*: the host ran Python outside every operator before the step's first launch (a
+  serving engine's scheduler, a loop's bookkeeping, hooks), named by the Python frames that ran
+  (``heuristics/_prelaunch.py``); counted when it is at least ``gpu_idle.min_prelaunch_pct`` of
+  the step, else part of *host launch*;
 - *host launch* (CPU-bound): the work that ends the gap was launched only after the GPU ran dry,
   so the GPU waited for Python, the dispatcher and launch calls (see ``tiny-kernels``);
 - *other*: the work that ends the gap had already been queued: the GPU waited on something
@@ -21,7 +25,14 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 **Why it costs time.** A step cannot finish faster than the GPU can work through it, but an
 idle GPU means the step is bound by something else. Peers flag a GPU less than 50% busy.
 
-**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with
+**How the saving is estimated.** A *launch-bound* step (the GPU waits for launches at least
+``gpu_idle.launch_bound_pct`` of it) is replayed as the whole step in CUDA graphs
+(``heuristics/_graph.py``, docs/savings.md): one launch per graph, the kernels back to back, the
+host time between launches gone but for what a graph does not hold; the operators that wait for
+the GPU (``.item()``, ``.cpu()``, syncs) end a graph and are named. Its range runs from compile's
+fusion (every kernel still launched by the host) to the graph, and ``tiny-kernels``,
+``host-overhead`` and an optimizer's host time inside it are one row with it. Other steps are
+replayed (see docs/savings.md) with
 half of the host time spent inside ``aten::`` calls that launch GPU work, while the GPU sat
 idle waiting for them, removed (their dispatch and launch cost, which fewer, larger kernels or
 CUDA graphs remove; Python and other host work is not touched); the range removes a quarter to
@@ -37,6 +48,9 @@ sync, allocator and preprocessing shares are the savings of ``dataloader-stall``
 ``sync-point``, ``allocator-churn`` and ``host-preprocessing``, and *other* has no single fix,
 so none of them is claimed here (no double
 counting).
+
+The *prelaunch* share is removed from the step as well (range: half of it stays): what
+overlapping it with the previous step's GPU work gives back.
 
 **How to fix.** Follow the finding named for the largest share. For host-bound steps: fewer,
 larger kernels (``torch.compile``, CUDA graphs via ``mode="reduce-overhead"``, larger batches),
@@ -206,6 +220,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # the host's Python before each step's first launch, outside any operator
     pl = prelaunch(trace, ctx, dev, (gs, ge), _taken(trace, dl, sy, pre))
     pl_ns = np.minimum(_overlap(gs, ge, *union(pl.starts, pl.ends)), rest)
+    with_pl = 100.0 * int(pl_ns.sum()) >= ctx.t("gpu_idle.min_prelaunch_pct") * span_ns
+    pl_ns = pl_ns if with_pl else np.zeros_like(pl_ns)  # too little: part of the launch share
     rest = rest - pl_ns
     host, tail = _launched_late(trace, dev, gs, ge)
     by_cat = {
@@ -248,18 +264,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             high=max(0.0, 1.0 - 1.5 * frac),
             label="less launch overhead",
         )
-    pl_pct = 100.0 * tot["prelaunch"] / span_ns if span_ns > 0 else 0.0
-    with_pl = pl_pct >= ctx.t("gpu_idle.min_prelaunch_pct")
-    if with_pl:  # that Python off the step's start
-        shrink_pl = ShrinkHost(
-            pl.starts,
-            pl.ends,
-            pl.tids,
-            keep=0.0,
-            low=0.5,
-            label="no host work before the first launch",
-        )
-        fix = Combined((fix, shrink_pl), label=f"{fix.label}; {shrink_pl.label}")
+    if with_pl:  # and that Python off the step's start
+        fix = Combined((fix, pl.fix()), label=f"{fix.label}; {pl.fix().label}")
     rep = ctx.whatif(fix)
     fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed and (len(ls) or launch_bound or with_pl):

@@ -18,8 +18,12 @@ small batches, Python loops over tensors.
 **How the saving is estimated.** The idle gaps on the device right before each such kernel
 (no kernel, copy or memset running on any stream), counted only when the kernel's launch call
 was still in progress when the GPU ran dry and the gap is at most ``tiny_kernels.max_gap_us``
-(default 100 us; longer gaps are the host doing other work and belong to gpu-idle). Summed per
-step. CUDA graphs remove these gaps entirely; fusion removes most of them.
+(default 100 us; longer gaps are the host doing other work and belong to gpu-idle). Reported
+with at least ``tiny_kernels.min_per_step`` such kernels per step, or, in a step of few
+kernels, ``tiny_kernels.min_kernel_pct`` of them (and a quarter of that count). The steps are
+replayed with these kernels in CUDA graphs (each stretch of their launches a graph: a sync ends
+it; half the host time between the launches kept, range all to none). On a launch-bound step
+this time is part of gpu-idle's whole-step graph and is listed under it.
 
 **How to fix.** ``torch.compile(model)`` fuses chains of small ops into fewer kernels;
 ``torch.compile(model, mode="reduce-overhead")`` also captures them in CUDA graphs, which replay
