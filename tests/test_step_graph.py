@@ -185,3 +185,24 @@ def test_optimizer_host_time_in_a_launch_bound_step_is_part_of_the_graph_row() -
     opt = next(r for r in f.related if r.id == "optimizer-host-time")
     assert opt.est_savings_ms > 0.3 and "0.00 us" not in opt.summary
     assert not found(rep, "optimizer-host-time")
+
+
+def test_copies_on_the_device_that_finish_within_their_call_do_not_end_a_graph() -> None:
+    # a device-to-device copy after every 10th operator finishes before its call returns: the
+    # replay reads the call as waiting for it, but a graph holds such a copy
+    b = launch_bound_step()
+    for ev in [e for e in b.events if e.get("cat") == "cpu_op" and e["name"] == "aten::add"][::10]:
+        t = ev["ts"] - b.base + 11
+        cp = b.op("aten::copy_", t, 3)
+        b.launch(
+            cp,
+            "cudaMemcpyAsync",
+            t,
+            3,
+            memcpy=("Memcpy DtoD (Device -> Device)", 4096),
+            gpu_ts=t + 0.5,
+            gpu_dur=1.0,
+        )
+    f = one(analyze_trace(b.load(), None, Options()), "gpu-idle")
+    assert "Replayed as CUDA graphs" in f.summary
+    assert "It cannot be one graph" not in f.summary
