@@ -51,16 +51,18 @@ class PreLaunch:
     def total_ns(self) -> int:
         return int(np.sum(self.ends - self.starts))
 
-    def fix(self) -> ShrinkHost:
-        """That host time off the step (overlapped with the previous step's GPU work, moved
-        off the path); range: half of it stays."""
+    def fix(self, gpu_ns: int) -> ShrinkHost:
+        """That host time overlapped with the GPU's work (``gpu_ns``, the steps' own): as much
+        of it as that work can hide leaves the step (all of it when the GPU works at least as
+        long); range: half of that."""
+        hidden = min(1.0, gpu_ns / self.total_ns) if self.total_ns > 0 else 0.0
         return ShrinkHost(
             self.starts,
             self.ends,
             self.tids,
-            keep=0.0,
-            low=0.5,
-            label="no host work before the first launch",
+            keep=1.0 - hidden,
+            low=1.0 - hidden / 2,
+            label="the host work before the first launch overlapped with GPU work",
         )
 
 
@@ -192,18 +194,26 @@ PRELAUNCH_SNIPPET = (
 
 PRELAUNCH_ASSUMPTION = (
     "The host's Python before each step's first launch, outside every operator and runtime "
-    "call while the GPU idles, is removed from the step (range: half of it stays): what "
-    "overlapping it with the previous step's GPU work, or moving it off the step, gives back. "
+    "call while the GPU idles, is overlapped with the steps' GPU work: as much of it as that "
+    "work can hide (all of it when the GPU works at least as long) leaves the step (range: half "
+    "of that), what running it while the previous step computes gives back. "
 )
 
 
-def prelaunch_sentence(pl: PreLaunch, steps: int) -> str:
-    """The summary's sentence on the host time before the first launch."""
+def prelaunch_sentence(pl: PreLaunch, steps: int, gpu_ns: int) -> str:
+    """The summary's sentence on the host time before the first launch (``gpu_ns``: the steps'
+    own GPU work, which can hide it)."""
     ms = pl.total_ns / 1e6 / max(steps, 1)
     frames = f" (in {', '.join(f for f, _ in pl.frames[:2])})" if pl.frames else ""
+    short = (
+        f"; the steps' own GPU work ({fmt_ms(gpu_ns / 1e6 / max(steps, 1))} per step) can hide "
+        "only that much of it"
+        if gpu_ns < pl.total_ns
+        else ""
+    )
     return (
         f" Before each step's first launch the host runs {fmt_ms(ms)} of Python outside any "
-        f"operator{frames} while the GPU has nothing to do."
+        f"operator{frames} while the GPU has nothing to do{short}."
     )
 
 

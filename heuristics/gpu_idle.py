@@ -265,7 +265,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="less launch overhead",
         )
     if with_pl:  # and that Python off the step's start
-        fix = Combined((fix, pl.fix()), label=f"{fix.label}; {pl.fix().label}")
+        pl_fix = pl.fix(span_ns - idle_ns)  # hidden under the steps' GPU work
+        fix = Combined((fix, pl_fix), label=f"{fix.label}; {pl_fix.label}")
     rep = ctx.whatif(fix)
     fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed and (len(ls) or launch_bound or with_pl):
@@ -305,7 +306,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     breaks = capture_breaks(trace, ctx) if launch_bound else None
     more = graph_sentence(rep, breaks) if breaks is not None and "extra" in fields else ""
     if with_pl:
-        more += prelaunch_sentence(pl, steps)
+        more += prelaunch_sentence(pl, steps, span_ns - idle_ns)
     how = (
         graph_assumption(rep)
         if breaks is not None
