@@ -49,8 +49,9 @@ sync, allocator and preprocessing shares are the savings of ``dataloader-stall``
 so none of them is claimed here (no double
 counting).
 
-The *prelaunch* share is removed from the step as well (range: half of it stays): what
-overlapping it with the previous step's GPU work gives back.
+The *prelaunch* share is overlapped with the steps' own GPU work: as much of it as that work
+can hide leaves the step (all of it when the GPU works at least as long; range: half of that),
+what preparing a step while the previous one computes gives back.
 
 **How to fix.** Follow the finding named for the largest share. For host-bound steps: fewer,
 larger kernels (``torch.compile``, CUDA graphs via ``mode="reduce-overhead"``, larger batches),

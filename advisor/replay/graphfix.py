@@ -53,8 +53,9 @@ def graph_runs(
     trace: Trace, fix: GraphLaunch, gr: Graph
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What ``fix`` captures in ``gr``: its launch calls (host nodes), those whose host gap
-    before them lies inside a run (the previous call on the thread is one of them), and those
-    whose hand-off from another thread comes from one of them."""
+    before them lies inside a run (the previous call on the thread is one of them, in the same
+    step: each step launches its own graphs), and those whose hand-off from another thread
+    comes from one of them."""
     g, h = gr.gpu, gr.host
     nodes = np.concatenate(
         [gr.kernel_nodes(_rows(fix.kernels)), gr.memcpy_nodes(_rows(fix.memcpy))]
@@ -67,9 +68,21 @@ def graph_runs(
         return calls, calls, calls
     mine = np.zeros(gr.n_h, dtype=bool)
     mine[calls] = True
-    inner = calls[(h.prev[calls] >= 0) & mine[np.clip(h.prev[calls], 0, None)]]
-    handed = calls[(h.handoff[calls] >= 0) & mine[np.clip(h.handoff[calls], 0, None)]]
+    inner = calls[_joins(gr, mine, calls, h.prev[calls])]
+    handed = calls[_joins(gr, mine, calls, h.handoff[calls])]
     return calls, inner, handed
+
+
+def _joins(gr: Graph, mine: np.ndarray, calls: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Per call: the host call ``before`` it (-1: none) is captured too, in the same step."""
+    b = np.clip(before, 0, None)
+    step = _step_of(gr)
+    return (before >= 0) & mine[b] & (step[b] == step[calls])
+
+
+def _step_of(gr: Graph) -> np.ndarray:
+    """Per host node: the step it starts in (its index among the step boundaries)."""
+    return np.searchsorted(gr.steps.bounds_ns, gr.host.ts_ns, side="right")
 
 
 def apply_runs(
@@ -110,14 +123,13 @@ def apply_runs(
 
 def _run_of(gr: Graph, calls: np.ndarray) -> np.ndarray:
     """Per host node: the run of captured launches it belongs to (-1: not captured). A run is
-    a stretch of ``calls`` on one thread with no other host call between them."""
+    a stretch of ``calls`` on one thread, in one step, with no other host call between them."""
     h = gr.host
     run = np.full(gr.n_h, -1, dtype=np.int64)
     mine = np.zeros(gr.n_h, dtype=bool)
     mine[calls] = True
     o = calls[np.lexsort((h.ts_ns[calls], h.thread[calls]))]  # by thread, in start order
-    p = h.prev[o]
-    head = ~((p >= 0) & mine[np.clip(p, 0, None)])  # the previous call on its thread is not one
+    head = ~_joins(gr, mine, o, h.prev[o])  # the previous call on its thread is not one
     run[o] = np.cumsum(head)
     return run
 
