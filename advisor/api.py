@@ -230,7 +230,7 @@ def analyze(
     (see docs/multirank.md); ``device``: the GPU the trace ran on (as ``--device``). Raises
     :class:`advisor.errors.AdvisorError` for unreadable input.
     """
-    from advisor.analysis.pipeline import analyze_path, options_from_cli
+    from advisor.analysis.pipeline import options_from_cli
     from advisor.trace import find_traces
     from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
@@ -240,8 +240,10 @@ def analyze(
     )
     p = Path(path)
     files = find_traces(p)
-    if len(files) == 1:
-        _, raw = analyze_path(files[0], opts)
+    if len(files) == 1:  # one process, or the ranks of a job merged into one file
+        from advisor.multirank.analyze import analyze_file
+
+        raw = analyze_file(files[0], opts)
     else:
         from advisor.multirank.analyze import analyze_files
 

@@ -13,6 +13,10 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 - *preprocessing*: the host was inside Python frames that launch no GPU work for at least
   ``host_preprocessing.min_frame_ms`` (decoding, an image processor, building the batch: see
   ``host-preprocessing``);
+- *prelaunch*: the host ran Python outside every operator before the step's first launch (a
+  serving engine's scheduler, a loop's bookkeeping, hooks), named by the Python frames that ran
+  (``heuristics/_prelaunch.py``); counted when it is at least ``gpu_idle.min_prelaunch_pct`` of
+  the step, else part of *host launch*;
 - *host launch* (CPU-bound): the work that ends the gap was launched only after the GPU ran dry,
   so the GPU waited for Python, the dispatcher and launch calls (see ``tiny-kernels``);
 - *other*: the work that ends the gap had already been queued: the GPU waited on something
@@ -21,7 +25,14 @@ kernel, copy or memset on any stream. Each idle gap is attributed to what the GP
 **Why it costs time.** A step cannot finish faster than the GPU can work through it, but an
 idle GPU means the step is bound by something else. Peers flag a GPU less than 50% busy.
 
-**How the saving is estimated.** The steady steps are replayed (see docs/savings.md) with
+**How the saving is estimated.** A *launch-bound* step (the GPU waits for launches at least
+``gpu_idle.launch_bound_pct`` of it) is replayed as the whole step in CUDA graphs
+(``heuristics/_graph.py``, docs/savings.md): one launch per graph, the kernels back to back, the
+host time between launches gone but for what a graph does not hold; the operators that wait for
+the GPU (``.item()``, ``.cpu()``, syncs) end a graph and are named. Its range runs from compile's
+fusion (every kernel still launched by the host) to the graph, and ``tiny-kernels``,
+``host-overhead`` and an optimizer's host time inside it are one row with it. Other steps are
+replayed (see docs/savings.md) with
 half of the host time spent inside ``aten::`` calls that launch GPU work, while the GPU sat
 idle waiting for them, removed (their dispatch and launch cost, which fewer, larger kernels or
 CUDA graphs remove; Python and other host work is not touched); the range removes a quarter to
@@ -38,6 +49,10 @@ sync, allocator and preprocessing shares are the savings of ``dataloader-stall``
 so none of them is claimed here (no double
 counting).
 
+The *prelaunch* share is overlapped with the steps' own GPU work: as much of it as that work
+can hide leaves the step (all of it when the GPU works at least as long; range: half of that),
+what preparing a step while the previous one computes gives back.
+
 **How to fix.** Follow the finding named for the largest share. For host-bound steps: fewer,
 larger kernels (``torch.compile``, CUDA graphs via ``mode="reduce-overhead"``, larger batches),
 CPU preprocessing moved into DataLoader workers, no Python loops over tensors.
@@ -52,18 +67,36 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.derive.dataloader import fetches
+from advisor.derive.kind import trace_kind
+from advisor.derive.locate import aggregate
 from advisor.derive.quality import affected_spans
 from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, subtract, union
 from advisor.derive.waits import waited_spans
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
-from advisor.replay.fixes import ShrinkHost
+from advisor.replay.fixes import Combined, Fix, ShrinkHost
 from advisor.trace.model import Trace
 
 from ._allocator import allocator_spans, without_allocator
+from ._graph import (
+    GRAPH_SNIPPET,
+    capture_breaks,
+    graph_advice,
+    graph_assumption,
+    graph_sentence,
+    step_graph,
+)
 from ._launch import launching_calls, reported_gaps
 from ._per_step import fmt_ms, in_steps, n_steps
+from ._prelaunch import (
+    PRELAUNCH_ASSUMPTION,
+    PRELAUNCH_SNIPPET,
+    prelaunch,
+    prelaunch_advice,
+    prelaunch_evidence,
+    prelaunch_sentence,
+)
 from ._preprocess import preprocessing_spans
 from ._syncs import sync_events
 from .host_overhead import excess_idle_ns
@@ -73,14 +106,22 @@ TITLE = "GPU idle inside steps"
 
 register("gpu_idle.min_idle_pct", 10.0, "report when the GPU is idle this % of the step time")
 register(
+    "gpu_idle.min_prelaunch_pct",
+    1.0,
+    "claim the host's Python before a step's first launch when the GPU idles this % of the "
+    "step waiting for it",
+)
+register(
     "gpu_idle.host_fraction",
     0.5,
     "share of host-launch idle time claimed as saving (beyond tiny-kernels')",
 )
 
-CATS = ("host", "allocator", "preprocessing", "dataloader", "sync", "other")
+CATS = ("host", "prelaunch", "allocator", "preprocessing", "dataloader", "sync", "other")
 LABELS = {
     "host": "waiting for the host to launch work (CPU-bound)",
+    "prelaunch": "waiting for the host's Python before the step's first launch (outside any "
+    "operator)",
     "allocator": "waiting while the host was in cudaMalloc/cudaFree (allocator)",
     "preprocessing": "waiting while the host ran Python that launches nothing (preprocessing)",
     "dataloader": "waiting for the DataLoader",
@@ -94,6 +135,15 @@ FINDING = {
     "allocator": "allocator-churn",
     "preprocessing": "host-preprocessing",
 }
+
+
+def _taken(trace: Trace, *spans: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of ``spans`` and the allocator calls: host time other findings explain."""
+    parts = [*spans, allocator_spans(trace)]
+    return union(
+        np.concatenate([np.asarray(p[0], np.int64) for p in parts]),
+        np.concatenate([np.asarray(p[1], np.int64) for p in parts]),
+    )
 
 
 def _windows(trace: Trace) -> list[tuple[int, int]]:
@@ -172,9 +222,16 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     pre = preprocessing_spans(trace, min_frame_ns)
     pre_ns = np.minimum(_overlap(gs, ge, *pre), ge - gs - dl_ns - sync_ns - alloc_ns)
     rest = ge - gs - dl_ns - sync_ns - alloc_ns - pre_ns
+    # the host's Python before each step's first launch, outside any operator
+    pl = prelaunch(trace, ctx, dev, (gs, ge), _taken(trace, dl, sy, pre))
+    pl_ns = np.minimum(_overlap(gs, ge, *union(pl.starts, pl.ends)), rest)
+    with_pl = 100.0 * int(pl_ns.sum()) >= ctx.t("gpu_idle.min_prelaunch_pct") * span_ns
+    pl_ns = pl_ns if with_pl else np.zeros_like(pl_ns)  # too little: part of the launch share
+    rest = rest - pl_ns
     host, tail = _launched_late(trace, dev, gs, ge)
     by_cat = {
         "host": np.where(host, rest, 0),
+        "prelaunch": pl_ns,
         "allocator": alloc_ns,
         "preprocessing": pre_ns,
         "dataloader": dl_ns,
@@ -201,8 +258,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     hm = host & ~tail
     ls, le, _ = without_allocator(trace, *_intersect(launching_calls(trace), (gs[hm], ge[hm])))
     ls, le = subtract(ls, le, *waited_spans(trace))
-    rep = ctx.whatif(
-        ShrinkHost(
+    # launch-bound: the GPU waits for launches most of the step
+    launch_bound = pct["host"] >= ctx.t("gpu_idle.launch_bound_pct")
+    if launch_bound:  # the whole-step fix: the step in CUDA graphs, compile's fusion the low end
+        fix: Fix = step_graph(trace, *_taken(trace, dl, (pl.starts, pl.ends), pre))
+    else:
+        fix = ShrinkHost(
             ls,
             le,
             keep=1.0 - frac,
@@ -210,9 +271,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             high=max(0.0, 1.0 - 1.5 * frac),
             label="less launch overhead",
         )
-    )
+    if with_pl:  # and that Python off the step's start
+        pl_fix = pl.fix(span_ns - idle_ns)  # hidden under the steps' GPU work
+        fix = Combined((fix, pl_fix), label=f"{fix.label}; {pl_fix.label}")
+    rep = ctx.whatif(fix)
     fields: dict = {"est_savings_ms": saving_ms}
-    if rep.replayed and len(ls):
+    if rep.replayed and (len(ls) or launch_bound or with_pl):
         fields = rep.draft_fields()
         saving_ms = rep.ms
     if trace.meta.synthetic_steps:
@@ -246,6 +310,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if tot[c] > 0
     )
     see = f" The largest share is {largest}: see {ref}." if ref else ""
+    breaks = capture_breaks(trace, ctx) if launch_bound else None
+    more = graph_sentence(rep, breaks) if breaks is not None and "extra" in fields else ""
+    if with_pl:
+        more += prelaunch_sentence(pl, steps, span_ns - idle_ns)
+    how = (
+        graph_assumption(rep)
+        if breaks is not None
+        else f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
+        f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
+        f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
+        "launch gaps" + (" and host-overhead's claim. " if over_ns else ". ")
+    )
+    if with_pl:
+        how += PRELAUNCH_ASSUMPTION
     span_word = "of the GPU's active span" if trace.meta.synthetic_steps else "of each step"
     return [
         Draft(
@@ -255,23 +333,34 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             confidence="medium" if not trace.meta.synthetic_steps else "low",
             summary=(
                 f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
-                f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}"
+                f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}{more}"
             ),
-            recommendation=_advice(largest, ref),
-            snippet=_SNIPPETS[largest],
-            evidence=tuple(evidence),
+            recommendation=(
+                graph_advice(breaks, ref == "host-overhead")
+                if breaks is not None
+                else prelaunch_advice(pl, trace_kind(trace))
+                if largest == "prelaunch"
+                else _advice(largest, ref)
+            ),
+            snippet=GRAPH_SNIPPET
+            if breaks is not None
+            else PRELAUNCH_SNIPPET
+            if largest == "prelaunch"
+            else _SNIPPETS[largest],
+            evidence=tuple(evidence)
+            + (breaks.evidence if breaks is not None else ())
+            + (prelaunch_evidence(pl, steps, trace) if with_pl else ()),
+            locations=aggregate(
+                [
+                    *(breaks.locations if breaks is not None else ()),
+                    *(pl.locations if with_pl else ()),
+                ]
+            ),
             assumptions=(
                 "Idle = step time not covered by any kernel, copy or memset on the device (all "
                 "streams); a trace without step markers is measured from its first to its last "
                 "GPU activity.",
-                (
-                    f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
-                    f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
-                    f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
-                    "launch gaps"
-                    + (" and host-overhead's claim. " if over_ns else ". ")
-                    + rep.assumption
-                )
+                how + rep.assumption
                 if "extra" in fields
                 else (
                     f"Saving = {frac:g} x the host-launch idle time during which the host was inside "

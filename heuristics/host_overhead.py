@@ -33,7 +33,9 @@ of the slowdown is the profiler's own. The range goes from a quarter of that sha
 where the GPU limits the step. Where the replay cannot place the steps: the same share of the
 GPU idle time while the host was inside operators that launch GPU work (allocator calls
 excluded: ``allocator-churn``). ``gpu-idle``'s launch-overhead replay shrinks the same operators:
-the two overlap, and the combined replay counts that time once.
+the two overlap, and the combined replay counts that time once. On a launch-bound step
+``gpu-idle`` values the whole step in CUDA graphs, which removes this time too: the finding is
+listed under that row.
 
 **How to fix.** Check the machine first: CPU affinity and isolation (``taskset``/``numactl``,
 one core set per rank, DataLoader workers away from the main process), the CPU governor, other

@@ -1,9 +1,13 @@
-"""Tiny kernels: the GPU waits for the CPU to launch many very short kernels.
+"""Tiny kernels: the GPU waits for the CPU to launch many short kernels.
 
-**What it detects.** Stretches of kernels that each run for only a few microseconds (under
+**What it detects.** Stretches of kernels with the GPU idle between them because the next launch
+had not arrived yet: kernels that each run for only a few microseconds (under
 ``tiny_kernels.max_kernel_us``, default 10 us, or shorter than the ``cudaLaunchKernel`` call
-that launched them) with the GPU idle between them because the next launch had not arrived
-yet. Grouped by the op (and the optimizer / annotation around it) and your source line.
+that launched them), and kernels of any length whose operator was already on the host when
+the GPU ran out of work (10 us GEMMs issued by 20 us operators wait as 3 us kernels do; see
+``heuristics/_launch.py``). Grouped by the op (and the optimizer / annotation around it) and
+your source line; kernels that run launch-bound because a sync or blocking copy had drained the
+queue before them are named with that call.
 
 **Why it costs time.** Every eager PyTorch op costs the CPU roughly 5-20 us (Python, dispatcher,
 launch). When the kernels themselves are shorter than that, the GPU finishes each one before
@@ -14,8 +18,12 @@ small batches, Python loops over tensors.
 **How the saving is estimated.** The idle gaps on the device right before each such kernel
 (no kernel, copy or memset running on any stream), counted only when the kernel's launch call
 was still in progress when the GPU ran dry and the gap is at most ``tiny_kernels.max_gap_us``
-(default 100 us; longer gaps are the host doing other work and belong to gpu-idle). Summed per
-step. CUDA graphs remove these gaps entirely; fusion removes most of them.
+(default 100 us; longer gaps are the host doing other work and belong to gpu-idle). Reported
+with at least ``tiny_kernels.min_per_step`` such kernels per step, or, in a step of few
+kernels, ``tiny_kernels.min_kernel_pct`` of them (and a quarter of that count). The steps are
+replayed with these kernels in CUDA graphs (each stretch of their launches a graph: a sync ends
+it; half the host time between the launches kept, range all to none). On a launch-bound step
+this time is part of gpu-idle's whole-step graph and is listed under it.
 
 **How to fix.** ``torch.compile(model)`` fuses chains of small ops into fewer kernels;
 ``torch.compile(model, mode="reduce-overhead")`` also captures them in CUDA graphs, which replay
@@ -32,6 +40,7 @@ launch-bound and rarely show gaps.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.detect.registry import Context, detector
@@ -40,7 +49,7 @@ from advisor.replay.fixes import GraphLaunch
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
-from ._launch import reported_gaps
+from ._launch import after_drain, reported_gaps
 from ._ops import chain_match, op_names
 from ._per_step import fmt_ms, n_steps
 
@@ -163,6 +172,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     in_zero = sum(len(groups[g]) for g in groups if _ZERO in g) / len(lg)
     med_k = float(np.median(lg["dur_ns"])) / 1000.0
     med_launch = float(np.median(launch_us))
+    n_tiny = int(lg["tiny"].to_numpy(dtype=bool).sum())
+    drained = after_drain(trace, lg, ctx.t("tiny_kernels.max_gap_us"))
+    evidence.extend(_drain_evidence(trace, lg, drained, steps))
     rec = (
         "Fuse the small ops: `torch.compile(model)`; with static shapes use "
         '`torch.compile(model, mode="reduce-overhead")` so CUDA graphs replay the kernels '
@@ -206,15 +218,22 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 f"{per_step:.0f} tiny kernels per step (median {_us(med_k)}; their launch calls "
                 f"take {_us(med_launch)}) leave the GPU idle {fmt_ms(gap_ms)} per step "
                 f"({share:.1f}% of the step) waiting for the next launch."
+                if n_tiny == len(lg)
+                else f"{per_step:.0f} launch-bound kernels per step ({n_tiny / steps:.0f} of "
+                f"them tiny; median {_us(med_k)}, while the operator that launches each "
+                f"takes {_us(float(np.median(lg['op_ns'])) / 1000)} of host time) leave the GPU "
+                f"idle {fmt_ms(gap_ms)} per step ({share:.1f}% of the step) waiting for the "
+                "next launch."
             ),
             recommendation=rec,
             snippet=snippet,
             evidence=tuple(evidence),
             locations=aggregate(locs),
             assumptions=(
-                f"Tiny = shorter than {max_k:g} us or than its own launch call; only gaps of at "
-                f"most {ctx.t('tiny_kernels.max_gap_us'):g} us whose launch was still in progress "
-                "when the GPU ran dry are counted.",
+                f"Launch-bound = shorter than {max_k:g} us or than its own launch call, or of "
+                "any length when the GPU ran dry while the operator that launches it was on the "
+                f"host; only gaps of at most {ctx.t('tiny_kernels.max_gap_us'):g} us whose "
+                "launch was still in progress when the GPU ran dry are counted.",
                 (rep.assumption + " The kernels' own run time is not claimed.")
                 if rep.replayed
                 else (
@@ -225,3 +244,34 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
         )
     ]
+
+
+def _drain_evidence(
+    trace: Trace, lg: pd.DataFrame, drained: np.ndarray, steps: int
+) -> list[Evidence]:
+    """A row per call that drained the queue before launch-bound kernels (a sync or a
+    blocking copy: the host waited, then issued the next kernels one by one)."""
+    rt = trace.runtime
+    opn = op_names(trace)
+    aten = name_flags(trace.cpu_ops["name"], lambda n: n.startswith("aten::"))
+    by: dict[str, list[int]] = {}  # label of the draining call -> its runtime rows
+    for row in np.unique(drained[drained >= 0]).tolist():
+        op = int(rt["op_idx"].iat[row])
+        top = chain_match(trace, np.array([op]), aten, outermost=True)[0] if op >= 0 else -1
+        what = str(opn[top if top >= 0 else op]) if op >= 0 else str(rt["name"].iat[row])
+        by.setdefault(f"{what} ({rt['name'].iat[row]})", []).append(row)
+    out = []
+    for label, rows in by.items():
+        sel = np.flatnonzero(np.isin(drained, rows))
+        gap_ns = float(lg["gap_ns"].to_numpy()[sel].sum())
+        out.append(
+            Evidence(
+                what=f"after {label} waited for the GPU and drained the queue: "
+                f"{len(sel) / steps:.0f} kernels/step ran launch-bound, idle "
+                f"{fmt_ms(gap_ns / 1e6 / steps)}/step",
+                count=len(sel),
+                total_ms=round(gap_ns / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(rt["ts_ns"].iat[rows[0]])),
+            )
+        )
+    return sorted(out, key=lambda e: -e.total_ms)[:3]

@@ -72,10 +72,25 @@ def test_slow_operators_are_reported_against_typical_figures() -> None:
 
 
 def test_gpu_idle_leaves_the_host_overhead_share_out() -> None:
-    rep = analyze_trace(_trace().load(), None, Options(only=frozenset({ID, "gpu-idle"})))
+    # valued by the launch-overhead rule (the step not read as launch-bound)
+    over = {"gpu_idle.launch_bound_pct": 100.0}
+    rep = analyze_trace(
+        _trace().load(), None, Options(only=frozenset({ID, "gpu-idle"}), overrides=over)
+    )
     gi = one(rep, "gpu-idle")
     assert "see host-overhead" in gi.summary
     assert any("host-overhead's claim" in a for a in gi.assumptions)
+
+
+def test_on_a_launch_bound_step_host_overhead_is_part_of_the_whole_step_graph() -> None:
+    # the GPU idles 98% of the step waiting for launches: one row, the whole step in CUDA
+    # graphs, with host-overhead's share of that time listed under it
+    rep = analyze_trace(_trace().load(), None, Options(only=frozenset({ID, "gpu-idle"})))
+    gi = one(rep, "gpu-idle")
+    assert not found(rep, ID)
+    assert [r.id for r in gi.related] == [ID]
+    assert "Replayed as CUDA graphs" in gi.summary
+    assert "see host-overhead" in gi.recommendation
 
 
 def test_typical_cost_is_not_reported() -> None:
@@ -111,7 +126,8 @@ QUIET = [
 
 @pytest.mark.shared
 def test_nccl_data_operators_cost_25x() -> None:
-    rep = analyze_trace(load_trace(shared_trace(NCCL)), None, Options())
+    # its own row where the whole-step graph (gpu-idle's, which holds it) is not reported
+    rep = analyze_trace(load_trace(shared_trace(NCCL)), None, Options(skip=frozenset({"gpu-idle"})))
     f = one(rep, ID)
     rows = [e.what.split(": ") for e in f.evidence if e.what.startswith("aten::")]
     mean = {name: float(rest.split(" us")[0]) for name, rest in rows}
@@ -129,12 +145,15 @@ def test_nccl_data_operators_cost_25x() -> None:
     # optimizer-host-time's, so the row counts the rest
     assert f.est_savings_ms == pytest.approx(71.8, rel=0.1)
     assert any("optimizer-host-time" in a and "alone: 79.29" in a for a in f.assumptions)
-    # gpu-idle's launch-overhead replay shrinks the same operators: one row (issue 25)
-    assert [r.id for r in f.related] == ["gpu-idle"]
-    assert "see host-overhead" in f.related[0].summary
     # SGD (foreach) holds the host 14.8 ms per step there: slow because every operator is
     opt = one(rep, "optimizer-host-time")
     assert opt.recommendation.startswith("Every operator is slow on this host")
+    # with gpu-idle: the GPU idles 76% of the step waiting for launches, and the whole step in
+    # CUDA graphs holds the operators' host time: one row, host-overhead listed under it
+    rep = analyze_trace(load_trace(shared_trace(NCCL)), None, Options())
+    gi = one(rep, "gpu-idle")
+    assert ID in [r.id for r in gi.related] and not found(rep, ID)
+    assert "see host-overhead" in gi.recommendation
 
 
 @pytest.mark.shared

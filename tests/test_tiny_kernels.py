@@ -61,18 +61,45 @@ def test_queued_kernels_are_not_launch_bound() -> None:
     assert finding(rep, "tiny-kernels") is None
 
 
-def test_long_kernels_and_few_kernels_do_not_fire() -> None:
+def test_kernels_that_outlast_their_launches_and_few_kernels_do_not_fire() -> None:
+    # 16 us kernels issued 15 us apart keep the GPU busy: no gap waits for a launch
     assert (
         finding(
-            analyze(_stretch(kernel_us=11.0, annotation=None).load(), "tiny-kernels"),
+            analyze(_stretch(kernel_us=16.0, annotation=None).load(), "tiny-kernels"),
             "tiny-kernels",
         )
         is None
     )
-    assert finding(analyze(_stretch(n_kernels=10).load(), "tiny-kernels"), "tiny-kernels") is None
+    # 10 launch-bound kernels among 70 per step: neither many nor most of the step's kernels
+    assert finding(analyze(_few().load(), "tiny-kernels"), "tiny-kernels") is None
     # thresholds are honoured
-    rep = analyze(_stretch(n_kernels=10).load(), "tiny-kernels", tiny_kernels__min_per_step=5)
+    rep = analyze(_few().load(), "tiny-kernels", tiny_kernels__min_per_step=5)
     assert finding(rep, "tiny-kernels") is not None
+    # a step of few kernels, most of them waiting for their launch, is launch-bound as a whole
+    f = finding(analyze(_stretch(n_kernels=10).load(), "tiny-kernels"), "tiny-kernels")
+    assert f is not None and f.summary.startswith("9 tiny kernels per step")
+    assert finding(analyze(_stretch(n_kernels=4).load(), "tiny-kernels"), "tiny-kernels") is None
+
+
+def _few() -> TraceBuilder:
+    """``_stretch(n_kernels=10)`` with 60 more kernels per step queued behind a long one."""
+    b = _stretch(n_kernels=10)
+    for s in range(3):
+        t = s * 1000.0 + 300
+        op = b.op("aten::mm", t, 8)
+        b.launch(op, "cudaLaunchKernel", t + 1, 5, kernel="gemm", gpu_ts=t + 8, gpu_dur=300)
+        for i in range(60):
+            op = b.op("aten::add_", t + 10 + i * 3, 2)
+            b.launch(
+                op,
+                "cudaLaunchKernel",
+                t + 10 + i * 3,
+                2,
+                kernel="add",
+                gpu_ts=t + 310 + i * 3,
+                gpu_dur=3,
+            )
+    return b
 
 
 def test_missing_data() -> None:

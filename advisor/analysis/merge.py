@@ -21,6 +21,12 @@ that claim the same time would count it twice in the ranked table, so the time g
    part is replayed (a draft without a fix keeps the unshared share of its figure), and an
    assumption names the finding that holds the rest.
 
+A claim on the whole step's host path (the whole step in CUDA graphs: ``Claims.whole``) holds the
+narrower host-side causes inside it: a row whose claim lies at least ``rank.fold_pct`` inside it
+(launch gaps, operator overhead, an optimizer's host time) joins its row before step 2 is
+measured, so the whole-step figure is one row and those findings are listed under it, each with
+its share of that claim.
+
 So no two rows claim the same time, and the figures in the table can be read side by side.
 """
 
@@ -70,17 +76,22 @@ def one_row_per_cause(trace: Trace, drafts: list[Draft], th: Thresholds) -> list
     out = list(drafts)
     for i in order:
         c = claims[i]
+        whole = _absorb(trace, c, groups, union, th) if c.whole else None
         share = _share(trace, c, size[i], taken)
-        if share * 100 >= th["rank.min_shared_pct"]:
+        if whole is not None or share * 100 >= th["rank.min_shared_pct"]:
             by_row = [_share(trace, c, size[i], u) for u in union]
-            g = max(range(len(groups)), key=lambda r: (by_row[r], -r))
-            if by_row[g] * 100 >= th["rank.fold_pct"]:
+            g = (
+                whole
+                if whole is not None
+                else max(range(len(groups)), key=lambda r: (by_row[r], -r))
+            )
+            if whole is not None or by_row[g] * 100 >= th["rank.fold_pct"]:
                 others = Claims()  # what the other rows hold stays theirs
                 for r, u in enumerate(union):
                     if r != g:
                         others = others | u
                 rest = _share(trace, c, size[i], others)
-                if rest * 100 >= th["rank.min_shared_pct"]:
+                if rest * 100 >= th["rank.min_shared_pct"] and len(groups) > 1:
                     top = max((r for r in range(len(groups)) if r != g), key=lambda r: by_row[r])
                     out[i] = _rest(trace, out[i], others, rest, drafts[groups[top][0]].id)
                 groups[g].append(i)
@@ -110,6 +121,29 @@ def one_row_per_cause(trace: Trace, drafts: list[Draft], th: Thresholds) -> list
         out[lead] = replace(out[lead], extra={**out[lead].extra, "related": rel})
         folded |= set(members) - {lead}
     return [d for i, d in enumerate(out) if i not in folded]
+
+
+def _absorb(
+    trace: Trace, c: Claims, groups: list[list[int]], union: list[Claims], th: Thresholds
+) -> int | None:
+    """The rows whose claims lie at least ``rank.fold_pct`` inside ``c`` (a whole-step claim)
+    made into one row, last in ``groups``/``union``: its index (None: no such row)."""
+    inside = [
+        r
+        for r, u in enumerate(union)
+        if _share(trace, u, u.size_ns(trace), c) * 100 >= th["rank.fold_pct"]
+    ]
+    if not inside:
+        return None
+    members = [m for r in inside for m in groups[r]]
+    merged = Claims()
+    for r in inside:
+        merged = merged | union[r]
+    for r in sorted(inside, reverse=True):
+        del groups[r], union[r]
+    groups.append(members)
+    union.append(merged)
+    return len(groups) - 1
 
 
 def _rest(trace: Trace, d: Draft, taken: Claims, share: float, other: str) -> Draft:

@@ -269,12 +269,18 @@ def analyze_path(
     trace.annotated.json.gz in the background while the detectors run (see write_annotated)."""
     opts = options or Options()
     if prefetch is not None:
-        _import_writers()  # while the child may still be decoding: no wait later
+        import_writers()  # while the child may still be decoding: no wait later
     trace = load_trace(path, opts.max_trace_bytes, prefetch)
+    return trace, analyze_loaded(trace, path, opts, ahead)
+
+
+def analyze_loaded(
+    trace: Trace, path: Path, options: Options, ahead: AheadCopy | None = None
+) -> Report:
+    """:func:`analyze_path` of a trace already loaded from ``path``."""
     if ahead is not None:
-        ahead.start(Path(trace.meta.path), trace.meta.raw_bytes, opts.max_trace_bytes)
-    run_ctx = load_run_context(Path(path))
-    return trace, analyze_run(trace, run_ctx, opts)
+        ahead.start(Path(trace.meta.path), trace.meta.raw_bytes, options.max_trace_bytes)
+    return analyze_run(trace, load_run_context(Path(path)), options)
 
 
 def analyze_run(trace: Trace, run_ctx: dict[str, Any] | None, options: Options | None) -> Report:
@@ -288,7 +294,7 @@ def analyze_run(trace: Trace, run_ctx: dict[str, Any] | None, options: Options |
     return with_phases(analyze_trace(trace, run_ctx, opts), Path(trace.meta.path), run_ctx, analyze)
 
 
-def _import_writers() -> None:
+def import_writers() -> None:
     """Import what writing the outputs needs (jinja2, the report's view model) and compile the
     report's template: a few hundredths of a second that cost nothing while a decoding child is
     still at work."""

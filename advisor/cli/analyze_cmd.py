@@ -127,7 +127,7 @@ def _analyze(
     scheduler: str | None,
     pre: Prefetch | None,
 ) -> tuple[Report, dict[str, Path]]:
-    from advisor.analysis.pipeline import analyze_path, write_outputs
+    from advisor.analysis.pipeline import write_outputs
     from advisor.output.annotate_stream import AheadCopy
     from advisor.output.outfolder import prepare_out_dir
     from advisor.output.terminal import progress
@@ -140,8 +140,10 @@ def _analyze(
             report, _ = analyze_files(
                 files, opts, root, jobs=jobs or None, scheduler=scheduler, progress=prog.count
             )
-        else:
-            _, report = analyze_path(files[0], opts, ahead=ahead, prefetch=pre)
+        else:  # one file: one process, or the ranks of a job merged into it
+            from advisor.multirank.analyze import analyze_file
+
+            report = analyze_file(files[0], opts, ahead=ahead, prefetch=pre)
         prog.update("Writing the report")
         with output_guard(target):
             prepare_out_dir(target, force)

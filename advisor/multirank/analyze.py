@@ -1,5 +1,9 @@
 """Analyse several traces (one per rank) in worker processes and merge them into one Report.
 
+One file that holds several ranks (a merged job: :mod:`advisor.trace.ranksplit`) is split at
+load and analysed the same way, its ranks one after the other in this process
+(:func:`analyze_file`).
+
 Each worker loads one trace, runs the detectors and returns a small :class:`~advisor.digest.Digest`
 (never the tables). Workers are bounded by CPU count (at most 4) and by a memory budget, so a
 128-rank job never has more than a few traces in memory. The digests are merged by
@@ -16,18 +20,25 @@ import os
 import struct
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor import settings
-from advisor.analysis.digest import digest_file, failed_digest
+from advisor.analysis.digest import digest_file, digest_trace, failed_digest
 from advisor.analysis.options import Options
 from advisor.digest import Digest
 from advisor.errors import AdvisorError
 from advisor.multirank.merge import merge
 from advisor.multirank.workers import run_batched
 from advisor.report import Report
+from advisor.runfacts import QualityNote
 from advisor.trace.source import PEAK_BYTES_PER_TEXT_BYTE, mem_available
+
+if TYPE_CHECKING:
+    from advisor.output.annotate_stream import AheadCopy
+    from advisor.trace.model import Trace
+    from advisor.trace.prefetch import Prefetch
 
 MAX_WORKERS = 4
 BYTES_PER_RAW_BYTE = PEAK_BYTES_PER_TEXT_BYTE  # a worker's peak memory per byte of JSON
@@ -173,3 +184,45 @@ def analyze_files(
 
     digests = digest_all(files, options, jobs, one_more, scheduler=scheduler)
     return merge(digests, options, root, world_size), digests
+
+
+def analyze_file(
+    path: Path,
+    options: Options,
+    ahead: AheadCopy | None = None,
+    prefetch: Prefetch | None = None,
+) -> Report:
+    """One trace file: analysed as one process, or, when it holds several ranks, split into
+    them and analysed as their job (:func:`analyze_traces`)."""
+    from advisor.analysis.pipeline import analyze_loaded, import_writers
+    from advisor.trace import load_ranks
+
+    if prefetch is not None:
+        import_writers()  # while the child may still be decoding: no wait later
+    traces = load_ranks(path, options.max_trace_bytes, prefetch)
+    if len(traces) == 1:
+        return analyze_loaded(traces[0], path, options, ahead)
+    return analyze_traces(traces, options, path)[0]
+
+
+def analyze_traces(
+    traces: list[Trace], options: Options, root: Path
+) -> tuple[Report, list[Digest]]:
+    """The ranks of one file (``traces``, emptied as each is analysed) merged as a job, with a
+    trace-quality note saying so."""
+    from advisor.analysis.pipeline import analyze_trace
+
+    n = len(traces)
+    digests = []
+    while traces:
+        t = traces.pop(0)
+        digests.append(digest_trace(t, analyze_trace(t, None, options), t.meta.rank))
+    report = merge(digests, options, root, world_size=n)
+    note = QualityNote(
+        f"This file holds {n} ranks (named by process names or args.rank, as a trace merger "
+        "writes them): split into its ranks when loading and analysed as a job.",
+        "Each rank's figures come from its own events; the job's step, the straggler and "
+        "the communication checks compare the ranks, as for a folder of one trace per rank.",
+    )
+    run = replace(report.run, trace_quality=(note, *report.run.trace_quality))
+    return replace(report, run=run), digests

@@ -8,8 +8,11 @@ thread ids). What each fix claims:
 - :class:`ScaleGpu`, :class:`HideComm`: their kernels and copies;
 - :class:`ShrinkHost`: the host time of its ranges;
 - :class:`DropSyncs`: the host time of its calls;
-- :class:`AsyncCopies`, :class:`GraphLaunch`: their copies or kernels and the host time of the
-  calls that launch them;
+- :class:`AsyncCopies`: their copies and the host time of the calls that launch them;
+- :class:`GraphLaunch` (and :class:`StepGraph`, the whole step's): the host time of the calls
+  that launch its kernels and copies and, where it shrinks the host time between those calls,
+  that time (less the ranges it keeps); no GPU work: a graph changes when the GPU work starts,
+  never how long it runs, so a fix that makes those kernels faster is another cause;
 - :class:`Combined`: the union of its fixes'.
 
 :func:`without` gives a fix with claimed evidence taken out (the rows, or the host time), so a
@@ -35,6 +38,8 @@ from advisor.replay.fixes import (
     ShrinkHost,
     _rows,
 )
+from advisor.replay.graphfix import StepGraph, graph_runs
+from advisor.replay.model import graph
 from advisor.trace.model import Trace
 
 ANY_TID = -1
@@ -49,6 +54,9 @@ class Claims:
     kernels: np.ndarray = field(default_factory=lambda: _EMPTY)
     memcpy: np.ndarray = field(default_factory=lambda: _EMPTY)
     host: Spans = field(default_factory=dict)
+    # the whole step's host path (a :class:`StepGraph`): a narrower cause whose claim lies
+    # inside it is part of it (advisor.analysis.merge)
+    whole: bool = False
 
     def __or__(self, other: Claims) -> Claims:
         host = dict(self.host)
@@ -58,7 +66,10 @@ class Claims:
             else:
                 host[t] = (s, e)
         return Claims(
-            union_ints(self.kernels, other.kernels), union_ints(self.memcpy, other.memcpy), host
+            union_ints(self.kernels, other.kernels),
+            union_ints(self.memcpy, other.memcpy),
+            host,
+            self.whole or other.whole,
         )
 
     def size_ns(self, trace: Trace) -> tuple[int, int]:
@@ -140,9 +151,40 @@ def claims_of(trace: Trace, fix: object) -> Claims:
         m = unique_ints(_rows(fix.memcpy))
         return Claims(memcpy=m, host=_calls(trace, _launches(trace, "memcpy", m)))
     if isinstance(fix, GraphLaunch):
-        k = unique_ints(_rows(fix.kernels))
-        return Claims(kernels=k, host=_calls(trace, _launches(trace, "kernels", k)))
+        return _graph_claims(trace, fix)
     return Claims()
+
+
+def _graph_claims(trace: Trace, fix: GraphLaunch) -> Claims:
+    """A :class:`GraphLaunch`'s claim (see the module doc)."""
+    k = np.unique(_rows(fix.kernels))
+    m = np.unique(_rows(fix.memcpy))
+    rows = np.union1d(_launches(trace, "kernels", k), _launches(trace, "memcpy", m))
+    host = _calls(trace, rows)
+    keeps = [x for x in (fix.host_keep, fix.low, fix.high) if x is not None]
+    if min(keeps) < 1.0:  # the host time between launches it shrinks
+        gr = graph(trace)
+        _, inner, handed = graph_runs(trace, fix, gr)
+        h = gr.host
+        lo = np.r_[h.end_ns[h.prev[inner]], h.end_ns[h.handoff[handed]]]
+        hi = np.r_[h.ts_ns[inner], h.ts_ns[handed]]
+        tid = np.r_[h.trace_tid[inner], h.trace_tid[handed]]
+        ok = hi > lo
+        lo, hi, tid = lo[ok], hi[ok], tid[ok]
+        spans = _spans(lo, hi, tid)
+        if fix.keep_starts is not None and len(lo):
+            ks, ke = union(
+                np.asarray(fix.keep_starts, dtype=np.int64).ravel(),
+                np.asarray(fix.keep_ends, dtype=np.int64).ravel(),
+            )
+            spans = {t: _subtract(s, e, ks, ke) for t, (s, e) in spans.items()}
+        host = (Claims(host=host) | Claims(host=spans)).host
+    return Claims(host=host, whole=isinstance(fix, StepGraph))
+
+
+def _spans(lo: np.ndarray, hi: np.ndarray, tid: np.ndarray) -> Spans:
+    """Intervals [lo, hi) per thread id, each thread's as disjoint sorted intervals."""
+    return {int(t): union(lo[tid == t], hi[tid == t]) for t in np.unique(tid)}
 
 
 def _subtract(
@@ -190,13 +232,13 @@ def without(trace: Trace, fix: Fix, taken: Claims) -> Fix | None:
     if isinstance(fix, Combined):
         rest = [f for f in (without(trace, f, taken) for f in fix.fixes) if f is not None]
         return replace(fix, fixes=tuple(rest)) if rest else None
-    if isinstance(fix, ScaleGpu | HideComm | GraphLaunch):
+    if isinstance(fix, GraphLaunch):
+        return _graph_without(trace, fix, taken)
+    if isinstance(fix, ScaleGpu | HideComm):
         k = setdiff_ints(_rows(fix.kernels), taken.kernels)
         if isinstance(fix, ScaleGpu):
             m = setdiff_ints(_rows(fix.memcpy), taken.memcpy)
             return replace(fix, kernels=k, memcpy=m) if len(k) or len(m) else None
-        if isinstance(fix, GraphLaunch) and len(k):
-            k = k[~_covered_calls(trace, trace.kernels["launch_idx"].to_numpy()[k], taken)]
         return replace(fix, kernels=k) if len(k) else None
     if isinstance(fix, AsyncCopies):
         m = setdiff_ints(_rows(fix.memcpy), taken.memcpy)
@@ -222,3 +264,26 @@ def without(trace: Trace, fix: Fix, taken: Claims) -> Fix | None:
         tids = None if fix.tids is None else np.concatenate(td)
         return replace(fix, starts=s_all, ends=np.concatenate(en), tids=tids)
     return fix
+
+
+def _graph_without(trace: Trace, fix: GraphLaunch, taken: Claims) -> GraphLaunch | None:
+    """A :class:`GraphLaunch` without ``taken``: the host time others claim stays (it joins the
+    ranges the fix keeps); a :class:`GraphLaunch` also leaves out the kernels and copies whose
+    launch call others mostly claim."""
+    parts = list(taken.host.values())
+    ks = np.concatenate([p[0] for p in parts]) if parts else _EMPTY
+    ke = np.concatenate([p[1] for p in parts]) if parts else _EMPTY
+    if fix.keep_starts is not None:
+        ks = np.r_[np.asarray(fix.keep_starts, dtype=np.int64).ravel(), ks]
+        ke = np.r_[np.asarray(fix.keep_ends, dtype=np.int64).ravel(), ke]
+    ks, ke = union(ks, ke) if len(ks) else (_EMPTY, _EMPTY)
+    if isinstance(fix, StepGraph):
+        return replace(fix, keep_starts=ks, keep_ends=ke)
+    k, m = _rows(fix.kernels), _rows(fix.memcpy)
+    if len(k):
+        k = k[~_covered_calls(trace, trace.kernels["launch_idx"].to_numpy()[k], taken)]
+    if len(m):
+        m = m[~_covered_calls(trace, trace.memcpy["launch_idx"].to_numpy()[m], taken)]
+    if not (len(k) or len(m)):
+        return None
+    return replace(fix, kernels=k, memcpy=m, keep_starts=ks, keep_ends=ke)

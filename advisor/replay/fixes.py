@@ -11,8 +11,11 @@ uncertain, e.g. a kernel speedup). Rows are rows of the trace's own tables (``tr
   wait: that is the GPU's); the GPU work stays.
 - :class:`DropSyncs`: these runtime calls no longer wait for the GPU.
 - :class:`AsyncCopies`: the calls launching these copies no longer wait for them.
-- :class:`GraphLaunch`: these kernels are launched as one CUDA graph: their launch calls cost
-  ``launch_ns``, the kernels follow each other on their stream without waiting for the host.
+- :class:`GraphLaunch`: these kernels (and copies) are launched as CUDA graphs: their launch
+  calls cost ``GRAPH_LAUNCH_NS``, the kernels follow each other on their stream without waiting
+  for the host, within each run of launches a sync or another call does not break.
+- :class:`~advisor.replay.graphfix.StepGraph`: the whole step in CUDA graphs (low end: compile's
+  fusion; in :mod:`advisor.replay.graphfix`, with the runs both read).
 - :class:`HideComm`: the transfer part of these collectives overlaps compute (the waiting for
   a peer stays).
 - :class:`Combined`: several fixes at once.
@@ -250,42 +253,37 @@ class AsyncCopies(Fix):
 
 @dataclass
 class GraphLaunch(Fix):
-    """These kernels (rows of ``trace.kernels``) launched as CUDA graphs; ``host_keep``: the
-    share of the host time between their launches that remains (captured Python and dispatch
-    go away with a graph; 1.0 keeps it)."""
+    """These kernels (rows of ``trace.kernels``) and copies (rows of ``trace.memcpy``) launched
+    as CUDA graphs; ``host_keep``: the share of the host time between their launches that
+    remains (captured Python and dispatch go away with a graph; 1.0 keeps it).
+
+    A graph holds a run of launches on one thread: a host call that is not one of them (a
+    sync, a blocking copy, another launch) ends the run, and the next run is a graph of its
+    own. In a run each launch call costs ``GRAPH_LAUNCH_NS`` (its share of one graph launch;
+    a launch call that waited for a full launch queue no longer waits), the host time
+    between two launches of the run, and the hand-off from one launching thread to another,
+    keeps ``host_keep`` of itself except inside the ``keep_starts``/``keep_ends`` ranges
+    (host work a graph does not hold: it stays), and each activity follows the one before it
+    on its stream from the same run without waiting for the host."""
 
     kernels: Any
     host_keep: float = 1.0
     low: float | None = None  # host_keep at the low-saving end
     high: float | None = None
     label: str = "CUDA graphs"
+    memcpy: Any = None
+    keep_starts: Any = None  # host ranges whose time stays (what a graph does not hold)
+    keep_ends: Any = None
 
     @property
     def uncertain(self) -> bool:
         return self.low is not None or self.high is not None
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
-        host_keep = _pick(self.host_keep, self.low, self.high, level)
-        nodes = gr.kernel_nodes(_rows(self.kernels))
-        nodes = nodes[~gr.gpu.fixed[nodes]]
-        if not len(nodes):
-            return
-        sel = np.zeros(gr.n_g, dtype=bool)
-        sel[nodes] = True
-        h = mods.launch[nodes]
-        h = unique_ints(h[h >= 0])
-        h = h[~gr.host.waits[h]]
-        mods.host_dur_ns[h] = np.minimum(mods.host_dur_ns[h], GRAPH_LAUNCH_NS)
-        if host_keep < 1.0:  # host time between two captured launches on a thread
-            hs = np.zeros(gr.n_h, dtype=bool)
-            hs[h] = True
-            inner = h[gr.host.prev[h] >= 0]
-            inner = inner[hs[gr.host.prev[inner]]]
-            mods.gap_ns[inner] = (mods.gap_ns[inner] * host_keep).astype(np.int64)
-        prev = gr.gpu.prev[nodes]
-        chained = nodes[(prev >= 0) & sel[np.clip(prev, 0, None)]]
-        mods.launch[chained] = -1  # the graph's own order, not the host, starts them
-        mods.prev_ns[chained] = np.minimum(mods.prev_ns[chained], GRAPH_GAP_NS)
+        from advisor.replay.graphfix import apply_runs
+
+        keep = _pick(self.host_keep, self.low, self.high, level)
+        apply_runs(trace, self, gr, mods, keep, False)
 
 
 @dataclass

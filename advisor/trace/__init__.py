@@ -10,10 +10,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from advisor.trace.discover import find_traces, load_bytes, load_trace
+    from advisor.trace.discover import find_traces, load_bytes, load_ranks, load_trace
     from advisor.trace.model import Device, Trace, TraceMeta
 
-__all__ = ["Device", "Trace", "TraceMeta", "find_traces", "load_bytes", "load_trace"]
+__all__ = [
+    "Device",
+    "Trace",
+    "TraceMeta",
+    "find_traces",
+    "load_bytes",
+    "load_ranks",
+    "load_trace",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,7 +29,7 @@ def __getattr__(name: str) -> Any:
         from advisor.trace import model
 
         return getattr(model, name)
-    if name in ("find_traces", "load_bytes", "load_trace"):
+    if name in ("find_traces", "load_bytes", "load_ranks", "load_trace"):
         from advisor.trace import discover
 
         return getattr(discover, name)

@@ -8,7 +8,7 @@ all vectorized.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from advisor.trace.links import (
     python_frames,
 )
 from advisor.trace.model import Device, Trace, TraceMeta
+from advisor.trace.ranksplit import ranks_by_pid, split_ranks
 from advisor.trace.window import clip
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -117,6 +118,21 @@ class Decoded:
     columns: Columns
     header: dict[str, Any]
     raw_bytes: int
+
+
+def build_traces(dec: Decoded, path: str) -> list[Trace]:
+    """The traces in ``dec``: one, or one per rank when the file holds several ranks
+    (:mod:`advisor.trace.ranksplit`), in rank order, each with its rank set."""
+    pid_rank = ranks_by_pid(dec.columns)
+    if not pid_rank:
+        return [build_trace(dec, path)]
+    parts = split_ranks(dec.columns, pid_rank)
+    out = []
+    for r, cols in sorted(parts.items()):
+        t = build_trace(Decoded(cols, dec.header, dec.raw_bytes), path)
+        meta = replace(t.meta, rank=r, world_size=len(parts), ranks_in_file=len(parts))
+        out.append(replace(t, meta=meta))
+    return out
 
 
 def build_trace(dec: Decoded, path: str) -> Trace:
@@ -387,4 +403,4 @@ def _platform(
     return "cuda"
 
 
-__all__ = ["Decoded", "build_trace", "is_user_file", "parse_frame"]
+__all__ = ["Decoded", "build_trace", "build_traces", "is_user_file", "parse_frame"]

@@ -77,10 +77,23 @@ _I64 = (-(1 << 63), (1 << 63) - 1)
 _PH, _CAT, _NAME, _TS, _DUR = (attrgetter(k) for k in ("ph", "cat", "name", "ts", "dur"))
 _PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
 _ID = attrgetter("id")
+_RANK = attrgetter("rank")
 # the instant torch.profiler writes where its recording window ends
 WINDOW_END_NAME = "Record Window End"
 # the category of the span covering the whole recording ("PyTorch Profiler (0)")
 TRACE_SPAN_CATEGORIES = ("Trace", "trace")
+
+
+def _as_int(v: Any) -> int | None:
+    """An int, or a string of one (else None)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            return None
+    return None
 
 
 def _decode_raw(text: bytes) -> Any:
@@ -118,6 +131,10 @@ class Columns:
         # profiler's own span (-inf when the trace has none)
         self.window_end = -math.inf
         self.span_end = -math.inf
+        # several ranks in one file: the rank each process id's events carry (``args.rank``)
+        # and each process's name (``process_name`` metadata), see advisor.trace.ranksplit
+        self.pid_ranks: set[tuple[int, int]] = set()
+        self.process_names: dict[int, str] = {}
 
     # ---------------------------------------------------------------- per chunk
     def add(self, evs: list[Event], dropped: int) -> None:
@@ -153,6 +170,7 @@ class Columns:
                 m = isx & (cc == code) & ok
                 if m.any():
                     self.span_end = max(self.span_end, float((ts + dur)[m].max()))
+        self._ranks(evs)
         in_table = kind < K_IGNORED
         self.skipped += int(np.count_nonzero(in_table & ~ok))
         keep = in_table & ok
@@ -257,6 +275,7 @@ class Columns:
             stream=_streams(a),
             correlation=_ints(a, "correlation"),
             external_id=_ext(a),
+            pid=self._ids(map(_PID, evs)),
             grid=self._raws(map(attrgetter("grid"), a)),
             block=self._raws(map(attrgetter("block"), a)),
         )
@@ -272,6 +291,7 @@ class Columns:
             stream=_streams(a),
             correlation=_ints(a, "correlation"),
             external_id=_ext(a),
+            pid=self._ids(map(_PID, evs)),
             bytes=_floats(a, "nbytes"),
             argkind=argkind,
         )
@@ -282,6 +302,7 @@ class Columns:
             "syncs",
             **self._common(evs, ts, dur),
             sync_kind=self._strs(map(attrgetter("sync_kind"), a)),
+            pid=self._ids(map(_PID, evs)),
             device=_ints(a, "device"),
             stream=_streams(a),
             correlation=_ints(a, "correlation"),
@@ -298,8 +319,28 @@ class Columns:
             fid=self._ids(map(_ID, evs)),
         )
 
+    def _ranks(self, evs: list[Event]) -> None:
+        """The (process id, rank) pairs of the events that carry ``args.rank``."""
+        ranks = list(map(_RANK, map(_ARGS, evs)))
+        if ranks.count(-1) == len(ranks):
+            return
+        idx = [i for i, r in enumerate(ranks) if r != -1]
+        pids = self._ids(_PID(evs[i]) for i in idx)
+        for p, r in set(zip(pids.tolist(), (ranks[i] for i in idx), strict=True)):
+            v = _as_int(r)
+            if v is not None:
+                self.pid_ranks.add((p, v))
+
     def _memory(self, evs: list[Event], ts: np.ndarray) -> None:
         names = list(map(_NAME, evs))
+        for i, n in enumerate(names):
+            if n == "process_name":
+                label = (
+                    _decode_raw(bytes(evs[i].args.label)) if evs[i].args.label is not NULL else None
+                )
+                pid = self._ids([_PID(evs[i])])[0]
+                if isinstance(label, str):
+                    self.process_names[int(pid)] = label
         ends = [
             t
             for n, t in zip(names, ts.tolist(), strict=True)
@@ -316,6 +357,7 @@ class Columns:
         self._put(
             "memory",
             ts=ts[idx],
+            pid=self._ids(map(_PID, _take(evs, idx))),
             bytes=_floats(a, "mem_bytes"),
             total_allocated=_floats(a, "total_allocated"),
             total_reserved=_floats(a, "total_reserved"),
@@ -428,6 +470,38 @@ class Columns:
                 lookup[i] = v  # one by one: a list value stays one element
             for k in coded:
                 out[k] = lookup[out[k]]
+        return out
+
+    def split_by(
+        self, key: Callable[[str, dict[str, np.ndarray]], np.ndarray]
+    ) -> dict[int, Columns]:
+        """These columns split into one Columns per group: ``key(table, columns)`` gives each
+        row's group (-1: in none). Names and values are shared; the times and counts are each
+        group's own; these columns are emptied."""
+        joined = {t: {k: _join(v) for k, v in parts.items()} for t, parts in self.parts.items()}
+        for parts in self.parts.values():
+            parts.clear()
+        groups = {t: key(t, cols) for t, cols in joined.items() if cols}
+        out: dict[int, Columns] = {}
+        for g in sorted({int(x) for v in groups.values() for x in np.unique(v) if x >= 0}):
+            sub = Columns()
+            sub.names, sub.id_codes = self.names, self.id_codes
+            sub.values, sub.value_ids = self.values, self.value_ids
+            sub.unknown, sub.legacy, sub.ranges = self.unknown, self.legacy, self.ranges
+            sub.window_end, sub.span_end = self.window_end, self.span_end
+            for t, cols in joined.items():
+                if t not in groups:
+                    continue
+                m = groups[t] == g
+                sub.parts[t] = {k: [v[m]] for k, v in cols.items()}
+                n = int(np.count_nonzero(m))
+                if t in TABLES and n:
+                    ts, dur = cols["ts"][m], cols["dur"][m]
+                    sub.tmin = min(sub.tmin, float(ts.min()))
+                    sub.tmax = max(sub.tmax, float((ts + dur).max()))
+                    sub.events += n
+            sub.usable = sub.events
+            out[g] = sub
         return out
 
     def name_list(self) -> np.ndarray:

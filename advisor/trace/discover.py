@@ -20,6 +20,7 @@ from advisor.trace.decode import DEFAULT_MAX_TRACE_BYTES, decode_columns, loadin
 from advisor.trace.source import Meter
 
 if TYPE_CHECKING:  # pandas is imported by the table builder only, when a trace is loaded
+    from advisor.trace.build import Decoded
     from advisor.trace.model import Trace
     from advisor.trace.prefetch import Prefetch
 
@@ -141,6 +142,26 @@ def load_trace(
     return _load(p, None, True, max_bytes)
 
 
+def load_ranks(
+    path: str | os.PathLike[str],
+    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+    prefetch: Prefetch | None = None,
+) -> list[Trace]:
+    """Load one trace file as :func:`load_trace` does, split into its ranks when it holds
+    several (:mod:`advisor.trace.ranksplit`: a merged job's file): one trace per rank, in rank
+    order; else the one trace."""
+    p = Path(path)
+    if prefetch is not None:
+        got = prefetch.result()
+        if got is not None:
+            from advisor.trace.build import Decoded, build_traces
+
+            cols, header, size = got
+            with loading(p):
+                return build_traces(Decoded(cols, header, size), str(p))
+    return _load_ranks(p, max_bytes)
+
+
 def load_bytes(data: bytes, name: str = "<memory>", require_events: bool = False) -> Trace:
     """Load a trace held in memory (plain JSON text): what tests and tools build on the fly."""
     return _load(Path(name), iter([data]), require_events)
@@ -152,11 +173,26 @@ def _load(
     require_events: bool,
     max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
 ) -> Trace:
-    from advisor.trace.build import Decoded, build_trace
+    from advisor.trace.build import build_trace
+
+    dec = _decode(p, src, require_events, max_bytes)
+    with loading(p):
+        return build_trace(dec, str(p))
+
+
+def _load_ranks(p: Path, max_bytes: int) -> list[Trace]:
+    from advisor.trace.build import build_traces
+
+    dec = _decode(p, None, True, max_bytes)
+    with loading(p):
+        return build_traces(dec, str(p))
+
+
+def _decode(p: Path, src: Iterator[bytes] | None, require_events: bool, max_bytes: int) -> Decoded:
+    from advisor.trace.build import Decoded
 
     meter = Meter() if src is None else None  # the events of a file are bounded by its size
     if src is None:
         src = pieces(p, max_bytes, meter)
     cols, header, size = decode_columns(p, src, require_events, meter=meter)
-    with loading(p):
-        return build_trace(Decoded(cols, header, size), str(p))
+    return Decoded(cols, header, size)

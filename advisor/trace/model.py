@@ -97,6 +97,7 @@ class TraceMeta:
     raw_bytes: int = 0
     platform: str = "cuda"  # "cuda", "rocm", "cpu", "other"
     window: Window = field(default_factory=Window)
+    ranks_in_file: int = 0  # >= 2: one of the ranks of a file that held them all (ranksplit)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,10 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     device_type: int = msgspec.field(name="Device Type", default=-1)
     device_id: int = msgspec.field(name="Device Id", default=-1)
     sync_kind: str | None = msgspec.field(name="cuda_sync_kind", default=None)
+    # several ranks in one file (TraceLens' trace fusion): each event's rank, and a process's
+    # name in its ``process_name`` metadata event ("RANK 3 - GPU")
+    rank: int | str = -1
+    label: msgspec.Raw = msgspec.field(name="name", default=NULL)
 
 
 EMPTY_ARGS = Args()
