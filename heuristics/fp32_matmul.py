@@ -45,6 +45,7 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
+from advisor.trace.kernelnames import is_convolution
 from advisor.trace.model import Trace
 
 from ._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
@@ -80,8 +81,7 @@ def _short(name: str, limit: int = 100) -> str:
 def _is_conv(op_name: str, kernel: str) -> bool:
     if op_name:
         return op_name in CONV_FWD or op_name in CONV_BWD
-    k = kernel.lower()
-    return any(s in k for s in ("cudnn", "conv", "winograd", "fft2d", "dgrad", "wgrad"))
+    return is_convolution(kernel)
 
 
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)

@@ -45,6 +45,7 @@ from advisor.derive.steps import steady_steps
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
+from advisor.trace.kernelnames import CONV_WORD
 from advisor.trace.links import assign_steps
 from advisor.trace.model import Trace
 
@@ -219,7 +220,7 @@ def _uploads(trace: Trace, before_ns: int) -> tuple[int, int, float, int] | None
     )
 
 
-_CONV_RE = re.compile(r"conv|cudnn|winograd|implicit_gemm|fft|precomputed", re.IGNORECASE)
+_CONV_RE = re.compile(CONV_WORD + r"|cudnn|winograd|implicit_gemm|fft|precomputed", re.IGNORECASE)
 
 
 def _tried_once(trace: Trace) -> Evidence | None:

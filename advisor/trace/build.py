@@ -51,6 +51,7 @@ SCHEMA: dict[str, list[tuple[str, Any]]] = {
         ("input_dims", _O),
         ("input_types", _O),
         ("call_stack", _O),
+        ("comm", _O),
     ],
     "annotations": [
         ("name", _O),
@@ -83,6 +84,7 @@ SCHEMA: dict[str, list[tuple[str, Any]]] = {
         ("external_id", _I64),
         ("grid", _O),
         ("block", _O),
+        ("comm", _O),
     ],
     "memcpy": [
         ("name", _O),
