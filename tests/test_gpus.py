@@ -124,3 +124,37 @@ def test_links_per_direction() -> None:
     assert gpu("A100 SXM 40GB").link_gbs == 300 and gpu("V100 SXM2").link_gbs == 150
     assert gpu("H100 SXM").link_gbs == 450 and gpu("T4").link_gbs == 15.75
     assert gpu("MI300X").link == "xGMI (Infinity Fabric)" and gpu("GB10").link_gbs is None
+
+
+@pytest.mark.parametrize(
+    ("gpu_name", "cc", "kernel", "types", "row"),
+    [
+        ("Quadro GP100", (6, 0), "maxwell_sgemm_128x64_nn", ["float", "float"], "Quadro GP100"),
+        (
+            "NVIDIA GeForce RTX 2080 Ti",
+            (7, 5),
+            "turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_nn",
+            ["c10::Half", "c10::Half"],
+            "RTX 2080 Ti",
+        ),
+    ],
+)
+def test_kernel_efficiency_runs_on_more_gpus(
+    gpu_name: str, cc: tuple[int, int], kernel: str, types: list[str], row: str
+) -> None:
+    # 2048^3: 17.2 GFLOP; at 10.3 TFLOP/s FP32 (GP100) 1.7 ms, at 53.8 FP16 (2080 Ti) 0.32 ms;
+    # each call takes 40 ms: a few % of the peak, reported (was: "no peak figures")
+    from advisor.analysis.pipeline import Options, analyze_trace
+    from tests.tracebuilder import TraceBuilder
+
+    b = TraceBuilder(cc=cc, gpu_name=gpu_name, total_mem=16 * 1024**3)
+    for s in range(3):
+        t0 = s * 50_000.0
+        b.step(s + 1, t0, 50_000)
+        o = b.op("aten::mm", t0 + 10, 20, dims=[[2048, 2048], [2048, 2048]], types=types)
+        b.launch(o, "cudaLaunchKernel", t0 + 12, 5, kernel=kernel, gpu_ts=t0 + 30, gpu_dur=40_000)
+        b.runtime("cudaDeviceSynchronize", t0 + 40, 40_000)
+    rep = analyze_trace(b.load(), None, Options(only=frozenset({"kernel-efficiency"})))
+    assert not rep.skipped, rep.skipped
+    (f,) = rep.findings
+    assert f"the {row}'s compute limit" in f.summary
