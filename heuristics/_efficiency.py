@@ -123,7 +123,7 @@ def _analysis(trace: Trace, th: Thresholds) -> Analysis | None:
         work = op_work(name, dims, dtype, out)
         if work is None:
             continue
-        rows.append((int(op), name, _shape(dims), dtype, bool(tc), float(ns), work, claim))
+        rows.append((int(op), name, shape_text(dims), dtype, bool(tc), float(ns), work, claim))
     if not rows:
         return Analysis(peak, units, ())
     cols = ["op", "name", "shape", "dtype", "tc", "ns", "work", "claim"]
@@ -236,7 +236,8 @@ def _conv_out(trace: Trace, i: int, x: list[int], co: int) -> list[int] | None:
     return None
 
 
-def _shape(dims: Any) -> str:
+def shape_text(dims: Any) -> str:
+    """An op's Input Dims as "512x4096 4096x4096" ("?" without shapes)."""
     if not isinstance(dims, list | tuple):
         return "?"
     return " ".join("x".join(map(str, d)) for d in dims if isinstance(d, list | tuple) and d)
