@@ -3,7 +3,8 @@
 **What it detects.** A convolution called with a bias (`aten::conv2d`/`aten::convolution`
 whose third Input Dims entry is not empty, or, without shapes, whose cuDNN path runs a separate
 `aten::add_` for the bias) whose very next operator at the same level is `aten::batch_norm`
-over the same number of channels. With run.json, the conv->BatchNorm module pairs seen during
+over the same number of channels (past the 0-d `aten::add_`, or `aten::add` on PyTorch <= 1.10,
+with which train-mode BatchNorm bumps `num_batches_tracked`). With run.json, the conv->BatchNorm module pairs seen during
 the forward pass (`modules.conv_bias_before_bn`) name the layers and where they were defined.
 
 **Why it costs time.** BatchNorm subtracts the per-channel mean, so a per-channel bias added
@@ -105,9 +106,10 @@ def _pairs(trace: Trace) -> pd.DataFrame:
     rows = []
     for r in roots:
         b = int(nxt[r])
-        # BatchNorm in training mode first bumps num_batches_tracked (a 0-d aten::add_)
+        # BatchNorm in training mode first bumps num_batches_tracked: a 0-d aten::add_, or on
+        # PyTorch <= 1.10 an out-of-place aten::add (``self.num_batches_tracked + 1``)
         for _ in range(2):
-            if b >= 0 and names[b] == "aten::add_" and not arg_dims(dims[b], 0):
+            if b >= 0 and names[b] in ("aten::add_", "aten::add") and not arg_dims(dims[b], 0):
                 b = int(nxt[b])
         if b < 0 or names[b] not in BN_OPS:
             continue

@@ -1,13 +1,16 @@
 """Same work at different speed: identical launches where some run far slower than their peers.
 
 **What it detects.** Kernels launched identically (the same kernel, grid and block, from an op
-with the same input shapes when shapes were recorded, on the same GPU) in the steady steps,
+with the same input shapes, on the same GPU) in the steady steps,
 where some calls take ``uneven_kernel_speed.min_ratio`` (1.5x) or more of the group's median.
 Only kernels whose time follows their shape are compared (GEMMs, convolutions, elementwise,
 normalization, softmax and fill kernels of at least ``uneven_kernel_speed.min_kernel_us``, in
 groups of ``uneven_kernel_speed.min_calls`` or more): attention (variable lengths),
 communication (waiting for peers), gathers, sorts and unknown kernels can differ with their
-data. The finding says when the slow calls ran, which points at the cause:
+data. GEMM, convolution, normalization and softmax kernels need their op's recorded shapes (their
+grid leaves out K or the row length); elementwise kernels, whose grid follows their size, are
+compared by grid alone when shapes are missing. The finding says when the slow calls ran, which
+points at the cause:
 
 - *beside other kernels*: other streams of this process computed during most of their time:
   they shared the GPU (stream contention);
@@ -61,6 +64,7 @@ from ._per_step import fmt_ms, n_steps
 ID = "uneven-kernel-speed"
 TITLE = "Same work at different speed: identical kernels, some far slower"
 FAMILIES = frozenset({"GEMM", "convolution", "elementwise", "normalization", "softmax", "fill"})
+BY_GRID = frozenset({"elementwise", "fill"})  # compared by grid alone when shapes are missing
 register("uneven_kernel_speed.min_ratio", 1.5, "a call this many times its group's median is slow")
 register("uneven_kernel_speed.min_calls", 6.0, "identical launches a group needs to be compared")
 register("uneven_kernel_speed.min_kernel_us", 20.0, "median kernel time a group needs (us)")
@@ -153,7 +157,14 @@ def _calls(trace: Trace, ctx: Context) -> pd.DataFrame:
         return pd.DataFrame()
     ops = kernel_op(trace)[rows]
     dims = trace.cpu_ops["input_dims"].to_numpy() if len(trace.cpu_ops) else np.zeros(0, object)
-    shape = [repr(dims[o]) if o >= 0 else "" for o in ops]
+    shape = [repr(dims[o]) if o >= 0 and isinstance(dims[o], list) else "" for o in ops]
+    # a GEMM's, convolution's or row-wise kernel's grid leaves dims out (K, the row length):
+    # without the op's shapes only elementwise kernels, whose grid follows their size, compare
+    by_grid = np.array([kernel_family(c) in BY_GRID for c in cats] + [False], dtype=bool)
+    has = np.array([bool(x) for x in shape], dtype=bool) | by_grid[codes[rows]]
+    rows, ops, shape = rows[has], ops[has], [x for x, h in zip(shape, has, strict=True) if h]
+    if not len(rows):
+        return pd.DataFrame()
     df = pd.DataFrame(
         {
             "row": rows,
