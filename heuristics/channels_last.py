@@ -43,7 +43,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_flags, name_in
 
 from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE, tensor_cores
-from ._ops import ancestor_match, gpu_rows_from, runtime_op
+from ._ops import ancestor_match, gpu_rows_from, has_backward, runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "channels-last"
@@ -55,6 +55,12 @@ register(
     "% of conv GPU time assumed saved when only run.json shows NCHW (AMP conv nets)",
 )
 HALF_TYPES = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
+SNIPPET_INFER = (
+    "model = model.to(device, memory_format=torch.channels_last).eval()\n"
+    "x = x.to(device, memory_format=torch.channels_last, non_blocking=True)\n"
+    "with torch.inference_mode(), torch.autocast('cuda', dtype=torch.bfloat16):\n"
+    "    out = model(x)"
+)
 SNIPPET = (
     "model = model.to(device, memory_format=torch.channels_last)\n"
     "for x, y in loader:\n"
@@ -134,7 +140,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 f"off); they take {conv_ms:.2f} ms of GPU time {per_step_words(trace)}."
             ),
             recommendation=_REC,
-            snippet=SNIPPET,
+            snippet=SNIPPET if has_backward(trace) else SNIPPET_INFER,
             evidence=(
                 Evidence(
                     "GPU kernels launched by convolution ops",
@@ -220,7 +226,7 @@ def _measured(
         confidence="medium" if attributed else "low",
         summary=summary,
         recommendation=_REC,
-        snippet=SNIPPET,
+        snippet=SNIPPET if has_backward(trace) else SNIPPET_INFER,
         evidence=tuple(e for _, e in rows[:5]),
         locations=aggregate(ctx.locator.for_ops(ops)),
         assumptions=(

@@ -23,7 +23,9 @@ GPU idle time while the host ran them is used instead.
 
 **How to fix.** Build the layer with `bias=False`: `nn.Conv2d(cin, cout, k, bias=False)`
 followed by `nn.BatchNorm2d(cout)`. Pretrained weights: fold the bias into BatchNorm's
-running mean (`bn.running_mean -= conv.bias`) before dropping it.
+running mean (`bn.running_mean -= conv.bias`) before dropping it. On a trace with no backward
+(inference), fold the bias or fuse each convolution with its BatchNorm
+(`torch.ao.quantization.fuse_modules`); no gradient or optimizer update is spoken of.
 
 **Known false positives.** A BatchNorm in eval mode (frozen statistics) does not cancel the
 bias; folding is then still possible but the saving only applies at inference.
@@ -43,7 +45,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
 from ._matmul import CONV_FWD_WITH_BIAS
-from ._ops import arg_dims, gpu_rows_from, inherit, op_names, runtime_op
+from ._ops import arg_dims, gpu_rows_from, has_backward, inherit, op_names, runtime_op
 from ._per_step import ms, n_steps, per_step_words
 
 ID = "conv-bias-before-bn"
@@ -223,7 +225,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if saving_ms > 0
         else "no separate bias-add kernel measured (fused into the convolution or not in the "
         "trace): informational, no saving claimed",
-        "bias gradient (backward reduction) and optimizer update not counted",
+        "bias gradient (backward reduction) and optimizer update not counted"
+        if has_backward(trace)
+        else "no backward in this trace: only the forward bias add is counted",
         f"divided over {steps} step(s)",
     ]
     return [
@@ -239,6 +243,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "any per-channel offset, so the bias, its gradient and its optimizer update are "
                 "pure overhead. For pretrained weights fold the bias into BatchNorm's running "
                 "mean first."
+                if has_backward(trace)
+                else "Fold each bias into the BatchNorm after it (bn.running_mean -= conv.bias, "
+                "then bias=False), or fuse each convolution with its BatchNorm for inference "
+                "(torch.ao.quantization.fuse_modules): the bias add disappears, and with fusion "
+                "the BatchNorm too."
             ),
             snippet=SNIPPET,
             evidence=_evidence(trace, pairs, per_add if trace.has_gpu else None),
