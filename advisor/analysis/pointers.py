@@ -27,7 +27,9 @@ def keep_pointers(drafts: Iterable[Draft]) -> list[Draft]:
 def _drop(d: Draft, dead: list[str]) -> Draft:
     if not dead:
         return d
-    return replace(d, summary=_strip(d.summary, dead), recommendation=_strip(d.recommendation, dead))
+    return replace(
+        d, summary=_strip(d.summary, dead), recommendation=_strip(d.recommendation, dead)
+    )
 
 
 def _strip(text: str, dead: list[str]) -> str:
