@@ -99,12 +99,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     rep = ctx.whatif(Combined(fixes, label="model.eval()"))
     gpu_ms = float(k["dur_ns"].to_numpy()[claimed].sum()) / 1e6 / steps if len(k) else 0.0
     host_ms = float(ops["dur_ns"].to_numpy()[host].sum()) / 1e6 / steps
+    cpu_run = not trace.has_gpu and not len(trace.runtime)
     if rep.replayed:
         fields, how = rep.draft_fields(), rep.assumption
-    else:
-        naive = gpu_ms if trace.has_gpu else host_ms
-        fields = {"est_savings_ms": round(naive, 3)}
+    elif trace.has_gpu or cpu_run:
+        fields = {"est_savings_ms": round(gpu_ms if trace.has_gpu else host_ms, 3)}
         how = "Not replayed: the GPU time of the removed kernels (host time on a CPU trace)."
+    else:  # runtime calls but no GPU activity recorded: host times include the GPU's
+        fields = {"est_savings_ms": 0.0}
+        how = "The trace records no GPU activity of this GPU run: no saving is claimed."
     hit = len({int(s) for s in step[np.concatenate([drop_ops, bn_ops]).astype(np.int64)]})
     what = []
     if len(drop_ops):
@@ -119,9 +122,22 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             confidence=conf,
             summary=(
                 f"{hit} step(s) run forward with no backward and the model in train mode: "
-                f"{' and '.join(what)} per step. Their kernels take {fmt_ms(gpu_ms)} per step "
-                "and the results are not the model's: dropout zeroes activations at random and "
-                "BatchNorm normalizes by each batch, overwriting its running statistics."
+                f"{' and '.join(what)} per step."
+                + (f" Their kernels take {fmt_ms(gpu_ms)} per step." if gpu_ms > 0 else "")
+                + " The results are not the model's: "
+                + "; ".join(
+                    x
+                    for x, found in (
+                        ("dropout zeroes activations at random", len(drop_ops)),
+                        (
+                            "BatchNorm normalizes by each batch, overwriting its running "
+                            "statistics",
+                            len(bn_ops),
+                        ),
+                    )
+                    if found
+                )
+                + "."
             ),
             recommendation=(
                 "Call model.eval() before inference (model.train() before training again), and "

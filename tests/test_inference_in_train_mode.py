@@ -89,3 +89,20 @@ def test_cpu_only_inference_in_train_mode() -> None:
     f = finding(analyze(_passes(gpu=False).load(), ID), ID)
     assert f is not None and "1 dropout call(s) that drop" in f.summary
     assert f.est_savings_ms > 0  # the native_dropout calls and the bumps' host time
+
+
+@pytest.mark.shared
+def test_alexnet_benchmark_runs_forward_in_train_mode() -> None:
+    from advisor.trace import load_trace
+    from tests.conftest import shared_trace
+
+    # PARAM's AlexNet benchmark: forward passes with dropout dropping (native_dropout kernels)
+    rel = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
+    f = finding(analyze(load_trace(shared_trace(rel)), ID), ID)
+    assert f is not None and "2 dropout call(s) that drop per step" in f.summary
+    assert "BatchNorm" not in f.summary  # AlexNet has none
+    # the same benchmark in CUPTI's range-profiler mode records no GPU activity: its host
+    # times include the profiler's serialization, so nothing is claimed
+    rel = "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"
+    g = finding(analyze(load_trace(shared_trace(rel)), ID), ID)
+    assert g is not None and g.est_savings_ms == 0.0
