@@ -139,8 +139,9 @@ def test_links_per_direction() -> None:
         ),
     ],
 )
+@pytest.mark.parametrize("kineto_2021", [False, True])
 def test_kernel_efficiency_runs_on_more_gpus(
-    gpu_name: str, cc: tuple[int, int], kernel: str, types: list[str], row: str
+    gpu_name: str, cc: tuple[int, int], kernel: str, types: list[str], row: str, kineto_2021: bool
 ) -> None:
     # 2048^3: 17.2 GFLOP; at 10.3 TFLOP/s FP32 (GP100) 1.7 ms, at 53.8 FP16 (2080 Ti) 0.32 ms;
     # each call takes 40 ms: a few % of the peak, reported (was: "no peak figures")
@@ -154,7 +155,10 @@ def test_kernel_efficiency_runs_on_more_gpus(
         o = b.op("aten::mm", t0 + 10, 20, dims=[[2048, 2048], [2048, 2048]], types=types)
         b.launch(o, "cudaLaunchKernel", t0 + 12, 5, kernel=kernel, gpu_ts=t0 + 30, gpu_dur=40_000)
         b.runtime("cudaDeviceSynchronize", t0 + 40, 40_000)
-    rep = analyze_trace(b.load(), None, Options(only=frozenset({"kernel-efficiency"})))
+    from tests.kineto2021 import load_2021
+
+    trace = load_2021(b) if kineto_2021 else b.load()
+    rep = analyze_trace(trace, None, Options(only=frozenset({"kernel-efficiency"})))
     assert not rep.skipped, rep.skipped
     (f,) = rep.findings
     assert f"the {row}'s compute limit" in f.summary
