@@ -117,9 +117,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if an is None:
         dev = trace.device(main_device(trace))
         raise Skip(
-            f"no peak figures for {dev.name if dev else 'this device'} (table: "
-            + ", ".join(g.name for g in GPUS)
-            + "; name the GPU with --device)"
+            f"no peak figures for {dev.name if dev else 'this device'} (the device table's "
+            f"{len(GPUS)} GPUs: docs/report.md, Which GPU; name the GPU with --device)"
         )
     min_ns = ctx.t("kernel_efficiency.min_kernel_us") * 1e3
     by_cause: dict[str, list[tuple[KernelClass, float]]] = {}
