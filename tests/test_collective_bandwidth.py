@@ -196,3 +196,12 @@ def test_ns_resolution_trace_one_rank() -> None:
     assert ar.bytes_per_call == 4 * 6_563_840 and ar.busbw_gbs is None
     assert ar.note == "one rank: nothing crosses a link (NCCL ran no kernel)"
     assert set(rows) == {"all_reduce", "broadcast"}
+
+
+def test_kernels_without_metadata_are_named_by_their_family() -> None:
+    # a symmetric-memory all-reduce kernel in an anonymous namespace, no metadata
+    kern = (
+        "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*)"
+    )
+    c = _only(_job(meta={}, kernel=kern).load())
+    assert c.kind == "all_reduce" and c.ranks == 4 and c.bytes_per_call is None

@@ -35,6 +35,7 @@ import pandas as pd
 
 from advisor.derive.comm import collective_name
 from advisor.derive.timeline import main_device
+from advisor.trace.commroles import family_of
 from advisor.trace.gpus import spec_for
 from advisor.trace.model import Trace
 
@@ -45,10 +46,10 @@ NETWORK_GBS = 50.0  # assumed network peak per GPU and direction: 400 Gb/s (NDR 
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (k, re.compile(p, re.IGNORECASE))
     for k, p in (
-        ("all_reduce", r"all_?reduce"),
-        ("all_gather", r"all_?gather"),
-        ("reduce_scatter", r"reduce_?scatter"),
-        ("all_to_all", r"all_?to_?all"),
+        ("all_reduce", r"all[_\- ]?reduce"),
+        ("all_gather", r"all[_\- ]?gather"),
+        ("reduce_scatter", r"reduce[_\- ]?scatter"),
+        ("all_to_all", r"all[_\- ]?to[_\- ]?all"),
         ("broadcast", r"broadcast"),
         ("reduce", r"^_?reduce(?:_|$)"),
         ("send/recv", r"send|recv"),
@@ -165,9 +166,7 @@ def _table(trace: Trace) -> tuple[Collective, ...]:
     world = trace.meta.world_size
     recs = []
     for r, name, m in zip(rows.tolist(), names.tolist(), metas, strict=True):
-        kind = kind_of(m[0]) if m else kind_of(collective_name(name))
-        if kind is None:
-            kind = collective_name(name) or "other"
+        kind = (kind_of(m[0]) or str(m[0])) if m else _kernel_kind(name)
         dtype = m[3] if m and m[3] else _name_dtype(name)
         n = m[4] if m and m[4] > 0 else world
         nbytes = message_bytes(kind, m[1], m[2], dtype) if m and dtype else None
@@ -181,6 +180,16 @@ def _table(trace: Trace) -> tuple[Collective, ...]:
     out = [_row(trace, dev, g) for _, g in df.groupby(["kind", "n"], sort=True, dropna=False)]
     out += _kernel_less(trace, dev, {(c.kind, c.ranks) for c in out})
     return tuple(sorted(out, key=lambda c: -(c.time_ns or 0)))
+
+
+def _kernel_kind(name: str) -> str:
+    """A collective kernel's kind from its name (``ncclDevKernel_AllGather_RING_LL``,
+    ``multimem_all_reduce_kernel``), else its communication family (``DeepEP``...)."""
+    short = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    fam = family_of(name) or ""
+    return (
+        kind_of(collective_name(short)) or kind_of(short.split("(")[0]) or kind_of(fam) or fam
+    ) or "other"
 
 
 def _name_dtype(kernel: str) -> str | None:
