@@ -95,7 +95,7 @@ def collective_rows(rows: Iterable[CollectiveRow]) -> list[dict[str, Any]]:
                 "collective": r.collective.replace("_", "-"),
                 "ranks": str(r.ranks) if r.ranks is not None else "",
                 "calls": f"{r.calls:,}",
-                "size": (fmt_bytes(r.bytes_per_call) or "") + (f" {r.dtype}" if r.dtype else ""),
+                "size": " ".join(x for x in (fmt_bytes(r.bytes_per_call), r.dtype) if x),
                 "time": fmt_ms(r.time_ms) if r.time_ms is not None else "",
                 "time_sort": r.time_ms if r.time_ms is not None else -1.0,
                 "wait": fmt_ms(r.wait_ms) if r.wait_ms is not None else "",
