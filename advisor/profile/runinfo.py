@@ -20,6 +20,13 @@ def _steps(a: int, b: int) -> str:
     return f"step {a}" if a == b else f"steps {a}-{b}"
 
 
+def ended_early(outcome: Outcome, cap: Capture) -> bool:
+    """Whether the run ended before its profiling window was complete: a script that fails or
+    exits non-zero after a complete window (``--run-to-end``) did not end early for the
+    report, whose figures cover the whole window (its exit code is passed on all the same)."""
+    return outcome.ended_early and cap.scope != "window"
+
+
 def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
     """Plain sentences for the report and the terminal about how the run ended and what the
     trace holds."""
@@ -43,11 +50,16 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         "sigquit": f"The run was ended by SIGQUIT after {g} step(s)",
         "os-exit": f"The script called {outcome.error} after {g} step(s)",
     }.get(outcome.end_reason)
-    if reason and outcome.ended_early:
+    if reason and ended_early(outcome, cap):
         out.append(f"{reason}; the report covers what was captured until then.")
         advice = remedy(outcome.end_reason, outcome.error)
         if advice:
             out.append(advice)
+    elif reason and outcome.ended_early:  # after a complete window (--run-to-end)
+        out.append(
+            f"{reason.split(' after ')[0]} after the profiling window was captured "
+            f"(exit code {outcome.exit_code}, passed on); the report covers the whole window."
+        )
     if cap.step_source == "forward":
         out.append(
             f"Steps are the top-level calls of {cap.step_module} (the script never created an "
@@ -254,7 +266,7 @@ def build_run_json(
         "ended_at": ended_at,
         "duration_s": round(duration_s, 3),
         "exit_code": outcome.exit_code,
-        "ended_early": outcome.ended_early,
+        "ended_early": ended_early(outcome, cap),
         "end_reason": outcome.end_reason,
         "error": outcome.error,
         "no_steps": cap.steps_seen == 0,
