@@ -69,6 +69,21 @@ KERNEL_COLUMNS = (
     "cause",
 )
 OP_COLUMNS = ("name", "count", "total_ms", "self_ms", "mean_us", "share_pct", "gpu_ms", "source")
+COLLECTIVE_COLUMNS = (
+    "collective",
+    "ranks",
+    "calls",
+    "dtype",
+    "bytes_per_call",
+    "time_ms",
+    "wait_ms",
+    "algbw_gbs",
+    "busbw_gbs",
+    "link",
+    "link_gbs",
+    "link_pct",
+    "note",
+)
 RANK_COLUMNS = (
     "rank",
     "trace",
@@ -144,6 +159,12 @@ class Report:
     def ops(self) -> pd.DataFrame:
         """Top CPU operators of the profiled steps (``OP_COLUMNS``)."""
         return _frame(record.dump(self.raw.views.ops), OP_COLUMNS)
+
+    @property
+    def collectives(self) -> pd.DataFrame:
+        """Each collective kind's effective bandwidth against its link (``COLLECTIVE_COLUMNS``;
+        empty without collectives)."""
+        return _frame(record.dump(self.raw.views.collectives), COLLECTIVE_COLUMNS)
 
     @property
     def ranks(self) -> pd.DataFrame:

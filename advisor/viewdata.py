@@ -126,6 +126,27 @@ class CompiledView:
 
 
 @dataclass(frozen=True)
+class CollectiveRow:
+    """One kind of collective over one group size: its calls, bytes, time (waiting for peers
+    kept apart) and effective bandwidth against the link's peak
+    (:mod:`advisor.derive.commbw`); None where the trace does not tell."""
+
+    collective: str  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, ...
+    ranks: int | None
+    calls: int
+    dtype: str | None
+    bytes_per_call: float | None  # median over the calls
+    time_ms: float | None  # kernel time over the calls (None: no kernel ran)
+    wait_ms: float | None  # of it, waiting for the other ranks
+    algbw_gbs: float | None  # bytes / transfer time
+    busbw_gbs: float | None  # x the algorithm's factor: comparable with the link's peak
+    link: str | None
+    link_gbs: float | None  # the link's peak per direction
+    link_pct: float | None
+    note: str | None = omit_none()
+
+
+@dataclass(frozen=True)
 class OpRow:
     """A row of the top operators table (``self_ms``/``gpu_ms`` unset in a merged table where
     no rank had them; ``op`` is only written, as null, by the merged table)."""
@@ -178,6 +199,8 @@ class Views:
     kernels: tuple[KernelRow, ...] = ()
     ops: tuple[OpRow, ...] = ()
     compiled: CompiledView | None = omit_none()  # absent without a compiled region
+    # each collective's effective bandwidth (absent without collectives)
+    collectives: tuple[CollectiveRow, ...] = omit_empty()
     one_trace: TraceViews | None = flat()
     # "file:line" -> code around it (None with --no-source); files not read (outside the roots)
     sources: Mapping[str, Snippet] | None = omit_none()

@@ -2,14 +2,17 @@
 Found here once per trace for ``attention-materialized`` (which claims these kernels) and
 ``kernel-efficiency`` (which leaves them alone). Not a detector.
 
-A chain is read from the ops on one thread, in order:
+A chain is read from the ops on one thread, in order, each op with the ops it calls taken as
+one (the matmul's own ``expand``/``clone``/``bmm``, a mask's ``empty``/``fill_`` are not looked
+at on their own), at most ``SEARCH`` of them on each side of the softmax:
 
 - a **softmax** (``aten::softmax``, ``aten::_softmax``, ``aten::_safe_softmax``) over scores
   ``[..., L, S]`` with ``L`` and ``S`` at least ``attention_materialized.min_seq``;
 - the nearest **matmul** before it (``aten::matmul``, ``bmm``, ``baddbmm``, ``einsum``) whose
   result has the scores' last two dims and element count (``[..., L, E] @ [..., E, S]``), with
   only scale, mask, cast and layout ops between (``mul``, ``div``, ``add``, ``masked_fill``,
-  ``where``, ``to``, ``view``...);
+  ``where``, ``to``, ``view``...), a mask built inline among them (``new_ones``, ``tril``,
+  ``bitwise_not``, ``slice``, comparisons...);
 - the nearest **matmul** after it (dropout, casts and views between) that takes a tensor of the
   scores' shape and ``[..., S, Ev]``.
 
@@ -82,6 +85,39 @@ BETWEEN = frozenset(
         "scalar_tensor",
         "resolve_conj",
         "resolve_neg",
+        # a mask built inline: causal (tril/triu over ones), padding (comparisons, logical
+        # ops), sliced to the scores' size
+        "new_ones",
+        "new_zeros",
+        "new_full",
+        "new_empty",
+        "ones",
+        "ones_like",
+        "zeros",
+        "zeros_like",
+        "full",
+        "full_like",
+        "fill_",
+        "arange",
+        "tril",
+        "triu",
+        "bitwise_not",
+        "logical_not",
+        "bitwise_and",
+        "bitwise_or",
+        "logical_and",
+        "logical_or",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "slice",
+        "select",
+        "unsqueeze",
+        "squeeze",
+        "alias",
     )
 )
 MATH_SDPA = "aten::_scaled_dot_product_attention_math"
@@ -123,6 +159,21 @@ def chains(trace: Trace, min_seq: int) -> list[Chain]:
     return trace.memo(f"attention.chains.{min_seq}", lambda: _chains(trace, min_seq))  # type: ignore[no-any-return]
 
 
+def score_softmaxes(trace: Trace, min_seq: int) -> tuple[int, int]:
+    """(softmax ops, those over ``[..., L, S]`` scores with L and S at least ``min_seq``): what
+    ``attention-materialized`` says when it finds no chain."""
+    ops = trace.cpu_ops
+    if not len(ops):
+        return 0, 0
+    rows = _outer(trace, name_flags(ops["name"], SOFTMAX.__contains__))
+    dims = ops["input_dims"].to_numpy()
+    big = 0
+    for r in rows:
+        x = tensor_dims(dims[r])
+        big += bool(x) and len(x[0]) >= 3 and min(x[0][-2], x[0][-1]) >= min_seq
+    return len(rows), big
+
+
 def claimed_kernels(trace: Trace, min_seq: int) -> np.ndarray:
     """Rows of ``trace.kernels`` that belong to a materialized attention chain."""
     cs = chains(trace, min_seq)
@@ -157,8 +208,9 @@ def _chains(trace: Trace, min_seq: int) -> list[Chain]:
     top_mm[_outer(trace, is_mm)] = True
     top_sm = np.zeros(len(ops), dtype=bool)
     top_sm[_outer(trace, is_sm)] = True
-    # ops nested in a matmul/softmax are not looked at on their own
-    inside = np.where(parent >= 0, (is_mm | is_sm)[np.clip(parent, 0, None)], False)
+    # ops nested in a matmul, softmax or an op allowed between are not looked at on their own
+    anc = inherit(trace, is_mm | is_sm | is_between)
+    inside = np.where(parent >= 0, anc[np.clip(parent, 0, None)], False)
     seq_ops = np.flatnonzero((top_mm | top_sm | is_between) & ~inside)
     if not len(seq_ops):
         return []

@@ -5,8 +5,11 @@ bring. Not a detector; the user-facing explanation of each cause is in
 
 Every cause gives a clause naming it with its figures and a saving in kernel time over all the
 class's calls, never more than the *gap* (the kernel time minus the time at
-``kernel_efficiency.target`` of the limit). The first cause with a saving is the one the class
-is reported under; the others are named beside it.
+``kernel_efficiency.target`` of the limit). The cause with the largest saving is the one the
+class is reported under (the earlier in :data:`ORDER` on a tie: the more specific); the others
+are named beside it. When no named cause has a saving, the shape is read by its size: a GEMM,
+convolution or attention whose work fits in one wave of tiles on the GPU is *small* (more work
+per call is the fix), a larger one is *slow* (its kernel is the cause).
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ register(
 )
 
 # the order causes are tried in: the most specific first
-ORDER = ("head-dim", "align", "tiles", "short", "memory", "backend", "slow")
+ORDER = ("head-dim", "align", "tiles", "short", "memory", "backend", "small", "slow")
 DEFAULT_TILE = (128, 128, 64)
 KV_BLOCK = 64  # keys per block of a fused attention kernel (FlashAttention, AOTriton, CK)
 
@@ -103,8 +106,9 @@ def causes(
         if c is not None
     ]
     if not any(c.saving_ns > 0 for c in found):
-        found.append(Cause("slow", _slow_text(kc), gap))
-    lead = next(i for i, c in enumerate(found) if c.saving_ns > 0)
+        found.append(_unexplained(kc, gap, peak, units))
+    # the largest saving the trace supports leads; on a tie, the more specific cause (ORDER)
+    lead = max(range(len(found)), key=lambda i: (found[i].saving_ns, -i))
     return (found[lead], *found[:lead], *found[lead + 1 :])
 
 
@@ -261,8 +265,21 @@ def _backend(kc: KernelClass, gap: float, peak: GpuSpec) -> Cause | None:
     )
 
 
-def _slow_text(kc: KernelClass) -> str:
-    return f"a large, aligned shape whose kernel is slow: {_who(kc)}"
+def _unexplained(kc: KernelClass, gap: float, peak: GpuSpec, units: int) -> Cause:
+    """No named cause: a shape whose tiles make at most one wave on the GPU is small for it
+    (per-tile setup and the tail are not amortized over more waves); a larger one has a slow
+    kernel."""
+    if kc.work.kind in ("gemm", "conv", "attention") and units > 0:
+        n, how = work_tiles(kc)
+        if 0 < n <= units:
+            return Cause(
+                "small",
+                f"a small shape for the GPU: {n} {how} make one wave on the {units} "
+                f"{peak.unit} ({n / units:.0%} filled), too little work per call to reach the "
+                f"target ({_who(kc)})",
+                gap,
+            )
+    return Cause("slow", f"a large, aligned shape whose kernel is slow: {_who(kc)}", gap)
 
 
 def _size(nbytes: float) -> str:

@@ -31,6 +31,7 @@ from advisor.detect.registry import Context
 from advisor.findings import Location
 from advisor.trace.links import is_user_file
 from advisor.trace.model import Trace
+from advisor.trace.names import name_flags
 
 REGION_RE = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 LOOKUP = "TorchDynamo Cache Lookup"
@@ -65,6 +66,30 @@ def _regions(trace: Trace) -> pd.DataFrame:
             "step": ops["step"].to_numpy()[rows],
         }
     )
+
+
+# the calls of a compiled region and Inductor's generated kernels
+_COMPILED_CALL = re.compile(r"^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph")
+_INDUCTOR_KERNEL = re.compile(r"^triton_(?:poi|red|per|tem)_")
+
+
+def model_compiled(trace: Trace, ctx: Context) -> bool:
+    """The model runs under torch.compile: compiled-region calls or Inductor's kernels in the
+    trace, or compiled frames in run.json. Advice then names what compile does not do yet
+    (CUDA graphs: ``mode="reduce-overhead"``), never "use torch.compile"."""
+
+    def in_trace() -> bool:
+        for df in (trace.cpu_ops, trace.annotations):
+            if len(df) and bool(
+                name_flags(df["name"], lambda n: _COMPILED_CALL.search(n) is not None).any()
+            ):
+                return True
+        k = trace.kernels
+        return bool(len(k)) and bool(
+            name_flags(k["name"], lambda n: _INDUCTOR_KERNEL.match(n) is not None).any()
+        )
+
+    return bool(trace.memo("compile.model_compiled", in_trace)) or bool(run_frames(ctx))
 
 
 def resume_frames(trace: Trace) -> pd.DataFrame:

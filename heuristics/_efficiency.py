@@ -127,13 +127,13 @@ def _analysis(trace: Trace, th: Thresholds) -> Analysis | None:
                 x, wt = dims[0], dims[1]
                 if isinstance(x, list | tuple) and isinstance(wt, list | tuple) and x and wt:
                     out = _conv_out(trace, int(op), list(x), int(wt[0]))
-            work, shape = op_work(name, dims, dtype, out), _shape(dims)
+            work, shape = op_work(name, dims, dtype, out), shape_text(dims)
         else:
             key = (name, id(dims), id(types))
             got = seen.get(key)
             if got is None:
                 dtype = op_dtype(types)
-                got = seen[key] = (dtype, op_work(name, dims, dtype, None), _shape(dims))
+                got = seen[key] = (dtype, op_work(name, dims, dtype, None), shape_text(dims))
             dtype, work, shape = got
         if work is None:
             continue
@@ -250,7 +250,8 @@ def _conv_out(trace: Trace, i: int, x: list[int], co: int) -> list[int] | None:
     return None
 
 
-def _shape(dims: Any) -> str:
+def shape_text(dims: Any) -> str:
+    """An op's Input Dims as "512x4096 4096x4096" ("?" without shapes)."""
     if not isinstance(dims, list | tuple):
         return "?"
     return " ".join("x".join(map(str, d)) for d in dims if isinstance(d, list | tuple) and d)

@@ -17,6 +17,9 @@ Names read (vendor libraries and generators encode their configuration in kernel
   cuDNN ``cudnn_generated_fort_native_sdpa``; AOTriton ``attn_fwd`` (PyTorch's ROCm flash and
   memory-efficient backends); aiter ``aiter::fmha_fwd_hd128...``; Composable Kernel
   ``ck_tile``/``FmhaFwd`` (``_d128_``).
+- **Convolutions**: a kernel is a convolution when :func:`advisor.trace.kernelnames.is_convolution`
+  says so (``convertTensor`` layout kernels, cuDNN's BatchNorm and a ``_typeConvert`` template
+  argument are not).
 - **Triton** (Inductor): ``triton_poi_`` pointwise, ``triton_red_`` reduction, ``triton_per_``
   persistent reduction, ``triton_tem_`` template (GEMM/conv/attention), other ``triton_``.
 """
@@ -25,6 +28,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from advisor.trace.kernelnames import is_convolution
 
 _TENSILE_TILE = re.compile(r"_MT(\d+)x(\d+)x(\d+)_")
 _TENSILE_GSU = re.compile(r"_GSU(\d+)(?=_|$)")
@@ -90,26 +95,27 @@ def parse(name: str) -> KernelName:
     if "igemm_" in low and ("fwd" in low or "bwd" in low or "wrw" in low):
         t = _MIOPEN_TILE.search(n)
         return KernelName("MIOpen", "conv", (int(t[1]), int(t[2]), int(t[3])) if t else None)
+    conv = is_convolution(n)
     if "ck::tensor_operation" in n or "_ZN2ck16tensor_operation" in n:
-        return KernelName("Composable Kernel", "conv" if "conv" in low else "gemm")
-    if "cutlass" in low and ("gemm" in low or "conv" in low or "fprop" in low or "grad" in low):
+        return KernelName("Composable Kernel", "conv" if conv else "gemm")
+    if "cutlass" in low and ("gemm" in low or conv or "grad" in low):
         t = _PLAIN_TILE.search(n)
         a = _ALIGN.search(n)
         return KernelName(
             "CUTLASS",
-            "conv"
-            if ("conv" in low or "fprop" in low or "dgrad" in low or "wgrad" in low)
-            else "gemm",
+            "conv" if conv else "gemm",
             _tile(t),
             unaligned=a is not None and int(a[1]) < 4,
         )
     if ("xmma_gemm" in low or "nvjet" in low or re.search(r"s\d{3,5}gemm|sgemm|hgemm", low)) and (
-        "conv" not in low
+        not conv
     ):
         t = _CUBLAS_TILE.search(n) or _PLAIN_TILE.search(n)
         return KernelName("cuBLAS", "gemm", _tile(t), 2 if "splitk" in low else 1)
-    if "cudnn" in low or "conv" in low or "winograd" in low:
+    if conv:
         return KernelName("cuDNN" if "cudnn" in low else "other", "conv")
+    if "cudnn" in low:  # cuDNN's BatchNorm, layout and scaling kernels
+        return KernelName("cuDNN", "other")
     if "elementwise_kernel" in low:
         return KernelName("ATen", "elementwise")
     if "reduce_kernel" in low or "softmax" in low or "norm" in low:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from advisor.derive.timeline import main_device
 from advisor.trace.identity import cc_of, kernel_arch
+from advisor.trace.kernelnames import CONV_WORD, LAYOUT
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -52,18 +53,18 @@ CONV_FWD_WITH_BIAS = CONV_FWD - {"aten::cudnn_convolution", "aten::cudnn_convolu
 # any op of the convolution family, forward or backward, including autograd nodes
 # (aten::conv2d, aten::_convolution, aten::convolution_backward, CudnnConvolutionBackward0, ...)
 CONV_RE = re.compile(r"conv(?:\d|_|olution)", re.IGNORECASE)
-# cuDNN/MIOpen layout conversion kernels (NCHW <-> NHWC)
-LAYOUT_KERNEL_RE = re.compile(r"nchw_?2_?nhwc|nhwc_?2_?nchw|nchwtonhwc|nhwctonchw", re.IGNORECASE)
+# cuDNN/MIOpen layout conversion kernels (NCHW <-> NHWC, cuDNN's convertTensor)
+LAYOUT_KERNEL_RE = re.compile(LAYOUT, re.IGNORECASE)
 
 # kernels doing the GEMM / convolution math (not layout, reduction or epilogue helpers)
 # (AMD: Tensile and hipBLASLt name their GEMM kernels "Cijk_..." after the index notation)
 _COMPUTE = re.compile(
-    r"gemm|conv|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
+    CONV_WORD + r"|gemm|scudnn|hcudnn|dgrad|wgrad|fprop|winograd|fft2d|xmma|cutlass|"
     r"s1688|h1688|s884|h884|16816|cudnn_ampere|cudnn_volta|nvjet|^cijk_",
     re.I,
 )
 _NOT_COMPUTE = re.compile(
-    r"splitkreduce|nchwtonhwc|nhwctonchw|scalepacked|offsetskernel|computeoffsets|"
+    LAYOUT + r"|splitkreduce|scalepacked|offsetskernel|computeoffsets|"
     r"epilogue|elementwise|reduce_kernel|bn_fw|bn_bw|gemv|copy|transpose_|"
     r"memset|fill|fbgemm|embedding|quantize|reduce_wgrad",
     re.I,

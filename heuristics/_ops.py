@@ -106,6 +106,22 @@ def in_backward(trace: Trace) -> np.ndarray:
     )
 
 
+def has_backward(trace: Trace) -> bool:
+    """The trace trains: backward work (:func:`in_backward`) or an optimizer step ran in it.
+    Advice that speaks of loss scaling, gradients or backward passes needs this."""
+
+    def build() -> bool:
+        ops = trace.cpu_ops
+        if len(ops) and in_backward(trace).any():
+            return True
+        return any(
+            len(df) and bool(name_flags(df["name"], lambda n: n.startswith("Optimizer.step")).any())
+            for df in (trace.annotations, ops)
+        )
+
+    return trace.memo("ops.has_backward", build)  # type: ignore[no-any-return]
+
+
 def outermost(trace: Trace, row: int, names: frozenset[str]) -> int:
     """Walk up from cpu_ops ``row`` while the parent's name is in ``names``."""
     parent = _parents(trace)

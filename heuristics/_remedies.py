@@ -17,6 +17,7 @@ TITLES = {
     "short": "Too little work per call: launch and setup dominate (short sequences, small K)",
     "memory": "Memory-bound kernels far below the memory bandwidth",
     "backend": "Slow attention backend for these shapes",
+    "small": "Shapes too small for the GPU: one wave of tiles per call",
     "slow": "Kernels far below the GPU's roofline for their shapes",
 }
 
@@ -97,6 +98,16 @@ def _backend(an: Analysis, kc: KernelClass) -> str:
     )
 
 
+def _small(an: Analysis, kc: KernelClass) -> str:
+    return (
+        "Each call's work fills at most one wave of the GPU's SMs/CUs, so the setup and the "
+        "last tiles of every call are not hidden behind other tiles. Give each call more work: "
+        "batch requests or tokens (a larger M), run same-shape matmuls as one bmm or grouped "
+        "GEMM, fuse neighbouring small ops (torch.compile); when the calls must stay small, "
+        'capture them in a CUDA/HIP graph (torch.compile(mode="reduce-overhead")).'
+    )
+
+
 def _slow(an: Analysis, kc: KernelClass) -> str:
     tune = (
         "PYTORCH_TUNABLEOP_ENABLED=1 (tunes hipBLASLt/rocBLAS GEMMs for these shapes)"
@@ -117,6 +128,7 @@ ADVICE: dict[str, Callable[[Analysis, KernelClass], str]] = {
     "short": _short,
     "memory": _memory,
     "backend": _backend,
+    "small": _small,
     "slow": _slow,
 }
 
@@ -151,6 +163,11 @@ SNIPPETS = {
         "    out = F.scaled_dot_product_attention(q, k, v)\n"
         "# AMD MI300: Composable Kernel attention for SDPA\n"
         'torch.backends.cuda.preferred_rocm_fa_library("ck")\n'
+    ),
+    "small": (
+        "# many small calls of one shape: one batched call\n"
+        "y = torch.bmm(xs, ws)                      # [G, m, k] @ [G, k, n]\n"
+        'model = torch.compile(model, mode="reduce-overhead")   # or capture the small calls\n'
     ),
     "slow": (
         'model = torch.compile(model, mode="max-autotune")   # autotuned GEMMs, fusion\n'

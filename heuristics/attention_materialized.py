@@ -1,12 +1,15 @@
 """Attention computed as matmul -> softmax -> matmul, writing the full score matrix to memory.
 
 **What it detects.** Attention written out as separate ops: ``Q @ K^T`` (``matmul``/``bmm``),
-a scale or mask (``mul``, ``div``, ``add``, ``masked_fill``), ``softmax`` and ``P @ V``, on the
+a scale or mask (``mul``, ``div``, ``add``, ``masked_fill``, and a mask built inline:
+``new_ones``, ``tril``, ``bitwise_not``, ``slice``...), ``softmax`` and ``P @ V``, on the
 same shapes (the first matmul makes the ``[..., L, S]`` scores the softmax reads, the second
 takes them with ``[..., S, Ev]``), with ``L`` and ``S`` at least
 ``attention_materialized.min_seq``. The same chain inside SDPA's math backend
 (``aten::_scaled_dot_product_attention_math``: SDPA was called but could not use a fused
-kernel) counts too. Needs ``record_shapes=True``.
+kernel) counts too. Needs ``record_shapes=True``. When the trace has no chain the check is
+listed as skipped, with the reason: no softmax, no softmax over a large enough score matrix, or
+softmaxes whose neighbours are not the matmuls of one attention.
 
 **Why it costs time.** The scores and probabilities, ``B x H x L x S`` elements, are written
 and read several times (the first GEMM writes them, the scale, mask and softmax each read and
@@ -54,7 +57,7 @@ from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.gpus import spec_for
 from advisor.trace.model import Trace
 
-from ._attention import Chain, chains
+from ._attention import Chain, chains, score_softmaxes
 from ._kernelname import short
 from ._per_step import fmt_ms, n_steps
 from ._roofline import ELT_BYTES
@@ -83,7 +86,10 @@ model = AutoModel.from_pretrained(name, attn_implementation="sdpa")
 
 @detector(ID, TITLE, needs=("kernels", "cpu_ops", "shapes"), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    found = [c for c in chains(trace, int(ctx.t("attention_materialized.min_seq")))]
+    min_seq = int(ctx.t("attention_materialized.min_seq"))
+    found = [c for c in chains(trace, min_seq)]
+    if not found:
+        raise Skip(_no_chain(trace, min_seq))
     found = [c for c in found if (trace.kernels["step"].to_numpy()[c.kernels] >= 0).any()]
     if not found:
         return []
@@ -183,6 +189,22 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             **fields,
         )
     ]
+
+
+def _no_chain(trace: Trace, min_seq: int) -> str:
+    """Why no materialized attention was found (the skip reason)."""
+    n, big = score_softmaxes(trace, min_seq)
+    if not n:
+        return "no softmax op in this trace (no attention, or it runs in fused kernels)"
+    if not big:
+        return (
+            f"no softmax over a score matrix of at least {min_seq} x {min_seq} "
+            f"({n} softmax op(s), over smaller or unrecorded shapes)"
+        )
+    return (
+        f"{big} softmax op(s) over score matrices, but no matmul making those scores before them "
+        "and another taking them after, among the nearest scale, mask, cast and layout ops"
+    )
 
 
 def _evidence(trace: Trace, rows: list[Any], steps: int, dur: np.ndarray) -> list[Evidence]:

@@ -1,11 +1,12 @@
 """Conv nets in NCHW on Tensor Core GPUs: layout conversions around every convolution.
 
-**What it detects.** cuDNN's layout-conversion kernels (`nchwToNhwcKernel`, `nhwcToNchwKernel`)
-launched by convolution ops (forward and backward) on an NVIDIA GPU with Tensor Cores (compute
-capability 7.0+). Their presence means cuDNN picked channels-last (NHWC) kernels for
-convolutions whose tensors are NCHW, so it transposes the inputs, weights and gradients on every
-call. Without such kernels, run.json's `modules.channels_last == False` on a 16-bit (AMP) conv
-net is reported with a low-confidence estimate.
+**What it detects.** cuDNN's layout-conversion kernels (`nchwToNhwcKernel`, `nhwcToNchwKernel`,
+`convertTensor`: `advisor.trace.kernelnames.LAYOUT`) launched by convolution ops (forward and
+backward) on an NVIDIA GPU with Tensor Cores (compute capability 7.0+). Their presence means
+cuDNN picked channels-last (NHWC) kernels for convolutions whose tensors are NCHW, so it
+transposes the inputs, weights and gradients on every call. Without such kernels, run.json's
+`modules.channels_last == False` on a 16-bit (AMP) conv net is reported with a low-confidence
+estimate.
 
 **Why it costs time.** Each conversion reads and writes the whole tensor once more. Tensor Core
 convolution kernels are written for NHWC; keeping the model and its inputs channels-last lets
@@ -37,11 +38,12 @@ from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import ScaleGpu
+from advisor.trace.kernelnames import is_convolution
 from advisor.trace.model import Trace
-from advisor.trace.names import name_in
+from advisor.trace.names import name_flags, name_in
 
 from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE, tensor_cores
-from ._ops import ancestor_match, gpu_rows_from, runtime_op
+from ._ops import ancestor_match, gpu_rows_from, has_backward, runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "channels-last"
@@ -53,6 +55,12 @@ register(
     "% of conv GPU time assumed saved when only run.json shows NCHW (AMP conv nets)",
 )
 HALF_TYPES = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
+SNIPPET_INFER = (
+    "model = model.to(device, memory_format=torch.channels_last).eval()\n"
+    "x = x.to(device, memory_format=torch.channels_last, non_blocking=True)\n"
+    "with torch.inference_mode(), torch.autocast('cuda', dtype=torch.bfloat16):\n"
+    "    out = model(x)"
+)
 SNIPPET = (
     "model = model.to(device, memory_format=torch.channels_last)\n"
     "for x, y in loader:\n"
@@ -90,7 +98,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if attributed:
         lk = k[layout & under_conv]
     else:  # no launch links: take the conversions when the trace has convolution kernels
-        conv_named = k["name"].str.contains(r"conv|fprop|dgrad|wgrad", case=False)
+        conv_named = name_flags(k["name"], is_convolution)
         lk = k[layout] if conv_named.any() else k.iloc[0:0]
     conv_k = k[under_conv & ~layout]
     steps = n_steps(trace)
@@ -132,7 +140,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 f"off); they take {conv_ms:.2f} ms of GPU time {per_step_words(trace)}."
             ),
             recommendation=_REC,
-            snippet=SNIPPET,
+            snippet=SNIPPET if has_backward(trace) else SNIPPET_INFER,
             evidence=(
                 Evidence(
                     "GPU kernels launched by convolution ops",
@@ -218,7 +226,7 @@ def _measured(
         confidence="medium" if attributed else "low",
         summary=summary,
         recommendation=_REC,
-        snippet=SNIPPET,
+        snippet=SNIPPET if has_backward(trace) else SNIPPET_INFER,
         evidence=tuple(e for _, e in rows[:5]),
         locations=aggregate(ctx.locator.for_ops(ops)),
         assumptions=(

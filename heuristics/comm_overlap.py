@@ -1,7 +1,9 @@
 """Exposed communication: collectives the GPU runs while no computation hides them.
 
 **What it detects.** Communication kernels (NCCL/RCCL all-reduce, all-gather, reduce-scatter,
-all-to-all, send/recv) running while no computation kernel runs on the same GPU. That time is
+all-to-all, send/recv; DeepEP and the other libraries of ``advisor/trace/commroles.py``, and
+kernels taken for communication by how they run: a side stream beside compute, few blocks)
+running while no computation kernel runs on the same GPU. That time is
 *exposed*: the GPU only moves data (or waits for the other ranks) and the step is longer by it.
 The overlap share follows Holistic Trace Analysis (`get_comm_comp_overlap`): the part of the
 union of communication kernels covered by the union of computation kernels.

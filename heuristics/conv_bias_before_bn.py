@@ -3,7 +3,8 @@
 **What it detects.** A convolution called with a bias (`aten::conv2d`/`aten::convolution`
 whose third Input Dims entry is not empty, or, without shapes, whose cuDNN path runs a separate
 `aten::add_` for the bias) whose very next operator at the same level is `aten::batch_norm`
-over the same number of channels. With run.json, the conv->BatchNorm module pairs seen during
+over the same number of channels (past the 0-d `aten::add_`, or `aten::add` on PyTorch <= 1.10,
+with which train-mode BatchNorm bumps `num_batches_tracked`). With run.json, the conv->BatchNorm module pairs seen during
 the forward pass (`modules.conv_bias_before_bn`) name the layers and where they were defined.
 
 **Why it costs time.** BatchNorm subtracts the per-channel mean, so a per-channel bias added
@@ -22,7 +23,9 @@ GPU idle time while the host ran them is used instead.
 
 **How to fix.** Build the layer with `bias=False`: `nn.Conv2d(cin, cout, k, bias=False)`
 followed by `nn.BatchNorm2d(cout)`. Pretrained weights: fold the bias into BatchNorm's
-running mean (`bn.running_mean -= conv.bias`) before dropping it.
+running mean (`bn.running_mean -= conv.bias`) before dropping it. On a trace with no backward
+(inference), fold the bias or fuse each convolution with its BatchNorm
+(`torch.ao.quantization.fuse_modules`); no gradient or optimizer update is spoken of.
 
 **Known false positives.** A BatchNorm in eval mode (frozen statistics) does not cancel the
 bias; folding is then still possible but the saving only applies at inference.
@@ -42,7 +45,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
 from ._matmul import CONV_FWD_WITH_BIAS
-from ._ops import arg_dims, gpu_rows_from, inherit, op_names, runtime_op
+from ._ops import arg_dims, gpu_rows_from, has_backward, inherit, op_names, runtime_op
 from ._per_step import ms, n_steps, per_step_words
 
 ID = "conv-bias-before-bn"
@@ -105,9 +108,10 @@ def _pairs(trace: Trace) -> pd.DataFrame:
     rows = []
     for r in roots:
         b = int(nxt[r])
-        # BatchNorm in training mode first bumps num_batches_tracked (a 0-d aten::add_)
+        # BatchNorm in training mode first bumps num_batches_tracked: a 0-d aten::add_, or on
+        # PyTorch <= 1.10 an out-of-place aten::add (``self.num_batches_tracked + 1``)
         for _ in range(2):
-            if b >= 0 and names[b] == "aten::add_" and not arg_dims(dims[b], 0):
+            if b >= 0 and names[b] in ("aten::add_", "aten::add") and not arg_dims(dims[b], 0):
                 b = int(nxt[b])
         if b < 0 or names[b] not in BN_OPS:
             continue
@@ -221,7 +225,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if saving_ms > 0
         else "no separate bias-add kernel measured (fused into the convolution or not in the "
         "trace): informational, no saving claimed",
-        "bias gradient (backward reduction) and optimizer update not counted",
+        "bias gradient (backward reduction) and optimizer update not counted"
+        if has_backward(trace)
+        else "no backward in this trace: only the forward bias add is counted",
         f"divided over {steps} step(s)",
     ]
     return [
@@ -237,6 +243,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "any per-channel offset, so the bias, its gradient and its optimizer update are "
                 "pure overhead. For pretrained weights fold the bias into BatchNorm's running "
                 "mean first."
+                if has_backward(trace)
+                else "Fold each bias into the BatchNorm after it (bn.running_mean -= conv.bias, "
+                "then bias=False), or fuse each convolution with its BatchNorm for inference "
+                "(torch.ao.quantization.fuse_modules): the bias add disappears, and with fusion "
+                "the BatchNorm too."
             ),
             snippet=SNIPPET,
             evidence=_evidence(trace, pairs, per_add if trace.has_gpu else None),

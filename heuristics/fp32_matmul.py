@@ -26,7 +26,8 @@ speedups from autocast are not counted.
 **How to fix.** Compute capability 8.0+: ``torch.set_float32_matmul_precision("high")`` turns
 on TF32 for matmuls (``torch.backends.cudnn.allow_tf32`` already defaults to True for
 convolutions), or autocast to bfloat16 for a larger gain. Compute capability 7.x: TF32 does not
-exist; use ``torch.autocast("cuda", dtype=torch.float16)`` with a gradient scaler.
+exist; use ``torch.autocast("cuda", dtype=torch.float16)``, with a gradient scaler when the
+trace trains (backward ops or an optimizer step; never for inference).
 
 **Known false positives.** Numerically sensitive code that must stay in full FP32 (TF32 keeps
 10 mantissa bits; most training is unaffected). Tiny matmuls that cuBLAS runs on CUDA cores
@@ -45,9 +46,11 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
+from advisor.trace.kernelnames import is_convolution
 from advisor.trace.model import Trace
 
 from ._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
+from ._ops import has_backward
 from ._per_step import fmt_ms, n_steps
 
 ID = "fp32-matmul"
@@ -80,8 +83,7 @@ def _short(name: str, limit: int = 100) -> str:
 def _is_conv(op_name: str, kernel: str) -> bool:
     if op_name:
         return op_name in CONV_FWD or op_name in CONV_BWD
-    k = kernel.lower()
-    return any(s in k for s in ("cudnn", "conv", "winograd", "fft2d", "dgrad", "wgrad"))
+    return is_convolution(kernel)
 
 
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
@@ -135,7 +137,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         f"{k} {fmt_ms(v)}" for k, v in (("matmul", mm_ms), ("convolution", conv_ms)) if v > 0
     )
     cc_s = f"{cc[0]}.{cc[1]}" + (" or newer, from kernel names" if inferred else "")
-    rec, snippet = _advice(cc, ctx, mm_ms, conv_ms, tf32_seen)
+    rec, snippet = _advice(cc, ctx, mm_ms, conv_ms, tf32_seen, has_backward(trace))
 
     evidence = []
     g = fp.groupby(["name", "op_name"], sort=False)["dur_ns"].agg(["size", "sum"]).reset_index()
@@ -210,9 +212,27 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ]
 
 
+_INFER_FP16 = (
+    'with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16):\n'
+    "    out = model(x)                # no backward: no gradient scaler needed"
+)
+
+
 def _advice(
-    cc: tuple[int, int], ctx: Context, mm_ms: float, conv_ms: float, tf32_seen: bool
+    cc: tuple[int, int],
+    ctx: Context,
+    mm_ms: float,
+    conv_ms: float,
+    tf32_seen: bool,
+    training: bool = True,
 ) -> tuple[str, str]:
+    if cc < (8, 0) and not training:
+        return (
+            f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
+            'TF32: run the model under `torch.autocast("cuda", dtype=torch.float16)`; with no '
+            "backward in this trace there are no gradients to scale. Do not rely on TF32 "
+            "settings here; they have no effect before compute capability 8.0."
+        ), _INFER_FP16
     if cc < (8, 0):
         rec = (
             f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
@@ -270,7 +290,6 @@ def _advice(
         "torch.backends.cudnn.allow_tf32 = True        # TF32 convolutions (default)\n"
         "# larger gain: bfloat16 autocast, no gradient scaler needed\n"
         'with torch.autocast("cuda", dtype=torch.bfloat16):\n'
-        "    loss = loss_fn(model(x), y)\n"
-        "loss.backward()"
+        + ("    loss = loss_fn(model(x), y)\nloss.backward()" if training else "    out = model(x)")
     )
     return " ".join(parts), snippet

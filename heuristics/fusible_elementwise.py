@@ -26,7 +26,9 @@ most cheap elementwise ops instead of saving them.
 
 **How to fix.** ``torch.compile(model)`` (Inductor generates one Triton kernel per fused chain),
 or a fused implementation of the block (``F.gelu`` instead of a hand-written tanh formula,
-``torch.addcmul``, ``torch.lerp``).
+``torch.addcmul``, ``torch.lerp``). When the model is already compiled, the chains found run
+outside its compiled regions (code left eager, graph breaks): the advice is to compile that code
+too or remove the breaks.
 
 **Known false positives.** Independent ops whose shapes happen to connect (traces carry no
 tensor identities): compile then fuses fewer of them. Graph breaks inside the chain also stop
@@ -51,6 +53,7 @@ from advisor.replay.fixes import Combined, ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
+from ._compile import model_compiled
 from ._dataflow import Flow, kernel_links
 from ._kernelname import functor_name as short_name
 from ._ops import inherit, kernel_op, ranges, runtime_op
@@ -272,6 +275,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         else 0.0
     )
     rec = RECOMMENDATION
+    if in_compiled < 0.5 and model_compiled(trace, ctx):
+        rec = (
+            "The model is compiled, but these chains run outside its compiled regions (code "
+            "left eager, or split off by graph breaks: see compile-graph-breaks): bring that "
+            "code under torch.compile too, or remove the breaks, so Inductor fuses the chains."
+        )
     if in_compiled >= 0.5:
         rec = (
             f"{in_compiled:.0%} of these kernels already run inside a compiled region "

@@ -79,6 +79,7 @@ from advisor.replay.fixes import Combined, Fix, ShrinkHost
 from advisor.trace.model import Trace
 
 from ._allocator import allocator_spans, without_allocator
+from ._compile import model_compiled
 from ._graph import (
     GRAPH_SNIPPET,
     capture_breaks,
@@ -340,7 +341,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 if breaks is not None
                 else prelaunch_advice(pl, trace_kind(trace))
                 if largest == "prelaunch"
-                else _advice(largest, ref)
+                else _advice(largest, ref, model_compiled(trace, ctx))
             ),
             snippet=GRAPH_SNIPPET
             if breaks is not None
@@ -392,6 +393,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             extra={
                 "idle_pct": round(idle_pct, 2),
                 "split_pct": {c: round(pct[c], 2) for c in CATS},
+                # the checks its text points to: pointers to ones that did not report are
+                # taken out (advisor/analysis/pointers.py)
+                "see": (*FINDING.values(), "host-overhead"),
                 **fields.get("extra", {}),
             },
         )
@@ -416,7 +420,7 @@ def _launched_late(
     return np.asarray((linked & (end >= gs)) | ~ok, dtype=bool), np.asarray(~ok, dtype=bool)
 
 
-def _advice(largest: str, ref: str | None) -> str:
+def _advice(largest: str, ref: str | None, compiled: bool = False) -> str:
     if largest == "dataloader":
         return (
             "The GPU mostly waits for the next batch: load data in background workers "
@@ -451,10 +455,14 @@ def _advice(largest: str, ref: str | None) -> str:
             "graphs)."
         )
     tk = " (see tiny-kernels)" if ref else ""
+    how = (
+        'the model is compiled: CUDA graphs (`mode="reduce-overhead"`)'
+        if compiled
+        else '`torch.compile`, CUDA graphs (`mode="reduce-overhead"`)'
+    )
     return (
         "The host cannot launch work fast enough: cut per-step CPU overhead with fewer, "
-        f"larger kernels{tk}: `torch.compile`, CUDA graphs "
-        '(`mode="reduce-overhead"`), larger batches; move CPU preprocessing into DataLoader '
+        f"larger kernels{tk}: {how}, larger batches; move CPU preprocessing into DataLoader "
         "workers and avoid Python loops over tensors."
     )
 

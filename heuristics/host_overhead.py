@@ -41,7 +41,8 @@ listed under that row.
 one core set per rank, DataLoader workers away from the main process), the CPU governor, other
 jobs on the host. Turn debug modes off (``torch.autograd.set_detect_anomaly(False)``, unset
 ``CUDA_LAUNCH_BLOCKING``). Then issue fewer operators: ``torch.compile`` (fused kernels, no
-per-op dispatch), CUDA graphs (``mode="reduce-overhead"``), larger batches.
+per-op dispatch), CUDA graphs (``mode="reduce-overhead"``; for a model already compiled, that
+is the advice), larger batches.
 
 **Known false positives.** Traces recorded by very old profilers may inflate every operator;
 re-profile with a current torch to confirm.
@@ -65,6 +66,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
 from ._allocator import allocator_spans, without_allocator
+from ._compile import model_compiled
 from ._launch import launching_calls
 from ._per_step import fmt_ms, n_steps
 
@@ -285,7 +287,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             **fields,
             confidence="medium" if ratio >= 2 * ctx.t("host_overhead.min_ratio") else "low",
             summary=summary,
-            recommendation=_advice(causes),
+            recommendation=_advice(causes, model_compiled(trace, ctx)),
             snippet=SNIPPET,
             evidence=tuple(ev),
             locations=locs,
@@ -333,14 +335,20 @@ def _causes(trace: Trace, ctx: Context) -> str:
     return ("Seen: " + "; ".join(out) + ".") if out else ""
 
 
-def _advice(causes: str) -> str:
+def _advice(causes: str, compiled: bool = False) -> str:
     first = "Turn off what run.json shows first. " if "run.json" in causes else ""
+    fewer = (
+        'the model is already compiled: mode="reduce-overhead" adds CUDA graphs (one launch '
+        "for many kernels)."
+        if compiled
+        else 'torch.compile fuses them and skips per-op dispatch, mode="reduce-overhead" adds '
+        "CUDA graphs."
+    )
     return (
         first + "Check the host: CPU affinity and isolation (taskset/numactl, one core set "
         "per rank, DataLoader workers away from the training process), the CPU governor "
         "and other jobs on the machine; turn off debug modes (set_detect_anomaly, "
-        "CUDA_LAUNCH_BLOCKING). Then issue fewer operators: torch.compile fuses them and "
-        'skips per-op dispatch, mode="reduce-overhead" adds CUDA graphs.'
+        "CUDA_LAUNCH_BLOCKING). Then issue fewer operators: " + fewer
     )
 
 

@@ -32,6 +32,9 @@ grad enabled) they are, as information when they build that few.
 **How to fix.** Wrap evaluation in ``with torch.inference_mode():`` (``torch.no_grad()`` if the
 outputs later meet autograd, e.g. are used in a training step).
 
+A model also left in train mode (dropout dropping, BatchNorm on batch statistics) is
+``inference-in-train-mode``'s finding.
+
 **Known false positives.** Forward passes whose graph is used by a backward outside the
 profiled window (an RL rollout whose loss is back-propagated at the episode's end). When the
 trace also holds training steps, the finding is low confidence for that reason. Modules that

@@ -10,8 +10,9 @@ from the device table: dense math in the dtype's math mode, FP32 on CUDA cores, 
 kernel ran on Tensor Cores, FP16/BF16, FP8). Whether a shape is compute- or memory-bound is its
 arithmetic intensity against the device's ridge point; its *fraction* is the share of peak
 FLOP/s or of peak bytes/s its kernels reach. Each op shape (a *kernel class*) below
-``kernel_efficiency.target`` of its limit is reported under the first of these causes that
-applies, the others named beside it; each cause is its own row:
+``kernel_efficiency.target`` of its limit is reported under the cause with the largest saving
+among those that apply (on a tie, the earlier in this list), the others named beside it; each
+cause is its own row:
 
 - **Head dim padded** (attention): the kernel computes with a larger head dim than the
   model's, read from the kernel name (``Flash_fwd_kernel_traits<96,...``, ``fmha_fwd_hd128``)
@@ -38,7 +39,11 @@ applies, the others named beside it; each cause is its own row:
   the kernel runs natively, still far below its limit (peak FLOP/s, or bandwidth for short
   head dims), on a backend named from its kernel (FlashAttention-2/3, memory-efficient,
   cuDNN, AOTriton, aiter, Composable Kernel).
-- **Slow kernel** otherwise: a large aligned shape whose kernel is slow.
+- **Small shape** when none of these applies and the GEMM/convolution/attention's tiles make at
+  most one wave on the SMs/CUs (e.g. M=512 in 256 tiles on 304 CUs): too little work per call
+  to reach the target; more work per call (batching, one bmm or grouped GEMM, fusion, graphs)
+  is the fix.
+- **Slow kernel** otherwise: a larger aligned shape whose kernel is slow.
 
 FP32 matmuls on the CUDA cores of a GPU with Tensor Cores are left to ``fp32-matmul`` (a
 faster dtype is that finding's fix), and the kernels of attention written as matmul, softmax,
@@ -112,9 +117,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if an is None:
         dev = trace.device(main_device(trace))
         raise Skip(
-            f"no peak figures for {dev.name if dev else 'this device'} (table: "
-            + ", ".join(g.name for g in GPUS)
-            + "; name the GPU with --device)"
+            f"no peak figures for {dev.name if dev else 'this device'} (the device table's "
+            f"{len(GPUS)} GPUs: docs/report.md, Which GPU; name the GPU with --device)"
         )
     min_ns = ctx.t("kernel_efficiency.min_kernel_us") * 1e3
     by_cause: dict[str, list[tuple[KernelClass, float]]] = {}

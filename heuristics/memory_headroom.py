@@ -20,7 +20,9 @@ this is information (``info``). The summary gives the peak and the free memory.
 **How to fix.** Plenty of room: raise the batch size (scale the learning rate). Close to full: mixed
 precision (bf16/fp16 autocast halves activations), activation checkpointing
 (``torch.utils.checkpoint``), and ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` when
-reserved memory is well above allocated memory (fragmentation).
+reserved memory is well above allocated memory (fragmentation). On a trace with no backward
+(inference), the advice speaks of samples per call, autocast and ``torch.inference_mode()``:
+no learning rate, gradient accumulation or activation checkpointing.
 
 **Known false positives.** The profiled window may miss the run's peak (evaluation, a longer
 batch); other processes on the GPU and the CUDA context (a few hundred MB) are not counted.
@@ -34,6 +36,7 @@ from advisor.findings import Draft, Evidence
 from advisor.trace.model import Trace
 
 from ._memory import gb, peak_from_run, peaks_from_trace
+from ._ops import has_backward
 
 ID = "memory-headroom"
 TITLE = "GPU memory headroom"
@@ -59,6 +62,15 @@ with torch.autocast("cuda", dtype=torch.bfloat16):
 # in the model's forward, for the big blocks:
 from torch.utils.checkpoint import checkpoint
 h = checkpoint(block, h, use_reentrant=False)
+# fragmentation (reserved >> allocated): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+"""
+
+SNIPPET_LOW_INFER = """# memory is mostly free: more samples per call
+loader = DataLoader(dataset, batch_size=2 * batch_size, ...)
+"""
+SNIPPET_HIGH_INFER = """# memory is nearly full: autocast halves activations; no graph kept for a backward
+with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+    out = model(x)
 # fragmentation (reserved >> allocated): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 """
 
@@ -103,9 +115,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             f"Peak GPU memory is {what}, within {100 - pct:.0f}% of the device's "
             f"capacity: out-of-memory and allocator stalls are close."
         )
+        train = has_backward(trace)
         rec = (
             "Free memory with mixed precision (bf16/fp16 autocast halves activations) or "
-            "activation checkpointing of the largest blocks"
+            + (
+                "activation checkpointing of the largest blocks"
+                if train
+                else "a smaller batch per call (no backward here: no activations are kept "
+                "for one, so checkpointing would not help; run under torch.inference_mode())"
+            )
             + (
                 "; reserved is well above allocated, so try "
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
@@ -113,7 +131,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 else "."
             )
         )
-        snippet = SNIPPET_HIGH
+        snippet = SNIPPET_HIGH if train else SNIPPET_HIGH_INFER
     elif pct < low and not peak.lower_bound:
         free = peak.capacity - used
         summary = (
@@ -124,8 +142,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "Raise the batch size (scaling the learning rate), use fewer gradient-"
             "accumulation steps, or fit a larger model: per-step overheads are amortized "
             "over more samples and kernels get bigger."
+            if has_backward(trace)
+            else "Raise the batch size (more requests or samples per call), or serve a larger "
+            "model: per-call overheads are amortized over more samples and kernels get bigger."
         )
-        snippet = SNIPPET_LOW
+        snippet = SNIPPET_LOW if has_backward(trace) else SNIPPET_LOW_INFER
         assumptions.append(
             "Parameters, gradients and optimizer state do not grow with the "
             "batch, so the batch can grow by more than the free share suggests."

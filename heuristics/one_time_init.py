@@ -6,7 +6,9 @@ context and library initialization (the first runtime calls of the process, ``cu
 loading (``cuModuleLoad*``, launch calls lasting a millisecond or more), cuDNN autotuning
 (``cudnnFind*``), caching-allocator growth (``cudaMalloc``), torch.compile compilation
 (dynamo/inductor compile ranges; or a step marker running on for seconds after the recording
-stopped, around a compiled region's calls) and one-off host-to-device uploads such as
+stopped, around a compiled region's calls), a library's host-only set-up inside an op's first
+call (about 2 ms inside the first ``aten::mm``, with no long runtime call: ten times its later
+calls) and one-off host-to-device uploads such as
 ``model.to(device)``, when they fall outside the steady steps (see ``advisor.derive.steps``:
 the time before the first iteration and leading warm-up iterations are left out).
 Compilation inside the steady steps (a recompilation in the loop, see ``compile-recompiles``)
@@ -46,6 +48,7 @@ from advisor.derive.steps import StepSet, steady_steps
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
+from advisor.trace.kernelnames import CONV_WORD
 from advisor.trace.links import assign_steps
 from advisor.trace.model import Trace
 
@@ -226,7 +229,7 @@ def _uploads(trace: Trace, before_ns: int) -> tuple[int, int, float, int] | None
     )
 
 
-_CONV_RE = re.compile(r"conv|cudnn|winograd|implicit_gemm|fft|precomputed", re.IGNORECASE)
+_CONV_RE = re.compile(CONV_WORD + r"|cudnn|winograd|implicit_gemm|fft|precomputed", re.IGNORECASE)
 
 
 def _tried_once(trace: Trace) -> Evidence | None:

@@ -29,7 +29,9 @@ this time is part of gpu-idle's whole-step graph and is listed under it.
 ``torch.compile(model, mode="reduce-overhead")`` also captures them in CUDA graphs, which replay
 hundreds of kernels with one launch (static shapes needed). For optimizers use
 ``foreach=True`` or ``fused=True``; replace per-tensor Python loops by ``torch._foreach_*`` or
-batched ops; a larger batch makes each kernel longer for the same launch cost.
+batched ops; a larger batch makes each kernel longer for the same launch cost. A model that is
+already compiled (compiled regions or Inductor's kernels in the trace, or run.json) is told
+``mode="reduce-overhead"`` and its graph breaks, not "use torch.compile".
 
 **Known false positives.** Gaps before a tiny kernel that waits for something other than its
 launch (an event on another stream, a peer's collective) are excluded only when the launch
@@ -49,6 +51,7 @@ from advisor.replay.fixes import GraphLaunch
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
+from ._compile import model_compiled
 from ._launch import after_drain, reported_gaps
 from ._ops import chain_match, op_names
 from ._per_step import fmt_ms, n_steps
@@ -182,6 +185,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "ops, and consider a larger batch (longer kernels for the same launch cost)."
     )
     snippet = 'model = torch.compile(model, mode="reduce-overhead")  # fusion + CUDA graphs'
+    if model_compiled(trace, ctx):
+        rec = (
+            "The model is already compiled: capture it in CUDA graphs so the kernels replay "
+            'with one launch, `torch.compile(model, mode="reduce-overhead")` (static shapes), '
+            "and look for graph breaks that leave code eager (compile-graph-breaks). Consider "
+            "a larger batch (longer kernels for the same launch cost)."
+        )
     if in_opt >= 0.5:
         rec = (
             "Most of these kernels come from the optimizer step: use the multi-tensor or "

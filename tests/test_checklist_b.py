@@ -876,10 +876,15 @@ def test_low_memory_use_suggests_a_larger_batch() -> None:
 
 
 def test_nearly_full_memory_suggests_checkpointing_and_amp() -> None:
-    f = finding(analyze(memory_trace(60, 75).load(), MEM), MEM)
+    b = memory_trace(60, 75)
+    b.op("autograd::engine::evaluate_function: AddmmBackward0", 500, 10)  # a training step
+    f = finding(analyze(b.load(), MEM), MEM)
     assert f is not None and f.severity == "info"
     assert "autocast" in f.snippet and "checkpoint" in f.snippet
     assert "expandable_segments" in f.recommendation  # reserved well above allocated
+    # no backward (inference): no activations kept for one, so no checkpointing
+    g = finding(analyze(memory_trace(60, 75).load(), MEM), MEM)
+    assert g is not None and "checkpoint" not in g.snippet and "inference_mode" in g.snippet
 
 
 def test_run_json_peak_wins_over_the_profiled_window() -> None:

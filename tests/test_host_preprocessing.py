@@ -69,7 +69,11 @@ def test_preprocessing_frame_is_reported_with_its_parts_and_the_users_line() -> 
 
 
 def test_gpu_idle_names_preprocessing_instead_of_host_launch() -> None:
-    rep = analyze(pre_trace().load(), "gpu-idle")
+    from advisor.analysis.pipeline import Options, analyze_trace
+
+    # run beside host-preprocessing: gpu-idle points only to checks that reported
+    only = Options(only=frozenset({"gpu-idle", "host-preprocessing"}))
+    rep = analyze_trace(pre_trace().load(), None, only)
     f = finding(rep, "gpu-idle")
     assert f is not None
     assert "preprocessing" in f.summary and "see host-preprocessing" in f.summary

@@ -206,22 +206,27 @@ def test_unaligned_dims_on_an_unaligned_kernel() -> None:
     # the whole gap: 200 - 17.4 / 0.5 = 165.2 us per call (misaligned-dims claims nothing here)
     assert f.est_savings_ms == pytest.approx(0.826, abs=0.01)
     _none("aten::mm", [[1024, 8192], [8192, 1024]], CUTLASS.format(8), 30)
-    # an aligned kernel name gives no evidence: named beside the lead cause only
+    # an aligned kernel name gives no evidence: named beside the lead cause only (81 tiles
+    # of 128x128: one wave on the 108 SMs, a small shape for the GPU)
     g = _one("aten::mm", dims, CUTLASS.format(8), 200)
-    assert g.title.startswith("Kernels far below") and "see misaligned-dims" in g.summary
+    assert g.title.startswith("Shapes too small") and "see misaligned-dims" in g.summary
 
 
 def test_head_dim_padded_by_the_kernel() -> None:
     # 1 x 8 x 8192 x 192 on MI300X with AOTriton's attn_fwd: 192 runs as 256
     dims = [[1, 8, 8192, 192]] * 3
     f = _one(SDPA, dims, ATTN_FWD, 2000, gpu_name=MI300X)
-    assert f.title == "Attention head dim padded by the kernel"
     assert "head dim 192 padded to 256 by AOTriton (attn_fwd): 25% of the math is padding" in (
         f.summary
     )
-    assert "slow attention backend" in f.summary  # named beside it
-    # the padded quarter of the kernel time: 500 us per call
-    assert f.est_savings_ms == pytest.approx(2.5, abs=0.01)
+    # the padded quarter of the kernel time saves 500 us per call; the backend's gap to half
+    # of the peak is larger, so it leads and the padding is named beside it
+    assert f.title == "Slow attention backend for these shapes"
+    assert f.est_savings_ms > 2.5
+    # the padding leads where removing it closes the whole gap (the backend saves no more):
+    # 800 us a call, 169 us over the time at half the limit, under the padded 200 us
+    p = _one(SDPA, dims, ATTN_FWD, 800, gpu_name=MI300X)
+    assert p.title == "Attention head dim padded by the kernel"
     _none(SDPA, [[1, 8, 8192, 128]] * 3, ATTN_FWD, 180, gpu_name=MI300X)
     # FlashAttention-2 compiled for head dim 96 runs 72 padded (read from the kernel name)
     g = _one(SDPA, [[2, 8, 4096, 72]] * 3, FLASH, 1500)
@@ -328,10 +333,12 @@ def test_sdpa_01_long_sequence_slow_backend() -> None:
 @pytest.mark.shared
 def test_sdpa_02_head_dim_padded() -> None:
     rep, top = _top(MICRO + "sdpa_02_very_long_seq_head_waste.json.gz")
-    assert top.id == ID and top.title == "Attention head dim padded by the kernel"
+    # the padded quarter of 1123 ms of attention kernels (281 ms) is named; AOTriton at 18% of
+    # the peak (20% on sdpa_01's head dim 128: the backend, not the padding, is most of it)
+    # saves more and leads
+    assert top.id == ID and top.title == "Slow attention backend for these shapes"
     assert "head dim 192 padded to 256 by AOTriton (attn_fwd): 25% of the math" in top.summary
-    # the padded quarter of 1123 ms of attention kernels
-    assert top.est_savings_ms == pytest.approx(0.25 * 1123.4, rel=0.02)
+    assert top.est_savings_ms > 0.25 * 1123.4
 
 
 @pytest.mark.shared
@@ -403,23 +410,31 @@ def test_control_a100_small_linear_layers() -> None:
     )
     assert "too few tiles for the GPU: 16 output tiles of 128x256 for 108 SMs" in f.summary
     assert "the host, not the GPU, limits" in f.summary
-    assert "too few tiles to fill the GPU (wave quantization)" in f.summary  # named
+    assert "too little work per call" in f.summary  # another cause, named
     assert f.severity == "info" and f.est_savings_ms < 0.1
 
 
 @pytest.mark.shared
 def test_xdit_flux_slow_eager_hipblaslt_gemms() -> None:
     # the text encoders' eager GEMMs (with shapes) on hipBLASLt reach 28-33% of the MI300X's
-    # BF16 peak: the slow-kernel cause; the compiled graph's GEMMs replay from a HIP graph
-    # without shapes and are claimed by no row (the compiled-regions view lists them)
+    # BF16 peak. With M=512 they make 240-256 tiles, one wave on the 304 CUs: small shapes, not
+    # large ones with a slow kernel; the convolutions (many waves) are the slow kernels. Each
+    # cause saves under 1% of the 742 ms step (kernel_efficiency.min_pct): no row at the
+    # default; from 0.5% both show. The compiled graph's GEMMs replay from a HIP graph without
+    # shapes and are claimed by no row (the compiled-regions view lists them)
     rel = "tracelens/xdit/flux_aiter_profile_trace_rank_0.json.gz"
-    (f,) = analyze_trace(load_trace(shared_trace(rel)), None, ONLY).findings
-    assert f.title == "Kernels far below the GPU's roofline for their shapes"
+    trace = load_trace(shared_trace(rel))
+    assert analyze_trace(trace, None, ONLY).findings == ()
+    low = Options(only=frozenset({ID}), overrides={"kernel_efficiency.min_pct": 0.5})
+    rows = {f.title: f for f in analyze_trace(trace, None, low).findings}
+    small = rows["Shapes too small for the GPU: one wave of tiles per call"]
     assert "aten::mm [512x4096 4096x4096] bfloat16 reaches 28% of the MI300X's compute" in (
-        f.summary
+        small.summary
     )
-    assert "a large, aligned shape whose kernel is slow: hipBLASLt" in f.summary
-    assert 0 < f.est_savings_ms < 31.8  # never more than the kernels' 31.8 ms per step
+    assert "256 output tiles of 128x64 make one wave on the 304 CUs (84% filled)" in small.summary
+    slow = rows["Kernels far below the GPU's roofline for their shapes"]
+    assert "aten::conv2d" in slow.summary and "512x4096" not in slow.summary
+    assert 0 < small.est_savings_ms + slow.est_savings_ms < 31.8  # the kernels' 31.8 ms a step
 
 
 QUIET = [

@@ -20,6 +20,7 @@ from advisor.analysis.merge import one_row_per_cause
 from advisor.analysis.options import Options as Options  # re-exported: callers import it here
 from advisor.analysis.options import options_from_cli as options_from_cli
 from advisor.analysis.phases import with_phases
+from advisor.analysis.pointers import keep_pointers
 from advisor.analysis.ranking import rank
 from advisor.analysis.views import build_views, device_name
 from advisor.derive.breakdown import steps_busy_pct
@@ -223,7 +224,7 @@ def analyze_trace(
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
     drafts, not_run = for_capture(outcome.drafts, trace_kind(trace))
     drafts = launch_advice_under_capture(drafts, trace)
-    drafts = lower_confidence(drafts, trace_quality(trace))
+    drafts = keep_pointers(lower_confidence(drafts, trace_quality(trace)))
     # a finding's saving is its mean per step (advisor.replay.whatif): its share is of the mean
     mean_ms = trace.mean_step_ms()
     # the headline replays every finding's own fix together, before rows are merged

@@ -15,6 +15,9 @@
 - ``kernels`` / ``ops``: the top kernels and top operators tables (:mod:`advisor.analysis.toptables`).
 - ``compiled``: GPU time per torch.compile region and graph, by kernel kind, and the GEMMs in
   them (:mod:`advisor.analysis.compiled`; absent when the trace has no compiled region).
+- ``collectives``: each collective kind's calls, bytes, time (waiting for peers apart) and
+  effective bandwidth against the link's peak (:mod:`advisor.derive.commbw`; absent without
+  collectives).
 - ``detectors``: title of every detector, plus its docstring for those that found something.
 - ``sources``: ``"file:line"`` -> a few lines of the user's code around it (absent with
   ``--no-source``); which files may be read: :mod:`advisor.derive.sources`.
@@ -33,6 +36,7 @@ import numpy as np
 
 from advisor.derive.breakdown import CATEGORIES as CATEGORIES  # re-exported for the tests
 from advisor.derive.breakdown import GpuLayers, gpu_layers, step_breakdown
+from advisor.derive.commbw import collectives
 from advisor.derive.locate import Locator
 from advisor.derive.sources import read_sources, source_bases, source_roots
 from advisor.derive.timeline import main_device
@@ -42,6 +46,7 @@ from advisor.findings import Finding
 from advisor.trace.model import GPU_DEVICE_TYPES, Device, Trace
 from advisor.units import ms_of_ns
 from advisor.viewdata import (
+    CollectiveRow,
     DetectorDoc,
     DeviceView,
     StepRow,
@@ -171,6 +176,32 @@ def _efficiency(trace: Trace, thresholds: Thresholds | None) -> Analysis | None:
         return None
 
 
+def collective_rows(trace: Trace) -> tuple[CollectiveRow, ...]:
+    """``views.collectives``: each collective kind's effective bandwidth (derive/commbw)."""
+
+    def r(x: float | None, nd: int = 2) -> float | None:
+        return None if x is None else round(x, nd)
+
+    return tuple(
+        CollectiveRow(
+            collective=c.kind,
+            ranks=c.ranks,
+            calls=c.calls,
+            dtype=c.dtype,
+            bytes_per_call=r(c.bytes_per_call, 0),
+            time_ms=r(c.time_ns / 1e6 if c.time_ns is not None else None, 3),
+            wait_ms=r(c.wait_ns / 1e6 if c.wait_ns is not None else None, 3),
+            algbw_gbs=r(c.algbw_gbs),
+            busbw_gbs=r(c.busbw_gbs),
+            link=c.link,
+            link_gbs=c.link_gbs,
+            link_pct=r(c.link_pct, 1),
+            note=c.note or None,
+        )
+        for c in collectives(trace)
+    )
+
+
 def build_views(
     trace: Trace,
     run_ctx: dict[str, Any] | None,
@@ -213,6 +244,7 @@ def build_views(
         kernels=top_kernels(trace, None if no_source else locator, an=eff),
         ops=top_ops(trace, None if no_source else locator),
         compiled=compiled_view(trace, eff) if trace.has_gpu else None,
+        collectives=collective_rows(trace),
         detectors={
             i: DetectorDoc(title=t, doc=d if i in ids else None)
             for i, (t, d) in sorted(detectors.items())

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.timeline import covered_by, hta_window, union
+from advisor.trace.commroles import behaviour_note, by_rules
 from advisor.trace.model import Trace
 
 _KERNEL_RE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z0-9]+)", re.IGNORECASE)
@@ -167,6 +168,27 @@ def cpu_collectives(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame(columns=["name", "tid", "ts_ns", "end_ns", "dur_ns", "step"])
     out = pd.concat(parts, ignore_index=True)
     return out.drop_duplicates(["name", "tid", "ts_ns"]).sort_values("ts_ns", kind="stable")
+
+
+def comm_by_behaviour(trace: Trace) -> tuple[str, str] | None:
+    """(what, effect) of a trace-quality note when kernels were taken for communication by how
+    they run, not by a library's name (:func:`advisor.trace.commroles.by_behaviour`)."""
+    k = trace.kernels
+    if not len(k) or not k["is_comm"].any():
+        return None
+    names = k["name"].array
+    found = k["is_comm"].to_numpy(dtype=bool) & ~by_rules(
+        names, k["device"].to_numpy(), k["stream"].to_numpy()
+    )
+    text = behaviour_note(names, found, k["dur_ns"].to_numpy())
+    if not text:
+        return None
+    return (
+        f"{text} taken for communication by how they run: named for communication, on a "
+        "stream of their own beside computing streams, launching few blocks.",
+        "They count as communication (communication share, comm-overlap, collectives table); "
+        "a plugin rule (advisor.detect.comm_kernels) names a library's kernels for certain.",
+    )
 
 
 _DDP_MARKS = ("DistributedDataParallel.forward", "reducer::", "Reducer", "DDP::")

@@ -19,6 +19,11 @@ Each row of :func:`one_time_events` is one such event with the kind of one-time 
   compiled region's execution); :func:`compile_spans` gives them per thread, and the operators run
   inside them (dynamo and AOT autograd tracing the model on fake tensors) are compilation,
   never a step's host work (:func:`in_compile`);
+- ``first-call``: a library's host-only set-up inside an op's first call (cuBLAS/cuDNN handles,
+  workspaces, heuristics: ~2 ms inside the first ``aten::mm``) with no long runtime call to show
+  it: the first call of an op that launches GPU work, whose host time outside runtime calls is
+  at least ``FIRST_CALL_NS`` and ``FIRST_CALL_RATIO`` times the median of its later calls (two
+  or more) in the same process; the row is that excess;
 - ``unrecorded``: time a range spent past the end of the recording (it outlived the window,
   :mod:`advisor.trace.window`) by more than the whole recording, around calls of a
   torch.compile'd region (``Torch-Compiled Region``, ``TorchDynamo``, Inductor's Triton
@@ -45,13 +50,17 @@ LONG_CALL_NS = 1_000_000  # a runtime call this long at the start of a process i
 LONG_LAUNCH_NS = 1_000_000  # a launch call this long is loading the kernel's module
 LONG_FIRST_NS = 100_000_000  # a process's first runtime call this long is creating the context
 
-KINDS = ("context", "module-load", "autotune", "alloc", "compile", "unrecorded")
+FIRST_CALL_NS = 1_000_000  # an op's first call this much longer on the host: library set-up
+FIRST_CALL_RATIO = 10.0  # ...and this many times its later calls' median
+
+KINDS = ("context", "module-load", "autotune", "alloc", "compile", "first-call", "unrecorded")
 LABELS = {
     "context": "CUDA context and library initialization",
     "module-load": "first-launch module loading",
     "autotune": "cuDNN autotuning",
     "alloc": "caching-allocator growth (cudaMalloc)",
     "compile": "torch.compile compilation",
+    "first-call": "a first call's host-only library set-up (handles, workspaces)",
     "unrecorded": "time past the end of the recording (not recorded)",
     "upload": "one-off host-to-device uploads (e.g. model.to(device))",
 }
@@ -125,6 +134,9 @@ def _build(trace: Trace) -> pd.DataFrame:
                 df["name"].array, [("compile", _COMPILE_RE), ("autotune", _AUTOTUNE_RE)]
             )
             parts.append(_rows(df, src, kind))
+    first = _first_calls(trace)
+    if first is not None:
+        parts.append(first)
     late = _unrecorded(trace)
     if late is not None:
         parts.append(late)
@@ -177,6 +189,58 @@ def _src_rows(ev: pd.DataFrame) -> tuple[list[str], list[int]]:
 def in_compile(trace: Trace, tid: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
     """Whether each moment (thread id, time) falls inside a compile range on that thread."""
     return in_spans(compile_spans(trace), tid, ts_ns)
+
+
+def _first_calls(trace: Trace) -> pd.DataFrame | None:
+    """``first-call`` rows (see the module doc): from the first call's start, its excess."""
+    rt, ops = trace.runtime, trace.cpu_ops
+    if not len(rt) or not len(ops):
+        return None
+    op_of = rt["op_idx"].to_numpy()
+    launch = name_flags(rt["name"], lambda n: KERNEL_LAUNCH_RE.match(n) is not None)
+    rows = np.unique(op_of[launch & (op_of >= 0)])
+    if not len(rows):
+        return None
+    inside = op_of >= 0
+    rt_dur = rt["dur_ns"].to_numpy()
+    in_rt = np.bincount(op_of[inside], weights=rt_dur[inside], minlength=len(ops))
+    longest = np.zeros(len(ops))
+    np.maximum.at(longest, op_of[inside], rt_dur[inside])
+    df = pd.DataFrame(
+        {
+            "row": rows,
+            "name": ops["name"].to_numpy()[rows],
+            "pid": ops["pid"].to_numpy()[rows],
+            "ts": ops["ts_ns"].to_numpy()[rows],
+            "host": ops["dur_ns"].to_numpy()[rows] - in_rt[rows],
+        }
+    ).sort_values("ts", kind="stable")
+    out = []
+    for _, g in df.groupby(["pid", "name"], sort=False, observed=True):
+        if len(g) < 3:
+            continue
+        first, later = g.iloc[0], g["host"].to_numpy()[1:]
+        extra = float(first["host"] - np.median(later))
+        if (
+            extra >= FIRST_CALL_NS
+            and first["host"] >= FIRST_CALL_RATIO * max(float(np.median(later)), 1.0)
+            and longest[int(first["row"])] < LONG_CALL_NS
+        ):
+            out.append((int(first["row"]), int(first["ts"]), int(extra), str(first["name"])))
+    if not out:
+        return None
+    r, ts, dur, name = (list(x) for x in zip(*out, strict=True))
+    return pd.DataFrame(
+        {
+            "source": "cpu_ops",
+            "row": r,
+            "ts_ns": ts,
+            "end_ns": np.add(ts, dur),
+            "dur_ns": dur,
+            "kind": "first-call",
+            "name": name,
+        }
+    )
 
 
 def _unrecorded(trace: Trace) -> pd.DataFrame | None:

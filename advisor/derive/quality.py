@@ -19,6 +19,8 @@
   recording's end or the trace has no step markers (otherwise no figure rests on them).
 - **GPU activity before its launch** (by more than ``EARLY_TOL_NS``): the GPU's and the host's
   clocks disagree.
+- **Communication known by behaviour** (:func:`advisor.derive.comm.comm_by_behaviour`): kernels
+  taken for communication by how they run, not by a library's name, are named.
 - **The harness's own syncs** inside the steps (:mod:`advisor.derive.harness`: torch.profiler
   stopping, timing syncs around the measured loop), when they hold the host at least
   ``HARNESS_MIN_SHARE`` of the steps: no saving rests on them.
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from advisor.derive.comm import comm_by_behaviour
 from advisor.derive.harness import harness_calls
 from advisor.derive.kind import trace_kind
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS, KERNEL_LAUNCH_RE, in_capture
@@ -61,7 +64,7 @@ class Issue:
     what: str
     effect: str
     kind: str  # "untraced", "graph", "capture", "dropped", "window", "lost-launch", "clock",
-    # "harness", "header"
+    # "harness", "header", "comm-role"
     span_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -124,6 +127,9 @@ def _issues(trace: Trace) -> list[Issue]:
     harness = _harness(trace)
     if harness is not None:
         out.append(harness)
+    comm = comm_by_behaviour(trace)
+    if comm is not None:
+        out.append(Issue(*comm, "comm-role"))
     out += _distributed_info(trace)
     return out
 

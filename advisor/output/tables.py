@@ -1,5 +1,6 @@
-"""The report's top kernels and top operators tables: ``views.kernels`` / ``views.ops``
-(:mod:`advisor.analysis.toptables`) formatted for the template; nothing is measured here.
+"""The report's tables: top kernels and top operators (``views.kernels`` / ``views.ops``,
+:mod:`advisor.analysis.toptables`), compiled regions and collectives (``views.compiled``,
+``views.collectives``), formatted for the template; nothing is measured here.
 
 Kernel names are shown short (:func:`short_kernel_name`: mangled names demangled, template
 arguments and parameter lists elided), the full name kept for the hover title and the sort key;
@@ -11,8 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from advisor.output.kernelname import short_kernel_name
-from advisor.units import fmt_ms
-from advisor.viewdata import CompiledView, KernelRow, OpRow
+from advisor.units import fmt_bytes, fmt_ms
+from advisor.viewdata import CollectiveRow, CompiledView, KernelRow, OpRow
 
 
 def _us(v: float | None) -> str:
@@ -78,6 +79,35 @@ def compiled_rows(c: CompiledView | None) -> dict[str, Any] | None:
         for g in c.gemms
     ]
     return {"regions": regions, "gemms": gemms, "compiled": f"{c.compiled_pct:.0f}%"}
+
+
+def collective_rows(rows: Iterable[CollectiveRow]) -> list[dict[str, Any]]:
+    """``views.collectives`` for the template: one row per collective kind and group size."""
+
+    def gbs(v: float | None) -> str:
+        return f"{v:.1f} GB/s" if v is not None else ""
+
+    out = []
+    for r in rows:
+        link = f"{r.link} {r.link_gbs:g} GB/s" if r.link and r.link_gbs else (r.link or "")
+        out.append(
+            {
+                "collective": r.collective.replace("_", "-"),
+                "ranks": str(r.ranks) if r.ranks is not None else "",
+                "calls": f"{r.calls:,}",
+                "size": " ".join(x for x in (fmt_bytes(r.bytes_per_call), r.dtype) if x),
+                "time": fmt_ms(r.time_ms) if r.time_ms is not None else "",
+                "time_sort": r.time_ms if r.time_ms is not None else -1.0,
+                "wait": fmt_ms(r.wait_ms) if r.wait_ms is not None else "",
+                "algbw": gbs(r.algbw_gbs),
+                "busbw": gbs(r.busbw_gbs),
+                "link": link,
+                "pct": f"{r.link_pct:.0f}%" if r.link_pct is not None else "",
+                "pct_sort": r.link_pct if r.link_pct is not None else -1.0,
+                "note": r.note or "",
+            }
+        )
+    return out
 
 
 def kernel_rows(rows: Iterable[KernelRow]) -> list[dict[str, Any]]:

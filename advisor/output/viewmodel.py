@@ -17,7 +17,13 @@ from advisor.output.charts import savings_chart, steps_chart, util_chart
 from advisor.output.doctext import counted, doc_blocks, inline, shown_path
 from advisor.output.header import header
 from advisor.output.ranks import job_note, rank_views, ranks_note
-from advisor.output.tables import compiled_rows, kernel_limits_known, kernel_rows, op_rows
+from advisor.output.tables import (
+    collective_rows,
+    compiled_rows,
+    kernel_limits_known,
+    kernel_rows,
+    op_rows,
+)
 from advisor.report import Report
 from advisor.units import fmt_ms
 from advisor.viewdata import Snippet, Views
@@ -171,6 +177,7 @@ def build_viewmodel(
         "top_kernels": kernel_rows(views.kernels),
         "top_kernels_limit": kernel_limits_known(views.kernels),
         "compiled": compiled_rows(views.compiled),
+        "collectives": collective_rows(views.collectives),
         "top_ops": op_rows(views.ops),
         "top_ops_gpu": any(isinstance(r.gpu_ms, int | float) for r in views.ops),
         **rank_views(report.run),

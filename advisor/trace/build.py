@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.trace.columns import Columns
-from advisor.trace.commroles import is_comm
-from advisor.trace.gpus import arch_of
+from advisor.trace.commroles import Behaviour, blocks_of, is_comm
+from advisor.trace.gpus import arch_of, spec_for
 from advisor.trace.identity import identify
 from advisor.trace.links import (
     assign_steps,
@@ -52,6 +52,7 @@ SCHEMA: dict[str, list[tuple[str, Any]]] = {
         ("input_dims", _O),
         ("input_types", _O),
         ("call_stack", _O),
+        ("comm", _O),
     ],
     "annotations": [
         ("name", _O),
@@ -84,6 +85,7 @@ SCHEMA: dict[str, list[tuple[str, Any]]] = {
         ("external_id", _I64),
         ("grid", _O),
         ("block", _O),
+        ("comm", _O),
     ],
     "memcpy": [
         ("name", _O),
@@ -157,9 +159,6 @@ def build_trace(dec: Decoded, path: str) -> Trace:
     rt_steps = runtime["step"].to_numpy()
     for df in (kernels, memcpy):
         df["step"] = gpu_steps(df["ts_ns"].to_numpy(), df["launch_idx"].to_numpy(), rt_steps, steps)
-    kernels["is_comm"] = is_comm(
-        kernels["name"].array, kernels["device"].to_numpy(), kernels["stream"].to_numpy()
-    )
     argkind = memcpy.pop("argkind").to_numpy()
     for k, v in memcpy_kinds(memcpy["name"].array, argkind).items():
         memcpy[k] = v
@@ -174,6 +173,12 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         _devices(header),
         (str(c) for c in kernels["name"].array.categories),
         kernels["device"].to_numpy(),
+    )
+    kernels["is_comm"] = is_comm(
+        kernels["name"].array,
+        kernels["device"].to_numpy(),
+        kernels["stream"].to_numpy(),
+        _behaviour(kernels, devices),
     )
     dist = header.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else None
@@ -200,6 +205,20 @@ def build_trace(dec: Decoded, path: str) -> Trace:
         window=window,
     )
     return Trace(meta, kernels, memcpy, runtime, cpu_ops, python, ann, syncs, memory, steps)
+
+
+def _behaviour(kernels: pd.DataFrame, devices: tuple[Device, ...]) -> Behaviour:
+    """What the communication-by-behaviour rule reads (:mod:`advisor.trace.commroles`)."""
+    units = {}
+    for d in devices:
+        spec = spec_for(d)
+        units[d.id] = d.num_sms or (spec.units if spec is not None else 0)
+    return Behaviour(
+        kernels["ts_ns"].to_numpy(),
+        kernels["end_ns"].to_numpy(),
+        blocks_of(kernels["grid"].to_numpy()),
+        units,
+    )
 
 
 MAX_RANKS = 1 << 31  # a rank or world size at or beyond this is no real job's

@@ -63,9 +63,9 @@ TABLES: dict[str, tuple[int, ...]] = {
 SPILL_ROWS = 16384
 # columns that hold codes into Columns.values while decoding
 OBJECT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "cpu_ops": ("input_dims", "input_types", "call_stack"),
+    "cpu_ops": ("input_dims", "input_types", "call_stack", "comm"),
     "python": ("call_site",),
-    "kernels": ("grid", "block"),
+    "kernels": ("grid", "block", "comm"),
     "memcpy": ("argkind",),
     "syncs": ("sync_kind",),
 }
@@ -78,6 +78,7 @@ _PH, _CAT, _NAME, _TS, _DUR = (attrgetter(k) for k in ("ph", "cat", "name", "ts"
 _PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
 _ID = attrgetter("id")
 _RANK = attrgetter("rank")
+_COLL = attrgetter("coll_name")
 # the instant torch.profiler writes where its recording window ends
 WINDOW_END_NAME = "Record Window End"
 # the category of the span covering the whole recording ("PyTorch Profiler (0)")
@@ -221,6 +222,7 @@ class Columns:
             input_dims=self._raws(dims),
             input_types=self._raws(map(attrgetter("input_type"), a)),
             call_stack=self._strs(map(attrgetter("call_stack"), a)),
+            comm=self._comm(a),
         )
 
     def _annotations(
@@ -278,6 +280,7 @@ class Columns:
             pid=self._ids(map(_PID, evs)),
             grid=self._raws(map(attrgetter("grid"), a)),
             block=self._raws(map(attrgetter("block"), a)),
+            comm=self._comm(a),
         )
 
     def _memcpy(self, evs: list[Event], ts: np.ndarray, dur: np.ndarray, kind: np.ndarray) -> None:
@@ -420,6 +423,25 @@ class Columns:
         code = self._code
         return np.array([-1 if v is None else code(("s", v), v) for v in vals], dtype=np.int64)
 
+    def _comm(self, args: list[Any]) -> np.ndarray:
+        """Codes of a collective's metadata, (name, in elements, out elements, dtype, group
+        size), where the event carries a ``Collective name`` (-1: none)."""
+        names = list(map(_COLL, args))
+        if names.count(None) == len(names):
+            return np.full(len(names), -1, dtype=np.int64)
+        out = np.full(len(names), -1, dtype=np.int64)
+        for i, (n, x) in enumerate(zip(names, args, strict=True)):
+            if isinstance(n, str):
+                v = (
+                    n,
+                    _int(x.in_nelems),
+                    _int(x.out_nelems),
+                    str(x.dtype or ""),
+                    _int(x.group_size),
+                )
+                out[i] = self._code(("c", v), v)
+        return out
+
     def _code(self, key: Any, value: Any) -> int:
         code = self.value_ids.get(key)
         if code is None:
@@ -508,6 +530,14 @@ class Columns:
         out = np.empty(len(self.names), dtype=object)
         out[:] = list(self.names)
         return out
+
+
+def _int(v: Any) -> int:
+    """An int arg (a number, or a numeric string); -1 otherwise."""
+    try:
+        return int(v) if isinstance(v, int | float | str) and not isinstance(v, bool) else -1
+    except (ValueError, OverflowError):
+        return -1
 
 
 def _join(pieces: list[np.ndarray]) -> np.ndarray:

@@ -7,7 +7,8 @@ comes from :data:`RULES`. A rule names a *family* and a regular expression searc
 
 - **by library** (the name alone is enough): NCCL/RCCL (``ncclKernel_*``, ``ncclDevKernel_*``,
   ``rccl*``), DeepEP's dispatch and combine kernels (``deep_ep::intranode::dispatch<...>``,
-  ``internode_ll::combine``, ``notify_dispatch``...), vLLM's (and SGLang's) custom all-reduce
+  ``internode_ll::combine``, ``notify_dispatch``..., and its ``ep::intranode``/``ep::internode``
+  namespaces under another: ``dpsk::ep::internode::dispatch``), vLLM's (and SGLang's) custom all-reduce
   (``cross_device_reduce_1stage``/``2stage``), PyTorch symmetric memory and the one-shot /
   two-shot all-reduce kernels of the libraries built on it (``multimem_all_reduce_kernel``,
   ``one_shot_all_reduce_kernel``, TensorRT-LLM's ``oneShotAllReduceKernel``...), NVSHMEM;
@@ -15,6 +16,16 @@ comes from :data:`RULES`. A rule names a *family* and a regular expression searc
   ``all_to_all`` or a MoE ``dispatch``/``combine`` kernel count as communication only on a stream
   that runs communication alone: every kernel on that stream (same device) matches a rule of
   the table. The same name on a stream that also computes is taken for computation.
+- **by behaviour** (:func:`by_behaviour`): a kernel whose name holds a word of communication
+  (:data:`COMM_WORDS`: dispatch, combine, all-to-all, all-gather, reduce-scatter, all-reduce,
+  an ``ep::`` namespace, p2p, send/recv) counts as communication when its stream behaves as a
+  communication stream: those kernels take most (:data:`MIN_STREAM_SHARE`) of the stream's
+  kernel time, other streams of the same GPU compute during most (:data:`MIN_OVERLAP`) of their
+  time, and they launch few blocks (the median launch at most one block per SM/CU: a persistent
+  kernel that moves data on a few SMs, as DeepEP's and NCCL's do, where a compute kernel fills
+  the GPU). A DeepEP build under its own namespace (``dpsk::ep::internode::dispatch``) on a
+  20-SM side stream is recognised so. The trace-quality notes say which kernels were taken this
+  way (:func:`behaviour_note`).
 
 A plugin adds rules with :func:`advisor.detect.registry.comm_kernels` (docs/plugins.md); they
 apply to the traces loaded after the plugin is imported (``advisor`` imports the plugins before
@@ -28,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from advisor.trace.intervals import covered_by, union
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,9 @@ class CommRule:
 
 RULES: tuple[CommRule, ...] = (
     CommRule("NCCL/RCCL", r"^(?:void\s+)?(?:nccl|rccl)|nccldevkernel"),
-    CommRule("DeepEP", r"deep_?ep::(?:intranode|internode(?:_ll)?)::"),
+    # DeepEP's namespaces, also in builds that nest them under a namespace of their own
+    # (``dpsk::ep::internode::dispatch``)
+    CommRule("DeepEP", r"(?:deep_?ep|(?:^|::|\s)ep)::(?:intranode|internode(?:_ll)?)::"),
     CommRule("custom all-reduce", r"cross_device_reduce_[12]stage|custom_?all_?reduce"),
     CommRule("symmetric memory", r"multimem_\w*(?:reduce|gather)|symmetric_memory::"),
     CommRule(
@@ -93,8 +108,22 @@ def families(names: pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
     return first, dedicated
 
 
-def is_comm(names: pd.Categorical, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    """Whether each kernel is communication (see the module doc)."""
+def is_comm(
+    names: pd.Categorical,
+    device: np.ndarray,
+    stream: np.ndarray,
+    behaviour: Behaviour | None = None,
+) -> np.ndarray:
+    """Whether each kernel is communication (see the module doc); with ``behaviour`` (the
+    kernels' times, grids and the GPUs' SM counts) also the kernels :func:`by_behaviour` finds."""
+    comm = by_rules(names, device, stream)
+    if behaviour is not None and len(comm):
+        comm |= by_behaviour(names, device, stream, comm, behaviour)
+    return comm
+
+
+def by_rules(names: pd.Categorical, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Whether each kernel is communication by the table's rules alone (name, stream use)."""
     codes = np.asarray(names.codes)
     if not len(codes):
         return np.zeros(0, dtype=bool)
@@ -114,11 +143,93 @@ def is_comm(names: pd.Categorical, device: np.ndarray, stream: np.ndarray) -> np
 
 def refresh(kernels: pd.DataFrame) -> None:
     """``kernels.is_comm`` again, with the rules plugins added (for a trace loaded before the
-    plugins were imported); nothing to do while no plugin added any."""
+    plugins were imported); nothing to do while no plugin added any. What the behaviour rule
+    found stays."""
     if _added and len(kernels):
-        kernels["is_comm"] = is_comm(
+        kernels["is_comm"] = kernels["is_comm"].to_numpy(dtype=bool) | by_rules(
             kernels["name"].array, kernels["device"].to_numpy(), kernels["stream"].to_numpy()
         )
+
+
+# ---------------------------------------------------------------- by behaviour
+
+COMM_WORDS = re.compile(
+    r"(?:^|[_:\s])(?:dispatch|combine)(?:$|[_<(\s])|all_?to_?all|all_?gather|reduce_?scatter|"
+    r"all_?reduce|(?:^|[:\s])ep::|(?:^|[_:\s])(?:p2p|send|recv)(?:$|[_<(\s])",
+    re.IGNORECASE,
+)
+MIN_STREAM_SHARE = 0.5  # of the stream's kernel time in kernels named for communication
+MIN_OVERLAP = 0.5  # of their time with another stream of the GPU computing
+BLOCKS_UNKNOWN_UNITS = 64  # most blocks per launch where the GPU's SM/CU count is unknown
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What the behaviour rule reads of each kernel: start and end (ns), blocks launched (grid
+    x*y*z, 0 when unknown), and each device's SM/CU count (0: unknown)."""
+
+    ts_ns: np.ndarray
+    end_ns: np.ndarray
+    blocks: np.ndarray
+    units: dict[int, int]
+
+
+def blocks_of(grids: np.ndarray) -> np.ndarray:
+    """Blocks per launch from the kernels' ``grid`` values ([x, y, z]; 0 when absent)."""
+    out = np.zeros(len(grids), dtype=np.int64)
+    for i, g in enumerate(grids):
+        if isinstance(g, list | tuple) and g and all(isinstance(x, int) for x in g):
+            out[i] = int(np.prod(g))
+    return out
+
+
+def by_behaviour(
+    names: pd.Categorical,
+    device: np.ndarray,
+    stream: np.ndarray,
+    known: np.ndarray,
+    b: Behaviour,
+) -> np.ndarray:
+    """Kernels not in ``known`` that are communication by behaviour (see the module doc)."""
+    codes = np.asarray(names.codes)
+    cats = [str(c) for c in names.categories]
+    worded = np.array([COMM_WORDS.search(c) is not None for c in cats] + [False], dtype=bool)
+    cand = worded[codes] & ~known
+    out = np.zeros(len(codes), dtype=bool)
+    if not cand.any():
+        return out
+    dur = b.end_ns - b.ts_ns
+    for dev, st in {(int(d), int(s)) for d, s in zip(device[cand], stream[cand], strict=True)}:
+        on_dev = device == dev
+        here = on_dev & (stream == st)
+        mine = here & cand
+        if dur[mine].sum() < MIN_STREAM_SHARE * dur[here].sum():
+            continue
+        limit = b.units.get(dev) or BLOCKS_UNKNOWN_UNITS
+        blocks = b.blocks[mine]
+        if not (blocks > 0).all() or float(np.median(blocks)) > limit:
+            continue
+        others = on_dev & (stream != st) & ~known
+        os_, oe = union(b.ts_ns[others], b.end_ns[others])
+        covered = covered_by(os_, oe, b.ts_ns[mine], b.end_ns[mine]).sum()
+        if covered >= MIN_OVERLAP * dur[mine].sum():
+            out |= mine
+    return out
+
+
+def behaviour_note(names: pd.Categorical, found: np.ndarray, dur_ns: np.ndarray) -> str:
+    """One line naming the kernels :func:`by_behaviour` took for communication ("" if none)."""
+    if not found.any():
+        return ""
+    short = [
+        str(n).strip().removeprefix("void ").split("(")[0].split("<")[0]
+        for n in np.asarray(names)[found]
+    ]
+    per = pd.Series(dur_ns[found]).groupby(short).sum()
+    top = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(str(n)[:60] for n, _ in top[:3])
+    more = f" and {len(top) - 3} more" if len(top) > 3 else ""
+    return f"{int(found.sum())} kernel(s) of {len(top)} name(s) ({shown}{more})"
 
 
 def family_of(name: str) -> str | None:

@@ -129,7 +129,13 @@ def cc_of(arch: str) -> tuple[int, int] | None:
     if arch.startswith("sm_"):
         v = int(arch[3:])
         return v // 10, v % 10
-    inv = {"gfx90a": (9, 0), "gfx942": (9, 4), "gfx950": (9, 5)}
+    inv = {
+        "gfx908": (9, 0),
+        "gfx90a": (9, 0),
+        "gfx942": (9, 4),
+        "gfx950": (9, 5),
+        "gfx1100": (11, 0),
+    }
     return inv.get(arch)
 
 

@@ -15,8 +15,11 @@ of work is this kernel?" (``advisor diff`` pairs and groups kernels with these r
   matches (case-insensitive): communication (the rules of :mod:`advisor.trace.commroles` that
   need no dedicated stream), Triton's generated
   kernels by their kind (``triton_poi_``: elementwise, ``triton_red_``/``triton_per_``:
-  reduction), attention, convolution, GEMM, quantization, normalization, softmax, reduction,
-  fill, copy (and casts, transposes), elementwise, else ``other``.
+  reduction), attention, normalization, layout conversions (``copy``), convolution (read
+  tightly: :data:`CONVOLUTION`; ``convertTensor`` and ``_typeConvert`` are not convolutions), GEMM,
+  quantization, softmax, reduction, fill, copy (and casts, transposes), elementwise, else
+  ``other``. :func:`is_convolution` and :func:`is_layout_conversion` are the one reading of
+  "a convolution's kernel" and "a layout conversion" for the detectors.
 """
 
 from __future__ import annotations
@@ -26,9 +29,24 @@ from collections.abc import Mapping
 
 from advisor.trace.commroles import rules
 
+# A convolution's kernel, by a word of its name: "conv" but not "convert"/"conversion"
+# (cuDNN's ``convertTensor`` layout kernels, a ``_typeConvert`` helper in the template arguments
+# of vLLM's RMSNorm kernels), implicit-GEMM and Winograd/FFT algorithms, the data/weight
+# gradients, cuDNN's SASS convolution kernels (``volta_scudnn_...``), its CNN helpers and
+# cask_cudnn's offset kernels, im2col/col2im (ATen's slow convolution)
+CONV_WORD = r"conv(?!er)"
+CONVOLUTION = (
+    CONV_WORD + r"|igemm|implicit_?gemm|fprop|dgrad|wgrad|winograd|[sh]cudnn|cudnn::cnn::|"
+    r"cask_cudnn|im2col|col2im|fft2d_[rc]2[rc]"
+)
+# layout conversions (NCHW <-> NHWC) cuDNN and MIOpen run around convolutions whose tensors are
+# not in the layout the chosen kernel wants; cuDNN's ``convertTensor`` kernels convert layout
+# (and dtype) the same way
+LAYOUT = r"nchw_?(?:to|2)_?nhwc|nhwc_?(?:to|2)_?nchw|convert_?tensor"
 # (family, pattern searched case-insensitively); the first match wins, so the specific kinds
 # come before the generic ones (a Triton kernel whose fused ops name an attention op is still
-# an elementwise kernel; a convolution's implicit GEMM is a convolution)
+# an elementwise kernel; a convolution's implicit GEMM is a convolution; cuDNN's BatchNorm and
+# layout kernels are not convolutions)
 FAMILIES: tuple[tuple[str, str], ...] = (
     ("elementwise", r"^triton_poi_"),
     ("reduction", r"^triton_(?:red|per)_"),
@@ -37,19 +55,17 @@ FAMILIES: tuple[tuple[str, str], ...] = (
         r"fmha|flash|attn|attention|sdpa|sage_fwd|sage_bwd|paged_?att|mha_(?:fwd|bwd)|xformers",
     ),
     (
-        "convolution",
-        r"conv|igemm|implicit_?gemm|fprop|dgrad|wgrad|winograd|cudnn|miopen|nchw|nhwc",
-    ),
-    (
-        "GEMM",
-        r"gemm|cijk_|cutlass|nvjet|xmma|matmul|cublas|hipblas|wmma|mfma|"
-        r"[sh](?:1688|884|16816)|tensorop|(?:^|_)b?mm(?:_|$)",
-    ),
-    ("quantization", r"quant|fp8|fp4|mxfp|e4m3|e5m2"),
-    (
         "normalization",
         r"layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm|welford|bn_(?:fw|bw)",
     ),
+    ("copy", LAYOUT),
+    ("convolution", CONVOLUTION),
+    (
+        "GEMM",
+        r"gemm|gemv|cijk_|cutlass|nvjet|xmma|matmul|cublas|hipblas|wmma|mfma|"
+        r"[sh](?:1688|884|16816)|tensorop|(?:^|_)b?mm(?:_|$)",
+    ),
+    ("quantization", r"quant|fp8|fp4|mxfp|e4m3|e5m2"),
     ("softmax", r"softmax"),
     ("reduction", r"reduce|reduction|cub::|topk|sort|scan|argmax|argmin"),
     ("fill", r"fill|memset|zero_"),
@@ -57,6 +73,8 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("elementwise", r"elementwise|vectorized|unroll|functor|pointwise|activation|gelu|silu"),
 )
 _COMPILED = tuple((f, re.compile(p, re.IGNORECASE)) for f, p in FAMILIES)
+_CONVOLUTION_RE = re.compile(CONVOLUTION, re.IGNORECASE)
+_LAYOUT_RE = re.compile(LAYOUT, re.IGNORECASE)
 
 _TRITON_RE = re.compile(r"^(triton_(?:poi|red|per|tem|for)_fused_?)(.*?)(?:_\d+)*$")
 _VOID_RE = re.compile(r"^\s*void\s+")
@@ -137,6 +155,17 @@ def pair_renamed(
             used_b.add(y)
             out.append((x, y))
     return out
+
+
+def is_convolution(name: str) -> bool:
+    """A convolution's kernel (its math or its helpers), read from the name (see
+    :data:`CONVOLUTION`); BatchNorm and layout-conversion kernels are not."""
+    return _CONVOLUTION_RE.search(name) is not None and kernel_family(name) == "convolution"
+
+
+def is_layout_conversion(name: str) -> bool:
+    """An NCHW <-> NHWC layout conversion kernel (cuDNN/MIOpen), see :data:`LAYOUT`."""
+    return _LAYOUT_RE.search(name) is not None
 
 
 def kernel_family(name: str) -> str:

@@ -7,13 +7,17 @@ Tables (columns beyond the common ones):
 
 - ``kernels``: name, device, stream, correlation, external_id, is_comm (communication kernels:
   :mod:`advisor.trace.commroles`),
-  grid, block (tuples or None), launch_idx (row in ``runtime`` of the launching call, -1 if none).
+  grid, block (tuples or None), launch_idx (row in ``runtime`` of the launching call, -1 if none),
+  comm (a collective's ``(name, in elements, out elements, dtype, group size)`` from the
+  kernel's ``Collective name``/``In msg nelems``/``Out msg nelems``/``dtype``/``Group size``
+  args, or None).
 - ``memcpy``: name, kind (HtoD, DtoH, DtoD, HtoH, PtoP, Memset), src, dst (Pageable, Pinned,
   Device, ...), bytes, device, stream, correlation, external_id, launch_idx.
 - ``runtime``: name, pid, tid, correlation, external_id, is_driver, op_idx (row in ``cpu_ops``
   of the innermost op around it on its thread, -1 if none).
 - ``cpu_ops``: name, pid, tid, external_id, seq (autograd sequence number), fwd_tid,
   input_dims, input_types (Python objects or None), call_stack (legacy ``Call stack`` arg),
+  comm (``record_param_comms``: the collective's metadata as on kernels, or None),
   depth (nesting depth on its thread), parent_idx (-1 for top level).
 - ``python``: name, pid, tid, python_id, parent_id, file, line, function, is_user, call_file,
   call_line (the caller's file and line at the moment of the call, from the ``call_site`` arg

@@ -48,6 +48,13 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     # name in its ``process_name`` metadata event ("RANK 3 - GPU")
     rank: int | str = -1
     label: msgspec.Raw = msgspec.field(name="name", default=NULL)
+    # a collective's metadata (record_param_comms ops; NCCL kernels since about torch 2.3)
+    # (any JSON type: a tracer that writes another type for these loses nothing else)
+    coll_name: Any = msgspec.field(name="Collective name", default=None)
+    in_nelems: Any = msgspec.field(name="In msg nelems", default=None)
+    out_nelems: Any = msgspec.field(name="Out msg nelems", default=None)
+    group_size: Any = msgspec.field(name="Group size", default=None)
+    dtype: Any = None
 
 
 EMPTY_ARGS = Args()

@@ -75,6 +75,9 @@ NOT_APPLICABLE: dict[str, str] = {
     "compile-graph-breaks": _CODE + "the code dynamo cannot trace has to be rewritten",
     "compile-recompiles": _CODE + "marking sizes dynamic or keeping guarded values fixed "
     "happens where the inputs are built",
+    "inference-in-train-mode": _CODE + "model.eval() belongs where the script evaluates",
+    "uneven-kernel-speed": "the cause lies outside the script's code (clocks, another process "
+    "on the GPU) or in where its slow calls' data lives",
 }
 
 
