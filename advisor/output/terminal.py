@@ -7,6 +7,7 @@ Plain text (no colour, no box drawing, fixed width) when the stream is not a TTY
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,10 +29,32 @@ SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim
 LABELS = {"report": "report", "findings": "findings", "annotated": "timeline"}
 
 
+class _Console(Console):
+    """rich's console, except that a reader that went away (``| head``) raises
+    :class:`BrokenPipeError` (rich would exit 1 on its own): the command decides what it means
+    (:func:`advisor.cli.guard.guarded`: a quiet end, as Unix tools have)."""
+
+    def on_broken_pipe(self) -> None:
+        quiet_stdout()
+        raise BrokenPipeError("standard output: the reader went away")
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that no later write or the flush at exit can fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    if sys.stdout is None or sys.stdout.closed:
+        sys.stdout = open(os.devnull, "w")  # kept until the process ends
+
+
 def console(file: TextIO | None = None, markup: bool = True) -> Console:
     f = file or sys.stdout
     tty = _isatty(f)
-    return Console(
+    return _Console(
         file=f,
         force_terminal=tty,
         no_color=settings.no_color() or not tty,
