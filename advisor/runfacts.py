@@ -197,6 +197,9 @@ class RunFacts:
     gpu_busy_pct: float | None = None
     ended_early: bool = False
     end_reason: str | None = None
+    # an advisor profile run that ended (an import error, a bad argument) before the script's
+    # first step: nothing of the script's work was profiled (run.json steps_seen 0, ended early)
+    before_first_step: bool | None = omit_none()
     events_skipped: int = 0
     # what the trace is (advisor/derive/kind.py): training, inference, serving,
     # micro-benchmark, capture, mixed; and the evidence for it

@@ -134,6 +134,8 @@ def quality_notes(run: RunFacts) -> list[str]:
 
 def headline(report: Report) -> str:
     run = report.run
+    if run.before_first_step:
+        return "the script ended before its first step: nothing of its work was profiled"
     one = report.views.one_trace
     parts = [printable(device_label(run))]
     if run.trace_kind:
@@ -227,7 +229,7 @@ def print_summary(
         bt = bound_fact(run.bound)
         if bt is not None:
             con.print(Text(f"Bound by {bt['value']} {bt['note']}.", style="dim"))
-    else:
+    elif not run.before_first_step:  # no work profiled: no verdict on it either
         con.print(Text("No problems found."))
     if report.skipped:
         con.print(

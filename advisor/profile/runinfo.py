@@ -20,6 +20,10 @@ def _steps(a: int, b: int) -> str:
     return f"step {a}" if a == b else f"steps {a}-{b}"
 
 
+# endings that are the script's own failure (not a signal or Ctrl-C from outside)
+_ERRORS = ("exception", "out-of-memory", "dataloader-worker-died", "sys-exit", "os-exit")
+
+
 def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
     """Plain sentences for the report and the terminal about how the run ended and what the
     trace holds."""
@@ -31,19 +35,23 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         if outcome.end_reason == "sigterm" and outcome.exit_code != EXIT_SIGTERM
         else ""
     )
+    after = f"after {g} step(s)" if g else "before its first step"
     reason = {
-        "exception": f"The script raised {outcome.error} after {g} step(s)",
-        "out-of-memory": f"The script ran out of memory ({outcome.error}) after {g} step(s)",
-        "dataloader-worker-died": f"A DataLoader worker process died ({outcome.error}) "
-        f"after {g} step(s)",
-        "keyboard-interrupt": f"The run was interrupted (Ctrl-C) after {g} step(s)",
-        "sigterm": f"The run was terminated (SIGTERM) after {g} step(s){by_script}",
-        "sys-exit": f"The script exited with code {outcome.exit_code} after {g} step(s)",
-        "sighup": f"The run was ended by SIGHUP (its terminal closed) after {g} step(s)",
-        "sigquit": f"The run was ended by SIGQUIT after {g} step(s)",
-        "os-exit": f"The script called {outcome.error} after {g} step(s)",
+        "exception": f"The script raised {outcome.error} {after}",
+        "out-of-memory": f"The script ran out of memory ({outcome.error}) {after}",
+        "dataloader-worker-died": f"A DataLoader worker process died ({outcome.error}) {after}",
+        "keyboard-interrupt": f"The run was interrupted (Ctrl-C) {after}",
+        "sigterm": f"The run was terminated (SIGTERM) {after}{by_script}",
+        "sys-exit": f"The script exited with code {outcome.exit_code} {after}",
+        "sighup": f"The run was ended by SIGHUP (its terminal closed) {after}",
+        "sigquit": f"The run was ended by SIGQUIT {after}",
+        "os-exit": f"The script called {outcome.error} {after}",
     }.get(outcome.end_reason)
-    if reason and outcome.ended_early:
+    before_any = outcome.ended_early and g == 0 and cap.scope == "whole-run"
+    if reason and before_any:  # an import error, a bad argument: nothing ran to profile
+        fix = " Fix that, then run again." if outcome.end_reason in _ERRORS else ""
+        out.append(f"{reason}: nothing was profiled.{fix}")
+    elif reason and outcome.ended_early:
         out.append(f"{reason}; the report covers what was captured until then.")
         advice = remedy(outcome.end_reason, outcome.error)
         if advice:
@@ -99,6 +107,8 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
             if cap.stopped_after_window
             else "The script ran on to its end without profiling after --max-seconds."
         )
+    elif cap.scope == "whole-run" and before_any:
+        pass  # said above: no advice on steps for a script that never reached one
     elif cap.scope == "whole-run":
         out.append(
             "No steps were seen (no optimizer.step() and no advisor.step() call), so the whole "

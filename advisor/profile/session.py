@@ -153,6 +153,17 @@ class ProfileSession:
             on_trace_ready=on_ready,
         )
 
+    def _progress_text(self) -> str:
+        """The progress line while the window records: the step under way among the window's
+        (steps_seen counts the steps done), never a step number outside the window."""
+        first, last = self.cfg.active_first, self.cfg.active_last
+        now = self.cap.steps_seen + 1
+        if now < first:
+            return f"warming up before steps {first}-{last} (step {now})"
+        if now > last:
+            return f"steps {first}-{last} recorded; writing the trace"
+        return f"recording step {now} of steps {first}-{last}"
+
     def _window_action(self, step: int) -> Any:
         a = self._action
         if step < self.cfg.active_first:
@@ -340,14 +351,7 @@ class ProfileSession:
         self._window_activities = ["cpu", "cuda"] if cuda else ["cpu"]
         self._window.step_num = g
         # the progress line's timer thread starts before the recording: never in a step
-        self._progress.after(
-            lambda: (
-                f"recording steps {self.cfg.active_first}-{self.cfg.active_last} "
-                f"(at step {self.cap.steps_seen})"
-                if self.phase == "window"
-                else None
-            )
-        )
+        self._progress.after(lambda: self._progress_text() if self.phase == "window" else None)
         self.phase = "window"  # before start(): an interrupted start is still stopped
         with self._own():
             self._window.start()
