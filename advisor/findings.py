@@ -72,8 +72,9 @@ class Finding:
     locations: tuple[Location, ...] = ()
     assumptions: tuple[str, ...] = ()
     est_savings_range_ms: tuple[float, float] | None = None
-    # the phase of an ``advisor profile`` run it was found in, when it is not the first one
-    # (``eval``: the evaluation window); None for the main window and traces from elsewhere
+    # the phase of an ``advisor profile`` run captured in two phases it was found in (``train``:
+    # the training window, ``eval``: the evaluation window; each ranked apart, per step of its
+    # phase); None for a run of one phase and traces from elsewhere
     phase: str | None = None
     # findings claiming the same evidence, listed under this one (absent from findings.json
     # when empty)

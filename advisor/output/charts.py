@@ -7,6 +7,7 @@ Inputs are the Report's view data (advisor/analysis/views.py) and findings; noth
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from advisor.findings import Finding
@@ -233,10 +234,16 @@ def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str
 
 
 def savings_chart(
-    findings: tuple[Finding, ...] | list[Finding], step_ms: float
+    findings: tuple[Finding, ...] | list[Finding],
+    step_ms: float,
+    numbers: Sequence[int] | None = None,
 ) -> dict[str, Any] | None:
-    """Horizontal bars: estimated saving per finding (ms/step), with the range as a whisker."""
-    rows = [(i, f) for i, f in enumerate(findings, 1) if f.est_savings_ms > 0][:MAX_SAVING_BARS]
+    """Horizontal bars: estimated saving per finding (ms/step), with the range as a whisker;
+    ``numbers``: the findings' numbers in the report (default 1, 2, ...), ``step_ms`` the step
+    their savings are counted per (the scale never passes it)."""
+    nums = list(numbers) if numbers is not None else list(range(1, len(findings) + 1))
+    rows = [(i, f) for i, f in zip(nums, findings, strict=True) if f.est_savings_ms > 0]
+    rows = rows[:MAX_SAVING_BARS]
     if not rows:
         return None
     row_h, top, label_w, value_w = 26, 6, 300, 150

@@ -20,6 +20,7 @@ from rich.text import Text
 from advisor import settings
 from advisor.findings import Finding
 from advisor.output.header import bound_fact
+from advisor.output.phased import phase_groups
 from advisor.output.printable import printable
 from advisor.report import Report
 from advisor.runfacts import RunFacts
@@ -156,7 +157,9 @@ def headline(report: Report) -> str:
     return " · ".join(parts)
 
 
-def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
+def findings_table(
+    findings: tuple[Finding, ...], top: int, tty: bool, numbers: tuple[int, ...] = ()
+) -> Table:
     t = Table(box=None, show_edge=False, pad_edge=False, header_style="bold" if tty else "")
     t.add_column("#", justify="right")
     t.add_column("severity")
@@ -164,13 +167,13 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
     t.add_column("%", justify="right")
     t.add_column("finding", overflow="fold", max_width=70)
     t.add_column("where", overflow="fold", max_width=40)
-    for i, f in enumerate(findings[:top], 1):
+    for i, f in zip(numbers or range(1, len(findings) + 1), findings[:top], strict=False):
         saving = f"{f.est_savings_ms:.2f} ms" if f.est_savings_ms > 0 else "-"
         pct = f"{f.est_savings_pct:.1f}" if f.est_savings_ms > 0 else ""
         title = Text(printable(f.title))
         title.append(f"  {printable(f.id)}", style="dim")
         if f.phase:
-            title.append(f"  ({f.phase} phase)")
+            title.append(f"  ({f.phase})")
         if f.related:  # the same cause found by other checks: one row
             title.append("  + " + ", ".join(printable(r.id) for r in f.related), style="dim")
         t.add_row(
@@ -211,9 +214,14 @@ def print_summary(
         con.print(Text(printable(note), style="yellow"))
     con.print()
     if report.findings:
-        con.print(findings_table(report.findings, top, tty))
-        if len(report.findings) > top:
-            con.print(Text(f"... and {len(report.findings) - top} more in the report"))
+        for g in phase_groups(report):  # phases ranked apart: each per step of its own
+            if g.heading:
+                median = f", median {fmt_ms(g.step_ms)}" if g.step_ms > 0 else ""
+                con.print(Text(f"{g.heading} (savings per {g.per}{median})", style="bold"))
+            found = tuple(f for _, f in g.findings)
+            con.print(findings_table(found, top, tty, tuple(i for i, _ in g.findings)))
+            if len(found) > top:
+                con.print(Text(f"... and {len(found) - top} more in the report"))
         bound = float(run.est_savings_bound_ms or 0.0)
         if bound > 0:
             step = float(run.step_ms_median or 0.0)

@@ -16,6 +16,7 @@ from advisor.findings import Finding
 from advisor.output.charts import savings_chart, steps_chart, util_chart
 from advisor.output.doctext import counted, doc_blocks, inline, shown_path
 from advisor.output.header import header
+from advisor.output.phased import phase_groups
 from advisor.output.ranks import job_note, rank_views, ranks_note
 from advisor.output.tables import compiled_rows, kernel_limits_known, kernel_rows, op_rows
 from advisor.report import Report
@@ -127,6 +128,25 @@ def _card(rank: int, f: Finding, views: Views, origin_us: float | None) -> dict[
     }
 
 
+def _phases(report: Report, summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The overview phase by phase (:mod:`advisor.output.phased`): each with its own heading,
+    bar scale and table; one group without a heading for a run of one phase."""
+    out = []
+    for g in phase_groups(report):
+        nums = [i for i, _ in g.findings]
+        out.append(
+            {
+                "phase": g.phase,
+                "heading": g.heading,
+                "per": g.per,
+                "step": fmt_ms(g.step_ms) if g.step_ms > 0 else "",
+                "chart": savings_chart([f for _, f in g.findings], g.step_ms, nums),
+                "rows": [summary[i - 1] for i in nums],
+            }
+        )
+    return out
+
+
 def _footer(report: Report, generated_at: str) -> dict[str, Any]:
     titles = {k: v.title for k, v in report.views.detectors.items()}
     return {
@@ -156,7 +176,10 @@ def build_viewmodel(
     steps = list(one.steps) if one is not None else []
     cards = [_card(i, f, views, origin) for i, f in enumerate(report.findings, 1)]
     summary = [
-        {k: c[k] for k in ("rank", "anchor", "id", "title", "severity", "confidence", "where")}
+        {
+            k: c[k]
+            for k in ("rank", "anchor", "id", "title", "severity", "confidence", "where", "phase")
+        }
         | {"saving": c["saving"]["ms"], "pct": c["saving"]["pct"], "sort": c["saving"]["value"]}
         for c in cards
     ]
@@ -182,6 +205,7 @@ def build_viewmodel(
             "savings": savings_chart(report.findings, float(report.run.step_ms_median or 0)),
         },
         "summary": summary,
+        "phases": _phases(report, summary),
         "overlap_note": len([f for f in report.findings if f.est_savings_ms > 0]) > 1,
         "findings": cards,
         "deeper": {
