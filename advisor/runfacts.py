@@ -76,7 +76,8 @@ class PhaseWindow:
 @dataclass(frozen=True)
 class PhaseMissed:
     """A phase that was not captured: ``missing`` a code (``ended``, ``eval-wait``,
-    ``no-eval-code``, ...), ``why`` the sentence run.json ``missing_phases`` holds."""
+    ``epoch-left``, ``next-epoch``, ``no-eval-code``, ...), ``why`` the sentence run.json
+    ``missing_phases`` holds."""
 
     captured: bool = False
     missing: str | None = None

@@ -7,7 +7,7 @@ after the main window's, each marked ``phase: "eval"`` (its savings and percenta
 evaluation step) and the main window's marked with their own phase (``train``): the two are
 ranked apart, each by its own step (:mod:`advisor.output.phased` shows them so); findings.json ``run.phases`` gets one row per phase: ``phase``, ``trace``,
 ``steps_profiled``, ``step_ms_median``, ``findings`` (their ids), or for a phase not
-captured ``captured: false``, ``missing`` (a code: ``ended``, ``eval-wait``,
+captured ``captured: false``, ``missing`` (a code: ``ended``, ``eval-wait``, ``epoch-left``,
 ``no-eval-code``, ``not-requested``, ``no-training-window``, ``no-training``, ...) and ``why``
 (the sentence run.json ``missing_phases`` holds).
 """

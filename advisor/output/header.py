@@ -99,7 +99,9 @@ def _phase_facts(run: RunFacts) -> list[dict[str, str]]:
             why = {
                 "ended": "the script ended first",
                 "max-seconds": "not within --max-seconds",
-                "eval-wait": "not within --eval-wait",
+                "eval-wait": "none came within the wait",
+                "epoch-left": "the epoch was longer than the wait",
+                "next-epoch": "the next epoch began without one",
                 "no-eval-code": "no evaluation code in the script",
                 "not-requested": "not asked for (--phases)",
                 "no-training-window": "the run ended before it",

@@ -38,7 +38,8 @@ class PhaseGroup:
 
 
 def phase_groups(report: Report) -> list[PhaseGroup]:
-    """The report's findings, one group per phase in the order the phases ran."""
+    """The report's findings, one group per captured phase in the order the phases ran (a
+    phase without findings too)."""
     numbered = list(enumerate(report.findings, 1))
     step_ms = float(report.run.step_ms_median or 0.0)
     if not any(f.phase for f in report.findings):
@@ -48,7 +49,7 @@ def phase_groups(report: Report) -> list[PhaseGroup]:
         for p in report.run.phases or ()
         if p.window is not None
     }
-    order = list(dict.fromkeys(f.phase or "" for f in report.findings))
+    order = list(dict.fromkeys([*medians, *(f.phase or "" for f in report.findings)]))
     return [
         PhaseGroup(
             phase or None,

@@ -219,6 +219,9 @@ def print_summary(
                 median = f", median {fmt_ms(g.step_ms)}" if g.step_ms > 0 else ""
                 con.print(Text(f"{g.heading} (savings per {g.per}{median})", style="bold"))
             found = tuple(f for _, f in g.findings)
+            if not found:
+                con.print(Text("No problems found in this phase."))
+                continue
             con.print(findings_table(found, top, tty, tuple(i for i, _ in g.findings)))
             if len(found) > top:
                 con.print(Text(f"... and {len(found) - top} more in the report"))

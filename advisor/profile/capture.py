@@ -29,6 +29,7 @@ class SessionConfig:
     eval_steps: int = 3  # active steps of the evaluation window (--eval-steps)
     eval_wait: float = DEFAULT_EVAL_WAIT_S  # seconds to wait for it after the training window
     eval_wait_why: str | None = None  # why eval_wait is 0 when the user did not set it
+    eval_wait_given: bool = False  # --eval-wait given: seconds as given, not extended by steps
     window_max_s: float = 60.0  # the window ends at the first complete step past this recording
 
     @property

@@ -55,6 +55,8 @@ class ContextRecorder:
         # the phase the run is in (train | eval), set by the session: a DataLoader's row says
         # which phase first iterated it, so each phase's findings name its own loader
         self.phase_now: Callable[[], str] = lambda: "train"
+        # each new pass over a DataLoader (its iterator), told to the session: the epochs
+        self.on_iter: Callable[[Any, Any], None] = lambda loader, iterator: None
 
     # ------------------------------------------------------------------ install / remove
     def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
@@ -117,7 +119,9 @@ class ContextRecorder:
         def __iter__(dl: Any) -> Any:
             if id(dl) not in self._dl_ids:
                 self._on_dataloader(dl)
-            return orig_iter(dl)
+            it = orig_iter(dl)
+            self.on_iter(dl, it)
+            return it
 
         self._patch(DataLoader, "__iter__", __iter__)
 

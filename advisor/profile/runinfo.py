@@ -10,6 +10,7 @@ from typing import Any
 
 from advisor import __version__
 from advisor.profile.capture import Capture, SessionConfig
+from advisor.profile.evalwait import EVAL_WAIT_STEPS
 from advisor.profile.execute import EXIT_SIGTERM, Outcome, Target
 from advisor.profile.faults import remedy
 
@@ -133,6 +134,30 @@ _EVAL_WHAT = (
 )
 
 
+_LONGER = "Pass --eval-wait SECONDS to wait that long"
+
+
+def _waited_for(ev: dict[str, Any], cfg: SessionConfig) -> str:
+    """What the wait allowed: ``200 training steps (about 12.3 s at the script's pace)``."""
+    raw = ev.get("wait")
+    wait: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    budget = wait.get("budget_s")
+    if not cfg.eval_wait_given and isinstance(budget, int | float):
+        return f"{EVAL_WAIT_STEPS} training steps or {cfg.eval_wait:g} s: {budget:,.1f} s here"
+    return f"--eval-wait {cfg.eval_wait:g} s"
+
+
+def _waited(ev: dict[str, Any], cfg: SessionConfig) -> str:
+    raw = ev.get("wait")
+    wait: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    steps = wait.get("steps")
+    did = f" ({steps:,} training steps went by)" if isinstance(steps, int) else ""
+    return (
+        f"no evaluation phase ({_EVAL_WHAT}) came within the wait after the training window "
+        f"({_waited_for(ev, cfg)}){did}"
+    )
+
+
 def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
     """Every phase the run did not capture, with why: ``phase``, ``missing`` (a code) and
     ``why`` (a sentence for the terminal and the report); findings.json ``run.phases`` lists
@@ -164,11 +189,25 @@ def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
     elif ev.get("trace_written"):
         pass
     elif ev.get("missing") == "eval-wait":
+        add("eval", "eval-wait", f"{_waited(ev, cfg)}; {stopped}. {_LONGER}")
+    elif ev.get("missing") == "epoch-left":
+        left = ev.get("epoch_left")
         add(
             "eval",
-            "eval-wait",
-            f"no evaluation phase ({_EVAL_WHAT}) came within --eval-wait ({cfg.eval_wait:g} s) "
-            f"after the training window; {stopped}. Pass --eval-wait SECONDS to wait longer",
+            "epoch-left",
+            f"the training epoch had {left:,} more steps than the wait for an evaluation "
+            f"phase allows ({_waited_for(ev, cfg)}), so no evaluation after it could be "
+            f"captured; {stopped}. {_LONGER}"
+            if isinstance(left, int)
+            else f"the rest of the training epoch is longer than the wait; {stopped}. {_LONGER}",
+        )
+    elif ev.get("missing") == "next-epoch":
+        add(
+            "eval",
+            "next-epoch",
+            "the script began its next training epoch without an evaluation phase "
+            f"({_EVAL_WHAT}) after the training window; {stopped}. A script that evaluates "
+            "every few epochs: pass --eval-wait SECONDS (waits that long, epochs or not)",
         )
     elif ev.get("missing") == "no-eval-code":
         add(
