@@ -79,7 +79,8 @@ for epoch in range(3):
     if EVALUATE:
         model.eval()
         with torch.no_grad():
-            model(torch.randn(4, 16))
+            out = model(torch.randn(4, 16))
+            value = out.sum().item()  # EVAL ITEM
         model.train()
 print("DONE", flush=True)
 """
@@ -96,6 +97,10 @@ def test_an_epoch_longer_than_the_default_seconds_is_waited_for(tmp_path: Path) 
     assert ev["trace_written"] and ev["missing"] is None, ev
     assert ev["wait"]["by_steps"] and ev["wait"]["steps"] >= 35 and ev["wait"]["seconds"] > 10
     assert [p["phase"] for p in findings["run"]["phases"]] == ["train", "eval"]
+    # the evaluation phase's .item() is named at its own line, not at the model call above it
+    item = EPOCHS.splitlines().index("            value = out.sum().item()  # EVAL ITEM") + 1
+    (sync,) = [f for f in findings["findings"] if (f["id"], f["phase"]) == ("sync-point", "eval")]
+    assert (sync["locations"][0]["line"], sync["locations"][0]["line_is"]) == (item, "call")
 
 
 @pytest.mark.slow
