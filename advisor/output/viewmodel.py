@@ -151,10 +151,12 @@ def _footer(report: Report, generated_at: str) -> dict[str, Any]:
     titles = {k: v.title for k, v in report.views.detectors.items()}
     return {
         "skipped": [
-            {"id": s.id, "title": titles.get(s.id, ""), "reason": s.reason} for s in report.skipped
+            {"id": s.id, "title": titles.get(s.id, ""), "reason": inline(s.reason)}
+            for s in report.skipped
         ],
         "errored": [
-            {"id": e.id, "title": titles.get(e.id, ""), "error": e.error} for e in report.errored
+            {"id": e.id, "title": titles.get(e.id, ""), "error": inline(e.error)}
+            for e in report.errored
         ],
         "thresholds": [{"key": k, "value": f"{v:g}"} for k, v in sorted(report.thresholds.items())],
         "version": report.advisor_version,
