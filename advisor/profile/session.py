@@ -487,16 +487,19 @@ class ProfileSession:
         )
 
     def _judge_wait(self) -> None:
-        """At a training step while waiting: the next epoch began without evaluation, or the
-        rest of this epoch cannot end within the wait: stop waiting now."""
+        """At a training step while waiting: the next epoch began without evaluation, the
+        rest of this epoch cannot end within the wait, or the wait is over: stop waiting now."""
         wait, left = self._wait, self._epochs.left()
         if wait is None:
             return
+        now, times = time.perf_counter() - self._t0, self.cap.step_times_s
         if self._epochs.next_epoch:
             self._end_wait("next-epoch")
-        elif wait.epoch_out_of_reach(time.perf_counter() - self._t0, self.cap.step_times_s, left):
+        elif wait.epoch_out_of_reach(now, times, left):
             self._eval.info["epoch_left"] = left
             self._end_wait("epoch-left")
+        elif wait.left_s(now, times) <= 0:  # over (also where no timer could be armed)
+            self._end_wait("eval-wait")
 
     def _end_wait(self, why: str) -> None:
         """No evaluation phase can be captured (``why``, run.json ``eval.missing``)."""
