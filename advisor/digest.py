@@ -80,6 +80,79 @@ class KernelSeq:
 
 
 @dataclass(frozen=True)
+class CallRow:
+    """Runtime calls of one name and kind per steady step (:mod:`advisor.derive.callstats`):
+    ``kind`` is ``sync``, ``launch``, ``graph-launch``, ``alloc`` or ``copy``; ``count`` calls
+    and ``host_ms`` of host time in them, per step."""
+
+    kind: str
+    name: str
+    count: float
+    host_ms: float
+
+
+@dataclass(frozen=True)
+class CopyRow:
+    """The GPU copies of one direction and pair of memories per steady step
+    (:mod:`advisor.derive.callstats`): ``kind`` HtoD, DtoH, DtoD...; ``src``/``dst`` Pageable,
+    Pinned, Device...; per step ``count``, ``bytes``, ``gpu_ms``, ``host_ms`` (the host time in
+    the calls that queued them: a synchronous or pageable copy holds its call for the transfer)
+    and ``overlap_pct``: the share of their GPU time with a kernel running on the same device."""
+
+    kind: str
+    src: str
+    dst: str
+    count: float
+    bytes: float
+    gpu_ms: float
+    host_ms: float
+    overlap_pct: float
+
+
+@dataclass(frozen=True)
+class RuntimeCalls:
+    """What the steady steps asked of the runtime, per step: the calls (syncs, launches, graph
+    launches, allocator calls, copy calls) and the copies; ``first_work_ms``: the median time
+    from a step's start to its first call that queues GPU work (None: no such call)."""
+
+    calls: tuple[CallRow, ...] = ()
+    copies: tuple[CopyRow, ...] = ()
+    first_work_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class OpShapes:
+    """One of the ops that launch most of a run's GPU work (:mod:`advisor.derive.workload`):
+    per input signature (tensor shapes and dtypes, as ``4x128x1024 float``, ``;`` between the
+    inputs) its calls per step, the most frequent first."""
+
+    name: str
+    gpu_ms: float  # the GPU time of the kernels it launches, per step
+    signatures: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one step computes, as far as the trace says (:mod:`advisor.derive.workload`): the
+    input shapes of the ops launching most GPU work, and the samples per step when the run's
+    context gives the DataLoader's batch size (None: unknown)."""
+
+    ops: tuple[OpShapes, ...] = ()
+    samples_per_step: float | None = None
+    samples_how: str | None = None
+
+
+@dataclass(frozen=True)
+class OneTime:
+    """One-time work inside the steady steps (:mod:`advisor.derive.onetime`): per step (in the
+    order of ``Digest.step_ms``) the ms it held the step with the main GPU idle, and the ms per
+    kind over all the steps."""
+
+    per_step_ms: np.ndarray  # float64
+    by_kind_ms: Mapping[str, float]
+
+
+@dataclass(frozen=True)
 class Collectives:
     """One row per collective (communication kernel, or gloo range on CPU runs)."""
 
@@ -130,6 +203,10 @@ class Digest:
     comm_hidden_replay_ms: float | None = None
     skeleton: Skeleton | None = None  # the step graph reduced to the collectives (job replay)
     kernel_seq: KernelSeq | None = None  # the kernels in order (advisor diff only)
+    # what advisor diff compares beyond the kernels (None outside advisor diff)
+    runtime_calls: RuntimeCalls | None = None
+    workload: Workload | None = None
+    one_time: OneTime | None = None
 
     @property
     def label(self) -> str:

@@ -15,14 +15,12 @@ import re
 import numpy as np
 import pandas as pd
 
+from advisor.derive.runtime import ALLOCATOR_CALL_RE
 from advisor.derive.timeline import subtract, union
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
-CALL_RE = re.compile(
-    r"^(cu|hip)(da)?(Malloc|Free|MemAlloc|MemFree|HostAlloc|MallocHost|FreeHost|HostMalloc|"
-    r"HostFree|MallocManaged|MemAllocHost|MemFreeHost)(_v2)?$"
-)
+CALL_RE = ALLOCATOR_CALL_RE  # which calls are the allocator's: advisor.derive.runtime
 FREE_RE = re.compile(r"Free")
 HOST_RE = re.compile(r"Host")
 

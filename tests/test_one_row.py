@@ -105,4 +105,7 @@ def test_diff_does_not_call_a_finding_listed_under_another_row_resolved() -> Non
     before = [f("gpu-idle", 48.1), f("host-overhead", 48.6)]
     after = [f("host-overhead", 42.7, (Related("gpu-idle", "t", 42.3, "s", 99.4),))]
     d = findings_diff(before, after)
-    assert d["resolved"] == [] and [e["id"] for e in d["changed"]] == ["host-overhead"]
+    assert d["resolved"] == [] and [e["id"] for e in d["changed"]] == ["gpu-idle", "host-overhead"]
+    # shown with the figure its row lists in B
+    assert d["changed"][0]["listed_under"] == {"a": None, "b": "host-overhead"}
+    assert d["changed"][0]["est_savings_ms"] == {"a": 48.1, "b": 42.3}

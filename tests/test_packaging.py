@@ -38,6 +38,7 @@ def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     wheel = next(dist.glob("torch_advisor-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "advisor/templates/report.html.j2" in names
+    assert "advisor/templates/diff.html.j2" in names
     assert "advisor/detectors/__init__.py" in names and "advisor/detectors/sync_point.py" in names
     assert "advisor/detectors/_ops.py" in names
     # nothing outside advisor/ but the dist-info: no top-level package another project may own
@@ -106,6 +107,16 @@ def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     html = (tmp_path / "o" / "report.html").read_text()
     assert "<html" in html and "torch-advisor" in html
+    page = tmp_path / "diff.html"
+    res = subprocess.run(
+        [str(py), "-m", "advisor", "diff", str(sample[0]), str(sample[0]), "--html", str(page)],
+        cwd=work,
+        env=env,
+        text=True,
+        capture_output=True,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "torch-advisor diff" in page.read_text()
 
 
 def test_readme_starts_with_two_commands_and_ci_runs_the_test_one() -> None:

@@ -75,14 +75,22 @@ def digest_file(path: str | Path, options: Options | None = None) -> Digest:
     except (AdvisorError, OSError, MemoryError) as err:
         return failed_digest(p, str(err))
     rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(p)
-    report = analyze_trace(trace, load_rank_context(p, rank), opts)
-    return digest_trace(trace, report, rank, opts.kernel_sequence)
+    run = load_rank_context(p, rank)
+    report = analyze_trace(trace, run, opts)
+    return digest_trace(trace, report, rank, opts.kernel_sequence, run)
 
 
 def digest_trace(
-    trace: Trace, report: Report, rank: int | None = None, with_kernels: bool = False
+    trace: Trace,
+    report: Report,
+    rank: int | None = None,
+    with_kernels: bool = False,
+    run: dict[str, Any] | None = None,
 ) -> Digest:
-    """The trace's digest (``with_kernels``: with its kernels in order, for ``advisor diff``)."""
+    """The trace's digest (``with_kernels``: with its kernels in order and the other facts
+    ``advisor diff`` compares, :mod:`advisor.analysis.diffdigest`; ``run``: its run.json)."""
+    from advisor.analysis.diffdigest import diff_facts
+
     if rank is None:
         rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(trace.path)
     trace = steady_trace(trace)  # the per-step figures come from the steady steps
@@ -90,6 +98,7 @@ def digest_trace(
     cs = comm_stats(trace)
     dev = trace.device(main_device(trace))
     colls, rows = _collectives(trace)
+    calls, work, once = diff_facts(trace, run) if with_kernels else (None, None, None)
     return Digest(
         path=str(trace.path),
         rank=rank,
@@ -111,6 +120,9 @@ def digest_trace(
         comm_hidden_replay_ms=_comm_replay(trace) if cs else None,
         skeleton=_skeleton(trace, rows),
         kernel_seq=kernel_sequence(trace) if with_kernels else None,
+        runtime_calls=calls,
+        workload=work,
+        one_time=once,
     )
 
 

@@ -21,6 +21,13 @@ def register(app: typer.Typer) -> None:
         ),
         b: Path = typer.Argument(..., help="After: the same kinds as A."),
         json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+        html: Path = typer.Option(
+            None,
+            "--html",
+            metavar="FILE",
+            help="Also write the comparison as one self-contained HTML page to FILE.",
+        ),
+        force: bool = typer.Option(False, "--force", help="Replace an existing --html FILE."),
         top: int = typer.Option(10, "--top", help="Kernels and ops to list."),
         only: list[str] = typer.Option([], "--only", help="Run only these finding ids."),
         skip: list[str] = typer.Option([], "--skip", help="Skip these finding ids."),
@@ -34,17 +41,22 @@ def register(app: typer.Typer) -> None:
         ),
         max_trace_bytes: MaxTraceBytes = DEFAULT_MAX_TRACE_BYTES,
     ) -> None:
-        """Compare two runs: step time, time per category, kernels and findings before/after,
-        and why the step changed (kernels paired through renames, grouped by family)."""
+        """Compare two runs: whether they computed the same thing, the steady step time and what
+        bounds it, the runtime calls, the kernels and why the step changed (kernels paired
+        through renames, grouped by family), and the findings before/after (matched by what
+        they are) with what is still to fix."""
         import orjson
 
         from advisor.analysis.pipeline import options_from_cli
-        from advisor.multirank.diff import diff_sides, load_side
+        from advisor.multirank.diff import diff_sides, load_side, near_pass
 
+        if html is not None:
+            _check_html(html, force)
         opts = options_from_cli(only, skip, set_, False, False, max_trace_bytes)
         side_a = load_side(a, opts, jobs or None, scheduler)
         side_b = load_side(b, opts, jobs or None, scheduler)
-        result = diff_sides(side_a, side_b, top=max(top, 0))
+        near = near_pass(a, b, opts, jobs or None, scheduler)
+        result = diff_sides(side_a, side_b, top=max(top, 0), near=near)
         if json_out:
             sys.stdout.buffer.write(
                 orjson.dumps(result, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
@@ -54,3 +66,22 @@ def register(app: typer.Typer) -> None:
             from advisor.output.diff_terminal import print_diff
 
             print_diff(result)
+        if html is not None:
+            from advisor.output.diff_html import render_diff_html
+            from advisor.output.outfiles import atomic_write
+
+            atomic_write(html, render_diff_html(result).encode("utf-8"))
+            print(f"html: {html}", file=sys.stderr if json_out else sys.stdout)
+
+
+def _check_html(path: Path, force: bool) -> None:
+    """Before any analysis: an existing FILE is kept unless ``--force`` (and never a folder);
+    its folder must exist."""
+    from advisor.errors import AdvisorError
+
+    if path.is_dir():
+        raise AdvisorError("--html expects a file name, not a folder", path)
+    if path.exists() and not force:
+        raise AdvisorError("already exists; pass --force to replace it", path)
+    if not path.parent.is_dir():
+        raise AdvisorError("--html: no such folder", path.parent)

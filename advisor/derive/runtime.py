@@ -1,5 +1,5 @@
 """CUDA/HIP runtime calls by what they do to the host: which calls wait for the device (syncs),
-which copy memory (synchronously or not), which launch kernels or other GPU work, which are bookkeeping that may sit between a copy and
+which copy memory (synchronously or not), which launch kernels, graphs or other GPU work, which allocate memory, which are bookkeeping that may sit between a copy and
 its wait; which are recorded into a CUDA/HIP graph (stream capture); and how far the host and GPU
 clocks may disagree. Read by the replay's graph
 (:mod:`advisor.replay.model`) and by the detectors (``heuristics/_syncs.py``, blocking-copy,
@@ -47,6 +47,14 @@ BOOKKEEPING_CALLS = frozenset(
 # cudaLaunchCooperativeKernel...)
 KERNEL_LAUNCH_RE = re.compile(
     r"^(cu|hip)(da)?(LaunchKernel|ExtLaunch|LaunchCooperative|ModuleLaunch|ExtModuleLaunch)"
+)
+# CUDA/HIP graph launches (one call replays a whole captured graph)
+GRAPH_LAUNCH_RE = re.compile(r"^(?:cuda|hip|cu)GraphLaunch")
+# calls of the device-memory and pinned-host-memory allocator that go to the driver (not the
+# stream-ordered cudaMallocAsync/cudaFreeAsync, which come from a pool)
+ALLOCATOR_CALL_RE = re.compile(
+    r"^(cu|hip)(da)?(Malloc|Free|MemAlloc|MemFree|HostAlloc|MallocHost|FreeHost|HostMalloc|"
+    r"HostFree|MallocManaged|MemAllocHost|MemFreeHost)(_v2)?$"
 )
 # every call that puts GPU work in a queue (name parts): kernel and graph launches, async copies
 # and memsets

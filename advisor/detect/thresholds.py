@@ -7,6 +7,8 @@ prints this table.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from advisor.errors import AdvisorError
@@ -40,6 +42,24 @@ def register(key: str, default: float, doc: str) -> None:
     if key in THRESHOLDS and THRESHOLDS[key].default != default:
         raise ValueError(f"threshold {key} declared twice with different defaults")
     THRESHOLDS[key] = Threshold(default, doc)
+
+
+# the thresholds that are floors on a finding's own figure (its time per step, or its share of
+# the step or of the GPU time): below one, the detector leaves the finding out (or makes it
+# information). By name: ``<detector>.min_pct``, ``.min_share_pct``, ``.min_ms`` and the
+# other ``min_`` floors of a time or share; not the thresholds that decide what counts (a
+# kernel's length, calls per step, bytes, a chain's length).
+_VALUE_GATE_RE = re.compile(
+    r"\.min_(?:pct|share_pct|ms|exposed_ms|exposed_pct|idle_pct|savings_pct|lag_ms|lag_pct|"
+    r"wait_ms|idle_ms)$"
+)
+
+
+def value_gates(ids: Iterable[str]) -> list[str]:
+    """The value floors (see ``_VALUE_GATE_RE``) of the detectors with these finding ids (a
+    detector's thresholds are keyed by its id with ``_`` for ``-``)."""
+    prefixes = tuple(i.replace("-", "_") + "." for i in ids)
+    return sorted(k for k in THRESHOLDS if k.startswith(prefixes) and _VALUE_GATE_RE.search(k))
 
 
 class Thresholds:

@@ -1,19 +1,22 @@
-"""``advisor diff A B``: did the fix help, and what is left? (pure computation; no printing)
+"""``advisor diff A B``: did the fix help, why, and what is left? (pure computation; no
+printing)
 
 Each side is a trace, a run folder or a folder of per-rank traces; both are analysed with the
-same detectors and thresholds. The result compares the median step time, the time per category
-per step (the mean of the report's step breakdown, :mod:`advisor.derive.breakdown`), the kernels and ops whose time per step changed most, and the findings (matched by
-id and location: resolved, new, changed, unchanged). Stable keys of the JSON: ``a``, ``b``,
-``step_ms_median`` {a, b, delta_ms, delta_pct}, ``categories_ms``, ``kernels``, ``ops``,
-``findings`` {resolved, new, changed, unchanged}, ``verdict``, and ``explain`` (why the step
-changed: kernels paired across the runs through renames, grouped by family and launching op, and
-a net attribution whose lines add up to the change; :mod:`advisor.multirank.explain`; null on
-runs without GPU kernels).
+same detectors and thresholds. The result says first whether the runs computed the same thing
+(``workload``), then compares the median step time, measured and in the steady state (one-time
+work inside the steps kept out: ``steady_step_ms``, ``one_time``), what limits each step
+(``bound``), the time per category per step (the mean of the report's step breakdown,
+:mod:`advisor.derive.breakdown`), the runtime calls per step (``runtime``), the kernels and ops
+whose time per step changed most, why the step changed (``explain``: kernels paired across the
+runs, grouped by family and launching op, and a net attribution whose lines add up to the
+change; :mod:`advisor.multirank.explain`; null on runs without GPU kernels) and the findings
+(matched by what they are: :mod:`advisor.multirank.diff_findings`). The modules
+:mod:`advisor.multirank.diff_context` and :mod:`advisor.multirank.diff_findings` hold the rules.
+Stable keys of the JSON: docs/diff.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +27,26 @@ from advisor.analysis.options import Options
 from advisor.derive.breakdown import CATEGORIES
 from advisor.digest import Digest
 from advisor.errors import AdvisorError
-from advisor.findings import SEVERITIES, Finding
+from advisor.findings import Finding
+from advisor.multirank.diff_context import (
+    bound_diff,
+    one_time_side,
+    steady_steps_ms,
+    workload_diff,
+)
+from advisor.multirank.diff_findings import Near, findings_diff, match_findings
+from advisor.multirank.diff_names import top_changes
+from advisor.multirank.diff_runtime import runtime_diff
 from advisor.multirank.explain import explain
+from advisor.output.header import BOUND_LABELS
 from advisor.report import Report
-from advisor.trace.kernelnames import name_key, pair_renamed
+from advisor.trace.kernelnames import name_key
 
 DIFF_SCHEMA_VERSION = 1
+# one-time work that held a run's steps this share of its median step is named in the verdict,
+# which then gives the steady-state change (the JSON always has both)
+ONE_TIME_SHOWN = 0.01
+__all__ = ["Side", "diff_sides", "findings_diff", "load_side", "match_findings", "near_pass"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +61,16 @@ class Side:
 
 
 def load_side(
-    path: str | Path, options: Options, jobs: int | None = None, scheduler: str | None = None
+    path: str | Path,
+    options: Options,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    with_kernels: bool = True,
 ) -> Side:
     """Analyse one side (a trace, a run folder, a folder of per-rank traces, or the output
     folder of an earlier analysis: :func:`advisor.trace.discover.traces_at`), its
-    digests with their kernels in order (:mod:`advisor.multirank.explain`)."""
+    digests with their kernels in order (:mod:`advisor.multirank.explain`) and the other facts
+    the diff compares (:mod:`advisor.analysis.diffdigest`) unless ``with_kernels`` is off."""
     import dataclasses
 
     from advisor.analysis.digest import digest_file
@@ -57,7 +79,7 @@ def load_side(
 
     p = Path(path)
     files = traces_at(p)
-    options = dataclasses.replace(options, kernel_sequence=True)
+    options = dataclasses.replace(options, kernel_sequence=with_kernels)
     if len(files) == 1:
         d = digest_file(files[0], options)
         if d.error is not None:
@@ -71,84 +93,6 @@ def _r(x: float, nd: int = 3) -> float:
     return round(float(x), nd)
 
 
-def _per_step(side: Side, attr: str) -> dict[str, tuple[float, float]]:
-    """name -> (count per step, ms per step), summed over the side's traces."""
-    tot: dict[str, list[float]] = {}
-    for d in side.digests:
-        for name, (count, ms) in getattr(d, attr).items():
-            acc = tot.setdefault(name, [0.0, 0.0])
-            acc[0] += count
-            acc[1] += ms
-    n = max(side.steps, 1)
-    return {k: (v[0] / n, v[1] / n) for k, v in tot.items()}
-
-
-def _changes(
-    a: Side,
-    b: Side,
-    attr: str,
-    top: int,
-    kernel_renames: dict[str, str] | None = None,
-) -> list[dict[str, Any]]:
-    """The names whose time per step changed most, renamed names paired.
-
-    Kernels (``kernel_renames``: B key -> A key, from the explanation's pairing) compare by
-    :func:`~advisor.trace.kernelnames.name_key`; CPU ops and ranges by name, a name found on one
-    side only paired with one on the other side only that runs as many times and shares more
-    than half its words (a compiled graph's new hash). Ops and ranges found on one side only
-    come after the others: ranges nest, so such a range (an annotation one run added) repeats
-    time the ops both runs have already show."""
-    pa, pb = _per_step(a, attr), _per_step(b, attr)
-    if kernel_renames is not None:
-        ka = _merge(pa, name_key)
-        kb = _merge(pb, lambda n: kernel_renames.get(name_key(n), name_key(n)))
-    else:
-        only_a = {n: (round(v[0], 3), "") for n, v in pa.items() if n not in pb}
-        only_b = {n: (round(v[0], 3), "") for n, v in pb.items() if n not in pa}
-        back = {y: x for x, y in pair_renamed(only_a, only_b, 0.5)}
-        ka = {n: (n, v) for n, v in pa.items()}
-        kb = _merge(pb, lambda n: back.get(n, n))
-    rows: list[dict[str, Any]] = []
-    for key in set(ka) | set(kb):
-        name_a, (ca, ma) = ka.get(key, ("", (0.0, 0.0)))
-        name_b, (cb, mb) = kb.get(key, ("", (0.0, 0.0)))
-        row: dict[str, Any] = {
-            "name": name_b or name_a,
-            "a_ms": _r(ma),
-            "b_ms": _r(mb),
-            "delta_ms": _r(mb - ma),
-            "a_count": _r(ca, 2),
-            "b_count": _r(cb, 2),
-        }
-        if name_a and name_b and name_a != name_b:
-            row["a_name"] = name_a
-        rows.append(row)
-    one_side_last = kernel_renames is None
-    rows.sort(
-        key=lambda r: (
-            one_side_last and (r["a_count"] == 0 or r["b_count"] == 0),
-            -abs(r["delta_ms"]),
-            r["name"],
-        )
-    )
-    return [r for r in rows if r["delta_ms"] != 0][:top]
-
-
-def _merge(
-    per_step: dict[str, tuple[float, float]], key: Callable[[str], str]
-) -> dict[str, tuple[str, tuple[float, float]]]:
-    """Per-step (count, ms) summed per ``key(name)``, with the name of the largest."""
-    acc: dict[str, tuple[str, tuple[float, float]]] = {}
-    for name, (c, ms) in sorted(per_step.items(), key=lambda kv: -kv[1][1]):
-        k = key(name)
-        if k in acc:
-            n0, (c0, m0) = acc[k]
-            acc[k] = (n0, (c0 + c, m0 + ms))
-        else:
-            acc[k] = (name, (c, ms))
-    return acc
-
-
 def _categories(side: Side) -> dict[str, float]:
     n = max(side.steps, 1)
     return {
@@ -159,99 +103,6 @@ def _categories(side: Side) -> dict[str, float]:
 def _step_median(side: Side) -> float:
     v = np.concatenate([d.step_ms for d in side.digests]) if side.digests else np.zeros(0)
     return float(np.median(v)) if len(v) else 0.0
-
-
-# ---- findings ------------------------------------------------------------------------------
-
-
-def _loc(f: Finding) -> tuple[str, int, str] | None:
-    if not f.locations:
-        return None
-    loc = f.locations[0]
-    return (Path(loc.file).name, loc.line, loc.function)
-
-
-def match_findings(
-    a: Sequence[Finding], b: Sequence[Finding]
-) -> tuple[list[tuple[Finding, Finding]], list[Finding], list[Finding]]:
-    """Pairs (same id and place), resolved (only in a), new (only in b).
-
-    Same place: the same file name and line; else the same file name and function (the fix
-    moved the line); findings without a location pair by id in ranking order. Only findings
-    of the same phase (``Finding.phase``) pair."""
-    left, right = list(a), list(b)
-    pairs: list[tuple[Finding, Finding]] = []
-    keys = (  # a finding pairs only within its phase (training, or the evaluation window)
-        lambda f: (f.phase, f.id, _loc(f)[0], _loc(f)[1]) if _loc(f) else None,  # type: ignore[index]
-        lambda f: (f.phase, f.id, _loc(f)[0], _loc(f)[2]) if _loc(f) else None,  # type: ignore[index]
-        lambda f: (f.phase, f.id) if _loc(f) is None else None,
-    )
-    for key in keys:
-        for fa in list(left):
-            ka = key(fa)
-            if ka is None:
-                continue
-            for fb in right:
-                if key(fb) == ka:
-                    pairs.append((fa, fb))
-                    left.remove(fa)
-                    right.remove(fb)
-                    break
-    return pairs, left, right
-
-
-def _where(f: Finding) -> str | None:
-    loc = _loc(f)
-    return f"{loc[0]}:{loc[1]}" if loc else None
-
-
-def _entry(fa: Finding | None, fb: Finding | None) -> dict[str, Any]:
-    f = fb or fa
-    assert f is not None
-    return {
-        "id": f.id,
-        "title": f.title,
-        "location": _where(f),
-        "severity": {"a": fa.severity if fa else None, "b": fb.severity if fb else None},
-        "est_savings_ms": {
-            "a": fa.est_savings_ms if fa else None,
-            "b": fb.est_savings_ms if fb else None,
-        },
-        "summary": f.summary,
-    }
-
-
-def _changed(fa: Finding, fb: Finding) -> bool:
-    d = abs(fb.est_savings_ms - fa.est_savings_ms)
-    return fa.severity != fb.severity or d >= max(0.05, 0.1 * fa.est_savings_ms)
-
-
-def _listed(fs: Sequence[Finding]) -> set[tuple[str | None, str]]:
-    """(phase, id) of the findings listed under another one's row (``Finding.related``)."""
-    return {(f.phase, r.id) for f in fs for r in f.related}
-
-
-def findings_diff(a: Sequence[Finding], b: Sequence[Finding]) -> dict[str, list[dict[str, Any]]]:
-    pairs, resolved, new = match_findings(a, b)
-    # a finding that moved under another row of the same cause is neither resolved nor new
-    resolved = [f for f in resolved if (f.phase, f.id) not in _listed(b)]
-    new = [f for f in new if (f.phase, f.id) not in _listed(a)]
-    sev = SEVERITIES.index
-    out: dict[str, list[dict[str, Any]]] = {
-        "resolved": [_entry(f, None) for f in resolved],
-        "new": [_entry(None, f) for f in new],
-        "changed": [_entry(x, y) for x, y in pairs if _changed(x, y)],
-        "unchanged": [_entry(x, y) for x, y in pairs if not _changed(x, y)],
-    }
-    for k in out:
-        out[k].sort(
-            key=lambda e: (
-                sev(e["severity"]["b"] or e["severity"]["a"]),
-                e["id"],
-                e["location"] or "",
-            )
-        )
-    return out
 
 
 # ---- the whole diff ------------------------------------------------------------------------
@@ -271,43 +122,125 @@ def _side_info(s: Side, step_ms: float) -> dict[str, Any]:
     }
 
 
-def _verdict(ma: float, mb: float, fd: dict[str, list[Any]]) -> str:
+def _change(ma: float, mb: float, steady: bool) -> str:
     if ma <= 0:
-        change = "no step time on side A to compare"
-    elif abs(mb - ma) < 0.01 * ma:
-        change = f"step time unchanged ({ma:.2f} -> {mb:.2f} ms)"
-    else:
-        word = "faster" if mb < ma else "slower"
-        change = f"B is {abs(mb - ma) / ma:.1%} {word} per step ({ma:.2f} -> {mb:.2f} ms)"
-    left = [e for e in fd["new"] + fd["changed"] + fd["unchanged"] if e["severity"]["b"] != "info"]
-    return (
-        f"{change}; {len(fd['resolved'])} finding(s) resolved, {len(fd['new'])} new, "
-        f"{len(left)} still to fix"
+        return "no step time on side A to compare"
+    where = " in the steady state" if steady else ""
+    if abs(mb - ma) < 0.01 * ma:
+        return f"step time unchanged{where} ({ma:.2f} -> {mb:.2f} ms)"
+    word = "faster" if mb < ma else "slower"
+    return f"B is {abs(mb - ma) / ma:.1%} {word} per step{where} ({ma:.2f} -> {mb:.2f} ms)"
+
+
+def _verdict(d: dict[str, Any]) -> str:
+    """One line: the workload when it differs, the change of the steady step (one-time work
+    kept out, when a run had some), a flipped bound, and the findings."""
+    parts = []
+    if d["workload"]["differs"]:
+        parts.append(d["workload"]["text"])
+    st, sm = d["steady_step_ms"], d["step_ms_median"]
+    once = [s for s in ("a", "b") if d["one_time"][s]["held_ms_per_step"]]
+    kept = d["one_time"]["kept_out"]
+    change = _change(st["a"], st["b"], True) if kept else _change(sm["a"], sm["b"], False)
+    if kept:
+        held = ", ".join(f"{s.upper()} {d['one_time'][s]['held_ms_per_step']:.2f} ms" for s in once)
+        change += f"; one-time work per step kept out ({held}; measured {sm['a']:.2f} -> "
+        change += f"{sm['b']:.2f} ms)"
+    parts.append(change)
+    b = d["bound"]
+    if b and b["flipped"]:
+        la, lb = (BOUND_LABELS.get(b[s], b[s]) for s in ("a", "b"))
+        parts.append(f"the step was bound by {la} in A, by {lb} in B")
+    fd = d["findings"]
+    parts.append(
+        f"{len(fd['resolved'])} finding(s) resolved, {len(fd['new'])} new, "
+        f"{len(fd['still_to_fix'])} still to fix"
     )
+    return "; ".join(parts)
 
 
-def diff_sides(a: Side, b: Side, top: int = 10) -> dict[str, Any]:
+def _bound_report(s: Side) -> Report:
+    """The report whose ``run.bound`` stands for the side (the first trace's for several)."""
+    if s.report.run.bound is None and s.digests:
+        return s.digests[0].report
+    return s.report
+
+
+def _median(v: np.ndarray) -> float:
+    return float(np.median(v)) if len(v) else 0.0
+
+
+def diff_sides(a: Side, b: Side, top: int = 10, near: Near | None = None) -> dict[str, Any]:
+    """The comparison (module doc); ``near``: measures one side again for some finding ids with
+    their value floors off (:func:`near_pass`; None: findings only one run reports are new or
+    resolved as they are)."""
     ma, mb = _step_median(a), _step_median(b)
+    sa, sb = _median(steady_steps_ms(a.digests)), _median(steady_steps_ms(b.digests))
     ca, cb = _categories(a), _categories(b)
-    fd = findings_diff(a.report.findings, b.report.findings)
+    scripts = (a.report.run.script, b.report.run.script)
+    fd = findings_diff(a.report.findings, b.report.findings, near, scripts)
     why = explain(a.digests, b.digests, ca, cb, mb - ma, top)
     renames = {name_key(r["b"]): name_key(r["a"]) for r in (why or {}).get("renamed", [])}
-    return {
+    d: dict[str, Any] = {
         "schema_version": DIFF_SCHEMA_VERSION,
         "a": _side_info(a, ma),
         "b": _side_info(b, mb),
+        "workload": workload_diff(a.digests, b.digests, sa, sb),
         "step_ms_median": {
             "a": _r(ma),
             "b": _r(mb),
             "delta_ms": _r(mb - ma),
             "delta_pct": _r(100.0 * (mb - ma) / ma, 2) if ma > 0 else None,
         },
+        "steady_step_ms": {
+            "a": _r(sa),
+            "b": _r(sb),
+            "delta_ms": _r(sb - sa),
+            "delta_pct": _r(100.0 * (sb - sa) / sa, 2) if sa > 0 else None,
+        },
+        "one_time": {
+            "a": one_time_side(a.digests, a.report),
+            "b": one_time_side(b.digests, b.report),
+            "kept_out": False,
+        },
+        "bound": bound_diff(_bound_report(a), _bound_report(b)),
         "categories_ms": {
             c: {"a": _r(ca[c]), "b": _r(cb[c]), "delta_ms": _r(cb[c] - ca[c])} for c in CATEGORIES
         },
-        "kernels": _changes(a, b, "kernels", top, renames),
-        "ops": _changes(a, b, "ops", top),
+        "runtime": runtime_diff(a.digests, b.digests),
+        "kernels": top_changes(a.digests, b.digests, "kernels", top, renames),
+        "ops": top_changes(a.digests, b.digests, "ops", top),
         "findings": fd,
-        "verdict": _verdict(ma, mb, fd),
         "explain": why,
     }
+    d["one_time"]["kept_out"] = any(
+        d["one_time"][s]["held_ms_per_step"] >= ONE_TIME_SHOWN * max(d["step_ms_median"][s], 1e-9)
+        for s in ("a", "b")
+    )
+    d["verdict"] = _verdict(d)
+    return d
+
+
+def near_pass(
+    path_a: str | Path,
+    path_b: str | Path,
+    options: Options,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+) -> Near:
+    """``near(side, ids)``: side ``"a"`` or ``"b"`` analysed again with only these detectors
+    and their value floors at 0 (:func:`advisor.detect.thresholds.value_gates`): the findings
+    the other run lacks, measured where they stayed under the floor."""
+    import dataclasses
+
+    from advisor.detect.thresholds import value_gates
+
+    def near(side: str, ids: frozenset[str]) -> tuple[Finding, ...]:
+        floors = {k: 0.0 for k in value_gates(ids)}
+        opts = dataclasses.replace(
+            options, only=ids, skip=frozenset(), overrides={**options.overrides, **floors}
+        )
+        path = path_a if side == "a" else path_b
+        return load_side(path, opts, jobs, scheduler, with_kernels=False).report.findings
+
+    return near

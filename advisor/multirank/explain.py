@@ -10,7 +10,9 @@ rules are :mod:`advisor.trace.kernelnames`):
    and the order of its fused parts do not count) that run as many times on both sides pair
    occurrence by occurrence: the *skeleton* of the step.
 2. A name found on one side only pairs with a name found on the other side only when both are
-   of the same :func:`~advisor.trace.kernelnames.kernel_family` and run as many times; among
+   of the same :func:`~advisor.trace.kernelnames.kernel_family`, are launched by the same op
+   (the op around most of their launches, compared by its words, so a compiled graph's new
+   hash still matches; none for both counts as the same) and run as many times; among
    several candidates, the one sharing most words (template arguments, parameters and numbers
    aside) wins. These are the renamed kernels; they join the skeleton.
 3. The skeleton cuts each side into segments (the kernels between two paired kernels). When
@@ -41,7 +43,7 @@ import pandas as pd
 
 from advisor.derive.breakdown import CATEGORIES
 from advisor.digest import Digest, KernelSeq
-from advisor.trace.kernelnames import kernel_family, name_key, pair_renamed
+from advisor.trace.kernelnames import kernel_family, name_key, name_tokens, pair_renamed
 
 TOP_GROUPS = 8  # added/removed groups listed by name; the rest make one line
 
@@ -79,13 +81,21 @@ class _Side:
         return len(self.name_idx)
 
 
+def _group(side: _Side, pos: np.ndarray) -> str:
+    """What a kernel must share with its renamed counterpart: its family and the op that
+    launches most of its calls, by the op's words (a compiled graph's new hash aside)."""
+    op = side.ops[int(np.bincount(side.op_idx[pos]).argmax())] if len(pos) else ""
+    return f"{side.family[pos[0]]}|{' '.join(sorted(name_tokens(op)))}"
+
+
 def _renames(
     a: _Side, b: _Side, ka: dict[str, np.ndarray], kb: dict[str, np.ndarray]
 ) -> list[tuple[str, str]]:
     """Keys on one side only paired with keys on the other side only (same family, same
-    count; the most shared words first: :func:`advisor.trace.kernelnames.pair_renamed`)."""
-    only_a = {k: (float(len(v)), str(a.family[v[0]])) for k, v in ka.items() if k not in kb}
-    only_b = {k: (float(len(v)), str(b.family[v[0]])) for k, v in kb.items() if k not in ka}
+    launching op, same count; the most shared words first:
+    :func:`advisor.trace.kernelnames.pair_renamed`)."""
+    only_a = {k: (float(len(v)), _group(a, v)) for k, v in ka.items() if k not in kb}
+    only_b = {k: (float(len(v)), _group(b, v)) for k, v in kb.items() if k not in ka}
     return pair_renamed(only_a, only_b)
 
 

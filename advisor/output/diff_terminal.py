@@ -1,4 +1,5 @@
-"""Terminal rendering of ``advisor diff`` (the dict from :func:`advisor.multirank.diff.diff_sides`)."""
+"""Terminal rendering of ``advisor diff`` (the dict from :func:`advisor.multirank.diff.diff_sides`;
+the rows from :mod:`advisor.output.diff_view`, which the HTML page shows too)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,9 @@ from typing import Any, TextIO
 
 from rich.table import Table
 
+from advisor.output import diff_view as v
 from advisor.output.printable import printable as p
 from advisor.output.terminal import console
-
-# the step breakdown's categories (advisor.derive.breakdown), as the diff table names them
-CATEGORY_LABELS = {
-    "dataloader": "dataloader (GPU idle while fetching)",
-    "idle": "idle (other GPU idle)",
-    "host_only": "host only (no GPU)",
-}
 
 
 def _short(name: str, width: int = 70) -> str:
@@ -29,25 +24,23 @@ def _table(*cols: str) -> Table:
     return t
 
 
-def _signed(x: float | None, fmt: str = ".2f") -> str:
-    return "–" if x is None else f"{x:+{fmt}}"
-
-
 def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
     con = console(file, markup=False)  # names print verbatim, control characters escaped
-    a, b, st = d["a"], d["b"], d["step_ms_median"]
+    a, b = d["a"], d["b"]
     con.print(f"A: {p(a['path'])} ({a['traces']} trace(s), {a['steps']} step(s))")
     con.print(f"B: {p(b['path'])} ({b['traces']} trace(s), {b['steps']} step(s))")
     con.print(p(d["verdict"]))
+    for line in v.workload_lines(d):
+        con.print(p(line))
     t = _table("per step", "A ms", "B ms", "change ms")
-    pct = f" ({_signed(st['delta_pct'], '.1f')}%)" if st["delta_pct"] is not None else ""
-    t.add_row("median step", f"{st['a']:.2f}", f"{st['b']:.2f}", _signed(st["delta_ms"]) + pct)
-    for cat, v in d["categories_ms"].items():
-        if cat == "host_only" and v["a"] == v["b"] == 0:
-            continue  # GPU traces: no step time without a GPU
-        label = CATEGORY_LABELS.get(cat, cat)
-        t.add_row(label, f"{v['a']:.2f}", f"{v['b']:.2f}", _signed(v["delta_ms"]))
+    for row in v.step_rows(d):
+        t.add_row(*row)
     con.print(t)
+    bound = v.bound_line(d)
+    if bound:
+        con.print(p(bound))
+    for line in v.one_time_lines(d):
+        con.print(p(line))
     for key, title in (("kernels", "GPU kernels"), ("ops", "CPU ops and ranges")):
         rows = d[key]
         if not rows:
@@ -60,35 +53,65 @@ def print_diff(d: dict[str, Any], file: TextIO | None = None) -> None:
                 _short(label),
                 f"{r['a_ms']:.2f}",
                 f"{r['b_ms']:.2f}",
-                _signed(r["delta_ms"]),
+                v.signed(r["delta_ms"]),
                 f"{r['a_count']:g}",
                 f"{r['b_count']:g}",
             )
         con.print(t)
     if d.get("explain"):
         _print_explain(con, d["explain"])
-    fd = d["findings"]
-    for key, title in (
-        ("resolved", "Resolved"),
-        ("new", "New"),
-        ("changed", "Changed"),
-        ("unchanged", "Still there"),
-    ):
+    _print_runtime(con, d)
+    _print_findings(con, d["findings"])
+
+
+def _print_runtime(con: Any, d: dict[str, Any]) -> None:
+    changes = v.runtime_changes(d)
+    calls, copies = v.call_rows(d), v.copy_rows(d)
+    if not (changes or calls or copies):
+        return
+    con.print(
+        "What the runtime calls say (per step, A -> B):" if changes else "Runtime calls per step:"
+    )
+    for c in changes:
+        con.print(f"  {p(c)}")
+    if calls:
+        t = _table("call", "kind", "A /step", "B /step", "A host ms", "B host ms")
+        for kind, name, *rest in calls:
+            t.add_row(_short(name, 50), kind, *rest)
+        con.print(t)
+    if copies:
+        t = _table(
+            "copies",
+            "A /step",
+            "B /step",
+            "A GB/s",
+            "B GB/s",
+            "A % hidden",
+            "B % hidden",
+            "A host ms",
+            "B host ms",
+        )
+        for row in copies:
+            t.add_row(*row)
+        con.print(t)
+
+
+def _print_findings(con: Any, fd: dict[str, Any]) -> None:
+    for key, title in v.FINDING_SECTIONS:
         rows = fd[key]
         if not rows:
             continue
         con.print(f"{title} ({len(rows)}):")
         for e in rows:
-            where = f" at {p(e['location'])}" if e["location"] else ""
-            sa, sb = e["est_savings_ms"]["a"], e["est_savings_ms"]["b"]
-            sev = e["severity"]
-            if key == "resolved":
-                figs = f"was {sev['a']}, {sa:.2f} ms/step"
-            elif key == "new":
-                figs = f"{sev['b']}, {sb:.2f} ms/step"
-            else:
-                figs = f"{sev['a']} -> {sev['b']}, {sa:.2f} -> {sb:.2f} ms/step"
-            con.print(f"  {p(e['id'])}{where}: {figs}")
+            con.print(f"  {p(v.finding_line(key, e))}")
+    left = fd.get("still_to_fix") or []
+    con.print(
+        f"Still to fix ({len(left)}):" if left else "Still to fix: nothing above information."
+    )
+    for e in left:
+        head, summary = v.still_line(e)
+        con.print(f"  {p(head)}")
+        con.print(f"    {p(summary)}")
 
 
 def _print_explain(con: Any, e: dict[str, Any]) -> None:
@@ -105,13 +128,13 @@ def _print_explain(con: Any, e: dict[str, Any]) -> None:
     for line in e["lines"]:
         if abs(line["delta_ms"]) < 0.005:
             continue
-        t.add_row(_signed(line["delta_ms"]), _short(line["label"], 110))
-        parts = ", ".join(f"{f} {v:+.2f}" for f, v in (line.get("families") or {}).items())
+        t.add_row(v.signed(line["delta_ms"]), _short(line["label"], 110))
+        parts = ", ".join(f"{f} {x:+.2f}" for f, x in (line.get("families") or {}).items())
         if parts:
             t.add_row("", f"  {p(parts)}")
     if small:
         total = sum(x["delta_ms"] for x in small)
-        t.add_row(_signed(total, ".3f"), f"{len(small)} line(s) under 0.005 ms each")
+        t.add_row(v.signed(total, ".3f"), f"{len(small)} line(s) under 0.005 ms each")
     con.print(t)
     fams = ", ".join(f"{x['family']} {x['delta_ms']:+.2f}" for x in e["by_family"])
     if fams:
