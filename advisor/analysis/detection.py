@@ -59,8 +59,11 @@ def rank_checks() -> list[RankCheck]:
     """Every cross-rank check (the built-in ones and the plugins'), sorted by id (after loading
     the detectors)."""
     all_detectors()
-    own = [c for c in registered_rank_checks() if c.builtin]
-    return sorted(own + [c for p in _PLUGINS.values() for c in p.checks], key=lambda c: c.id)
+    found = {c.id: c for c in registered_rank_checks()}  # imported here (a plugin without fork)
+    for p in _PLUGINS.values():
+        for c in p.checks:
+            found.setdefault(c.id, c)
+    return [found[k] for k in sorted(found)]
 
 
 # Third-party detectors: a distribution declares an entry point in this group whose value is a
@@ -86,8 +89,11 @@ def all_detectors() -> list[Detector]:
                 importlib.import_module(f"advisor.detectors.{info.name}")
         _loaded = True
         _load_plugins()
-    own = [d for d in registered() if d.builtin]
-    return sorted(own + [d for p in _PLUGINS.values() for d in p.detectors], key=lambda d: d.id)
+    found = {d.id: d for d in registered()}  # imported here (a plugin without fork too)
+    for p in _PLUGINS.values():
+        for d in p.detectors:
+            found.setdefault(d.id, d)
+    return [found[k] for k in sorted(found)]
 
 
 def _load_plugins() -> None:
