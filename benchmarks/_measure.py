@@ -187,6 +187,25 @@ def peak_tree_pss(cmd: list[str], env: dict[str, str] | None = None, every_s: fl
     return peak
 
 
+def installed() -> tuple[dict[str, str], str]:
+    """The advisor as installed for this python (``pip install``: a wheel in site-packages, or
+    an editable install of a checkout), its bytecode written as ``pip install`` writes it; the
+    environment that runs it (none of this checkout's paths added) and where it is."""
+    import compileall
+
+    code = (
+        "import advisor, advisor.detectors as d\n"
+        "print('\\n'.join([*advisor.__path__, *d.__path__]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = subprocess.run(
+        [python(), "-c", code], capture_output=True, text=True, env=env, cwd="/", check=True
+    ).stdout.split()
+    for d in dict.fromkeys(found):
+        compileall.compile_dir(d, quiet=1)
+    return {"PYTHONPATH": ""}, found[0] if found else "?"
+
+
 def compile_checkout() -> None:
     """Write the bytecode of this checkout's modules, as ``pip install`` does for users: with
     PYTHONDONTWRITEBYTECODE set (or stale .pyc files after an edit) every run would otherwise

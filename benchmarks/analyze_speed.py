@@ -1,9 +1,12 @@
 """How fast ``advisor analyze`` is, against the bare parse floor and HTA 0.5.0.
 
 Each figure is a fresh process, run alternating (advisor, floor, HTA, then rotated) and repeated;
-the medians are printed, one line per figure with its ratios:
+the medians are printed, one line per figure with its ratios, in wall time and in CPU time (user +
+system of every process: on a shared machine the wall clock says more about the neighbours):
 
-- ``advisor analyze TRACE``: start-up, load, every detector, findings.json and report.html;
+- ``advisor analyze TRACE``: start-up, load, every detector, findings.json and report.html; the
+  advisor installed for this python (as ``pip install`` leaves it: bytecode written; an editable
+  install is this checkout), or with ``--checkout`` this checkout whatever is installed;
 - the parse floor: gunzip + ``orjson.loads`` of the same file, nothing else, ending as
   ``advisor analyze`` does (no interpreter teardown);
 - HTA 0.5.0 (``--hta-python``: a python with ``HolisticTraceAnalysis==0.5.0`` installed, or the
@@ -33,6 +36,7 @@ from _measure import (  # noqa: E402
     Sample,
     advisor_env,
     compile_checkout,
+    installed,
     mb,
     median,
     peak_tree_pss,
@@ -80,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         help="python of a venv with HolisticTraceAnalysis==0.5.0 (or $HTA_PYTHON)",
     )
     ap.add_argument("--no-floor", action="store_true", help="skip the parse floor")
+    ap.add_argument(
+        "--checkout", action="store_true", help="run this checkout, not the installed advisor"
+    )
     args = ap.parse_args(argv)
     trace: Path = args.trace.resolve()
     if not trace.is_file():
@@ -100,8 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             hta_dir.mkdir()
             (hta_dir / trace.name).symlink_to(trace)
         figures: dict[str, list[Sample]] = {"advisor": [], "floor": [], "hta": []}
-        env = advisor_env()
-        compile_checkout()
+        if args.checkout:
+            env, where = advisor_env(), str(Path(__file__).resolve().parents[1] / "advisor")
+            compile_checkout()
+        else:
+            env, where = installed()
+        print(f"advisor: {where}")
 
         def advisor() -> Sample:
             return run(

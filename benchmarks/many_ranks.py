@@ -10,7 +10,9 @@ tree (the command, the Dask scheduler thread, the nanny-started workers) every 0
 
     python benchmarks/many_ranks.py [--trace T] [--ranks 8 64 256] [--engine dask|pool]
 
-Printed per N: wall seconds, peak RSS of the whole tree, the largest worker's peak RSS, the
+Printed per N: wall seconds, the peak memory of the whole tree (the sum of RSS, which counts the
+pages a forked worker shares with its fork server once per process, and the sum of PSS, which
+counts them once: the memory all the processes hold at once), the largest worker's peak RSS, the
 straggler the report names, whether every rank was read, and the progress lines the command
 printed (one per tenth done from 100 traces on: its stderr is a log here, not a terminal).
 
@@ -32,13 +34,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measure import _pss  # noqa: E402
+
 from tests.mr_helpers import synth_ranks  # noqa: E402
 
 DEFAULT_TRACE = REPO / "sample_traces" / "sync_point.cpu.json.gz"
 
 
-def _tree_rss(root: int) -> tuple[int, int]:
-    """(total RSS of ``root`` and its descendants, largest single descendant RSS), bytes."""
+def _tree_rss(root: int) -> tuple[int, int, int]:
+    """(total RSS of ``root`` and its descendants, largest single descendant RSS, their total
+    PSS: shared pages split between the processes that share them, so counted once), bytes."""
     parent: dict[int, int] = {}
     rss: dict[int, int] = {}
     for d in os.listdir("/proc"):
@@ -59,7 +65,7 @@ def _tree_rss(root: int) -> tuple[int, int]:
         grew = bool(new)
     total = sum(rss.get(p, 0) for p in tree)
     largest = max((rss.get(p, 0) for p in tree if p != root), default=0)
-    return total, largest
+    return total, largest, sum(_pss(p) for p in tree)
 
 
 def measure(folder: Path, out: Path, engine: str) -> dict[str, object]:
@@ -74,10 +80,11 @@ def measure(folder: Path, out: Path, engine: str) -> dict[str, object]:
     log = out.parent / f"{out.name}.log"
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
-        peak = worker_peak = 0
+        peak = worker_peak = peak_pss = 0
         while proc.poll() is None:
-            total, largest = _tree_rss(proc.pid)
+            total, largest, pss = _tree_rss(proc.pid)
             peak, worker_peak = max(peak, total), max(worker_peak, largest)
+            peak_pss = max(peak_pss, pss)
             time.sleep(0.1)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -95,6 +102,7 @@ def measure(folder: Path, out: Path, engine: str) -> dict[str, object]:
     return {
         "wall_s": wall,
         "peak_mb": peak / 2**20,
+        "peak_pss_mb": peak_pss / 2**20,
         "worker_peak_mb": worker_peak / 2**20,
         "ranks_read": sum(1 for r in ranks if "error" not in r),
         "ranks": len(ranks),
@@ -117,7 +125,7 @@ def main() -> None:
         f"cpus: {os.cpu_count()}"
     )
     print(
-        f"{'ranks':>6} {'build s':>8} {'wall s':>8} {'peak MB':>8} {'worker MB':>10} "
+        f"{'ranks':>6} {'build s':>8} {'wall s':>8} {'peak MB':>8} {'PSS MB':>7} {'worker MB':>10} "
         f"{'read':>9} {'straggler':>9} {'progress':>8}"
     )
     try:
@@ -130,6 +138,7 @@ def main() -> None:
             r = measure(folder, work / f"out{n}", args.engine)
             print(
                 f"{n:>6} {build:>8.1f} {r['wall_s']:>8.1f} {r['peak_mb']:>8.0f} "
+                f"{r['peak_pss_mb']:>7.0f} "
                 f"{r['worker_peak_mb']:>10.0f} {r['ranks_read']:>4}/{r['ranks']:<4} "
                 f"{r['straggler']!s:>9} {r['progress_lines']:>8}",
                 flush=True,

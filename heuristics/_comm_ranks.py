@@ -16,7 +16,6 @@ from advisor.derive.peerwait import cross_rank_wait_ns, match_by_end
 from advisor.detect.registry import RanksContext, across_ranks
 from advisor.digest import Digest
 from advisor.findings import Draft
-from advisor.replay.job import job_replay
 
 ID = "comm-overlap"
 
@@ -73,6 +72,8 @@ def cross_rank_split(digests: Sequence[Digest]) -> dict[str, Any] | None:
 def _job_value(digests: Sequence[Digest]) -> tuple[float, float] | None:
     """(the job's replayed step, how much shorter it is with every transfer hidden), ms; None
     when not every rank's steps could be replayed."""
+    from advisor.replay.job import job_replay  # (only across ranks: not at start-up)
+
     base = job_replay(digests)
     hidden = job_replay(digests, hide_transfer=True)
     if base is None or hidden is None:

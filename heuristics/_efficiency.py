@@ -112,18 +112,32 @@ def _analysis(trace: Trace, th: Thresholds) -> Analysis | None:
         ns=("ns", "sum"), tc=("tc", "any"), claim=("claim", "max")
     )
     rows = []
-    for op, ns, tc, code in calls.itertuples():
+    # an op's dtype, work and shape depend on its name, shapes and types only (and, for a
+    # convolution, on its output): once per distinct one (the same values are often the same
+    # objects: the decoder keeps one object per distinct shape list)
+    seen: dict[tuple[str, int, int], tuple[Any, Work | None, str]] = {}  # (by object id)
+    per_op = (calls.index.tolist(), calls["ns"].tolist(), calls["tc"].tolist(), calls["claim"])
+    for op, ns, tc, code in zip(*per_op[:3], per_op[3].tolist(), strict=True):
         claim = CLAIMS[int(code)]
-        name, dims, dtype = opn[op], dims_col[op], op_dtype(types_col[op])
-        out = None
-        if name in CONV_FWD and isinstance(dims, list | tuple) and len(dims) >= 2:
-            x, wt = dims[0], dims[1]
-            if isinstance(x, list | tuple) and isinstance(wt, list | tuple) and x and wt:
-                out = _conv_out(trace, int(op), list(x), int(wt[0]))
-        work = op_work(name, dims, dtype, out)
+        name, dims, types = opn[op], dims_col[op], types_col[op]
+        if name in CONV_FWD:
+            dtype = op_dtype(types)
+            out = None
+            if isinstance(dims, list | tuple) and len(dims) >= 2:
+                x, wt = dims[0], dims[1]
+                if isinstance(x, list | tuple) and isinstance(wt, list | tuple) and x and wt:
+                    out = _conv_out(trace, int(op), list(x), int(wt[0]))
+            work, shape = op_work(name, dims, dtype, out), _shape(dims)
+        else:
+            key = (name, id(dims), id(types))
+            got = seen.get(key)
+            if got is None:
+                dtype = op_dtype(types)
+                got = seen[key] = (dtype, op_work(name, dims, dtype, None), _shape(dims))
+            dtype, work, shape = got
         if work is None:
             continue
-        rows.append((int(op), name, _shape(dims), dtype, bool(tc), float(ns), work, claim))
+        rows.append((int(op), name, shape, dtype, bool(tc), float(ns), work, claim))
     if not rows:
         return Analysis(peak, units, ())
     cols = ["op", "name", "shape", "dtype", "tc", "ns", "work", "claim"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.timeline import busy_by_device, union
 from advisor.detect.registry import Context
 from advisor.detect.thresholds import register
@@ -128,7 +129,7 @@ def _launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         li = df["launch_idx"].to_numpy()
         used[li[li >= 0]] = True
     idx = rt["op_idx"].to_numpy()[used]
-    idx = np.unique(idx[idx >= 0])
+    idx = unique_ints(idx[idx >= 0])
     parent = ops["parent_idx"].to_numpy()
     is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
     for _ in range(64):  # climb while the parent is an aten op too (aten calls nest shallowly)
@@ -136,5 +137,5 @@ def _launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         up = (p >= 0) & is_aten[np.clip(p, 0, None)] & is_aten[idx]
         if not up.any():
             break
-        idx = np.unique(np.where(up, p, idx))
+        idx = unique_ints(np.where(up, p, idx))
     return union(ops["ts_ns"].to_numpy()[idx], ops["end_ns"].to_numpy()[idx])

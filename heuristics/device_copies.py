@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.locate import aggregate
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
@@ -154,7 +155,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     label: dict[int, tuple[str, str, str]] = {}  # op row -> (cause, copy op, context op)
     copy_rows: set[int] = set()  # the copy ops (clone over its copy_), for their host time
     by_chain: dict[tuple[str, ...], tuple[int, tuple[str, str, str]]] = {}  # per name chain
-    for i in np.unique(op[op >= 0]).tolist():
+    for i in unique_ints(op[op >= 0]).tolist():
         rows = op_chain(trace, i)
         chain = tuple(str(opn[j]) for j in rows)
         got = by_chain.get(chain)

@@ -52,7 +52,6 @@ from advisor.detect.registry import Context, RanksContext, Skip, across_ranks, d
 from advisor.detect.thresholds import register
 from advisor.digest import Digest
 from advisor.findings import Draft, Evidence
-from advisor.replay.job import job_replay
 from advisor.trace.model import Trace
 
 ID = "straggler"
@@ -132,6 +131,8 @@ def _what_before(ex: Explanation | None, lag_ms: float) -> str:
 
 def _job_saving(digests: Sequence[Digest], ranks: list[int]) -> tuple[float, float] | None:
     """(the job's replayed step, how much shorter it is with ``ranks`` arriving on time)."""
+    from advisor.replay.job import job_replay  # (only across ranks: not at start-up)
+
     base = job_replay(digests)
     fixed = job_replay(digests, late_ranks=ranks)
     if base is None or fixed is None:

@@ -57,6 +57,7 @@ from advisor.replay.fixes import DropSyncs
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
+from ._frameworks import framework_note
 from ._ops import op_chain, op_names
 from ._per_step import fmt_ms, in_steps, n_steps
 from ._sync_roles import event_runtime_rows, harness_note, result_reads, sync_roles
@@ -249,6 +250,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             'Run once with `torch.cuda.set_sync_debug_mode("warn")` to list every sync.',
         ]
     )
+    fw = framework_note(ctx.locator, ev["reason_idx"].where(ev["reason_idx"] >= 0, ev["op_idx"]))
+    if fw is not None:  # the sync is a framework's: its setting first (_frameworks.CAUSES)
+        summary, rec = f"{summary} {fw.sentence}", f"{fw.advice} {rec}"
     has_loc = any(loc is not None for loc in locs)
     confidence: Confidence = "low" if caused_ms <= 0 else ("high" if has_loc else "medium")
     notes = [res.assumption] if res.n else []
@@ -380,6 +384,10 @@ def _latent(trace: Trace, ctx: Context) -> list[Draft]:
     top = str(rows["kind"].value_counts().index[0])
     fix_text, snippet = FIXES[top]
     n = len(rows) / steps
+    fw = framework_note(ctx.locator, rows["idx"])
+    said = f" {fw.sentence}" if fw is not None else ""
+    if fw is not None:  # the read is a framework's: its setting first (_frameworks.CAUSES)
+        fix_text = f"{fw.advice} {fix_text}"
     return [
         Draft(
             id=ID,
@@ -390,7 +398,7 @@ def _latent(trace: Trace, ctx: Context) -> list[Draft]:
             summary=(
                 f"{n:g} call(s) per step read tensor values back to Python ("
                 f"{labels[top].split(' (')[0]}); free on this CPU run, but on a GPU each one "
-                "stops the host until the GPU drains its queue."
+                "stops the host until the GPU drains its queue." + said
             ),
             recommendation=fix_text + " This matters once the model runs on a GPU.",
             snippet=snippet,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,17 @@ SAMPLES = REPO / "sample_traces"
 # a plugin installed beside the suite never changes its results (the advisor processes the
 # tests start inherit it); tests/test_plugins.py turns it off where it installs its own
 os.environ["ADVISOR_NO_PLUGINS"] = "1"
+
+# the signal tests send SIGINT, SIGQUIT and SIGHUP to the processes they start, which inherit
+# an ignored signal from the suite: a suite started in the background or under nohup ignores
+# these, and its children would never see them. They get what a terminal gives.
+for _sig, _handler in (
+    (signal.SIGINT, signal.default_int_handler),
+    (signal.SIGQUIT, signal.SIG_DFL),
+    (signal.SIGHUP, signal.SIG_DFL),
+):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, _handler)
 
 
 def shared_trace(rel: str) -> Path:

@@ -126,4 +126,4 @@ def test_many_ranks_script_runs() -> None:
     r = _run([str(BENCH / "many_ranks.py"), "--ranks", "4"], timeout=600)
     assert r.returncode == 0, r.stderr
     row = r.stdout.strip().splitlines()[-1].split()
-    assert row[0] == "4" and row[5] == "4/4" and row[6] == "1"  # every rank read, straggler 4 // 3
+    assert row[0] == "4" and row[6] == "4/4" and row[7] == "1"  # every rank read, straggler 4 // 3

@@ -28,6 +28,7 @@ from tests.test_profile import FAST, advisor, outputs
 pytestmark = pytest.mark.slow
 
 BODY = """
+import time
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -38,9 +39,7 @@ class Slow(Dataset):
         return 4096
 
     def __getitem__(self, i):
-        acc = 0
-        for k in range(3000):
-            acc += k
+        time.sleep(0.005)  # 40 ms a batch, however busy the machine: longer than the step
         return torch.randn(16), torch.randn(1)
 
 

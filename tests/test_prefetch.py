@@ -327,6 +327,11 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
         "def slow(*a):\n"
         "    time.sleep(60)\n"
         "prefetch._decode = slow\n"
+        "result = prefetch.Prefetch.result\n"
+        "def waiting(self):\n"  # the parent says when it waits for the columns
+        "    print('WAITING', flush=True)\n"
+        "    return result(self)\n"
+        "prefetch.Prefetch.result = waiting\n"
         "sys.argv = ['advisor'] + sys.argv[1:]\n"
         "from advisor.cli.entry import main\n"
         "main()\n"
@@ -345,13 +350,23 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
         with contextlib.suppress(OSError):
             kids = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
         time.sleep(0.05)
-    time.sleep(1.0)  # the parent is waiting for the columns by now
+    assert p.stdout is not None
+    assert p.stdout.readline().strip() == "WAITING"  # (imports done, however busy the machine)
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 130
     assert err.strip().splitlines() == ["advisor: interrupted"]
     assert not out.exists()
-    time.sleep(0.3)
-    for k in kids:
-        status = Path(f"/proc/{k}/status")
-        assert not status.exists() or "\nState:\tZ" in status.read_text()
+
+    def left() -> list[str]:
+        return [
+            k
+            for k in kids
+            if Path(f"/proc/{k}/status").exists()
+            and "\nState:\tZ" not in Path(f"/proc/{k}/status").read_text()
+        ]
+
+    deadline = time.monotonic() + 60
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left()

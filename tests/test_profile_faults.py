@@ -451,6 +451,11 @@ class _Session:
 
 
 class _Recorder:
+    def __init__(self) -> None:
+        from advisor.profile.loaders import LoaderWorkers
+
+        self.loader_workers = LoaderWorkers()
+
     def install(self) -> None:
         pass
 

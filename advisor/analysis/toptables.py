@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.analysis.summary import op_self_ns
+from advisor.arrays import unique_ints
 from advisor.derive.locate import Locator
 from advisor.detectors._efficiency import Analysis, row_figures
 from advisor.record import UNSET
@@ -139,7 +140,7 @@ def _limit_figures(
     bound, text = rf.bound[rows], rf.cause_text[rows]
     modelled = bound != ""
     out: dict[int, tuple[float | None, str, str | None]] = {}
-    for code in np.unique(key[modelled]):
+    for code in unique_ints(key[modelled]):
         sel = modelled & (key == code)
         w = dur[sel].astype(float)
         known = ~np.isnan(f[sel])

@@ -35,7 +35,13 @@ Steps are found without code changes through a global optimizer.step() hook; loo
 optimizer call advisor.step() once per iteration. After --wait steps (step 0, everything before
 the first step, is always skipped) and --warmup steps, --active steps are recorded; then the
 script is stopped (--run-to-end lets it finish). Writes trace.json.gz, run.json, findings.json
-and report.html into --out. The exit code is the script's own.
+and report.html into --out. With --json, findings.json goes to stdout and the script's own
+output to stderr.
+
+Exit code: the script's own when it ends by itself (it finished, failed, called sys.exit, or
+ran to its end with --run-to-end); 0 when the advisor stopped it after its windows; 3 instead of
+0 when --fail-on finds a finding at that level; 1 when the advisor itself cannot run (a bad
+option, a missing script), named in one line.
 """
 
 

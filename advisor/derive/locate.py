@@ -144,6 +144,21 @@ class Locator:
             out.append(found[i])
         return out
 
+    def frames_for_op(self, op_idx: int) -> list[tuple[str, int, str, str]]:
+        """The Python frames enclosing cpu_ops row ``op_idx``, innermost first (at most 24),
+        each as (file, running line, function, line_is): library frames too (a legacy
+        trace's ``Call stack`` when there are no Python frames)."""
+        if op_idx < 0 or op_idx >= len(self._op_tid):
+            return []
+        frames = self._frames_at(int(self._op_tid[op_idx]), int(self._op_ts[op_idx]))
+        stack = self._op_stack[op_idx] if self._op_stack is not None else None
+        if not frames and isinstance(stack, str):  # a legacy trace's Call stack
+            for part in stack.split(";")[:24]:
+                fr = parse_frame(part.strip())
+                if fr is not None:
+                    frames.append((*fr, "call"))
+        return frames
+
     def _frames_at(self, tid: int, ts_ns: int) -> list[tuple[str, int, str, str]]:
         """Python frames enclosing ``ts_ns`` on ``tid``, innermost first (at most 24), each as
         (file, running line, function, line_is)."""

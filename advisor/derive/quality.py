@@ -10,7 +10,8 @@
 - **Graph capture** (:mod:`advisor.derive.kind`): launch calls inside stream-capture ranges
   record a graph and run nothing; a window made of them has capture timings, not steady state.
 - **Events that outlive the recording** (:mod:`advisor.trace.window`): host ranges cut at the
-  recording's end, or left out when they start after it.
+  recording's end, or left out when they start after it; said only when a step reaches the
+  recording's end or the trace has no step markers (otherwise no figure rests on them).
 - **GPU activity before its launch** (by more than ``EARLY_TOL_NS``): the GPU's and the host's
   clocks disagree.
 - **The harness's own syncs** inside the steps (:mod:`advisor.derive.harness`: torch.profiler
@@ -208,8 +209,15 @@ def _was(n: int) -> str:
 
 
 def _outlived(trace: Trace) -> Issue | None:
+    """Host events cut at the recording's end, said only when that changes a figure: when a
+    step reaches the recording's end (its time there is cut), or the trace has no step
+    markers (its one step ends with the recording). Ranges that outlive the last step (the
+    optimizer step that the window's stop falls in) change nothing the report shows."""
     w = trace.meta.window
     if not w.clipped and not w.dropped or w.end_ns is None:
+        return None
+    st = trace.steps
+    if len(st) and not trace.meta.synthetic_steps and int(st["end_ns"].max()) < w.end_ns:
         return None
     parts = []
     if w.clipped:

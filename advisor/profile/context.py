@@ -25,6 +25,7 @@ from typing import Any
 from advisor import settings
 from advisor.profile.compilefacts import CompileRecorder
 from advisor.profile.facts import user_site
+from advisor.profile.loaders import LoaderWorkers
 from advisor.profile.modules import MAX_ROWS as _MAX_ROWS
 from advisor.profile.modules import ModuleObserver
 
@@ -44,6 +45,10 @@ class ContextRecorder:
         self._warning_filter: Any = None
         self.modules = ModuleObserver()
         self.dataloaders: list[dict[str, Any]] = []
+        self.loader_workers = LoaderWorkers()
+        # id(dataset) -> the site of the first DataLoader built over it: a loader a library
+        # rebuilds from the user's (accelerate's prepare) is named at the user's DataLoader(...)
+        self._dataset_sites: dict[int, dict[str, Any] | None] = {}
         self._dl_ids: set[int] = set()
         self.optimizers: list[dict[str, Any]] = []
         self._opt_ids: set[int] = set()
@@ -76,6 +81,8 @@ class ContextRecorder:
 
         is_optimizer = cls is self._torch.optim.Optimizer
 
+        is_loader = cls.__name__ == "DataLoader"
+
         @functools.wraps(orig)
         def __init__(obj: Any, *args: Any, **kwargs: Any) -> None:
             orig(obj, *args, **kwargs)
@@ -84,7 +91,9 @@ class ContextRecorder:
             try:
                 if obj not in sites:
                     sites[obj] = user_site()
-            except TypeError:  # not weak-referenceable
+                    if is_loader:  # the first loader over a dataset: where the user built it
+                        self._dataset_sites.setdefault(id(obj.dataset), sites[obj])
+            except (TypeError, AttributeError):  # not weak-referenceable
                 pass
 
         self._patch(cls, "__init__", __init__)
@@ -120,6 +129,7 @@ class ContextRecorder:
             if id(dl) not in self._dl_ids:
                 self._on_dataloader(dl)
             it = orig_iter(dl)
+            self.loader_workers.watch(it)  # shut down at the end of the run (profile.loaders)
             self.on_iter(dl, it)
             return it
 
@@ -212,24 +222,37 @@ class ContextRecorder:
             except Exception:  # noqa: BLE001 (IterableDataset without __len__)
                 n = None
             nw = int(dl.num_workers)
-            site = self._sites.get(dl) or user_site(3) or {}
+            site = (
+                self._dataset_sites.get(id(dl.dataset)) or self._sites.get(dl) or user_site(3) or {}
+            )
+            batch = dl.batch_size
+            if batch is None:  # a batch sampler (accelerate's prepared loaders): its size
+                batch = getattr(getattr(dl, "batch_sampler", None), "batch_size", None)
             self.dataloaders.append(
                 {
                     "num_workers": nw,
                     "pin_memory": bool(dl.pin_memory),
-                    "batch_size": dl.batch_size,
+                    "batch_size": batch if isinstance(batch, int) else None,
                     "persistent_workers": bool(dl.persistent_workers),
                     "prefetch_factor": dl.prefetch_factor if nw > 0 else None,
                     "drop_last": bool(dl.drop_last),
                     "dataset_len": n,
                     "dataset_class": type(dl.dataset).__name__,
-                    "phase": self.phase_now(),
+                    "phase": self._loader_phase(),
                     "file": site.get("file"),
                     "line": site.get("line"),
                 }
             )
         except Exception:  # noqa: BLE001
             pass
+
+    def _loader_phase(self) -> str:
+        """The phase a loader is first iterated in: the session's, or evaluation when autograd
+        is off (a validation loop, Lightning's sanity check before training starts)."""
+        phase = self.phase_now()
+        if phase == "train" and not self._torch.is_grad_enabled():
+            return "eval"
+        return phase
 
     def on_optimizer(self, opt: Any) -> None:
         """Called from the step hook with each optimizer that steps."""

@@ -18,6 +18,9 @@ a program started with ``subprocess`` writes through the filter while it runs.
 :class:`PhaseProgress`: a phase of the run that lasts more than :data:`PROGRESS_AFTER_S` (the
 steps before the window, the window, the wait for an evaluation phase) says in one line on
 stderr what the advisor is waiting for.
+
+:class:`StdoutAside`: with ``--json``, the script's standard output goes to standard error while
+it runs, so that standard output holds the findings JSON alone.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import re
 import select
 import sys
 import threading
+import typing
 from collections.abc import Callable
 
 NOISE = re.compile(
@@ -199,3 +203,41 @@ class PhaseProgress:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+class StdoutAside:
+    """With ``--json`` the script's standard output (its prints, its children's, its C
+    extensions': file descriptor 1) goes to standard error while it runs, so that standard
+    output holds the findings JSON alone and a pipe into a JSON reader works."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self._saved: int | None = None
+
+    def start(self) -> None:
+        if not self.on or self._saved is not None:
+            return
+        try:
+            _flush_stream(sys.stdout)
+            self._saved = os.dup(1)
+            os.dup2(2, 1)
+        except (OSError, ValueError, AttributeError):
+            self._saved = None
+
+    def stop(self) -> None:
+        if self._saved is None:
+            return
+        _flush_stream(sys.stdout)
+        try:
+            os.dup2(self._saved, 1)
+            os.close(self._saved)
+        except OSError:
+            pass
+        self._saved = None
+
+
+def _flush_stream(stream: typing.Any) -> None:
+    try:
+        stream.flush()
+    except Exception:  # noqa: BLE001 (a closed or replaced stream)
+        pass

@@ -28,6 +28,7 @@ from advisor.profile.execute import (
     resolve_target,
 )
 from advisor.profile.forks import ForkWatch, fork_note
+from advisor.profile.quiet import StdoutAside
 from advisor.profile.signals import RunSignals
 from advisor.profile.torchrun import RankEnv, default_rank_out_dir, rank_env
 from advisor.runfolder import RUN_NAME, TRACE_NAME
@@ -165,8 +166,11 @@ def _profile(
         except (OSError, AdvisorError):
             pass
 
+    aside = StdoutAside(opts.json_out)  # --json: stdout holds the JSON alone
+
     def conclude(outcome: Outcome, cap: Any, context: dict[str, Any]) -> int:
         """Write and print the outputs once the script is over; returns the exit code."""
+        aside.stop()
         t_run = time.perf_counter() - t_start
         try:
             report, files, t_an, notes = _write_outputs(
@@ -201,7 +205,11 @@ def _profile(
             session.hard_stop = sigs.hard_stop = lambda outcome: _hard_stop(
                 outcome, session, recorder, sigs, conclude, out_dir
             )
-            outcome, cap, context = _run_script(target, session, recorder, sigs)
+            aside.start()
+            try:
+                outcome, cap, context = _run_script(target, session, recorder, sigs)
+            finally:
+                aside.stop()
             return conclude(outcome, cap, context)
     except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
@@ -252,6 +260,7 @@ def _hard_stop(
     code = outcome.exit_code
     try:
         sigs.finalizing()
+        recorder.loader_workers.close()
         cap = session.finish()
         try:
             context = recorder.to_dict()
@@ -296,6 +305,7 @@ def _run_script(
         finally:
             forks.stop()
             sigs.finalizing()
+            recorder.loader_workers.close()  # before finish()'s garbage collection
             cap = session.finish()
             try:  # while the script's objects are still alive
                 context = recorder.to_dict()

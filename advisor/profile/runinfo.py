@@ -25,6 +25,13 @@ def _steps(a: int, b: int) -> str:
 _ERRORS = ("exception", "out-of-memory", "dataloader-worker-died", "sys-exit", "os-exit")
 
 
+def ended_early(outcome: Outcome, cap: Capture) -> bool:
+    """Whether the run ended before its profiling window was complete: a script that fails or
+    exits non-zero after a complete window (``--run-to-end``) did not end early for the
+    report, whose figures cover the whole window (its exit code is passed on all the same)."""
+    return outcome.ended_early and cap.scope != "window"
+
+
 def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
     """Plain sentences for the report and the terminal about how the run ended and what the
     trace holds."""
@@ -52,11 +59,16 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
     if reason and before_any:  # an import error, a bad argument: nothing ran to profile
         fix = " Fix that, then run again." if outcome.end_reason in _ERRORS else ""
         out.append(f"{reason}: nothing was profiled.{fix}")
-    elif reason and outcome.ended_early:
+    elif reason and ended_early(outcome, cap):
         out.append(f"{reason}; the report covers what was captured until then.")
         advice = remedy(outcome.end_reason, outcome.error)
         if advice:
             out.append(advice)
+    elif reason and outcome.ended_early:  # after a complete window (--run-to-end)
+        out.append(
+            f"{reason.split(' after ')[0]} after the profiling window was captured "
+            f"(exit code {outcome.exit_code}, passed on); the report covers the whole window."
+        )
     if cap.step_source == "forward":
         out.append(
             f"Steps are the top-level calls of {cap.step_module} (the script never created an "
@@ -303,7 +315,7 @@ def build_run_json(
         "ended_at": ended_at,
         "duration_s": round(duration_s, 3),
         "exit_code": outcome.exit_code,
-        "ended_early": outcome.ended_early,
+        "ended_early": ended_early(outcome, cap),
         "end_reason": outcome.end_reason,
         "error": outcome.error,
         "no_steps": cap.steps_seen == 0,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from advisor.arrays import intersect_ints, setdiff_ints, union_ints, unique_ints
 from advisor.derive.timeline import covered_by, union
 from advisor.replay.fixes import (
     AsyncCopies,
@@ -57,7 +58,7 @@ class Claims:
             else:
                 host[t] = (s, e)
         return Claims(
-            np.union1d(self.kernels, other.kernels), np.union1d(self.memcpy, other.memcpy), host
+            union_ints(self.kernels, other.kernels), union_ints(self.memcpy, other.memcpy), host
         )
 
     def size_ns(self, trace: Trace) -> tuple[int, int]:
@@ -67,8 +68,8 @@ class Claims:
 
     def shared_ns(self, trace: Trace, other: Claims) -> tuple[int, int]:
         """(GPU time, host time) of this claim that ``other`` claims too."""
-        k = np.intersect1d(self.kernels, other.kernels)
-        m = np.intersect1d(self.memcpy, other.memcpy)
+        k = intersect_ints(self.kernels, other.kernels)
+        m = intersect_ints(self.memcpy, other.memcpy)
         host = 0
         for t, (s, e) in self.host.items():
             os_, oe = _host_of(other, t)
@@ -104,7 +105,7 @@ def _calls(trace: Trace, rows: np.ndarray) -> Spans:
     if not len(rows):
         return {}
     ts, end, tid = (rt[c].to_numpy()[rows] for c in ("ts_ns", "end_ns", "tid"))
-    return {int(t): union(ts[tid == t], end[tid == t]) for t in np.unique(tid)}
+    return {int(t): union(ts[tid == t], end[tid == t]) for t in unique_ints(tid)}
 
 
 def _launches(trace: Trace, table: str, rows: np.ndarray) -> np.ndarray:
@@ -112,7 +113,7 @@ def _launches(trace: Trace, table: str, rows: np.ndarray) -> np.ndarray:
     if not len(rows) or "launch_idx" not in df:
         return _EMPTY
     li = df["launch_idx"].to_numpy()[rows]
-    return np.unique(li[li >= 0]).astype(np.int64)
+    return unique_ints(li[li >= 0]).astype(np.int64)
 
 
 def claims_of(trace: Trace, fix: object) -> Claims:
@@ -123,23 +124,23 @@ def claims_of(trace: Trace, fix: object) -> Claims:
             out = out | claims_of(trace, f)
         return out
     if isinstance(fix, ScaleGpu):
-        return Claims(np.unique(_rows(fix.kernels)), np.unique(_rows(fix.memcpy)))
+        return Claims(unique_ints(_rows(fix.kernels)), unique_ints(_rows(fix.memcpy)))
     if isinstance(fix, HideComm):
-        return Claims(kernels=np.unique(_rows(fix.kernels)))
+        return Claims(kernels=unique_ints(_rows(fix.kernels)))
     if isinstance(fix, ShrinkHost):
         st = np.asarray(fix.starts, dtype=np.int64).ravel()
         en = np.asarray(fix.ends, dtype=np.int64).ravel()
         if fix.tids is None:
             return Claims(host={ANY_TID: union(st, en)} if len(st) else {})
         tids = np.asarray(fix.tids).ravel()
-        return Claims(host={int(t): union(st[tids == t], en[tids == t]) for t in np.unique(tids)})
+        return Claims(host={int(t): union(st[tids == t], en[tids == t]) for t in unique_ints(tids)})
     if isinstance(fix, DropSyncs):
         return Claims(host=_calls(trace, _rows(fix.runtime)))
     if isinstance(fix, AsyncCopies):
-        m = np.unique(_rows(fix.memcpy))
+        m = unique_ints(_rows(fix.memcpy))
         return Claims(memcpy=m, host=_calls(trace, _launches(trace, "memcpy", m)))
     if isinstance(fix, GraphLaunch):
-        k = np.unique(_rows(fix.kernels))
+        k = unique_ints(_rows(fix.kernels))
         return Claims(kernels=k, host=_calls(trace, _launches(trace, "kernels", k)))
     return Claims()
 
@@ -147,21 +148,22 @@ def claims_of(trace: Trace, fix: object) -> Claims:
 def _subtract(
     s: np.ndarray, e: np.ndarray, ts: np.ndarray, te: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals [s, e) less the disjoint sorted intervals [ts, te)."""
-    out_s, out_e = [], []
-    for a, b in zip(s.tolist(), e.tolist(), strict=True):
-        i = int(np.searchsorted(te, a, side="right"))
-        cur = a
-        while i < len(ts) and ts[i] < b:
-            if ts[i] > cur:
-                out_s.append(cur)
-                out_e.append(int(ts[i]))
-            cur = max(cur, int(te[i]))
-            i += 1
-        if cur < b:
-            out_s.append(cur)
-            out_e.append(b)
-    return np.asarray(out_s, dtype=np.int64), np.asarray(out_e, dtype=np.int64)
+    """Intervals [s, e) less the disjoint sorted intervals [ts, te): each interval cut by the
+    gaps between them, in order (all pieces at once)."""
+    s, e = np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)
+    lo = np.iinfo(np.int64).min
+    hi = np.iinfo(np.int64).max
+    gs = np.r_[lo, np.asarray(te, dtype=np.int64)]  # the gaps between the taken intervals
+    ge = np.r_[np.asarray(ts, dtype=np.int64), hi]
+    first = np.searchsorted(ge, s, side="right")  # the first gap ending after the start
+    last = np.searchsorted(gs, e, side="left")  # ...and the gaps starting before the end
+    n = np.maximum(last - first, 0)
+    which = np.repeat(np.arange(len(s)), n)
+    gap = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n) + np.repeat(first, n)
+    ps = np.maximum(s[which], gs[gap])
+    pe = np.minimum(e[which], ge[gap])
+    keep = ps < pe
+    return ps[keep], pe[keep]
 
 
 def _covered_calls(trace: Trace, rows: np.ndarray, taken: Claims) -> np.ndarray:
@@ -174,7 +176,7 @@ def _covered_calls(trace: Trace, rows: np.ndarray, taken: Claims) -> np.ndarray:
     out = np.zeros(len(rows), dtype=bool)
     if not len(rt):
         return out
-    for t in np.unique(tid[ok]):
+    for t in unique_ints(tid[ok]):
         m = ok & (tid == t)
         s, e = _host_of(taken, int(t))
         if len(s):
@@ -189,15 +191,15 @@ def without(trace: Trace, fix: Fix, taken: Claims) -> Fix | None:
         rest = [f for f in (without(trace, f, taken) for f in fix.fixes) if f is not None]
         return replace(fix, fixes=tuple(rest)) if rest else None
     if isinstance(fix, ScaleGpu | HideComm | GraphLaunch):
-        k = np.setdiff1d(_rows(fix.kernels), taken.kernels)
+        k = setdiff_ints(_rows(fix.kernels), taken.kernels)
         if isinstance(fix, ScaleGpu):
-            m = np.setdiff1d(_rows(fix.memcpy), taken.memcpy)
+            m = setdiff_ints(_rows(fix.memcpy), taken.memcpy)
             return replace(fix, kernels=k, memcpy=m) if len(k) or len(m) else None
         if isinstance(fix, GraphLaunch) and len(k):
             k = k[~_covered_calls(trace, trace.kernels["launch_idx"].to_numpy()[k], taken)]
         return replace(fix, kernels=k) if len(k) else None
     if isinstance(fix, AsyncCopies):
-        m = np.setdiff1d(_rows(fix.memcpy), taken.memcpy)
+        m = setdiff_ints(_rows(fix.memcpy), taken.memcpy)
         if len(m):
             m = m[~_covered_calls(trace, trace.memcpy["launch_idx"].to_numpy()[m], taken)]
         return replace(fix, memcpy=m) if len(m) else None

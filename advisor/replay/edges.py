@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.runtime import CLOCK_TOL_NS, COPY_CALL_RE, DEVICE_SYNC_RE, SYNC_CALL_RE
 from advisor.replay.structure import cross_stream_waits
 from advisor.trace.model import Trace
@@ -156,7 +157,7 @@ def host_calls(trace: Trace, launch_rt: np.ndarray) -> HostRows:
 def host_order(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
     """Host order: each call's previous call on its thread (-1) and the host work before it."""
     prev = np.full(len(ts), -1, dtype=np.int64)
-    for t in np.unique(thread):
+    for t in unique_ints(thread):
         idx = np.flatnonzero(thread == t)
         prev[idx[1:]] = idx[:-1]
     prev_end = np.where(prev >= 0, end[np.clip(prev, 0, None)], ts)
@@ -172,7 +173,7 @@ def handoffs(h: HostRows, prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ts, end, thread = h.ts_ns, h.end_ns, h.thread
     q = np.full(len(ts), -1, dtype=np.int64)
     prev_end = np.where(prev >= 0, end[np.clip(prev, 0, None)], ts)
-    threads = np.unique(thread)
+    threads = unique_ints(thread)
     if len(threads) > 1:
         best_end = np.full(len(ts), NEG, dtype=np.int64)
         for t in threads:

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from advisor.replay.model import Bind, Graph
+from advisor.replay.scan import Column, Times, scan
+from advisor.replay.scanplan import plan
 from advisor.replay.steptime import carried_wait_ns, gpu_cycle_ns
 
 
@@ -79,9 +81,7 @@ class Replayed:
     carried_ns: np.ndarray  # per step: the main thread's waits for work issued before it
     gpu_cycle_ns: np.ndarray  # per step: the span of its own GPU work
     # every node's times (host starts and ends, GPU starts and ends), made on demand
-    nodes: Callable[[], tuple[list[int], list[int], list[int], list[int]]] = field(
-        repr=False, compare=False
-    )
+    nodes: Callable[[], Times] = field(repr=False, compare=False)
 
     @property
     def host_start_ns(self) -> np.ndarray:
@@ -113,7 +113,22 @@ class Replayed:
 
 def replay(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
     """Replay the graph with ``mods`` (see the module doc); ``one_step``: only the step closest
-    to the median (``gr.steps.median_step``), the others keep their measured times."""
+    to the median (``gr.steps.median_step``), the others keep their measured times. The times
+    are those of the event loop (:func:`replay_loop`), computed a run of nodes at a time
+    (:mod:`advisor.replay.scan`) where its plan holds for ``mods``."""
+    c = gr.cache
+    if one_step not in c.scan_plans:
+        c.scan_plans[one_step] = plan(gr, gr.order_one if one_step else gr.order)
+    pl = c.scan_plans[one_step]
+    times = scan(gr, pl, mods) if pl is not None else None
+    if times is None:
+        return replay_loop(gr, mods, one_step)
+    own_ns = _as_list(mods.own_ns, *_unchanged(gr)["own_ns"])
+    return _result(gr, mods, own_ns, times, lambda: times)
+
+
+def replay_loop(gr: Graph, mods: Mods, one_step: bool = False) -> Replayed:
+    """:func:`replay` as one pass over the events in replay order (the reference)."""
     n_h, n_g = gr.n_h, gr.n_g
     c = _loop_lists(gr)
     S, E, GS, GE = c["S"][:], c["E"][:], c["GS"][:], c["GE"][:]
@@ -205,8 +220,8 @@ def _result(
     gr: Graph,
     mods: Mods,
     own_ns: list[int],
-    times: tuple[list[int], list[int], list[int], list[int]],
-    nodes: Callable[[], tuple[list[int], list[int], list[int], list[int]]],
+    times: Times,
+    nodes: Callable[[], Times],
 ) -> Replayed:
     """The :class:`Replayed` of replayed node ``times`` (host starts and ends, GPU starts and
     ends), with the host calls' own times the replay used."""
@@ -222,7 +237,7 @@ def _result(
 class _Either:
     """Node times: the replayed ones where ``pick`` is set, else the measured ones."""
 
-    def __init__(self, pick: np.ndarray, replayed: list[int], measured: list[int]) -> None:
+    def __init__(self, pick: np.ndarray, replayed: Column, measured: list[int]) -> None:
         self.pick, self.replayed, self.measured = pick, replayed, measured
 
     def __getitem__(self, i: int) -> int:
@@ -234,7 +249,7 @@ class _Either:
     def merged(self) -> list[int]:
         out = self.measured[:]
         for i in np.flatnonzero(self.pick).tolist():
-            out[i] = self.replayed[i]
+            out[i] = int(self.replayed[i])
         return out
 
 
@@ -357,7 +372,7 @@ def _loop_lists(gr: Graph) -> dict[str, list[Any]]:
     return c.loop_lists
 
 
-def _bounds(gr: Graph, mods: Mods, hs: list[int], he: list[int], ge: list[int]) -> np.ndarray:
+def _bounds(gr: Graph, mods: Mods, hs: Column, he: Column, ge: Column) -> np.ndarray:
     st = gr.steps
     b = st.bounds_ns.copy()
     if len(b) < 2 or not len(hs):

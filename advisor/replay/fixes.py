@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from advisor.arrays import unique_ints
 from advisor.derive.comm import covered_by
 from advisor.derive.timeline import union
 from advisor.replay.engine import Mods
@@ -149,7 +150,7 @@ class ShrinkHost(Fix):
         groups = (
             [(None, np.ones(len(st), bool))]
             if tids is None
-            else [(t, tids == t) for t in np.unique(tids)]
+            else [(t, tids == t) for t in unique_ints(tids)]
         )
         h = gr.host
         prev_end = np.where(h.prev >= 0, h.end_ns[np.clip(h.prev, 0, None)], h.origin_ns)
@@ -232,7 +233,7 @@ class AsyncCopies(Fix):
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         nodes = gr.memcpy_nodes(_rows(self.memcpy))
         launch = mods.launch[nodes]
-        _drop(gr, mods, np.unique(launch[launch >= 0]))
+        _drop(gr, mods, unique_ints(launch[launch >= 0]))
         s = _pick(self.speedup, self.low, self.high, level)
         if s > 1:
             mods.gpu_dur_ns[nodes] = (mods.gpu_dur_ns[nodes] / s).astype(np.int64)
@@ -263,7 +264,7 @@ class GraphLaunch(Fix):
         sel = np.zeros(gr.n_g, dtype=bool)
         sel[nodes] = True
         h = mods.launch[nodes]
-        h = np.unique(h[h >= 0])
+        h = unique_ints(h[h >= 0])
         h = h[~gr.host.waits[h]]
         mods.host_dur_ns[h] = np.minimum(mods.host_dur_ns[h], GRAPH_LAUNCH_NS)
         if host_keep < 1.0:  # host time between two captured launches on a thread

@@ -40,7 +40,7 @@ unchanged replay gives back the measured times; :func:`advisor.replay.engine.rep
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +56,9 @@ from advisor.replay.structure import (
     steps,
 )
 from advisor.trace.model import Trace
+
+if TYPE_CHECKING:
+    from advisor.replay.scanplan import Plan
 
 __all__ = [
     "Bind",
@@ -146,6 +149,9 @@ class ReplayCache:
     one_step_host: np.ndarray | None = None  # bool per host call: in the one-step replay
     one_step_gpu: np.ndarray | None = None  # bool per GPU activity: in the one-step replay
     one_step_apart: bool | None = None  # the one-step replay reads no node only the full visits
+    scan_plans: dict[bool, Plan | None] = field(
+        default_factory=dict
+    )  # the replay's plan (advisor.replay.scanplan) along the full order (False) or one step's
     shrink_plans: dict[int, tuple[object, list[tuple[np.ndarray, ...]]]] = field(
         default_factory=dict
     )  # ShrinkHost: id of the fix -> (the fix, what its ranges cover)

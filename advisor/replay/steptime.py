@@ -20,11 +20,10 @@ its host cycle: the host work after it cannot overlap the GPU work before it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from advisor.replay.model import Graph, OwnWork
+from advisor.replay.scan import Column
 
 
 def own_work(gr: Graph) -> OwnWork:
@@ -74,7 +73,7 @@ def _pick_per_key(
     return list(zip(k_sorted[pick].tolist(), j_sorted[pick].tolist(), strict=True))
 
 
-def gpu_cycle_ns(gr: Graph, gs: Sequence[int], ge: Sequence[int], dur_ns: np.ndarray) -> np.ndarray:
+def gpu_cycle_ns(gr: Graph, gs: Column, ge: Column, dur_ns: np.ndarray) -> np.ndarray:
     """Per step: the longest span of its own GPU work on one stream, from replayed activity
     starts ``gs`` and ends ``ge``, and never less than that work's time on the stream
     (``dur_ns``: the replayed durations; 0: no own work)."""
@@ -91,9 +90,7 @@ def gpu_cycle_ns(gr: Graph, gs: Sequence[int], ge: Sequence[int], dur_ns: np.nda
     return out
 
 
-def carried_wait_ns(
-    gr: Graph, own_ns: Sequence[int], hs: Sequence[int], he: Sequence[int], ge: Sequence[int]
-) -> np.ndarray:
+def carried_wait_ns(gr: Graph, own_ns: Column, hs: Column, he: Column, ge: Column) -> np.ndarray:
     """Per step: how long the main thread waited while the GPU still ran work issued before the
     step (the part of each wait, beyond the call's own time, before that work ended: own work
     queued behind it could not run sooner either)."""

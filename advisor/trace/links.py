@@ -31,7 +31,10 @@ _LIBRARY_TOPS = frozenset(
     "pytorch_lightning lightning_fabric deepspeed fairscale apex timm einops torchmetrics "
     "typer click rich jinja2 google absl tensorboard fsspec filelock sympy networkx torchrec "
     "torchdata functorch cv2 diffusers peft fbgemm_gpu typing_extensions hydra omegaconf wandb "
-    "setuptools pkg_resources _pytest pytest".split()
+    "setuptools pkg_resources _pytest pytest lightning_utilities torchcodec sentencepiece "
+    "tiktoken av decord librosa soundfile imageio skimage albumentations pyarrow h5py xformers "
+    "flash_attn vllm sglang megatron torchtune ray open_clip mmcv mmengine detectron2 "
+    "ultralytics monai kornia bitsandbytes optimum trl evaluate".split()
 )
 # standard-library modules seen in profiler stacks. Not all of sys.stdlib_module_names: a user's
 # own script is written relative to its folder too ("train.py"), and may be called test.py,

@@ -1,0 +1,36 @@
+"""Sets of integers (row numbers, node indices) as sorted numpy arrays, by sorting.
+
+The same results as ``np.unique``, ``np.union1d``, ``np.intersect1d`` and ``np.setdiff1d``
+(sorted, without repeats). numpy 2.4 finds the distinct values of an integer array with a hash
+table, which on arrays of a hundred thousand rows takes about a second where sorting takes a
+few milliseconds; these sort.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def unique_ints(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` of a one-dimensional array, by sorting."""
+    s = np.sort(np.asarray(a).ravel())
+    if len(s) < 2:
+        return s
+    return s[np.r_[True, s[1:] != s[:-1]]]
+
+
+def union_ints(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.union1d(a, b)``."""
+    return unique_ints(np.concatenate([np.asarray(a).ravel(), np.asarray(b).ravel()]))
+
+
+def intersect_ints(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.intersect1d(a, b)``."""
+    ua = unique_ints(a)
+    return ua[np.isin(ua, unique_ints(b), assume_unique=True)]
+
+
+def setdiff_ints(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.setdiff1d(a, b)``."""
+    ua = unique_ints(a)
+    return ua[~np.isin(ua, unique_ints(b), assume_unique=True)]
