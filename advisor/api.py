@@ -44,6 +44,8 @@ FINDING_COLUMNS = (
     "recommendation",
     "snippet",
     "evidence_rows",
+    "line_is",
+    "phase",
 )
 STEP_COLUMNS = (
     "step",
@@ -136,10 +138,12 @@ class Report:
                     "est_savings_high_ms": rng[1] if rng else None,
                     "confidence": f.confidence,
                     "location": f"{loc.file}:{loc.line}" if loc else None,
+                    "line_is": loc.line_is if loc else None,
                     "summary": f.summary,
                     "recommendation": f.recommendation,
                     "snippet": f.snippet,
                     "evidence_rows": len(f.evidence),
+                    "phase": f.phase,
                 }
             )
         return _frame(rows, FINDING_COLUMNS)
@@ -226,11 +230,15 @@ class Report:
         return f"<advisor.Report {headline(self.raw)}; {len(self.raw.findings)} finding(s)>"
 
 
+# how an approximate line is marked where only ``file:line`` is shown (Location.line_is)
+APPROXIMATE = {"last-call": " (last call before it)", "frame-start": " (frame start)"}
+
+
 def _where(f: Any) -> str:
     if not f.locations:
         return ""
     loc = f.locations[0]
-    return f"{Path(loc.file).name}:{loc.line}"
+    return f"{Path(loc.file).name}:{loc.line}{APPROXIMATE.get(loc.line_is, '')}"
 
 
 def analyze(

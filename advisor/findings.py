@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -71,8 +72,9 @@ class Finding:
     locations: tuple[Location, ...] = ()
     assumptions: tuple[str, ...] = ()
     est_savings_range_ms: tuple[float, float] | None = None
-    # the phase of an ``advisor profile`` run it was found in, when it is not the first one
-    # (``eval``: the evaluation window); None for the main window and traces from elsewhere
+    # the phase of an ``advisor profile`` run captured in two phases it was found in (``train``:
+    # the training window, ``eval``: the evaluation window; each ranked apart, per step of its
+    # phase); None for a run of one phase and traces from elsewhere
     phase: str | None = None
     # findings claiming the same evidence, listed under this one (absent from findings.json
     # when empty)
@@ -141,6 +143,17 @@ class Draft:
     latent: bool = False
     severity: Severity | None = None  # force a severity (rarely needed)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+_ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]{4,}\b")
+
+
+def without_addresses(text: str) -> str:
+    """``text`` without the memory addresses Python writes into the names of objects
+    (``<built-in method round of numpy.ndarray object at 0x7f3a...>`` ->
+    ``<built-in method round of numpy.ndarray>``, ``<function f at 0x...>`` -> ``<function f>``):
+    they differ from run to run and name nothing a user can find."""
+    return _ADDRESS.sub("", text) if "0x" in text else text
 
 
 def check_fail_on(level: str | None) -> str | None:

@@ -79,7 +79,8 @@ class PhaseWindow:
 @dataclass(frozen=True)
 class PhaseMissed:
     """A phase that was not captured: ``missing`` a code (``ended``, ``eval-wait``,
-    ``no-eval-code``, ...), ``why`` the sentence run.json ``missing_phases`` holds."""
+    ``epoch-left``, ``next-epoch``, ``no-eval-code``, ...), ``why`` the sentence run.json
+    ``missing_phases`` holds."""
 
     captured: bool = False
     missing: str | None = None
@@ -206,6 +207,9 @@ class RunFacts:
     host_own_pct: float | None = omit_none()
     ended_early: bool = False
     end_reason: str | None = None
+    # an advisor profile run that ended (an import error, a bad argument) before the script's
+    # first step: nothing of the script's work was profiled (run.json steps_seen 0, ended early)
+    before_first_step: bool | None = omit_none()
     events_skipped: int = 0
     # what the trace is (advisor/derive/kind.py): training, inference, serving,
     # micro-benchmark, capture, mixed; and the evidence for it

@@ -23,6 +23,7 @@ TRY_SCHEMA_VERSION = 1
 # the verdicts a row can have; a faster/slower verdict needs two rounds or more
 FASTER, SLOWER, WITHIN_NOISE = "faster", "slower", "within noise"
 INCONSISTENT = "inconsistent between rounds"
+MACHINE_CHANGED = "larger than its cause: the machine changed"
 ONE_ROUND = "one round: no verdict"
 INTERRUPTED = "interrupted"
 

@@ -33,6 +33,12 @@ def fmt_ms(ms: float) -> str:
     return f"{ms:.3f} ms"
 
 
+def shorter_text(ms: float) -> str:
+    """How much shorter a replayed step is, for a sentence: ``1.20 ms shorter``, or ``no
+    shorter`` when the replay gains nothing (never ``0.00 us shorter``)."""
+    return "no shorter" if ms < 0.0005 else f"{fmt_ms_text(ms)} shorter"
+
+
 def fmt_ms_text(ms: float) -> str:
     """Milliseconds for sentences: 3 significant figures, never scientific."""
     if ms >= 100:

@@ -260,7 +260,9 @@ def _advice(
         parts.append(f"Current settings: {desc}.")
     bs = cfg.get("batch_size") if cfg else None
     snippet = (
-        f"loader = DataLoader(dataset, batch_size={bs or 'batch_size'}, shuffle=True,\n"
+        # the loader's other arguments (shuffle, sampler, collate_fn) stay as they are: an
+        # evaluation loader must not start shuffling because of this snippet
+        f"loader = DataLoader(dataset, batch_size={bs or 'batch_size'},  # other arguments as they are\n"
         f"                    num_workers={rec_w},\n"
         f"                    pin_memory={trace.has_gpu},\n"
         "                    persistent_workers=True,\n"

@@ -48,6 +48,7 @@ from advisor.findings import Confidence, Draft, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.kernelnames import is_convolution
 from advisor.trace.model import Trace
+from advisor.units import shorter_text
 
 from ._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
 from ._ops import has_backward
@@ -164,7 +165,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         fields = rep.draft_fields()
         limit = (
             f" The steps replayed with these kernels {s:g}x faster are "
-            f"{fmt_ms(rep.ms)} shorter (of the {fmt_ms(naive)} of kernel time saved): "
+            f"{shorter_text(rep.ms)} (of the {fmt_ms(naive)} of kernel time saved): "
             + (
                 "the GPU limits the step."
                 if rep.ms >= 0.7 * naive

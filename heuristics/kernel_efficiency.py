@@ -92,6 +92,7 @@ from advisor.findings import Draft, Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.gpus import GPUS
 from advisor.trace.model import Trace
+from advisor.units import shorter_text
 
 from ._causes import Cause
 from ._efficiency import Analysis, KernelClass, analysis
@@ -109,6 +110,11 @@ register(
     0.1,
     "a replayed saving under this (ms per step) is shown as information",
 )
+
+
+def _only(ms: float) -> str:
+    text = shorter_text(ms)
+    return text if text.startswith("no ") else f"only {text}"
 
 
 @detector(ID, TITLE, needs=("kernels", "cpu_ops", "shapes"), gpu_only=True)
@@ -183,8 +189,8 @@ def _draft(
     top, _ = members[0]
     host_bound = (
         (
-            f" Replayed with those kernels faster, the steps are only "
-            f"{fmt_ms(fields['est_savings_ms'])} shorter: the host, not the GPU, limits "
+            f" Replayed with those kernels faster, the steps are "
+            f"{_only(fields['est_savings_ms'])}: the host, not the GPU, limits "
             "them now (the gain comes once the host keeps up)."
         )
         if latent

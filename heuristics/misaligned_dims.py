@@ -229,7 +229,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "features with zero columns once in the data pipeline, hidden sizes in the model "
                 "config, and use batch sizes that are multiples of 8."
             ),
-            snippet=_snippet(int(v0), int(top["mult"])),
+            snippet=_snippet(*_snippet_dim(groups)),
             evidence=tuple(evidence),
             locations=aggregate(locs),
             assumptions=(
@@ -289,11 +289,33 @@ def _value(ctx: Context, kern: pd.DataFrame, steps: int) -> tuple[dict[str, Any]
     )
 
 
-def _snippet(v: int, mult: int) -> str:
+def _snippet_dim(groups: pd.DataFrame) -> tuple[str, int, int]:
+    """The dimension the snippet shows: the costliest shape's output columns (N: a vocabulary
+    or output size) when some shape has them unaligned, else its inner dimension (K: input
+    features), else its rows (M: batch x sequence length, not a layer's size)."""
+    for role in ("N", "K", "M"):
+        for g in groups.itertuples(index=False):
+            if role in g.bad:
+                return role, int(g.bad[role]), int(g.mult)
+    k, v = next(iter(groups.iloc[0]["bad"].items()))
+    return str(k), int(v), int(groups.iloc[0]["mult"])
+
+
+def _snippet(role: str, v: int, mult: int) -> str:
     p = pad_to(v, mult)
-    return (
-        f"def pad(n, m={mult}):\n"
-        "    return (n + m - 1) // m * m\n\n"
+    head = f"def pad(n, m={mult}):\n    return (n + m - 1) // m * m\n\n"
+    if role == "M":  # rows: the tokens or samples of a batch, not a layer's size
+        return head + (
+            f"# {v} rows per matmul (batch size x sequence length): choose sizes whose product\n"
+            f"# is a multiple of {mult}, e.g. {p}, or pad the batch once in the data pipeline\n"
+            "x = torch.nn.functional.pad(x, (0, 0, 0, pad(x.shape[0]) - x.shape[0]))"
+        )
+    if role == "K":
+        return head + (
+            f"# an input feature size of {v}: pad once in the data pipeline ({v} -> {p})\n"
+            "x = torch.nn.functional.pad(x, (0, pad(x.shape[-1]) - x.shape[-1]))"
+        )
+    return head + (
         f"# e.g. an output/vocabulary size of {v}: compute {p} columns, use the first {v}\n"
         f"head = nn.Linear(hidden, pad({v}))          # {v} -> {p}\n"
         f"logits = head(x)[..., :{v}]\n"

@@ -25,7 +25,16 @@ the per-parameter ops are reported as information only when run.json shows ``for
 explicitly (PyTorch's default is the per-parameter loop on a CPU but foreach on CUDA; ``fused=True``
 runs a fused CPU kernel for Adam, AdamW, SGD and Adagrad).
 
-**How to fix.** ``foreach=True``, or ``fused=True`` for Adam, AdamW, SGD and Adagrad on CUDA.
+**Manual update loops.** A loop over the parameters after backward, with no optimizer
+(``for p in model.parameters(): p.data.add_(p.grad, alpha=-lr)``), is the same per-parameter
+pattern without an ``Optimizer.step`` range: after the step's last backward op, a run of at least
+``single_tensor_optimizer.min_loop_ops`` consecutive top-level in-place updates, each reading a
+tensor of its own shape, on two or more shapes (see ``_manual_opt``). No default rescues it on a
+GPU, so it is reported on CPU runs too (as information: no saving claimed without GPU work); on
+GPU traces the loop's host time is cut to a tenth in the replay, as for an optimizer range.
+
+**How to fix.** ``foreach=True``, or ``fused=True`` for Adam, AdamW, SGD and Adagrad on CUDA; a
+manual loop becomes one ``torch._foreach_add_(params, grads, alpha=-lr)`` (or an optimizer).
 
 **Known false positives.** Optimizers with no multi-tensor implementation (LBFGS, SparseAdam,
 most third-party ones): the fix is then a different optimizer or ``torch.compile`` of the step.
@@ -33,6 +42,7 @@ most third-party ones): the fix is then a different optimizer or ``torch.compile
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -48,6 +58,7 @@ from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in, name_mask
 
+from ._manual_opt import manual_loops
 from ._ops import kernel_op, ranges
 from ._per_step import ms, n_steps
 
@@ -58,6 +69,11 @@ register(
     "single_tensor_optimizer.min_ops_per_step",
     30.0,
     "per-parameter elementwise ops an optimizer step must issue to be reported",
+)
+register(
+    "single_tensor_optimizer.min_loop_ops",
+    8.0,
+    "per-parameter updates a manual loop (no optimizer) must run in a step to be reported",
 )
 register(
     "single_tensor_optimizer.residual_pct",
@@ -222,8 +238,14 @@ def per_parameter(stats: pd.DataFrame, trace: Trace, ctx: Context) -> pd.DataFra
 @detector(ID, TITLE, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     stats = optimizer_ranges(trace)
+    loops = manual_loops(trace, ranges(trace, STEP_RE))
+    loops = loops[
+        (loops["ops"] >= ctx.t("single_tensor_optimizer.min_loop_ops")) & (loops["shapes"] >= 2)
+    ]
+    if not len(stats) and not len(loops):
+        raise Skip("no Optimizer.step ranges and no manual update loop in this trace")
     if not len(stats):
-        raise Skip("no Optimizer.step ranges in this trace")
+        return _manual(trace, ctx, loops)
     run_opts = {str(o.get("class")): o for o in _run_optimizers(ctx)}
     min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
     flagged = per_parameter(stats, trace, ctx)
@@ -339,5 +361,77 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             evidence=tuple(evidence),
             locations=locs,
             assumptions=assumptions,
+        )
+    ]
+
+
+MANUAL_SNIPPET = (
+    "with torch.no_grad():\n"
+    "    params = [p for p in model.parameters() if p.grad is not None]\n"
+    "    torch._foreach_add_(params, [p.grad for p in params], alpha=-lr)\n"
+    "# or: optimizer = torch.optim.SGD(model.parameters(), lr=lr, foreach=True)\n"
+)
+
+
+def _manual(trace: Trace, ctx: Context, loops: pd.DataFrame) -> list[Draft]:
+    """A manual per-parameter update loop (no optimizer): one finding."""
+    per = float(loops["ops"].mean())
+    span = loops["end_ns"].to_numpy() - loops["ts_ns"].to_numpy()
+    ops = trace.cpu_ops
+    first = loops["first_op"].to_numpy()
+    locs = aggregate(
+        ctx.locator.near(int(ops["tid"].iat[i]), int(ops["ts_ns"].iat[i]), ops["call_stack"].iat[i])
+        for i in first
+    )
+    name = str(ops["name"].iat[int(first[0])])
+    evidence = (
+        Evidence(
+            f"runs of per-parameter {name} (and like updates) after backward, no optimizer",
+            int(loops["ops"].sum()),
+            ms(span.sum()),
+            trace.to_trace_us(int(loops["ts_ns"].min())),
+        ),
+    )
+    what = (
+        f"A Python loop updates the parameters one at a time after backward: about {per:.0f} "
+        f"in-place updates ({name}) per step, {ms(span.mean())} ms of host time, with no "
+        f"optimizer to set foreach on"
+    )
+    rec = (
+        "Update all parameters with one multi-tensor call, torch._foreach_add_(params, grads, "
+        "alpha=-lr), or use torch.optim.SGD(..., foreach=True): a few kernels instead of one "
+        "per parameter."
+    )
+    info = Draft(
+        id=ID,
+        title=TITLE,
+        est_savings_ms=0.0,
+        confidence="medium",
+        latent=True,
+        summary=f"{what}; on a GPU each is a kernel launch. No GPU activity in this trace: "
+        "no saving claimed.",
+        recommendation=rec,
+        snippet=MANUAL_SNIPPET,
+        evidence=evidence,
+        locations=locs,
+        assumptions=("No GPU activity: a foreach update gives little on a CPU; not estimated.",),
+    )
+    if not trace.has_gpu:
+        return [info]
+    keep = ctx.t("single_tensor_optimizer.residual_pct") / 100.0
+    ts = loops["ts_ns"].to_numpy()
+    rep = ctx.whatif(
+        ShrinkHost(ts, ts + span, loops["tid"].to_numpy(), keep=keep, label="foreach update")
+    )
+    if not rep.replayed:
+        return []  # no claim the replay cannot support
+    return [
+        dataclasses.replace(
+            info,
+            **rep.draft_fields(),
+            latent=False,
+            summary=f"{what}; replayed with {1 - keep:.0%} of that host time gone, the step is "
+            f"{rep.ms:.3f} ms shorter.",
+            assumptions=(rep.assumption, f"{1 - keep:.0%} of the loop's host time goes away."),
         )
     ]

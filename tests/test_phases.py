@@ -150,11 +150,11 @@ def test_no_evaluation_within_eval_wait_is_said(tmp_path: Path) -> None:
     assert run["end_reason"] == "window-captured" and run["trace_scope"] == "window"
     assert run["profile"]["eval_wait"] == 1 and run["profile"]["max_seconds"] == 60
     note = "Eval phase not captured: no evaluation phase"
-    assert any(n.startswith(note) and "--eval-wait (1 s)" in n for n in run["notes"])
+    assert any(n.startswith(note) and "--eval-wait 1 s" in n for n in run["notes"])
     assert note in p.stdout  # the terminal says why
     row = findings["run"]["phases"][1]
     assert (row["phase"], row["captured"], row["missing"]) == ("eval", False, "eval-wait")
-    assert "--eval-wait (1 s)" in row["why"]
+    assert "--eval-wait 1 s" in row["why"]
     assert "Eval phase not captured" in (tmp_path / "out" / "report.html").read_text()
 
 

@@ -32,7 +32,7 @@ STATE_JS = """(() => ({
   scripts: document.scripts.length,
   text: document.body.innerText,
   bg: getComputedStyle(document.body).backgroundColor,
-  charts: [...document.querySelectorAll('svg.svg-chart')].map(s => s.getBoundingClientRect().height),
+  charts: [...document.querySelectorAll('svg.svg-chart, .hbars')].map(s => s.getBoundingClientRect().height),
   width: document.documentElement.scrollWidth,
 }))()"""
 
@@ -141,10 +141,10 @@ def test_narrow_window(browser, report_url, tmp_path):
     assert page.problems() == []
 
 
-LABELS_JS = """(() => { const svg = document.querySelector('svg.svg-chart');
-  const left = svg.getBoundingClientRect().left;
-  return [...svg.querySelectorAll('.sbar .lbl')].map(t => ({text: t.textContent,
-    x: t.getBBox().x, left: t.getBoundingClientRect().left - left})); })()"""
+LABELS_JS = """(() => { const chart = document.querySelector('.hbars');
+  const left = chart.getBoundingClientRect().left;
+  return [...chart.querySelectorAll('.hlbl')].map(t => ({text: t.textContent,
+    over: t.scrollWidth > t.clientWidth + 1, left: t.getBoundingClientRect().left - left})); })()"""
 LONG_TITLES = (
     "Communication not hidden under computation on every rank of this job",
     "WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW",
@@ -164,9 +164,9 @@ def test_saving_bar_labels_are_never_clipped(browser, tmp_path):
     for width in (1200, 420):
         page = browser.open(url, width=width)
         labels = page.eval(LABELS_JS)
-        assert len(labels) >= 2 and any(lb["text"].endswith("…") for lb in labels)
+        assert len(labels) >= 2 and any(lb["text"].endswith(LONG_TITLES[0]) for lb in labels)
         for lb in labels:
-            assert lb["x"] >= 0 and lb["left"] >= -0.5, lb  # inside the chart, not cut off
+            assert not lb["over"] and lb["left"] >= -0.5, lb  # in full, inside the chart
         assert page.problems() == []
 
 

@@ -266,21 +266,3 @@ def test_step_chart_scales_to_many_steps(steps):
     assert sum(1 for bar in chart["bars"] if bar["label"]) <= 17
     right = max(s["x"] + s["w"] for bar in chart["bars"] for s in bar["segments"])
     assert right <= chart["left"] + chart["plot_w"] + 0.01
-
-
-def test_saving_labels_fit_their_column() -> None:
-    from advisor.output.charts import LABEL_PAD, fit_label, text_width_px
-
-    room = 300 - LABEL_PAD
-    short = "#1 Steps wait on the DataLoader"
-    assert fit_label(short, room) == short
-    for title in (
-        "#1 Communication not hidden under computation on every rank",
-        "#2 " + "W" * 60,
-        "#3 " + "i" * 120,
-    ):
-        label = fit_label(title, room)
-        assert label.endswith("…") and title.startswith(label[:-1])
-        assert text_width_px(label) <= room
-    # the old cut at 44 characters was wider than the column for wide letters
-    assert text_width_px("#2 " + "W" * 40 + "…") > room

@@ -85,3 +85,34 @@ def test_a_signal_ends_the_run_and_writes_try_json(tmp_path: Path, sig: signal.S
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid)
+
+
+def test_sigkill_to_try_ends_its_run(tmp_path: Path) -> None:
+    """A try killed outright (SIGKILL: no handler runs) leaves no run going: its child run gets
+    SIGTERM from the kernel (the parent-death signal) and ends, the script with it."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the kernel's parent-death signal is Linux's")
+    (tmp_path / "loop.py").write_text(SCRIPT, encoding="utf-8")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "advisor", "try", "--fix", "zero-grad-not-none"]
+    proc = subprocess.Popen(
+        # a window that never comes: the run goes on until something ends it
+        [*cmd, "--out", str(out), "--wait", "100000", "--max-seconds", "0", "loop.py"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        log = _wait_for(out / "before" / "try-profile.log", "STEP 2\n", proc, 200)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    pid = int(log.split("PID ", 1)[1].split()[0])
+    end = time.monotonic() + 60  # the run writes what it captured, then ends
+    while _alive(pid) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not _alive(pid), "the script of the killed try is still running"

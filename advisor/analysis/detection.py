@@ -1,24 +1,22 @@
 """Loading every detector (this repository's and the plugins') and running them on a trace.
 
 The detector API itself (``detector``, ``Context``, ``Skip``, ``Draft``) is :mod:`advisor.detect`;
-this module imports the modules of :mod:`advisor.detectors`, the entry points of the group
-``torch_advisor.detectors`` (unless ``ADVISOR_NO_PLUGINS=1``) and the files or modules given
-with ``--detector``, whose imports register them, and runs them, so a broken detector or plugin
-never sinks the report.
+this module imports the modules of :mod:`advisor.detectors`, whose imports register them, learns
+the detectors of the entry points of the group ``torch_advisor.detectors`` (unless
+``ADVISOR_NO_PLUGINS=1``) and of the files or modules given with ``--detector`` (each imported
+and run in a process of its own: :mod:`advisor.analysis.plugins`), and runs them all, so a
+broken detector or plugin never sinks the report.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import os
 import pkgutil
-import re
-import sys
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -31,23 +29,41 @@ from advisor.analysis.isolation import (
     import_limit_s,
     plugin_limit_s,
 )
+from advisor.analysis.plugins import (
+    Loaded,
+    Plugin,
+    entry_point_plugin,
+    load,
+    run_detector,
+    run_rank_check,
+    spec_plugin,
+)
 from advisor.detect.registry import (
     Context,
     Detector,
     RankCheck,
+    RanksContext,
     Skip,
     registered,
     registered_rank_checks,
 )
+from advisor.digest import Digest
 from advisor.errors import AdvisorError
 from advisor.findings import Draft
 from advisor.trace.model import Trace
 
+_HERE = Plugin("", "plugin", lambda: None)  # a plugin imported in this process (no fork)
+
 
 def rank_checks() -> list[RankCheck]:
-    """Every registered cross-rank check, sorted by id (after loading the detectors)."""
+    """Every cross-rank check (the built-in ones and the plugins'), sorted by id (after loading
+    the detectors)."""
     all_detectors()
-    return registered_rank_checks()
+    found = {c.id: c for c in registered_rank_checks()}  # imported here (a plugin without fork)
+    for p in _PLUGINS.values():
+        for c in p.checks:
+            found.setdefault(c.id, c)
+    return [found[k] for k in sorted(found)]
 
 
 # Third-party detectors: a distribution declares an entry point in this group whose value is a
@@ -57,12 +73,13 @@ ENTRY_POINT_GROUP = "torch_advisor.detectors"
 
 _loaded = False
 _PLUGIN_ERRORS: dict[str, str] = {}  # entry point name or --detector -> why it did not load
-_EXTRA_LOADED: set[str] = set()  # the --detector files and modules imported so far
+_PLUGINS: dict[str, Loaded] = {}  # entry point name or --detector -> what it registered
+_SOURCES: dict[str, Plugin] = {}  # the same -> how to import it (in a child)
 
 
 def all_detectors() -> list[Detector]:
-    """Every registered detector (imports each module of ``advisor.detectors`` and each plugin's
-    module once), sorted by id."""
+    """Every registered detector (imports each module of ``advisor.detectors`` once, and learns
+    each plugin's from a child that imports it: :mod:`advisor.analysis.plugins`), sorted by id."""
     global _loaded
     if not _loaded:
         import advisor.detectors
@@ -70,9 +87,13 @@ def all_detectors() -> list[Detector]:
         for info in pkgutil.iter_modules(advisor.detectors.__path__):
             if not info.name.startswith("_"):
                 importlib.import_module(f"advisor.detectors.{info.name}")
-        _load_plugins()
         _loaded = True
-    return registered()
+        _load_plugins()
+    found = {d.id: d for d in registered()}  # imported here (a plugin without fork too)
+    for p in _PLUGINS.values():
+        for d in p.detectors:
+            found.setdefault(d.id, d)
+    return [found[k] for k in sorted(found)]
 
 
 def _load_plugins() -> None:
@@ -81,10 +102,16 @@ def _load_plugins() -> None:
     if settings.no_plugins():
         return
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        # a broken plugin never sinks the report, whatever its import raises or however long
-        _, err = call(ep.load, import_limit_s())
-        if err is not None:
-            _PLUGIN_ERRORS[ep.name] = f"cannot load plugin {ep.value}: {describe(err)}"
+        _add(entry_point_plugin(ep))  # a broken plugin never sinks the report
+
+
+def _add(plugin: Plugin) -> None:
+    known = {d.id for d in all_detectors()}
+    loaded, error = load(plugin, known, import_limit_s())
+    if error is not None:
+        _PLUGIN_ERRORS[plugin.name] = error
+    elif loaded is not None:
+        _PLUGINS[plugin.name], _SOURCES[plugin.name] = loaded, plugin
 
 
 def resolve_detector_spec(spec: str) -> str:
@@ -107,43 +134,33 @@ def resolve_detector_spec(spec: str) -> str:
 
 
 def load_detectors(specs: Iterable[str]) -> None:
-    """Import the detectors named with ``--detector`` (see :func:`resolve_detector_spec`), each
+    """Load the detectors named with ``--detector`` (see :func:`resolve_detector_spec`), each
     once per process; one that fails to import is reported under ``errored``, as a plugin."""
     all_detectors()  # the built-in ids first: a file reusing one is refused
     for spec in specs:
         if spec in _EXTRA_LOADED:
             continue
         _EXTRA_LOADED.add(spec)
-        load = (
-            partial(_import_file, Path(spec))
-            if os.path.isabs(spec)
-            else partial(importlib.import_module, spec)
-        )
-        _, err = call(load, import_limit_s())  # never sinks the report
-        if err is not None:
-            _PLUGIN_ERRORS[spec] = f"cannot load detector {spec}: {describe(err)}"
+        _add(spec_plugin(spec))
 
 
-def _import_file(path: Path) -> None:
-    """Import a detector file under a module name of its own (its path decides the name)."""
-    stem = re.sub(r"\W", "_", path.stem)
-    name = f"advisor_detector_{stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"not a Python module: {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # the registry reads the module's docstring from here
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
+_EXTRA_LOADED: set[str] = set()  # the --detector files and modules loaded so far
 
 
 def plugin_errors() -> list[tuple[str, str]]:
     """(entry point name, one-line error) of the plugins that could not be loaded."""
     all_detectors()
     return sorted(_PLUGIN_ERRORS.items())
+
+
+def run_check(
+    check: RankCheck, drafts: list[Draft], digests: Sequence[Digest], rctx: RanksContext
+) -> tuple[list[Draft], str | None, str | None]:
+    """One check across ranks, a plugin's in a process of its own: (the drafts after it, the
+    skip reason, the one-line error)."""
+    plugin = _SOURCES.get(check.plugin) if check.plugin else None
+    limit = plugin_limit_s(check.builtin, 0.0)
+    return run_rank_check(check, plugin, drafts, digests, rctx, limit)
 
 
 def _traceback(err: BaseException) -> str:
@@ -178,19 +195,27 @@ def run_detectors(
             skipped.append((det.id, reason))
             continue
         # whatever it raises or returns, however long it runs: never sinks the report
-        t0 = time.perf_counter()
-        result, err = call(partial(det.func, trace, ctx), plugin_limit_s(det.builtin, slowest_s))
         if det.builtin:
+            t0 = time.perf_counter()
+            result, err = call(partial(det.func, trace, ctx), None)
             slowest_s = max(slowest_s, time.perf_counter() - t0)
-        if isinstance(err, Skip):
-            skipped.append((det.id, str(err)))
-            continue
-        if err is not None:
-            errored.append((det.id, describe(err), _traceback(err)))
-            continue
-        found, problem = check_drafts(det.id, result)
+            if isinstance(err, Skip):
+                skipped.append((det.id, str(err)))
+                continue
+            if err is not None:
+                errored.append((det.id, describe(err), _traceback(err)))
+                continue
+            found, problem = check_drafts(det.id, result)
+            tb = ""
+        else:  # a plugin's: in a process of its own
+            plugin = _SOURCES.get(det.plugin or "", _HERE)
+            limit = plugin_limit_s(False, slowest_s)
+            found, reason, problem, tb = run_detector(det, plugin, trace, ctx, limit)
+            if reason is not None:
+                skipped.append((det.id, reason))
+                continue
         if problem:
-            errored.append((det.id, problem, ""))
+            errored.append((det.id, problem, tb))
             continue
         for d in found:
             if det.gpu_only and not trace.has_gpu and not d.latent:

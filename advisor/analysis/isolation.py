@@ -1,23 +1,25 @@
 """Running one detector so that nothing it does sinks the report.
 
-- **Whatever it raises** is caught: ``Exception``, ``SystemExit`` and any other
-  ``BaseException`` subclass becomes a one-line error (the detector is reported under
-  *errored*); only ``KeyboardInterrupt`` (the user's Ctrl-C) goes on up.
+- **A plugin runs in a process of its own** (:mod:`advisor.analysis.plugins`,
+  :mod:`advisor.analysis.childrun`): whatever it does to that process (exits, is killed, changes
+  the working directory, closes stdout, holds the GIL in a call into C) is one ``errored`` row.
+  Where the platform cannot fork, it runs here under :func:`call` (a thread and a time limit).
+- **Whatever a detector raises** is caught: ``Exception``, ``SystemExit`` and any other
+  ``BaseException`` subclass becomes a one-line error (:func:`describe`; a message whose
+  ``str()`` raises is said so); only ``KeyboardInterrupt`` (the user's Ctrl-C) goes on up.
 - **A time limit** for plugins (``ADVISOR_PLUGIN_TIMEOUT``, seconds, default
   :data:`~advisor.settings.PLUGIN_TIMEOUT_S`; 0: none; or three times the slowest built-in
-  detector on the same trace when that is longer, :func:`plugin_limit_s`): a plugin's detector
-  runs in a daemon thread the caller waits for. Past the limit the thread is asked to stop (an exception raised
-  into it at its next bytecode, which ends a loop) and is left behind if it does not (a
-  ``sleep`` or a call into C that never returns: as a daemon it never holds up the exit); the
-  detector is reported as still running. The built-in detectors run in the caller's thread
-  without a limit: their cost grows with the trace, and they are tested. Importing a plugin
-  (an entry point, a ``--detector``) gets the same guard, with at least
+  detector on the same trace when that is longer, :func:`plugin_limit_s`): past it the plugin's
+  process is killed and the detector reported as still running. The built-in detectors run in
+  the caller's thread without a limit: their cost grows with the trace, and they are tested.
+  Importing a plugin (an entry point, a ``--detector``) gets the same guard, with at least
   :data:`IMPORT_LIMIT_MIN_S` (a plugin may import big libraries).
 - **What it returns is checked** (:func:`check_drafts`): a list of
   :class:`~advisor.detect.Draft` of its own id, with text where text belongs, a valid
   confidence, finite savings, evidence and locations of the right types, a replay fix or none.
   A result that fails is refused as a whole (one line naming the field), since findings.json
-  and the report must never carry what cannot be rendered.
+  and the report must never carry what cannot be rendered. A plugin's result crosses back from
+  its process only as advisor.detect's own types (a class of its own is refused).
 """
 
 from __future__ import annotations
@@ -102,11 +104,17 @@ def _raise_in(thread: threading.Thread) -> None:
 
 
 def describe(err: BaseException) -> str:
-    """One line: the exception's type and message."""
-    text = " ".join(str(err).split())
+    """One line: the exception's type and message (a message that cannot be read is said so;
+    one whose ``str()`` never returns is stopped with the plugin's process)."""
+    name = type(err).__name__
+    try:
+        raw = str(err)
+        text = " ".join(raw.split()) if isinstance(raw, str) else ""
+    except Exception as inner:  # noqa: BLE001 (a plugin's exception whose __str__ raises)
+        return f"{name} (its message could not be read: str() raised {type(inner).__name__})"
     if len(text) > 300:
         text = text[:297] + "..."
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return f"{name}: {text}" if text else name
 
 
 def check_drafts(det_id: str, result: Any) -> tuple[list[Draft], str | None]:

@@ -4,9 +4,10 @@ after it (``trace.eval.json.gz``, run.json ``eval``; see :mod:`advisor.profile.e
 
 :func:`with_phases` analyzes the evaluation trace with the same options and adds its findings
 after the main window's, each marked ``phase: "eval"`` (its savings and percentages are per
-evaluation step); findings.json ``run.phases`` gets one row per phase: ``phase``, ``trace``,
+evaluation step) and the main window's marked with their own phase (``train``): the two are
+ranked apart, each by its own step (:mod:`advisor.output.phased` shows them so); findings.json ``run.phases`` gets one row per phase: ``phase``, ``trace``,
 ``steps_profiled``, ``step_ms_median``, ``findings`` (their ids), or for a phase not
-captured ``captured: false``, ``missing`` (a code: ``ended``, ``eval-wait``,
+captured ``captured: false``, ``missing`` (a code: ``ended``, ``eval-wait``, ``epoch-left``,
 ``no-eval-code``, ``not-requested``, ``no-training-window``, ``no-training``, ...) and ``why``
 (the sentence run.json ``missing_phases`` holds).
 """
@@ -65,6 +66,8 @@ def with_phases(
     if path is not None:
         ev_report = analyze(path, _eval_context(path, rc))
         phases.append(_row("eval", path.name, ev_report))
+        # two phases: every finding says its own (each is per step of its phase)
+        findings = [replace(f, phase=first) for f in findings]
         findings += [replace(f, phase="eval") for f in ev_report.findings]
         sources = {**(ev_report.views.sources or {}), **(views.sources or {})}
         if sources:

@@ -90,6 +90,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         host_own_pct=host_own_pct(trace),
         ended_early=bool(rc.get("ended_early", False)),
         end_reason=rc.get("end_reason"),
+        before_first_step=True if rc.get("ended_early") and rc.get("steps_seen") == 0 else None,
         platform=trace.meta.platform,
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,

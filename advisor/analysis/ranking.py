@@ -14,6 +14,8 @@ per-step figure of a finding.
 - a draft whose cause may happen once (``extra["steps_seen"]``: the steady steps it was seen
   in) and was seen in fewer than ``MIN_STEPS_SEEN`` of them claims nothing per step: ``info``,
   0 ms, and the summary says it cannot tell whether it recurs.
+- evidence rows and the summary carry no memory addresses (``object at 0x7f...``: they
+  differ from run to run and name nothing a user can find; :func:`advisor.findings.without_addresses`).
 - order: saving descending, then severity, then id and first location (deterministic);
   findings in ``READ_FIRST`` (about how to read the others, with no per-step saving: e.g.
   ``one-time-init``) come before all.
@@ -23,8 +25,17 @@ Savings overlap (removing a sync also removes part of the idle time), so the tot
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import MIN_STEPS_SEEN, SEVERITIES, Draft, Finding, Related
+from advisor.findings import (
+    MIN_STEPS_SEEN,
+    SEVERITIES,
+    Draft,
+    Finding,
+    Related,
+    without_addresses,
+)
 
 
 def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
@@ -69,10 +80,13 @@ def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
         est_savings_ms=round(saving, 3),
         est_savings_pct=round(pct, 2),
         confidence=draft.confidence,
-        summary=summary,
+        summary=without_addresses(summary),
         recommendation=draft.recommendation,
         snippet=draft.snippet,
-        evidence=draft.evidence,
+        evidence=tuple(
+            e if "0x" not in e.what else replace(e, what=without_addresses(e.what))
+            for e in draft.evidence
+        ),
         locations=draft.locations,
         assumptions=assumptions,
         est_savings_range_ms=rng,

@@ -95,10 +95,11 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("missing TRACE|DIR argument", param_hint="PATH")
         from advisor.output.outfiles import release
         from advisor.output.outfolder import default_out_dir, prepare_out_dir, trace_stem
-        from advisor.trace import find_traces, prefetch
+        from advisor.trace import prefetch
+        from advisor.trace.discover import traces_at
 
         check_fail_on(fail_on)
-        files = find_traces(path)
+        files = traces_at(path)  # an earlier analysis's output folder: the trace it read
         target = out or default_out_dir(trace_stem(files[0]))
         prepare_out_dir(target, force, create=False)  # refuse first; create after loading
         t0 = time.perf_counter()

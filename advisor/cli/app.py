@@ -103,7 +103,7 @@ def quick_exit(code: object) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # AttributeError: None (started closed)
             pass
     atexit._run_exitfuncs()
     os._exit(status)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import shutil
 import sys
 import webbrowser
 from collections.abc import Iterator
 from pathlib import Path
 
-from advisor.errors import EXIT_FAIL_ON
+from advisor.errors import EXIT_FAIL_ON, AdvisorError
 from advisor.findings import fails_at
 from advisor.report import Report
 
@@ -23,18 +24,42 @@ def finish(
     seconds: float,
 ) -> int:
     if json_out:
-        sys.stdout.buffer.write(report.to_json())
-        sys.stdout.flush()
+        _write_json(report, written)
     else:
-        from advisor.output.terminal import print_summary
+        from advisor.output.terminal import print_summary, quiet_stdout
 
-        print_summary(report, written)
+        try:
+            print_summary(report, written)
+        except (OSError, ValueError, AttributeError):  # stdout closed (>&-) or gone (| head)
+            quiet_stdout()  # the outputs are written: the summary is only a courtesy
     if open_ and "report" in written:
         try:
             webbrowser.open(written["report"].resolve().as_uri())
         except Exception:  # noqa: BLE001 (a missing browser never fails the run)
             pass
     return EXIT_FAIL_ON if fails_at(report.findings, fail_on) else 0
+
+
+def _write_json(report: Report, written: dict[str, Path]) -> None:
+    """findings.json to stdout: the product of ``--json``. A reader that leaves early is quiet
+    and keeps the exit code; a closed stdout is one line naming where the findings are."""
+    stream = getattr(sys.stdout, "buffer", None)
+    try:
+        if stream is None:
+            raise OSError(errno.EBADF, "closed")
+        stream.write(report.to_json())
+        stream.flush()
+    except BrokenPipeError:  # the reader left (| head): quiet, as Unix tools are
+        from advisor.output.terminal import quiet_stdout
+
+        quiet_stdout()
+    except (OSError, ValueError) as err:
+        where = (
+            f" (findings.json is in {written['findings'].parent})" if "findings" in written else ""
+        )
+        raise AdvisorError(
+            f"cannot write the findings to standard output: it is closed{where}"
+        ) from err
 
 
 def list_thresholds() -> None:

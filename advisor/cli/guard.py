@@ -19,6 +19,8 @@ def guarded(run: Callable[[], object]) -> None:
         _fail(f"error: {err}")
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except BrokenPipeError:  # the reader went away (| head): it has what it wanted
+        _quiet_end()
     except MemoryError:
         _fail("error: out of memory (try a smaller trace or a machine with more memory)")
     except RecursionError:
@@ -33,6 +35,15 @@ def guarded(run: Callable[[], object]) -> None:
             f"internal error: {type(err).__name__}: {_one_line(str(err))} "
             "(a bug in torch-advisor; rerun with ADVISOR_DEBUG=1 for the traceback)"
         )
+
+
+def _quiet_end() -> None:
+    """EPIPE is quiet, as for Unix tools: no message, stdout pointed at /dev/null so the flush at
+    exit cannot fail, and exit 0 (what was printed was read as far as the reader wanted)."""
+    from advisor.output.terminal import quiet_stdout
+
+    quiet_stdout()
+    sys.exit(0)
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -26,6 +26,7 @@ from advisor.cli.analysis_options import (
 )
 from advisor.cli.run_options import Module, Script, ScriptArgs, Wait, Warmup
 from advisor.profile.capture import DEFAULT_EVAL_WAIT_S
+from advisor.profile.evalwait import EVAL_WAIT_STEPS
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 _HELP = """Run SCRIPT (or -m MODULE) under torch.profiler and rank the fixes by time saved per step.
@@ -85,9 +86,11 @@ def register(app: typer.Typer) -> None:
         eval_wait: float | None = typer.Option(
             None,
             "--eval-wait",
-            help="Seconds to wait for an evaluation phase after the training window (default "
-            f"{DEFAULT_EVAL_WAIT_S:g}; 0 when the script's files never mention evaluation; "
-            "0: do not wait).",
+            help="Seconds to wait for an evaluation phase after the training window. By "
+            f"default the wait is counted in the script's own steps: {EVAL_WAIT_STEPS} training "
+            f"steps at its pace, at least {DEFAULT_EVAL_WAIT_S:g} s, ended early by an epoch that "
+            "cannot end in time or a next epoch begun without evaluating (0 when the script's "
+            "files never mention evaluation). Given: exactly that many seconds; 0: do not wait.",
         ),
         phases: str | None = typer.Option(
             None,

@@ -270,6 +270,10 @@ def _capture(trace: Trace) -> Issue | None:
     )
 
 
+def _was(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
 def _outlived(trace: Trace) -> Issue | None:
     """Host events cut at the recording's end, said only when that changes a figure: when a
     step reaches the recording's end (its time there is cut), or the trace has no step
@@ -283,16 +287,21 @@ def _outlived(trace: Trace) -> Issue | None:
         return None
     parts = []
     if w.clipped:
-        parts.append(f"{w.clipped:,} ran past it and were cut there")
+        parts.append(f"{w.clipped:,} ran past it and {_was(w.clipped)} cut there")
     if w.dropped:
-        parts.append(f"{w.dropped:,} start after it and were left out")
+        parts.append(
+            f"{w.dropped:,} start{'s' if w.dropped == 1 else ''} after it and "
+            f"{_was(w.dropped)} left out"
+        )
     longest = ""
     if w.overruns:
         name, ts, end = w.overruns[0]
         longest = f"; the longest, {name}, ran {(end - w.end_ns) / 1e6:,.1f} ms past it"
+    n = w.clipped + w.dropped
+    events = "1 host event outlives" if n == 1 else f"{n:,} host events outlive"
     return Issue(
-        f"{w.clipped + w.dropped:,} host events outlive the recording window (it ends at "
-        f"{w.end_ns / 1e6:,.3f} ms, {w.source}; they reach {w.latest_ns / 1e6:,.1f} ms): "
+        f"{events} the recording window (it ends at {w.end_ns / 1e6:,.3f} ms, {w.source}; "
+        f"{'it reaches' if n == 1 else 'they reach'} {w.latest_ns / 1e6:,.1f} ms): "
         + " and ".join(parts)
         + longest
         + ".",

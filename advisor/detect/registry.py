@@ -95,6 +95,12 @@ class RankCheck:
     id: str
     func: RanksFn
     only_across: bool
+    plugin: str | None = None  # the plugin it comes from, run in a process of its own
+
+    @property
+    def builtin(self) -> bool:
+        """One of torch-advisor's own checks (else a plugin's)."""
+        return self.plugin is None and is_builtin(self.func.__module__)
 
 
 NEEDS: dict[str, tuple[Callable[[Trace, Context], bool], str]] = {
@@ -136,11 +142,14 @@ class Detector:
     needs: tuple[str, ...]
     doc: str
     gpu_only: bool
+    # the plugin (entry point name or --detector value) it comes from: its module is never
+    # imported in the analysing process, and ``func`` only stands in (advisor.analysis.plugins)
+    plugin: str | None = None
 
     @property
     def builtin(self) -> bool:
         """One of torch-advisor's own detectors (else a plugin's)."""
-        return is_builtin(self.func.__module__)
+        return self.plugin is None and is_builtin(self.func.__module__)
 
     def missing(self, trace: Trace, ctx: Context) -> str | None:
         for need in self.needs:

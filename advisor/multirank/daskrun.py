@@ -66,6 +66,7 @@ def local_cluster(workers: int, memory_limit: int) -> Any:
                 scheduler_port=0,
                 host="127.0.0.1",
                 preload=[__name__],
+                preload_nanny=[__name__],
             )
     if pressed:
         cluster.close()
@@ -88,8 +89,12 @@ def deferred_sigint() -> Iterator[list[int]]:
 
 
 def dask_setup(worker: Any) -> None:
-    """Run by each worker of our LocalCluster as it starts (the ``preload`` above): ignore
-    Ctrl-C (see :func:`local_cluster`)."""
+    """Run by each worker and nanny of our LocalCluster as it starts (the preloads above):
+    ignore Ctrl-C (see :func:`local_cluster`), and die with its parent process (the nanny, the
+    fork server, the advisor), so a killed advisor leaves no Dask process running."""
+    from advisor.multirank.workers import die_with_parent
+
+    die_with_parent()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 

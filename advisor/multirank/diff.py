@@ -68,17 +68,17 @@ def load_side(
     with_kernels: bool = True,
 ) -> Side:
     """Analyse one side (a trace, a run folder, a folder of per-rank traces, or the output
-    folder of an earlier analysis: :func:`advisor.trace.discover.traces_for_diff`), its
+    folder of an earlier analysis: :func:`advisor.trace.discover.traces_at`), its
     digests with their kernels in order (:mod:`advisor.multirank.explain`) and the other facts
     the diff compares (:mod:`advisor.analysis.diffdigest`) unless ``with_kernels`` is off."""
     import dataclasses
 
     from advisor.analysis.digest import digest_file
     from advisor.multirank.analyze import analyze_files
-    from advisor.trace.discover import traces_for_diff
+    from advisor.trace.discover import traces_at
 
     p = Path(path)
-    files = traces_for_diff(p)
+    files = traces_at(p)
     options = dataclasses.replace(options, kernel_sequence=with_kernels)
     if len(files) == 1:
         d = digest_file(files[0], options)

@@ -6,22 +6,20 @@ of the rank where it costs most), the per-rank rows (``run.ranks``), who stands 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from advisor.analysis.detection import all_detectors, rank_checks
-from advisor.analysis.isolation import call, check_merged, describe, plugin_limit_s
+from advisor.analysis.detection import all_detectors, rank_checks, run_check
 from advisor.analysis.options import Options
 from advisor.analysis.ranking import rank
 from advisor.analysis.toptables import merge_kernels, merge_ops
 from advisor.derive.lag import RankLateness, rank_lateness
 from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
-from advisor.detect.registry import RanksContext, Skip, is_builtin
+from advisor.detect.registry import RanksContext
 from advisor.detect.thresholds import Thresholds
 from advisor.digest import Digest
 from advisor.errors import AdvisorError
@@ -130,17 +128,11 @@ def merge(
             continue
         if check.only_across:
             skipped.pop(check.id, None)
-        builtin = is_builtin(check.func.__module__)
-        limit = plugin_limit_s(builtin, 0.0)
-        result, err = call(functools.partial(check.func, drafts, ordered, rctx), limit)
-        if isinstance(err, Skip):
-            skipped[check.id] = str(err)
-        elif err is not None:  # never sinks the report
-            errored.append(Errored(check.id, describe(err)))
-        else:
-            drafts, problem = check_merged(check.id, drafts, result, builtin)
-            if problem:
-                errored.append(Errored(check.id, problem))
+        drafts, reason, problem = run_check(check, drafts, ordered, rctx)  # never sinks it
+        if reason is not None:
+            skipped[check.id] = reason
+        elif problem is not None:
+            errored.append(Errored(check.id, problem))
     findings = rank(drafts, step_ms, th)
     run = run_block(digests, root, step_ms, world_size, lags, job)
     assert run.ranks is not None

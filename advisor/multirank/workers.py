@@ -7,6 +7,9 @@ caches) is returned to the system between batches. This replaces
 worker is replaced while tasks are queued (python/cpython gh-115634: a folder of 17 or more
 traces hung forever at 0% CPU).
 
+A killed parent (SIGTERM, SIGKILL) takes its workers with it: each worker asks the kernel for
+SIGKILL when its parent dies (:func:`die_with_parent`).
+
 Ctrl-C: workers ignore SIGINT (the terminal sends it to the whole process group; see
 :func:`context`), so only this
 process sees it; it then kills the workers, drops the queued tasks and re-raises at once, and
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing as mp
+import os
 import signal
 import sys
 import threading
@@ -24,6 +28,8 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from advisor.lifeline import die_with
 
 TASKS_PER_WORKER = 8  # traces a worker process analyses before the pool is restarted
 
@@ -62,9 +68,26 @@ def neutral_main() -> Iterator[None]:
             sys.modules["__main__"] = saved
 
 
-def ignore_sigint() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle."""
+def ignore_sigint(owner: int | None = None) -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle; the worker dies with its parent
+    (:func:`die_with_parent`) and ends at once when ``owner`` (the advisor's pid) is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+    if owner is not None:
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:  # the advisor died before this worker started
+            os._exit(1)
+        except OSError:
+            pass
+
+
+def die_with_parent() -> None:
+    """In a worker process: end with the process that started it. The parent is the fork server
+    (which exits when the advisor does, SIGKILL included: its pipe from the advisor closes) or,
+    under spawn, the advisor itself; so a killed ``advisor analyze FOLDER`` leaves no worker
+    running, holding the caller's pipes."""
+    die_with(os.getppid())
 
 
 def _abandon(pool: cf.ProcessPoolExecutor) -> None:
@@ -103,7 +126,10 @@ def run_batched(
         for first in range(0, len(items), batch):
             chunk = items[first : first + batch]
             pool = cf.ProcessPoolExecutor(
-                max_workers=min(workers, len(chunk)), mp_context=ctx, initializer=ignore_sigint
+                max_workers=min(workers, len(chunk)),
+                mp_context=ctx,
+                initializer=ignore_sigint,
+                initargs=(os.getpid(),),
             )
             try:
                 futs = {pool.submit(fn, item): first + i for i, item in enumerate(chunk)}

@@ -1,5 +1,6 @@
-"""Chart geometry for inline SVG (no chart library, no JavaScript): plain dicts of rectangles,
-ticks and labels in a fixed viewBox. The template only draws what is here.
+"""Chart geometry (no chart library, no JavaScript): plain dicts of rectangles, ticks and labels
+in a fixed viewBox for the inline-SVG charts, and the bar lengths (% of the scale) of the savings
+chart, which the browser lays out as HTML. The template only draws what is here.
 
 Inputs are the Report's view data (advisor/analysis/views.py) and findings; nothing is measured here.
 """
@@ -7,6 +8,7 @@ Inputs are the Report's view data (advisor/analysis/views.py) and findings; noth
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from advisor.findings import Finding
@@ -187,95 +189,46 @@ def util_chart(util: Utilization | None, steps: list[StepRow]) -> dict[str, Any]
     }
 
 
-# Width of a character in em, for the widest common sans-serif fonts (DejaVu Sans, Verdana):
-# labels are cut to fit before the browser lays them out, so a long title never runs past the
-# left edge of the chart (text-anchor="end" grows leftwards).
-_NARROW = frozenset("iljtfrI.,:;'|!()[]{} ")
-_WIDE = frozenset("mwMW@%#&")
-LABEL_FONT_PX = 12  # .lbl in report.css
-LABEL_PAD = 14  # px between the label and its bar, and from the chart's left edge
-
-
-def text_width_px(text: str, font_px: float = LABEL_FONT_PX) -> float:
-    em = 0.0
-    for ch in text:
-        if ch in _NARROW:
-            em += 0.36
-        elif ch in _WIDE:
-            em += 1.0
-        elif ch.isupper() or ch.isdigit():
-            em += 0.78
-        else:
-            em += 0.64
-    return em * font_px
-
-
-def fit_label(text: str, width_px: float, font_px: float = LABEL_FONT_PX) -> str:
-    """``text``, or its longest prefix of whole words plus "…" whose width fits ``width_px``
-    (a word is never cut: "Optimizer step without…", not "...foreach/fused k…"; a first word
-    too long for the room alone is cut, as nothing else can be shown)."""
-    if text_width_px(text, font_px) <= width_px:
-        return text
-    room = width_px - text_width_px("…", font_px)
-    cut = 0
-    used = 0.0
-    for i, ch in enumerate(text):
-        used += text_width_px(ch, font_px)
-        if used > room:
-            break
-        cut = i + 1
-    head = text[:cut]
-    if cut < len(text) and not text[cut].isspace():  # inside a word: back to its start
-        words = head.rsplit(None, 1)
-        if len(words) == 2:
-            head = words[0]
-    return head.rstrip(" ,;:/-") + "…"
-
-
 def savings_chart(
-    findings: tuple[Finding, ...] | list[Finding], step_ms: float
+    findings: tuple[Finding, ...] | list[Finding],
+    step_ms: float,
+    numbers: Sequence[int] | None = None,
 ) -> dict[str, Any] | None:
-    """Horizontal bars: estimated saving per finding (ms/step), with the range as a whisker."""
-    rows = [(i, f) for i, f in enumerate(findings, 1) if f.est_savings_ms > 0][:MAX_SAVING_BARS]
+    """Horizontal bars: estimated saving per finding (ms/step), with the range as a whisker;
+    ``numbers``: the findings' numbers in the report (default 1, 2, ...), ``step_ms`` the step
+    their savings are counted per (the scale never passes it). Laid out by the browser (HTML,
+    not SVG): the label wraps in its column at any width, the value always shows beside its bar,
+    so nothing is cut at 390 px or left unused at 1400 px; lengths are % of the scale."""
+    nums = list(numbers) if numbers is not None else list(range(1, len(findings) + 1))
+    rows = [(i, f) for i, f in zip(nums, findings, strict=True) if f.est_savings_ms > 0]
+    rows = rows[:MAX_SAVING_BARS]
     if not rows:
         return None
-    row_h, top, label_w, value_w = 26, 6, 300, 150
-    plot_w = WIDTH - label_w - value_w
     vmax = max(max(f.est_savings_ms, (f.est_savings_range_ms or (0, 0))[1]) for _, f in rows)
     vmax = nice_max(min(vmax, step_ms) if step_ms > 0 else vmax)
+
+    def pct(v: float) -> float:
+        return round(100.0 * min(max(v, 0.0), vmax) / vmax, 2)
+
     bars = []
-    for j, (rank, f) in enumerate(rows):
-        y = top + j * row_h
-        w = plot_w * min(f.est_savings_ms, vmax) / vmax
+    for rank, f in rows:
         rng = f.est_savings_range_ms
         whisker = None
         if rng is not None and rng[1] > rng[0]:
-            whisker = {
-                "x1": round(label_w + plot_w * min(rng[0], vmax) / vmax, 2),
-                "x2": round(label_w + plot_w * min(rng[1], vmax) / vmax, 2),
-            }
+            whisker = {"left_pct": pct(rng[0]), "width_pct": round(pct(rng[1]) - pct(rng[0]), 2)}
         title = f"#{rank} {f.title}"
         bars.append(
             {
-                "y": y,
-                "bar_y": y + 5,
-                "h": row_h - 10,
-                "w": round(max(w, 1.0), 2),
                 "cls": f"sev-fill-{f.severity}",
                 "anchor": f"f{rank}",
-                "label": fit_label(title, label_w - LABEL_PAD),
+                "label": title,
                 "title": f"{title}: {fmt_ms(f.est_savings_ms)} per step",
                 "value": f"{fmt_ms(f.est_savings_ms)} ({f.est_savings_pct:.1f}%)",
+                "w_pct": max(pct(f.est_savings_ms), 0.5),
                 "whisker": whisker,
-                "text_y": y + row_h / 2 + 4,
             }
         )
     return {
-        "width": WIDTH,
-        "height": top * 2 + row_h * len(rows),
-        "label_w": label_w,
-        "plot_w": plot_w,
-        "value_x": label_w + plot_w + 8,
         "bars": bars,
         "more": max(0, sum(1 for f in findings if f.est_savings_ms > 0) - len(rows)),
         "has_range": any(b["whisker"] for b in bars),

@@ -119,7 +119,9 @@ def _phase_facts(run: RunFacts) -> list[dict[str, str]]:
             why = {
                 "ended": "the script ended first",
                 "max-seconds": "not within --max-seconds",
-                "eval-wait": "not within --eval-wait",
+                "eval-wait": "none came within the wait",
+                "epoch-left": "the epoch was longer than the wait",
+                "next-epoch": "the next epoch began without one",
                 "no-eval-code": "no evaluation code in the script",
                 "not-requested": "not asked for (--phases)",
                 "no-training-window": "the run ended before it",
@@ -285,7 +287,10 @@ def header(report: Report, generated_at: str) -> dict[str, object]:
         if dev_parts[0]
         else ("unknown GPU" if run.gpu_busy_pct is not None else "no GPU (CPU-only trace)"),
         "versions": " · ".join(v for v in versions if v) or None,
-        "kind": run.trace_kind,
+        "kind": "nothing profiled: the script ended before its first step"
+        if run.before_first_step
+        else run.trace_kind,
+        "before_first_step": bool(run.before_first_step),
         "rank": None if run.rank is None else f"rank {run.rank} of {run.world_size}",
         "facts": facts,
         # a balanced grid: one row up to 4 cards, else two rows as even as can be (6 -> 3 + 3)

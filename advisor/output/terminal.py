@@ -7,6 +7,7 @@ Plain text (no colour, no box drawing, fixed width) when the stream is not a TTY
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from rich.text import Text
 from advisor import settings
 from advisor.findings import Finding
 from advisor.output.header import bound_fact
+from advisor.output.phased import phase_groups
 from advisor.output.printable import printable
 from advisor.report import Report
 from advisor.runfacts import RunFacts
@@ -28,10 +30,32 @@ SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim
 LABELS = {"report": "report", "findings": "findings", "annotated": "timeline"}
 
 
+class _Console(Console):
+    """rich's console, except that a reader that went away (``| head``) raises
+    :class:`BrokenPipeError` (rich would exit 1 on its own): the command decides what it means
+    (:func:`advisor.cli.guard.guarded`: a quiet end, as Unix tools have)."""
+
+    def on_broken_pipe(self) -> None:
+        quiet_stdout()
+        raise BrokenPipeError("standard output: the reader went away")
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that no later write or the flush at exit can fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    if sys.stdout is None or sys.stdout.closed:
+        sys.stdout = open(os.devnull, "w")  # kept until the process ends
+
+
 def console(file: TextIO | None = None, markup: bool = True) -> Console:
     f = file or sys.stdout
     tty = _isatty(f)
-    return Console(
+    return _Console(
         file=f,
         force_terminal=tty,
         no_color=settings.no_color() or not tty,
@@ -111,6 +135,8 @@ def quality_notes(run: RunFacts) -> list[str]:
 
 def headline(report: Report) -> str:
     run = report.run
+    if run.before_first_step:
+        return "the script ended before its first step: nothing of its work was profiled"
     one = report.views.one_trace
     parts = [printable(device_label(run))]
     if run.trace_kind:
@@ -131,7 +157,9 @@ def headline(report: Report) -> str:
     return " · ".join(parts)
 
 
-def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
+def findings_table(
+    findings: tuple[Finding, ...], top: int, tty: bool, numbers: tuple[int, ...] = ()
+) -> Table:
     t = Table(box=None, show_edge=False, pad_edge=False, header_style="bold" if tty else "")
     t.add_column("#", justify="right")
     t.add_column("severity")
@@ -139,13 +167,13 @@ def findings_table(findings: tuple[Finding, ...], top: int, tty: bool) -> Table:
     t.add_column("%", justify="right")
     t.add_column("finding", overflow="fold", max_width=70)
     t.add_column("where", overflow="fold", max_width=40)
-    for i, f in enumerate(findings[:top], 1):
+    for i, f in zip(numbers or range(1, len(findings) + 1), findings[:top], strict=False):
         saving = f"{f.est_savings_ms:.2f} ms" if f.est_savings_ms > 0 else "-"
         pct = f"{f.est_savings_pct:.1f}" if f.est_savings_ms > 0 else ""
         title = Text(printable(f.title))
         title.append(f"  {printable(f.id)}", style="dim")
         if f.phase:
-            title.append(f"  ({f.phase} phase)")
+            title.append(f"  ({f.phase})")
         if f.related:  # the same cause found by other checks: one row
             title.append("  + " + ", ".join(printable(r.id) for r in f.related), style="dim")
         t.add_row(
@@ -186,9 +214,17 @@ def print_summary(
         con.print(Text(printable(note), style="yellow"))
     con.print()
     if report.findings:
-        con.print(findings_table(report.findings, top, tty))
-        if len(report.findings) > top:
-            con.print(Text(f"... and {len(report.findings) - top} more in the report"))
+        for g in phase_groups(report):  # phases ranked apart: each per step of its own
+            if g.heading:
+                median = f", median {fmt_ms(g.step_ms)}" if g.step_ms > 0 else ""
+                con.print(Text(f"{g.heading} (savings per {g.per}{median})", style="bold"))
+            found = tuple(f for _, f in g.findings)
+            if not found:
+                con.print(Text("No problems found in this phase."))
+                continue
+            con.print(findings_table(found, top, tty, tuple(i for i, _ in g.findings)))
+            if len(found) > top:
+                con.print(Text(f"... and {len(found) - top} more in the report"))
         bound = float(run.est_savings_bound_ms or 0.0)
         if bound > 0:
             step = run.saving_step_ms
@@ -212,7 +248,7 @@ def print_summary(
         bt = bound_fact(run.bound)
         if bt is not None:
             con.print(Text(f"Bound by {bt['value']} {bt['note']}.", style="dim"))
-    else:
+    elif not run.before_first_step:  # no work profiled: no verdict on it either
         con.print(Text("No problems found."))
     if report.skipped:
         con.print(

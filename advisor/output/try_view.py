@@ -29,6 +29,12 @@ def _step(s: StepStats) -> str:
     return f"{s.median_ms:.2f} [{s.p25_ms or 0:.2f}–{s.p75_ms or 0:.2f}]"
 
 
+def _iqr(s: StepStats) -> str:
+    if s.median_ms is None:
+        return ""
+    return f"[{s.p25_ms or 0:.2f}–{s.p75_ms or 0:.2f}]"
+
+
 def _spread(r: TryRow) -> str:
     b, a = r.before, r.after
     if b.median_ms is None or a.median_ms is None:
@@ -106,6 +112,8 @@ def rows(doc: TryResult) -> list[dict[str, Any]]:
                 "drift": _drift(r),
                 "before": _step(r.before),
                 "after": _step(r.after),
+                "before_iqr": _iqr(r.before),
+                "after_iqr": _iqr(r.after),
                 "saving": _saving(r),
                 "estimate": _estimate(r),
                 "ratio": "–" if r.ratio is None else f"{r.ratio:.2f}",
@@ -181,10 +189,17 @@ def print_try(doc: TryResult, files: dict[str, Any], file: TextIO | None = None)
 
 
 def render_html(doc: TryResult) -> str:
+    from advisor.output.doctext import date_str
     from advisor.output.html import _asset, environment, now_str
 
     return (
         environment()
         .get_template("try.html.j2")
-        .render(doc=doc, rows=rows(doc), css=_asset("report.css"), generated_at=now_str())
+        .render(
+            doc=doc,
+            rows=rows(doc),
+            css=_asset("report.css"),
+            generated_at=now_str(),
+            started_at=date_str(doc.started_at) if doc.started_at else "",
+        )
     )

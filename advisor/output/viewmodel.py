@@ -16,6 +16,7 @@ from advisor.findings import Finding
 from advisor.output.charts import savings_chart, steps_chart, util_chart
 from advisor.output.doctext import counted, doc_blocks, inline, shown_path
 from advisor.output.header import header
+from advisor.output.phased import phase_groups
 from advisor.output.ranks import job_note, rank_views, ranks_note
 from advisor.output.tables import (
     collective_rows,
@@ -133,14 +134,35 @@ def _card(rank: int, f: Finding, views: Views, origin_us: float | None) -> dict[
     }
 
 
+def _phases(report: Report, summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The overview phase by phase (:mod:`advisor.output.phased`): each with its own heading,
+    bar scale and table; one group without a heading for a run of one phase."""
+    out = []
+    for g in phase_groups(report):
+        nums = [i for i, _ in g.findings]
+        out.append(
+            {
+                "phase": g.phase,
+                "heading": g.heading,
+                "per": g.per,
+                "step": fmt_ms(g.step_ms) if g.step_ms > 0 else "",
+                "chart": savings_chart([f for _, f in g.findings], g.step_ms, nums),
+                "rows": [summary[i - 1] for i in nums],
+            }
+        )
+    return out
+
+
 def _footer(report: Report, generated_at: str) -> dict[str, Any]:
     titles = {k: v.title for k, v in report.views.detectors.items()}
     return {
         "skipped": [
-            {"id": s.id, "title": titles.get(s.id, ""), "reason": s.reason} for s in report.skipped
+            {"id": s.id, "title": titles.get(s.id, ""), "reason": inline(s.reason)}
+            for s in report.skipped
         ],
         "errored": [
-            {"id": e.id, "title": titles.get(e.id, ""), "error": e.error} for e in report.errored
+            {"id": e.id, "title": titles.get(e.id, ""), "error": inline(e.error)}
+            for e in report.errored
         ],
         "thresholds": [{"key": k, "value": f"{v:g}"} for k, v in sorted(report.thresholds.items())],
         "version": report.advisor_version,
@@ -162,7 +184,10 @@ def build_viewmodel(
     steps = list(one.steps) if one is not None else []
     cards = [_card(i, f, views, origin) for i, f in enumerate(report.findings, 1)]
     summary = [
-        {k: c[k] for k in ("rank", "anchor", "id", "title", "severity", "confidence", "where")}
+        {
+            k: c[k]
+            for k in ("rank", "anchor", "id", "title", "severity", "confidence", "where", "phase")
+        }
         | {"saving": c["saving"]["ms"], "pct": c["saving"]["pct"], "sort": c["saving"]["value"]}
         for c in cards
     ]
@@ -189,6 +214,7 @@ def build_viewmodel(
             "savings": savings_chart(report.findings, report.run.saving_step_ms),
         },
         "summary": summary,
+        "phases": _phases(report, summary),
         "overlap_note": len([f for f in report.findings if f.est_savings_ms > 0]) > 1,
         "findings": cards,
         "deeper": {

@@ -29,6 +29,7 @@ class SessionConfig:
     eval_steps: int = 3  # active steps of the evaluation window (--eval-steps)
     eval_wait: float = DEFAULT_EVAL_WAIT_S  # seconds to wait for it after the training window
     eval_wait_why: str | None = None  # why eval_wait is 0 when the user did not set it
+    eval_wait_given: bool = False  # --eval-wait given: seconds as given, not extended by steps
     window_max_s: float = 60.0  # the window ends at the first complete step past this recording
 
     @property
@@ -99,12 +100,15 @@ def export_trace(prof: Any, out: Path, amend: Callable[[Path], None] | None = No
     before it is compressed (it must not raise). A failure (disk full, a kill) never leaves
     a partial file under the final name; the temporary files are removed (but a SIGKILL)."""
     from advisor.output.outfiles import local_path
+    from advisor.profile.tracefix import needs_repair, repair_names
 
     tmp_json = out.with_name(f".{out.name}.{os.getpid()}.json.tmp")
     tmp_gz = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:  # through the claimed folder's handle: a folder swapped during the run is refused
         tmp_json, tmp_gz, final = local_path(tmp_json), local_path(tmp_gz), local_path(out)
         prof.export_chrome_trace(str(tmp_json))
+        if needs_repair():  # a '"' in a source file's name: torch wrote it unescaped
+            repair_names(tmp_json)
         if amend is not None:
             amend(tmp_json)
         with open(tmp_json, "rb") as src, open(tmp_gz, "wb") as raw:

@@ -60,6 +60,8 @@ class ContextRecorder:
         # the phase the run is in (train | eval), set by the session: a DataLoader's row says
         # which phase first iterated it, so each phase's findings name its own loader
         self.phase_now: Callable[[], str] = lambda: "train"
+        # each new pass over a DataLoader (its iterator), told to the session: the epochs
+        self.on_iter: Callable[[Any, Any], None] = lambda loader, iterator: None
 
     # ------------------------------------------------------------------ install / remove
     def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
@@ -128,6 +130,7 @@ class ContextRecorder:
                 self._on_dataloader(dl)
             it = orig_iter(dl)
             self.loader_workers.watch(it)  # shut down at the end of the run (profile.loaders)
+            self.on_iter(dl, it)
             return it
 
         self._patch(DataLoader, "__iter__", __iter__)

@@ -33,6 +33,11 @@ class MaxSecondsAlarm:
         self._old = signal.signal(signal.SIGALRM, self._handler)
         signal.setitimer(signal.ITIMER_REAL, self._seconds)
 
+    def extend(self, seconds: float) -> None:
+        """Fire again in ``seconds`` (only while armed: from its own handler, say)."""
+        if self._old is not None and seconds > 0 and hasattr(signal, "setitimer"):
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+
     def disarm(self) -> None:
         """Stop the timer; put the earlier SIGALRM handler back. From a thread other than the
         main one (a script that trains in a thread) only the timer stops: Python lets only the

@@ -18,8 +18,11 @@ request in a service): CPU, and CUDA when there is a GPU, with shapes and Python
 ``trace.json.gz``, ``findings.json`` and ``report.html`` into ``out`` (an existing non-empty
 folder is refused unless ``force=True``) and the result is ``.report``.
 
-The analysis never raises into the training loop: a trace that cannot be analysed gives one
-warning and the trace is kept.
+Both write the exact line of each call the user's code made into the trace when the profiler
+records Python stacks (:func:`export_with_call_sites`, as ``advisor profile`` does), so a
+finding names the line of the ``.item()`` itself, not the line the loop stood on when the
+window began. The analysis never raises into the training loop: a trace that cannot be
+analysed gives one warning and the trace is kept.
 """
 
 from __future__ import annotations
@@ -76,6 +79,30 @@ def live_context() -> dict[str, Any]:
     return ctx
 
 
+def export_with_call_sites(prof: Any, trace: Path) -> None:
+    """Export ``prof``'s trace to ``trace`` (gzipped when its name ends in ``.gz``) with the
+    exact line of each call the user's code made written in (:mod:`advisor.profile.callsites`,
+    as ``advisor profile`` does), when the profiler recorded Python stacks: without them every
+    frame has only the line it stood on when the trace began, or its ``def`` line. A failure
+    to read the call sites keeps those lines (the export itself is as torch's)."""
+    from advisor.profile import callsites
+    from advisor.profile.capture import export_trace
+
+    amend = None
+    if getattr(prof, "with_stack", False):
+        amend = callsites.amender(prof, lambda n, error: None, lambda t0: None)
+    if amend is None:
+        prof.export_chrome_trace(str(trace))
+        return
+    if trace.name.endswith(".gz"):
+        error = export_trace(prof, trace, amend)
+        if error is not None:
+            raise OSError(error)
+        return
+    prof.export_chrome_trace(str(trace))
+    amend(trace)
+
+
 def analyze_exported(trace: Path, options: Any, outputs: Callable[[Any], None]) -> Report | None:
     """Analyse a trace this process just exported and hand the raw report to ``outputs``;
     a failure is one warning (the caller's loop goes on), and None."""
@@ -112,7 +139,7 @@ class TraceReadyHandler:
         worker = self.worker_name or f"{socket.gethostname()}_{os.getpid()}"
         stem = f"{worker}.{time.time_ns()}.pt.trace"
         trace = self.out_dir / (stem + (".json.gz" if self.use_gzip else ".json"))
-        prof.export_chrome_trace(str(trace))
+        export_with_call_sites(prof, trace)
         self.traces.append(trace)
 
         def outputs(raw: Any) -> None:
@@ -212,7 +239,7 @@ class capture:  # noqa: N801 (a context manager used like a function: ``with adv
         prof.__exit__(None, None, None)
         prepare_out_dir(self.out, self.force)
         trace = self.out / TRACE_NAME
-        prof.export_chrome_trace(str(trace))
+        export_with_call_sites(prof, trace)
 
         def outputs(raw: Any) -> None:
             self.written = {"trace": trace, **write_outputs(raw, self.out)}

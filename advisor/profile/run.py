@@ -223,7 +223,7 @@ def _eval_wait(opts: ProfileOptions, target: Any) -> SessionConfig:
 
     cfg = opts.session
     if opts.eval_wait is not None:
-        return replace(cfg, eval_wait=opts.eval_wait, eval_wait_why=None)
+        return replace(cfg, eval_wait=opts.eval_wait, eval_wait_why=None, eval_wait_given=True)
     if (
         "eval" in cfg.phases
         and "train" in cfg.phases

@@ -10,6 +10,7 @@ from typing import Any
 
 from advisor import __version__
 from advisor.profile.capture import Capture, SessionConfig
+from advisor.profile.evalwait import EVAL_WAIT_STEPS
 from advisor.profile.execute import EXIT_SIGTERM, Outcome, Target
 from advisor.profile.faults import remedy
 
@@ -18,6 +19,10 @@ RUN_SCHEMA_VERSION = 1
 
 def _steps(a: int, b: int) -> str:
     return f"step {a}" if a == b else f"steps {a}-{b}"
+
+
+# endings that are the script's own failure (not a signal or Ctrl-C from outside)
+_ERRORS = ("exception", "out-of-memory", "dataloader-worker-died", "sys-exit", "os-exit")
 
 
 def ended_early(outcome: Outcome, cap: Capture) -> bool:
@@ -38,19 +43,23 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
         if outcome.end_reason == "sigterm" and outcome.exit_code != EXIT_SIGTERM
         else ""
     )
+    after = f"after {g} step(s)" if g else "before its first step"
     reason = {
-        "exception": f"The script raised {outcome.error} after {g} step(s)",
-        "out-of-memory": f"The script ran out of memory ({outcome.error}) after {g} step(s)",
-        "dataloader-worker-died": f"A DataLoader worker process died ({outcome.error}) "
-        f"after {g} step(s)",
-        "keyboard-interrupt": f"The run was interrupted (Ctrl-C) after {g} step(s)",
-        "sigterm": f"The run was terminated (SIGTERM) after {g} step(s){by_script}",
-        "sys-exit": f"The script exited with code {outcome.exit_code} after {g} step(s)",
-        "sighup": f"The run was ended by SIGHUP (its terminal closed) after {g} step(s)",
-        "sigquit": f"The run was ended by SIGQUIT after {g} step(s)",
-        "os-exit": f"The script called {outcome.error} after {g} step(s)",
+        "exception": f"The script raised {outcome.error} {after}",
+        "out-of-memory": f"The script ran out of memory ({outcome.error}) {after}",
+        "dataloader-worker-died": f"A DataLoader worker process died ({outcome.error}) {after}",
+        "keyboard-interrupt": f"The run was interrupted (Ctrl-C) {after}",
+        "sigterm": f"The run was terminated (SIGTERM) {after}{by_script}",
+        "sys-exit": f"The script exited with code {outcome.exit_code} {after}",
+        "sighup": f"The run was ended by SIGHUP (its terminal closed) {after}",
+        "sigquit": f"The run was ended by SIGQUIT {after}",
+        "os-exit": f"The script called {outcome.error} {after}",
     }.get(outcome.end_reason)
-    if reason and ended_early(outcome, cap):
+    before_any = outcome.ended_early and g == 0 and cap.scope == "whole-run"
+    if reason and before_any:  # an import error, a bad argument: nothing ran to profile
+        fix = " Fix that, then run again." if outcome.end_reason in _ERRORS else ""
+        out.append(f"{reason}: nothing was profiled.{fix}")
+    elif reason and ended_early(outcome, cap):
         out.append(f"{reason}; the report covers what was captured until then.")
         advice = remedy(outcome.end_reason, outcome.error)
         if advice:
@@ -111,6 +120,8 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
             if cap.stopped_after_window
             else "The script ran on to its end without profiling after --max-seconds."
         )
+    elif cap.scope == "whole-run" and before_any:
+        pass  # said above: no advice on steps for a script that never reached one
     elif cap.scope == "whole-run":
         out.append(
             "No steps were seen (no optimizer.step() and no advisor.step() call), so the whole "
@@ -133,6 +144,30 @@ _EVAL_WHAT = (
     "a module with parameters called in eval() mode or under torch.no_grad() / "
     "torch.inference_mode()"
 )
+
+
+_LONGER = "Pass --eval-wait SECONDS to wait that long"
+
+
+def _waited_for(ev: dict[str, Any], cfg: SessionConfig) -> str:
+    """What the wait allowed: ``200 training steps (about 12.3 s at the script's pace)``."""
+    raw = ev.get("wait")
+    wait: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    budget = wait.get("budget_s")
+    if not cfg.eval_wait_given and isinstance(budget, int | float):
+        return f"{EVAL_WAIT_STEPS} training steps or {cfg.eval_wait:g} s: {budget:,.1f} s here"
+    return f"--eval-wait {cfg.eval_wait:g} s"
+
+
+def _waited(ev: dict[str, Any], cfg: SessionConfig) -> str:
+    raw = ev.get("wait")
+    wait: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    steps = wait.get("steps")
+    did = f" ({steps:,} training steps went by)" if isinstance(steps, int) else ""
+    return (
+        f"no evaluation phase ({_EVAL_WHAT}) came within the wait after the training window "
+        f"({_waited_for(ev, cfg)}){did}"
+    )
 
 
 def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
@@ -166,11 +201,25 @@ def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
     elif ev.get("trace_written"):
         pass
     elif ev.get("missing") == "eval-wait":
+        add("eval", "eval-wait", f"{_waited(ev, cfg)}; {stopped}. {_LONGER}")
+    elif ev.get("missing") == "epoch-left":
+        left = ev.get("epoch_left")
         add(
             "eval",
-            "eval-wait",
-            f"no evaluation phase ({_EVAL_WHAT}) came within --eval-wait ({cfg.eval_wait:g} s) "
-            f"after the training window; {stopped}. Pass --eval-wait SECONDS to wait longer",
+            "epoch-left",
+            f"the training epoch had {left:,} more steps than the wait for an evaluation "
+            f"phase allows ({_waited_for(ev, cfg)}), so no evaluation after it could be "
+            f"captured; {stopped}. {_LONGER}"
+            if isinstance(left, int)
+            else f"the rest of the training epoch is longer than the wait; {stopped}. {_LONGER}",
+        )
+    elif ev.get("missing") == "next-epoch":
+        add(
+            "eval",
+            "next-epoch",
+            "the script began its next training epoch without an evaluation phase "
+            f"({_EVAL_WHAT}) after the training window; {stopped}. A script that evaluates "
+            "every few epochs: pass --eval-wait SECONDS (waits that long, epochs or not)",
         )
     elif ev.get("missing") == "no-eval-code":
         add(

@@ -25,7 +25,9 @@ before the first step: imports, setup and the first iteration; it is never part 
   ``capture_limits`` (and the report's trace quality) say what was cut.
 - **await-eval**: (``--phases`` with ``eval``, after a training window) the script runs on at
   native speed, only its top-level module calls watched, until its evaluation phase begins, for
-  at most ``--eval-wait`` seconds (``--max-seconds`` bounds only a script that never steps).
+  as long as :mod:`advisor.profile.evalwait` allows: a number of its own training steps (at
+  least ``--eval-wait`` seconds), less when its epoch cannot end in time or its next epoch
+  begins without evaluation (``--max-seconds`` bounds only a script that never steps).
 - **eval-window**: the evaluation window (:mod:`advisor.profile.evalwindow`), then the script
   is stopped as after the window.
 - **done**: nothing profiles any more; later steps run at native speed.
@@ -49,6 +51,7 @@ import advisor
 from advisor.profile import callsites, facts
 from advisor.profile.capture import Capture, SessionConfig, export_trace
 from advisor.profile.context import ContextRecorder
+from advisor.profile.evalwait import EVAL_WAIT_STEPS, Epochs, EvalWait
 from advisor.profile.evalwindow import EvalWindow
 from advisor.profile.execute import EXIT_SIGTERM, Outcome, Terminated, WindowCaptured
 from advisor.profile.fwdsteps import ForwardSteps, has_parameters, in_eval
@@ -88,6 +91,8 @@ class ProfileSession:
         self._trace_path = self.trace_path = trace_path
         self._rec = recorder
         recorder.phase_now = self._phase_now  # which phase a DataLoader is first iterated in
+        self._epochs = Epochs()  # the training loader's passes
+        recorder.on_iter = lambda loader, it: self._epochs.on_iter(loader, it, self.phase)
         self.phase = "idle"
         self._probe: Any = None
         self._window: Any = None
@@ -106,6 +111,7 @@ class ProfileSession:
         self._fwd = ForwardSteps(self._on_forward)
         self._step_mod: int | None = None
         self._eval = EvalWindow(self)
+        self._wait: EvalWait | None = None  # the wait for the evaluation phase (evalwait)
         self._noise = NoiseFilter()  # torch's profiler lines kept off the terminal
         self._progress = PhaseProgress()
         self._t0 = 0.0
@@ -152,6 +158,17 @@ class ProfileSession:
             schedule=schedule,
             on_trace_ready=on_ready,
         )
+
+    def _progress_text(self) -> str:
+        """The progress line while the window records: the step under way among the window's
+        (steps_seen counts the steps done), never a step number outside the window."""
+        first, last = self.cfg.active_first, self.cfg.active_last
+        now = self.cap.steps_seen + 1
+        if now < first:
+            return f"warming up before steps {first}-{last} (step {now})"
+        if now > last:
+            return f"steps {first}-{last} recorded; writing the trace"
+        return f"recording step {now} of steps {first}-{last}"
 
     def _window_action(self, step: int) -> Any:
         a = self._action
@@ -239,6 +256,14 @@ class ProfileSession:
     def _on_forward(self, mod: Any) -> None:
         """A top-level module call (see :mod:`advisor.profile.fwdsteps`)."""
         if self.phase in ("await-eval", "eval-window"):
+            if (
+                self.phase == "await-eval"
+                and self.cap.step_source == "forward"
+                and id(mod) == self._step_mod
+                and not in_eval(self._torch, mod)
+            ):
+                self._step()  # a training step while waiting: the wait counts it
+                return
             self._eval.on_forward(mod)
             return
         if self.phase not in ("probe", "gap", "window") or self._busy:
@@ -310,6 +335,8 @@ class ProfileSession:
                     stop = self._window_done()
         finally:
             self._busy = False
+        if self.phase == "await-eval" and main:
+            self._judge_wait()  # may end the wait (and the script) here
         if stop and main:
             raise WindowCaptured()
         if stop:  # never raise into the script's own thread: it runs on to its end
@@ -340,14 +367,7 @@ class ProfileSession:
         self._window_activities = ["cpu", "cuda"] if cuda else ["cpu"]
         self._window.step_num = g
         # the progress line's timer thread starts before the recording: never in a step
-        self._progress.after(
-            lambda: (
-                f"recording steps {self.cfg.active_first}-{self.cfg.active_last} "
-                f"(at step {self.cap.steps_seen})"
-                if self.phase == "window"
-                else None
-            )
-        )
+        self._progress.after(lambda: self._progress_text() if self.phase == "window" else None)
         self.phase = "window"  # before start(): an interrupted start is still stopped
         with self._own():
             self._window.start()
@@ -439,18 +459,64 @@ class ProfileSession:
         return self._eval_possible() and self.cfg.eval_wait > 0
 
     def _await_eval(self) -> None:
-        """Run on at native speed until the evaluation phase (bounded by --eval-wait)."""
+        """Run on at native speed until the evaluation phase, for as long as
+        :mod:`advisor.profile.evalwait` allows (its steps, its epoch, --eval-wait)."""
+        cfg = self.cfg
+        self._wait = EvalWait(
+            time.perf_counter() - self._t0,
+            self.cap.steps_seen,
+            cfg.eval_wait,
+            by_steps=not cfg.eval_wait_given,
+        )
+        self._epochs.next_epoch = False
         self._eval.await_phase()
         self._fwd.install()
         self._eval_alarm.arm()
         self._progress.after(
             lambda: (
-                f"training window captured; waiting up to {self.cfg.eval_wait:g} s for an "
-                "evaluation phase (--eval-wait)"
+                (
+                    f"training window captured; waiting up to {EVAL_WAIT_STEPS} training steps "
+                    f"(at least {cfg.eval_wait:g} s) for an evaluation phase"
+                    if self._wait is not None and self._wait.by_steps
+                    else f"training window captured; waiting up to {cfg.eval_wait:g} s for an "
+                    "evaluation phase (--eval-wait)"
+                )
                 if self.phase == "await-eval"
                 else None
             )
         )
+
+    def _judge_wait(self) -> None:
+        """At a training step while waiting: the next epoch began without evaluation, the
+        rest of this epoch cannot end within the wait, or the wait is over: stop waiting now."""
+        wait, left = self._wait, self._epochs.left()
+        if wait is None:
+            return
+        now, times = time.perf_counter() - self._t0, self.cap.step_times_s
+        if self._epochs.next_epoch:
+            self._end_wait("next-epoch")
+        elif wait.epoch_out_of_reach(now, times, left):
+            self._eval.info["epoch_left"] = left
+            self._end_wait("epoch-left")
+        elif wait.left_s(now, times) <= 0:  # over (also where no timer could be armed)
+            self._end_wait("eval-wait")
+
+    def _end_wait(self, why: str) -> None:
+        """No evaluation phase can be captured (``why``, run.json ``eval.missing``)."""
+        self._eval_alarm.disarm()
+        self._wait_facts()
+        self._eval.end(why)
+        self._fwd.remove()
+        if not self.cfg.run_to_end:
+            self.cap.stopped_after_window = True
+            raise WindowCaptured()
+
+    def _wait_facts(self) -> None:
+        if self._wait is not None:
+            now = time.perf_counter() - self._t0
+            self._eval.info["wait"] = self._wait.facts(
+                now, self.cap.steps_seen, self.cap.step_times_s
+            )
 
     def forward_watch_off(self) -> None:
         self._fwd.remove()
@@ -461,15 +527,22 @@ class ProfileSession:
 
     def eval_found(self) -> None:
         self._eval_alarm.disarm()
+        self._wait_facts()
         self.phase = "eval-window"
         self._progress.after(
             lambda: "recording the evaluation phase" if self.phase == "eval-window" else None
         )
 
     def _on_eval_alarm(self) -> None:
-        """--eval-wait ran out while waiting for the evaluation phase."""
+        """The wait's timer: on at the script's pace (see evalwait), or over."""
         if self._busy or self.phase != "await-eval":
             return
+        if self._wait is not None:
+            left = self._wait.left_s(time.perf_counter() - self._t0, self.cap.step_times_s)
+            if left > 0.05:
+                self._eval_alarm.extend(left)
+                return
+        self._wait_facts()
         self._eval.end("eval-wait")
         self._fwd.remove()
         if not self.cfg.run_to_end:

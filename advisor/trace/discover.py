@@ -65,11 +65,12 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     return sorted(files, key=_rank_sort_key)
 
 
-def traces_for_diff(path: str | os.PathLike[str]) -> list[Path]:
-    """The traces to compare for ``path`` (``advisor diff``): :func:`find_traces`, or for the
-    output folder of an earlier analysis (its findings.json, no trace of its own) the trace that
-    analysis read: its annotated copy in the folder (the same tables), else the trace or folder
-    its findings.json names (``run.trace``, as written or relative to the folder)."""
+def traces_at(path: str | os.PathLike[str]) -> list[Path]:
+    """The traces to read for ``path`` (``advisor analyze``, ``advisor diff``):
+    :func:`find_traces`, or for the output folder of an earlier analysis (its findings.json, no
+    trace of its own) the trace that analysis read: its annotated copy in the folder (the same
+    tables), else the trace or folder its findings.json names (``run.trace``, as written or
+    relative to the folder)."""
     p = Path(path)
     try:
         return find_traces(p)

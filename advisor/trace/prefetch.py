@@ -45,6 +45,7 @@ from typing import Any, BinaryIO
 
 from advisor import settings
 from advisor.errors import TraceError
+from advisor.lifeline import die_with
 
 _LIVE: set[_Child] = set()  # this process's children not collected yet: killed at exit
 
@@ -235,15 +236,9 @@ def _die_with(parent: int) -> None:
     never works on for nobody. Elsewhere the child ends at its first write to the closed pipe."""
     for child in list(_LIVE):  # the parent's other children are not ours to collect
         _LIVE.discard(child)
-    if not sys.platform.startswith("linux"):
+    if not die_with(parent):
         return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
+    if os.getppid() != parent:  # still here: the signal is on its way
         os._exit(0)
 
 

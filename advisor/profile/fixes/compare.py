@@ -25,6 +25,7 @@ from advisor.tryresult import (
     FASTER,
     INCONSISTENT,
     INTERRUPTED,
+    MACHINE_CHANGED,
     ONE_ROUND,
     SLOWER,
     WITHIN_NOISE,
@@ -88,6 +89,17 @@ def estimate(
     if step_ms > 0:
         total = min(total, step_ms)
     return _r(total), sorted({f.id for f in hits})
+
+
+def cause_ms(findings: list[Finding], finding_ids: set[str], step_ms: float) -> float | None:
+    """The most the fixes answering ``finding_ids`` can save: per finding the high end of its
+    saving's range (its cause removed entirely, replayed), else its estimate; summed, never above
+    the step. None without such a finding (nothing bounds the change)."""
+    hits = [f for f in findings if f.id in finding_ids]
+    if not hits:
+        return None
+    total = sum(max(0.0, f.est_savings_ms, *(f.est_savings_range_ms or (0.0, 0.0))) for f in hits)
+    return _r(min(total, step_ms) if step_ms > 0 else total)
 
 
 def _first(runs: list[list[float | None]], i: int = 0) -> list[float]:
@@ -182,8 +194,14 @@ def drift_ms(per_round: tuple[Round, ...]) -> float:
     return _r(worst)
 
 
-def verdict(saving_ms: float, noise: float, per_round: tuple[Round, ...] = ()) -> tuple[str, str]:
-    """The verdict on a measured saving and why (see the module doc)."""
+def verdict(
+    saving_ms: float,
+    noise: float,
+    per_round: tuple[Round, ...] = (),
+    cause: float | None = None,
+) -> tuple[str, str]:
+    """The verdict on a measured saving and why (see the module doc); ``cause``: the most the
+    fix can save (:func:`cause_ms`), None when nothing bounds it."""
     if len(per_round) < 2:
         return ONE_ROUND, (
             "a single round cannot tell the fix from a change of the machine's load between "
@@ -194,6 +212,13 @@ def verdict(saving_ms: float, noise: float, per_round: tuple[Round, ...] = ()) -
     if abs(saving_ms) <= bound:
         what = "the drift between rounds" if drift > noise else "the noise"
         return WITHIN_NOISE, f"the saving is within {what} (±{bound:.2f} ms)"
+    if cause is not None and saving_ms - bound > cause:
+        return MACHINE_CHANGED, (
+            f"{saving_ms:.2f} ms saved, but the whole cause the fix removes takes at most "
+            f"{cause:.2f} ms per step (replayed without it): the rest is the machine's speed "
+            f"changing between the runs (its load, its clock), not the fix; rerun on a quiet "
+            f"machine or with more --repeat rounds"
+        )
     signs = {(r.saving_ms or 0.0) > 0 for r in per_round}
     if len(signs) > 1:
         return INCONSISTENT, "the rounds disagree on whether the fix saves time"
@@ -235,7 +260,7 @@ def compare(before: RunData, after: RunData, est_ids: set[str], rtol: float) -> 
     saving = sb.median_ms - sa.median_ms
     per_round = rounds(before, after)
     noise = noise_ms(sb, sa)
-    word, why = verdict(saving, noise, per_round)
+    word, why = verdict(saving, noise, per_round, cause_ms(before.findings, est_ids, base))
     return replace(
         row,
         measured_saving_ms=_r(saving),

@@ -24,12 +24,14 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from advisor import __version__, settings
 from advisor.errors import AdvisorError
+from advisor.lifeline import die_with
 from advisor.output.outfiles import release
 from advisor.output.outfolder import check_out_dir, default_out_dir
 from advisor.profile.fixes.base import RunFacts
@@ -206,9 +208,16 @@ def _launch(opts: TryOptions, folder: Path, fixes: tuple[str, ...], stop: Interr
         log.write(f"{_LOG_HEADER} fixes={','.join(fixes) or '(none)'}\n# {' '.join(cmd)}\n")
         log.flush()
         # its own process group: a signal to the try reaches the run (and its DataLoader
-        # workers) only through Interrupt, and all of it can be ended together
+        # workers) only through Interrupt, and all of it can be ended together; a try killed
+        # outright (SIGKILL) still ends its run: the kernel sends the child SIGTERM (which ends
+        # a profiled script as `kill` does, its workers with it)
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=partial(die_with, os.getpid(), signal.SIGTERM),
         )
         stop.proc = proc
         try:

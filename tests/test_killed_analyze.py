@@ -1,0 +1,101 @@
+"""``advisor analyze FOLDER`` killed from outside (SIGTERM, SIGKILL to the advisor's own pid,
+not its group) leaves no worker process running: the workers die with it (they would hold the
+caller's pipes, and a pipeline reading from the command would hang)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SAMPLES
+
+pytestmark = pytest.mark.slow
+
+
+def _group(pgid: int) -> list[int]:
+    """Processes of the group that still run (zombies do not count)."""
+    alive = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                alive.append(int(d.name))
+    return alive
+
+
+def _wait(cond, limit_s: float) -> bool:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.2)
+    return cond()
+
+
+def _eof(fd: int, limit_s: float) -> bool:
+    """Whether reading ``fd`` reaches its end (every writer gone) within ``limit_s``."""
+    import select
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready and not os.read(fd, 1 << 16):
+            return True
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal")
+@pytest.mark.parametrize(
+    ("engine", "sig"),
+    [("pool", signal.SIGTERM), ("pool", signal.SIGKILL), ("dask", signal.SIGKILL)],
+)
+def test_killed_analyze_leaves_no_worker(tmp_path: Path, engine: str, sig: int) -> None:
+    if engine == "dask":
+        pytest.importorskip("distributed")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    n = 20 if engine == "dask" else 8  # more than 16 traces: the local Dask cluster
+    for r in range(n):
+        shutil.copyfile(SAMPLES / "resnet50_v100.kineto.json.gz", folder / f"trace.rank{r}.json.gz")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "ADVISOR_NO_DASK": "1" if engine == "pool" else "",
+    }
+    cmd = [sys.executable, "-m", "advisor", "analyze", str(folder), "--out", str(tmp_path / "o")]
+    proc = subprocess.Popen(
+        [*cmd, "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+    )
+    try:
+        # the workers are running (the advisor, its fork server and workers: 3 or more)
+        assert _wait(lambda: len(_group(proc.pid)) >= 3, 120), "no workers started"
+        os.kill(proc.pid, sig)  # the advisor alone, as `kill PID` or the OOM killer does
+        proc.wait(timeout=60)
+        # a pipeline reading from the command ends: nobody holds its stdout any more
+        assert proc.stdout is not None
+        assert _eof(proc.stdout.fileno(), 30), "a process still holds the command's stdout"
+        assert _wait(lambda: not _group(proc.pid), 30), _group(proc.pid)
+    finally:
+        for pid in _group(proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
