@@ -39,3 +39,12 @@ def builder():
     from tests.tracebuilder import TraceBuilder
 
     return TraceBuilder
+
+
+def steps_marked(run: dict) -> int:
+    """A findings.json run's steps found, plus the leading ones left out as cold (twice as slow
+    as the rest or more, which the machine's load decides; at most half): the steps the script
+    marked."""
+    cold = [e for e in run.get("steps_excluded") or () if e.get("step") is not None]
+    assert len(cold) <= int(run["steps_profiled"])
+    return int(run["steps_profiled"]) + len(cold)

@@ -38,7 +38,12 @@ def test_one_host_event_is_singular() -> None:
     w = SimpleNamespace(
         clipped=1, dropped=0, end_ns=10**9, overruns=[], source="the last step", latest_ns=2 * 10**9
     )
-    issue = _outlived(SimpleNamespace(meta=SimpleNamespace(window=w)))  # type: ignore[arg-type]
+    # a trace without step markers: its one step ends with the recording, so the note is said
+    trace = SimpleNamespace(
+        meta=SimpleNamespace(window=w, synthetic_steps=True),
+        steps=pd.DataFrame({"end_ns": [10**9]}),
+    )
+    issue = _outlived(trace)  # type: ignore[arg-type]
     assert issue is not None
     assert issue.what.startswith("1 host event outlives the recording window")
     assert "1 ran past it and was cut there" in issue.what and "events" not in issue.what

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 import advisor  # noqa: E402
 from advisor.errors import AdvisorError  # noqa: E402
+from tests.conftest import steps_marked  # noqa: E402
 
 
 def _model():
@@ -48,7 +49,7 @@ def test_on_trace_ready_exports_like_tensorboard_and_reports(tmp_path: Path) -> 
     for t in traces:
         stem = t.name.removesuffix(".json.gz")
         data = json.loads((t.parent / f"{stem}.findings.json").read_text())
-        assert _steps_and_cold(data["run"]) == 3 and data["errored"] == []
+        assert steps_marked(data["run"]) == 3 and data["errored"] == []
         assert Path(data["run"]["trace"]) == t
         html = (t.parent / f"{stem}.report.html").read_text()
         assert "torch-advisor report" in html and "Top operators" in html
@@ -85,14 +86,6 @@ def test_on_trace_ready_never_breaks_the_loop(tmp_path: Path, monkeypatch) -> No
     assert not list(tmp_path.glob("*.findings.json"))
 
 
-def _steps_and_cold(run: dict) -> int:
-    """The steps found, plus a first one left out as cold (twice as slow as the rest or more,
-    which the machine's load decides): the steps the loop marked."""
-    cold = [e for e in run.get("steps_excluded") or () if e.get("step") is not None]
-    assert len(cold) <= 1
-    return int(run["steps_profiled"]) + len(cold)
-
-
 def test_capture_writes_the_report_and_marks_optimizer_steps(tmp_path: Path) -> None:
     model, opt = _model()
     out = tmp_path / "cap"
@@ -101,7 +94,7 @@ def test_capture_writes_the_report_and_marks_optimizer_steps(tmp_path: Path) -> 
             _train_step(model, opt)
     assert {p.name for p in out.iterdir()} >= {"trace.json.gz", "findings.json", "report.html"}
     assert cap.report is not None
-    assert _steps_and_cold(cap.report.run) == 4
+    assert steps_marked(cap.report.run) == 4
     assert cap.report.run["script"]  # the live process's facts
     assert advisor._step_hook is None  # hooks removed
     with pytest.raises(AdvisorError, match="not empty"):  # never overwrites
@@ -119,7 +112,7 @@ def test_capture_without_optimizer_uses_advisor_step(tmp_path: Path) -> None:
             model(torch.randn(64, 32))
             advisor.step()
     assert cap.report is not None
-    assert _steps_and_cold(cap.report.run) == 3
+    assert steps_marked(cap.report.run) == 3
 
 
 def test_capture_keeps_the_report_when_the_block_fails(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from advisor import record
 from advisor.analysis.pipeline import analyze_path
+from tests.conftest import steps_marked
 from tests.test_profile import FAST, _line, _write, advisor, outputs
 
 pytestmark = pytest.mark.slow
@@ -131,7 +132,7 @@ def test_inference_only_script_steps_on_its_model_calls(tmp_path: Path) -> None:
     assert run["step_source"] == "forward" and run["step_module"] == "Sequential"
     assert run["phase"] == "eval" and run["trace_scope"] == "window"
     assert run["window_steps"] == [3, 4] and run["eval"] is None
-    assert findings["run"]["steps_profiled"] == 2 and not findings["run"]["steps_synthetic"]
+    assert steps_marked(findings["run"]) == 2 and not findings["run"]["steps_synthetic"]
     phases = findings["run"]["phases"]
     assert [ph["phase"] for ph in phases] == ["eval", "train"]
     assert phases[1]["missing"] == "no-training" and "trained nothing" in phases[1]["why"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from advisor.profile.tracefix import repair_line
-from tests.conftest import REPO
+from tests.conftest import REPO, steps_marked
 
 BROKEN = b'    "name": "q"d/a"b.py(6): <module>",\n'
 
@@ -70,4 +70,4 @@ def test_profile_of_a_script_with_a_quote_in_its_name(tmp_path: Path) -> None:
     names = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "python_function"]
     assert any('a"b.py(' in n for n in names)
     run = json.loads((out / "findings.json").read_text())["run"]
-    assert run["steps_profiled"] == 5
+    assert steps_marked(run) == 5
