@@ -18,7 +18,7 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
   ``--scheduler ADDRESS`` waits for the scheduler to answer; a refused connection fails at once.
 - ``NO_COLOR`` (any value, https://no-color.org): no colors in the terminal summary.
 - ``ADVISOR_TRY``: set by ``advisor try`` for the ``advisor profile`` runs it starts (the fixes
-  to apply, as JSON; :mod:`advisor.profile.fixes.runtime`), removed before the script starts.
+  to apply, as JSON; :mod:`advisor.profile.trial.runtime`), removed before the script starts.
 - ``LOCAL_WORLD_SIZE``: set by torchrun; ``advisor try``'s DataLoader fix shares the node's CPUs
   among its ranks.
 - Recorded, never acted on: ``CUDA_LAUNCH_BLOCKING`` and the caching allocator's variables

@@ -1,7 +1,7 @@
 """try.json: what ``advisor try`` measured, as frozen dataclasses (the try result's schema,
 ``try_schema_version`` 1; keys are only ever added).
 
-:mod:`advisor.profile.fixes.trial` builds a :class:`TryResult`, :meth:`TryResult.dump` writes
+:mod:`advisor.profile.trial.driver` builds a :class:`TryResult`, :meth:`TryResult.dump` writes
 it (sorted keys) and :meth:`TryResult.load` reads one back, checking every field's type (a file
 that does not match is one :class:`~advisor.errors.AdvisorError`); the terminal and try.html
 (:mod:`advisor.output.try_view`) read its attributes. Every field has a default, so a try.json

@@ -19,7 +19,15 @@ import pandas as pd
 
 from advisor.derive.comm import has_ddp_reducer
 from advisor.detect.registry import Context
+from advisor.detect.thresholds import register
 from advisor.trace.model import Trace
+
+# unbucketed-collectives' threshold, declared here: it also picks comm-overlap's advice
+register(
+    "unbucketed_collectives.min_per_step",
+    100.0,
+    "collectives of one kind per step from which they count as unbucketed",
+)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 
 The evidence: after a step's last backward op (the autograd engine's work, on the same thread),
 a run of consecutive top-level in-place elementwise ops (``aten::add_``, ``mul_``, ``addcdiv_``,
-... the per-parameter update ops of :mod:`single_tensor_optimizer`), each reading a second tensor
+... the in-place ones of the per-parameter ops in :mod:`._opt_ranges`), each reading a second tensor
 of its own shape (a parameter and its gradient, or its momentum buffer), on at least two
 different shapes (many tensors, not one buffer updated again and again), and nothing else
 top-level between them. Such a run is the per-parameter update a single-tensor optimizer runs,

@@ -48,7 +48,6 @@ instance waited (a rank always late) counts its shortest wait as transfer.
 
 from __future__ import annotations
 
-import advisor.detectors.unbucketed_collectives  # noqa: F401 (its threshold picks the per-parameter advice)
 import numpy as np
 
 from advisor.derive.comm import comm_stats, compute_union, per_kernel_exposed

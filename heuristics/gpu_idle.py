@@ -88,6 +88,7 @@ from ._graph import (
     graph_sentence,
     step_graph,
 )
+from ._host_cost import excess_idle_ns
 from ._launch import launching_calls, reported_gaps
 from ._per_step import fmt_ms, in_steps, n_steps
 from ._prelaunch import (
@@ -100,7 +101,6 @@ from ._prelaunch import (
 )
 from ._preprocess import preprocessing_spans
 from ._syncs import sync_events
-from .host_overhead import excess_idle_ns
 
 ID = "gpu-idle"
 TITLE = "GPU idle inside steps"

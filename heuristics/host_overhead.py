@@ -50,14 +50,11 @@ re-profile with a current torch to confirm.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.derive.onetime import in_compile
-from advisor.derive.timeline import Intervals, busy_by_device, main_device, union
+from advisor.derive.timeline import Intervals, union
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Draft, Evidence
@@ -65,132 +62,28 @@ from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
-from ._allocator import allocator_spans, without_allocator
+from ._allocator import without_allocator
 from ._compile import model_compiled
-from ._launch import launching_calls
+from ._host_cost import clip_to_steps, excess_idle_ns, fires, idle_in_launching_ns, op_costs
 from ._per_step import fmt_ms, n_steps
 
 ID = "host-overhead"
 TITLE = "High host cost per operator (CPU cannot launch fast enough)"
 
 register(
-    "host_overhead.min_ratio",
-    10.0,
-    "report when operators cost the host this many times their typical time (median)",
-)
-register(
-    "host_overhead.min_calls",
-    20.0,
-    "calls of an operator inside the steps needed to compare it with its typical time",
-)
-register(
     "host_overhead.fraction",
     0.5,
     "share of the excess host time (GPU idle inside launching operators) claimed",
 )
-
-# mean host time per call (us), PyTorch 1.13-2.x with the profiler on (module docstring)
-TYPICAL_US = {
-    "aten::view": 0.51,
-    "aten::as_strided": 0.56,
-    "aten::empty": 3.40,
-    "aten::slice": 2.02,
-    "aten::detach": 1.54,
-    "aten::t": 4.32,
-    "aten::transpose": 2.09,
-    "aten::expand": 3.22,
-    "aten::unsqueeze": 1.99,
-    "aten::permute": 2.55,
-    "aten::reshape": 3.25,
-    "aten::_unsafe_view": 0.61,
-    "aten::empty_like": 6.55,
-    "aten::empty_strided": 7.01,
-}
-
-
-def op_costs(trace: Trace, min_calls: float) -> pd.DataFrame:
-    """Per operator of ``TYPICAL_US`` with at least ``min_calls`` calls inside the steps: calls,
-    mean host us, typical us, ratio, excess ns (over the typical figure), an example row."""
-    cols = ["name", "calls", "mean_us", "typical_us", "ratio", "excess_ns", "row"]
-    if not len(trace.cpu_ops):
-        return pd.DataFrame(columns=cols)
-    rows = [r for r in _op_cost_rows(trace) if r[1] >= min_calls]
-    return pd.DataFrame(rows, columns=cols).sort_values("excess_ns", ascending=False)
-
-
-def _op_cost_rows(trace: Trace) -> list[tuple[Any, ...]]:
-    """:func:`op_costs`'s rows for every operator of ``TYPICAL_US`` called inside the steps,
-    by name, once per trace (the detectors ask with the same or other minimum calls)."""
-
-    def make() -> list[tuple[Any, ...]]:
-        ops = trace.cpu_ops
-        sel = ops["name"].isin(list(TYPICAL_US)).to_numpy() & (ops["step"].to_numpy() >= 0)
-        # operators run while torch.compile traces the model (fake tensors) are compilation
-        sel &= ~in_compile(trace, ops["tid"].to_numpy(), ops["ts_ns"].to_numpy())
-        sub = ops.loc[sel, ["name", "dur_ns"]]  # only the columns read (not the shapes, stacks)
-        rows = []
-        for name, g in sub.groupby(sub["name"].astype(str), sort=True):
-            mean_us = float(g["dur_ns"].mean()) / 1e3
-            typ = TYPICAL_US[str(name)]
-            excess = float(np.maximum(g["dur_ns"].to_numpy() - typ * 1e3, 0).sum())
-            rows.append((name, len(g), mean_us, typ, mean_us / typ, excess, int(g.index[0])))
-        return rows
-
-    return trace.memo("host_overhead.op_cost_rows", make)  # type: ignore[no-any-return]
-
-
-def _clip(s: np.ndarray, e: np.ndarray, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint intervals clipped to the steps."""
-    if not len(s):
-        return s, e
-    st = trace.steps
-    out_s, out_e = [], []
-    for lo, hi in zip(st["ts_ns"].to_numpy(), st["end_ns"].to_numpy(), strict=True):
-        cs, ce = np.clip(s, lo, hi), np.clip(e, lo, hi)
-        keep = ce > cs
-        out_s.append(cs[keep])
-        out_e.append(ce[keep])
-    return union(np.concatenate(out_s), np.concatenate(out_e))
-
-
-def idle_in_launching_ns(trace: Trace) -> int:
-    """GPU idle time inside the steps while the host was in operators that launch GPU work,
-    allocator calls excluded."""
-
-    def make() -> int:
-        dev = main_device(trace)
-        if dev is None:
-            return 0
-        s, e = _clip(*launching_calls(trace), trace)
-        if not len(s):
-            return 0
-        busy = busy_by_device(trace)[dev]
-        idle = int(np.sum(e - s - busy.covered(s, e)))
-        a_s, a_e = allocator_spans(trace)
-        if len(a_s):  # allocator time inside those calls is allocator-churn's
-            inter = Intervals(a_s, a_e).covered(s, e)
-            idle -= int(np.sum(np.minimum(inter, e - s - busy.covered(s, e))))
-        return max(idle, 0)
-
-    return trace.memo("host_overhead.idle_in_launching", make)  # type: ignore[no-any-return]
-
-
-def excess_idle_ns(trace: Trace, ctx: Context) -> int:
-    """The GPU idle time (whole trace, ns) due to operators costing more than typical: the idle
-    inside launching operators times ``1 - 1/slowdown``; 0 when this detector does not fire.
-    gpu-idle leaves it out of its own claim."""
-    costs = op_costs(trace, ctx.t("host_overhead.min_calls"))
-    if not _fires(costs, ctx):
-        return 0
-    ratio = float(costs["ratio"].median())
-    return int((1 - 1 / ratio) * idle_in_launching_ns(trace))
 
 
 def _framework_ns(trace: Trace) -> int:
     """Host time inside the steps in outermost aten operators, CUDA runtime calls excluded."""
     ops = trace.cpu_ops
     is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
-    s, e = _clip(*union(ops["ts_ns"].to_numpy()[is_aten], ops["end_ns"].to_numpy()[is_aten]), trace)
+    s, e = clip_to_steps(
+        *union(ops["ts_ns"].to_numpy()[is_aten], ops["end_ns"].to_numpy()[is_aten]), trace
+    )
     rt = trace.runtime
     inside = 0
     if len(rt) and len(s):
@@ -213,7 +106,7 @@ def _outer_aten(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 @detector(ID, TITLE, gpu_only=True, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     costs = op_costs(trace, ctx.t("host_overhead.min_calls"))
-    if not _fires(costs, ctx):
+    if not fires(costs, ctx):
         return []
     frac = ctx.t("host_overhead.fraction")
     claim = frac * excess_idle_ns(trace, ctx)
@@ -307,15 +200,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
         )
     ]
-
-
-def _fires(costs: pd.DataFrame, ctx: Context) -> bool:
-    return len(costs) >= 2 and float(costs["ratio"].median()) >= ctx.t("host_overhead.min_ratio")
-
-
-def slow_host(trace: Trace, ctx: Context) -> bool:
-    """Whether this detector reports the trace (every operator far above its typical cost)."""
-    return _fires(op_costs(trace, ctx.t("host_overhead.min_calls")), ctx)
 
 
 def _causes(trace: Trace, ctx: Context) -> str:

@@ -56,10 +56,10 @@ from advisor.findings import Draft, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
+from ._host_cost import slow_host
 from ._opt_cost import fused_cost
+from ._opt_ranges import optimizer_ranges, per_parameter
 from ._per_step import fmt_ms, ms, n_steps
-from .host_overhead import slow_host
-from .single_tensor_optimizer import optimizer_ranges, per_parameter
 
 ID = "optimizer-host-time"
 TITLE = "Optimizer step bound by host time"

@@ -66,11 +66,7 @@ from ._per_step import fmt_ms, n_steps
 ID = "unbucketed-collectives"
 TITLE = "Many small collectives per step instead of a few buckets"
 
-register(
-    "unbucketed_collectives.min_per_step",
-    100.0,
-    "collectives of one kind per step from which they count as unbucketed",
-)
+# unbucketed_collectives.min_per_step is declared in _comm_advice (comm-overlap reads it too)
 register(
     "unbucketed_collectives.params_per_bucket",
     10.0,

@@ -115,3 +115,28 @@ def test_results_on_a_cpu_only_trace(det: Detector) -> None:
     _check(det, got)
     if det.gpu_only:
         assert got == "no GPU activity in this trace"
+
+
+def test_the_seven_op_pattern_detectors_register_thresholds() -> None:
+    """inference-without-no-grad, data-parallel, python-loop, cat-in-loop,
+    single-tensor-optimizer, fusible-elementwise and memory-headroom are registered and declare
+    their thresholds."""
+    ids = {
+        "inference-without-no-grad",
+        "data-parallel",
+        "python-loop",
+        "cat-in-loop",
+        "single-tensor-optimizer",
+        "fusible-elementwise",
+        "memory-headroom",
+    }
+    assert {d.id for d in all_detectors() if d.id in ids} == ids
+    assert {k.split(".")[0] for k in THRESHOLDS} >= {
+        "python_loop",
+        "cat_in_loop",
+        "single_tensor_optimizer",
+        "fusible_elementwise",
+        "memory_headroom",
+        "inference_without_no_grad",
+    }
+    assert math.isfinite(THRESHOLDS["python_loop.min_ops_per_step"].default)

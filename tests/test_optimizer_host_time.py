@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from advisor.detectors.single_tensor_optimizer import optimizer_ranges
+from advisor.detectors._opt_ranges import optimizer_ranges
 
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.steps import steady_trace

@@ -1,7 +1,8 @@
 """The replay on the shared real traces: issue 14's Done-when figures (skipped without them).
 
 The dataloader-stall figures against the measured num_workers=4 twin are in
-test_flagship_traces.py, single-tensor-optimizer's against its replay in test_checklist_b_real.py.
+test_reference_figures_real.py, single-tensor-optimizer's against its replay in
+test_optimizer_and_python_checks_real.py.
 """
 
 from __future__ import annotations

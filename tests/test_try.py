@@ -14,9 +14,9 @@ import pytest
 
 from advisor.errors import AdvisorError
 from advisor.findings import Finding
-from advisor.profile.fixes.base import Patcher, RunFacts
-from advisor.profile.fixes.compare import RunData, compare, estimate, numerics
-from advisor.profile.fixes.registry import ALL_SAFE, FIXES, NOT_APPLICABLE, parse_fix_ids, select
+from advisor.profile.trial.base import Patcher, RunFacts
+from advisor.profile.trial.compare import RunData, compare, estimate, numerics
+from advisor.profile.trial.registry import ALL_SAFE, FIXES, NOT_APPLICABLE, parse_fix_ids, select
 from advisor.tryresult import TryResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -111,8 +111,8 @@ def test_patches_act_and_revert_completely() -> None:
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
-    from advisor.profile.fixes.loaders import worker_count
-    from advisor.profile.fixes.runtime import TryRuntime
+    from advisor.profile.trial.loaders import worker_count
+    from advisor.profile.trial.runtime import TryRuntime
 
     before = _originals()
     ids = [
@@ -156,7 +156,7 @@ def test_patches_act_and_revert_completely() -> None:
 def test_inference_mode_without_optimizer_and_amp_on_cpu() -> None:
     import torch
 
-    from advisor.profile.fixes.runtime import TryRuntime
+    from advisor.profile.trial.runtime import TryRuntime
 
     rt = TryRuntime(["inference-without-no-grad", "amp"], seed=None, loss_steps=0)
     rt.install()
@@ -346,7 +346,7 @@ STALL = [
 
 @pytestmark_slow
 def test_dataloader_stall_measures_a_saving_beside_the_estimate(stall_try: Any) -> None:
-    from advisor.profile.fixes.loaders import worker_count
+    from advisor.profile.trial.loaders import worker_count
 
     r, out = stall_try
     assert r.returncode == 0, r.stderr[-2000:]
@@ -360,7 +360,7 @@ def test_dataloader_stall_measures_a_saving_beside_the_estimate(stall_try: Any) 
     # benchmarks/estimate_vs_measured.py, docs/try.md); under CI's parallel tests on 2 cores they
     # may get none and the step gets slower. A speed figure is the benchmark's; here the saving,
     # its noise, the verdict and the estimate must be measured and reported consistently.
-    from advisor.profile.fixes.compare import verdict
+    from advisor.profile.trial.compare import verdict
 
     before, after = row["before"]["median_ms"], row["after"]["median_ms"]
     assert row["measured_saving_ms"] == pytest.approx(before - after, abs=0.01), row
@@ -449,8 +449,8 @@ def test_examples_run_with_their_fixes(tmp_path: Path, script: str, fixes: str, 
 
 def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
     from advisor.profile.execute import Target
-    from advisor.profile.fixes.registry import Selection
-    from advisor.profile.fixes.trial import LOG_NAME, Plan, TryOptions, _collect, _document
+    from advisor.profile.trial.driver import LOG_NAME, Plan, TryOptions, _collect, _document
+    from advisor.profile.trial.registry import Selection
 
     folder = tmp_path / "after"
     folder.mkdir()
@@ -491,20 +491,20 @@ def test_a_run_that_failed_is_reported(tmp_path: Path) -> None:
 
 
 def test_rounds_alternate_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from advisor.profile.fixes import trial
+    from advisor.profile.trial import driver
 
     seen: list[tuple[str, int]] = []
 
     def fake_run(
         opts: Any, plan: Any, out: Path, rnd: int, n: int, total: Any, stop: Any = None
     ) -> None:
-        seen.append((trial._folder(out, plan.label, rnd).name, n))
+        seen.append((driver._folder(out, plan.label, rnd).name, n))
         plan.data.add_steps(rnd, [10.0, 11.0] if plan.label == "before" else [5.0, 6.0])
 
-    monkeypatch.setattr(trial, "_run", fake_run)
+    monkeypatch.setattr(driver, "_run", fake_run)
     (tmp_path / "s.py").write_text("pass\n", encoding="utf-8")
-    opts = trial.TryOptions(fix="amp", script=str(tmp_path / "s.py"), out=tmp_path / "o", repeat=3)
-    doc, _ = trial.run_try(opts)
+    opts = driver.TryOptions(fix="amp", script=str(tmp_path / "s.py"), out=tmp_path / "o", repeat=3)
+    doc, _ = driver.run_try(opts)
     assert seen == [
         ("before", 1),
         ("after", 2),

@@ -6,7 +6,7 @@ loader wait the before runs measured, was called "faster")."""
 from __future__ import annotations
 
 from advisor.findings import Finding
-from advisor.profile.fixes.compare import RunData, cause_ms, compare
+from advisor.profile.trial.compare import RunData, cause_ms, compare
 from advisor.tryresult import FASTER, MACHINE_CHANGED
 
 

@@ -24,7 +24,7 @@ the run folders before/ and after/ (which `advisor diff` compares) into --out.
 
 
 def register(app: typer.Typer) -> None:
-    from advisor.profile.fixes.registry import (
+    from advisor.profile.trial.registry import (
         FIXES,  # no torch: the fixes import it when they apply
     )
 
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print try.json to stdout."),
     ) -> None:
         from advisor.output.try_view import print_try
-        from advisor.profile.fixes.trial import TryOptions, run_try, write_outputs
+        from advisor.profile.trial.driver import TryOptions, run_try, write_outputs
 
         opts = TryOptions(
             fix=fix,

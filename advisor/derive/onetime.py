@@ -100,7 +100,7 @@ def _kind_per_name(names: pd.Categorical, rules: list[tuple[str, re.Pattern[str]
 
 def one_time_events(trace: Trace) -> pd.DataFrame:
     """Rows: source (runtime, cpu_ops, annotations), row, ts_ns, end_ns, dur_ns, kind, name."""
-    return trace.memo("one_time_events", lambda: _build(trace)).copy(deep=False)  # type: ignore[no-any-return]
+    return trace.memo("onetime.events", lambda: _build(trace)).copy(deep=False)  # type: ignore[no-any-return]
 
 
 def _build(trace: Trace) -> pd.DataFrame:

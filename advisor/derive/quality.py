@@ -74,7 +74,7 @@ class Issue:
 
 def trace_quality(trace: Trace) -> list[Issue]:
     """What this trace is missing (computed once per trace)."""
-    return list(trace.memo("trace_quality", lambda: tuple(_issues(trace))))
+    return list(trace.memo("quality.issues", lambda: tuple(_issues(trace))))
 
 
 def timeline_complete(trace: Trace, but: tuple[str, ...] = ()) -> bool:

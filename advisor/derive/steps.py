@@ -87,13 +87,13 @@ class StepSet:
 
 def steady_steps(trace: Trace) -> StepSet:
     """The steady steps of ``trace`` (computed once per trace)."""
-    return trace.memo("step_set", lambda: _steady(trace))  # type: ignore[no-any-return]
+    return trace.memo("steps.step_set", lambda: _steady(trace))  # type: ignore[no-any-return]
 
 
 def steady_trace(trace: Trace) -> Trace:
     """``trace`` with its steps and ``step`` columns from :func:`steady_steps` (itself when the
     steps are unchanged)."""
-    return trace.memo("steady_trace", lambda: _retag(trace, steady_steps(trace)))  # type: ignore[no-any-return]
+    return trace.memo("steps.steady_trace", lambda: _retag(trace, steady_steps(trace)))  # type: ignore[no-any-return]
 
 
 def _steady(trace: Trace) -> StepSet:
@@ -245,8 +245,8 @@ def _retag(trace: Trace, ss: StepSet) -> Trace:
     meta = replace(trace.meta, synthetic_steps=ss.synthetic)
     out = replace(trace, meta=meta, steps=st, **tables)
     for k, v in trace.__dict__.items():  # derived tables that do not depend on the steps
-        if k in ("_memo_one_time_events",):
+        if k in ("_memo_onetime.events",):
             object.__setattr__(out, k, v)
-    object.__setattr__(out, "_memo_step_set", ss)
-    object.__setattr__(out, "_memo_steady_trace", out)
+    object.__setattr__(out, "_memo_steps.step_set", ss)
+    object.__setattr__(out, "_memo_steps.steady_trace", out)
     return out

@@ -173,7 +173,7 @@ def activity(
 
 def busy_by_device(trace: Trace) -> dict[int, Busy]:
     """Busy intervals per device over the whole trace (all streams, no windowing)."""
-    return trace.memo("busy_by_device", lambda: _busy_by_device(trace))  # type: ignore[no-any-return]
+    return trace.memo("timeline.busy_by_device", lambda: _busy_by_device(trace))  # type: ignore[no-any-return]
 
 
 def _busy_by_device(trace: Trace) -> dict[int, Busy]:
@@ -251,7 +251,7 @@ def device_busy(trace: Trace, hta: bool = True) -> list[DeviceBusy]:
     With ``hta`` (the default) the activity is first restricted by :func:`hta_window`, so the
     figures agree with Holistic Trace Analysis' temporal breakdown.
     """
-    done = trace.memo(f"device_busy_{hta}", lambda: _device_busy(trace, hta))
+    done = trace.memo(f"timeline.device_busy.{hta}", lambda: _device_busy(trace, hta))
     return list(done)
 
 

@@ -37,7 +37,8 @@ class How(enum.IntEnum):
 
 @dataclass(frozen=True, eq=False)
 class Activities:
-    """The GPU activities: ``trace.kernels`` rows, then ``trace.memcpy`` rows."""
+    """The GPU activities (:meth:`~advisor.trace.model.Trace.gpu_activity`) in table order:
+    ``trace.kernels`` rows, then ``trace.memcpy`` rows."""
 
     ts_ns: np.ndarray
     end_ns: np.ndarray
@@ -52,13 +53,13 @@ class Activities:
 
 def activities(trace: Trace) -> Activities:
     """The trace's GPU activities in one index space (see the module doc), once per trace."""
-    return trace.memo("waits.activities", lambda: _activities(trace))  # type: ignore[no-any-return]
+    return trace.memo("waittiming.activities", lambda: _activities(trace))  # type: ignore[no-any-return]
 
 
 def _activities(trace: Trace) -> Activities:
     k, mc = trace.kernels, trace.memcpy
-    cols = ["ts_ns", "end_ns", "device", "stream", "launch_idx"]
-    g = pd.concat([p[cols] for p in (k, mc) if len(p)] or [k[cols]], ignore_index=True)
+    # the trace's one table of GPU activity, back in table order (its index: kernels, then copies)
+    g = trace.gpu_activity().sort_index()
     dev = g["device"].fillna(-1).to_numpy(np.int64)
     strm = pd.to_numeric(g["stream"], errors="coerce").fillna(-1).to_numpy(np.int64)
     n_k = len(k)
@@ -94,7 +95,7 @@ def _activities(trace: Trace) -> Activities:
 
 def own_activity(trace: Trace) -> np.ndarray:
     """Per ``trace.runtime`` row: the activity it launched that ended last (-1: none)."""
-    return trace.memo("waits.own", lambda: _own(trace))  # type: ignore[no-any-return]
+    return trace.memo("waittiming.own", lambda: _own(trace))  # type: ignore[no-any-return]
 
 
 def _own(trace: Trace) -> np.ndarray:

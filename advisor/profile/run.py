@@ -284,7 +284,7 @@ def _run_script(
     target: Any, session: Any, recorder: Any, sigs: RunSignals
 ) -> tuple[Outcome, Any, dict[str, Any]]:
     """Run the script under the session; returns (how it ended, the capture, the context)."""
-    from advisor.profile.fixes.runtime import install_from_env
+    from advisor.profile.trial.runtime import install_from_env
 
     outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
     trial = None

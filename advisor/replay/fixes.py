@@ -321,7 +321,7 @@ class HideComm(Fix):
 
 def comm_wait_ns(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """One-rank estimate of each collective kernel's waiting for a peer (``trace.kernels`` rows)."""
-    wait: np.ndarray = trace.memo("replay_comm_wait", lambda: _comm_wait(trace))
+    wait: np.ndarray = trace.memo("fixes.comm_wait", lambda: _comm_wait(trace))
     return wait[np.asarray(rows, dtype=np.int64)]
 
 

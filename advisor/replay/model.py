@@ -212,7 +212,7 @@ class Graph:
 def graph(trace: Trace) -> Graph:
     """The step graph of ``trace`` (a steady trace: see :func:`advisor.derive.steps.steady_trace`),
     built once."""
-    return trace.memo("replay_graph", lambda: _build(trace))  # type: ignore[no-any-return]
+    return trace.memo("model.graph", lambda: _build(trace))  # type: ignore[no-any-return]
 
 
 def _build(trace: Trace) -> Graph:

@@ -90,7 +90,7 @@ class Saving:
 def base(trace: Trace) -> Replayed:
     """The unchanged replay of ``trace`` (once per trace)."""
     gr = graph(trace)
-    return trace.memo("replay_base", lambda: replay(gr, Mods.of(gr)))  # type: ignore[no-any-return]
+    return trace.memo("whatif.base", lambda: replay(gr, Mods.of(gr)))  # type: ignore[no-any-return]
 
 
 def replayable(trace: Trace) -> bool:
@@ -114,7 +114,7 @@ def _applied(trace: Trace, fix: Fix, level: Level) -> Mods:
 
 def _base_one(trace: Trace) -> Replayed:
     gr = graph(trace)
-    return trace.memo("replay_base_one", lambda: one_step_of(gr, Mods.of(gr), base(trace)))  # type: ignore[no-any-return]
+    return trace.memo("whatif.base_one", lambda: one_step_of(gr, Mods.of(gr), base(trace)))  # type: ignore[no-any-return]
 
 
 def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:

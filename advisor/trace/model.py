@@ -142,7 +142,7 @@ class Trace:
 
         Built once per trace (many detectors read it); each call returns a shallow copy, so a
         caller that adds or sets columns never changes what the next caller sees."""
-        act: pd.DataFrame = self.memo("gpu_activity", self._build_gpu_activity)
+        act: pd.DataFrame = self.memo("model.gpu_activity", self._build_gpu_activity)
         return act.copy(deep=False)
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:

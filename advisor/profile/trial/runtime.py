@@ -18,7 +18,7 @@ import random
 from typing import Any
 
 from advisor import settings
-from advisor.profile.fixes.base import Patcher
+from advisor.profile.trial.base import Patcher
 
 OBSERVE = "_observe"  # the patcher key of the loss observer (not a fix)
 
@@ -34,7 +34,7 @@ class TryRuntime:
         self.applied: list[str] = []
 
     def install(self) -> None:
-        from advisor.profile.fixes.registry import FIXES
+        from advisor.profile.trial.registry import FIXES
 
         if self.seed is not None:
             _seed(self.seed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from advisor.profile.fixes.base import Patcher, PatchFix, RunFacts
+from advisor.profile.trial.base import Patcher, PatchFix, RunFacts
 
 
 class _Held:
@@ -157,7 +157,7 @@ class Autocast(PatchFix):
     def apply(self, patcher: Patcher) -> None:
         import torch
 
-        from advisor.profile.fixes.modules import OutermostForward
+        from advisor.profile.trial.modules import OutermostForward
 
         fid = self.id
 

@@ -1,4 +1,5 @@
-"""Checklist-B detectors on real traces (skipped when ../shared is absent).
+"""inference-without-no-grad, data-parallel, python-loop, cat-in-loop, single-tensor-optimizer,
+fusible-elementwise and memory-headroom on real traces (skipped when ../shared is absent).
 
 What each trace really shows (figures measured when these detectors were written):
 - kineto resnet50 (V100, SGD with momentum, torch 1.8/1.9): 161 parameters x 3 single-tensor
@@ -78,7 +79,7 @@ def test_resnet50_single_tensor_sgd_is_found_but_mostly_hidden_behind_backward()
     assert kernels.count == 6 * 483
 
 
-def test_resnet50_has_no_other_checklist_b_finding() -> None:
+def test_resnet50_has_no_other_finding_of_these_checks() -> None:
     rep = report(RESNET)
     assert {f.id for f in rep.findings} == {"single-tensor-optimizer"}
     # conv/bn kernels sit between the elementwise ones: no chain of three

@@ -1,4 +1,5 @@
-"""Checklist-A detectors on real traces (skipped when ../shared is absent)."""
+"""pageable-memcpy, blocking-copy, host-tensor-creation, zero-grad-not-none, conv-bias-before-bn,
+channels-last and cudnn-benchmark on real traces (skipped when ../shared is absent)."""
 
 from __future__ import annotations
 

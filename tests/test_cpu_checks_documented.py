@@ -1,5 +1,6 @@
-"""The checks of issue 27 are registered, documented for the report (the five docstring
-sections) and listed in README.md, examples/README.md and docs/savings.md."""
+"""activation-recompute, host-preprocessing, compile-graph-breaks and compile-recompiles are
+registered, documented for the report (the five docstring sections) and listed in README.md,
+examples/README.md and docs/savings.md."""
 
 from __future__ import annotations
 

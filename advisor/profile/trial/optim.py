@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from advisor.profile.fixes.base import Patcher, PatchFix, RunFacts
+from advisor.profile.trial.base import Patcher, PatchFix, RunFacts
 
 
 class ZeroGradNotNone(PatchFix):

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from advisor.profile.fixes.base import Patcher, PatchFix, RunFacts
+from advisor.profile.trial.base import Patcher, PatchFix, RunFacts
 
 # enter(module, args) -> (context to exit after the forward or None, new args or None)
 Enter = Callable[[Any, tuple[Any, ...]], tuple[Any, Any]]

@@ -1,4 +1,5 @@
-"""The flagship detectors on real traces (../shared/traces; skipped when absent).
+"""Figures of dataloader-stall, fp32-matmul, sync-point and gpu-idle on real traces against
+reference tools, and no detector erring on them (../shared/traces; skipped when absent).
 
 Reference figures: torch-tb-profiler 0.4.3 (kineto/SOURCES.md) and HTA 0.5.0 (hta/REFERENCE.md).
 """

@@ -1,4 +1,4 @@
-"""Issue 31, the smaller defects, each through a real ``advisor`` process (and the API):
+"""Odd values in a trace or an option, each through a real ``advisor`` process (and the API):
 
 - ``distributedInfo.rank`` (or ``world_size``) of 10^20: the analysis is written, the rank is
   treated as unknown and the trace-quality notes say so;

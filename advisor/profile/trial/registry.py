@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.errors import AdvisorError
-from advisor.profile.fixes.backends import Autocast, CudnnBenchmark, Tf32Matmul
-from advisor.profile.fixes.base import Fix, RunFacts
-from advisor.profile.fixes.loaders import DataLoaderStall, PinnedCopies
-from advisor.profile.fixes.modules import ChannelsLast, InferenceWithoutNoGrad
-from advisor.profile.fixes.optim import SingleTensorOptimizer, ZeroGradNotNone
+from advisor.profile.trial.backends import Autocast, CudnnBenchmark, Tf32Matmul
+from advisor.profile.trial.base import Fix, RunFacts
+from advisor.profile.trial.loaders import DataLoaderStall, PinnedCopies
+from advisor.profile.trial.modules import ChannelsLast, InferenceWithoutNoGrad
+from advisor.profile.trial.optim import SingleTensorOptimizer, ZeroGradNotNone
 
 ALL_SAFE = "all-safe"
 

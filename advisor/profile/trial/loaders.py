@@ -14,7 +14,7 @@ import weakref
 from typing import Any
 
 from advisor import settings
-from advisor.profile.fixes.base import Patcher, PatchFix, RunFacts
+from advisor.profile.trial.base import Patcher, PatchFix, RunFacts
 
 _PINNED_KEY = "_pinned_copies_installed"
 

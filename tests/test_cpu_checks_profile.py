@@ -57,7 +57,7 @@ def _run(out: Path, script: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    d = tmp_path_factory.mktemp("new_checks")
+    d = tmp_path_factory.mktemp("cpu_checks")
     scripts = [s for name in CASES for s in (name, f"{name}_fixed")]
     with ThreadPoolExecutor(max_workers=2) as pool:
         got = list(pool.map(lambda s: _run(d / s, s), scripts))

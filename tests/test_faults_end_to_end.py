@@ -1,4 +1,4 @@
-"""Issue 20 case 10: the smaller faults, each with a real ``advisor`` process.
+"""Faults around a run, each with a real ``advisor`` process:
 
 ``--max-seconds`` out of range; ``sys.exit`` beyond a C long; a closed stdout or a reader that
 leaves early (``| head``); hand-edited findings.json; ``os._exit``, SIGHUP, SIGQUIT and SIGSEGV

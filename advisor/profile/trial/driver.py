@@ -6,7 +6,7 @@ one also runs alone in ``OUT/after-<fix>/``. With ``--repeat N`` the whole seque
 then each configuration) is run N times, every second round in reverse order (A B, B A, ...),
 so a drift over time weighs on every configuration alike; later rounds go into ``before.2/``,
 ``after.2/`` ... and their steps are pooled (the default is two rounds: a verdict needs them,
-see :mod:`advisor.profile.fixes.compare`). Every run's output (the script's and the advisor's)
+see :mod:`advisor.profile.trial.compare`). Every run's output (the script's and the advisor's)
 is kept in ``try-profile.log``.
 
 Each run is a child ``advisor profile`` in its own process group. SIGTERM or SIGINT (Ctrl-C) to
@@ -34,10 +34,10 @@ from advisor.errors import AdvisorError
 from advisor.lifeline import die_with
 from advisor.output.outfiles import release
 from advisor.output.outfolder import check_out_dir, default_out_dir
-from advisor.profile.fixes.base import RunFacts
-from advisor.profile.fixes.compare import RunData, compare, step_stats
-from advisor.profile.fixes.registry import FIXES, Selection, parse_fix_ids, select
-from advisor.profile.fixes.runtime import env_value
+from advisor.profile.trial.base import RunFacts
+from advisor.profile.trial.compare import RunData, compare, step_stats
+from advisor.profile.trial.registry import FIXES, Selection, parse_fix_ids, select
+from advisor.profile.trial.runtime import env_value
 from advisor.runfolder import FINDINGS_NAME, RUN_NAME, TRACE_NAME
 from advisor.tryresult import TRY_SCHEMA_VERSION, Before, Estimate, Reason, Settings, TryResult
 

@@ -1,1 +1,0 @@
-"""Run-time fixes for ``advisor try`` (see docs/try.md)."""
