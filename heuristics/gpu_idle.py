@@ -276,6 +276,18 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         pl_fix = pl.fix(span_ns - idle_ns)  # hidden under the steps' GPU work
         fix = Combined((fix, pl_fix), label=f"{fix.label}; {pl_fix.label}")
     rep = ctx.whatif(fix)
+    capped = ""
+    idle_ms = idle_ns / 1e6 / steps
+    if launch_bound and rep.replayed and max(rep.ms, rep.high_ms) > idle_ms:
+        # a graph changes when the GPU work starts, never how long it runs: the step cannot get
+        # shorter than the GPU's own work, so no more than its idle time is claimed (the replay
+        # finds more where communication comes to overlap compute: comm-overlap's cause)
+        rep = rep.at_most(idle_ms)
+        capped = (
+            f" Capped at the GPU's idle time ({fmt_ms(idle_ms)} per step): graphs change when "
+            "the GPU work starts, not how long it runs; the replay found more where other "
+            "streams' work (communication) came to overlap compute, which is not claimed here."
+        )
     fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed and (len(ls) or launch_bound or with_pl):
         fields = rep.draft_fields()
@@ -361,7 +373,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "Idle = step time not covered by any kernel, copy or memset on the device (all "
                 "streams); a trace without step markers is measured from its first to its last "
                 "GPU activity.",
-                how + rep.assumption
+                how + rep.assumption + capped
                 if "extra" in fields
                 else (
                     f"Saving = {frac:g} x the host-launch idle time during which the host was inside "

@@ -13,7 +13,7 @@ Uncertain fixes (a range of speedups) are replayed at both ends too. Detectors r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -75,6 +75,22 @@ class Saving:
             f"order, cross-stream waits, syncs) with the fix applied runs "
             f"{self.replayed_ms:.2f} ms instead of {self.measured_ms:.2f} ms{steady}; the "
             f"saving is the mean over the {self.steps} steps{some}{span}. See docs/savings.md."
+        )
+
+    def at_most(self, cap_ms: float) -> Saving:
+        """This saving with every figure (the estimate, the range's ends, each step's) no larger
+        than ``cap_ms`` per step: a bound the replay's graph does not hold (the fix's own
+        limit, stated by the detector that applies it)."""
+        if self.ms <= cap_ms and self.low_ms <= cap_ms and self.high_ms <= cap_ms:
+            return self
+        c = round(max(cap_ms, 0.0), 3)
+        return replace(
+            self,
+            ms=min(self.ms, c),
+            low_ms=min(self.low_ms, c),
+            high_ms=min(self.high_ms, c),
+            per_step_ms=tuple(min(x, c) for x in self.per_step_ms),
+            replayed_ms=round(self.measured_ms - min(self.ms, c), 3),
         )
 
     def draft_fields(self) -> dict[str, Any]:
