@@ -34,10 +34,10 @@ from advisor.analysis.ranking import rank  # noqa: E402
 from advisor.derive.locate import Locator  # noqa: E402
 from advisor.derive.quality import trace_quality  # noqa: E402
 from advisor.derive.steps import steady_trace  # noqa: E402
+from advisor.detect.draft import Draft  # noqa: E402
 from advisor.detect.registry import Context  # noqa: E402
 from advisor.detect.thresholds import Thresholds  # noqa: E402
 from advisor.errors import AdvisorError  # noqa: E402
-from advisor.findings import Draft  # noqa: E402
 from advisor.replay.bound import step_bound  # noqa: E402
 from advisor.replay.engine import Mods  # noqa: E402
 from advisor.replay.evidence import consistent, evidence  # noqa: E402

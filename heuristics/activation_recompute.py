@@ -49,9 +49,10 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate, merge_locations
 from advisor.derive.timeline import union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask

@@ -42,9 +42,10 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate, run_locations
 from advisor.derive.timeline import busy_by_device, main_device
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import MIN_STEPS_SEEN, Draft, Evidence, Location
+from advisor.findings import MIN_STEPS_SEEN, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 

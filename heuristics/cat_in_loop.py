@@ -35,9 +35,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in

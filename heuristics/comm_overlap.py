@@ -53,9 +53,10 @@ import numpy as np
 from advisor.derive.comm import comm_stats, compute_union, per_kernel_exposed
 from advisor.derive.locate import aggregate
 from advisor.derive.peerwait import single_rank_transfer_ns, split_exposed
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import HideComm
 from advisor.trace.model import Trace
 

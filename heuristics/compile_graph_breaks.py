@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask

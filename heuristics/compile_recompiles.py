@@ -37,8 +37,9 @@ import re
 from typing import Any
 
 from advisor.derive.timeline import union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 

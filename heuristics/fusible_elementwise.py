@@ -46,9 +46,10 @@ import numpy as np
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_busy
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask

@@ -72,9 +72,10 @@ from advisor.derive.locate import aggregate
 from advisor.derive.quality import affected_spans
 from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, subtract, union
 from advisor.derive.waits import waited_spans
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, Fix, ShrinkHost
 from advisor.trace.model import Trace
 

@@ -68,9 +68,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from advisor.derive.timeline import busy_by_device, covered_by, main_device, subtract, union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 

@@ -50,9 +50,10 @@ import pandas as pd
 from advisor.derive.dataloader import fetches
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Confidence, Draft, Evidence, Location
+from advisor.findings import Confidence, Evidence, Location
 from advisor.replay.fixes import DropSyncs
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags

@@ -6,8 +6,8 @@ from __future__ import annotations
 from advisor.analysis.merge import one_row_per_cause
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.steps import steady_trace
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import Draft
 from advisor.replay.fixes import ScaleGpu
 from advisor.replay.whatif import whatif
 from tests.tracebuilder import TraceBuilder

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from advisor import settings
-from advisor.findings import SEVERITIES, Draft, Evidence, Location
+from advisor.detect.draft import Draft
+from advisor.findings import SEVERITIES, Evidence, Location
 from advisor.replay.fixes import Fix
 
 CONFIDENCES = ("high", "medium", "low")

@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import MIN_STEPS_SEEN, Draft, Related
+from advisor.findings import MIN_STEPS_SEEN, Related
 from advisor.replay.claims import Claims, claims_of, without
 from advisor.replay.fixes import Fix
 from advisor.replay.whatif import whatif

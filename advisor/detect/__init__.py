@@ -25,6 +25,7 @@ additively.
 
 from __future__ import annotations
 
+from advisor.detect.draft import Draft
 from advisor.detect.registry import (
     Context,
     RanksContext,
@@ -34,7 +35,7 @@ from advisor.detect.registry import (
     detector,
 )
 from advisor.detect.thresholds import register as register_threshold
-from advisor.findings import Confidence, Draft, Evidence, Location
+from advisor.findings import Confidence, Evidence, Location
 from advisor.replay.fixes import (
     AsyncCopies,
     Combined,
