@@ -69,9 +69,9 @@ def claimed_nodes(trace: Trace, fix: Fix) -> tuple[set[int], set[int]]:
 def shared_rows(trace: Trace, drafts: list[Draft], shown: set[str]) -> list[str]:
     """Pairs of shown findings whose fixes change the same nodes: ``a+b (N host, M GPU)``."""
     claims = {
-        d.id: claimed_nodes(trace, d.extra["fix"])
+        d.id: claimed_nodes(trace, fix)
         for d in drafts
-        if d.id in shown and isinstance(d.extra.get("fix"), Fix)
+        if d.id in shown and (fix := d.fix) is not None
     }
     out = []
     for a, b in combinations(sorted(claims), 2):

@@ -294,7 +294,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="high" if peak is not None else "medium",
             summary=summary,
             recommendation=advice,
@@ -320,7 +320,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
             latent=near,
             extra={
-                **fields.get("extra", {}),
                 "recomputed_ops_per_step": round(len(rows) / steps, 2),
                 "gpu_ms_per_step": round(gpu_ms, 3),
                 "host_ms_per_step": round(host_ms, 3),

@@ -134,7 +134,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     fields: dict[str, Any] = (
         rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     )
-    fix_extra: dict[str, Any] = fields.pop("extra", {})
     replayed = (
         f" Replayed without these calls, the step is {fmt_ms(rep.ms)} shorter."
         if rep.replayed
@@ -175,7 +174,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             snippet=_snippet(conf),
             evidence=tuple(ev),
             locations=locs,
-            extra={"steps_seen": seen, **fix_extra},
+            extra={"steps_seen": seen},
             assumptions=(
                 "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
                 "the pool's growth before them is one-time-init's.",

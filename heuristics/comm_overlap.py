@@ -149,7 +149,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title="Communication not hidden under computation",
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="low" if wait_ms > transfer_ms else "medium",
             summary=(
                 f"{exposed_ms:.2f} ms of communication per step ({exposed_ms / step_ms:.0%} of "
@@ -180,7 +180,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             extra={
                 "exposed_wait_ms": round(wait_ms, 3),
                 "exposed_transfer_ms": round(transfer_ms, 3),
-                **fields.get("extra", {}),
             },
         )
     ]

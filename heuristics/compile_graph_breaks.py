@@ -282,7 +282,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="high" if live and len(br) else "medium",
             summary=summary,
             recommendation=recommendation,
@@ -307,7 +307,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
             latent=not len(br),
             extra={
-                **fields.get("extra", {}),
                 "breaks_per_step": round(per_step, 2),
                 "host_ms_per_step": round(host_ms, 3),
             },

@@ -200,7 +200,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="high" if live else "medium",
             summary=summary,
             recommendation=f"Stop the recompilations: {advice}. TORCH_LOGS=recompiles prints each.",
@@ -220,7 +220,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
             latent=not len(again),
             extra={
-                **fields.get("extra", {}),
                 "recompiles": n,
                 "in_steps": n_in,
                 "compile_ms_per_step": round(in_ms, 3),

@@ -200,8 +200,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             extra={
                 "share_pct": round(share, 2),
                 "raw_ms_per_step": round(raw_ms, 3),
-                **({"fix": rep.fix} if trace.has_gpu and rep.replayed else {}),
             },
+            saving=rep if trace.has_gpu and rep.replayed else None,
         )
     ]
 

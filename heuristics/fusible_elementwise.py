@@ -317,6 +317,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             locations=locs,
             assumptions=assumptions,
             est_savings_range_ms=(round(saving_ms, 3), round(max(full_ms, saving_ms), 3)),
-            extra={"fix": rep.fix} if rep.replayed else {},
+            saving=rep if rep.replayed else None,
         )
     ]

@@ -222,7 +222,7 @@ def _draft(trace: Trace, ctx: Context, part: _Kind) -> Draft | None:
     return Draft(
         id=ID,
         title=title,
-        **{k: v for k, v in fields.items() if k != "extra"},
+        **fields,
         confidence="medium" if dev is not None and not latent else "low",
         summary=summary,
         recommendation=rec,
@@ -249,7 +249,6 @@ def _draft(trace: Trace, ctx: Context, part: _Kind) -> Draft | None:
             *notes,
         ),
         extra={
-            **fields.get("extra", {}),
             "host_ms_per_step": round(per_step_ms, 3),
             "kind": part.kind,
         },

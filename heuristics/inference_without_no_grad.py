@@ -296,7 +296,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence=conf,
             summary=summary,
             recommendation=RECOMMENDATION,
@@ -307,7 +307,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             latent=small,
             extra={
                 **({"held_bytes": int(held)} if held is not None else {}),
-                **fields.get("extra", {}),
             },
         )
     ]

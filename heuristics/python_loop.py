@@ -227,7 +227,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             id=ID,
             title=TITLE,
             est_savings_ms=round(saving_ms, 3),
-            extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
+            saving=rep if rep is not None and rep.replayed else None,
             confidence="high" if top["max_step"] >= 4 * min_ops else "medium",
             summary=summary,
             recommendation=RECOMMENDATION,

@@ -290,10 +290,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "autotuning syncs are not counted; large device-to-host copies also appear in "
                 "blocking-copy, which counts the copy window itself, not the idle after it.",
             ),
-            extra={
-                "host_wait_ms_per_step": round(wait_ms, 3),
-                **({"fix": rep.fix} if rep.replayed and len(gone) else {}),
-            },
+            extra={"host_wait_ms_per_step": round(wait_ms, 3)},
+            saving=rep if rep.replayed and len(gone) else None,
         )
     ]
 

@@ -20,9 +20,9 @@ per-step figure of a finding.
   findings in ``READ_FIRST`` (about how to read the others, with no per-step saving: e.g.
   ``one-time-init``) come before all.
 Savings overlap (removing a sync also removes part of the idle time), so the total shown
-(:func:`headline_bound_ms`) replays every reported finding's fix at once, plus the savings of
-the findings without one, never above the step; where the replay cannot place the trace,
-``min(sum, step)``: :func:`advisor.findings.savings_bound_ms`.
+(:func:`headline_bound_ms`) replays every reported finding's fix at once (its draft's
+``saving.fix``), plus the savings of the findings without one, never above the step; where
+the replay cannot place the trace, ``min(sum, step)``: :func:`advisor.findings.savings_bound_ms`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from advisor.findings import (
     savings_bound_ms,
     without_addresses,
 )
-from advisor.replay.fixes import Fix
 from advisor.replay.whatif import combined_bound_ms
 from advisor.trace.model import Trace
 
@@ -130,12 +129,8 @@ def headline_bound_ms(
     """The headline "together at most X ms" (see the module doc); second value: True when a
     combined replay was made (else the capped sum)."""
     shown = {f.id for f in findings if f.est_savings_ms > 0}
-    fixes = [
-        d.extra["fix"]
-        for d in drafts
-        if d.id in shown and not d.latent and isinstance(d.extra.get("fix"), Fix)
-    ]
-    with_fix = {d.id for d in drafts if isinstance(d.extra.get("fix"), Fix)}
+    fixes = [f for d in drafts if d.id in shown and not d.latent and (f := d.fix) is not None]
+    with_fix = {d.id for d in drafts if d.fix is not None}
     rest = sum(f.est_savings_ms for f in findings if f.id not in with_fix)
     both = combined_bound_ms(trace, fixes, rest, step_ms)
     if both is None:

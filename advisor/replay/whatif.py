@@ -92,13 +92,20 @@ class Saving:
             replayed_ms=round(self.measured_ms - min(self.ms, c), 3),
         )
 
+    @staticmethod
+    def stated(fix: Fix, ms: float, range_ms: Sequence[float] | None = None) -> Saving:
+        """The saving a detector stated itself for ``fix`` (not replayed here): ``ms`` per step
+        and the ends of its range (a plugin handing its fix over as ``extra["fix"]``)."""
+        lo, hi = (range_ms[0], range_ms[1]) if range_ms is not None else (ms, ms)
+        return Saving(ms, lo, hi, (), 0.0, 0.0, fix, replayed=False)
+
     def draft_fields(self) -> dict[str, Any]:
-        """``est_savings_ms``, ``est_savings_range_ms`` and ``extra`` (the fix, for the combined
-        replay) for a :class:`~advisor.detect.Draft`."""
+        """``est_savings_ms``, ``est_savings_range_ms`` and ``saving`` (this record: its fix
+        is replayed with the others' for the headline) for a :class:`~advisor.detect.Draft`."""
         return {
             "est_savings_ms": self.ms,
             "est_savings_range_ms": self.range_ms,
-            "extra": {"fix": self.fix},
+            "saving": self,
         }
 
 
