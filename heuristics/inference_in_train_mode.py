@@ -170,9 +170,11 @@ def _owner(trace: Trace, mask: np.ndarray) -> np.ndarray:
     out = np.where(mask, np.arange(len(ops)), -1)
     parent = ops["parent_idx"].to_numpy()
     depth = ops["depth"].to_numpy()
-    for r in np.argsort(depth, kind="stable"):
-        if out[r] < 0 and parent[r] >= 0:
-            out[r] = out[parent[r]]
+    order = np.argsort(depth, kind="stable")
+    levels = np.split(order, np.flatnonzero(np.diff(depth[order])) + 1) if len(order) else []
+    for rows in levels:  # a parent is one level up: its owner is final before its children
+        take = rows[(out[rows] < 0) & (parent[rows] >= 0)]
+        out[take] = out[parent[take]]
     return out
 
 

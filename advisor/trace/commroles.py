@@ -34,6 +34,7 @@ it loads a trace).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -177,9 +178,15 @@ class Behaviour:
 def blocks_of(grids: np.ndarray) -> np.ndarray:
     """Blocks per launch from the kernels' ``grid`` values ([x, y, z]; 0 when absent)."""
     out = np.zeros(len(grids), dtype=np.int64)
+    seen: dict[tuple, int] = {}  # a trace launches few distinct grids
     for i, g in enumerate(grids):
-        if isinstance(g, list | tuple) and g and all(isinstance(x, int) for x in g):
-            out[i] = int(np.prod(g))
+        if isinstance(g, list | tuple) and g:
+            key = tuple(g)
+            n = seen.get(key)
+            if n is None:
+                ok = all(isinstance(x, int) for x in key)
+                n = seen[key] = min(math.prod(key), 1 << 62) if ok else 0
+            out[i] = n
     return out
 
 
