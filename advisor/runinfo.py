@@ -225,7 +225,8 @@ class RunInfo:
     phase: str | None = None  # what the trace holds: "train" or "eval"
     device: Device = field(default_factory=Device)
     host: Host = field(default_factory=Host)
-    # a CPU count at the top level (run.json of early versions; now ``host.cpu_count``)
+    # a CPU count at the top level, read where a file has one there (advisor profile writes
+    # ``host.cpu_count``; dataloader-stall reads this one first)
     cpu_count: int | None = None
     memory: Memory = field(default_factory=Memory)
     backends: Backends = field(default_factory=Backends)
