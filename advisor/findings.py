@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 Severity = Literal["high", "medium", "low", "info"]
@@ -118,31 +118,6 @@ class Finding:
 
     def with_(self, **changes: Any) -> Finding:
         return replace(self, **changes)
-
-
-@dataclass(frozen=True)
-class Draft:
-    """What a detector returns: a finding before the engine sets severity and percentages.
-
-    Detectors give ``est_savings_ms`` (per step) and the text; the engine derives
-    ``est_savings_pct`` from the median step and ``severity`` from that share (or ``info``
-    when ``latent`` is set: a pattern with no measured cost in this trace, e.g. on a CPU run).
-    """
-
-    id: str
-    title: str
-    est_savings_ms: float
-    confidence: Confidence
-    summary: str
-    recommendation: str
-    snippet: str
-    evidence: tuple[Evidence, ...] = ()
-    locations: tuple[Location, ...] = ()
-    assumptions: tuple[str, ...] = ()
-    est_savings_range_ms: tuple[float, float] | None = None
-    latent: bool = False
-    severity: Severity | None = None  # force a severity (rarely needed)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]{4,}\b")

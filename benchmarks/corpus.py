@@ -34,10 +34,10 @@ from advisor.analysis.ranking import rank  # noqa: E402
 from advisor.derive.locate import Locator  # noqa: E402
 from advisor.derive.quality import trace_quality  # noqa: E402
 from advisor.derive.steps import steady_trace  # noqa: E402
+from advisor.detect.draft import Draft  # noqa: E402
 from advisor.detect.registry import Context  # noqa: E402
 from advisor.detect.thresholds import Thresholds  # noqa: E402
 from advisor.errors import AdvisorError  # noqa: E402
-from advisor.findings import Draft  # noqa: E402
 from advisor.replay.bound import step_bound  # noqa: E402
 from advisor.replay.engine import Mods  # noqa: E402
 from advisor.replay.evidence import consistent, evidence  # noqa: E402
@@ -69,9 +69,9 @@ def claimed_nodes(trace: Trace, fix: Fix) -> tuple[set[int], set[int]]:
 def shared_rows(trace: Trace, drafts: list[Draft], shown: set[str]) -> list[str]:
     """Pairs of shown findings whose fixes change the same nodes: ``a+b (N host, M GPU)``."""
     claims = {
-        d.id: claimed_nodes(trace, d.extra["fix"])
+        d.id: claimed_nodes(trace, fix)
         for d in drafts
-        if d.id in shown and isinstance(d.extra.get("fix"), Fix)
+        if d.id in shown and (fix := d.fix) is not None
     }
     out = []
     for a, b in combinations(sorted(claims), 2):

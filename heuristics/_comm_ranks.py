@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from advisor.derive.peerwait import cross_rank_wait_ns, match_by_end
+from advisor.detect.draft import Draft
 from advisor.detect.registry import RanksContext, across_ranks
 from advisor.digest import Digest
-from advisor.findings import Draft
 
 ID = "comm-overlap"
 

@@ -49,9 +49,10 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate, merge_locations
 from advisor.derive.timeline import union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
@@ -293,7 +294,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="high" if peak is not None else "medium",
             summary=summary,
             recommendation=advice,
@@ -319,7 +320,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
             latent=near,
             extra={
-                **fields.get("extra", {}),
                 "recomputed_ops_per_step": round(len(rows) / steps, 2),
                 "gpu_ms_per_step": round(gpu_ms, 3),
                 "host_ms_per_step": round(host_ms, 3),

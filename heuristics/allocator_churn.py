@@ -42,9 +42,10 @@ import pandas as pd
 
 from advisor.derive.locate import aggregate, run_locations
 from advisor.derive.timeline import busy_by_device, main_device
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import MIN_STEPS_SEEN, Draft, Evidence, Location
+from advisor.findings import MIN_STEPS_SEEN, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -135,7 +136,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     fields: dict[str, Any] = (
         rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
     )
-    fix_extra: dict[str, Any] = fields.pop("extra", {})
     replayed = (
         f" Replayed without these calls, the step is {fmt_ms(rep.ms)} shorter."
         if rep.replayed
@@ -176,7 +176,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             snippet=_snippet(conf),
             evidence=tuple(ev),
             locations=locs,
-            extra={"steps_seen": seen, **fix_extra},
+            extra={"steps_seen": seen},
             assumptions=(
                 "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
                 "the pool's growth before them is one-time-init's.",

@@ -50,9 +50,10 @@ import numpy as np
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_device
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.gpus import spec_for
 from advisor.trace.model import Trace

@@ -43,9 +43,10 @@ import pandas as pd
 from advisor.derive.locate import aggregate
 from advisor.derive.runtime import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_COPY_RE, is_sync_call
 from advisor.derive.timeline import Intervals, activity
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.trace.model import Trace
 

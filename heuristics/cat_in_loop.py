@@ -35,9 +35,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -274,7 +275,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             id=ID,
             title=TITLE,
             est_savings_ms=round(saving_ms, 3),
-            extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
+            saving=rep if rep is not None and rep.replayed else None,
             confidence="high" if trace.has_stack else "medium",
             summary=summary,
             recommendation=RECOMMENDATION,

@@ -34,9 +34,10 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.kernelnames import is_convolution
 from advisor.trace.model import Trace

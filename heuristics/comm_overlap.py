@@ -53,9 +53,10 @@ import numpy as np
 from advisor.derive.comm import comm_stats, compute_union, per_kernel_exposed
 from advisor.derive.locate import aggregate
 from advisor.derive.peerwait import single_rank_transfer_ns, split_exposed
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import HideComm
 from advisor.trace.model import Trace
 
@@ -148,7 +149,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title="Communication not hidden under computation",
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="low" if wait_ms > transfer_ms else "medium",
             summary=(
                 f"{exposed_ms:.2f} ms of communication per step ({exposed_ms / step_ms:.0%} of "
@@ -179,7 +180,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             extra={
                 "exposed_wait_ms": round(wait_ms, 3),
                 "exposed_transfer_ms": round(transfer_ms, 3),
-                **fields.get("extra", {}),
             },
         )
     ]

@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
@@ -281,7 +282,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="high" if live and len(br) else "medium",
             summary=summary,
             recommendation=recommendation,
@@ -306,7 +307,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
             latent=not len(br),
             extra={
-                **fields.get("extra", {}),
                 "breaks_per_step": round(per_step, 2),
                 "host_ms_per_step": round(host_ms, 3),
             },

@@ -37,8 +37,9 @@ import re
 from typing import Any
 
 from advisor.derive.timeline import union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -199,7 +200,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="high" if live else "medium",
             summary=summary,
             recommendation=f"Stop the recompilations: {advice}. TORCH_LOGS=recompiles prints each.",
@@ -219,7 +220,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             ),
             latent=not len(again),
             extra={
-                **fields.get("extra", {}),
                 "recompiles": n,
                 "in_steps": n_in,
                 "compile_ms_per_step": round(in_ms, 3),

@@ -31,9 +31,10 @@ from collections import Counter
 import numpy as np
 
 from advisor.derive.locate import aggregate
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in

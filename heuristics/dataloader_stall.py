@@ -37,9 +37,10 @@ import numpy as np
 from advisor.derive.dataloader import SINGLE, WORKERS_PER_GPU, fetches, recommended_workers
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import activity
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.runinfo import DataLoader
 from advisor.trace.model import Trace
@@ -191,8 +192,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             extra={
                 "share_pct": round(share, 2),
                 "raw_ms_per_step": round(raw_ms, 3),
-                **({"fix": rep.fix} if trace.has_gpu and rep.replayed else {}),
             },
+            saving=rep if trace.has_gpu and rep.replayed else None,
         )
     ]
 

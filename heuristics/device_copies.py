@@ -46,9 +46,10 @@ import pandas as pd
 
 from advisor.arrays import unique_ints
 from advisor.derive.locate import aggregate
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags

@@ -42,9 +42,10 @@ import numpy as np
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_device
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Confidence, Draft, Evidence, Location
+from advisor.findings import Confidence, Evidence, Location
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.kernelnames import is_convolution
 from advisor.trace.model import Trace

@@ -46,9 +46,10 @@ import numpy as np
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_busy
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
@@ -316,6 +317,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             locations=locs,
             assumptions=assumptions,
             est_savings_range_ms=(round(saving_ms, 3), round(max(full_ms, saving_ms), 3)),
-            extra={"fix": rep.fix} if rep.replayed else {},
+            saving=rep if rep.replayed else None,
         )
     ]

@@ -72,9 +72,10 @@ from advisor.derive.locate import aggregate
 from advisor.derive.quality import affected_spans
 from advisor.derive.timeline import Busy, Intervals, busy_by_device, main_device, subtract, union
 from advisor.derive.waits import waited_spans
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, Fix, ShrinkHost
 from advisor.trace.model import Trace
 
@@ -324,7 +325,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     see = f" The largest share is {largest}: see {ref}." if ref else ""
     breaks = capture_breaks(trace, ctx) if launch_bound else None
-    more = graph_sentence(rep, breaks) if breaks is not None and "extra" in fields else ""
+    more = graph_sentence(rep, breaks) if breaks is not None and "saving" in fields else ""
     if with_pl:
         more += prelaunch_sentence(pl, steps, span_ns - idle_ns)
     how = (
@@ -342,7 +343,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence="medium" if not trace.meta.synthetic_steps else "low",
             summary=(
                 f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
@@ -374,7 +375,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "streams); a trace without step markers is measured from its first to its last "
                 "GPU activity.",
                 how + rep.assumption + capped
-                if "extra" in fields
+                if "saving" in fields
                 else (
                     f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
                     f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
@@ -408,7 +409,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 # the checks its text points to: pointers to ones that did not report are
                 # taken out (advisor/analysis/pointers.py)
                 "see": (*FINDING.values(), "host-overhead"),
-                **fields.get("extra", {}),
             },
         )
     ]

@@ -55,9 +55,10 @@ import numpy as np
 from advisor.derive.locate import aggregate
 from advisor.derive.onetime import in_compile
 from advisor.derive.timeline import Intervals, union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags

@@ -68,9 +68,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from advisor.derive.timeline import busy_by_device, covered_by, main_device, subtract, union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 
@@ -222,7 +222,7 @@ def _draft(trace: Trace, ctx: Context, part: _Kind) -> Draft | None:
     return Draft(
         id=ID,
         title=title,
-        **{k: v for k, v in fields.items() if k != "extra"},
+        **fields,
         confidence="medium" if dev is not None and not latent else "low",
         summary=summary,
         recommendation=rec,
@@ -249,7 +249,6 @@ def _draft(trace: Trace, ctx: Context, part: _Kind) -> Draft | None:
             *notes,
         ),
         extra={
-            **fields.get("extra", {}),
             "host_ms_per_step": round(per_step_ms, 3),
             "kind": part.kind,
         },

@@ -42,9 +42,10 @@ import pandas as pd
 from advisor.derive.locate import aggregate
 from advisor.derive.runtime import BOOKKEEPING_CALLS, COPY_CALL_RE, SYNC_CALL_RE
 from advisor.derive.timeline import main_busy
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in

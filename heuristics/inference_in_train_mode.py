@@ -34,8 +34,9 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.derive.locate import aggregate
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
-from advisor.findings import Confidence, Draft, Evidence
+from advisor.findings import Confidence, Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags, name_in

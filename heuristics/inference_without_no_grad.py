@@ -50,9 +50,10 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Confidence, Draft, Evidence, Location
+from advisor.findings import Confidence, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.runinfo import EvalWithGrad
 from advisor.trace.model import Trace
@@ -297,7 +298,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         Draft(
             id=ID,
             title=TITLE,
-            **{k: v for k, v in fields.items() if k != "extra"},
+            **fields,
             confidence=conf,
             summary=summary,
             recommendation=RECOMMENDATION,
@@ -308,7 +309,6 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             latent=small,
             extra={
                 **({"held_bytes": int(held)} if held is not None else {}),
-                **fields.get("extra", {}),
             },
         )
     ]

@@ -86,9 +86,10 @@ from typing import Any
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_device
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.gpus import GPUS
 from advisor.trace.model import Trace

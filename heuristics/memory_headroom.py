@@ -30,9 +30,10 @@ batch); other processes on the GPU and the CUDA context (a few hundred MB) are n
 
 from __future__ import annotations
 
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.trace.model import Trace
 
 from ._memory import gb, peak_from_run, peaks_from_trace

@@ -45,9 +45,10 @@ import pandas as pd
 
 from advisor.derive.onetime import KINDS, LABELS, one_time_events
 from advisor.derive.steps import StepSet, steady_steps
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.trace.kernelnames import CONV_WORD
 from advisor.trace.links import assign_steps
 from advisor.trace.model import Trace

@@ -48,9 +48,10 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
 from advisor.runinfo import Optimizer
 from advisor.trace.model import Trace

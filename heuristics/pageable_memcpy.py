@@ -34,9 +34,10 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.locate import aggregate, merge_locations, run_locations
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ScaleGpu
 from advisor.trace.model import Trace
 

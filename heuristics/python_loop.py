@@ -39,9 +39,10 @@ import numpy as np
 import pandas as pd
 
 from advisor.derive.timeline import union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence, Location
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import Combined, DropSyncs, Fix, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
@@ -226,7 +227,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             id=ID,
             title=TITLE,
             est_savings_ms=round(saving_ms, 3),
-            extra={"fix": rep.fix} if rep is not None and rep.replayed else {},
+            saving=rep if rep is not None and rep.replayed else None,
             confidence="high" if top["max_step"] >= 4 * min_ops else "medium",
             summary=summary,
             recommendation=RECOMMENDATION,

@@ -48,10 +48,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from advisor.derive.lag import PART_LABELS, Arrivals, Explanation, arrivals, explain, step_lags
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, RanksContext, Skip, across_ranks, detector
 from advisor.detect.thresholds import register
 from advisor.digest import Digest
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.trace.model import Trace
 
 ID = "straggler"

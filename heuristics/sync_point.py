@@ -50,9 +50,10 @@ import pandas as pd
 from advisor.derive.dataloader import fetches
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Confidence, Draft, Evidence, Location
+from advisor.findings import Confidence, Evidence, Location
 from advisor.replay.fixes import DropSyncs
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -289,10 +290,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "autotuning syncs are not counted; large device-to-host copies also appear in "
                 "blocking-copy, which counts the copy window itself, not the idle after it.",
             ),
-            extra={
-                "host_wait_ms_per_step": round(wait_ms, 3),
-                **({"fix": rep.fix} if rep.replayed and len(gone) else {}),
-            },
+            extra={"host_wait_ms_per_step": round(wait_ms, 3)},
+            saving=rep if rep.replayed and len(gone) else None,
         )
     ]
 

@@ -52,9 +52,10 @@ import pandas as pd
 from advisor.derive.comm import collective_name, has_ddp_reducer
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import union
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Draft, Evidence
+from advisor.findings import Evidence
 from advisor.replay.fixes import ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags

@@ -4,8 +4,9 @@ evidence or summary: they differ from run to run and name nothing a user can fin
 from __future__ import annotations
 
 from advisor.analysis.ranking import finalize
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import Draft, Evidence, without_addresses
+from advisor.findings import Evidence, without_addresses
 
 
 def test_addresses_are_dropped_from_evidence_and_summary() -> None:

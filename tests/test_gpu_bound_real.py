@@ -23,7 +23,7 @@ from advisor.detect.thresholds import Thresholds
 from advisor.replay.bound import step_bound
 from advisor.replay.engine import Mods
 from advisor.replay.evidence import GPU_BUSY_PCT, LEAD_X, Evidence, evidence
-from advisor.replay.fixes import Combined, Fix, ScaleGpu
+from advisor.replay.fixes import Combined, ScaleGpu
 from advisor.replay.model import graph
 from advisor.trace import load_trace
 from advisor.trace.model import Trace
@@ -76,7 +76,7 @@ def test_gpu_fixes_on_gpu_bound_steps_save_the_gpu_time_down_to_the_hosts_own_wo
     drafts = [
         d
         for d in run_detectors(tr, ctx).drafts
-        if isinstance(d.extra.get("fix"), Fix) and _gpu_only(d.extra["fix"]) and not d.latent
+        if d.fix is not None and _gpu_only(d.fix) and not d.latent
     ]
     gr = graph(tr)
     own = gr.gpu.step_key >= 0
@@ -86,7 +86,7 @@ def test_gpu_fixes_on_gpu_bound_steps_save_the_gpu_time_down_to_the_hosts_own_wo
     g, h = gr.gpu, gr.host
     for d in drafts:
         mods = Mods.of(gr)
-        d.extra["fix"].apply(tr, gr, mods, "mid")
+        d.fix.apply(tr, gr, mods, "mid")
         cut = (Mods.of(gr).gpu_dur_ns - mods.gpu_dur_ns) * own
         removed = float(cut.sum()) / 1e6 / max(n, 1)
         fixed = np.flatnonzero((cut > 0) & (g.launch >= 0))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from advisor.analysis.merge import one_row_per_cause
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.steps import steady_trace
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import Draft
 from advisor.replay.fixes import ScaleGpu
 from advisor.replay.whatif import whatif
 from tests.tracebuilder import TraceBuilder
@@ -69,7 +69,7 @@ def _kernels(n_steps: int = 3) -> TraceBuilder:
 
 def _draft(trace, id_: str, rows: list[int]) -> Draft:  # type: ignore[no-untyped-def]
     rep = whatif(trace, ScaleGpu(kernels=rows, speedup=2.0))
-    return Draft(id_, id_, rep.ms, "medium", id_, "", "", extra={"fix": rep.fix})
+    return Draft(id_, id_, rep.ms, "medium", id_, "", "", saving=rep)
 
 
 def test_claims_on_the_same_kernels_merge_and_partial_ones_are_valued_apart() -> None:

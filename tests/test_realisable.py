@@ -78,8 +78,8 @@ def test_profiler_stop_sync_gives_no_finding_above_info() -> None:
 
 def test_a_range_always_contains_its_estimate() -> None:
     from advisor.analysis.ranking import finalize
+    from advisor.detect.draft import Draft
     from advisor.detect.thresholds import Thresholds
-    from advisor.findings import Draft
 
     d = Draft("fp32-matmul", "t", 29.39, "medium", "s", "r", "", est_savings_range_ms=(0, 0))
     f = finalize(d, 95.5, Thresholds({}))

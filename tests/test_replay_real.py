@@ -163,7 +163,7 @@ def test_gpu_bound_decoding_step_is_gpu_bound_and_values_gpu_fixes(rel: str) -> 
     assert {d.id for d in drafts} == set(ids)
     for d in drafts:  # valued at half the GPU time its fix removes from the step, at least
         mods = Mods.of(gr)
-        d.extra["fix"].apply(tr, gr, mods, "mid")
+        d.fix.apply(tr, gr, mods, "mid")
         removed_ms = float((Mods.of(gr).gpu_dur_ns - mods.gpu_dur_ns)[own].sum()) / 1e6
         assert d.est_savings_ms >= 0.5 * removed_ms > 0, d.id
 

@@ -8,7 +8,7 @@ from advisor.analysis.pipeline import Options, analyze_path, analyze_trace, for_
 from advisor.derive.kind import is_engine_step, trace_kind
 from advisor.derive.quality import trace_quality
 from advisor.derive.steps import steady_steps
-from advisor.findings import Draft
+from advisor.detect.draft import Draft
 from advisor.trace import load_trace
 from tests.conftest import shared_trace
 from tests.tracebuilder import TraceBuilder

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from advisor.derive.kind import captured_launches
 from advisor.derive.runtime import capture_spans
-from advisor.findings import Draft
+from advisor.detect.draft import Draft
 from advisor.trace.model import Trace
 
 LAUNCH_ADVICE = frozenset({"gpu-idle", "tiny-kernels"})

@@ -7,7 +7,7 @@ parent held (copy-on-write: nothing is serialized on the way in). It runs ``prep
 plugin's import), then ``work()`` (its detector), and sends ``work()``'s result back over a
 pipe, pickled. The parent waits under two deadlines, ``prepare_s`` for the import and
 ``limit_s`` for the work, and past one kills the child's process group. It unpickles only the
-types of :data:`ALLOWED` (the base layer's draft records, the replay's fixes, numpy arrays,
+types of :data:`ALLOWED` (the draft records, the replay's fixes and savings, numpy arrays,
 builtins): a class of the plugin's own in a result is refused, so no code of the plugin ever
 runs in the parent.
 
@@ -46,7 +46,9 @@ _READY, _RESULT, _ERROR = b"R", b"O", b"E"
 _NUMPY = {"_frombuffer", "_reconstruct", "ndarray", "dtype", "scalar"}
 ALLOWED: dict[str, set[str]] = {
     "builtins": {"list", "tuple", "dict", "set", "frozenset", "complex", "slice", "range"},
-    "advisor.findings": {"Draft", "Evidence", "Location"},
+    "advisor.detect.draft": {"Draft"},
+    "advisor.findings": {"Evidence", "Location"},
+    "advisor.replay.whatif": {"Saving"},
     "advisor.replay.fixes": {
         "ScaleGpu",
         "ShrinkHost",

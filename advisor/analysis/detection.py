@@ -38,6 +38,7 @@ from advisor.analysis.plugins import (
     run_rank_check,
     spec_plugin,
 )
+from advisor.detect.draft import Draft
 from advisor.detect.registry import (
     Context,
     Detector,
@@ -49,7 +50,6 @@ from advisor.detect.registry import (
 )
 from advisor.digest import Digest
 from advisor.errors import AdvisorError
-from advisor.findings import Draft
 from advisor.trace.model import Trace
 
 _HERE = Plugin("", "plugin", lambda: None)  # a plugin imported in this process (no fork)

@@ -16,7 +16,10 @@
   :data:`IMPORT_LIMIT_MIN_S` (a plugin may import big libraries).
 - **What it returns is checked** (:func:`check_drafts`): a list of
   :class:`~advisor.detect.Draft` of its own id, with text where text belongs, a valid
-  confidence, finite savings, evidence and locations of the right types, a replay fix or none.
+  confidence, finite savings, evidence and locations of the right types, a ``saving`` from
+  ``ctx.whatif`` (with a replay fix) or none. A draft that hands its fix over the deprecated
+  way, ``extra={"fix": fix}`` (docs/plugins.md), gets it as its ``saving`` here, the one place
+  that key is read (:func:`_fix_as_saving`).
   A result that fails is refused as a whole (one line naming the field), since findings.json
   and the report must never carry what cannot be rendered. A plugin's result crosses back from
   its process only as advisor.detect's own types (a class of its own is refused).
@@ -29,11 +32,14 @@ import math
 import numbers
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from advisor import settings
-from advisor.findings import SEVERITIES, Draft, Evidence, Location
+from advisor.detect.draft import Draft
+from advisor.findings import SEVERITIES, Evidence, Location
 from advisor.replay.fixes import Fix
+from advisor.replay.whatif import Saving
 
 CONFIDENCES = ("high", "medium", "low")
 
@@ -125,7 +131,7 @@ def check_drafts(det_id: str, result: Any) -> tuple[list[Draft], str | None]:
         problem = _draft_problem(det_id, d)
         if problem:
             return [], f"item {i} {problem}"
-    return list(result), None
+    return [_fix_as_saving(d) for d in result], None
 
 
 def check_merged(
@@ -142,7 +148,21 @@ def check_merged(
     others = [d for d in result if d.id != check_id]
     if not builtin and [id(d) for d in others] != [id(d) for d in before if d.id != check_id]:
         return before, "changed the drafts of other detectors"
-    return list(result), None
+    return [_fix_as_saving(d) for d in result], None
+
+
+def _fix_as_saving(d: Draft) -> Draft:
+    """``d`` with a fix handed over the deprecated way (``extra={"fix": fix}``, before
+    ``Draft.saving``) as its ``saving``: the figures its detector stated, with that fix."""
+    if "fix" not in d.extra:
+        return d
+    fix = d.extra["fix"]
+    extra = {k: v for k, v in d.extra.items() if k != "fix"}
+    if d.saving is not None or fix is None:
+        return replace(d, extra=extra)
+    return replace(
+        d, extra=extra, saving=Saving.stated(fix, d.est_savings_ms, d.est_savings_range_ms)
+    )
 
 
 def _draft_problem(det_id: str, d: Any) -> str | None:
@@ -168,9 +188,12 @@ def _draft_problem(det_id: str, d: Any) -> str | None:
         return "latent is not True or False"
     if not isinstance(d.extra, dict):
         return f"extra is {type(d.extra).__name__}, expected a dict"
-    fix = d.extra.get("fix")
+    if d.saving is not None and not isinstance(d.saving, Saving):
+        return f"saving is {type(d.saving).__name__}, expected what ctx.whatif returns (or None)"
+    fix = d.extra.get("fix") if d.saving is None else d.saving.fix
     if fix is not None and not isinstance(fix, Fix):
-        return f'extra["fix"] is {type(fix).__name__}, expected a fix of advisor.detect (or None)'
+        where = 'extra["fix"]' if d.saving is None else "saving.fix"
+        return f"{where} is {type(fix).__name__}, expected a fix of advisor.detect (or None)"
     for name, kind in (("evidence", Evidence), ("locations", Location)):
         rows = getattr(d, name)
         if not isinstance(rows, tuple | list):

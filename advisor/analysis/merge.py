@@ -1,8 +1,9 @@
 """One cause, one row: findings that claim the same events or the same kernel time.
 
-Each draft's claim is what its fix changes (:mod:`advisor.replay.claims`: kernels and copies
-by row, host time by thread; a detector may give ``extra["claims"]`` itself). Two findings
-that claim the same time would count it twice in the ranked table, so the time goes to one row:
+Each draft's claim is what its fix (``Draft.saving``'s) changes (:mod:`advisor.replay.claims`:
+kernels and copies by row, host time by thread; a detector may give ``extra["claims"]`` itself).
+Two findings that claim the same time would count it twice in the ranked table, so the time goes
+to one row:
 
 1. The drafts with a saving and a claim are taken from the most specific to the least: the
    smallest claim (GPU time plus host time) first, since a fix for a narrower cause touches less
@@ -34,10 +35,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
-from advisor.findings import MIN_STEPS_SEEN, Draft, Related
+from advisor.findings import MIN_STEPS_SEEN, Related
 from advisor.replay.claims import Claims, claims_of, without
-from advisor.replay.fixes import Fix
 from advisor.replay.whatif import whatif
 from advisor.trace.model import Trace
 
@@ -46,8 +47,7 @@ def _claims(trace: Trace, d: Draft) -> Claims:
     c = d.extra.get("claims")
     if isinstance(c, Claims):
         return c
-    fix = d.extra.get("fix")
-    return claims_of(trace, fix) if isinstance(fix, Fix) else Claims()
+    return claims_of(trace, d.fix) if d.fix is not None else Claims()
 
 
 def _counts(d: Draft) -> bool:
@@ -152,9 +152,9 @@ def _rest(trace: Trace, d: Draft, taken: Claims, share: float, other: str) -> Dr
         f"{share:.0%} of the evidence this fix changes is claimed by a more specific finding "
         f"({other}) and counted there"
     )
-    fix = d.extra.get("fix")
+    fix = d.fix
     keep = 1.0 - share
-    if isinstance(fix, Fix):
+    if fix is not None:
         rest = without(trace, fix, taken)
         rep = whatif(trace, rest) if rest is not None else None
         if rep is not None and rep.replayed:
@@ -175,7 +175,9 @@ def _rest(trace: Trace, d: Draft, taken: Claims, share: float, other: str) -> Dr
                     f"{note}; replayed on the rest, this fix saves {ms:.2f} ms per step "
                     f"(alone: {d.est_savings_ms:.2f} ms).",
                 ),
-                extra={**d.extra, "fix": rest, "fix_alone": fix},
+                # the rest's replay: its fix is the fix without the shared part (its figure is
+                # before the unshared share of a partly claimed call or range)
+                saving=rep,
             )
     rng = d.est_savings_range_ms
     return replace(

@@ -21,7 +21,7 @@ from advisor.analysis.options import Options as Options  # re-exported: callers 
 from advisor.analysis.options import options_from_cli as options_from_cli
 from advisor.analysis.phases import with_phases
 from advisor.analysis.pointers import keep_pointers
-from advisor.analysis.ranking import rank
+from advisor.analysis.ranking import headline_bound_ms, rank
 from advisor.analysis.views import build_views, device_name
 from advisor.derive.breakdown import steps_busy_pct
 from advisor.derive.kind import TraceKind, trace_kind
@@ -29,14 +29,13 @@ from advisor.derive.locate import Locator
 from advisor.derive.quality import Issue, trace_quality
 from advisor.derive.steps import steady_steps, steady_trace
 from advisor.derive.timeline import main_device
+from advisor.detect.draft import Draft
 from advisor.detect.registry import Context
 from advisor.detect.thresholds import Thresholds
 from advisor.errors import AdvisorError
-from advisor.findings import Draft
 from advisor.output.outfiles import atomic_write
 from advisor.replay.bound import step_bound
 from advisor.replay.evidence import host_own_pct
-from advisor.replay.whatif import combined_bound_ms
 from advisor.report import Errored, Report, Skipped
 from advisor.runfacts import Bound, BoundStep, ExcludedStep, QualityNote, RunFacts, SteadySteps
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NAME
@@ -233,7 +232,7 @@ def analyze_trace(
     # a finding's saving is its mean per step (advisor.replay.whatif): its share is of the mean
     mean_ms = trace.mean_step_ms()
     # the headline replays every finding's own fix together, before rows are merged
-    bound_ms, replayed = combined_bound_ms(
+    bound_ms, replayed = headline_bound_ms(
         trace, outcome.drafts, rank(drafts, mean_ms, th), mean_ms
     )
     findings = rank(one_row_per_cause(trace, drafts, th), mean_ms, th)

@@ -39,6 +39,7 @@ from typing import Any
 from advisor.analysis import childrun
 from advisor.analysis.isolation import call, check_drafts, check_merged, describe
 from advisor.detect import thresholds
+from advisor.detect.draft import Draft
 from advisor.detect.registry import (
     Context,
     Detector,
@@ -49,7 +50,6 @@ from advisor.detect.registry import (
     registered_rank_checks,
 )
 from advisor.digest import Digest
-from advisor.findings import Draft
 from advisor.trace import commroles
 from advisor.trace.model import Trace
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from advisor.findings import Draft
+from advisor.detect.draft import Draft
 
 
 def keep_pointers(drafts: Iterable[Draft]) -> list[Draft]:

@@ -19,23 +19,29 @@ per-step figure of a finding.
 - order: saving descending, then severity, then id and first location (deterministic);
   findings in ``READ_FIRST`` (about how to read the others, with no per-step saving: e.g.
   ``one-time-init``) come before all.
-Savings overlap (removing a sync also removes part of the idle time), so the total shown is
-``min(sum, step)``: :func:`advisor.findings.savings_bound_ms`.
+Savings overlap (removing a sync also removes part of the idle time), so the total shown
+(:func:`headline_bound_ms`) replays every reported finding's fix at once (its draft's
+``saving.fix``), plus the savings of the findings without one, never above the step; where
+the replay cannot place the trace, ``min(sum, step)``: :func:`advisor.findings.savings_bound_ms`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
 from advisor.findings import (
     MIN_STEPS_SEEN,
     SEVERITIES,
-    Draft,
     Finding,
     Related,
+    savings_bound_ms,
     without_addresses,
 )
+from advisor.replay.whatif import combined_bound_ms
+from advisor.trace.model import Trace
 
 
 def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
@@ -115,3 +121,18 @@ def rank(drafts: list[Draft], step_ms: float, th: Thresholds) -> list[Finding]:
     floor = th["rank.min_savings_ms"]
     out = [f for f in out if f.severity == "info" or f.est_savings_ms >= floor]
     return sorted(out, key=_key)
+
+
+def headline_bound_ms(
+    trace: Trace, drafts: Sequence[Draft], findings: Sequence[Finding], step_ms: float
+) -> tuple[float, bool]:
+    """The headline "together at most X ms" (see the module doc); second value: True when a
+    combined replay was made (else the capped sum)."""
+    shown = {f.id for f in findings if f.est_savings_ms > 0}
+    fixes = [f for d in drafts if d.id in shown and not d.latent and (f := d.fix) is not None]
+    with_fix = {d.id for d in drafts if d.fix is not None}
+    rest = sum(f.est_savings_ms for f in findings if f.id not in with_fix)
+    both = combined_bound_ms(trace, fixes, rest, step_ms)
+    if both is None:
+        return savings_bound_ms(list(findings), step_ms), False
+    return both, True

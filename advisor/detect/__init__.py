@@ -11,12 +11,13 @@ A detector (built in, or a plugin: docs/plugins.md) imports what it needs from h
   thresholds, ``ctx.live`` run.json facts (:mod:`advisor.runinfo`), ``ctx.whatif(fix)`` the replayed saving);
   :class:`Skip` says the trace lacks what it needs;
 - what it returns: :class:`Draft` (with :class:`Evidence`, :class:`Location`, the
-  :data:`Confidence` levels) and its fix under ``extra["fix"]``: :class:`ScaleGpu`,
-  :class:`ShrinkHost`, :class:`DropSyncs`, :class:`AsyncCopies`, :class:`GraphLaunch`,
-  :class:`HideComm`, :class:`Combined` (what each changes in the step:
-  :mod:`advisor.replay.fixes`), valued as a :class:`Saving` (``Draft(**saving.draft_fields(),
-  ...)`` sets the saving, its range and ``extra["fix"]``; ``est_savings_ms=...`` when the
-  detector states its own figure).
+  :data:`Confidence` levels) and its fix: :class:`ScaleGpu`, :class:`ShrinkHost`,
+  :class:`DropSyncs`, :class:`AsyncCopies`, :class:`GraphLaunch`, :class:`HideComm`,
+  :class:`Combined` (what each changes in the step: :mod:`advisor.replay.fixes`), valued as a
+  :class:`Saving` carried in ``Draft.saving`` (``Draft(**saving.draft_fields(), ...)`` sets the
+  saving, its range and ``saving``; ``est_savings_ms=...`` when the detector states its own
+  figure). ``extra={"fix": fix}``, the earlier hand-off, is still read (deprecated:
+  docs/plugins.md).
 
 Everything else under ``advisor`` is private: module paths, helpers and the facts the
 built-in detectors share may change in any release. The names in ``__all__`` change only
@@ -25,6 +26,7 @@ additively.
 
 from __future__ import annotations
 
+from advisor.detect.draft import Draft
 from advisor.detect.registry import (
     Context,
     RanksContext,
@@ -34,7 +36,7 @@ from advisor.detect.registry import (
     detector,
 )
 from advisor.detect.thresholds import register as register_threshold
-from advisor.findings import Confidence, Draft, Evidence, Location
+from advisor.findings import Confidence, Evidence, Location
 from advisor.replay.fixes import (
     AsyncCopies,
     Combined,

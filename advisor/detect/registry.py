@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from advisor.derive.locate import Locator
+from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
 from advisor.digest import Digest
-from advisor.findings import Draft
 from advisor.runinfo import RunInfo
 from advisor.trace.commroles import CommRule, add_rules
 from advisor.trace.model import Trace

@@ -19,11 +19,12 @@ from advisor.analysis.toptables import merge_kernels, merge_ops
 from advisor.derive.lag import RankLateness, rank_lateness
 from advisor.derive.peerwait import matched
 from advisor.derive.quality import rank_skew
+from advisor.detect.draft import Draft
 from advisor.detect.registry import RanksContext
 from advisor.detect.thresholds import Thresholds
 from advisor.digest import Digest
 from advisor.errors import AdvisorError
-from advisor.findings import Draft, Finding, savings_bound_ms
+from advisor.findings import Finding, savings_bound_ms
 from advisor.multirank.rankstats import ranks_summary
 from advisor.replay.job import JobReplay, job_replay
 from advisor.report import Errored, Report, Skipped

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from advisor.findings import Draft, Finding, savings_bound_ms
 from advisor.replay.engine import Mods, Replayed, one_step_of, replay
 from advisor.replay.fixes import Combined, Fix, Level
 from advisor.replay.model import graph
@@ -93,13 +92,20 @@ class Saving:
             replayed_ms=round(self.measured_ms - min(self.ms, c), 3),
         )
 
+    @staticmethod
+    def stated(fix: Fix, ms: float, range_ms: Sequence[float] | None = None) -> Saving:
+        """The saving a detector stated itself for ``fix`` (not replayed here): ``ms`` per step
+        and the ends of its range (a plugin handing its fix over as ``extra["fix"]``)."""
+        lo, hi = (range_ms[0], range_ms[1]) if range_ms is not None else (ms, ms)
+        return Saving(ms, lo, hi, (), 0.0, 0.0, fix, replayed=False)
+
     def draft_fields(self) -> dict[str, Any]:
-        """``est_savings_ms``, ``est_savings_range_ms`` and ``extra`` (the fix, for the combined
-        replay) for a :class:`~advisor.findings.Draft`."""
+        """``est_savings_ms``, ``est_savings_range_ms`` and ``saving`` (this record: its fix
+        is replayed with the others' for the headline) for a :class:`~advisor.detect.Draft`."""
         return {
             "est_savings_ms": self.ms,
             "est_savings_range_ms": self.range_ms,
-            "extra": {"fix": self.fix},
+            "saving": self,
         }
 
 
@@ -203,21 +209,12 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
 
 
 def combined_bound_ms(
-    trace: Trace, drafts: Sequence[Draft], findings: Sequence[Finding], step_ms: float
-) -> tuple[float, bool]:
-    """The headline "together at most X ms": every reported finding's fix replayed at once,
-    plus the savings of findings that carry no fix, never above the step. Second value: True
-    when a combined replay was made (else the capped sum)."""
-
-    shown = {f.id for f in findings if f.est_savings_ms > 0}
-    fixes = [
-        d.extra["fix"]
-        for d in drafts
-        if d.id in shown and not d.latent and isinstance(d.extra.get("fix"), Fix)
-    ]
+    trace: Trace, fixes: Sequence[Fix], rest_ms: float, step_ms: float
+) -> float | None:
+    """The headline "together at most X ms": ``fixes`` (every reported finding's) replayed at
+    once, plus ``rest_ms`` (the savings of the findings that carry no fix), never above the
+    step. None: no fix, or a trace the replay cannot place (the caller sums the savings)."""
     if not fixes or not replayable(trace):
-        return savings_bound_ms(list(findings), step_ms), False
-    with_fix = {d.id for d in drafts if isinstance(d.extra.get("fix"), Fix)}
-    rest = sum(f.est_savings_ms for f in findings if f.id not in with_fix)
-    both = whatif(trace, Combined(fixes), ends=False).ms + rest  # the headline: no range
-    return round(min(both, step_ms) if step_ms > 0 else both, 3), True
+        return None
+    both = whatif(trace, Combined(list(fixes)), ends=False).ms + rest_ms  # the headline: no range
+    return round(min(both, step_ms) if step_ms > 0 else both, 3)
