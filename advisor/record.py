@@ -7,7 +7,9 @@ object, :func:`load` reads one back: a missing key reads as the field's default,
 earlier versions (which lack the fields added since) load, and keys it does not know are
 ignored (files of later versions); a value of another type, or a missing key of a field without
 a default, is a :class:`RecordError` naming the key (``run.step_ms_median: expected float, got
-'abc'``). So a field added later needs a default.
+'abc'``). So a field added later needs a default. ``load(..., lenient=True)`` reads a file other
+code wrote (run.json): a value of another type reads as its field's default (absent), and an
+item of a tuple or a mapping that does not fit is left out.
 
 How a field is written is said once, where it is declared:
 
@@ -114,10 +116,12 @@ class RecordError(ValueError):
     """A JSON value that does not fit its record: where (``run.bound.by``) and what is wrong."""
 
 
-def load(cls: type[R], data: object, where: str = "") -> R:
+def load(cls: type[R], data: object, where: str = "", lenient: bool = False) -> R:
     """A ``cls`` record from its JSON object. A missing key reads as the field's default (a
     file of an earlier version); a key present with a value of another type, or a missing key
-    of a field without a default, raises :class:`RecordError` naming the key."""
+    of a field without a default, raises :class:`RecordError` naming the key. With
+    ``lenient``, a value of another type reads as the field's default (only a field without
+    one raises), and a tuple's or a mapping's items that do not fit are left out."""
     if not isinstance(data, Mapping):
         raise RecordError(f"{where or cls.__name__}: expected an object, got {_show(data)}")
     kwargs: dict[str, Any] = {}
@@ -129,14 +133,17 @@ def load(cls: type[R], data: object, where: str = "") -> R:
             if f.rest_of is not None:  # the open set of keys: those that fit
                 vt = get_args(f.rest_of)[1]
                 kwargs[f.name] = {
-                    k: _convert(vt, v, at)
+                    k: _convert(vt, v, at, lenient)
                     for k, v in data.items()
-                    if k not in claimed and _fits(vt, v)
+                    if k not in claimed and _fits(vt, v, lenient)
                 }
             elif any(k in data for k in f.sub_keys):
-                kwargs[f.name] = load(_record_of(f.type), data, where)  # type: ignore[arg-type]
+                kwargs[f.name] = load(_record_of(f.type), data, where, lenient)  # type: ignore[arg-type]
         elif f.key in data:
-            kwargs[f.name] = _convert(f.type, data[f.key], at)
+            if not lenient or not f.has_default:
+                kwargs[f.name] = _convert(f.type, data[f.key], at, lenient)
+            elif _fits(f.type, data[f.key], lenient):  # else: absent, its default
+                kwargs[f.name] = _convert(f.type, data[f.key], at, lenient)
         elif not f.has_default:
             raise RecordError(f"{at}: missing")
     return cls(**kwargs)
@@ -204,23 +211,24 @@ def _show(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _fits(tp: Any, v: Any) -> bool:
+def _fits(tp: Any, v: Any, lenient: bool = False) -> bool:
     try:
-        _convert(tp, v, "")
+        _convert(tp, v, "", lenient)
     except RecordError:
         return False
     return True
 
 
-def _convert(tp: Any, v: Any, where: str) -> Any:
-    """``v`` as a field of type ``tp`` holds it; :class:`RecordError` when it does not fit."""
+def _convert(tp: Any, v: Any, where: str, lenient: bool = False) -> Any:
+    """``v`` as a field of type ``tp`` holds it; :class:`RecordError` when it does not fit
+    (``lenient``: a tuple's or a mapping's items that do not fit are left out)."""
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         if v is None and type(None) in get_args(tp):
             return None
         for arg in get_args(tp):
-            if arg is not type(None) and arg is not Unset and _fits(arg, v):
-                return _convert(arg, v, where)
+            if arg is not type(None) and arg is not Unset and _fits(arg, v, lenient):
+                return _convert(arg, v, where, lenient)
     elif origin is Literal:
         if v in get_args(tp):
             return v
@@ -228,18 +236,26 @@ def _convert(tp: Any, v: Any, where: str) -> Any:
         if isinstance(v, (list, tuple)):
             args = get_args(tp)
             if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(_convert(args[0], x, f"{where}[{i}]") for i, x in enumerate(v))
+                return tuple(
+                    _convert(args[0], x, f"{where}[{i}]", lenient)
+                    for i, x in enumerate(v)
+                    if not lenient or _fits(args[0], x, lenient)
+                )
             if len(v) == len(args):
                 return tuple(
-                    _convert(a, x, f"{where}[{i}]")
+                    _convert(a, x, f"{where}[{i}]", lenient)
                     for i, (a, x) in enumerate(zip(args, v, strict=True))
                 )
     elif origin in (dict, Mapping):
         if isinstance(v, Mapping) and all(isinstance(k, str) for k in v):
             vt = get_args(tp)[1]
-            return {k: _convert(vt, x, f"{where}.{k}") for k, x in v.items()}
+            return {
+                k: _convert(vt, x, f"{where}.{k}", lenient)
+                for k, x in v.items()
+                if not lenient or _fits(vt, x, lenient)
+            }
     elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return load(tp, v, where)
+        return load(tp, v, where, lenient)
     elif tp is bool:
         if isinstance(v, bool):
             return v

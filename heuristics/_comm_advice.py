@@ -100,7 +100,7 @@ def comm_pattern(
 ) -> CommPattern:
     """The advice for the communication kernels ``k`` (per_kernel_exposed rows with
     exposed_ns) given the exposed waiting and transfer per step."""
-    ddp = has_ddp_reducer(trace) or bool(ctx.run_get("modules", "distributed_data_parallel"))
+    ddp = has_ddp_reducer(trace) or bool(ctx.live.modules.distributed_data_parallel)
     per_step = len(k) / max(steps, 1)
     g = k.groupby("collective", sort=False)["exposed_ns"].sum().sort_values(ascending=False)
     top = str(g.index[0]) if len(g) else "AllReduce"

@@ -21,14 +21,17 @@ their reasons and user lines, the compiled frames, the recompilations with the f
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from advisor import record
 from advisor.derive.onetime import one_time_events
 from advisor.detect.registry import Context
 from advisor.findings import Location
+from advisor.runinfo import CompiledFrame, GraphBreak, Recompile
 from advisor.trace.links import is_user_file
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -113,9 +116,8 @@ def resume_frames(trace: Trace) -> pd.DataFrame:
     )
 
 
-def run_frames(ctx: Context) -> list[dict[str, Any]]:
-    rows = ctx.run_get("compile", "frames", default=None)
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+def run_frames(ctx: Context) -> tuple[CompiledFrame, ...]:
+    return ctx.live.compile.frames
 
 
 def frame_id(compile_id: object) -> int | None:
@@ -124,25 +126,16 @@ def frame_id(compile_id: object) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def user_rows(rows: object) -> list[dict[str, Any]]:
-    """run.json rows (graph breaks, recompiles) in the user's own files."""
-    if not isinstance(rows, list):
-        return []
-    return [
-        r
-        for r in rows
-        if isinstance(r, dict) and isinstance(r.get("file"), str) and is_user_file(r["file"])
-    ]
+def user_rows(rows: Iterable[GraphBreak | Recompile]) -> list[dict[str, Any]]:
+    """run.json rows (graph breaks, recompiles) in the user's own files, as the detectors'
+    working rows (their run.json keys, as the rows they build from the trace)."""
+    return [record.dump(r) for r in rows if isinstance(r.file, str) and is_user_file(r.file)]
 
 
 def resume_frame_ids(trace: Trace, ctx: Context) -> set[int]:
     """Frame ids of resume functions: from run.json, else the regions around resume frames and
     the regions entered inside another frame's region (:func:`nested_frames`)."""
-    ids = {
-        fid
-        for r in run_frames(ctx)
-        if r.get("resume") and (fid := frame_id(r.get("compile_id"))) is not None
-    }
+    ids = {fid for r in run_frames(ctx) if r.resume and (fid := frame_id(r.compile_id)) is not None}
     if ids:
         return ids
     return _around_resume_frames(trace) | set(nested_frames(trace))

@@ -36,11 +36,11 @@ class Peak:
 
 def peak_from_run(ctx: Context) -> Peak | None:
     """The run's peak (``torch.cuda.max_memory_*``) recorded by ``advisor profile``."""
-    if ctx.run_get("device", "type", default="cuda") not in ("cuda", "rocm", "hip"):
+    if (ctx.live.device.type or "cuda") not in ("cuda", "rocm", "hip"):
         return None  # a CPU run: total_memory_bytes is host RAM
-    alloc = ctx.run_get("memory", "peak_allocated_bytes")
-    res = ctx.run_get("memory", "peak_reserved_bytes")
-    cap = ctx.run_get("device", "total_memory_bytes")
+    alloc = ctx.live.memory.peak_allocated_bytes
+    res = ctx.live.memory.peak_reserved_bytes
+    cap = ctx.live.device.total_memory_bytes
     ok = [v for v in (alloc, res) if isinstance(v, int | float) and v > 0]
     if not ok or not isinstance(cap, int | float) or cap <= 0:
         return None

@@ -20,7 +20,6 @@ Per-trace results are kept with the trace (:meth:`~advisor.trace.model.Trace.mem
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +27,7 @@ import pandas as pd
 from advisor.derive.timeline import main_busy
 from advisor.detect.registry import Context
 from advisor.detect.thresholds import register
+from advisor.runinfo import Optimizer
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in, name_mask
 
@@ -51,10 +51,10 @@ PER_PARAM = frozenset(
 )
 
 
-def run_optimizers(ctx: Context) -> list[dict[str, Any]]:
-    """run.json's ``optimizers`` entries (``class``, ``foreach``, ``fused``...), when recorded."""
-    raw = ctx.run_get("optimizers", default=None)
-    return [o for o in raw if isinstance(o, dict)] if isinstance(raw, list) else []
+def run_optimizers(ctx: Context) -> dict[str, Optimizer]:
+    """run.json's ``optimizers`` entries (``class``, ``foreach``, ``fused``...) by class name
+    (the last of a class), when recorded."""
+    return {str(o.cls): o for o in ctx.live.optimizers}
 
 
 def _window_stats(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
@@ -154,7 +154,7 @@ def optimizer_ranges(trace: Trace) -> pd.DataFrame:
 def per_parameter(stats: pd.DataFrame, trace: Trace, ctx: Context) -> pd.DataFrame:
     """The ranges single-tensor-optimizer reports: per-parameter ops and no foreach/fused
     evidence."""
-    run_opts = {str(o.get("class")): o for o in run_optimizers(ctx)}
+    run_opts = run_optimizers(ctx)
     min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
     flagged = stats[
         ~stats["multi"]
@@ -162,12 +162,14 @@ def per_parameter(stats: pd.DataFrame, trace: Trace, ctx: Context) -> pd.DataFra
         & ~stats["cls"].str.contains("Fused|fused", regex=True)
     ]
     declared = flagged["cls"].map(
-        lambda c: bool(run_opts.get(c, {}).get("foreach") or run_opts.get(c, {}).get("fused"))
+        lambda c: bool((o := run_opts.get(c)) is not None and (o.foreach or o.fused))
     )
     flagged = flagged[~declared.astype(bool)]
     if not trace.has_gpu:
         # torch's default is the per-parameter loop on the CPU but foreach on CUDA: on a CPU run
         # only an explicit foreach=False (run.json) says the GPU run will loop per parameter too
-        forced = flagged["cls"].map(lambda c: run_opts.get(c, {}).get("foreach") is False)
+        forced = flagged["cls"].map(
+            lambda c: (o := run_opts.get(c)) is not None and o.foreach is False
+        )
         flagged = flagged[forced.astype(bool)]
     return flagged

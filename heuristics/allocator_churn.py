@@ -63,13 +63,15 @@ register(
 
 
 def _empty_cache_sites(ctx: Context) -> list[Location]:
-    rows = ctx.run_get("allocator", "empty_cache", default=None)
-    return run_locations(rows, lambda r: f"torch.cuda.empty_cache() x{r.get('calls', '?')}")
+    rows = ctx.live.allocator.empty_cache
+    return run_locations(
+        rows, lambda r: f"torch.cuda.empty_cache() x{'?' if r.calls is None else r.calls}"
+    )
 
 
 def _alloc_conf(ctx: Context) -> tuple[str | None, bool]:
-    conf = ctx.run_get("allocator", "alloc_conf", default=None)
-    off = bool(ctx.run_get("allocator", "caching_disabled", default=False))
+    conf = ctx.live.allocator.alloc_conf
+    off = bool(ctx.live.allocator.caching_disabled)
     return (conf if isinstance(conf, str) else None), off
 
 

@@ -81,7 +81,7 @@ def _half_convs(trace: Trace, ctx: Context, conv_rows: np.ndarray) -> bool:
     for t in types:
         if isinstance(t, list) and any(str(x) in HALF_TYPES for x in t[:2]):
             return True
-    dts = ctx.run_get("forward", "autocast_dtypes", default=None) or []
+    dts = ctx.live.forward.autocast_dtypes
     return any(str(d) in ("float16", "bfloat16") for d in dts)
 
 
@@ -109,7 +109,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         conv_ms_ = float(lk["dur_ns"].sum()) / 1e6 / steps
         if step_ms > 0 and 100.0 * conv_ms_ / step_ms >= ctx.t("channels_last.min_pct"):
             return [_measured(trace, ctx, lk, conv_ms_, conv_ms, attributed)]
-    if ctx.run_get("modules", "channels_last", default=None) is not False or conv_ms <= 0:
+    if ctx.live.modules.channels_last is not False or conv_ms <= 0:
         return []
     conv_ops = np.flatnonzero(name_in(trace.cpu_ops["name"], CONV_FWD))
     if not _half_convs(trace, ctx, conv_ops):
@@ -197,7 +197,7 @@ def _measured(
         if (conv_ms > 0)
         else ""
     )
-    cl = ctx.run_get("modules", "channels_last", default=None)
+    cl = ctx.live.modules.channels_last
     summary = (
         f"{len(lk) / steps:.0f} NCHW<->NHWC layout conversion kernels {per_step_words(trace)} "
         f"around the convolutions take {layout_ms:.2f} ms on the GPU{share}: cuDNN runs these "

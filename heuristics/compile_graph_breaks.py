@@ -152,7 +152,7 @@ def _why(row: dict[str, Any]) -> str:
 def _lines(trace: Trace, ctx: Context) -> tuple[list[dict[str, Any]], bool]:
     """The breaks with reasons and lines (run.json), else the resume frames' lines (trace),
     else the compiled frames entered inside another frame's region (no lines)."""
-    live = user_rows(ctx.run_get("compile", "graph_breaks", default=None))
+    live = user_rows(ctx.live.compile.graph_breaks)
     if live:
         return live, True
     rf = resume_frames(trace)

@@ -104,7 +104,7 @@ def _trace_recompiles(trace: Trace) -> list[dict[str, Any]]:
 
 @detector(ID, TITLE, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    live = user_rows(ctx.run_get("compile", "recompiles", default=None))
+    live = user_rows(ctx.live.compile.recompiles)
     comp = compile_in_steps(trace)
     # the steps that recompile (a compile id N/M with M > 0): all their compile time (the
     # backward graph, compiled at the first backward, carries no id); a first compile (M = 0)

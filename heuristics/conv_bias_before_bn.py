@@ -132,8 +132,8 @@ def _pairs(trace: Trace) -> pd.DataFrame:
 
 
 def _run_sites(ctx: Context) -> list[Location]:
-    rows = ctx.run_get("modules", "conv_bias_before_bn", default=None)
-    return run_locations(rows, lambda r: f"{r.get('conv', 'conv')} -> {r.get('bn', 'bn')}")
+    rows = ctx.live.modules.conv_bias_before_bn
+    return run_locations(rows, lambda r: f"{r.conv or 'conv'} -> {r.bn or 'bn'}")
 
 
 @detector(ID, TITLE)
@@ -142,8 +142,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         raise Skip("no CPU operator events and no run.json")
     pairs = _pairs(trace)
     sites = _run_sites(ctx)
-    run_pairs = ctx.run_get("modules", "conv_bias_before_bn", default=None)
-    n_run = len(run_pairs) if isinstance(run_pairs, list) else 0
+    n_run = len(ctx.live.modules.conv_bias_before_bn)
     if not len(pairs) and not n_run:
         return []
     steps = n_steps(trace)

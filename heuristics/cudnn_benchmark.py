@@ -66,10 +66,10 @@ def _static(trace: Trace, rows: np.ndarray) -> tuple[bool | None, int]:
 
 @detector(ID, TITLE, needs=("run", "cpu_ops"), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    flag = ctx.run_get("backends", "cudnn_benchmark")
+    flag = ctx.live.backends.cudnn_benchmark
     if flag is None:
         raise Skip("run.json has no backends.cudnn_benchmark")
-    if flag is not False or ctx.run_get("backends", "cudnn_deterministic") is True:
+    if flag is not False or ctx.live.backends.cudnn_deterministic is True:
         return []
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()

@@ -80,27 +80,16 @@ RECOMMENDATION = (
 
 
 def _run_flag(ctx: Context) -> int:
-    v = ctx.run_get("modules", "data_parallel", default=None)
-    if isinstance(v, list | tuple | dict):
-        return len(v)
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int | float):
-        return int(v > 0)
-    return 0
+    return int(ctx.live.modules.data_parallel is True)
 
 
 def _run_sites(ctx: Context) -> list[Location]:
     """Where run.json saw the model wrapped (``modules.data_parallel_sites``)."""
-    raw = ctx.run_get("modules", "data_parallel_sites", default=None)
-    out = []
-    for site in raw if isinstance(raw, list) else []:
-        if not isinstance(site, dict):
-            continue
-        file, line = site.get("file"), site.get("line")
-        if isinstance(file, str) and isinstance(line, int):
-            out.append(Location(file, line, str(site.get("function") or "<module>")))
-    return out
+    return [
+        Location(s.file, s.line, s.function or "<module>")
+        for s in ctx.live.modules.data_parallel_sites
+        if isinstance(s.file, str) and isinstance(s.line, int)
+    ]
 
 
 def _dp_frames(trace: Trace) -> int:

@@ -42,6 +42,7 @@ from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
+from advisor.runinfo import DataLoader
 from advisor.trace.model import Trace
 
 from ._per_step import fmt_ms, in_steps, n_steps
@@ -63,34 +64,25 @@ register(
 
 
 def _cpu_count(ctx: Context) -> int | None:
-    for keys in (
-        ("cpu_count",),
-        ("host", "cpu_count"),
-        ("system", "cpu_count"),
-        ("machine", "cpu_count"),
-        ("host", "cpus"),
-    ):
-        v = ctx.run_get(*keys)
+    run = ctx.live
+    for v in (run.cpu_count, run.host.cpu_count):
         if isinstance(v, int) and v > 0:
             return v
-    if ctx.run_get("device", "type") == "cpu":
-        v = ctx.run_get("device", "count")
+    if run.device.type == "cpu":
+        v = run.device.count
         if isinstance(v, int) and v > 0:
             return v
     return None
 
 
-def _loader(ctx: Context, single: bool) -> dict[str, Any] | None:
+def _loader(ctx: Context, single: bool) -> DataLoader | None:
     """The run.json DataLoader entry of this trace's phase (each row says which phase first
     iterated it: the evaluation window's findings name the test loader, not the training one)
     that matches the iterator kind (the first one if several)."""
-    dls = ctx.run_get("dataloaders")
-    if not isinstance(dls, list):
-        return None
-    rows = [d for d in dls if isinstance(d, dict)]
-    phase = ctx.run_get("phase")
-    rows = [d for d in rows if d.get("phase") == phase] or rows
-    match = [d for d in rows if (d.get("num_workers") == 0) == single]
+    rows = list(ctx.live.dataloaders)
+    phase = ctx.live.phase
+    rows = [d for d in rows if d.phase == phase] or rows
+    match = [d for d in rows if (d.num_workers == 0) == single]
     pick = match or rows
     return pick[0] if pick else None
 
@@ -120,7 +112,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         return []
     single = bool((dl["it"] == SINGLE).mean() >= 0.5)
     cfg = _loader(ctx, single)
-    cur = int(cfg["num_workers"]) if cfg and isinstance(cfg.get("num_workers"), int) else None
+    cur = cfg.num_workers if cfg else None
     w0 = 0 if single else (cur or 0)
     cpus = _cpu_count(ctx)
     rec_w = recommended_workers(cpus, w0, int(ctx.t("dataloader_stall.workers_per_gpu")))
@@ -170,16 +162,16 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         for r in dl.itertuples(index=False)
     ]
     where = aggregate(locs)
-    if cfg and cfg.get("file") and isinstance(cfg.get("line"), int):
+    if cfg and cfg.file and isinstance(cfg.line, int):
         # where the DataLoader is built (run.json) first, then where it is iterated
         where = (
-            Location(str(cfg["file"]), int(cfg["line"]), "DataLoader(...)", len(dl)),
+            Location(cfg.file, cfg.line, "DataLoader(...)", len(dl)),
             *where[:4],
         )
     return [
         Draft(
             id=ID,
-            title=EVAL_TITLE if ctx.run_get("phase") == "eval" else TITLE,
+            title=EVAL_TITLE if ctx.live.phase == "eval" else TITLE,
             est_savings_ms=saving,
             confidence="high" if single else "medium",
             summary=summary,
@@ -222,7 +214,7 @@ def _some_steps(trace: Trace, dl: Any, exposed: np.ndarray, step_ms: float, min_
 
 
 def _advice(
-    trace: Trace, cfg: dict[str, Any] | None, single: bool, w0: int, rec_w: int, cpus: int | None
+    trace: Trace, cfg: DataLoader | None, single: bool, w0: int, rec_w: int, cpus: int | None
 ) -> tuple[str, str]:
     bound = f" (this machine has {cpus} CPUs)" if cpus else " (4 per GPU is a common start)"
     parts = []
@@ -238,28 +230,22 @@ def _advice(
             "The workers cannot keep up and the CPUs are used: make `__getitem__` "
             "cheaper (decode once, cache, move augmentation to the GPU)."
         )
-    pin = cfg.get("pin_memory") if cfg else None
+    pin = cfg.pin_memory if cfg else None
     if trace.has_gpu and pin is not True:
         parts.append("Set `pin_memory=True` so batches are copied to the GPU asynchronously.")
-    if cfg is None or not cfg.get("persistent_workers"):
+    if cfg is None or not cfg.persistent_workers:
         parts.append("`persistent_workers=True` keeps workers alive across epochs.")
     if not single:
-        pf = cfg.get("prefetch_factor") if cfg else None
+        pf = cfg.prefetch_factor if cfg else None
         parts.append(f"Raise `prefetch_factor` (now {pf or 2}) if batch cost varies.")
     if cfg:
-        desc = ", ".join(
-            f"{k}={cfg.get(k)}"
-            for k in (
-                "batch_size",
-                "num_workers",
-                "pin_memory",
-                "persistent_workers",
-                "prefetch_factor",
-            )
-            if k in cfg
+        desc = (
+            f"batch_size={cfg.batch_size}, num_workers={cfg.num_workers}, "
+            f"pin_memory={cfg.pin_memory}, persistent_workers={cfg.persistent_workers}, "
+            f"prefetch_factor={cfg.prefetch_factor}"
         )
         parts.append(f"Current settings: {desc}.")
-    bs = cfg.get("batch_size") if cfg else None
+    bs = cfg.batch_size if cfg else None
     snippet = (
         # the loader's other arguments (shuffle, sampler, collate_fn) stay as they are: an
         # evaluation loader must not start shuffling because of this snippet

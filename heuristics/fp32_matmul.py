@@ -254,9 +254,9 @@ def _advice(
             "    scaler.update()"
         )
         return rec, snippet
-    prec = ctx.run_get("backends", "float32_matmul_precision")
-    mm_tf32 = ctx.run_get("backends", "matmul_allow_tf32")
-    cudnn_tf32 = ctx.run_get("backends", "cudnn_allow_tf32")
+    prec = ctx.live.backends.float32_matmul_precision
+    mm_tf32 = ctx.live.backends.matmul_allow_tf32
+    cudnn_tf32 = ctx.live.backends.cudnn_allow_tf32
     consumer = cc not in _SPEEDUP
     parts = []
     if mm_ms > 0:

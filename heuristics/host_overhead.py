@@ -205,16 +205,16 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 
 def _causes(trace: Trace, ctx: Context) -> str:
     out = []
-    if ctx.run_get("backends", "detect_anomaly") is True:
+    if ctx.live.backends.detect_anomaly is True:
         out.append("anomaly detection is on (run.json: torch.is_anomaly_enabled())")
-    if ctx.run_get("backends", "cuda_launch_blocking") is True:
+    if ctx.live.backends.cuda_launch_blocking is True:
         out.append("CUDA_LAUNCH_BLOCKING=1 is set (run.json)")
     if len(trace.memory):
         out.append(
             "the profiler recorded memory events (profile_memory=True), which adds "
             "host time to every operator"
         )
-    cpus = ctx.run_get("host", "cpu_count")
+    cpus = ctx.live.host.cpu_count
     if isinstance(cpus, int) and cpus <= 2:
         out.append(f"the process may use only {cpus} CPU core(s) (run.json)")
     return ("Seen: " + "; ".join(out) + ".") if out else ""

@@ -55,6 +55,7 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Confidence, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
+from advisor.runinfo import EvalWithGrad
 from advisor.trace.model import Trace
 
 from ._ops import in_backward, op_names
@@ -84,19 +85,20 @@ RECOMMENDATION = (
 )
 
 
-def _run_modules(ctx: Context) -> list[dict[str, Any]]:
-    raw = ctx.run_get("forward", "eval_with_grad", default=None)
-    if not isinstance(raw, list):
-        return []
-    return [m for m in raw if isinstance(m, dict)]
+def _run_modules(ctx: Context) -> list[EvalWithGrad]:
+    return list(ctx.live.forward.eval_with_grad)
 
 
-def _run_locations(mods: list[dict[str, Any]]) -> list[Location]:
+def _module(m: EvalWithGrad) -> str:
+    return "?" if m.module is None else m.module
+
+
+def _run_locations(mods: list[EvalWithGrad]) -> list[Location]:
     out = []
     for m in mods:
-        file, line, count = m.get("file"), m.get("line"), m.get("count")
+        file, line, count = m.file, m.line, m.count
         if isinstance(file, str) and isinstance(line, int):
-            func = str(m.get("function") or m.get("module") or "forward")
+            func = str(m.function or m.module or "forward")
             n = int(count) if isinstance(count, int) and count > 0 else 1
             out.append(Location(file, line, func, n))
     return out
@@ -136,8 +138,8 @@ def _trace_locations(trace: Trace, ctx: Context, rows: np.ndarray) -> list[Locat
     return [ctx.locator.for_op(int(r)) for r in (top if len(top) else rows)[:400]]
 
 
-def _from_run_only(mods: list[dict[str, Any]], training: bool) -> list[Draft]:
-    names = sorted({str(m.get("module", "?")) for m in mods})
+def _from_run_only(mods: list[EvalWithGrad], training: bool) -> list[Draft]:
+    names = sorted({_module(m) for m in mods})
     shown = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
     if training:
         summary = (
@@ -253,7 +255,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ]
     evidence += [Evidence(f"{n} run with grad mode on", int(c), 0.0) for n, c in top_ops.items()]
     evidence += [
-        Evidence(f"run.json: {m.get('module', '?')} forward in eval mode, grad enabled", 1, 0.0)
+        Evidence(f"run.json: {_module(m)} forward in eval mode, grad enabled", 1, 0.0)
         for m in mods[:2]
     ]
     conf: Confidence = "low" if training else ("high" if mods else "medium")

@@ -44,8 +44,6 @@ graph (``capturable=True``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -55,6 +53,7 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
+from advisor.runinfo import Optimizer
 from advisor.trace.model import Trace
 
 from ._host_cost import slow_host
@@ -97,12 +96,8 @@ def _gpu_ns(trace: Trace, stats: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _run_opt(ctx: Context, cls: str) -> dict[str, Any]:
-    raw = ctx.run_get("optimizers", default=None)
-    for o in raw if isinstance(raw, list) else []:
-        if isinstance(o, dict) and o.get("class") == cls:
-            return o
-    return {}
+def _run_opt(ctx: Context, cls: str) -> Optimizer | None:
+    return next((o for o in ctx.live.optimizers if o.cls == cls), None)
 
 
 @detector(ID, TITLE, gpu_only=True, needs=("cpu_ops",))
@@ -172,16 +167,17 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     names = " and ".join(f"{c}.step" for c in by_cls.index[:3])
     top = str(by_cls.index[0])
     opt = _run_opt(ctx, top)
-    groups = opt.get("param_groups")
+    groups = opt.param_groups if opt is not None else None
     setting = ""
-    if opt:
+    if opt is not None:
+        n_tensors = opt.param_tensors
         setting = (
-            f" (run.json: {opt.get('param_tensors', '?')} parameter tensors"
+            f" (run.json: {'?' if n_tensors is None else n_tensors} parameter tensors"
             + (f" in {groups} group(s)" if isinstance(groups, int) else "")
-            + f", foreach={opt.get('foreach')}, fused={opt.get('fused')})"
+            + f", foreach={opt.foreach}, fused={opt.fused})"
         )
     verb = "holds" if len(by_cls) == 1 else "hold"
-    tensors = int(opt.get("param_tensors") or 0) or int(cost["tensors"].max())
+    tensors = int((opt.param_tensors if opt else 0) or 0) or int(cost["tensors"].max())
     per_tensor = (
         f"{fmt_ms(host_ms / tensors)} of host time per parameter tensor ({tensors} tensors); "
         if tensors > 1
@@ -244,13 +240,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
 
 
 def _locations(
-    trace: Trace, ctx: Context, rest: pd.DataFrame, opt: dict[str, Any]
+    trace: Trace, ctx: Context, rest: pd.DataFrame, opt: Optimizer | None
 ) -> tuple[Location, ...]:
     locs = aggregate(
         ctx.locator.at(int(t), int(ts)) for t, ts in zip(rest["tid"], rest["ts_ns"], strict=True)
     )
-    if isinstance(opt.get("file"), str) and isinstance(opt.get("line"), int):
-        locs = (Location(opt["file"], opt["line"], "optimizer created here"), *locs)[:5]
+    if opt is not None and isinstance(opt.file, str) and isinstance(opt.line, int):
+        locs = (Location(opt.file, opt.line, "optimizer created here"), *locs)[:5]
     return locs
 
 

@@ -131,8 +131,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         fields = rep.draft_fields()
     evidence = _evidence(trace, pg)
     locs = _locations(trace, ctx, pg)
-    loaders = ctx.run_get("dataloaders", default=None)
-    unpinned = [d for d in loaders or [] if isinstance(d, dict) and d.get("pin_memory") is False]
+    unpinned = [d for d in ctx.live.dataloaders if d.pin_memory is False]
     dl_locs = run_locations(unpinned, lambda r: "DataLoader(pin_memory=False)")
     per_step = len(pg) / steps
     summary = (

@@ -109,7 +109,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         raise Skip("no Optimizer.step ranges and no manual update loop in this trace")
     if not len(stats):
         return _manual(trace, ctx, loops)
-    run_opts = {str(o.get("class")): o for o in run_optimizers(ctx)}
+    run_opts = run_optimizers(ctx)
     min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
     flagged = per_parameter(stats, trace, ctx)
     if not len(flagged):
@@ -122,7 +122,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     setting = ""
     if cls in run_opts:
         o = run_opts[cls]
-        setting = f" (run.json: foreach={o.get('foreach')}, fused={o.get('fused')})"
+        setting = f" (run.json: foreach={o.foreach}, fused={o.fused})"
     evidence = [
         Evidence(
             f"Optimizer.step#{cls}.step ranges with per-parameter ops and no foreach/fused op",
@@ -141,9 +141,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     snippet = _snippet(cls)
     stacks = _window_stacks(trace, flagged)
     locs = aggregate(ctx.locator.near(int(t), int(ts), st) for t, ts, st in stacks)
-    made = run_opts.get(cls, {})
-    if isinstance(made.get("file"), str) and isinstance(made.get("line"), int):
-        locs = (Location(made["file"], made["line"], "optimizer created here"), *locs)[:5]
+    made = run_opts.get(cls)
+    if made is not None and isinstance(made.file, str) and isinstance(made.line, int):
+        locs = (Location(made.file, made.line, "optimizer created here"), *locs)[:5]
     rec = (
         f"Create the optimizer with {'fused=True' if cls in FUSED_OK else 'foreach=True'}: "
         f"all parameters are updated by one (fused) or a few (foreach) multi-tensor kernels "

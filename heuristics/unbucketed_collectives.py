@@ -178,8 +178,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         fields, how = rep.draft_fields(), rep.assumption
     if fields["est_savings_ms"] < ctx.t("unbucketed_collectives.min_ms"):
         return []
-    ddp = has_ddp_reducer(trace) or bool(ctx.run_get("modules", "distributed_data_parallel"))
-    fsdp = bool(ctx.run_get("modules", "fully_sharded_data_parallel"))
+    ddp = has_ddp_reducer(trace) or bool(ctx.live.modules.distributed_data_parallel)
+    fsdp = bool(ctx.live.modules.fully_sharded_data_parallel)
     source, via = collective_source(trace, uniq, ddp, fsdp)
     advice = bucketing_advice(source, kind)
     call = pd.Series(opn[uniq]).value_counts().index[0] if len(uniq) else kind

@@ -107,9 +107,8 @@ def _gradient_count(trace: Trace, zops: np.ndarray) -> tuple[int, bool]:
 
 
 def _run_sites(ctx: Context) -> list[Location]:
-    rows = ctx.run_get("zero_grad", default=None)
-    bad = [r for r in rows or [] if isinstance(r, dict) and r.get("set_to_none") is False]
-    return run_locations(bad, lambda r: f"{r.get('owner', '')}.zero_grad(set_to_none=False)")
+    bad = [r for r in ctx.live.zero_grad if r.set_to_none is False]
+    return run_locations(bad, lambda r: f"{r.owner or ''}.zero_grad(set_to_none=False)")
 
 
 @detector(ID, TITLE)

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from advisor import digest, record, report, runfacts, viewdata
+from advisor import digest, record, report, runfacts, runinfo, viewdata
 from advisor.analysis.options import Options
 from advisor.record import UNSET, Unset, flat, omit_empty, omit_none, omit_unset
 from advisor.report import Report
@@ -21,8 +21,9 @@ from advisor.viewdata import Views
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 # the records of the stages: what the analysis hands the renderers, the workers hand the merge
-# and the cross-rank checks, and the command line hands the analysis
-STAGE_MODULES = (report, runfacts, viewdata, digest)
+# and the cross-rank checks, the command line hands the analysis, and advisor profile hands the
+# detectors (run.json)
+STAGE_MODULES = (report, runfacts, viewdata, digest, runinfo)
 
 
 def _records() -> list[type]:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from advisor import settings
+from advisor import runinfo, settings
 from advisor.analysis.captured import launch_advice_under_capture
 from advisor.analysis.detection import all_detectors, load_detectors, run_detectors
 from advisor.analysis.merge import one_row_per_cause
@@ -219,7 +219,11 @@ def analyze_trace(
     # figure reads steady steps (of the GPU the user names, if any)
     step_ms = trace.median_step_ms()
     ctx = Context(
-        run=run_ctx, thresholds=th, step_ms_median=step_ms, locator=Locator(trace), trace=trace
+        run=runinfo.read(run_ctx),
+        thresholds=th,
+        step_ms_median=step_ms,
+        locator=Locator(trace),
+        trace=trace,
     )
     outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
     drafts, not_run = for_capture(outcome.drafts, trace_kind(trace))

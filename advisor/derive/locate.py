@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -233,20 +234,26 @@ def aggregate(locs: Iterable[Location | None], top: int = 5) -> tuple[Location, 
     return tuple(Location(f, ln, fn, n, how) for (f, ln, fn, how), n in c.most_common(top))
 
 
-def run_locations(rows: object, label: Callable[[dict], str]) -> list[Location]:
+class Sited(Protocol):
+    """A run.json row that names where ``advisor profile`` saw it (:mod:`advisor.runinfo`)."""
+
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def line(self) -> int | None: ...
+
+
+S = TypeVar("S", bound=Sited)
+
+
+def run_locations(rows: Iterable[S], label: Callable[[S], str]) -> list[Location]:
     """Locations from run.json rows that carry ``file`` and ``line`` (where ``advisor profile``
     saw an object made: a DataLoader, an optimizer, a module)."""
-    out: list[Location] = []
-    if not isinstance(rows, list):
-        return out
-    for r in rows:
-        if (
-            isinstance(r, dict)
-            and isinstance(r.get("file"), str)
-            and isinstance(r.get("line"), int)
-        ):
-            out.append(Location(r["file"], int(r["line"]), label(r), 1))
-    return out
+    return [
+        Location(r.file, r.line, label(r), 1)
+        for r in rows
+        if isinstance(r.file, str) and isinstance(r.line, int)
+    ]
 
 
 def merge_locations(*groups: Iterable[Location | None], top: int = 5) -> tuple[Location, ...]:

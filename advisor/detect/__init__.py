@@ -8,7 +8,7 @@ A detector (built in, or a plugin: docs/plugins.md) imports what it needs from h
   :func:`comm_kernels` (kernels that are communication);
 - what a detector is given: the :class:`Trace` (its tables, documented in
   :mod:`advisor.trace.model`, are read-only) and a :class:`Context` (``ctx.t(key)``
-  thresholds, ``ctx.run_get(...)`` run.json facts, ``ctx.whatif(fix)`` the replayed saving);
+  thresholds, ``ctx.live`` run.json facts (:mod:`advisor.runinfo`), ``ctx.whatif(fix)`` the replayed saving);
   :class:`Skip` says the trace lacks what it needs;
 - what it returns: :class:`Draft` (with :class:`Evidence`, :class:`Location`, the
   :data:`Confidence` levels) and its fix: :class:`ScaleGpu`, :class:`ShrinkHost`,

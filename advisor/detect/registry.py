@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from advisor.derive.locate import Locator
 from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
 from advisor.digest import Digest
+from advisor.runinfo import RunInfo
 from advisor.trace.commroles import CommRule, add_rules
 from advisor.trace.model import Trace
 
@@ -41,7 +42,7 @@ class Skip(Exception):  # noqa: N818 (a signal, not an error)
 class Context:
     """What a detector gets besides the trace."""
 
-    run: dict[str, Any] | None  # run.json from ``advisor profile``; None for bare traces
+    run: RunInfo | None  # run.json from ``advisor profile``; None for bare traces
     thresholds: Thresholds
     step_ms_median: float
     locator: Locator
@@ -60,15 +61,14 @@ class Context:
     def t(self, key: str) -> float:
         return self.thresholds[key]
 
-    def run_get(self, *keys: str, default: Any = None) -> Any:
-        """Nested lookup in run.json: ``ctx.run_get("backends", "cudnn_benchmark")``."""
-        cur: Any = self.run
-        for k in keys:
-            if not isinstance(cur, dict) or k not in cur:
-                return default
-            cur = cur[k]
-        return cur
+    @property
+    def live(self) -> RunInfo:
+        """run.json's facts, empty for a bare trace: ``ctx.live.backends.cudnn_benchmark`` is
+        None both when the run did not record it and when there was no run."""
+        return self.run if self.run is not None else _NO_RUN
 
+
+_NO_RUN = RunInfo()
 
 DetectFn = Callable[[Trace, Context], list[Draft]]
 
