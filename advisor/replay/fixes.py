@@ -32,8 +32,8 @@ import numpy as np
 from advisor.arrays import unique_ints
 from advisor.derive.comm import covered_by
 from advisor.derive.timeline import union
-from advisor.replay.engine import Mods
 from advisor.replay.model import Graph
+from advisor.replay.mods import Mods
 from advisor.trace.model import Trace
 
 Level = Literal["mid", "low", "high"]

@@ -19,9 +19,9 @@ import numpy as np
 
 from advisor.derive.comm import covered_by
 from advisor.derive.timeline import union
-from advisor.replay.engine import Mods
 from advisor.replay.fixes import GRAPH_GAP_NS, GRAPH_LAUNCH_NS, GraphLaunch, Level, _rows
 from advisor.replay.model import Graph
+from advisor.replay.mods import Mods
 from advisor.trace.model import Trace
 
 

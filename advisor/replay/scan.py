@@ -28,11 +28,10 @@ loop replays it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from advisor.replay.model import Graph
+from advisor.replay.mods import Mods, Times
 from advisor.replay.scanplan import (
     DEP,
     GPU_PREV_CONST,
@@ -44,12 +43,6 @@ from advisor.replay.scanplan import (
     SYNC,
     Plan,
 )
-
-if TYPE_CHECKING:
-    from advisor.replay.engine import Mods
-
-Column = list[int] | np.ndarray  # one time per node
-Times = tuple[Column, Column, Column, Column]  # host starts and ends, GPU starts and ends
 
 
 def scan(gr: Graph, pl: Plan, mods: Mods) -> Times | None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from advisor.derive.timeline import covered_by, union
 from advisor.replay.model import Graph, OwnWork
-from advisor.replay.scan import Column
+from advisor.replay.mods import Column
 
 
 def own_work(gr: Graph) -> OwnWork:
