@@ -117,7 +117,7 @@ class Report:
     @property
     def run(self) -> dict[str, Any]:
         """The ``run`` block of findings.json: device, steps, median step, GPU busy, ranks..."""
-        return record.dump(self.raw.run)  # type: ignore[no-any-return]
+        return record.dump(self.raw.run)
 
     @property
     def findings(self) -> pd.DataFrame:
@@ -182,7 +182,7 @@ class Report:
         return self.raw.to_json().decode("utf-8")
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(self.to_json())  # type: ignore[no-any-return]
+        return json.loads(self.to_json())
 
     def to_html(self, path: str | Path, force: bool = False) -> Path:
         """Write the self-contained report.html to ``path`` (a file name, or a folder to write

@@ -144,7 +144,7 @@ def fails_at(findings: Iterable[Finding], level: str | None) -> bool:
     """Whether a finding at or above severity ``level`` exists (``--fail-on``)."""
     if level is None:
         return False
-    limit = SEVERITIES.index(level)  # type: ignore[arg-type]
+    limit = SEVERITIES.index(level)
     return any(SEVERITIES.index(f.severity) <= limit for f in findings)
 
 

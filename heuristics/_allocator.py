@@ -31,7 +31,7 @@ def is_allocator_call(name: str) -> bool:
 
 def allocator_calls(trace: Trace) -> pd.DataFrame:
     """Runtime rows of allocator calls inside the steps."""
-    return trace.memo("allocator.calls", lambda: _calls(trace))  # type: ignore[no-any-return]
+    return trace.memo("allocator.calls", lambda: _calls(trace))
 
 
 def _calls(trace: Trace) -> pd.DataFrame:

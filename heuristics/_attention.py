@@ -156,7 +156,7 @@ class Chain:
 
 def chains(trace: Trace, min_seq: int) -> list[Chain]:
     """The materialized attention calls of ``trace`` (memoized per ``min_seq``)."""
-    return trace.memo(f"attention.chains.{min_seq}", lambda: _chains(trace, min_seq))  # type: ignore[no-any-return]
+    return trace.memo(f"attention.chains.{min_seq}", lambda: _chains(trace, min_seq))
 
 
 def score_softmaxes(trace: Trace, min_seq: int) -> tuple[int, int]:
@@ -265,7 +265,7 @@ def _chains(trace: Trace, min_seq: int) -> list[Chain]:
     return out
 
 
-def _find(order, i, step, tid, top_mm, is_between, good):  # type: ignore[no-untyped-def]
+def _find(order, i, step, tid, top_mm, is_between, good):
     """Walk ``order`` from position ``i`` in direction ``step`` on the same thread, through ops
     allowed between, to the first outermost matmul; it if ``good`` holds, else None."""
     t = tid[order[i]]

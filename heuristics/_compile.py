@@ -46,7 +46,7 @@ _COMPILE_ID_RE = re.compile(r"compile_id=(?:\[\d+\])?(\d+)/(\d+)")
 def regions(trace: Trace) -> pd.DataFrame:
     """The compiled-region operators in the steady steps: row, frame, attempt, tid, ts_ns,
     end_ns, depth, step."""
-    return trace.memo("compile.regions", lambda: _regions(trace))  # type: ignore[no-any-return]
+    return trace.memo("compile.regions", lambda: _regions(trace))
 
 
 def _regions(trace: Trace) -> pd.DataFrame:

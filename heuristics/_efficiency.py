@@ -90,7 +90,7 @@ def analysis(trace: Trace, th: Thresholds) -> Analysis | None:
     """Every kernel class of ``trace`` with its limit, fraction and causes; None when the
     device is not in the peak table (memoized per threshold values)."""
     key = "efficiency." + repr(sorted(th.used().items()))
-    return trace.memo(key, lambda: _analysis(trace, th))  # type: ignore[no-any-return]
+    return trace.memo(key, lambda: _analysis(trace, th))
 
 
 def _analysis(trace: Trace, th: Thresholds) -> Analysis | None:

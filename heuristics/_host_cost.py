@@ -87,7 +87,7 @@ def _op_cost_rows(trace: Trace) -> list[tuple[Any, ...]]:
             rows.append((name, len(g), mean_us, typ, mean_us / typ, excess, int(g.index[0])))
         return rows
 
-    return trace.memo("host_cost.op_cost_rows", make)  # type: ignore[no-any-return]
+    return trace.memo("host_cost.op_cost_rows", make)
 
 
 def clip_to_steps(s: np.ndarray, e: np.ndarray, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +123,7 @@ def idle_in_launching_ns(trace: Trace) -> int:
             idle -= int(np.sum(np.minimum(inter, e - s - busy.covered(s, e))))
         return max(idle, 0)
 
-    return trace.memo("host_cost.idle_in_launching", make)  # type: ignore[no-any-return]
+    return trace.memo("host_cost.idle_in_launching", make)
 
 
 def excess_idle_ns(trace: Trace, ctx: Context) -> int:

@@ -74,7 +74,7 @@ COLUMNS = [
 def launch_gaps(trace: Trace, max_kernel_us: float, max_gap_us: float) -> pd.DataFrame:
     """Tiny, launch-bound kernels inside steps with the idle gap before each (``gap_ns``)."""
     key = f"launch.gaps:{max_kernel_us}:{max_gap_us}"
-    return trace.memo(key, lambda: _build(trace, max_kernel_us, max_gap_us))  # type: ignore[no-any-return]
+    return trace.memo(key, lambda: _build(trace, max_kernel_us, max_gap_us))
 
 
 def reported_gaps(trace: Trace, ctx: Context) -> pd.DataFrame:
@@ -179,7 +179,7 @@ def launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Host time spent issuing GPU work: the union of the outermost ``aten::`` call trees that
     launched a kernel, copy or memset (dispatch, framework and launch cost), as disjoint sorted
     intervals. Python between calls and user ranges around them are not part of it."""
-    return trace.memo("launch.calls", lambda: _launching_calls(trace))  # type: ignore[no-any-return]
+    return trace.memo("launch.calls", lambda: _launching_calls(trace))
 
 
 def _launching_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:

@@ -183,7 +183,7 @@ def kernel_ops(trace: Trace) -> np.ndarray:
     GEMMs map to the innermost GEMM op (``aten::addmm`` under ``aten::linear``); convolutions
     to the outermost convolution op of the forward call (``aten::conv2d``) or to the backward
     convolution op."""
-    return trace.memo("matmul.kernel_ops", lambda: _kernel_ops(trace))  # type: ignore[no-any-return]
+    return trace.memo("matmul.kernel_ops", lambda: _kernel_ops(trace))
 
 
 def _kernel_ops(trace: Trace) -> np.ndarray:
@@ -211,7 +211,7 @@ def matmul_kernels(trace: Trace) -> pd.DataFrame:
     """Compute kernels of matmul/conv ops (or named like one): name, dur_ns, ts_ns, step,
     op (cpu_ops row or -1), op_name, dtype (of the op, or None), tc (ran on Tensor Cores),
     fp32 (FP32 on CUDA cores), row (of ``trace.kernels``)."""
-    return trace.memo("matmul.kernel_table", lambda: _matmul_kernels(trace))  # type: ignore[no-any-return]
+    return trace.memo("matmul.kernel_table", lambda: _matmul_kernels(trace))
 
 
 def _matmul_kernels(trace: Trace) -> pd.DataFrame:

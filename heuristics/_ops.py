@@ -27,14 +27,14 @@ BACKWARD_RE = re.compile(
 
 def op_names(trace: Trace) -> np.ndarray:
     """cpu_ops names as a plain string array."""
-    return trace.memo("ops.names", lambda: trace.cpu_ops["name"].astype(str).to_numpy())  # type: ignore[no-any-return]
+    return trace.memo("ops.names", lambda: trace.cpu_ops["name"].astype(str).to_numpy())
 
 
 # ---------------------------------------------------------------- nesting
 
 
 def _parents(trace: Trace) -> np.ndarray:
-    return trace.memo("ops.parent", lambda: trace.cpu_ops["parent_idx"].to_numpy(np.int64))  # type: ignore[no-any-return]
+    return trace.memo("ops.parent", lambda: trace.cpu_ops["parent_idx"].to_numpy(np.int64))
 
 
 def op_chain(trace: Trace, op_idx: int, limit: int = 32) -> list[int]:
@@ -101,7 +101,7 @@ def ancestor_match(trace: Trace, pred: Callable[[str], bool]) -> np.ndarray:
 
 def in_backward(trace: Trace) -> np.ndarray:
     """Per cpu_ops row: the op is backward work (an autograd node, or runs inside one)."""
-    return trace.memo(  # type: ignore[no-any-return]
+    return trace.memo(
         "ops.in_backward", lambda: inherit(trace, name_mask(trace.cpu_ops["name"], BACKWARD_RE))
     )
 
@@ -119,7 +119,7 @@ def has_backward(trace: Trace) -> bool:
             for df in (trace.annotations, ops)
         )
 
-    return trace.memo("ops.has_backward", build)  # type: ignore[no-any-return]
+    return trace.memo("ops.has_backward", build)
 
 
 def outermost(trace: Trace, row: int, names: frozenset[str]) -> int:
@@ -156,7 +156,7 @@ def launching_op(trace: Trace, gpu_rows: pd.DataFrame) -> np.ndarray:
 
 def kernel_op(trace: Trace) -> np.ndarray:
     """:func:`launching_op` of every kernels row."""
-    return trace.memo("ops.kernel_op", lambda: launching_op(trace, trace.kernels))  # type: ignore[no-any-return]
+    return trace.memo("ops.kernel_op", lambda: launching_op(trace, trace.kernels))
 
 
 def gpu_rows_from(trace: Trace, gpu_rows: pd.DataFrame, op_mask: np.ndarray) -> np.ndarray:

@@ -146,7 +146,7 @@ def optimizer_ranges(trace: Trace) -> pd.DataFrame:
     """Per innermost ``Optimizer.step`` range: see :func:`_window_stats` (shared with
     optimizer-host-time, computed once per trace)."""
     return trace.memo(
-        "opt_ranges.ranges",  # type: ignore[no-any-return]
+        "opt_ranges.ranges",
         lambda: _window_stats(trace, _innermost(ranges(trace, STEP_RE))),
     )
 

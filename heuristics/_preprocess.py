@@ -117,7 +117,7 @@ def quiet_frames(trace: Trace) -> pd.DataFrame:
     """The outermost Python frames inside the steps that launch no device work (see the
     module doc); ``in_steps_ns``: the part of each inside the steps and outside DataLoader
     fetches. Kept with the trace (``preprocess.quiet``)."""
-    return trace.memo("preprocess.quiet", lambda: _build(trace))  # type: ignore[no-any-return]
+    return trace.memo("preprocess.quiet", lambda: _build(trace))
 
 
 def _build(trace: Trace) -> pd.DataFrame:

@@ -41,7 +41,7 @@ DATA_KINDS = ("to_cpu", "item")  # syncs that read values back for the host to u
 
 def sync_roles(trace: Trace) -> pd.DataFrame:
     """Per row of :func:`sync_events` (same index): ``role``, ``post_ns``, ``overlap_ns``."""
-    return trace.memo("sync_roles.roles", lambda: _roles(trace))  # type: ignore[no-any-return]
+    return trace.memo("sync_roles.roles", lambda: _roles(trace))
 
 
 def training_steps(trace: Trace) -> set[int]:

@@ -113,7 +113,7 @@ def classify(chain: list[int], names: np.ndarray) -> tuple[str, int, str]:
 
 def sync_events(trace: Trace) -> pd.DataFrame:
     """All sync events of the trace (see module doc), with their cost columns."""
-    return trace.memo("syncs.events", lambda: _build(trace))  # type: ignore[no-any-return]
+    return trace.memo("syncs.events", lambda: _build(trace))
 
 
 def _build(trace: Trace) -> pd.DataFrame:

@@ -101,7 +101,7 @@ def _outer_aten(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     outer = is_aten & ~np.where(par >= 0, is_aten[np.clip(par, 0, None)], False)
     outer &= ops["step"].to_numpy() >= 0
     outer &= ~in_compile(trace, ops["tid"].to_numpy(), ops["ts_ns"].to_numpy())
-    return tuple(ops[c].to_numpy()[outer] for c in ("ts_ns", "end_ns", "tid"))  # type: ignore[return-value]
+    return tuple(ops[c].to_numpy()[outer] for c in ("ts_ns", "end_ns", "tid"))
 
 
 @detector(ID, TITLE, gpu_only=True, needs=("cpu_ops",))

@@ -53,7 +53,7 @@ def _where(locator: Locator | None, op_idx: int) -> str | None:
 
 def _op_names(trace: Trace) -> np.ndarray:
     """cpu_ops names as strings, once per trace (both tables read them)."""
-    return trace.memo("toptables.op_names", lambda: trace.cpu_ops["name"].astype(str).to_numpy())  # type: ignore[no-any-return]
+    return trace.memo("toptables.op_names", lambda: trace.cpu_ops["name"].astype(str).to_numpy())
 
 
 def _name_keys(names: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -99,8 +99,8 @@ def top_kernels(
     rows = []
     has_op = (df["op"] >= 0).to_numpy()
     for code, r in g.iterrows():
-        name = label[int(code)]  # type: ignore[call-overload]
-        fig = figures.get(int(code))  # type: ignore[call-overload]
+        name = label[int(code)]
+        fig = figures.get(int(code))
         launched = df.loc[(key == code) & has_op, "op"]
         op_name, src = None, None
         if len(launched) and len(ops):

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
             _print(r)
 
 
-def _print(r: dict) -> None:  # type: ignore[type-arg]
+def _print(r: dict) -> None:
     """The terminal summary: markup off (names print verbatim, ``k[/oops]`` included) and
     every name from the trace through :func:`~advisor.output.printable.printable`."""
     from rich.table import Table

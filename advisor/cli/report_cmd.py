@@ -9,7 +9,7 @@ import typer
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME
 
 
-def load_report(path: Path):  # type: ignore[no-untyped-def]
+def load_report(path: Path):
     """The Report saved in ``path`` (findings.json, or a folder holding one) and its file."""
     import orjson
 

@@ -58,7 +58,7 @@ class Breakdown:
 
     def part_ns(self, category: str) -> np.ndarray:
         """The per-step ns of one of :data:`CATEGORIES`."""
-        return getattr(self, f"{category}_ns")  # type: ignore[no-any-return]
+        return getattr(self, f"{category}_ns")
 
     def mean_ms(self) -> dict[str, float]:
         """Each category's mean per step, in ms (rounded to the microsecond)."""
@@ -69,7 +69,7 @@ class Breakdown:
 def gpu_layers(trace: Trace) -> GpuLayers | None:
     """Coverage of compute, compute+comm, and all GPU work on the main device (None: no GPU;
     computed once per trace)."""
-    return trace.memo("breakdown.gpu_layers", lambda: _gpu_layers(trace))  # type: ignore[no-any-return]
+    return trace.memo("breakdown.gpu_layers", lambda: _gpu_layers(trace))
 
 
 def _gpu_layers(trace: Trace) -> GpuLayers | None:

@@ -118,7 +118,7 @@ def message_bytes(kind: str, in_n: int, out_n: int, dtype: str) -> float | None:
 
 def collectives(trace: Trace) -> tuple[Collective, ...]:
     """The table of the module doc (memoized per trace)."""
-    return trace.memo("commbw.collectives", lambda: _table(trace))  # type: ignore[no-any-return]
+    return trace.memo("commbw.collectives", lambda: _table(trace))
 
 
 def _meta_of_kernels(trace: Trace, rows: np.ndarray) -> list[tuple | None]:

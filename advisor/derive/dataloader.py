@@ -47,7 +47,7 @@ def fetches(trace: Trace) -> pd.DataFrame:
     """One row per ``__next__`` call, by start: ts_ns, end_ns, dur_ns, tid, step, it (the
     iterator class), op_idx (cpu_ops row for legacy traces, else -1); outermost calls only (a
     call nested in another on the same thread is the same fetch seen twice)."""
-    return trace.memo("dataloader.fetches", lambda: _build(trace))  # type: ignore[no-any-return]
+    return trace.memo("dataloader.fetches", lambda: _build(trace))
 
 
 def fetch_intervals(trace: Trace) -> Intervals:

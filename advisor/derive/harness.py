@@ -49,7 +49,7 @@ HARNESS_FRAMES: tuple[tuple[str, frozenset[str], str], ...] = (
 
 def harness_spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per thread id: the disjoint, sorted time ranges a harness frame runs in."""
-    return trace.memo("harness.spans", lambda: _spans(trace))  # type: ignore[no-any-return]
+    return trace.memo("harness.spans", lambda: _spans(trace))
 
 
 def _spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -63,7 +63,7 @@ def _spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 def harness_frames(trace: Trace) -> pd.DataFrame:
     """The harness frames of the trace, outermost on their thread: tid, ts_ns, end_ns, what
     (the library and the function: ``torch.profiler __enter__``), by start time."""
-    return trace.memo("harness.frames", lambda: _frames(trace))  # type: ignore[no-any-return]
+    return trace.memo("harness.frames", lambda: _frames(trace))
 
 
 def _frames(trace: Trace) -> pd.DataFrame:
@@ -109,7 +109,7 @@ def in_harness(trace: Trace, tid: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
 def launch_calls(trace: Trace) -> np.ndarray:
     """Rows of ``trace.runtime`` that put GPU work in a queue (kernel and graph launches, async
     copies and memsets) inside the steps, by start time."""
-    return trace.memo("harness.launches", lambda: _launches(trace))  # type: ignore[no-any-return]
+    return trace.memo("harness.launches", lambda: _launches(trace))
 
 
 def _launches(trace: Trace) -> np.ndarray:
@@ -134,7 +134,7 @@ def harness_syncs(trace: Trace) -> np.ndarray:
     """Per ``trace.runtime`` row: a device-waiting call (synchronize) made by the harness:
     inside a harness frame, or an explicit synchronize (issued by no operator) that ends before
     the first GPU work launched in the steps or starts after the last."""
-    return trace.memo("harness.syncs", lambda: _syncs(trace))  # type: ignore[no-any-return]
+    return trace.memo("harness.syncs", lambda: _syncs(trace))
 
 
 def _syncs(trace: Trace) -> np.ndarray:

@@ -77,7 +77,7 @@ class TraceKind:
 
 def trace_kind(trace: Trace) -> TraceKind:
     """What ``trace`` is (computed once per trace)."""
-    return trace.memo("kind.trace_kind", lambda: _kind(trace))  # type: ignore[no-any-return]
+    return trace.memo("kind.trace_kind", lambda: _kind(trace))
 
 
 def _kind(trace: Trace) -> TraceKind:
@@ -113,7 +113,7 @@ def _kind(trace: Trace) -> TraceKind:
 
 def captured_launches(trace: Trace) -> tuple[int, int]:
     """(launch calls inside stream-capture ranges, launch calls) of the whole window."""
-    return trace.memo("kind.captured", lambda: _captured(trace))  # type: ignore[no-any-return]
+    return trace.memo("kind.captured", lambda: _captured(trace))
 
 
 def _captured(trace: Trace) -> tuple[int, int]:

@@ -100,7 +100,7 @@ def _kind_per_name(names: pd.Categorical, rules: list[tuple[str, re.Pattern[str]
 
 def one_time_events(trace: Trace) -> pd.DataFrame:
     """Rows: source (runtime, cpu_ops, annotations), row, ts_ns, end_ns, dur_ns, kind, name."""
-    return trace.memo("onetime.events", lambda: _build(trace)).copy(deep=False)  # type: ignore[no-any-return]
+    return trace.memo("onetime.events", lambda: _build(trace)).copy(deep=False)
 
 
 def _build(trace: Trace) -> pd.DataFrame:
@@ -161,7 +161,7 @@ def _before_first_launch(rt: pd.DataFrame) -> np.ndarray:
 def compile_spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per thread id: the disjoint, sorted time ranges of torch.compile compilation (the
     ``compile`` one-time events of cpu_ops and annotations)."""
-    return trace.memo("onetime.compile_spans", lambda: _compile_spans(trace))  # type: ignore[no-any-return]
+    return trace.memo("onetime.compile_spans", lambda: _compile_spans(trace))
 
 
 def _compile_spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:

@@ -86,7 +86,7 @@ CAPTURE_END_RE = re.compile(r"^(?:cuda|hip|cu)StreamEndCapture")
 def capture_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(thread, start, end) of each stream-capture range: from a BeginCapture call to the next
     EndCapture call on the same thread (to the end of the trace when none follows)."""
-    return trace.memo("runtime.capture_spans", lambda: _capture_spans(trace))  # type: ignore[no-any-return]
+    return trace.memo("runtime.capture_spans", lambda: _capture_spans(trace))
 
 
 def _capture_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

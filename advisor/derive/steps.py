@@ -87,13 +87,13 @@ class StepSet:
 
 def steady_steps(trace: Trace) -> StepSet:
     """The steady steps of ``trace`` (computed once per trace)."""
-    return trace.memo("steps.step_set", lambda: _steady(trace))  # type: ignore[no-any-return]
+    return trace.memo("steps.step_set", lambda: _steady(trace))
 
 
 def steady_trace(trace: Trace) -> Trace:
     """``trace`` with its steps and ``step`` columns from :func:`steady_steps` (itself when the
     steps are unchanged)."""
-    return trace.memo("steps.steady_trace", lambda: _retag(trace, steady_steps(trace)))  # type: ignore[no-any-return]
+    return trace.memo("steps.steady_trace", lambda: _retag(trace, steady_steps(trace)))
 
 
 def _steady(trace: Trace) -> StepSet:

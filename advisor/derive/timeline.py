@@ -173,7 +173,7 @@ def activity(
 
 def busy_by_device(trace: Trace) -> dict[int, Busy]:
     """Busy intervals per device over the whole trace (all streams, no windowing)."""
-    return trace.memo("timeline.busy_by_device", lambda: _busy_by_device(trace))  # type: ignore[no-any-return]
+    return trace.memo("timeline.busy_by_device", lambda: _busy_by_device(trace))
 
 
 def _busy_by_device(trace: Trace) -> dict[int, Busy]:

@@ -53,7 +53,7 @@ class Untraced:
 
 def untraced(trace: Trace) -> Untraced:
     """The :class:`Untraced` waits of ``trace`` (see the module doc), once per trace."""
-    return trace.memo("untraced.waits", lambda: _untraced(trace))  # type: ignore[no-any-return]
+    return trace.memo("untraced.waits", lambda: _untraced(trace))
 
 
 def _untraced(trace: Trace) -> Untraced:

@@ -101,7 +101,7 @@ class Waits:
 
 def waits(trace: Trace) -> Waits:
     """The :class:`Waits` of ``trace`` (see the module doc), once per trace."""
-    return trace.memo("waits.waits", lambda: _waits(trace))  # type: ignore[no-any-return]
+    return trace.memo("waits.waits", lambda: _waits(trace))
 
 
 def _name_cost(names: pd.Series, dur: np.ndarray, free: np.ndarray) -> np.ndarray:
@@ -179,7 +179,7 @@ def _waits(trace: Trace) -> Waits:
 def waited_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """The time the host waited for the device (every waiting call beyond its own cost, on any
     thread), as disjoint sorted intervals: not the host's own work."""
-    return trace.memo("waits.spans", lambda: _waited_spans(trace))  # type: ignore[no-any-return]
+    return trace.memo("waits.spans", lambda: _waited_spans(trace))
 
 
 def _waited_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -212,7 +212,7 @@ def op_tails(trace: Trace) -> OpTails:
     """The :class:`OpTails` of ``trace``, once per trace: operators that launched GPU work
     themselves (through a runtime call of theirs) and whose tail lasts far longer than their
     name's tails elsewhere, ending as work they could wait for ends."""
-    return trace.memo("waits.op_tails", lambda: _op_tails(trace))  # type: ignore[no-any-return]
+    return trace.memo("waits.op_tails", lambda: _op_tails(trace))
 
 
 def _op_tails(trace: Trace) -> OpTails:

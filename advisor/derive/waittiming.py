@@ -53,7 +53,7 @@ class Activities:
 
 def activities(trace: Trace) -> Activities:
     """The trace's GPU activities in one index space (see the module doc), once per trace."""
-    return trace.memo("waittiming.activities", lambda: _activities(trace))  # type: ignore[no-any-return]
+    return trace.memo("waittiming.activities", lambda: _activities(trace))
 
 
 def _activities(trace: Trace) -> Activities:
@@ -95,7 +95,7 @@ def _activities(trace: Trace) -> Activities:
 
 def own_activity(trace: Trace) -> np.ndarray:
     """Per ``trace.runtime`` row: the activity it launched that ended last (-1: none)."""
-    return trace.memo("waittiming.own", lambda: _own(trace))  # type: ignore[no-any-return]
+    return trace.memo("waittiming.own", lambda: _own(trace))
 
 
 def _own(trace: Trace) -> np.ndarray:

@@ -189,17 +189,17 @@ class RunSignals:
         _getsignal.__wrapped__ = orig_getsignal  # type: ignore[attr-defined]
         self._orig = (orig_signal, orig_getsignal)
         self._patched = (_signal, _getsignal)
-        signal.signal = _signal  # type: ignore[assignment]
-        signal.getsignal = _getsignal  # type: ignore[assignment]
+        signal.signal = _signal
+        signal.getsignal = _getsignal
 
     def _unpatch(self) -> None:
         """Put signal.signal / getsignal back (unless someone wrapped them again since)."""
         if self._orig is None or self._patched is None:
             return
         if signal.signal is self._patched[0]:
-            signal.signal = self._orig[0]  # type: ignore[assignment]
+            signal.signal = self._orig[0]
         if signal.getsignal is self._patched[1]:
-            signal.getsignal = self._orig[1]  # type: ignore[assignment]
+            signal.getsignal = self._orig[1]
         self._orig = self._patched = None
 
     # ------------------------------------------------------------------ writing the outputs

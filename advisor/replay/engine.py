@@ -278,7 +278,7 @@ def _as_list(a: np.ndarray, ref: np.ndarray, ref_list: list[int]) -> list[int]:
     if not len(idx):
         return ref_list
     if 4 * len(idx) > len(ref_list):
-        return a.tolist()  # type: ignore[no-any-return]
+        return a.tolist()
     out = ref_list[:]
     for i, v in zip(idx.tolist(), a[idx].tolist(), strict=True):
         out[i] = v

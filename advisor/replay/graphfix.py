@@ -189,4 +189,4 @@ def _breaks(trace: Trace, gr: Graph) -> np.ndarray:
             host_mem[is_copy] = (kind == "DtoH") | ((kind == "HtoD") & (src != "Pinned"))
         return np.asarray(out & (sync | plain | host_mem), dtype=bool)
 
-    return trace.memo("graphfix.run_breaks", make)  # type: ignore[no-any-return]
+    return trace.memo("graphfix.run_breaks", make)

@@ -212,7 +212,7 @@ class Graph:
 def graph(trace: Trace) -> Graph:
     """The step graph of ``trace`` (a steady trace: see :func:`advisor.derive.steps.steady_trace`),
     built once."""
-    return trace.memo("model.graph", lambda: _build(trace))  # type: ignore[no-any-return]
+    return trace.memo("model.graph", lambda: _build(trace))
 
 
 def _build(trace: Trace) -> Graph:

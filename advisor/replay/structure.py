@@ -146,7 +146,7 @@ def one_step_events(
             h_step[np.clip(codes - n_h - n_g, 0, n_h - 1)],
         ),
     )
-    return codes[ev_k == step].tolist() if len(codes) else []  # type: ignore[no-any-return]
+    return codes[ev_k == step].tolist() if len(codes) else []
 
 
 def cross_stream_waits(
@@ -215,7 +215,7 @@ def replay_order(
     kind = np.concatenate([np.ones(len(hs)), np.full(len(gs), 2), np.zeros(len(ss))])
     code = np.concatenate([hs, n_h + gs, n_h + n_g + ss])
     o = np.lexsort((kind, keys))
-    return code[o].tolist()  # type: ignore[no-any-return]
+    return code[o].tolist()
 
 
 @dataclass(frozen=True, eq=False)

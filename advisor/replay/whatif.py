@@ -112,7 +112,7 @@ class Saving:
 def base(trace: Trace) -> Replayed:
     """The unchanged replay of ``trace`` (once per trace)."""
     gr = graph(trace)
-    return trace.memo("whatif.base", lambda: replay(gr, Mods.of(gr)))  # type: ignore[no-any-return]
+    return trace.memo("whatif.base", lambda: replay(gr, Mods.of(gr)))
 
 
 def replayable(trace: Trace) -> bool:
@@ -136,7 +136,7 @@ def _applied(trace: Trace, fix: Fix, level: Level) -> Mods:
 
 def _base_one(trace: Trace) -> Replayed:
     gr = graph(trace)
-    return trace.memo("whatif.base_one", lambda: one_step_of(gr, Mods.of(gr), base(trace)))  # type: ignore[no-any-return]
+    return trace.memo("whatif.base_one", lambda: one_step_of(gr, Mods.of(gr), base(trace)))
 
 
 def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
@@ -169,7 +169,7 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
             # mean (the range is about the effect, not about which step)
             k = gr.steps.median_step
             b1 = float(_base_one(trace).step_ns[k])
-            a1 = float(replay(gr, mods(level), True).step_ns[k])  # type: ignore[arg-type]
+            a1 = float(replay(gr, mods(level), True).step_ns[k])
             m1 = (
                 float(one_step_of(gr, mods("mid"), full_mid[0]).step_ns[k])
                 if not one_mid
@@ -187,7 +187,7 @@ def whatif(trace: Trace, fix: Fix, ends: bool = True) -> Saving:
                 ms = float(np.mean(np.maximum(before - after, 0.0) / 1e6))
             out[level] = (ms, out["mid"][1], out["mid"][2])
             continue
-        full_mid[:] = [replay(gr, mods(level))]  # type: ignore[arg-type]
+        full_mid[:] = [replay(gr, mods(level))]
         after = full_mid[0].step_ns.astype(float)[chosen]
         per = np.maximum(before - after, 0.0) / 1e6
         out[level] = (float(np.mean(per)), per, float(np.mean(after)) / 1e6)

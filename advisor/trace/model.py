@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -43,6 +43,9 @@ import pandas as pd
 # c10::DeviceType of GPU memory in ``[memory]`` events: CUDA (1), and HIP (6), which ROCm builds
 # of PyTorch write in some versions instead of reporting HIP memory as CUDA
 GPU_DEVICE_TYPES = (1, 6)
+
+
+_T = TypeVar("_T")  # what a memo holds
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ class Trace:
         act: pd.DataFrame = self.memo("model.gpu_activity", self._build_gpu_activity)
         return act.copy(deep=False)
 
-    def memo(self, key: str, build: Callable[[], Any]) -> Any:
+    def memo(self, key: str, build: Callable[[], _T]) -> _T:
         """``build()`` once per trace, kept with it (outside the frozen fields) under ``key``:
         derived tables that several readers share. The one cache of derived data: modules
         that derive facts from a trace keep them here, under keys named after their module;
@@ -153,7 +156,7 @@ class Trace:
         attr = "_memo_" + key
         if attr not in self.__dict__:
             object.__setattr__(self, attr, build())
-        return self.__dict__[attr]
+        return cast(_T, self.__dict__[attr])
 
     def _build_gpu_activity(self) -> pd.DataFrame:
         cols = ["ts_ns", "end_ns", "device", "stream", "step", "launch_idx"]
