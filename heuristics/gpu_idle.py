@@ -286,8 +286,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         rep = rep.at_most(idle_ms)
         capped = (
             f" Capped at the GPU's idle time ({fmt_ms(idle_ms)} per step): graphs change when "
-            "the GPU work starts, not how long it runs; the replay found more where other "
-            "streams' work (communication) came to overlap compute, which is not claimed here."
+            "the GPU work starts, not how long it runs; more than that would come from other "
+            "streams' work (communication) overlapping compute, which is not the graph's to claim."
         )
     fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed and (len(ls) or launch_bound or with_pl):
