@@ -279,11 +279,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     rep = ctx.whatif(fix)
     capped = ""
     idle_ms = idle_ns / 1e6 / steps
-    if launch_bound and rep.replayed and max(rep.ms, rep.high_ms) > idle_ms:
-        # a graph changes when the GPU work starts, never how long it runs: the step cannot get
-        # shorter than the GPU's own work, so no more than its idle time is claimed (the replay
-        # finds more where communication comes to overlap compute: comm-overlap's cause)
-        rep = rep.at_most(idle_ms)
+    # a graph changes when the GPU work starts, never how long it runs: the step cannot get
+    # shorter than the GPU's own work, so no more than its idle time is claimed (the replay
+    # finds more where communication comes to overlap compute: comm-overlap's cause)
+    at_most = rep.at_most(idle_ms) if launch_bound and rep.replayed else rep
+    if at_most is not rep:
+        rep = at_most
         capped = (
             f" Capped at the GPU's idle time ({fmt_ms(idle_ms)} per step): graphs change when "
             "the GPU work starts, not how long it runs; more than that would come from other "
@@ -347,7 +348,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             confidence="medium" if not trace.meta.synthetic_steps else "low",
             summary=(
                 f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
-                f"({fmt_ms(idle_ns / 1e6 / steps)} per step): {split}.{see}{more}"
+                f"({fmt_ms(idle_ms)} per step): {split}.{see}{more}"
             ),
             recommendation=(
                 graph_advice(breaks, ref == "host-overhead")
