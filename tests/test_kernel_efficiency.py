@@ -39,9 +39,23 @@ def _trace(
     gpu_name: str = H100,
     shapes: bool = True,
 ):  # type: ignore[no-untyped-def]
-    """3 GPU-bound steps: ``n`` op calls 30 us apart, their kernels (``dur`` us) back to back on
-    the GPU, then a synchronize that waits for the last one."""
-    b = TraceBuilder(cc=(9, 0), gpu_name=gpu_name)
+    return gpu_bound_calls(
+        TraceBuilder(cc=(9, 0), gpu_name=gpu_name), op, dims, kernel, dur, n, types, shapes
+    ).load()
+
+
+def gpu_bound_calls(
+    b: TraceBuilder,
+    op: str,
+    dims: list,
+    kernel: str,
+    dur: float,
+    n: int = 5,
+    types: list | None = None,
+    shapes: bool = True,
+) -> TraceBuilder:
+    """3 GPU-bound steps on ``b``: ``n`` op calls 30 us apart, their kernels (``dur`` us) back
+    to back on the GPU, then a synchronize that waits for the last one."""
     span = 100 + n * dur + 100
     for s in range(3):
         t0 = s * span
@@ -62,7 +76,7 @@ def _trace(
             )
         sync_ts = t0 + 10 + n * 30
         b.runtime("cudaDeviceSynchronize", sync_ts, t0 + 100 + n * dur + 10 - sync_ts)
-    return b.load()
+    return b
 
 
 def _one(*args, **kw):  # type: ignore[no-untyped-def]

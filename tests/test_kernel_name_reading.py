@@ -18,6 +18,7 @@ from advisor.trace.model import Trace
 from tests.conftest import shared_trace
 from tests.detector_helpers import analyze, finding
 from tests.kineto2021 import load_2021
+from tests.test_kernel_efficiency import gpu_bound_calls
 from tests.tracebuilder import TraceBuilder
 
 CONVERT = (
@@ -119,25 +120,7 @@ def _calls(op: str, dims: list, kernel: str, dur: float, n: int = 5) -> TraceBui
     then a synchronize."""
     b = TraceBuilder(cc=(9, 4), gpu_name=MI300X, total_mem=192 * 1024**3)
     b.header["deviceProperties"][0]["numSms"] = 304
-    span = 100 + n * dur + 100
-    for s in range(3):
-        t0 = s * span
-        b.step(s + 1, t0, span)
-        for i in range(n):
-            ts = t0 + 10 + i * 30
-            o = b.op(op, ts, 20, dims=dims, types=BF16)
-            b.launch(
-                o,
-                "cudaLaunchKernel",
-                ts + 5,
-                5,
-                kernel=kernel,
-                gpu_ts=t0 + 100 + i * dur,
-                gpu_dur=dur,
-            )
-        sync = t0 + 10 + n * 30
-        b.runtime("cudaDeviceSynchronize", sync, t0 + 100 + n * dur + 10 - sync)
-    return b
+    return gpu_bound_calls(b, op, dims, kernel, dur, n, BF16)
 
 
 @pytest.mark.parametrize("fmt", LOADERS)
