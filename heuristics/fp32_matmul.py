@@ -38,7 +38,11 @@ without Tensor Cores.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
+import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import main_device
@@ -88,22 +92,75 @@ def _is_conv(op_name: str, kernel: str) -> bool:
     return is_convolution(kernel)
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """The FP32 CUDA-core matmul/conv kernels of the steady steps and the GPU they ran on."""
+
+    cc: tuple[int, int]
+    inferred: bool  # compute capability read from kernel names
+    mk: pd.DataFrame  # matmul/conv kernels in the steps
+    fp: pd.DataFrame  # those in FP32 on CUDA cores
+    share: float  # % of the steps' kernel time
+    fp32_ms: float  # per step
+    mm_ms: float  # of which matmuls
+    conv_ms: float  # and convolutions
+    tf32_seen: bool  # other FP32 matmuls ran on Tensor Cores (TF32)
+    steps: int
+
+
+@dataclass(frozen=True)
+class _Value:
+    speedup: float
+    fields: dict[str, Any]
+    latent: bool
+    limit: str  # the sentence on what the replay found ("" without a replay)
+    how: str  # the replay's assumption
+
+
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    v = _value(ctx, f)
+    rec, snippet = _advice(f.cc, ctx, f.mm_ms, f.conv_ms, f.tf32_seen, has_backward(trace))
+    has_types = bool(f.fp["op"].ge(0).any())
+    conf: Confidence = (
+        "high" if has_types and not f.inferred else ("medium" if not f.inferred else "low")
+    )
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **v.fields,
+            latent=v.latent,
+            confidence=conf,
+            summary=_summary(trace, f, v),
+            recommendation=rec,
+            snippet=snippet,
+            evidence=_evidence(trace, f.fp),
+            locations=_locations(ctx, f.fp),
+            assumptions=_assumptions(f, v),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The facts, or None when there is nothing to report (Skip where nothing can be told)."""
     if trace.meta.platform == "rocm":
         mk = matmul_kernels(trace)
         if not len(mk) or not (mk["dtype"].to_numpy() == "float32").any():
-            return []  # no FP32 matmuls: nothing to tell, on any GPU
+            return None  # no FP32 matmuls: nothing to tell, on any GPU
         raise Skip("AMD GPU: kernel names do not tell whether matrix cores were used")
     cc, inferred = arch_cc(trace)
     if cc is None:
         raise Skip("unknown GPU architecture (no deviceProperties and no arch in kernel names)")
     if cc < (7, 0):
-        return []  # no Tensor Cores
+        return None  # no Tensor Cores
     mk = matmul_kernels(trace)
     mk = mk[mk["step"].to_numpy() >= 0] if len(mk) else mk
     if not len(mk) or not mk["fp32"].any():
-        return []
+        return None
     total_kernel_ns = int(trace.kernels.loc[trace.kernels["step"] >= 0, "dur_ns"].sum())
     fp = mk[mk["fp32"].to_numpy(dtype=bool)]
     fp32_ns = int(fp["dur_ns"].sum())
@@ -111,12 +168,26 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     steps = n_steps(trace)
     fp32_ms = fp32_ns / 1e6 / steps
     if share < ctx.t("fp32_matmul.min_share_pct") or fp32_ms < ctx.t("fp32_matmul.min_ms"):
-        return []
-    s = _speedup(cc)
-    naive = fp32_ms * (1 - 1 / s)
+        return None
+    conv = np.array(
+        [_is_conv(o, n) for o, n in zip(fp["op_name"].tolist(), fp["name"].tolist(), strict=True)],
+        dtype=bool,
+    )
+    conv_ms = float(fp["dur_ns"].to_numpy()[conv].sum()) / 1e6 / steps
+    tc_f32 = mk[mk["tc"].to_numpy(dtype=bool) & (mk["dtype"] == "float32").to_numpy()]
+    return _Facts(
+        cc, inferred, mk, fp, share, fp32_ms, fp32_ms - conv_ms, conv_ms, len(tc_f32) > 0, steps
+    )
+
+
+def _value(ctx: Context, f: _Facts) -> _Value:
+    """The FP32 kernels made ``_speedup`` faster, replayed; without a replayable step, the
+    kernel time saved."""
+    s = _speedup(f.cc)
+    naive = f.fp32_ms * (1 - 1 / s)
     rep = ctx.whatif(
         ScaleGpu(
-            kernels=fp["row"].to_numpy(),
+            kernels=f.fp["row"].to_numpy(),
             speedup=s,
             low=_LOW,
             high=_HIGH,
@@ -125,22 +196,40 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     # the host limits the steps: no step time to gain now (the GPU time freed is still shown)
     latent = rep.replayed and max(rep.ms, rep.high_ms) < ctx.t("fp32_matmul.min_ms")
-    conv = np.array(
-        [_is_conv(o, n) for o, n in zip(fp["op_name"].tolist(), fp["name"].tolist(), strict=True)],
-        dtype=bool,
+    if not rep.replayed:
+        fields: dict[str, Any] = {
+            "est_savings_ms": naive,
+            "est_savings_range_ms": (f.fp32_ms * (1 - 1 / _LOW), f.fp32_ms * (1 - 1 / _HIGH)),
+        }
+        return _Value(s, fields, latent, "", rep.assumption)
+    limit = (
+        f" The steps replayed with these kernels {s:g}x faster are "
+        f"{shorter_text(rep.ms)} (of the {fmt_ms(naive)} of kernel time saved): "
+        + (
+            "the GPU limits the step."
+            if rep.ms >= 0.7 * naive
+            else "the host, not these kernels, limits most of the step."
+        )
     )
-    conv_ms = float(fp["dur_ns"].to_numpy()[conv].sum()) / 1e6 / steps
-    mm_ms = fp32_ms - conv_ms
-    tc_f32 = mk[mk["tc"].to_numpy(dtype=bool) & (mk["dtype"] == "float32").to_numpy()]
-    tf32_seen = len(tc_f32) > 0
+    return _Value(s, rep.draft_fields(), latent, limit, rep.assumption)
+
+
+def _summary(trace: Trace, f: _Facts, v: _Value) -> str:
     dev = trace.device(main_device(trace))
     gpu = dev.name if dev is not None and dev.name else "GPU"
     split = ", ".join(
-        f"{k} {fmt_ms(v)}" for k, v in (("matmul", mm_ms), ("convolution", conv_ms)) if v > 0
+        f"{k} {fmt_ms(x)}" for k, x in (("matmul", f.mm_ms), ("convolution", f.conv_ms)) if x > 0
     )
-    cc_s = f"{cc[0]}.{cc[1]}" + (" or newer, from kernel names" if inferred else "")
-    rec, snippet = _advice(cc, ctx, mm_ms, conv_ms, tf32_seen, has_backward(trace))
+    cc_s = f"{f.cc[0]}.{f.cc[1]}" + (" or newer, from kernel names" if f.inferred else "")
+    return (
+        f"{f.share:.0f}% of GPU kernel time ({fmt_ms(f.fp32_ms)} per step; {split}) runs "
+        f"in FP32 on the CUDA cores of the {gpu} (compute capability {cc_s}), whose "
+        f"Tensor Cores would run it about {v.speedup:g}x faster.{v.limit}"
+    )
 
+
+def _evidence(trace: Trace, fp: pd.DataFrame) -> tuple[Evidence, ...]:
+    """The five costliest (kernel, op) pairs."""
     evidence = []
     g = fp.groupby(["name", "op_name"], sort=False)["dur_ns"].agg(["size", "sum"]).reset_index()
     for r in g.sort_values("sum", ascending=False).head(5).itertuples(index=False):
@@ -154,64 +243,35 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 example_ts_us=trace.to_trace_us(int(sel["ts_ns"].iat[0])),
             )
         )
+    return tuple(evidence)
+
+
+def _locations(ctx: Context, fp: pd.DataFrame) -> tuple[Location, ...]:
+    """The ops' source lines, each weighted by its number of FP32 kernels."""
     locs: list[Location | None] = []
     counts = [(int(o), int(n)) for o, n in fp["op"].value_counts().items() if int(o) >= 0]
     for (_, n), loc in zip(counts, ctx.locator.for_ops(o for o, _ in counts), strict=True):
         locs.extend([loc] * n)
-    has_types = bool(fp["op"].ge(0).any())
-    conf: Confidence = (
-        "high" if has_types and not inferred else ("medium" if not inferred else "low")
+    return aggregate(locs)
+
+
+def _assumptions(f: _Facts, v: _Value) -> tuple[str, ...]:
+    s = v.speedup
+    return (
+        f"These kernels run {s:g}x faster, a conservative realized speedup (peak ratios: "
+        "A100 TF32 156 vs FP32 19.5 TFLOPS; V100 FP16 Tensor Core 125 vs FP32 15.7 "
+        "TFLOPS); the range uses 1.3x to 3x.",
+        v.how,
+        "FP32 = ops with Input type float (or sgemm/scudnn/<float> kernel names) whose "
+        "kernel names show no Tensor Core use; layout, reduction and epilogue kernels are "
+        "not counted.",
+        "Elementwise and memory-bound kernels also speed up under autocast; not claimed.",
+        *(
+            ("Compute capability inferred from kernel names (no deviceProperties).",)
+            if f.inferred
+            else ()
+        ),
     )
-    if rep.replayed:
-        fields = rep.draft_fields()
-        limit = (
-            f" The steps replayed with these kernels {s:g}x faster are "
-            f"{shorter_text(rep.ms)} (of the {fmt_ms(naive)} of kernel time saved): "
-            + (
-                "the GPU limits the step."
-                if rep.ms >= 0.7 * naive
-                else "the host, not these kernels, limits most of the step."
-            )
-        )
-    else:
-        fields = {
-            "est_savings_ms": naive,
-            "est_savings_range_ms": (fp32_ms * (1 - 1 / _LOW), fp32_ms * (1 - 1 / _HIGH)),
-        }
-        limit = ""
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            latent=latent,
-            confidence=conf,
-            summary=(
-                f"{share:.0f}% of GPU kernel time ({fmt_ms(fp32_ms)} per step; {split}) runs "
-                f"in FP32 on the CUDA cores of the {gpu} (compute capability {cc_s}), whose "
-                f"Tensor Cores would run it about {s:g}x faster.{limit}"
-            ),
-            recommendation=rec,
-            snippet=snippet,
-            evidence=tuple(evidence),
-            locations=aggregate(locs),
-            assumptions=(
-                f"These kernels run {s:g}x faster, a conservative realized speedup (peak ratios: "
-                "A100 TF32 156 vs FP32 19.5 TFLOPS; V100 FP16 Tensor Core 125 vs FP32 15.7 "
-                "TFLOPS); the range uses 1.3x to 3x.",
-                rep.assumption,
-                "FP32 = ops with Input type float (or sgemm/scudnn/<float> kernel names) whose "
-                "kernel names show no Tensor Core use; layout, reduction and epilogue kernels are "
-                "not counted.",
-                "Elementwise and memory-bound kernels also speed up under autocast; not claimed.",
-                *(
-                    ("Compute capability inferred from kernel names (no deviceProperties).",)
-                    if inferred
-                    else ()
-                ),
-            ),
-        )
-    ]
 
 
 _INFER_FP16 = (
@@ -228,32 +288,8 @@ def _advice(
     tf32_seen: bool,
     training: bool = True,
 ) -> tuple[str, str]:
-    if cc < (8, 0) and not training:
-        return (
-            f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
-            'TF32: run the model under `torch.autocast("cuda", dtype=torch.float16)`; with no '
-            "backward in this trace there are no gradients to scale. Do not rely on TF32 "
-            "settings here; they have no effect before compute capability 8.0."
-        ), _INFER_FP16
     if cc < (8, 0):
-        rec = (
-            f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
-            "TF32: run the forward pass and loss under "
-            '`torch.autocast("cuda", dtype=torch.float16)` and scale the loss with '
-            "`torch.amp.GradScaler` to keep small gradients from underflowing. Do not rely "
-            "on TF32 settings here; they have no effect before compute capability 8.0."
-        )
-        snippet = (
-            'scaler = torch.amp.GradScaler("cuda")\n'
-            "for x, y in loader:\n"
-            "    optimizer.zero_grad(set_to_none=True)\n"
-            '    with torch.autocast("cuda", dtype=torch.float16):\n'
-            "        loss = loss_fn(model(x), y)\n"
-            "    scaler.scale(loss).backward()\n"
-            "    scaler.step(optimizer)\n"
-            "    scaler.update()"
-        )
-        return rec, snippet
+        return _fp16_advice(cc, training)
     prec = ctx.live.backends.float32_matmul_precision
     mm_tf32 = ctx.live.backends.matmul_allow_tf32
     cudnn_tf32 = ctx.live.backends.cudnn_allow_tf32
@@ -295,3 +331,32 @@ def _advice(
         + ("    loss = loss_fn(model(x), y)\nloss.backward()" if training else "    out = model(x)")
     )
     return " ".join(parts), snippet
+
+
+def _fp16_advice(cc: tuple[int, int], training: bool) -> tuple[str, str]:
+    """Compute capability 7.x: FP16 autocast (with a gradient scaler when training), no TF32."""
+    if not training:
+        return (
+            f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
+            'TF32: run the model under `torch.autocast("cuda", dtype=torch.float16)`; with no '
+            "backward in this trace there are no gradients to scale. Do not rely on TF32 "
+            "settings here; they have no effect before compute capability 8.0."
+        ), _INFER_FP16
+    rec = (
+        f"This GPU (compute capability {cc[0]}.{cc[1]}) has FP16 Tensor Cores but no "
+        "TF32: run the forward pass and loss under "
+        '`torch.autocast("cuda", dtype=torch.float16)` and scale the loss with '
+        "`torch.amp.GradScaler` to keep small gradients from underflowing. Do not rely "
+        "on TF32 settings here; they have no effect before compute capability 8.0."
+    )
+    snippet = (
+        'scaler = torch.amp.GradScaler("cuda")\n'
+        "for x, y in loader:\n"
+        "    optimizer.zero_grad(set_to_none=True)\n"
+        '    with torch.autocast("cuda", dtype=torch.float16):\n'
+        "        loss = loss_fn(model(x), y)\n"
+        "    scaler.scale(loss).backward()\n"
+        "    scaler.step(optimizer)\n"
+        "    scaler.update()"
+    )
+    return rec, snippet
