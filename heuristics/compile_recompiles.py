@@ -34,7 +34,9 @@ first evaluation call) are normal: they are reported as information when the win
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
+
+import pandas as pd
 
 from advisor.derive.timeline import union
 from advisor.detect.draft import Draft
@@ -102,8 +104,63 @@ def _trace_recompiles(trace: Trace) -> list[dict[str, Any]]:
     return out
 
 
+class _Facts(NamedTuple):
+    """The recompilations and their compile time inside the steady steps."""
+
+    live: list[dict[str, Any]]  # run.json's compile.recompiles (user code), or []
+    again: pd.DataFrame  # compile ranges of the steps that recompile
+    n_in: int  # recompilations (frame, attempt) inside the steps
+    in_ns: int  # compile time of those steps (union)
+    in_ms: float  # per step
+    groups: list[dict[str, Any]]  # the recompilations by site and failed guard, most first
+
+
 @detector(ID, TITLE, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    fields, how = _value(trace, ctx, f)
+    advice = "; ".join(
+        f"{_where(g)}: {advice_for(ADVICE, str(g.get('reason') or ''), DEFAULT_ADVICE)}"
+        for g in f.groups[:3]
+    )
+    locs = [location(g, str(g.get("function") or "")) for g in f.groups]
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if f.live else "medium",
+            summary=_summary(f),
+            recommendation=f"Stop the recompilations: {advice}. TORCH_LOGS=recompiles prints each.",
+            snippet=SNIPPET,
+            evidence=_evidence(trace, f),
+            locations=tuple(loc for loc in locs if isinstance(loc, Location))[:5],
+            assumptions=(
+                "Recompilations: "
+                + (
+                    "run.json's compile.recompiles (dynamo's failed guards)"
+                    if f.live
+                    else "the trace"
+                )
+                + "; in the loop: compile ranges with a compile id N/M, M > 0, inside the steady "
+                "steps (compile time outside them is one-time-init's).",
+                how,
+            ),
+            latent=not len(f.again),
+            extra={
+                "recompiles": sum(g["count"] for g in f.groups),
+                "in_steps": f.n_in,
+                "compile_ms_per_step": round(f.in_ms, 3),
+            },
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The recompilations (run.json's, else the trace's) and the compile time of the steps
+    that recompile; None when there are none."""
     live = user_rows(ctx.live.compile.recompiles)
     comp = compile_in_steps(trace)
     # the steps that recompile (a compile id N/M with M > 0): all their compile time (the
@@ -114,33 +171,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     n_in = len(set(zip(ids["frame"].tolist(), ids["attempt"].tolist(), strict=True)))
     multi = _trace_recompiles(trace)
     if not live and not n_in and not multi:
-        return []
-    steps = n_steps(trace)
+        return None
     us, ue = union(again["ts_ns"].to_numpy(), again["end_ns"].to_numpy())
     in_ns = int((ue - us).sum())
-    in_ms = in_ns / 1e6 / steps
-    fields: dict[str, Any] = {"est_savings_ms": 0.0}
-    how = "No compilation inside the steady steps: no per-step saving is claimed."
-    if len(again):
-        tids = again["tid"].to_numpy()
-        rep = ctx.whatif(
-            ShrinkHost(
-                again["ts_ns"].to_numpy(),
-                again["end_ns"].to_numpy(),
-                None if (tids < 0).any() else tids,
-                keep=0.0,
-                low=0.5,
-                label="no recompilation",
-            )
-        )
-        if rep.replayed and trace.has_gpu:
-            fields, how = rep.draft_fields(), rep.assumption
-        else:
-            fields = {
-                "est_savings_ms": round(in_ms, 3),
-                "est_savings_range_ms": (round(in_ms / 2, 3), round(in_ms, 3)),
-            }
-            how = "Not replayed (no GPU work the replay can place): the compile time per step."
     seen = set(zip(ids["frame"].tolist(), ids["attempt"].tolist(), strict=True))
     for m in multi:
         seen |= {(m["frame"], a) for a in m["versions"] if a > 0}
@@ -155,77 +188,84 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         }
         for f in sorted({g for g, _ in seen})
     ]
+    return _Facts(live, again, n_in, in_ns, in_ns / 1e6 / n_steps(trace), _by_guard(rows))
+
+
+def _by_guard(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recompilations grouped by site and failed guard (its values left out), most first."""
     by_guard: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
         guard = _guard_kind(str(r.get("reason") or ""))
         key = (r.get("file"), r.get("line"), guard)
         g = by_guard.setdefault(key, {**r, "count": 0, "guard": guard})
         g["count"] += int(r.get("count") or 1)
-    groups = sorted(by_guard.values(), key=lambda g: -g["count"])
-    n = sum(g["count"] for g in groups)
-    first = groups[0]
-    what = _where(first)
+    return sorted(by_guard.values(), key=lambda g: -g["count"])
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[dict[str, Any], str]:
+    """The recompiling steps' compile time gone, replayed; without GPU work to replay, that
+    compile time per step; no compilation inside the steps: no saving."""
+    if not len(f.again):
+        return (
+            {"est_savings_ms": 0.0},
+            "No compilation inside the steady steps: no per-step saving is claimed.",
+        )
+    tids = f.again["tid"].to_numpy()
+    rep = ctx.whatif(
+        ShrinkHost(
+            f.again["ts_ns"].to_numpy(),
+            f.again["end_ns"].to_numpy(),
+            None if (tids < 0).any() else tids,
+            keep=0.0,
+            low=0.5,
+            label="no recompilation",
+        )
+    )
+    if rep.replayed and trace.has_gpu:
+        return rep.draft_fields(), rep.assumption
+    return (
+        {
+            "est_savings_ms": round(f.in_ms, 3),
+            "est_savings_range_ms": (round(f.in_ms / 2, 3), round(f.in_ms, 3)),
+        },
+        "Not replayed (no GPU work the replay can place): the compile time per step.",
+    )
+
+
+def _summary(f: _Facts) -> str:
+    first = f.groups[0]
     reason = f": {first['reason']}" if first.get("reason") else ""
     in_loop = (
-        f"; {n_in} of them inside the steady steps, {fmt_ms(in_ms)} of compile time per step"
-        if len(again)
+        f"; {f.n_in} of them inside the steady steps, {fmt_ms(f.in_ms)} of compile time per step"
+        if len(f.again)
         else ""
     )
-    summary = f"{n} recompilation(s) of compiled code ({what}{reason}){in_loop}."
-    if not live:
+    n = sum(g["count"] for g in f.groups)
+    summary = f"{n} recompilation(s) of compiled code ({_where(first)}{reason}){in_loop}."
+    if not f.live:
         summary += " run.json (advisor profile) would name the failed guards."
-    advice = "; ".join(
-        f"{_where(g)}: {advice_for(ADVICE, str(g.get('reason') or ''), DEFAULT_ADVICE)}"
-        for g in groups[:3]
-    )
+    return summary
+
+
+def _evidence(trace: Trace, f: _Facts) -> tuple[Evidence, ...]:
     evidence = [
         Evidence(
             f"{_where(g)}: {g.get('reason') or 'compilations N/M with M = ' + str(g.get('versions'))}",
             g["count"],
             0.0,
         )
-        for g in groups[:5]
+        for g in f.groups[:5]
     ]
-    if len(again):
+    if len(f.again):
         evidence.append(
             Evidence(
                 "compile ranges in the steady steps that recompile",
-                len(again),
-                round(in_ns / 1e6, 3),
-                trace.to_trace_us(int(again["ts_ns"].min())),
+                len(f.again),
+                round(f.in_ns / 1e6, 3),
+                trace.to_trace_us(int(f.again["ts_ns"].min())),
             )
         )
-    locs = [location(g, str(g.get("function") or "")) for g in groups]
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="high" if live else "medium",
-            summary=summary,
-            recommendation=f"Stop the recompilations: {advice}. TORCH_LOGS=recompiles prints each.",
-            snippet=SNIPPET,
-            evidence=tuple(evidence),
-            locations=tuple(loc for loc in locs if isinstance(loc, Location))[:5],
-            assumptions=(
-                "Recompilations: "
-                + (
-                    "run.json's compile.recompiles (dynamo's failed guards)"
-                    if live
-                    else "the trace"
-                )
-                + "; in the loop: compile ranges with a compile id N/M, M > 0, inside the steady "
-                "steps (compile time outside them is one-time-init's).",
-                how,
-            ),
-            latent=not len(again),
-            extra={
-                "recompiles": n,
-                "in_steps": n_in,
-                "compile_ms_per_step": round(in_ms, 3),
-            },
-        )
-    ]
+    return tuple(evidence)
 
 
 def _guard_kind(reason: str) -> str:
