@@ -42,7 +42,7 @@ gains less than estimated.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -51,7 +51,7 @@ from advisor.derive.locate import aggregate
 from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Evidence, Location
+from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -120,15 +120,97 @@ def _dims_str(dims: Any) -> str:
     return "x".join(str(d) for d in dims) if isinstance(dims, list | tuple) else str(dims)
 
 
+class _Facts(NamedTuple):
+    """The misaligned matmul/conv calls of the steps and their time."""
+
+    latent: bool  # a CPU trace: no GPU time to claim
+    min_dim: float
+    calls: pd.DataFrame  # op, name, shape, dtype, mult, bad (dim -> size), ns (their time)
+    groups: pd.DataFrame  # the calls by (name, shape, dtype), costliest first
+    kernels: pd.DataFrame | None  # the calls' kernels no other finding claims (GPU traces)
+    steps: int
+
+
 @detector(ID, TITLE, needs=("cpu_ops", "shapes"))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    fields: dict[str, Any] = {"est_savings_ms": 0.0, "est_savings_range_ms": None}
+    how = "CPU-only trace: no time claimed; checked with the 16-bit rule (multiples of 8)."
+    if f.kernels is not None:
+        fields, how = _value(ctx, f.kernels, f.steps)
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="medium" if not f.latent else "low",
+            latent=f.latent,
+            summary=_summary(f),
+            recommendation=(
+                "Pad the listed dimensions to the next multiple (64 is even better on A100/H100): "
+                "vocabulary and output layers with extra unused rows (slice the logits), input "
+                "features with zero columns once in the data pipeline, hidden sizes in the model "
+                "config, and use batch sizes that are multiples of 8."
+            ),
+            snippet=_snippet(*_snippet_dim(f.groups)),
+            evidence=_evidence(trace, f.groups),
+            locations=aggregate(ctx.locator.for_ops(f.calls["op"])),
+            assumptions=(
+                how,
+                f"Rule: multiples of 8 for float16/bfloat16, of 4 for FP32 as TF32 (compute "
+                f"capability 8.0+); dimensions under {f.min_dim:g} are not checked.",
+                "FP32 shapes count only where their kernels already run on Tensor Cores (TF32).",
+            ),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The misaligned calls with their kernel time (CPU time on a CPU trace); None when there
+    are none, or on a GPU trace when their kernels take too small a share."""
     latent = not trace.has_gpu
+    df = _misaligned(trace, ctx, latent)
+    if df is None:
+        return None
+    use = None
+    if latent:
+        df["ns"] = trace.cpu_ops["dur_ns"].to_numpy()[df["op"].to_numpy()]
+    else:
+        use = _unclaimed(trace, ctx, matmul_kernels(trace))
+        per_op = use.groupby("op")["dur_ns"].sum()
+        df["ns"] = per_op.reindex(df["op"].to_numpy()).fillna(0).to_numpy(dtype=np.int64)
+        df = df[df["ns"] > 0]
+        total = int(trace.kernels.loc[trace.kernels["step"] >= 0, "dur_ns"].sum())
+        share = 100.0 * float(df["ns"].sum()) / total if total else 0.0
+        if not len(df) or share < ctx.t("misaligned_dims.min_share_pct"):
+            return None
+        use = use[use["op"].isin(df["op"]).to_numpy()]
+    groups = (
+        df.groupby(["name", "shape", "dtype"], sort=False)
+        .agg(
+            n=("op", "size"),
+            ns=("ns", "sum"),
+            op=("op", "first"),
+            bad=("bad", "first"),
+            mult=("mult", "first"),
+        )
+        .reset_index()
+        .sort_values("ns", ascending=False, kind="stable")
+    )
+    min_dim = ctx.t("misaligned_dims.min_dim")
+    return _Facts(latent, min_dim, df, groups, use, n_steps(trace))
+
+
+def _misaligned(trace: Trace, ctx: Context, latent: bool) -> pd.DataFrame | None:
+    """The candidate calls with a checked dimension that is not a multiple of their dtype's
+    rule: op, name, shape, dtype, mult, bad; None when there are none."""
     cc, _ = arch_cc(trace)
     rocm = trace.meta.platform == "rocm"
     min_dim = ctx.t("misaligned_dims.min_dim")
     ops = trace.cpu_ops
     opn = op_names(trace)
-    mk = None if latent else matmul_kernels(trace)
     types = ops["input_types"].to_numpy()
     input_dims = ops["input_dims"].to_numpy()
     rows = []
@@ -145,44 +227,50 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             shape = " ".join(_dims_str(d) for d in input_dims[i] if d)
             rows.append((int(i), opn[i], shape, dtype, mult, bad))
     if not rows:
-        return []
-    df = pd.DataFrame(rows, columns=["op", "name", "shape", "dtype", "mult", "bad"])
-    steps = n_steps(trace)
-    if latent:
-        df["ns"] = ops["dur_ns"].to_numpy()[df["op"].to_numpy()]
-    else:
-        assert mk is not None
-        use = mk[mk["tc"].to_numpy(dtype=bool) | (mk["dtype"] != "float32").to_numpy()]
-        # one row per kernel: a materialized attention's GEMMs are attention-materialized's,
-        # and kernels kernel-efficiency finds on an unaligned variant are its "align" row's
-        taken = [claimed_kernels(trace, int(ctx.t("attention_materialized.min_seq")))]
-        an = analysis(trace, ctx.thresholds)
-        min_ns = ctx.t("kernel_efficiency.min_kernel_us") * 1e3
-        taken += [
-            kc.rows
-            for kc in (an.classes if an else ())
-            if kc.causes and kc.causes[0].key == "align" and kc.ns / kc.n >= min_ns
-        ]
-        use = use[~np.isin(use["row"].to_numpy(), np.concatenate(taken))]
-        per_op = use.groupby("op")["dur_ns"].sum()
-        df["ns"] = per_op.reindex(df["op"].to_numpy()).fillna(0).to_numpy(dtype=np.int64)
-        df = df[df["ns"] > 0]
-        total = int(trace.kernels.loc[trace.kernels["step"] >= 0, "dur_ns"].sum())
-        share = 100.0 * float(df["ns"].sum()) / total if total else 0.0
-        if not len(df) or share < ctx.t("misaligned_dims.min_share_pct"):
-            return []
-    groups = (
-        df.groupby(["name", "shape", "dtype"], sort=False)
-        .agg(
-            n=("op", "size"),
-            ns=("ns", "sum"),
-            op=("op", "first"),
-            bad=("bad", "first"),
-            mult=("mult", "first"),
-        )
-        .reset_index()
-        .sort_values("ns", ascending=False, kind="stable")
+        return None
+    return pd.DataFrame(rows, columns=["op", "name", "shape", "dtype", "mult", "bad"])
+
+
+def _unclaimed(trace: Trace, ctx: Context, mk: pd.DataFrame) -> pd.DataFrame:
+    """The matmul kernels padding speeds up (on Tensor Cores, or not FP32), one row per kernel:
+    a materialized attention's GEMMs are attention-materialized's, and kernels
+    kernel-efficiency finds on an unaligned variant are its "align" row's."""
+    use = mk[mk["tc"].to_numpy(dtype=bool) | (mk["dtype"] != "float32").to_numpy()]
+    taken = [claimed_kernels(trace, int(ctx.t("attention_materialized.min_seq")))]
+    an = analysis(trace, ctx.thresholds)
+    min_ns = ctx.t("kernel_efficiency.min_kernel_us") * 1e3
+    taken += [
+        kc.rows
+        for kc in (an.classes if an else ())
+        if kc.causes and kc.causes[0].key == "align" and kc.ns / kc.n >= min_ns
+    ]
+    return use[~np.isin(use["row"].to_numpy(), np.concatenate(taken))]
+
+
+def _summary(f: _Facts) -> str:
+    top = f.groups.iloc[0]
+    k0, v0 = next(iter(top["bad"].items()))
+    example = f"{k0}={v0} -> {pad_to(v0, int(top['mult']))}"
+    kernel_ms = float(f.calls["ns"].sum()) / 1e6 / f.steps
+    mults = sorted(set(f.groups["mult"]))
+    rule = " / ".join(f"{m}" for m in mults)
+    what = "the ops take {} of CPU time" if f.latent else "their GEMM/conv kernels take {}"
+    summary = (
+        f"{len(f.groups)} matmul/conv shape(s) have dimensions that are not multiples of "
+        f"{rule} (e.g. {top['name']} {example}); "
+        f"{what.format(fmt_ms(kernel_ms))} per step."
     )
+    if f.latent:
+        summary += (
+            " Free on this CPU run; on a Tensor Core GPU with fp16/bf16 autocast they "
+            "fall back to slower kernels."
+        )
+    return summary
+
+
+def _evidence(trace: Trace, groups: pd.DataFrame) -> tuple[Evidence, ...]:
+    """The five costliest shapes, each with its padded dimensions."""
+    ops = trace.cpu_ops
     evidence = []
     for g in groups.head(5).itertuples(index=False):
         fixes = "; ".join(f"{k}={v} -> {pad_to(v, g.mult)}" for k, v in g.bad.items())
@@ -194,55 +282,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 example_ts_us=trace.to_trace_us(int(ops["ts_ns"].iat[int(g.op)])),
             )
         )
-    locs: list[Location | None] = ctx.locator.for_ops(df["op"])
-    top = groups.iloc[0]
-    k0, v0 = next(iter(top["bad"].items()))
-    example = f"{k0}={v0} -> {pad_to(v0, int(top['mult']))}"
-    kernel_ms = float(df["ns"].sum()) / 1e6 / steps
-    mults = sorted(set(groups["mult"]))
-    rule = " / ".join(f"{m}" for m in mults)
-    what = "the ops take {} of CPU time" if latent else "their GEMM/conv kernels take {}"
-    summary = (
-        f"{len(groups)} matmul/conv shape(s) have dimensions that are not multiples of "
-        f"{rule} (e.g. {top['name']} {example}); "
-        f"{what.format(fmt_ms(kernel_ms))} per step."
-    )
-    if latent:
-        summary += (
-            " Free on this CPU run; on a Tensor Core GPU with fp16/bf16 autocast they "
-            "fall back to slower kernels."
-        )
-    fields: dict = {"est_savings_ms": 0.0, "est_savings_range_ms": None}
-    how = ""
-    if not latent and mk is not None:
-        fields, how = _value(ctx, use[use["op"].isin(df["op"]).to_numpy()], steps)
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="medium" if not latent else "low",
-            latent=latent,
-            summary=summary,
-            recommendation=(
-                "Pad the listed dimensions to the next multiple (64 is even better on A100/H100): "
-                "vocabulary and output layers with extra unused rows (slice the logits), input "
-                "features with zero columns once in the data pipeline, hidden sizes in the model "
-                "config, and use batch sizes that are multiples of 8."
-            ),
-            snippet=_snippet(*_snippet_dim(groups)),
-            evidence=tuple(evidence),
-            locations=aggregate(locs),
-            assumptions=(
-                how
-                if not latent
-                else "CPU-only trace: no time claimed; checked with the 16-bit rule (multiples of 8).",
-                f"Rule: multiples of 8 for float16/bfloat16, of 4 for FP32 as TF32 (compute "
-                f"capability 8.0+); dimensions under {min_dim:g} are not checked.",
-                "FP32 shapes count only where their kernels already run on Tensor Cores (TF32).",
-            ),
-        )
-    ]
+    return tuple(evidence)
 
 
 def _value(ctx: Context, kern: pd.DataFrame, steps: int) -> tuple[dict[str, Any], str]:
