@@ -33,6 +33,8 @@ bias; folding is then still possible but the saving only applies at inference.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -136,18 +138,84 @@ def _run_sites(ctx: Context) -> list[Location]:
     return run_locations(rows, lambda r: f"{r.conv or 'conv'} -> {r.bn or 'bn'}")
 
 
+class _Facts(NamedTuple):
+    """The conv -> BatchNorm pairs with a bias, and what their bias adds cost."""
+
+    pairs: pd.DataFrame  # conv row, bn row, bias adds (from the trace)
+    sites: list[Location]  # run.json's module pairs
+    n_run: int
+    add_rows: np.ndarray  # the bias adds (cpu_ops rows)
+    kmask: np.ndarray  # their kernels (a mask over kernels; empty without any)
+    gpu_ns: int  # the kernels' time
+    n_k: int
+    idle_ns: int  # GPU idle while the host ran the adds
+    per_add: dict[int, int]  # GPU ns per bias add
+    steps: int
+
+
+class _Value(NamedTuple):
+    fields: dict[str, Any]
+    saving_ms: float  # measured: the adds' kernels and the GPU idle under them
+    replay_saves: bool  # the replay (if any) finds the steps shorter
+    how: str
+
+
 @detector(ID, TITLE)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    v = _value(trace, ctx, f)
+    latent = v.saving_ms <= 0 or not v.replay_saves
+    training = has_backward(trace)
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **(v.fields if not latent else {"est_savings_ms": 0.0}),
+            latent=latent,
+            confidence="high" if len(f.pairs) and trace.has_shapes else "medium",
+            summary=_summary(trace, f, v),
+            recommendation=_recommendation(training),
+            snippet=SNIPPET,
+            evidence=_evidence(trace, f.pairs, f.per_add if trace.has_gpu else None),
+            locations=merge_locations(f.sites, aggregate(ctx.locator.for_ops(f.pairs["conv"]))),
+            assumptions=(
+                v.how
+                if v.saving_ms > 0
+                else "no separate bias-add kernel measured (fused into the convolution or not in "
+                "the trace): informational, no saving claimed",
+                "bias gradient (backward reduction) and optimizer update not counted"
+                if training
+                else "no backward in this trace: only the forward bias add is counted",
+                f"divided over {f.steps} step(s)",
+            ),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The pairs (trace and run.json) and their bias adds' GPU cost; None without any pair."""
     if not len(trace.cpu_ops) and ctx.run is None:
         raise Skip("no CPU operator events and no run.json")
     pairs = _pairs(trace)
     sites = _run_sites(ctx)
     n_run = len(ctx.live.modules.conv_bias_before_bn)
     if not len(pairs) and not n_run:
-        return []
-    steps = n_steps(trace)
-    ops = trace.cpu_ops
+        return None
     add_rows = np.array(sorted({a for lst in pairs["adds"] for a in lst}), dtype=np.int64)
+    kmask, gpu_ns, n_k, idle_ns, per_add = _add_cost(trace, add_rows)
+    return _Facts(
+        pairs, sites, n_run, add_rows, kmask, gpu_ns, n_k, idle_ns, per_add, n_steps(trace)
+    )
+
+
+def _add_cost(
+    trace: Trace, add_rows: np.ndarray
+) -> tuple[np.ndarray, int, int, int, dict[int, int]]:
+    """The bias adds' kernels (a mask), their time and number, the GPU idle time while the
+    host ran the adds, and the kernel time per add."""
+    ops = trace.cpu_ops
     gpu_ns, n_k, idle_ns = 0, 0, 0
     per_add: dict[int, int] = {}
     kmask = np.zeros(0, dtype=bool)
@@ -164,97 +232,85 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             _, idle_ns = busy.idle_in_spans(
                 ops["ts_ns"].to_numpy()[add_rows], ops["end_ns"].to_numpy()[add_rows]
             )
-    saving_ms = (gpu_ns + idle_ns) / 1e6 / steps
-    fields: dict = {"est_savings_ms": saving_ms}
-    how_saved = (
+    return kmask, gpu_ns, n_k, idle_ns, per_add
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> _Value:
+    """The bias adds' kernels and host calls removed, replayed; without a replay (or without
+    kernels), their kernel time plus the GPU idle under them."""
+    saving_ms = (f.gpu_ns + f.idle_ns) / 1e6 / f.steps
+    how = (
         "saving = GPU time of the bias-add kernels under these convolutions + GPU "
         "idle time while the host ran the adds"
     )
-    replay_saves = True
-    if n_k:
-        rep = ctx.whatif(
-            Combined(
-                [
-                    ScaleGpu(
-                        kernels=np.flatnonzero(kmask), speedup=float("inf"), label="bias adds gone"
-                    ),
-                    ShrinkHost(
-                        ops["ts_ns"].to_numpy()[add_rows],
-                        ops["end_ns"].to_numpy()[add_rows],
-                        tids=ops["tid"].to_numpy()[add_rows],
-                        keep=0.0,
-                        label="bias add calls gone",
-                    ),
-                ]
-            )
+    if not f.n_k:
+        return _Value({"est_savings_ms": saving_ms}, saving_ms, True, how)
+    ops = trace.cpu_ops
+    rep = ctx.whatif(
+        Combined(
+            [
+                ScaleGpu(
+                    kernels=np.flatnonzero(f.kmask), speedup=float("inf"), label="bias adds gone"
+                ),
+                ShrinkHost(
+                    ops["ts_ns"].to_numpy()[f.add_rows],
+                    ops["end_ns"].to_numpy()[f.add_rows],
+                    tids=ops["tid"].to_numpy()[f.add_rows],
+                    keep=0.0,
+                    label="bias add calls gone",
+                ),
+            ]
         )
-        if rep.replayed:
-            fields = rep.draft_fields()
-            replay_saves = rep.ms > 0
-            how_saved = (
-                "The bias-add kernels and the host time of their aten::add_ calls are "
-                "removed. " + rep.assumption
-            )
-    per_step = len(pairs) / steps
-    locs = merge_locations(sites, aggregate(ctx.locator.for_ops(pairs["conv"])))
-    latent = saving_ms <= 0 or not replay_saves
-    if len(pairs):
+    )
+    if not rep.replayed:
+        return _Value({"est_savings_ms": saving_ms}, saving_ms, True, how)
+    how = (
+        "The bias-add kernels and the host time of their aten::add_ calls are "
+        "removed. " + rep.assumption
+    )
+    return _Value(rep.draft_fields(), saving_ms, rep.ms > 0, how)
+
+
+def _summary(trace: Trace, f: _Facts, v: _Value) -> str:
+    if len(f.pairs):
         summary = (
-            f"{per_step:.0f} convolution(s) with a bias feed BatchNorm directly "
+            f"{len(f.pairs) / f.steps:.0f} convolution(s) with a bias feed BatchNorm directly "
             f"{per_step_words(trace)}"
         )
         summary += (
-            f"; the bias adds cost {n_k / steps:.0f} kernels, {gpu_ns / 1e6 / steps:.2f} "
-            "ms on the GPU, and cancel out in BatchNorm."
-            if n_k
+            f"; the bias adds cost {f.n_k / f.steps:.0f} kernels, "
+            f"{f.gpu_ns / 1e6 / f.steps:.2f} ms on the GPU, and cancel out in BatchNorm."
+            if f.n_k
             else "; BatchNorm cancels the bias, so computing it and its gradient is wasted "
             "(no separate bias kernel to measure here; on cuDNN it is one add kernel "
             "per convolution)."
         )
     else:
         summary = (
-            f"{n_run} Conv->BatchNorm pair(s) with a conv bias (run.json); the bias is "
+            f"{f.n_run} Conv->BatchNorm pair(s) with a conv bias (run.json); the bias is "
             "cancelled by BatchNorm but its cost is not visible in this trace."
         )
-    if n_run and len(pairs):
-        summary += f" run.json lists {n_run} such module pair(s)."
-    if saving_ms > 0 and not replay_saves:
+    if f.n_run and len(f.pairs):
+        summary += f" run.json lists {f.n_run} such module pair(s)."
+    if v.saving_ms > 0 and not v.replay_saves:
         summary += " Replayed without them, the step is no shorter: other work limits it."
-    assumptions = [
-        how_saved
-        if saving_ms > 0
-        else "no separate bias-add kernel measured (fused into the convolution or not in the "
-        "trace): informational, no saving claimed",
-        "bias gradient (backward reduction) and optimizer update not counted"
-        if has_backward(trace)
-        else "no backward in this trace: only the forward bias add is counted",
-        f"divided over {steps} step(s)",
-    ]
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **(fields if not latent else {"est_savings_ms": 0.0}),
-            latent=latent,
-            confidence="high" if len(pairs) and trace.has_shapes else "medium",
-            summary=summary,
-            recommendation=(
-                "Create these convolutions with bias=False: the BatchNorm that follows removes "
-                "any per-channel offset, so the bias, its gradient and its optimizer update are "
-                "pure overhead. For pretrained weights fold the bias into BatchNorm's running "
-                "mean first."
-                if has_backward(trace)
-                else "Fold each bias into the BatchNorm after it (bn.running_mean -= conv.bias, "
-                "then bias=False), or fuse each convolution with its BatchNorm for inference "
-                "(torch.ao.quantization.fuse_modules): the bias add disappears, and with fusion "
-                "the BatchNorm too."
-            ),
-            snippet=SNIPPET,
-            evidence=_evidence(trace, pairs, per_add if trace.has_gpu else None),
-            locations=locs,
-            assumptions=tuple(assumptions),
+    return summary
+
+
+def _recommendation(training: bool) -> str:
+    if training:
+        return (
+            "Create these convolutions with bias=False: the BatchNorm that follows removes "
+            "any per-channel offset, so the bias, its gradient and its optimizer update are "
+            "pure overhead. For pretrained weights fold the bias into BatchNorm's running "
+            "mean first."
         )
-    ]
+    return (
+        "Fold each bias into the BatchNorm after it (bn.running_mean -= conv.bias, "
+        "then bias=False), or fuse each convolution with its BatchNorm for inference "
+        "(torch.ao.quantization.fuse_modules): the bias add disappears, and with fusion "
+        "the BatchNorm too."
+    )
 
 
 def _kernel_ns_by_add(trace: Trace, ks: pd.DataFrame, add_mask: np.ndarray) -> dict[int, int]:
