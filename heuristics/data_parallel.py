@@ -34,6 +34,9 @@ time of those ranges is the saving.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -100,8 +103,60 @@ def _dp_frames(trace: Trace) -> int:
     return int(f.str.endswith(DP_FILE).sum())
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What the trace and run.json show of nn.DataParallel."""
+
+    flagged: int  # run.json says the model is wrapped
+    frames: int  # Python frames in DataParallel's file
+    names: np.ndarray  # cpu_ops names
+    col: Any  # the name column the masks were read from
+    fwd: np.ndarray  # Broadcast/Scatter/Gather ops
+    bwd: np.ndarray  # their backward nodes
+    kinds: set[str]  # the forward kinds seen
+
+    @property
+    def seen(self) -> bool:
+        return len(self.kinds) >= 2 or (
+            len(self.kinds) >= 1 and (self.frames > 0 or self.flagged > 0)
+        )
+
+
 @detector(ID, TITLE)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    s = _seen(trace, ctx)
+    if not s.seen or "Broadcast" not in s.kinds:  # no replication: one device, nothing to measure
+        return _unmeasured(trace, ctx, s)
+    rows = _ranges(trace, s.fwd)
+    n_dev = max(2, int(trace.kernels["device"].nunique())) if len(trace.kernels) else 2
+    scatter = s.names[rows] == "Scatter"
+    # DDP still copies each process's share of the batch: Scatter saves (n-1)/n of its time
+    weight = np.where(scatter, (n_dev - 1) / n_dev, 1.0)
+    dur = trace.cpu_ops["dur_ns"].to_numpy()[rows]
+    per_step_ms = float((dur * weight).sum()) / 1e6 / n_steps(trace)
+    fields, replayed_ms, how = _value(trace, ctx, rows, scatter, n_dev, per_step_ms)
+    locs = (*_run_sites(ctx), *aggregate(ctx.locator.for_op(int(r)) for r in rows[:200]))[:5]
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if (s.flagged or s.frames) else "medium",
+            summary=_summary(trace, s.names[rows], per_step_ms, replayed_ms),
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=_evidence(trace, s, rows)[:5],
+            locations=locs,
+            assumptions=(
+                how,
+                "Not counted: the gradient reduction onto GPU 0, GIL contention between replica "
+                "threads and GPU 0's extra load, so the real gain is usually larger.",
+            ),
+        )
+    ]
+
+
+def _seen(trace: Trace, ctx: Context) -> _Seen:
     flagged = _run_flag(ctx)
     if not len(trace.cpu_ops) and not flagged:
         raise Skip("no CPU operator events in this trace and no run.json module facts")
@@ -111,70 +166,102 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     bwd = name_in(
         col, [*BACKWARD, *(f"autograd::engine::evaluate_function: {b}" for b in BACKWARD)]
     )
-    kinds = set(names[fwd].tolist())
-    frames = _dp_frames(trace)
-    seen = len(kinds) >= 2 or (len(kinds) >= 1 and (frames > 0 or flagged > 0))
-    if not seen or "Broadcast" not in kinds:  # no replication: one device, nothing to measure
-        if flagged or frames or seen:
-            where = (
-                "run.json"
-                if flagged
-                else f"Python frames in {DP_FILE}"
-                if frames
-                else f"{'/'.join(sorted(kinds))} operators in the trace"
-            )
-            count = max(flagged, frames, int(fwd.sum()))
-            return [_latent(trace, where, count, _run_sites(ctx))]
-        return []
+    return _Seen(flagged, _dp_frames(trace), names, col, fwd, bwd, set(names[fwd].tolist()))
 
+
+def _unmeasured(trace: Trace, ctx: Context, s: _Seen) -> list[Draft]:
+    """DataParallel seen with no replication to measure: information; not seen: nothing."""
+    if not (s.flagged or s.frames or s.seen):
+        return []
+    where = (
+        "run.json"
+        if s.flagged
+        else f"Python frames in {DP_FILE}"
+        if s.frames
+        else f"{'/'.join(sorted(s.kinds))} operators in the trace"
+    )
+    count = max(s.flagged, s.frames, int(s.fwd.sum()))
+    return [_latent(trace, where, count, _run_sites(ctx))]
+
+
+def _ranges(trace: Trace, fwd: np.ndarray) -> np.ndarray:
+    """The outermost DataParallel ranges (a Scatter nested in another is counted once), in the
+    steps when some are."""
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()
-    # outermost DataParallel ranges only (a Scatter nested in another is counted once)
     under_fwd = inherit(trace, fwd)
     par_fwd = np.where(parent >= 0, under_fwd[np.clip(parent, 0, None)], False)
     rows = np.flatnonzero(fwd & ~par_fwd & (ops["step"].to_numpy() >= 0))
     if not len(rows):
         rows = np.flatnonzero(fwd & ~par_fwd)
-    sel = ops.iloc[rows]
-    dur = sel["dur_ns"].to_numpy()
-    n_dev = max(2, int(trace.kernels["device"].nunique())) if len(trace.kernels) else 2
-    # DDP still copies each process's share of the batch: Scatter saves (n-1)/n of its time
-    weight = np.where(names[rows] == "Scatter", (n_dev - 1) / n_dev, 1.0)
-    per_step_ms = float((dur * weight).sum()) / 1e6 / n_steps(trace)
-    fields: dict = {"est_savings_ms": round(per_step_ms, 3)}
-    replayed_ms = None
+    return rows
+
+
+def _value(
+    trace: Trace,
+    ctx: Context,
+    rows: np.ndarray,
+    scatter: np.ndarray,
+    n_dev: int,
+    per_step_ms: float,
+) -> tuple[dict[str, Any], float | None, str]:
+    """DDP replayed instead (:func:`_fix`): the fields, the replayed saving (None without a
+    replay) and how; without a replay the host time DDP does not spend."""
+    fields: dict[str, Any] = {"est_savings_ms": round(per_step_ms, 3)}
     how = (
         "Saving = host time of the Broadcast and Gather ranges (DDP does neither) plus "
         f"{n_dev - 1}/{n_dev} of the Scatter range (each DDP process still copies its own "
         f"share of the batch; {n_dev} GPUs), divided by the {n_steps(trace)} step(s) in the "
         "trace."
     )
-    if trace.has_gpu:
-        rep = ctx.whatif(_fix(trace, rows, names[rows] == "Scatter", n_dev))
-        if rep.replayed:
-            fields = rep.draft_fields()
-            replayed_ms = rep.ms
-            how = (
-                "The Broadcast and Gather ranges' host time and the GPU work they launch are "
-                f"removed (DDP does neither), and {n_dev - 1}/{n_dev} of each Scatter range's "
-                f"host time (each DDP process still copies its own share; {n_dev} GPUs). "
-                + rep.assumption
-            )
+    if not trace.has_gpu:
+        return fields, None, how
+    rep = ctx.whatif(_fix(trace, rows, scatter, n_dev))
+    if not rep.replayed:
+        return fields, None, how
+    how = (
+        "The Broadcast and Gather ranges' host time and the GPU work they launch are "
+        f"removed (DDP does neither), and {n_dev - 1}/{n_dev} of each Scatter range's "
+        f"host time (each DDP process still copies its own share; {n_dev} GPUs). " + rep.assumption
+    )
+    return rep.draft_fields(), rep.ms, how
+
+
+def _summary(
+    trace: Trace, range_names: np.ndarray, per_step_ms: float, replayed_ms: float | None
+) -> str:
+    counts = pd.Series(range_names).value_counts()
+    calls = int(counts.max()) if len(counts) else 0
+    summary = (
+        f"nn.DataParallel replicates the model, scatters the batch and gathers outputs "
+        f"every step ({calls} call(s) in {n_steps(trace)} step(s)): {per_step_ms:.3f} ms "
+        f"per step of host time that DistributedDataParallel does not spend."
+    )
+    if replayed_ms is not None:
+        summary += f" Replayed without it, the step is {replayed_ms:.3f} ms shorter."
+    return summary
+
+
+def _evidence(trace: Trace, s: _Seen, rows: np.ndarray) -> tuple[Evidence, ...]:
+    """Each forward kind's ranges, backward's gradient reduction, run.json's flag."""
+    ops = trace.cpu_ops
+    dur = ops["dur_ns"].to_numpy()[rows]
+    ts = ops["ts_ns"].to_numpy()[rows]
     evidence = []
     for name in FORWARD:
-        m = names[rows] == name
+        m = s.names[rows] == name
         if m.any():
-            first = int(sel["ts_ns"].to_numpy()[m].min())
             what = {
                 "Broadcast": "Broadcast (replicate: parameters copied to every GPU)",
                 "Scatter": "Scatter (batch split across GPUs)",
                 "Gather": "Gather (outputs collected on GPU 0)",
             }[name]
             evidence.append(
-                Evidence(what, int(m.sum()), ms(dur[m].sum()), trace.to_trace_us(first))
+                Evidence(what, int(m.sum()), ms(dur[m].sum()), trace.to_trace_us(int(ts[m].min())))
             )
-    if bwd.any():
-        own = name_in(col, BACKWARD)
+    if s.bwd.any():
+        parent = ops["parent_idx"].to_numpy()
+        own = name_in(s.col, BACKWARD)
         under = inherit(trace, own)
         b = ops[own & ~np.where(parent >= 0, under[np.clip(parent, 0, None)], False)]
         evidence.append(
@@ -184,37 +271,9 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 ms(b["dur_ns"].sum()),
             )
         )
-    if flagged:
-        evidence.append(Evidence("run.json: nn.DataParallel wraps the model", flagged, 0.0))
-    locs = (*_run_sites(ctx), *aggregate(ctx.locator.for_op(int(r)) for r in rows[:200]))[:5]
-    counts = pd.Series(names[rows]).value_counts()
-    calls = int(counts.max()) if len(counts) else 0
-    summary = (
-        f"nn.DataParallel replicates the model, scatters the batch and gathers outputs "
-        f"every step ({calls} call(s) in {n_steps(trace)} step(s)): {per_step_ms:.3f} ms "
-        f"per step of host time that DistributedDataParallel does not spend."
-    )
-    if replayed_ms is not None:
-        summary += f" Replayed without it, the step is {replayed_ms:.3f} ms shorter."
-    assumptions = (
-        how,
-        "Not counted: the gradient reduction onto GPU 0, GIL contention between replica "
-        "threads and GPU 0's extra load, so the real gain is usually larger.",
-    )
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="high" if (flagged or frames) else "medium",
-            summary=summary,
-            recommendation=RECOMMENDATION,
-            snippet=SNIPPET,
-            evidence=tuple(evidence[:5]),
-            locations=locs,
-            assumptions=assumptions,
-        )
-    ]
+    if s.flagged:
+        evidence.append(Evidence("run.json: nn.DataParallel wraps the model", s.flagged, 0.0))
+    return tuple(evidence)
 
 
 def _fix(trace: Trace, rows: np.ndarray, scatter: np.ndarray, n_dev: int) -> Combined:
