@@ -27,6 +27,8 @@ zeros (not None) needs a change; gradient accumulation works the same with None.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -111,6 +113,20 @@ def _run_sites(ctx: Context) -> list[Location]:
     return run_locations(bad, lambda r: f"{r.owner or ''}.zero_grad(set_to_none=False)")
 
 
+class _Facts(NamedTuple):
+    """The zeroing ops inside the zero_grad ranges and the GPU work they launch."""
+
+    ranges: pd.DataFrame  # the zero_grad ranges of the steps
+    zops: np.ndarray  # the outermost zero_/fill_ ops inside them (cpu_ops rows)
+    host_ns: int  # their host time
+    k_rows: np.ndarray  # their kernels (a mask over kernels)
+    m_rows: np.ndarray  # their memsets/copies (a mask over memcpy)
+    k_sel: pd.DataFrame
+    m_sel: pd.DataFrame
+    gpu_ns: int
+    steps: int
+
+
 @detector(ID, TITLE)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     ranges = _ranges(trace)
@@ -120,10 +136,36 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if not sites:
             return []
         return [_latent(sites)]
+    f = _measure(trace, ranges, zops)
+    fields, how = _value(trace, ctx, f)
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if trace.has_gpu else "medium",
+            summary=_summary(trace, f),
+            recommendation=(
+                "Call optimizer.zero_grad(set_to_none=True) (the default since torch 2.0): the "
+                "gradients become None, nothing is launched, and the next backward writes them "
+                "instead of adding into zeros."
+            ),
+            snippet=SNIPPET,
+            evidence=_evidence(trace, f),
+            locations=merge_locations(sites, aggregate(ctx.locator.for_ops(zops[:2000]))),
+            assumptions=(
+                how,
+                "the extra read of the zeroed gradients in the next backward is not counted",
+                f"divided over {f.steps} step(s)",
+            ),
+        )
+    ]
+
+
+def _measure(trace: Trace, ranges: pd.DataFrame, zops: np.ndarray) -> _Facts:
+    """The zeroing ops' host time and the kernels and memsets they launched."""
     ops = trace.cpu_ops
-    steps = n_steps(trace)
     host_ns = int(ops["dur_ns"].to_numpy()[zops].sum())
-    # GPU work these ops launched
     mask = np.zeros(len(ops), dtype=bool)
     mask[zops] = True
     mask = inherit(trace, mask)
@@ -134,64 +176,80 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     k_sel = k[k_rows] if len(k) else k
     m_sel = mcp[m_rows] if len(mcp) else mcp
     gpu_ns = int(k_sel["dur_ns"].sum()) + int(m_sel["dur_ns"].sum())
-    n_gpu = len(k_sel) + len(m_sel)
+    return _Facts(ranges, zops, host_ns, k_rows, m_rows, k_sel, m_sel, gpu_ns, n_steps(trace))
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[dict[str, Any], str]:
+    """The zeroing ops, their host time and GPU work removed, replayed; without a replay, their
+    GPU time plus the GPU idle under them (their CPU time on a CPU trace)."""
+    ops = trace.cpu_ops
+    zops = f.zops
     if trace.has_gpu:
         busy = main_busy(trace)
         _, idle_ns = busy.idle_in_spans(
             ops["ts_ns"].to_numpy()[zops], ops["end_ns"].to_numpy()[zops]
         )
-        save_ns = gpu_ns + idle_ns
+        save_ns = f.gpu_ns + idle_ns
         how = (
             "saving = GPU time of the zeroing kernels/memsets + GPU idle time while the host "
             "ran the zero_/fill_ ops"
         )
     else:
-        save_ns = host_ns
+        save_ns = f.host_ns
         how = "CPU-only run: saving = CPU time of the zero_/fill_ ops"
-    saving_ms = save_ns / 1e6 / steps
-    fields: dict = {"est_savings_ms": saving_ms}
-    if trace.has_gpu:
-        rep = ctx.whatif(
-            Combined(
-                [
-                    ShrinkHost(
-                        ops["ts_ns"].to_numpy()[zops],
-                        ops["end_ns"].to_numpy()[zops],
-                        ops["tid"].to_numpy()[zops],
-                        keep=0.0,
-                    ),
-                    ScaleGpu(kernels=k_rows, memcpy=m_rows, speedup=float("inf")),
-                ],
-                label="zero_grad(set_to_none=True)",
-            )
+    fields: dict[str, Any] = {"est_savings_ms": save_ns / 1e6 / f.steps}
+    if not trace.has_gpu:
+        return fields, how
+    rep = ctx.whatif(
+        Combined(
+            [
+                ShrinkHost(
+                    ops["ts_ns"].to_numpy()[zops],
+                    ops["end_ns"].to_numpy()[zops],
+                    ops["tid"].to_numpy()[zops],
+                    keep=0.0,
+                ),
+                ScaleGpu(kernels=f.k_rows, memcpy=f.m_rows, speedup=float("inf")),
+            ],
+            label="zero_grad(set_to_none=True)",
         )
-        if rep.replayed:
-            fields = rep.draft_fields()
-            how = rep.assumption + " (the zeroing ops, their host time and GPU work removed)"
-    per_step = len(zops) / steps
-    grads, known = _gradient_count(trace, zops)
-    per_range = grads / max(1, len(ranges))
+    )
+    if rep.replayed:
+        return rep.draft_fields(), rep.assumption + (
+            " (the zeroing ops, their host time and GPU work removed)"
+        )
+    return fields, how
+
+
+def _summary(trace: Trace, f: _Facts) -> str:
+    grads, known = _gradient_count(trace, f.zops)
+    per_range = grads / max(1, len(f.ranges))
     what = f"{per_range:.0f} gradient(s)" if known else "the gradients"
     summary = (
         f"zero_grad() fills {what} with zeros each call: "
-        f"{per_step:.0f} zeroing op(s) {per_step_words(trace)} take "
-        f"{host_ns / 1e6 / steps:.2f} ms on the host"
+        f"{len(f.zops) / f.steps:.0f} zeroing op(s) {per_step_words(trace)} take "
+        f"{f.host_ns / 1e6 / f.steps:.2f} ms on the host"
     )
+    n_gpu = len(f.k_sel) + len(f.m_sel)
     if n_gpu:
         summary += (
-            f" and launch {n_gpu / steps:.0f} kernels/memsets taking "
-            f"{gpu_ns / 1e6 / steps:.2f} ms on the GPU"
+            f" and launch {n_gpu / f.steps:.0f} kernels/memsets taking "
+            f"{f.gpu_ns / 1e6 / f.steps:.2f} ms on the GPU"
         )
-    summary += "."
+    return summary + "."
+
+
+def _evidence(trace: Trace, f: _Facts) -> tuple[Evidence, ...]:
+    ops = trace.cpu_ops
     ev = [
         Evidence(
-            f"zero_/fill_/_foreach_zero_ inside {ranges['name'].iloc[0]}",
-            len(zops),
-            ms(host_ns),
-            trace.to_trace_us(int(ops["ts_ns"].iat[int(zops[0])])),
+            f"zero_/fill_/_foreach_zero_ inside {f.ranges['name'].iloc[0]}",
+            len(f.zops),
+            ms(f.host_ns),
+            trace.to_trace_us(int(ops["ts_ns"].iat[int(f.zops[0])])),
         )
     ]
-    for label, g in (("zeroing kernels", k_sel), ("memsets", m_sel)):
+    for label, g in (("zeroing kernels", f.k_sel), ("memsets", f.m_sel)):
         if len(g):
             ev.append(
                 Evidence(
@@ -201,29 +259,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                     trace.to_trace_us(int(g["ts_ns"].min())),
                 )
             )
-    locs = merge_locations(sites, aggregate(ctx.locator.for_ops(zops[:2000])))
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="high" if trace.has_gpu else "medium",
-            summary=summary,
-            recommendation=(
-                "Call optimizer.zero_grad(set_to_none=True) (the default since torch 2.0): the "
-                "gradients become None, nothing is launched, and the next backward writes them "
-                "instead of adding into zeros."
-            ),
-            snippet=SNIPPET,
-            evidence=tuple(ev),
-            locations=locs,
-            assumptions=(
-                how,
-                "the extra read of the zeroed gradients in the next backward is not counted",
-                f"divided over {steps} step(s)",
-            ),
-        )
-    ]
+    return tuple(ev)
 
 
 def _latent(sites: list[Location]) -> Draft:
