@@ -31,6 +31,8 @@ window (confidence is low when the trace also holds training steps).
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from advisor.derive.locate import aggregate
@@ -64,8 +66,59 @@ model.train()                      # before training again
 """
 
 
+class _Facts(NamedTuple):
+    """Train-mode work in the inference steps, and what model.eval() removes of it."""
+
+    names: np.ndarray  # cpu_ops names
+    train_steps: set[int]  # steps with backward or an optimizer step
+    drop_ops: np.ndarray  # dropout calls that drop (cpu_ops rows)
+    bn_ops: np.ndarray  # BatchNorm calls on batch statistics
+    host: np.ndarray  # the calls model.eval() removes (dropping calls, bumps)
+    claimed: np.ndarray  # the kernels it removes (a mask over kernels)
+    hit: int  # inference steps with such calls
+    steps: int
+
+
 @detector(ID, TITLE, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace)
+    if f is None:
+        return []
+    fields, how, gpu_ms = _value(trace, ctx, f)
+    conf: Confidence = "low" if f.train_steps else "medium"
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            confidence=conf,
+            summary=_summary(f, gpu_ms),
+            recommendation=(
+                "Call model.eval() before inference (model.train() before training again), and "
+                "evaluate under torch.inference_mode()."
+            ),
+            snippet=SNIPPET,
+            evidence=tuple(_evidence(trace, f.names, f.drop_ops, f.bn_ops)),
+            locations=aggregate(ctx.locator.for_ops(np.concatenate([f.drop_ops, f.bn_ops])[:400])),
+            assumptions=(
+                "Steps without backward ops or Optimizer.step are inference; dropout drops when "
+                "it calls native_dropout/bernoulli_ or launches kernels; BatchNorm is in train "
+                "mode after a num_batches_tracked bump or with training kernels.",
+                "Saving: dropout's kernels and calls, ATen's BatchNorm statistics kernels and the "
+                "bumps removed (cuDNN's/MIOpen's train BatchNorm kernels not claimed). " + how,
+                *(
+                    ("The trace also holds training steps: these passes may be part of them.",)
+                    if f.train_steps
+                    else ()
+                ),
+            ),
+            **fields,
+        )
+    ]
+
+
+def _measure(trace: Trace) -> _Facts | None:
+    """Dropout that drops and BatchNorm on batch statistics in the steps without backward or an
+    optimizer step, with the calls and kernels model.eval() removes; None without any."""
     ops = trace.cpu_ops
     bw = in_backward(trace)
     step = ops["step"].to_numpy()
@@ -76,8 +129,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     drop_ops, dropping = _dropouts(trace, fwd)
     bn_ops, bumps, stats = _train_batch_norms(trace, names, fwd)
     if not len(drop_ops) and not len(bn_ops):
-        return []
-    steps = n_steps(trace)
+        return None
     k = trace.kernels
     claimed = np.zeros(len(k), dtype=bool)
     if len(k):
@@ -86,6 +138,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         claimed = gpu_rows_from(trace, k, inherit(trace, gone))
         claimed[stats] = True
     host = np.concatenate([dropping, bumps]).astype(np.int64)
+    hit = len({int(s) for s in step[np.concatenate([drop_ops, bn_ops]).astype(np.int64)]})
+    return _Facts(names, train_steps, drop_ops, bn_ops, host, claimed, hit, n_steps(trace))
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[dict[str, Any], str, float]:
+    """The removed calls and kernels, replayed: the fields, how, and the kernels' time per
+    step; without a replay, that kernel time (the calls' host time on a CPU trace)."""
+    ops = trace.cpu_ops
+    host = f.host
     fixes: list[Fix] = [
         ShrinkHost(
             ops["ts_ns"].to_numpy()[host],
@@ -95,73 +156,53 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="train-mode work gone",
         )
     ]
-    if claimed.any():
-        fixes.append(ScaleGpu(np.flatnonzero(claimed), speedup=float("inf"), low=2.0))
+    if f.claimed.any():
+        fixes.append(ScaleGpu(np.flatnonzero(f.claimed), speedup=float("inf"), low=2.0))
     rep = ctx.whatif(Combined(fixes, label="model.eval()"))
-    gpu_ms = float(k["dur_ns"].to_numpy()[claimed].sum()) / 1e6 / steps if len(k) else 0.0
-    host_ms = float(ops["dur_ns"].to_numpy()[host].sum()) / 1e6 / steps
+    k = trace.kernels
+    gpu_ms = float(k["dur_ns"].to_numpy()[f.claimed].sum()) / 1e6 / f.steps if len(k) else 0.0
+    host_ms = float(ops["dur_ns"].to_numpy()[host].sum()) / 1e6 / f.steps
     cpu_run = not trace.has_gpu and not len(trace.runtime)
     if rep.replayed:
-        fields, how = rep.draft_fields(), rep.assumption
-    elif trace.has_gpu or cpu_run:
-        fields = {"est_savings_ms": round(gpu_ms if trace.has_gpu else host_ms, 3)}
-        how = "Not replayed: the GPU time of the removed kernels (host time on a CPU trace)."
-    else:  # runtime calls but no GPU activity recorded: host times include the GPU's
-        fields = {"est_savings_ms": 0.0}
-        how = "The trace records no GPU activity of this GPU run: no saving is claimed."
-    hit = len({int(s) for s in step[np.concatenate([drop_ops, bn_ops]).astype(np.int64)]})
-    what = []
-    if len(drop_ops):
-        what.append(f"{len(drop_ops) / hit:.0f} dropout call(s) that drop")
-    if len(bn_ops):
-        what.append(f"{len(bn_ops) / hit:.0f} BatchNorm call(s) on batch statistics")
-    conf: Confidence = "low" if train_steps else "medium"
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            confidence=conf,
-            summary=(
-                f"{hit} step(s) run forward with no backward and the model in train mode: "
-                f"{' and '.join(what)} per step."
-                + (f" Their kernels take {fmt_ms(gpu_ms)} per step." if gpu_ms > 0 else "")
-                + " The results are not the model's: "
-                + "; ".join(
-                    x
-                    for x, found in (
-                        ("dropout zeroes activations at random", len(drop_ops)),
-                        (
-                            "BatchNorm normalizes by each batch, overwriting its running "
-                            "statistics",
-                            len(bn_ops),
-                        ),
-                    )
-                    if found
-                )
-                + "."
-            ),
-            recommendation=(
-                "Call model.eval() before inference (model.train() before training again), and "
-                "evaluate under torch.inference_mode()."
-            ),
-            snippet=SNIPPET,
-            evidence=tuple(_evidence(trace, names, drop_ops, bn_ops)),
-            locations=aggregate(ctx.locator.for_ops(np.concatenate([drop_ops, bn_ops])[:400])),
-            assumptions=(
-                "Steps without backward ops or Optimizer.step are inference; dropout drops when "
-                "it calls native_dropout/bernoulli_ or launches kernels; BatchNorm is in train "
-                "mode after a num_batches_tracked bump or with training kernels.",
-                "Saving: dropout's kernels and calls, ATen's BatchNorm statistics kernels and the "
-                "bumps removed (cuDNN's/MIOpen's train BatchNorm kernels not claimed). " + how,
-                *(
-                    ("The trace also holds training steps: these passes may be part of them.",)
-                    if train_steps
-                    else ()
-                ),
-            ),
-            **fields,
+        return rep.draft_fields(), rep.assumption, gpu_ms
+    if trace.has_gpu or cpu_run:
+        return (
+            {"est_savings_ms": round(gpu_ms if trace.has_gpu else host_ms, 3)},
+            "Not replayed: the GPU time of the removed kernels (host time on a CPU trace).",
+            gpu_ms,
         )
-    ]
+    # runtime calls but no GPU activity recorded: host times include the GPU's
+    return (
+        {"est_savings_ms": 0.0},
+        "The trace records no GPU activity of this GPU run: no saving is claimed.",
+        gpu_ms,
+    )
+
+
+def _summary(f: _Facts, gpu_ms: float) -> str:
+    what = []
+    if len(f.drop_ops):
+        what.append(f"{len(f.drop_ops) / f.hit:.0f} dropout call(s) that drop")
+    if len(f.bn_ops):
+        what.append(f"{len(f.bn_ops) / f.hit:.0f} BatchNorm call(s) on batch statistics")
+    return (
+        f"{f.hit} step(s) run forward with no backward and the model in train mode: "
+        f"{' and '.join(what)} per step."
+        + (f" Their kernels take {fmt_ms(gpu_ms)} per step." if gpu_ms > 0 else "")
+        + " The results are not the model's: "
+        + "; ".join(
+            x
+            for x, found in (
+                ("dropout zeroes activations at random", len(f.drop_ops)),
+                (
+                    "BatchNorm normalizes by each batch, overwriting its running statistics",
+                    len(f.bn_ops),
+                ),
+            )
+            if found
+        )
+        + "."
+    )
 
 
 def _owner(trace: Trace, mask: np.ndarray) -> np.ndarray:
