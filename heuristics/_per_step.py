@@ -43,6 +43,11 @@ def rows_in_steps(df: pd.DataFrame, trace: Trace) -> pd.DataFrame:
     return df[df["step"].to_numpy() >= 0]
 
 
+def kernel_ns_in_steps(trace: Trace) -> int:
+    """GPU kernel time inside the steps (ns): what a "% of GPU kernel time" is a share of."""
+    return int(trace.kernels.loc[trace.kernels["step"] >= 0, "dur_ns"].sum())
+
+
 # nanoseconds as rounded milliseconds (evidence rows); milliseconds for sentences
 ms = ms_of_ns
 fmt_ms = fmt_ms_text

@@ -57,7 +57,7 @@ from advisor.units import shorter_text
 
 from ._matmul import CONV_BWD, CONV_FWD, arch_cc, matmul_kernels
 from ._ops import has_backward
-from ._per_step import fmt_ms, n_steps
+from ._per_step import fmt_ms, kernel_ns_in_steps, n_steps
 
 ID = "fp32-matmul"
 TITLE = "FP32 matmul/conv on Tensor Core GPU"
@@ -161,7 +161,7 @@ def _measure(trace: Trace, ctx: Context) -> _Facts | None:
     mk = mk[mk["step"].to_numpy() >= 0] if len(mk) else mk
     if not len(mk) or not mk["fp32"].any():
         return None
-    total_kernel_ns = int(trace.kernels.loc[trace.kernels["step"] >= 0, "dur_ns"].sum())
+    total_kernel_ns = kernel_ns_in_steps(trace)
     fp = mk[mk["fp32"].to_numpy(dtype=bool)]
     fp32_ns = int(fp["dur_ns"].sum())
     share = 100.0 * fp32_ns / total_kernel_ns if total_kernel_ns else 0.0

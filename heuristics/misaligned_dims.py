@@ -70,7 +70,7 @@ from ._matmul import (
     pad_to,
 )
 from ._ops import op_names
-from ._per_step import fmt_ms, in_steps, n_steps
+from ._per_step import fmt_ms, in_steps, kernel_ns_in_steps, n_steps
 
 ID = "misaligned-dims"
 TITLE = "Matmul/conv dimensions not multiples of 8"
@@ -182,7 +182,7 @@ def _measure(trace: Trace, ctx: Context) -> _Facts | None:
         per_op = use.groupby("op")["dur_ns"].sum()
         df["ns"] = per_op.reindex(df["op"].to_numpy()).fillna(0).to_numpy(dtype=np.int64)
         df = df[df["ns"] > 0]
-        total = int(trace.kernels.loc[trace.kernels["step"] >= 0, "dur_ns"].sum())
+        total = kernel_ns_in_steps(trace)
         share = 100.0 * float(df["ns"].sum()) / total if total else 0.0
         if not len(df) or share < ctx.t("misaligned_dims.min_share_pct"):
             return None
