@@ -55,7 +55,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
 from ._attention import claimed_kernels
-from ._ops import op_chain, op_names
+from ._ops import launching_op, op_chain, op_names
 from ._per_step import fmt_ms, n_steps
 
 ID = "device-copies"
@@ -215,9 +215,7 @@ def _measure(trace: Trace, ctx: Context) -> _Facts | None:
 def _labelled(trace: Trace, act: pd.DataFrame) -> tuple[pd.DataFrame, set[int]]:
     """``act`` with each copy's launching op and its (cause, copy op, context op) from the op
     chain; and the copy ops (clone over its copy_), for their host time."""
-    li = act["launch_idx"].to_numpy()
-    rt_op = trace.runtime["op_idx"].to_numpy() if len(trace.runtime) else np.zeros(0, np.int64)
-    op = np.where(li >= 0, rt_op[np.clip(li, 0, max(len(rt_op) - 1, 0))], -1) if len(rt_op) else li
+    op = launching_op(trace, act)
     opn = op_names(trace)
     label: dict[int, tuple[str, str, str]] = {}  # op row -> (cause, copy op, context op)
     copy_rows: set[int] = set()
