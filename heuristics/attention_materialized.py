@@ -44,7 +44,7 @@ raises it.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, Fix, ScaleGpu
-from advisor.trace.gpus import spec_for
+from advisor.trace.gpus import GpuSpec, spec_for
 from advisor.trace.model import Trace
 
 from ._attention import Chain, chains, score_softmaxes
@@ -85,101 +85,46 @@ model = AutoModel.from_pretrained(name, attn_implementation="sdpa")
 """
 
 
+class _Group(NamedTuple):
+    """Chains of one shape: their kernels, those kernels' time and one fused kernel's time for
+    each of them."""
+
+    key: tuple[Any, ...]  # (bh, L, S, E, Ev, dtype, in_math_sdpa)
+    chains: list[Chain]
+    kernels: np.ndarray
+    chain_ns: float
+    flash_ns: float
+
+
+class _Facts(NamedTuple):
+    groups: list[_Group]  # largest saving first, only those a fused kernel beats
+    peak: GpuSpec
+    frac: float
+    steps: int
+    kernel_ms: float  # per step, the groups' kernels
+    flash_ms: float  # per step, fused kernels instead
+    dur: np.ndarray  # kernel durations
+
+
 @detector(ID, TITLE, needs=("kernels", "cpu_ops", "shapes"), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    min_seq = int(ctx.t("attention_materialized.min_seq"))
-    found = [c for c in chains(trace, min_seq)]
-    if not found:
-        raise Skip(_no_chain(trace, min_seq))
-    found = [c for c in found if (trace.kernels["step"].to_numpy()[c.kernels] >= 0).any()]
-    if not found:
+    f = _measure(trace, ctx)
+    if f is None:
         return []
-    dev = trace.device(main_device(trace))
-    peak = spec_for(dev)
-    if peak is None:
-        raise Skip(f"no peak figures for {dev.name if dev else 'this device'}")
-    frac = ctx.t("attention_materialized.flash_fraction")
-    dur = trace.kernels["dur_ns"].to_numpy()
-    groups: dict[tuple[Any, ...], list[Chain]] = defaultdict(list)
-    for c in found:
-        groups[(c.bh, c.L, c.S, c.E, c.Ev, c.dtype, c.in_math_sdpa)].append(c)
-    rows = []
-    for key, cs in groups.items():
-        c0 = cs[0]
-        elt = ELT_BYTES.get(c0.dtype or "", 2)
-        flops_s = peak.tflops(c0.dtype, True) * 1e12
-        one_ns = 1e9 * max(
-            c0.flops() / (flops_s * frac), c0.nbytes(elt) / (peak.mem_gbs * 1e9 * frac)
-        )
-        krows = np.concatenate([c.kernels for c in cs])
-        chain_ns = float(dur[krows].sum())
-        rows.append((key, cs, krows, chain_ns, one_ns * len(cs)))
-    rows.sort(key=lambda r: -(r[3] - r[4]))
-    rows = [r for r in rows if r[3] > r[4]]
-    steps = n_steps(trace)
-    kernel_ms = sum(r[3] for r in rows) / 1e6 / steps
-    flash_ms = sum(r[4] for r in rows) / 1e6 / steps
-    naive = kernel_ms - flash_ms
-    step_ms = ctx.step_ms_median
-    if not rows or step_ms <= 0 or 100 * naive / step_ms < ctx.t("attention_materialized.min_pct"):
-        return []
-    fixes: list[Fix] = []
-    for _, _, krows, chain_ns, flash_ns in rows:
-        s = chain_ns / flash_ns
-        fixes.append(
-            ScaleGpu(
-                kernels=krows,
-                speedup=s,
-                low=max(1.0, s / 2),
-                high=s * 1.5,
-                label="one fused attention kernel",
-            )
-        )
-    rep = ctx.whatif(Combined(fixes, label="attention as one fused kernel"))
-    if rep.replayed:
-        fields = rep.draft_fields()
-        how = rep.assumption
-    else:
-        fields = {
-            "est_savings_ms": round(naive, 3),
-            "est_savings_range_ms": (round(naive / 2, 3), round(naive, 3)),
-        }
-        how = "Not replayed (no steady step the replay can place): the kernel time saved."
-    top_cs = rows[0][1]
-    t = top_cs[0]
-    math_sdpa = any(r[0][-1] for r in rows)
-    summary = (
-        f"{sum(len(r[1]) for r in rows) / steps:.0f} attention call(s) per step write their "
-        f"score matrix to memory (largest: {t.bh} heads x {t.L} x {t.S} scores, head dim "
-        f"{t.E}{', inside SDPA math backend' if t.in_math_sdpa else ''}): their matmul, "
-        f"softmax and elementwise kernels take {fmt_ms(kernel_ms)} per step, where one fused "
-        f"attention kernel at {frac:.0%} of the {peak.name}'s peak would take "
-        f"{fmt_ms(flash_ms)}."
-    )
-    rec = (
-        "Replace the matmul -> softmax -> matmul with torch.nn.functional."
-        'scaled_dot_product_attention (Hugging Face: attn_implementation="sdpa"), which runs '
-        "a fused flash or memory-efficient kernel that never writes the scores."
-    )
-    if math_sdpa:
-        rec += (
-            " Some chains run inside SDPA's math backend: SDPA could not use a fused kernel "
-            "for these inputs (dtype, mask type or layout); "
-            "torch.nn.attention.sdpa_kernel([SDPBackend.FLASH_ATTENTION]) raises the reason."
-        )
+    fields, how = _value(ctx, f)
     return [
         Draft(
             id=ID,
             title=TITLE,
             confidence="medium",
-            summary=summary,
-            recommendation=rec,
+            summary=_summary(f),
+            recommendation=_recommendation(f),
             snippet=SNIPPET,
-            evidence=tuple(_evidence(trace, rows, steps, dur)),
-            locations=aggregate(ctx.locator.for_op(c.qk) for r in rows for c in r[1][:20]),
+            evidence=tuple(_evidence(trace, f.groups, f.steps, f.dur)),
+            locations=aggregate(ctx.locator.for_op(c.qk) for g in f.groups for c in g.chains[:20]),
             assumptions=(
                 f"Fused kernel time: the attention's FLOPs (2 x B x H x L x S x (E + Ev)) and "
-                f"bytes (Q, K, V, O once) at {frac:g} of the {peak.name}'s dense peak and "
+                f"bytes (Q, K, V, O once) at {f.frac:g} of the {f.peak.name}'s dense peak and "
                 "memory bandwidth, the slower of the two; the range uses half and 1.5x that "
                 "share.",
                 "Claimed kernels: every kernel launched from the first matmul of each chain to "
@@ -190,6 +135,113 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             **fields,
         )
     ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The chains in steps grouped by shape; None when a fused kernel would save less than
+    ``attention_materialized.min_pct`` of the step."""
+    min_seq = int(ctx.t("attention_materialized.min_seq"))
+    found = [c for c in chains(trace, min_seq)]
+    if not found:
+        raise Skip(_no_chain(trace, min_seq))
+    found = [c for c in found if (trace.kernels["step"].to_numpy()[c.kernels] >= 0).any()]
+    if not found:
+        return None
+    dev = trace.device(main_device(trace))
+    peak = spec_for(dev)
+    if peak is None:
+        raise Skip(f"no peak figures for {dev.name if dev else 'this device'}")
+    frac = ctx.t("attention_materialized.flash_fraction")
+    dur = trace.kernels["dur_ns"].to_numpy()
+    groups = _groups(found, peak, frac, dur)
+    steps = n_steps(trace)
+    kernel_ms = sum(g.chain_ns for g in groups) / 1e6 / steps
+    flash_ms = sum(g.flash_ns for g in groups) / 1e6 / steps
+    naive = kernel_ms - flash_ms
+    step_ms = ctx.step_ms_median
+    if (
+        not groups
+        or step_ms <= 0
+        or 100 * naive / step_ms < ctx.t("attention_materialized.min_pct")
+    ):
+        return None
+    return _Facts(groups, peak, frac, steps, kernel_ms, flash_ms, dur)
+
+
+def _groups(found: list[Chain], peak: GpuSpec, frac: float, dur: np.ndarray) -> list[_Group]:
+    """The chains by shape, each with one fused kernel's time per call: the attention's FLOPs
+    and bytes at ``frac`` of the peak, the slower; those it beats, largest saving first."""
+    by_key: dict[tuple[Any, ...], list[Chain]] = defaultdict(list)
+    for c in found:
+        by_key[(c.bh, c.L, c.S, c.E, c.Ev, c.dtype, c.in_math_sdpa)].append(c)
+    rows = []
+    for key, cs in by_key.items():
+        c0 = cs[0]
+        elt = ELT_BYTES.get(c0.dtype or "", 2)
+        flops_s = peak.tflops(c0.dtype, True) * 1e12
+        one_ns = 1e9 * max(
+            c0.flops() / (flops_s * frac), c0.nbytes(elt) / (peak.mem_gbs * 1e9 * frac)
+        )
+        krows = np.concatenate([c.kernels for c in cs])
+        chain_ns = float(dur[krows].sum())
+        rows.append(_Group(key, cs, krows, chain_ns, one_ns * len(cs)))
+    rows.sort(key=lambda r: -(r.chain_ns - r.flash_ns))
+    return [r for r in rows if r.chain_ns > r.flash_ns]
+
+
+def _value(ctx: Context, f: _Facts) -> tuple[dict[str, Any], str]:
+    """Each group's kernels shortened to the fused kernel's time, replayed; without a
+    replayable step, the kernel time saved (its half as the low end)."""
+    fixes: list[Fix] = []
+    for g in f.groups:
+        s = g.chain_ns / g.flash_ns
+        fixes.append(
+            ScaleGpu(
+                kernels=g.kernels,
+                speedup=s,
+                low=max(1.0, s / 2),
+                high=s * 1.5,
+                label="one fused attention kernel",
+            )
+        )
+    rep = ctx.whatif(Combined(fixes, label="attention as one fused kernel"))
+    if rep.replayed:
+        return rep.draft_fields(), rep.assumption
+    naive = f.kernel_ms - f.flash_ms
+    return (
+        {
+            "est_savings_ms": round(naive, 3),
+            "est_savings_range_ms": (round(naive / 2, 3), round(naive, 3)),
+        },
+        "Not replayed (no steady step the replay can place): the kernel time saved.",
+    )
+
+
+def _summary(f: _Facts) -> str:
+    t = f.groups[0].chains[0]
+    return (
+        f"{sum(len(g.chains) for g in f.groups) / f.steps:.0f} attention call(s) per step write "
+        f"their score matrix to memory (largest: {t.bh} heads x {t.L} x {t.S} scores, head dim "
+        f"{t.E}{', inside SDPA math backend' if t.in_math_sdpa else ''}): their matmul, "
+        f"softmax and elementwise kernels take {fmt_ms(f.kernel_ms)} per step, where one fused "
+        f"attention kernel at {f.frac:.0%} of the {f.peak.name}'s peak would take "
+        f"{fmt_ms(f.flash_ms)}."
+    )
+
+
+def _recommendation(f: _Facts) -> str:
+    rec = (
+        "Replace the matmul -> softmax -> matmul with torch.nn.functional."
+        'scaled_dot_product_attention (Hugging Face: attn_implementation="sdpa"), which runs '
+        "a fused flash or memory-efficient kernel that never writes the scores."
+    )
+    if any(g.key[-1] for g in f.groups):
+        rec += (
+            " Some chains run inside SDPA's math backend: SDPA could not use a fused kernel "
+            "for these inputs (dtype, mask type or layout); "
+            "torch.nn.attention.sdpa_kernel([SDPBackend.FLASH_ATTENTION]) raises the reason."
+        )
+    return rec
 
 
 def _no_chain(trace: Trace, min_seq: int) -> str:
@@ -208,7 +260,7 @@ def _no_chain(trace: Trace, min_seq: int) -> str:
     )
 
 
-def _evidence(trace: Trace, rows: list[Any], steps: int, dur: np.ndarray) -> list[Evidence]:
+def _evidence(trace: Trace, rows: list[_Group], steps: int, dur: np.ndarray) -> list[Evidence]:
     names = trace.kernels["name"].astype(str).to_numpy()
     kts = trace.kernels["ts_ns"].to_numpy()
     out = []

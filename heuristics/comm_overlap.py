@@ -48,15 +48,18 @@ instance waited (a rank always late) counts its shortest wait as transfer.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any, NamedTuple
 
-from advisor.derive.comm import comm_stats, compute_union, per_kernel_exposed
+import numpy as np
+import pandas as pd
+
+from advisor.derive.comm import CommStats, comm_stats, compute_union, per_kernel_exposed
 from advisor.derive.locate import aggregate
 from advisor.derive.peerwait import single_rank_transfer_ns, split_exposed
 from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Evidence
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import HideComm
 from advisor.trace.model import Trace
 
@@ -72,19 +75,69 @@ register(
 register("comm_overlap.min_exposed_ms", 0.1, "and from this many ms per step")
 
 
+class _Facts(NamedTuple):
+    """What the trace shows: the communication kernels with their exposed transfer and waiting
+    (``k``), and the per-step figures the saving and the text read."""
+
+    cs: CommStats
+    k: pd.DataFrame
+    steps: int
+    step_ms: float
+    free_compute_ms: float
+    transfer_ms: float
+    wait_ms: float
+
+
 @detector(ID, "Communication not hidden under computation", needs=("kernels",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    fields, how, valued = _value(trace, ctx, f)
+    pattern = comm_pattern(trace, ctx, f.k, f.steps, f.wait_ms, f.transfer_ms)
+    g = _by_collective(f.k)
+    return [
+        Draft(
+            id=ID,
+            title="Communication not hidden under computation",
+            **fields,
+            confidence="low" if f.wait_ms > f.transfer_ms else "medium",
+            summary=_summary(f, g, how),
+            recommendation=pattern.advice,
+            snippet=pattern.snippet,
+            evidence=_evidence(trace, f.k, g),
+            locations=_locations(trace, ctx, f.k),
+            assumptions=(
+                f"Over {f.cs.steps} step(s) on device {f.cs.device}, the last step dropped as "
+                "HTA does.",
+                "One rank: the shortest instance of each collective kernel (same name and stream) "
+                "is taken as its transfer time and the rest of every instance as waiting for other "
+                "ranks; message sizes are not in the trace, so waiting may be overstated and the "
+                "saving understated. A folder with one trace per rank aligns the ranks instead.",
+                valued,
+                pattern.why,
+            ),
+            extra={
+                "exposed_wait_ms": round(f.wait_ms, 3),
+                "exposed_transfer_ms": round(f.transfer_ms, 3),
+            },
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The exposed communication split into transfer and waiting; None when it is under the
+    report floor or no computation is left to hide it under."""
     cs = comm_stats(trace)
     if cs is None:
         raise Skip("no communication kernels (NCCL/RCCL) in this trace")
-    exposed_ms = cs.exposed_ms_per_step
     step_ms = ctx.step_ms_median
     floor = max(
         ctx.t("comm_overlap.min_exposed_ms"),
         step_ms * ctx.t("comm_overlap.min_exposed_pct") / 100.0,
     )
-    if exposed_ms < floor:
-        return []
+    if cs.exposed_ms_per_step < floor:
+        return None
     steps = max(cs.steps, 1)
     free_compute_ms = (cs.compute_ns - cs.overlap_ns) / 1e6 / steps
     k = per_kernel_exposed(trace, cs.device)
@@ -97,34 +150,67 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     k = k.assign(exposed_transfer_ns=xt, exposed_wait_ns=xw)
     transfer_ms, wait_ms = float(xt.sum()) / 1e6 / steps, float(xw.sum()) / 1e6 / steps
-    saving = max(0.0, min(transfer_ms, free_compute_ms))
     if free_compute_ms <= 0:
-        return []
+        return None
+    return _Facts(cs, k, steps, step_ms, free_compute_ms, transfer_ms, wait_ms)
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[dict[str, Any], str, str]:
+    """The draft's saving fields, the summary's sentence on them and the assumption saying how
+    they were found: the transfer hidden under compute, replayed; without a replayable step,
+    the exposed transfer capped at the free computation."""
     kk = trace.kernels
     comm_rows = np.flatnonzero(
-        kk["is_comm"].to_numpy(dtype=bool) & (kk["device"] == cs.device).to_numpy()
+        kk["is_comm"].to_numpy(dtype=bool) & (kk["device"] == f.cs.device).to_numpy()
     )
     rep = ctx.whatif(HideComm(comm_rows, share=1.0, low=0.5, label="communication overlapped"))
     if rep.replayed:
-        fields = rep.draft_fields()
         how = (
             f"Replayed with that transfer hidden under compute, the step is "
             f"{rep.ms:.2f} ms shorter."
         )
-    else:
-        fields = {
-            "est_savings_ms": round(saving, 3),
-            "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3)),
-        }
-        how = ""
-    pattern = comm_pattern(trace, ctx, k, steps, wait_ms, transfer_ms)
+        return rep.draft_fields(), how, rep.assumption + " Low end: half of the transfer hidden."
+    saving = max(0.0, min(f.transfer_ms, f.free_compute_ms))
+    fields = {
+        "est_savings_ms": round(saving, 3),
+        "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3)),
+    }
+    return (
+        fields,
+        "",
+        "Saving = exposed transfer, capped at the computation per step that does not "
+        f"already overlap communication ({f.free_compute_ms:.2f} ms); low end: half of it.",
+    )
+
+
+def _by_collective(k: pd.DataFrame) -> pd.DataFrame:
+    """Per collective: instances, exposed, total and waiting time, most exposed first."""
     g = k.groupby("collective", sort=False).agg(
         count=("exposed_ns", "size"),
         exposed=("exposed_ns", "sum"),
         total=("dur_ns", "sum"),
         waiting=("exposed_wait_ns", "sum"),
     )
-    g = g.sort_values("exposed", ascending=False)
+    return g.sort_values("exposed", ascending=False)
+
+
+def _summary(f: _Facts, g: pd.DataFrame, how: str) -> str:
+    cs, steps, step_ms = f.cs, f.steps, f.step_ms
+    exposed_ms = cs.exposed_ms_per_step
+    top = [str(n) for n in g.index[:3]]
+    names = ", ".join(f"{n} ({g.loc[n, 'exposed'] / 1e6 / steps:.2f} ms)" for n in top)
+    return (
+        f"{exposed_ms:.2f} ms of communication per step ({exposed_ms / step_ms:.0%} of "
+        f"the {step_ms:.1f} ms step) runs with no computation beside it; only "
+        f"{cs.overlap_pct:.1f}% of the {cs.comm_ns / 1e6 / steps:.2f} ms of "
+        f"communication per step overlaps compute. Of the exposed time, about "
+        f"{f.wait_ms:.2f} ms is waiting for other ranks (overlap cannot hide it) and "
+        f"{f.transfer_ms:.2f} ms is transfer. Most exposed: {names}. {how}"
+    ).strip()
+
+
+def _evidence(trace: Trace, k: pd.DataFrame, g: pd.DataFrame) -> tuple[Evidence, ...]:
+    """The five most exposed collectives, each at its most exposed instance."""
     evidence = []
     for name, r in g.head(5).iterrows():
         rows = k[k["collective"] == name]
@@ -138,48 +224,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 trace.to_trace_us(int(worst["ts_ns"])),
             )
         )
-    top = [str(n) for n in g.index[:3]]
+    return tuple(evidence)
+
+
+def _locations(trace: Trace, ctx: Context, k: pd.DataFrame) -> tuple[Location, ...]:
+    """Where the ops that launched the communication kernels are called."""
     rt = trace.runtime
     ops = rt["op_idx"].to_numpy()[k["launch_idx"].to_numpy()] if len(rt) and len(k) else []
-    locations = aggregate(
-        ctx.locator.for_ops(i for i in np.asarray(ops, np.int64).tolist() if i >= 0)
-    )
-    names = ", ".join(f"{n} ({g.loc[n, 'exposed'] / 1e6 / steps:.2f} ms)" for n in top)
-    return [
-        Draft(
-            id=ID,
-            title="Communication not hidden under computation",
-            **fields,
-            confidence="low" if wait_ms > transfer_ms else "medium",
-            summary=(
-                f"{exposed_ms:.2f} ms of communication per step ({exposed_ms / step_ms:.0%} of "
-                f"the {step_ms:.1f} ms step) runs with no computation beside it; only "
-                f"{cs.overlap_pct:.1f}% of the {cs.comm_ns / 1e6 / steps:.2f} ms of "
-                f"communication per step overlaps compute. Of the exposed time, about "
-                f"{wait_ms:.2f} ms is waiting for other ranks (overlap cannot hide it) and "
-                f"{transfer_ms:.2f} ms is transfer. Most exposed: {names}. {how}"
-            ).strip(),
-            recommendation=pattern.advice,
-            snippet=pattern.snippet,
-            evidence=tuple(evidence),
-            locations=locations,
-            assumptions=(
-                f"Over {cs.steps} step(s) on device {cs.device}, the last step dropped as HTA does.",
-                "One rank: the shortest instance of each collective kernel (same name and stream) "
-                "is taken as its transfer time and the rest of every instance as waiting for other "
-                "ranks; message sizes are not in the trace, so waiting may be overstated and the "
-                "saving understated. A folder with one trace per rank aligns the ranks instead.",
-                (rep.assumption + " Low end: half of the transfer hidden.")
-                if rep.replayed
-                else (
-                    "Saving = exposed transfer, capped at the computation per step that does not "
-                    f"already overlap communication ({free_compute_ms:.2f} ms); low end: half of it."
-                ),
-                pattern.why,
-            ),
-            extra={
-                "exposed_wait_ms": round(wait_ms, 3),
-                "exposed_transfer_ms": round(transfer_ms, 3),
-            },
-        )
-    ]
+    return aggregate(ctx.locator.for_ops(i for i in np.asarray(ops, np.int64).tolist() if i >= 0))

@@ -30,9 +30,10 @@ cores, workers compete with the training process.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from advisor.derive.dataloader import SINGLE, WORKERS_PER_GPU, fetches, recommended_workers
 from advisor.derive.locate import aggregate
@@ -42,6 +43,7 @@ from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
+from advisor.replay.whatif import Saving
 from advisor.runinfo import DataLoader
 from advisor.trace.model import Trace
 
@@ -94,22 +96,71 @@ def _exposed_ns(trace: Trace, dl: Any) -> np.ndarray:
     return ends - starts - activity(trace).covered(starts, ends)
 
 
+class _Facts(NamedTuple):
+    """The batch fetches in steps (``dl``), their exposed time per call, the per-step figures
+    and the loader's settings (run.json) with the recommended workers."""
+
+    dl: pd.DataFrame
+    exposed: np.ndarray
+    steps: int
+    step_ms: float  # mean
+    raw_ms: float  # __next__ per step
+    exp_ms: float  # exposed per step
+    share: float  # exposed, % of the step
+    single: bool  # num_workers=0
+    cfg: DataLoader | None
+    w0: int  # workers now
+    cpus: int | None
+    rec_w: int  # workers recommended
+    rest_ms: float  # the rest of the step
+    batch_ms: float  # time to produce one batch
+
+
 @detector(ID, TITLE, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    saving, rep = _value(trace, ctx, f)
+    rec, snippet = _advice(trace, f.cfg, f.single, f.w0, f.rec_w, f.cpus)
+    return [
+        Draft(
+            id=ID,
+            title=EVAL_TITLE if ctx.live.phase == "eval" else TITLE,
+            est_savings_ms=saving,
+            confidence="high" if f.single else "medium",
+            summary=_summary(trace, ctx, f),
+            recommendation=rec,
+            snippet=snippet,
+            evidence=_evidence(trace, f),
+            locations=_locations(ctx, f),
+            assumptions=_assumptions(f, rep),
+            extra={
+                "share_pct": round(f.share, 2),
+                "raw_ms_per_step": round(f.raw_ms, 3),
+            },
+            saving=rep,
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The fetches and their exposed time; None when that is under
+    ``dataloader_stall.min_share_pct`` of the step."""
     dl = fetches(trace)
     dl = dl[in_steps(trace, dl["ts_ns"].to_numpy(np.int64))].reset_index(drop=True)
     if not len(dl):
-        return []
+        return None
     steps = n_steps(trace)
     step_ms = float(trace.steps["dur_ns"].sum()) / 1e6 / steps
     if step_ms <= 0:
-        return []
+        return None
     raw_ms = float(dl["dur_ns"].sum()) / 1e6 / steps
     exposed = _exposed_ns(trace, dl)
     exp_ms = float(exposed.sum()) / 1e6 / steps
     share = 100.0 * exp_ms / step_ms
     if share < ctx.t("dataloader_stall.min_share_pct"):
-        return []
+        return None
     single = bool((dl["it"] == SINGLE).mean() >= 0.5)
     cfg = _loader(ctx, single)
     cur = cfg.num_workers if cfg else None
@@ -118,84 +169,99 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     rec_w = recommended_workers(cpus, w0, int(ctx.t("dataloader_stall.workers_per_gpu")))
     rest_ms = max(0.0, step_ms - raw_ms)
     batch_ms = raw_ms if w0 == 0 else w0 * (raw_ms + rest_ms)
-    left_ms = max(0.0, batch_ms / max(rec_w, 1) - rest_ms) if rec_w > w0 else exp_ms
-    saving = max(0.0, exp_ms - min(left_ms, exp_ms))
-    keep = min(1.0, left_ms / raw_ms) if raw_ms > 0 else 1.0
+    return _Facts(
+        dl,
+        exposed,
+        steps,
+        step_ms,
+        raw_ms,
+        exp_ms,
+        share,
+        single,
+        cfg,
+        w0,
+        cpus,
+        rec_w,
+        rest_ms,
+        batch_ms,
+    )
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[float, Saving | None]:
+    """The saving per step and its replay (None: not replayed or no GPU): the fetches shrunk
+    to the wait left with ``rec_w`` workers, replayed on GPU traces; else the exposed time
+    minus that wait."""
+    left_ms = max(0.0, f.batch_ms / max(f.rec_w, 1) - f.rest_ms) if f.rec_w > f.w0 else f.exp_ms
+    saving = max(0.0, f.exp_ms - min(left_ms, f.exp_ms))
+    keep = min(1.0, left_ms / f.raw_ms) if f.raw_ms > 0 else 1.0
     rep = ctx.whatif(
         ShrinkHost(
-            dl["ts_ns"].to_numpy(),
-            dl["end_ns"].to_numpy(),
-            dl["tid"].to_numpy(),
+            f.dl["ts_ns"].to_numpy(),
+            f.dl["end_ns"].to_numpy(),
+            f.dl["tid"].to_numpy(),
             keep=keep,
-            label=f"{rec_w} DataLoader workers",
+            label=f"{f.rec_w} DataLoader workers",
         )
     )
     if trace.has_gpu and rep.replayed:
-        saving = rep.ms
+        return rep.ms, rep
+    return saving, None
 
-    kind = "num_workers=0" if single else f"num_workers={w0 or '>0'}"
-    some = _some_steps(trace, dl, exposed, step_ms, ctx.t("dataloader_stall.min_share_pct"))
-    summary = (
-        f"The loop waits {fmt_ms(exp_ms)} per step ({share:.0f}% of the step) for the "
-        f"next batch with the GPU idle{some} ({kind}; `__next__` takes {fmt_ms(raw_ms)} per "
-        "step in total)."
-    )
+
+def _summary(trace: Trace, ctx: Context, f: _Facts) -> str:
+    kind = "num_workers=0" if f.single else f"num_workers={f.w0 or '>0'}"
+    some = _some_steps(trace, f.dl, f.exposed, f.step_ms, ctx.t("dataloader_stall.min_share_pct"))
     if not trace.has_gpu:
-        summary = (
-            f"Fetching batches takes {fmt_ms(exp_ms)} per step ({share:.0f}% of the step, "
+        return (
+            f"Fetching batches takes {fmt_ms(f.exp_ms)} per step ({f.share:.0f}% of the step, "
             f"{kind}); the model waits for it" + (f"{some}." if some else " on every step.")
         )
-    rec, snippet = _advice(trace, cfg, single, w0, rec_w, cpus)
-    evidence = [
+    return (
+        f"The loop waits {fmt_ms(f.exp_ms)} per step ({f.share:.0f}% of the step) for the "
+        f"next batch with the GPU idle{some} ({kind}; `__next__` takes {fmt_ms(f.raw_ms)} per "
+        "step in total)."
+    )
+
+
+def _evidence(trace: Trace, f: _Facts) -> tuple[Evidence, ...]:
+    return tuple(
         Evidence(
-            what=f"enumerate(DataLoader)#{it}.__next__: exposed {fmt_ms(float(exposed[g.index].sum()) / 1e6 / steps)}/step",
+            what=f"enumerate(DataLoader)#{it}.__next__: exposed {fmt_ms(float(f.exposed[g.index].sum()) / 1e6 / f.steps)}/step",
             count=len(g),
             total_ms=round(float(g["dur_ns"].sum()) / 1e6, 3),
             example_ts_us=trace.to_trace_us(int(g.loc[g["dur_ns"].idxmax(), "ts_ns"])),
         )
-        for it, g in dl.groupby("it", sort=False)
-    ]
+        for it, g in f.dl.groupby("it", sort=False)
+    )
+
+
+def _locations(ctx: Context, f: _Facts) -> tuple[Location, ...]:
+    """Where the DataLoader is built (run.json) first, then where it is iterated."""
     locs: list[Location | None] = [
         ctx.locator.for_op(int(r.op_idx))
         if r.op_idx >= 0
         else ctx.locator.at(int(r.tid), int(r.ts_ns))
-        for r in dl.itertuples(index=False)
+        for r in f.dl.itertuples(index=False)
     ]
     where = aggregate(locs)
+    cfg = f.cfg
     if cfg and cfg.file and isinstance(cfg.line, int):
-        # where the DataLoader is built (run.json) first, then where it is iterated
-        where = (
-            Location(cfg.file, cfg.line, "DataLoader(...)", len(dl)),
-            *where[:4],
-        )
-    return [
-        Draft(
-            id=ID,
-            title=EVAL_TITLE if ctx.live.phase == "eval" else TITLE,
-            est_savings_ms=saving,
-            confidence="high" if single else "medium",
-            summary=summary,
-            recommendation=rec,
-            snippet=snippet,
-            evidence=tuple(evidence),
-            locations=where,
-            assumptions=(
-                "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
-                "CPU-only trace: all of it), per step: its mean over all the steady steps, also "
-                "when only some of them wait (and its share: of the mean step).",
-                f"Saving with {rec_w} worker{'s' if rec_w != 1 else ''}: exposed time minus max(0, B/{rec_w} - R), B = batch "
-                f"production time ({fmt_ms(batch_ms)}), R = rest of the step ({fmt_ms(rest_ms)}); "
-                "worker start-up and inter-process copies are not modeled.",
-                "gpu-idle's 'dataloader' share is this same idle time.",
-                *((rep.assumption,) if trace.has_gpu and rep.replayed else ()),
-            ),
-            extra={
-                "share_pct": round(share, 2),
-                "raw_ms_per_step": round(raw_ms, 3),
-            },
-            saving=rep if trace.has_gpu and rep.replayed else None,
-        )
-    ]
+        return (Location(cfg.file, cfg.line, "DataLoader(...)", len(f.dl)), *where[:4])
+    return where
+
+
+def _assumptions(f: _Facts, rep: Saving | None) -> tuple[str, ...]:
+    rec_w = f.rec_w
+    return (
+        "Cost = time inside DataLoader.__next__ with no GPU activity on any device (on a "
+        "CPU-only trace: all of it), per step: its mean over all the steady steps, also "
+        "when only some of them wait (and its share: of the mean step).",
+        f"Saving with {rec_w} worker{'s' if rec_w != 1 else ''}: exposed time minus max(0, B/{rec_w} - R), B = batch "
+        f"production time ({fmt_ms(f.batch_ms)}), R = rest of the step ({fmt_ms(f.rest_ms)}); "
+        "worker start-up and inter-process copies are not modeled.",
+        "gpu-idle's 'dataloader' share is this same idle time.",
+        *((rep.assumption,) if rep is not None else ()),
+    )
 
 
 def _some_steps(trace: Trace, dl: Any, exposed: np.ndarray, step_ms: float, min_pct: float) -> str:

@@ -39,7 +39,7 @@ claim is halved for that reason.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -55,7 +55,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
 from ._attention import claimed_kernels
-from ._ops import op_chain, op_names
+from ._ops import launching_op, op_chain, op_names
 from ._per_step import fmt_ms, n_steps
 
 ID = "device-copies"
@@ -131,8 +131,55 @@ def copy_activity(trace: Trace) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+class _Facts(NamedTuple):
+    """The copies in steps, each labelled with its cause, copy op and context op (``act``),
+    grouped by those labels (``g``, most GPU time first), and the copy ops (``copy_rows``)."""
+
+    act: pd.DataFrame
+    g: pd.DataFrame
+    copy_rows: list[int]
+    steps: int
+    per_step: float
+    gpu_ms: float  # median per step
+    step_ms: float
+
+
 @detector(ID, TITLE, needs=("gpu",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    causes = f.act.groupby("cause")["dur_ns"].sum().sort_values(ascending=False)
+    frac = ctx.t("device_copies.fraction")
+    fields, how = _value(trace, ctx, f.act, f.copy_rows, frac, f.gpu_ms)
+    rng = fields["est_savings_range_ms"]
+    if max(fields["est_savings_ms"], rng[1] if rng else 0.0) < ctx.t("device_copies.min_ms"):
+        return []
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            confidence="low",
+            summary=_summary(trace, f),
+            recommendation="Remove the copies at their source: "
+            + " ".join(f"{_FIX[c]}." for c in causes.index[:3]),
+            snippet=_snippet(str(causes.index[0])),
+            evidence=_evidence(trace, f),
+            locations=aggregate(ctx.locator.for_ops(i for i in f.act["op"].tolist() if i >= 0)),
+            assumptions=(
+                f"{frac:.0%} of the copies assumed avoidable (their GPU time and the host time of "
+                "their ops); some copies are needed and the trace cannot tell which; range: a "
+                "quarter to all of them.",
+                how,
+            ),
+            **fields,
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The copies not claimed by attention-materialized, labelled by cause; None when there
+    are too few per step or they take too little of the step."""
     act = copy_activity(trace)
     # copies inside attention written as matmul, softmax, matmul are that finding's kernels
     claimed = claimed_kernels(trace, int(ctx.t("attention_materialized.min_seq")))
@@ -140,21 +187,38 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         act = act[~((act["kind"] == "kernel") & act["row"].isin(claimed)).to_numpy()]
     steps = n_steps(trace)
     if not len(act):
-        return []
+        return None
     per_step = len(act) / steps
     by_step = act.groupby("step")["dur_ns"].sum()
     gpu_ms = float(by_step.reindex(trace.steps["step"], fill_value=0).median()) / 1e6
     step_ms = ctx.step_ms_median
     if per_step < ctx.t("device_copies.min_per_step") or step_ms <= 0:
-        return []
+        return None
     if 100.0 * gpu_ms / step_ms < ctx.t("device_copies.min_pct"):
-        return []
-    li = act["launch_idx"].to_numpy()
-    rt_op = trace.runtime["op_idx"].to_numpy() if len(trace.runtime) else np.zeros(0, np.int64)
-    op = np.where(li >= 0, rt_op[np.clip(li, 0, max(len(rt_op) - 1, 0))], -1) if len(rt_op) else li
+        return None
+    act, copy_rows = _labelled(trace, act)
+    g = (
+        act.groupby(["cause", "copy_op", "context"], sort=False)
+        .agg(
+            n=("dur_ns", "size"),
+            ns=("dur_ns", "sum"),
+            nbytes=("bytes", "sum"),
+            ts=("ts_ns", "first"),
+            op=("op", "first"),
+        )
+        .reset_index()
+        .sort_values("ns", ascending=False, kind="stable")
+    )
+    return _Facts(act, g, sorted(copy_rows), steps, per_step, gpu_ms, step_ms)
+
+
+def _labelled(trace: Trace, act: pd.DataFrame) -> tuple[pd.DataFrame, set[int]]:
+    """``act`` with each copy's launching op and its (cause, copy op, context op) from the op
+    chain; and the copy ops (clone over its copy_), for their host time."""
+    op = launching_op(trace, act)
     opn = op_names(trace)
     label: dict[int, tuple[str, str, str]] = {}  # op row -> (cause, copy op, context op)
-    copy_rows: set[int] = set()  # the copy ops (clone over its copy_), for their host time
+    copy_rows: set[int] = set()
     by_chain: dict[tuple[str, ...], tuple[int, tuple[str, str, str]]] = {}  # per name chain
     for i in unique_ints(op[op >= 0]).tolist():
         rows = op_chain(trace, i)
@@ -172,68 +236,39 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     act = act.assign(
         op=op, cause=[x[0] for x in lab], copy_op=[x[1] for x in lab], context=[x[2] for x in lab]
     )
-    g = (
-        act.groupby(["cause", "copy_op", "context"], sort=False)
-        .agg(
-            n=("dur_ns", "size"),
-            ns=("dur_ns", "sum"),
-            nbytes=("bytes", "sum"),
-            ts=("ts_ns", "first"),
-            op=("op", "first"),
-        )
-        .reset_index()
-        .sort_values("ns", ascending=False, kind="stable")
-    )
+    return act, copy_rows
+
+
+def _evidence(trace: Trace, f: _Facts) -> tuple[Evidence, ...]:
     evidence = []
-    for r in g.head(5).itertuples(index=False):
+    for r in f.g.head(5).itertuples(index=False):
         where = f" in {r.context}" if r.context and r.context != r.copy_op else ""
-        size = f", {r.nbytes / steps / 1e6:.1f} MB per step" if r.nbytes else ""
+        size = f", {r.nbytes / f.steps / 1e6:.1f} MB per step" if r.nbytes else ""
         evidence.append(
             Evidence(
-                f"{r.copy_op}{where} ({r.cause}): {r.n / steps:.0f} per step{size}",
+                f"{r.copy_op}{where} ({r.cause}): {r.n / f.steps:.0f} per step{size}",
                 int(r.n),
                 round(float(r.ns) / 1e6, 3),
                 trace.to_trace_us(int(r.ts)),
             )
         )
-    causes = act.groupby("cause")["dur_ns"].sum().sort_values(ascending=False)
-    fixes = [f"{_FIX[c]}." for c in causes.index[:3]]
-    top = g.iloc[0]
-    frac = ctx.t("device_copies.fraction")
-    host_ms = float(trace.cpu_ops["dur_ns"].to_numpy()[sorted(copy_rows)].sum()) / 1e6 / steps
-    fields, how = _value(trace, ctx, act, sorted(copy_rows), frac, gpu_ms)
-    rng = fields["est_savings_range_ms"]
-    if max(fields["est_savings_ms"], rng[1] if rng else 0.0) < ctx.t("device_copies.min_ms"):
-        return []
+    return tuple(evidence)
+
+
+def _summary(trace: Trace, f: _Facts) -> str:
+    act, steps, gpu_ms, step_ms = f.act, f.steps, f.gpu_ms, f.step_ms
+    host_ms = float(trace.cpu_ops["dur_ns"].to_numpy()[f.copy_rows].sum()) / 1e6 / steps
     mc = act[act["kind"] == "memcpy"]
-    locations = aggregate(ctx.locator.for_ops(i for i in act["op"].tolist() if i >= 0))
+    top = f.g.iloc[0]
     where = f" in {top['context']}" if top["context"] and top["context"] != top["copy_op"] else ""
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            confidence="low",
-            summary=(
-                f"{per_step:.0f} device-to-device copies per step ({len(mc) / steps:.0f} DtoD "
-                f"memcpys, {(len(act) - len(mc)) / steps:.0f} copy kernels) take "
-                f"{fmt_ms(gpu_ms)} of GPU time per step ({gpu_ms / step_ms:.1%} of the "
-                f"{fmt_ms(step_ms)} step), and their ops {fmt_ms(host_ms)} of host time. "
-                f"Most from {top['copy_op']}{where} "
-                f"({top['n'] / steps:.0f} per step)."
-            ),
-            recommendation="Remove the copies at their source: " + " ".join(fixes),
-            snippet=_snippet(str(causes.index[0])),
-            evidence=tuple(evidence),
-            locations=locations,
-            assumptions=(
-                f"{frac:.0%} of the copies assumed avoidable (their GPU time and the host time of "
-                "their ops); some copies are needed and the trace cannot tell which; range: a "
-                "quarter to all of them.",
-                how,
-            ),
-            **fields,
-        )
-    ]
+    return (
+        f"{f.per_step:.0f} device-to-device copies per step ({len(mc) / steps:.0f} DtoD "
+        f"memcpys, {(len(act) - len(mc)) / steps:.0f} copy kernels) take "
+        f"{fmt_ms(gpu_ms)} of GPU time per step ({gpu_ms / step_ms:.1%} of the "
+        f"{fmt_ms(step_ms)} step), and their ops {fmt_ms(host_ms)} of host time. "
+        f"Most from {top['copy_op']}{where} "
+        f"({top['n'] / steps:.0f} per step)."
+    )
 
 
 def _value(

@@ -35,6 +35,7 @@ same step can be mistaken for the pattern.
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -88,6 +89,21 @@ COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::cuda"}
 # tensors made from Python/NumPy data: staged through pinned memory they are already fixed
 FROM_DATA = frozenset({"aten::tensor", "aten::from_numpy", "aten::lift_fresh"})
 register("host_tensor_creation.min_ms", 0.01, "report from this saving per step (ms)")
+RECOMMENDATION = (
+    "Create these tensors directly on the GPU with device=..., or build them from "
+    "GPU tensors. For data that really comes from Python or NumPy, use "
+    "torch.as_tensor/torch.from_numpy into a pinned buffer and copy with "
+    "non_blocking=True; hoist constants out of the loop."
+)
+SNIPPET = (
+    "# before: made on the host, then copied every step\n"
+    "noise = torch.randn(batch, dim).to(device)\n"
+    "# after: made on the GPU\n"
+    "noise = torch.randn(batch, dim, device=device)\n"
+    "idx = torch.arange(n, device=device)\n"
+    "# data from NumPy: no extra host copy, pinned, asynchronous\n"
+    "x = torch.from_numpy(arr).pin_memory().to(device, non_blocking=True)"
+)
 LAUNCH_NS = 5_000
 DEVICE_WRITE_GBPS = 500.0
 MAX_BACK = 8
@@ -199,10 +215,50 @@ def _kernel_launch_times(trace: Trace) -> dict[int, np.ndarray]:
     return {int(t): np.sort(g["ts_ns"].to_numpy()) for t, g in k.groupby("tid")}
 
 
+class _Facts(NamedTuple):
+    """The creation ops matched to their copies (``mt``: root, copy_op, mem, and per match the
+    closed-form saving ``save_ns`` and the creation op's host time ``create_ns``)."""
+
+    mt: pd.DataFrame
+    steps: int
+    seen: int  # steps the pattern shows in
+    saving_ms: float  # the closed-form saving per step
+
+
 @detector(
     ID, "Tensors created on the CPU, then copied to the GPU", needs=("cpu_ops",), gpu_only=True
 )
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    fields, how = _value(trace, ctx, f)
+    return [
+        Draft(
+            id=ID,
+            title="Tensors created on the CPU, then copied to the GPU",
+            **fields,
+            confidence="medium" if trace.has_shapes else "low",
+            summary=_summary(trace, f),
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=_evidence(trace, f.mt),
+            locations=aggregate(ctx.locator.for_ops(f.mt["root"])),
+            assumptions=(
+                how,
+                "a copy belongs to a creation op when it follows on the same thread in the same "
+                "step, with no kernel launched in between, within "
+                f"{ctx.t('host_tensor_creation.max_gap_ms'):g} ms and has the same shape "
+                "(or the same source line when shapes are missing)",
+                f"seen in {f.seen} of {f.steps} step(s); divided over {f.steps} step(s)",
+            ),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The matches and their closed-form saving; None when the pattern shows in too few steps
+    or saves less than ``host_tensor_creation.min_ms`` per step."""
     if not trace.has_shapes and not trace.has_stack:
         raise Skip(
             "needs record_shapes=True or with_stack=True to tie a copy to the op "
@@ -210,17 +266,28 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         )
     mt = _matches(trace, ctx)
     if not len(mt):
-        return []
-    ops, mem = trace.cpu_ops, trace.memcpy
+        return None
     steps = n_steps(trace)
-    seen_steps = ops["step"].to_numpy()[mt["root"].to_numpy()]
+    seen = len(set(trace.cpu_ops["step"].to_numpy()[mt["root"].to_numpy()].tolist()))
     need = (
         1
         if trace.meta.synthetic_steps
         else math.ceil(ctx.t("host_tensor_creation.min_step_frac") * steps)
     )
-    if len(set(seen_steps.tolist())) < max(1, need):
-        return []
+    if seen < max(1, need):
+        return None
+    mt = _closed_form(trace, mt)
+    saving_ms = float(mt["save_ns"].sum()) / 1e6 / steps
+    if saving_ms < ctx.t("host_tensor_creation.min_ms"):
+        return None
+    return _Facts(mt, steps, seen, saving_ms)
+
+
+def _closed_form(trace: Trace, mt: pd.DataFrame) -> pd.DataFrame:
+    """``mt`` with per match ``save_ns`` (the copy's GPU time plus the GPU idle time while the
+    host ran the creation op and the copy call, minus making it on the device) and
+    ``create_ns`` (the creation op's host time)."""
+    ops, mem = trace.cpu_ops, trace.memcpy
     busy = main_busy(trace)
     save, created_ns = [], []
     for r, c, mi in mt.itertuples(index=False):
@@ -231,10 +298,13 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         device_make = LAUNCH_NS + nbytes / DEVICE_WRITE_GBPS
         save.append(max(0.0, int(mem.at[mi, "dur_ns"]) + idle - device_make))
         created_ns.append(int(ops["dur_ns"].iat[r]))
-    mt = mt.assign(save_ns=save, create_ns=created_ns)
-    saving_ms = float(mt["save_ns"].sum()) / 1e6 / steps
-    if saving_ms < ctx.t("host_tensor_creation.min_ms"):
-        return []
+    return mt.assign(save_ns=save, create_ns=created_ns)
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[dict[str, Any], str]:
+    """The saving fields and how they were found: the creation ops, copy calls and copies
+    removed, replayed; without a replayable step, the closed-form saving."""
+    ops, mt = trace.cpu_ops, f.mt
     rr = np.concatenate([mt["root"].to_numpy(), mt["copy_op"].to_numpy()]).astype(np.int64)
     rep = ctx.whatif(
         Combined(
@@ -250,62 +320,29 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="tensors made on the GPU",
         )
     )
-    how = (
-        "saving = copy time on the GPU + GPU idle time while the host ran the creation "
-        "op and the copy call - (5 us launch + bytes / 500 GB/s to create it on the GPU)"
-    )
-    fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed:
-        fields = rep.draft_fields()
-        how = (
+        return rep.draft_fields(), (
             "Replayed without the creation ops, the copy calls and the copies (making the "
             "tensor on the GPU, about 5 us, is not counted). " + rep.assumption
         )
+    return {"est_savings_ms": f.saving_ms}, (
+        "saving = copy time on the GPU + GPU idle time while the host ran the creation "
+        "op and the copy call - (5 us launch + bytes / 500 GB/s to create it on the GPU)"
+    )
+
+
+def _summary(trace: Trace, f: _Facts) -> str:
+    ops, mem, mt, steps = trace.cpu_ops, trace.memcpy, f.mt, f.steps
     per_step = len(mt) / steps
     host_ms = float(mt["create_ns"].sum()) / 1e6 / steps
     copy_ms = float(mem.loc[mt["mem"], "dur_ns"].sum()) / 1e6 / steps
     top = pd.Series([_display(str(ops["name"].iat[r])) for r in mt["root"]])
     kinds = ", ".join(f"{n} x{c}" for n, c in top.value_counts().head(3).items())
-    summary = (
+    return (
         f"{per_step:.0f} tensor{'s' if round(per_step) != 1 else ''} {per_step_words(trace)} "
         f"made on the CPU ({kinds}; {host_ms:.2f} ms on the host) and then copied to the GPU "
         f"({copy_ms:.2f} ms of copies)."
     )
-    return [
-        Draft(
-            id=ID,
-            title="Tensors created on the CPU, then copied to the GPU",
-            **fields,
-            confidence="medium" if trace.has_shapes else "low",
-            summary=summary,
-            recommendation=(
-                "Create these tensors directly on the GPU with device=..., or build them from "
-                "GPU tensors. For data that really comes from Python or NumPy, use "
-                "torch.as_tensor/torch.from_numpy into a pinned buffer and copy with "
-                "non_blocking=True; hoist constants out of the loop."
-            ),
-            snippet=(
-                "# before: made on the host, then copied every step\n"
-                "noise = torch.randn(batch, dim).to(device)\n"
-                "# after: made on the GPU\n"
-                "noise = torch.randn(batch, dim, device=device)\n"
-                "idx = torch.arange(n, device=device)\n"
-                "# data from NumPy: no extra host copy, pinned, asynchronous\n"
-                "x = torch.from_numpy(arr).pin_memory().to(device, non_blocking=True)"
-            ),
-            evidence=_evidence(trace, mt),
-            locations=aggregate(ctx.locator.for_ops(mt["root"])),
-            assumptions=(
-                how,
-                "a copy belongs to a creation op when it follows on the same thread in the same "
-                "step, with no kernel launched in between, within "
-                f"{ctx.t('host_tensor_creation.max_gap_ms'):g} ms and has the same shape "
-                "(or the same source line when shapes are missing)",
-                f"seen in {len(set(seen_steps.tolist()))} of {steps} step(s); divided over "
-                f"{steps} step(s)",
-            ),
-        )
-    ]
 
 
 def _display(op: str) -> str:

@@ -44,7 +44,7 @@ in run.json without being a problem: that case is reported as information only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -202,8 +202,48 @@ def _replay(trace: Trace, ctx: Context, rows: np.ndarray, autograd_ns: float) ->
     return (rep if rep.replayed else None), share
 
 
+class _Facts(NamedTuple):
+    """run.json's modules called in eval mode with grad on, and the steps without backward
+    that build autograd nodes: their forward ops (``rows``) and the nodes built."""
+
+    mods: list[EvalWithGrad]
+    steps: pd.DataFrame  # step, nodes, ops, first_row (see _inference_steps)
+    training: bool  # the trace also holds steps with backward
+    min_nodes: float
+    us: float  # host time per node
+    nodes: int
+    rows: np.ndarray
+
+
 @detector(ID, TITLE)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if not len(f.steps):
+        return _from_run_only(f.mods, f.training) if f.mods else []
+    fields, per_step_ms, how = _value(trace, ctx, f)
+    held = _held_bytes(trace, f.steps["step"].to_numpy())
+    conf: Confidence = "low" if f.training else ("high" if f.mods else "medium")
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence=conf,
+            summary=_summary(trace, f, per_step_ms, how, held),
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=_evidence(trace, f),
+            locations=_locations(trace, ctx, f),
+            assumptions=_assumptions(f, how, held),
+            latent=_small(f),
+            extra={
+                **({"held_bytes": int(held)} if held is not None else {}),
+            },
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts:
     mods = _run_modules(ctx)
     if not len(trace.cpu_ops) and not mods:
         raise Skip("no CPU operator events in this trace and no run.json forward facts")
@@ -211,55 +251,74 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     # from the trace alone, only steps building min_nodes_per_step nodes or more
     min_nodes = ctx.t("inference_without_no_grad.min_nodes_per_step")
     steps, training = _inference_steps(trace, ctx, 1 if mods else min_nodes)
-    if not len(steps):
-        return _from_run_only(mods, training) if mods else []
-    small = float(steps["nodes"].mean()) < min_nodes
-
     us = ctx.t("inference_without_no_grad.host_us_per_node")
-    nodes = int(steps["nodes"].sum())
-    per_step_ms = nodes * us / 1e3 / n_steps(trace)
+    if not len(steps):
+        return _Facts(mods, steps, training, min_nodes, us, 0, np.zeros(0, np.int64))
     ops = trace.cpu_ops
     seqv = ops["seq"].to_numpy()
     bw = in_backward(trace)
     stepv = ops["step"].to_numpy()
     rows = np.flatnonzero(~bw & (seqv >= 0) & np.isin(stepv, steps["step"].to_numpy()))
-    fields: dict = {"est_savings_ms": round(per_step_ms, 3)}
+    return _Facts(mods, steps, training, min_nodes, us, int(steps["nodes"].sum()), rows)
+
+
+def _small(f: _Facts) -> bool:
+    """Fewer nodes per step than reported from the trace alone (run.json's fact reports it)."""
+    return float(f.steps["nodes"].mean()) < f.min_nodes
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[dict[str, Any], float, str]:
+    """The saving fields, the saving per step and how it was found: autograd's share of the
+    forward ops' host time removed, replayed on GPU traces; else the nodes' host cost."""
+    us = f.us
+    per_step_ms = f.nodes * us / 1e3 / n_steps(trace)
+    fields: dict[str, Any] = {"est_savings_ms": round(per_step_ms, 3)}
     how = (
         f"Host cost {us:g} us per node (inference_without_no_grad.host_us_per_node), "
         f"divided by the {n_steps(trace)} step(s) in the trace."
     )
     if trace.has_gpu:
-        rep, share = _replay(trace, ctx, rows, nodes * us * 1e3)
+        rep, share = _replay(trace, ctx, f.rows, f.nodes * us * 1e3)
         if rep is not None:
-            fields = rep.draft_fields()
-            per_step_ms = rep.ms
-            how = (
+            return (
+                rep.draft_fields(),
+                rep.ms,
                 f"Autograd recording is {share:.0%} of the host time of these forward ops "
                 f"({us:g} us per node; range 0.7x-1.2x); their host time shrinks by that "
-                "share. " + rep.assumption
+                "share. " + rep.assumption,
             )
+    return fields, per_step_ms, how
 
-    nsteps = len(steps)
-    locs = list(aggregate(_trace_locations(trace, ctx, rows)))
-    locs = (_run_locations(mods) + locs)[:5]
-    first = int(steps["first_row"].min())
+
+def _locations(trace: Trace, ctx: Context, f: _Facts) -> tuple[Location, ...]:
+    locs = list(aggregate(_trace_locations(trace, ctx, f.rows)))
+    return tuple((_run_locations(f.mods) + locs)[:5])
+
+
+def _evidence(trace: Trace, f: _Facts) -> tuple[Evidence, ...]:
+    ops = trace.cpu_ops
+    first = int(f.steps["first_row"].min())
     names = op_names(trace)
-    top_ops = pd.Series(names[rows]).value_counts().head(3)
+    top_ops = pd.Series(names[f.rows]).value_counts().head(3)
     evidence = [
         Evidence(
-            f"autograd nodes built in {nsteps} step(s) with no backward",
-            nodes,
-            round(nodes * us / 1e3, 3),
+            f"autograd nodes built in {len(f.steps)} step(s) with no backward",
+            f.nodes,
+            round(f.nodes * f.us / 1e3, 3),
             trace.to_trace_us(int(ops["ts_ns"].iloc[first])),
         )
     ]
     evidence += [Evidence(f"{n} run with grad mode on", int(c), 0.0) for n, c in top_ops.items()]
     evidence += [
         Evidence(f"run.json: {_module(m)} forward in eval mode, grad enabled", 1, 0.0)
-        for m in mods[:2]
+        for m in f.mods[:2]
     ]
-    conf: Confidence = "low" if training else ("high" if mods else "medium")
-    per_node = round(nodes / nsteps)
+    return tuple(evidence[:5])
+
+
+def _summary(trace: Trace, f: _Facts, per_step_ms: float, how: str, held: float | None) -> str:
+    nsteps = len(f.steps)
+    per_node = round(f.nodes / nsteps)
     summary = (
         f"{nsteps} step(s) run forward with autograd recording and no backward: about "
         f"{per_node} autograd nodes built per step: about {per_step_ms:.3f} ms per step "
@@ -268,17 +327,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     if trace.has_gpu and "Replayed:" in how and per_step_ms <= 0:
         summary += " Replayed without it, the steps are no shorter: the GPU limits them."
-    held = _held_bytes(trace, steps["step"].to_numpy())
     if held is not None:
         summary += (
             f" While they run, allocated memory rises up to {held / 2**20:.1f} MB above each "
             "step's start: activations saved for the unused graph, freed only with the output."
         )
-    if small:
+    if _small(f):
         summary += (
             f" Few nodes per step (under inference_without_no_grad.min_nodes_per_step = "
-            f"{min_nodes:g}): reported from run.json as information."
+            f"{f.min_nodes:g}): reported from run.json as information."
         )
+    return summary
+
+
+def _assumptions(f: _Facts, how: str, held: float | None) -> tuple[str, ...]:
     assumptions = [
         "Nodes per step = distinct autograd sequence numbers of the step's forward ops minus one.",
         how,
@@ -289,29 +351,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         else "Memory held for the unused graph (saved activations) is not in this trace "
         "(profile_memory) and is not counted.",
     ]
-    if training:
+    if f.training:
         assumptions.append(
             "The trace also holds steps with backward: these forward passes "
             "may feed a backward outside the profiled window."
         )
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence=conf,
-            summary=summary,
-            recommendation=RECOMMENDATION,
-            snippet=SNIPPET,
-            evidence=tuple(evidence[:5]),
-            locations=tuple(locs),
-            assumptions=tuple(assumptions),
-            latent=small,
-            extra={
-                **({"held_bytes": int(held)} if held is not None else {}),
-            },
-        )
-    ]
+    return tuple(assumptions)
 
 
 def _held_bytes(trace: Trace, steps: np.ndarray) -> float | None:

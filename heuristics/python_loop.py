@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence, Location
 from advisor.replay.fixes import Combined, DropSyncs, Fix, ScaleGpu, ShrinkHost
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
@@ -130,19 +132,50 @@ def _candidates(trace: Trace) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
+class _Facts(NamedTuple):
+    """The lines that issue a storm of per-element ops, with per line: ops, loop time, op time,
+    most ops in one step, first op's start and a count per op name; the spans a vectorized
+    loop drops (rows of start, end, thread) and the steps with a storm."""
+
+    per_line: dict[Location, dict[str, float]]
+    order: list[Location]  # most loop time first
+    cut: np.ndarray
+    steps_with: set[int]
+    min_ops: float
+    nst: int
+
+
 @detector(ID, TITLE, needs=("cpu_ops", "stack"))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    saving_ms, rep = _value(trace, ctx, f)
+    top = f.per_line[f.order[0]]
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=round(saving_ms, 3),
+            saving=rep,
+            confidence="high" if top["max_step"] >= 4 * f.min_ops else "medium",
+            summary=_summary(f, saving_ms),
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=_evidence(trace, f),
+            locations=tuple(replace(loc, count=int(f.per_line[loc]["ops"])) for loc in f.order[:5]),
+            assumptions=_assumptions(trace, ctx, f, rep),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The storm lines' loops; None when no line issues ``min_ops_per_step`` in a step."""
     rows = _candidates(trace)
     if not len(rows):
-        return []
+        return None
     locs = ctx.locator.calling_lines(rows)
-    ops = trace.cpu_ops
-    names = op_names(trace)
-    step = ops["step"].to_numpy()
-    ts = ops["ts_ns"].to_numpy(np.int64)
-    end = ops["end_ns"].to_numpy(np.int64)
-    dur = ops["dur_ns"].to_numpy(np.int64)
-    tid = ops["tid"].to_numpy()
+    step = trace.cpu_ops["step"].to_numpy()
     groups: dict[tuple[Location, int], list[int]] = defaultdict(list)
     for r, loc in zip(rows, locs, strict=True):
         if loc is not None:
@@ -150,8 +183,26 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     min_ops = ctx.t("python_loop.min_ops_per_step")
     storm_lines = {loc for (loc, _s), rs in groups.items() if len(rs) >= min_ops}
     if not storm_lines:
-        return []
+        return None
+    per_line, cut, steps_with = _lines(trace, ctx, groups, storm_lines)
+    order = sorted(per_line, key=lambda k: -per_line[k]["loop_ns"])
+    return _Facts(per_line, order, cut, steps_with, min_ops, n_steps(trace))
 
+
+def _lines(
+    trace: Trace,
+    ctx: Context,
+    groups: dict[tuple[Location, int], list[int]],
+    storm_lines: set[Location],
+) -> tuple[dict[Location, dict[str, float]], np.ndarray, set[int]]:
+    """Per storm line its figures (see :class:`_Facts`), the spans vectorizing drops and the
+    steps with a storm."""
+    ops = trace.cpu_ops
+    names = op_names(trace)
+    ts = ops["ts_ns"].to_numpy(np.int64)
+    end = ops["end_ns"].to_numpy(np.int64)
+    dur = ops["dur_ns"].to_numpy(np.int64)
+    tid = ops["tid"].to_numpy()
     per_line: dict[Location, dict[str, float]] = {}
     cut: list[tuple[int, int, int]] = []  # (start, end, thread): what a vectorized loop drops
     steps_with: set[int] = set()
@@ -175,18 +226,37 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         acc["first"] = min(acc["first"], int(ts[a].min()))
         for n in names[a]:
             acc[n] = acc.get(n, 0) + 1
+    return per_line, np.asarray(cut, dtype=np.int64).reshape(-1, 3), steps_with
 
-    nst = n_steps(trace)
-    order = sorted(per_line, key=lambda k: -per_line[k]["loop_ns"])
-    saving_ms = sum(v["loop_ns"] for v in per_line.values()) / 1e6 / nst
-    rep = None
-    if trace.has_gpu:
-        rep = ctx.whatif(_vectorized(trace, np.asarray(cut, dtype=np.int64).reshape(-1, 3)))
-        saving_ms = rep.ms if rep.replayed else saving_ms
-    some = f" in {len(steps_with)} of {nst} steps" if 0 < len(steps_with) < nst else ""
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[float, Saving | None]:
+    """The saving per step and its replay (None: not replayed): on GPU traces the loops
+    vectorized, replayed; else (or when nothing replays) the loops' wall time."""
+    saving_ms = sum(v["loop_ns"] for v in f.per_line.values()) / 1e6 / f.nst
+    if not trace.has_gpu:
+        return saving_ms, None
+    rep = ctx.whatif(_vectorized(trace, f.cut))
+    return (rep.ms, rep) if rep.replayed else (saving_ms, None)
+
+
+def _some(f: _Facts) -> str:
+    n = len(f.steps_with)
+    return f" in {n} of {f.nst} steps" if 0 < n < f.nst else ""
+
+
+def _summary(f: _Facts, saving_ms: float) -> str:
+    first, top = f.order[0], f.per_line[f.order[0]]
+    return (
+        f"{len(f.order)} line(s) drive per-element tensor ops from a Python loop: "
+        f"{first.file}:{first.line} issues up to {int(top['max_step'])} tiny ops in "
+        f"one step{_some(f)}; vectorizing removes the loop, about {fmt_ms(saving_ms)} per step."
+    )
+
+
+def _evidence(trace: Trace, f: _Facts) -> tuple[Evidence, ...]:
     evidence = []
-    for loc in order[:5]:
-        v = per_line[loc]
+    for loc in f.order[:5]:
+        v = f.per_line[loc]
         kinds = sorted(
             ((k, int(c)) for k, c in v.items() if k.startswith("aten::")), key=lambda kc: -kc[1]
         )
@@ -194,49 +264,33 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         evidence.append(
             Evidence(
                 f"{loc.file}:{loc.line} ({loc.function}): up to {int(v['max_step'])} per-element "
-                f"ops in one step ({mix}); the loop runs {fmt_ms(v['loop_ns'] / 1e6 / nst)} "
+                f"ops in one step ({mix}); the loop runs {fmt_ms(v['loop_ns'] / 1e6 / f.nst)} "
                 "per step",
                 int(v["ops"]),
                 ms(v["loop_ns"]),
                 trace.to_trace_us(v["first"]),
             )
         )
-    top = per_line[order[0]]
-    summary = (
-        f"{len(order)} line(s) drive per-element tensor ops from a Python loop: "
-        f"{order[0].file}:{order[0].line} issues up to {int(top['max_step'])} tiny ops in "
-        f"one step{some}; vectorizing removes the loop, about {fmt_ms(saving_ms)} per step."
-    )
+    return tuple(evidence)
+
+
+def _assumptions(trace: Trace, ctx: Context, f: _Facts, rep: Saving | None) -> tuple[str, ...]:
     assumptions = [
         "Each run of a line's per-element ops in a step (consecutive ops at most "
         f"{ctx.t('python_loop.gap_x'):g} times their typical spacing apart: "
         "python_loop.gap_x) is one loop; vectorizing removes its wall time (the ops, the "
         "interpreter time between them, the waits of its reads, the GPU work it launched) but "
         "for its longest op, which a vectorized version still runs. Mean per step over the "
-        f"{nst} step(s){some}.",
-        f"Only lines issuing at least {min_ops:g} such ops in a step "
+        f"{f.nst} step(s){_some(f)}.",
+        f"Only lines issuing at least {f.min_ops:g} such ops in a step "
         "(python_loop.min_ops_per_step), called directly from the user's code.",
     ]
-    if rep is not None and rep.replayed:
+    if rep is not None:
         assumptions.append(rep.assumption)
         assumptions.append("The reads inside the loop are also sync-point's; one row holds both.")
     elif not trace.has_gpu:
         assumptions.append("CPU-only trace: this is measured CPU time.")
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            est_savings_ms=round(saving_ms, 3),
-            saving=rep if rep is not None and rep.replayed else None,
-            confidence="high" if top["max_step"] >= 4 * min_ops else "medium",
-            summary=summary,
-            recommendation=RECOMMENDATION,
-            snippet=SNIPPET,
-            evidence=tuple(evidence),
-            locations=tuple(replace(loc, count=int(per_line[loc]["ops"])) for loc in order[:5]),
-            assumptions=tuple(assumptions),
-        )
-    ]
+    return tuple(assumptions)
 
 
 def _loops(ts: np.ndarray, rows: np.ndarray, gap_x: float) -> list[np.ndarray]:
