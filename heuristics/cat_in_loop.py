@@ -40,6 +40,7 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
@@ -151,8 +152,57 @@ def _call_costs(trace: Trace, rows: np.ndarray, is_cat: np.ndarray) -> dict[int,
     return {r: (c if c > 0 else float(dur[r])) for r, c in cost.items()}
 
 
+@dataclass
+class _Line:
+    """The growing chains of one line (or, without stacks, one thread and op name)."""
+
+    first: float  # the first call's start (ns)
+    start: int  # the fewest elements a chain starts from
+    calls: int = 0
+    chains: int = 0
+    saving: float = 0.0  # ns: every call but the last of each chain
+    time: float = 0.0  # ns: every call
+    end: int = 0  # the most elements a chain reaches
+    longest: int = 0
+
+
 @detector(ID, TITLE, needs=("cpu_ops", "shapes"))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    found = _measure(trace, ctx)
+    if found is None:
+        return []
+    chains, outer = found
+    lines = _by_line(trace, chains, outer)
+    nst = n_steps(trace)
+    saving_ms, rep = _value(trace, ctx, chains, lines, nst)
+    order = sorted(lines, key=lambda k: -lines[k].saving)
+    top = lines[order[0]]
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=round(saving_ms, 3),
+            saving=rep,
+            confidence="high" if trace.has_stack else "medium",
+            summary=(
+                f"{_label(order[0])} grows a tensor by repeated cat/stack ({top.longest} "
+                f"calls, {top.start} -> {top.end} elements), copying everything so "
+                f"far each time: about {saving_ms:.3f} ms per step to save."
+            ),
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=_evidence(trace, lines, order),
+            locations=tuple(
+                replace(k, count=lines[k].calls) for k in order[:5] if isinstance(k, Location)
+            ),
+            assumptions=_assumptions(rep, nst),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> tuple[list[Chain], np.ndarray] | None:
+    """The growing chains of at least ``cat_in_loop.min_calls`` calls, and which ops are
+    outermost cat/stack calls (None: no such chain)."""
     ops = trace.cpu_ops
     names = op_names(trace)
     is_cat = name_in(ops["name"], CAT_OPS)
@@ -160,7 +210,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     nested = np.where(parent >= 0, is_cat[np.clip(parent, 0, None)], False)
     rows = np.flatnonzero(is_cat & ~nested)
     if not len(rows):
-        return []
+        return None
     dims = ops["input_dims"].to_numpy()
     if not any(_shapes(dims[r]) is not None for r in rows):
         raise Skip(
@@ -179,90 +229,90 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     min_calls = int(ctx.t("cat_in_loop.min_calls"))
     chains = [c for c in _chains(trace, rows, keys) if len(c.rows) >= min_calls]
     if not chains:
-        return []
+        return None
+    return chains, is_cat & ~nested  # a stack's kernels come from the cat inside it
 
-    outer = is_cat & ~nested  # a stack's kernels come from the cat inside it
+
+def _by_line(trace: Trace, chains: list[Chain], outer: np.ndarray) -> dict[object, _Line]:
+    """The chains' calls, costs and sizes per line, in the order lines first grow."""
     costs = _call_costs(trace, np.asarray([r for c in chains for r in c.rows]), outer)
-    nst = n_steps(trace)
-    by_key: dict[object, dict[str, float]] = {}
+    ts = trace.cpu_ops["ts_ns"]
+    lines: dict[object, _Line] = {}
     for c in chains:
         cc = [costs[r] for r in c.rows]
-        acc = by_key.setdefault(
-            c.key,
-            {
-                "calls": 0,
-                "chains": 0,
-                "saving": 0.0,
-                "time": 0.0,
-                "first": float(ops["ts_ns"].iat[c.rows[0]]),
-                "from": c.totals[0],
-                "to": 0,
-                "longest": 0,
-            },
-        )
-        acc["calls"] += len(c.rows)
-        acc["chains"] += 1
-        acc["saving"] += sum(cc) - cc[-1]
-        acc["time"] += sum(cc)
-        acc["from"] = min(acc["from"], c.totals[0])
-        acc["to"] = max(acc["to"], c.totals[-1])
-        acc["longest"] = max(acc["longest"], len(c.rows))
-    order = sorted(by_key, key=lambda k: -by_key[k]["saving"])
-    saving_ms = sum(v["saving"] for v in by_key.values()) / 1e6 / nst
-    rep = None
-    if trace.has_gpu:  # replayed without every call but the last of each chain
-        gone = np.asarray([r for c in chains for r in c.rows[:-1]], dtype=np.int64)
-        mask = np.zeros(len(ops), dtype=bool)
-        mask[gone] = True
-        mask = inherit(trace, mask)
-        k = trace.kernels
-        rep = ctx.whatif(
-            Combined(
-                [
-                    ShrinkHost(
-                        ops["ts_ns"].to_numpy()[gone],
-                        ops["end_ns"].to_numpy()[gone],
-                        ops["tid"].to_numpy()[gone],
-                        keep=0.0,
-                    ),
-                    ScaleGpu(
-                        kernels=gpu_rows_from(trace, k, mask) if len(k) else [],
-                        speedup=float("inf"),
-                    ),
-                ],
-                label="one cat after the loop",
-            )
-        )
-        if rep.replayed:
-            saving_ms = rep.ms
+        acc = lines.setdefault(c.key, _Line(float(ts.iat[c.rows[0]]), c.totals[0]))
+        acc.calls += len(c.rows)
+        acc.chains += 1
+        acc.saving += sum(cc) - cc[-1]
+        acc.time += sum(cc)
+        acc.start = min(acc.start, c.totals[0])
+        acc.end = max(acc.end, c.totals[-1])
+        acc.longest = max(acc.longest, len(c.rows))
+    return lines
 
-    def label(key: object) -> str:
-        if isinstance(key, Location):
-            return f"{key.file}:{key.line} ({key.function})"
-        return f"thread {key[0]} {key[1]}" if isinstance(key, tuple) else str(key)
 
-    evidence = [
-        Evidence(
-            f"{label(k)}: {int(v['chains'])} growing chain(s), up to {int(v['longest'])} calls, "
-            f"{int(v['from'])} -> {int(v['to'])} elements",
-            int(v["calls"]),
-            ms(v["time"]),
-            trace.to_trace_us(v["first"]),
+def _value(
+    trace: Trace, ctx: Context, chains: list[Chain], lines: dict[object, _Line], nst: int
+) -> tuple[float, Saving | None]:
+    """The steps replayed without every call but the last of each chain, with its kernels;
+    without a replay (or GPU), the measured cost of those calls per step."""
+    saving_ms = sum(v.saving for v in lines.values()) / 1e6 / nst
+    if not trace.has_gpu:
+        return saving_ms, None
+    ops = trace.cpu_ops
+    gone = np.asarray([r for c in chains for r in c.rows[:-1]], dtype=np.int64)
+    mask = np.zeros(len(ops), dtype=bool)
+    mask[gone] = True
+    mask = inherit(trace, mask)
+    k = trace.kernels
+    rep = ctx.whatif(
+        Combined(
+            [
+                ShrinkHost(
+                    ops["ts_ns"].to_numpy()[gone],
+                    ops["end_ns"].to_numpy()[gone],
+                    ops["tid"].to_numpy()[gone],
+                    keep=0.0,
+                ),
+                ScaleGpu(
+                    kernels=gpu_rows_from(trace, k, mask) if len(k) else [],
+                    speedup=float("inf"),
+                ),
+            ],
+            label="one cat after the loop",
         )
-        for k, v in ((k, by_key[k]) for k in order[:5])
-    ]
-    top = by_key[order[0]]
-    summary = (
-        f"{label(order[0])} grows a tensor by repeated cat/stack ({int(top['longest'])} "
-        f"calls, {int(top['from'])} -> {int(top['to'])} elements), copying everything so "
-        f"far each time: about {saving_ms:.3f} ms per step to save."
     )
-    assumptions = (
+    return (rep.ms, rep) if rep.replayed else (saving_ms, None)
+
+
+def _label(key: object) -> str:
+    if isinstance(key, Location):
+        return f"{key.file}:{key.line} ({key.function})"
+    return f"thread {key[0]} {key[1]}" if isinstance(key, tuple) else str(key)
+
+
+def _evidence(
+    trace: Trace, lines: dict[object, _Line], order: list[object]
+) -> tuple[Evidence, ...]:
+    return tuple(
+        Evidence(
+            f"{_label(k)}: {v.chains} growing chain(s), up to {v.longest} calls, "
+            f"{v.start} -> {v.end} elements",
+            v.calls,
+            ms(v.time),
+            trace.to_trace_us(v.first),
+        )
+        for k, v in ((k, lines[k]) for k in order[:5])
+    )
+
+
+def _assumptions(rep: Saving | None, nst: int) -> tuple[str, ...]:
+    return (
         (
             "Per chain: every call but the last (largest), about what one cat of the final list "
             "costs, removed with its kernels. " + rep.assumption
         )
-        if rep is not None and rep.replayed
+        if rep is not None
         else (
             "Per chain: measured cost of all calls minus the last (largest) call, about what "
             f"one cat of the final list costs; divided by the {nst} step(s) in the trace."
@@ -270,22 +320,3 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "A call's cost is the GPU time of its kernels, or its CPU time when it launched none; "
         "allocation of the discarded intermediates is not counted.",
     )
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            est_savings_ms=round(saving_ms, 3),
-            saving=rep if rep is not None and rep.replayed else None,
-            confidence="high" if trace.has_stack else "medium",
-            summary=summary,
-            recommendation=RECOMMENDATION,
-            snippet=SNIPPET,
-            evidence=tuple(evidence),
-            locations=tuple(
-                replace(k, count=int(by_key[k]["calls"]))
-                for k in order[:5]
-                if isinstance(k, Location)
-            ),
-            assumptions=assumptions,
-        )
-    ]

@@ -39,6 +39,7 @@ that must stay eager) is reported too; its cost is still real.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -174,63 +175,129 @@ def _where(r: dict[str, Any]) -> str:
     return f"{str(r.get('file', '?')).rsplit('/', 1)[-1]}:{r.get('line', '?')}"
 
 
+@dataclass(frozen=True)
+class _Breaks:
+    """The breaks (with their lines, or the resume graphs) and their measured host time."""
+
+    rows: list[dict[str, Any]]  # per line (or resume graph), most costly first
+    live: bool  # rows from run.json (dynamo's log), with reasons
+    ranges: pd.DataFrame  # entries into resume functions' regions in the steady steps
+    steps: int
+
+    @property
+    def lined(self) -> bool:
+        """Whether the rows name lines (else resume graphs: the trace has no stacks)."""
+        return "frame" not in self.rows[0]
+
+    @property
+    def host_ns(self) -> int:
+        br = self.ranges
+        return int((br["end_ns"] - br["ts_ns"]).sum()) if len(br) else 0
+
+    @property
+    def host_ms(self) -> float:
+        return self.host_ns / 1e6 / self.steps
+
+    @property
+    def per_step(self) -> float:
+        return len(self.ranges) / self.steps
+
+
 @detector(ID, TITLE, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    found = _measure(trace, ctx)
+    if found is None:
+        return []
+    fields, how = _value(trace, ctx, found)
+    measured = bool(len(found.ranges))
+    locs = [location(r, str(r.get("function") or "")) for r in found.rows]
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if found.live and measured else "medium",
+            summary=_summary(found),
+            recommendation=_recommendation(found),
+            snippet=SNIPPET,
+            evidence=_evidence(trace, found),
+            locations=tuple(loc for loc in locs if isinstance(loc, Location))[:5],
+            assumptions=_assumptions(found, how),
+            latent=not measured,
+            extra={
+                "breaks_per_step": round(found.per_step, 2),
+                "host_ms_per_step": round(found.host_ms, 3),
+            },
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Breaks | None:
     rows, live = _lines(trace, ctx)
     if not rows:
-        return []
-    steps = n_steps(trace)
+        return None
     br = _break_ranges(trace, resume_frame_ids(trace, ctx))
-    per_step = len(br) / steps
-    host_ns = int((br["end_ns"] - br["ts_ns"]).sum()) if len(br) else 0
-    host_ms = host_ns / 1e6 / steps
-    fields: dict[str, Any] = {"est_savings_ms": 0.0}
-    how = "No saving is claimed: the trace shows no entry into a resume function's graph."
-    if len(br):
-        rep = ctx.whatif(
-            ShrinkHost(
-                br["ts_ns"].to_numpy(),
-                br["end_ns"].to_numpy(),
-                br["tid"].to_numpy(),
-                keep=0.5,
-                low=0.75,
-                high=0.0,
-                label="no graph breaks",
-            )
+    return _Breaks(rows, live, br, n_steps(trace))
+
+
+def _value(trace: Trace, ctx: Context, found: _Breaks) -> tuple[dict[str, Any], str]:
+    """The host time between the graphs replayed at half its length; without GPU work, half of
+    it; nothing without a resume region to measure. The draft's fields, and how."""
+    br = found.ranges
+    if not len(br):
+        return (
+            {"est_savings_ms": 0.0},
+            "No saving is claimed: the trace shows no entry into a resume function's graph.",
         )
-        if rep.replayed and trace.has_gpu:
-            fields, how = rep.draft_fields(), rep.assumption
-        else:
-            fields = {
-                "est_savings_ms": round(host_ms / 2, 3),
-                "est_savings_range_ms": (round(host_ms / 4, 3), round(host_ms, 3)),
-            }
-            how = "Not replayed (no GPU work the replay can place): half of that host time."
-    kinds = []
-    for r in rows:
-        text = f"{r.get('type', '')} {r.get('reason', '')}"
-        kinds.append(advice_for(ADVICE, text, DEFAULT_ADVICE) if live else DEFAULT_ADVICE)
-    first = rows[0]
-    lined = "frame" not in first
-    where = _where(first)
-    why = f": {first.get('type') or first.get('reason')}" if live else ""
+    rep = ctx.whatif(
+        ShrinkHost(
+            br["ts_ns"].to_numpy(),
+            br["end_ns"].to_numpy(),
+            br["tid"].to_numpy(),
+            keep=0.5,
+            low=0.75,
+            high=0.0,
+            label="no graph breaks",
+        )
+    )
+    if rep.replayed and trace.has_gpu:
+        return rep.draft_fields(), rep.assumption
+    host_ms = found.host_ms
+    return (
+        {
+            "est_savings_ms": round(host_ms / 2, 3),
+            "est_savings_range_ms": (round(host_ms / 4, 3), round(host_ms, 3)),
+        },
+        "Not replayed (no GPU work the replay can place): half of that host time.",
+    )
+
+
+def _summary(found: _Breaks) -> str:
+    rows, first = found.rows, found.rows[0]
+    why = f": {first.get('type') or first.get('reason')}" if found.live else ""
     n_lines = len(rows)
+    measured = bool(len(found.ranges))
     counted = (
-        f"{per_step:.0f} graph break(s) per step in compiled code"
-        if len(br)
+        f"{found.per_step:.0f} graph break(s) per step in compiled code"
+        if measured
         else f"{n_lines} graph break(s) where compiled code falls back to Python"
     )
-    summary = (
-        f"{counted} ({where}{why}"
+    return (
+        f"{counted} ({_where(first)}{why}"
         + (f", and {n_lines - 1} more line(s)" if n_lines > 1 else "")
         + ")"
         + (
             f": each ends a graph, runs Python and checks guards before the next one; "
-            f"{fmt_ms(host_ms)} of host time per step between the graphs."
-            if len(br)
+            f"{fmt_ms(found.host_ms)} of host time per step between the graphs."
+            if measured
             else "; the trace shows no resume region to measure them."
         )
     )
+
+
+def _evidence(trace: Trace, found: _Breaks) -> tuple[Evidence, ...]:
+    """The first five lines, the entries into resume regions, the compiled regions entered."""
+    live, lined, br, steps = found.live, found.lined, found.ranges, found.steps
     evidence = [
         Evidence(
             _where(r)
@@ -242,7 +309,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             int(r.get("count") or 1),
             0.0,
         )
-        for r in rows[:5]
+        for r in found.rows[:5]
     ]
     if len(br):
         evidence.append(
@@ -250,7 +317,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 "entries into a resume function's compiled region (guard check, region entry, "
                 "eager code before it)",
                 len(br),
-                round(host_ns / 1e6, 3),
+                round(found.host_ns / 1e6, 3),
                 trace.to_trace_us(int(br["ts_ns"].min())),
             )
         )
@@ -266,49 +333,43 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 trace.to_trace_us(int(reg["ts_ns"].min())),
             )
         )
-    locs = [location(r, str(r.get("function") or "")) for r in rows]
-    recommendation = (
+    return tuple(evidence)
+
+
+def _recommendation(found: _Breaks) -> str:
+    """The three first lines with the advice for their reasons."""
+    rows = found.rows
+    kinds = []
+    for r in rows:
+        text = f"{r.get('type', '')} {r.get('reason', '')}"
+        kinds.append(advice_for(ADVICE, text, DEFAULT_ADVICE) if found.live else DEFAULT_ADVICE)
+    return (
         "Remove the graph breaks, most costly first: "
         + "; ".join(f"{_where(r)}: {k}" for r, k in list(zip(rows, kinds, strict=True))[:3])
         + ". TORCH_LOGS=graph_breaks prints every break with its stack"
         + (
             "; this trace has no Python stacks to name the lines (profile with "
             "with_stack=True, or run `advisor profile`, which records each break's reason)."
-            if not lined
+            if not found.lined
             else "."
         )
     )
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="high" if live and len(br) else "medium",
-            summary=summary,
-            recommendation=recommendation,
-            snippet=SNIPPET,
-            evidence=tuple(evidence),
-            locations=tuple(loc for loc in locs if isinstance(loc, Location))[:5],
-            assumptions=(
-                "Breaks: "
-                + (
-                    "run.json's compile.graph_breaks (dynamo's own log, user lines)"
-                    if live
-                    else "Python frames of dynamo's resume functions in the trace"
-                    if lined
-                    else "compiled regions entered inside another frame's compiled region "
-                    "(a resume function's graph; the trace has no Python stacks)"
-                )
-                + "; per step: entries into resume functions' compiled regions in the steady "
-                "steps.",
-                "Saving: the host time from the end of the graph before each break to the start "
-                "of the next graph, replayed at half its length (range: a quarter kept to all "
-                "removed); kernel fusion across the break is not counted. " + how,
-            ),
-            latent=not len(br),
-            extra={
-                "breaks_per_step": round(per_step, 2),
-                "host_ms_per_step": round(host_ms, 3),
-            },
+
+
+def _assumptions(found: _Breaks, how: str) -> tuple[str, ...]:
+    return (
+        "Breaks: "
+        + (
+            "run.json's compile.graph_breaks (dynamo's own log, user lines)"
+            if found.live
+            else "Python frames of dynamo's resume functions in the trace"
+            if found.lined
+            else "compiled regions entered inside another frame's compiled region "
+            "(a resume function's graph; the trace has no Python stacks)"
         )
-    ]
+        + "; per step: entries into resume functions' compiled regions in the steady "
+        "steps.",
+        "Saving: the host time from the end of the graph before each break to the start "
+        "of the next graph, replayed at half its length (range: a quarter kept to all "
+        "removed); kernel fusion across the break is not counted. " + how,
+    )

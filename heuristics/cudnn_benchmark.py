@@ -27,8 +27,11 @@ changes only outside the profiled window (e.g. a final smaller batch) re-trigger
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.detect.draft import Draft
@@ -48,6 +51,17 @@ TITLE = "cuDNN autotuning off for static-shape convolutions"
 register("cudnn_benchmark.speedup_low", 1.27, "published low-end conv speed-up from benchmark=True")
 register("cudnn_benchmark.speedup_high", 1.70, "published high-end conv speed-up")
 
+RECOMMENDATION = (
+    "Set torch.backends.cudnn.benchmark = True before the first convolution so cuDNN "
+    "times its algorithms once per shape and keeps the fastest. Leave it off if "
+    "input shapes vary from step to step (or use drop_last=True for the last batch)."
+)
+SNIPPET = (
+    "import torch\n"
+    "torch.backends.cudnn.benchmark = True  # input shapes are fixed\n"
+    "loader = DataLoader(dataset, batch_size=64, drop_last=True)"
+)
+
 
 def _static(trace: Trace, rows: np.ndarray) -> tuple[bool | None, int]:
     """Whether every step with convolutions runs the same multiset of (op, Input Dims);
@@ -64,6 +78,22 @@ def _static(trace: Trace, rows: np.ndarray) -> tuple[bool | None, int]:
     return all(s == sigs[0] for s in sigs[1:]), len(sigs)
 
 
+@dataclass(frozen=True)
+class _Convs:
+    """The steps' convolutions: the outermost forward ops, whether their shapes repeat, and
+    their kernels (layout conversions left out)."""
+
+    roots: np.ndarray  # cpu_ops rows
+    static: bool | None  # None: fewer than two steps, or no shapes, to compare
+    n_conv_steps: int
+    kernels: pd.DataFrame
+    steps: int
+
+    @property
+    def conv_ms(self) -> float:
+        return float(self.kernels["dur_ns"].sum()) / 1e6 / self.steps
+
+
 @detector(ID, TITLE, needs=("run", "cpu_ops"), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     flag = ctx.live.backends.cudnn_benchmark
@@ -71,6 +101,46 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         raise Skip("run.json has no backends.cudnn_benchmark")
     if flag is not False or ctx.live.backends.cudnn_deterministic is True:
         return []
+    found = _measure(trace)
+    if found is None:
+        return []
+    fields, how = _value(ctx, found)
+    static, n_conv_steps = found.static, found.n_conv_steps
+    shapes = (
+        f"the same {len(found.roots) // max(1, n_conv_steps)} convolution shapes in each of "
+        f"{n_conv_steps} steps"
+        if static
+        else "shapes that could not be compared across steps"
+    )
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="low",
+            summary=(
+                f"torch.backends.cudnn.benchmark is off while convolutions take "
+                f"{found.conv_ms:.2f} ms of GPU time {per_step_words(trace)} with {shapes}."
+            ),
+            recommendation=RECOMMENDATION,
+            snippet=SNIPPET,
+            evidence=_evidence(trace, found.kernels),
+            locations=aggregate(ctx.locator.for_ops(found.roots[:2000])),
+            assumptions=(
+                how,
+                "static shapes: identical conv Input Dims in every profiled step"
+                if static
+                else "shapes could not be compared (one step or no record_shapes): lower confidence",
+                f"the one-off tuning on the first step is not counted; divided over {found.steps} "
+                "step(s)",
+            ),
+        )
+    ]
+
+
+def _measure(trace: Trace) -> _Convs | None:
+    """The steps' convolutions, unless their shapes change between steps or they launched no
+    kernel (None)."""
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()
     is_conv = name_in(ops["name"], CONV_FWD)
@@ -79,80 +149,52 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     )
     roots = roots[ops["step"].to_numpy()[roots] >= 0]
     if not len(roots):
-        return []
+        return None
     static, n_conv_steps = _static(trace, roots) if trace.has_shapes else (None, 0)
     if static is False:
-        return []  # shapes change between steps: benchmarking would re-run for each new shape
+        return None  # shapes change between steps: benchmarking would re-run for each new shape
     k = rows_in_steps(trace.kernels, trace)
     conv_mask = ancestor_match(trace, lambda n: bool(CONV_RE.search(n)))
     ck = k[gpu_rows_from(trace, k, conv_mask)] if len(k) else k
     layout = ck["name"].str.contains(LAYOUT_KERNEL_RE).to_numpy() if len(ck) else []
     ck = ck[~np.asarray(layout, dtype=bool)] if len(ck) else ck
     if not len(ck):
-        return []
-    steps = n_steps(trace)
-    conv_ms = float(ck["dur_ns"].sum()) / 1e6 / steps
+        return None
+    return _Convs(roots, static, n_conv_steps, ck, n_steps(trace))
+
+
+def _value(ctx: Context, found: _Convs) -> tuple[dict[str, Any], str]:
+    """The convolution kernels sped up by the published range, replayed; without a replayable
+    step, their time saved at that speed-up. The draft's fields, and how."""
+    conv_ms = found.conv_ms
     lo_x, hi_x = ctx.t("cudnn_benchmark.speedup_low"), ctx.t("cudnn_benchmark.speedup_high")
     low = conv_ms * (1 - 1 / lo_x)
     high = conv_ms * (1 - 1 / hi_x)
-    fields: dict = {"est_savings_ms": low, "est_savings_range_ms": (round(low, 3), round(high, 3))}
-    how = (
-        f"saving = conv GPU time x (1 - 1/{lo_x:g}); range up to x (1 - 1/{hi_x:g}): the "
-        "published 1.27-1.70x for static shapes, not measured on this model"
-    )
     rep = ctx.whatif(
         ScaleGpu(
-            kernels=ck.index.to_numpy(), speedup=lo_x, low=lo_x, high=hi_x, label="cudnn.benchmark"
+            kernels=found.kernels.index.to_numpy(),
+            speedup=lo_x,
+            low=lo_x,
+            high=hi_x,
+            label="cudnn.benchmark",
         )
     )
     if rep.replayed:
-        fields = rep.draft_fields()
-        how = (
+        return rep.draft_fields(), (
             f"The convolution kernels run {lo_x:g}x faster (up to {hi_x:g}x: the published "
             "1.27-1.70x for static shapes, not measured on this model). " + rep.assumption
         )
-    shapes = (
-        f"the same {len(roots) // max(1, n_conv_steps)} convolution shapes in each of "
-        f"{n_conv_steps} steps"
-        if static
-        else "shapes that could not be compared across steps"
+    return {"est_savings_ms": low, "est_savings_range_ms": (round(low, 3), round(high, 3))}, (
+        f"saving = conv GPU time x (1 - 1/{lo_x:g}); range up to x (1 - 1/{hi_x:g}): the "
+        "published 1.27-1.70x for static shapes, not measured on this model"
     )
-    summary = (
-        f"torch.backends.cudnn.benchmark is off while convolutions take {conv_ms:.2f} ms of "
-        f"GPU time {per_step_words(trace)} with {shapes}."
-    )
+
+
+def _evidence(trace: Trace, ck: pd.DataFrame) -> tuple[Evidence, ...]:
+    """The four kernels (by name) with the most time."""
     top = ck.groupby(ck["name"].astype(str).map(lambda n: n.split("(")[0][:120]), sort=False)
     ev = sorted(
         ((int(g["dur_ns"].sum()), str(n), len(g), int(g["ts_ns"].min())) for n, g in top),
         reverse=True,
     )[:4]
-    evidence = [Evidence(f"conv kernel {n}", c, ms(d), trace.to_trace_us(t)) for d, n, c, t in ev]
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="low",
-            summary=summary,
-            recommendation=(
-                "Set torch.backends.cudnn.benchmark = True before the first convolution so cuDNN "
-                "times its algorithms once per shape and keeps the fastest. Leave it off if "
-                "input shapes vary from step to step (or use drop_last=True for the last batch)."
-            ),
-            snippet=(
-                "import torch\n"
-                "torch.backends.cudnn.benchmark = True  # input shapes are fixed\n"
-                "loader = DataLoader(dataset, batch_size=64, drop_last=True)"
-            ),
-            evidence=tuple(evidence),
-            locations=aggregate(ctx.locator.for_ops(roots[:2000])),
-            assumptions=(
-                how,
-                "static shapes: identical conv Input Dims in every profiled step"
-                if static
-                else "shapes could not be compared (one step or no record_shapes): lower confidence",
-                f"the one-off tuning on the first step is not counted; divided over {steps} "
-                "step(s)",
-            ),
-        )
-    ]
+    return tuple(Evidence(f"conv kernel {n}", c, ms(d), trace.to_trace_us(t)) for d, n, c, t in ev)

@@ -41,6 +41,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,8 +50,9 @@ from advisor.derive.timeline import main_busy
 from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
-from advisor.findings import Evidence
+from advisor.findings import Evidence, Location
 from advisor.replay.fixes import Combined, ScaleGpu
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
@@ -177,8 +179,58 @@ def _chain_ns(dur: np.ndarray, chains: list[np.ndarray]) -> dict[int, float]:
     return {int(c[0]): float(t) for c, t in zip(chains, sums, strict=True)}
 
 
+class _Chains(NamedTuple):
+    """The chains that recur in enough steps, by the functors of their kernels."""
+
+    kept: dict[tuple[str, ...], list[np.ndarray]]
+    ns: dict[int, float]  # kernel time of each chain, by its first kernel row
+    real_steps: bool  # the trace marks its steps (without, every chain is kept)
+    steps: int
+
+
+class _Value(NamedTuple):
+    ms: float  # the saving per step
+    full_ms: float  # the kernel time fusion removes per step
+    how: str
+    saving: Saving | None  # the replay's, where it placed the steps
+
+
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    found = _measure(trace, ctx)
+    if found is None:
+        return []
+    value = _value(trace, ctx, found)
+    if value is None:
+        return []
+    rt_linked = bool(len(trace.runtime)) and bool((runtime_op(trace) >= 0).any())
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=round(value.ms, 3),
+            confidence="medium" if found.real_steps and rt_linked else "low",
+            summary=_summary(found, value),
+            recommendation=_recommendation(trace, ctx, found),
+            snippet=SNIPPET,
+            evidence=_evidence(trace, found),
+            locations=_locations(trace, ctx, found),
+            assumptions=(
+                "A chain of k memory-bound kernels fused into one moves about 1/k of the bytes: "
+                "saving (k-1)/k of the chain's measured kernel time; launch overhead not counted.",
+                value.how,
+                "Chains must recur in at least "
+                f"{ctx.t('fusible_elementwise.min_step_share_pct'):g}% of the steps; optimizer, "
+                "zero_grad, gradient accumulation and DDP kernels are excluded.",
+            ),
+            est_savings_range_ms=(round(value.ms, 3), round(max(value.full_ms, value.ms), 3)),
+            saving=value.saving,
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Chains | None:
+    """The chains of linked elementwise kernels that recur in enough steps (None: none)."""
     ew = _elementwise(trace)
     flow = Flow(trace, ctx.locator)
     chains = _chains(
@@ -188,10 +240,22 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         lambda a, b, c: kernel_links(trace, flow, a, b, c),
     )
     if not chains:
-        return []
+        return None
+    kept, real_steps = _recurring(trace, ctx, chains)
+    if not kept:
+        return None
+    dur = trace.kernels["dur_ns"].to_numpy()
+    return _Chains(kept, _chain_ns(dur, chains), real_steps, n_steps(trace))
+
+
+def _recurring(
+    trace: Trace, ctx: Context, chains: list[np.ndarray]
+) -> tuple[dict[tuple[str, ...], list[np.ndarray]], bool]:
+    """The chains by the functors of their kernels, those recurring in at least
+    ``fusible_elementwise.min_step_share_pct`` of the steps (all where the trace marks no
+    steps); and whether it marks them."""
     k = trace.kernels
     kname = k["name"].astype(str).to_numpy()
-    dur = k["dur_ns"].to_numpy()
     kstep = k["step"].to_numpy()
     short = {n: short_name(n) for n in set(kname[np.concatenate(chains)])}
     sig_chains: dict[tuple[str, ...], list[np.ndarray]] = defaultdict(list)
@@ -206,26 +270,34 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         for s, cs in sig_chains.items()
         if len({int(kstep[c[0]]) for c in cs if kstep[c[0]] >= 0}) >= need or not real_steps
     }
-    if not kept:
-        return []
+    return kept, bool(real_steps)
 
-    nst = n_steps(trace)
-    cns = _chain_ns(dur, chains)
-    full_ns = sum(cns[int(c[0])] * (len(c) - 1) / len(c) for cs in kept.values() for c in cs)
+
+def _busy_share(trace: Trace) -> float:
+    """The share of the steps' time the main GPU is busy (1 without steps to measure)."""
     st = trace.steps
     span = int((st["end_ns"] - st["ts_ns"]).sum())
     busy = sum(
         main_busy(trace).covered_ns(int(a), int(b))
         for a, b in zip(st["ts_ns"], st["end_ns"], strict=True)
     )
-    share = min(1.0, busy / span) if span > 0 else 1.0
+    return min(1.0, busy / span) if span > 0 else 1.0
+
+
+def _value(trace: Trace, ctx: Context, found: _Chains) -> _Value | None:
+    """The steps replayed with each chain of k kernels k times faster; without a replayable
+    step, the kernel time removed scaled by the GPU busy share. None: below the threshold."""
+    nst = found.steps
+    full_ns = sum(
+        found.ns[int(c[0])] * (len(c) - 1) / len(c) for cs in found.kept.values() for c in cs
+    )
+    share = _busy_share(trace)
     saving_ms = full_ns * share / 1e6 / nst
     full_ms = full_ns / 1e6 / nst
     if saving_ms < ctx.t("fusible_elementwise.min_savings_pct") / 100.0 * ctx.step_ms_median:
-        return []
-
+        return None
     by_len: dict[int, list[np.ndarray]] = defaultdict(list)
-    for cs in kept.values():
+    for cs in found.kept.values():
         for c in cs:
             by_len[len(c)].append(c)
     rep = ctx.whatif(
@@ -237,86 +309,81 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="fused chains",
         )
     )
+    if rep.replayed:
+        return _Value(rep.ms, full_ms, rep.assumption, rep)
     how = (
         f"Scaled by the GPU busy share of the steps ({share:.0%}): shorter kernels shorten a "
         f"step only while the GPU is the bottleneck; divided by the {nst} step(s) in the "
         "trace."
     )
-    if rep.replayed:
-        saving_ms = rep.ms
-        how = rep.assumption
-    ranked = sorted(kept.items(), key=lambda kv: -sum(cns[int(c[0])] for c in kv[1]))
-    kts = k["ts_ns"].to_numpy()
-    n_chains = sum(len(cs) for cs in kept.values())
-    n_kernels = sum(len(c) for cs in kept.values() for c in cs)
+    return _Value(saving_ms, full_ms, how, None)
+
+
+def _summary(found: _Chains, value: _Value) -> str:
+    nst = found.steps
+    n_chains = sum(len(cs) for cs in found.kept.values())
+    n_kernels = sum(len(c) for cs in found.kept.values() for c in cs)
+    lens = Counter(len(c) for cs in found.kept.values() for c in cs)
+    return (
+        f"{_num(n_chains / nst)} chains of back-to-back elementwise kernels per step "
+        f"({n_kernels / nst:.0f} kernels, typical length {lens.most_common(1)[0][0]}) "
+        f"could each be one fused kernel: about {value.ms:.3f} ms per step "
+        f"(up to {value.full_ms:.3f} ms if the GPU were the bottleneck throughout)."
+    )
+
+
+def _evidence(trace: Trace, found: _Chains) -> tuple[Evidence, ...]:
+    """The five chains (by functors) with the most kernel time."""
+    ns = found.ns
+    ranked = sorted(found.kept.items(), key=lambda kv: -sum(ns[int(c[0])] for c in kv[1]))
+    kts = trace.kernels["ts_ns"].to_numpy()
     evidence = []
     for sig, cs in ranked[:5]:
         what = " -> ".join(sig[:6]) + (f" ... ({len(sig)} kernels)" if len(sig) > 6 else "")
         first = min(int(kts[c[0]]) for c in cs)
         evidence.append(
             Evidence(
-                f"{what}, {_num(len(cs) / nst)} per step",
+                f"{what}, {_num(len(cs) / found.steps)} per step",
                 len(cs),
-                ms(sum(cns[int(c[0])] for c in cs)),
+                ms(sum(ns[int(c[0])] for c in cs)),
                 trace.to_trace_us(first),
             )
         )
+    return tuple(evidence)
+
+
+def _locations(trace: Trace, ctx: Context, found: _Chains) -> tuple[Location, ...]:
     kop = kernel_op(trace)
-    firsts = [int(kop[c[0]]) for cs in kept.values() for c in cs[:20]]
-    locs = aggregate(ctx.locator.for_ops(int(r) for r in firsts if r >= 0))
-    all_k = np.concatenate([c for cs in kept.values() for c in cs])
+    firsts = [int(kop[c[0]]) for cs in found.kept.values() for c in cs[:20]]
+    return aggregate(ctx.locator.for_ops(int(r) for r in firsts if r >= 0))
+
+
+def _in_compiled(trace: Trace, found: _Chains) -> float:
+    """The share of the chains' kernels launched inside a compiled region."""
+    kop = kernel_op(trace)
+    all_k = np.concatenate([c for cs in found.kept.values() for c in cs])
     compiled = (
         inherit(trace, name_mask(trace.cpu_ops["name"], COMPILED))
         if len(trace.cpu_ops)
         else np.zeros(0, dtype=bool)
     )
-    in_compiled = (
-        float(np.mean(np.where(kop[all_k] >= 0, compiled[np.clip(kop[all_k], 0, None)], False)))
-        if len(compiled)
-        else 0.0
-    )
-    rec = RECOMMENDATION
-    if in_compiled < 0.5 and model_compiled(trace, ctx):
-        rec = (
-            "The model is compiled, but these chains run outside its compiled regions (code "
-            "left eager, or split off by graph breaks: see compile-graph-breaks): bring that "
-            "code under torch.compile too, or remove the breaks, so Inductor fuses the chains."
-        )
+    if not len(compiled):
+        return 0.0
+    return float(np.mean(np.where(kop[all_k] >= 0, compiled[np.clip(kop[all_k], 0, None)], False)))
+
+
+def _recommendation(trace: Trace, ctx: Context, found: _Chains) -> str:
+    in_compiled = _in_compiled(trace, found)
     if in_compiled >= 0.5:
-        rec = (
+        return (
             f"{in_compiled:.0%} of these kernels already run inside a compiled region "
             "(CompiledFunction) whose backend did not fuse them (aot_eager or an old "
             "torch.compile): use the default Inductor backend. " + RECOMMENDATION
         )
-    lens = Counter(len(c) for cs in kept.values() for c in cs)
-    summary = (
-        f"{_num(n_chains / nst)} chains of back-to-back elementwise kernels per step "
-        f"({n_kernels / nst:.0f} kernels, typical length {lens.most_common(1)[0][0]}) "
-        f"could each be one fused kernel: about {saving_ms:.3f} ms per step "
-        f"(up to {full_ms:.3f} ms if the GPU were the bottleneck throughout)."
-    )
-    assumptions = (
-        "A chain of k memory-bound kernels fused into one moves about 1/k of the bytes: "
-        "saving (k-1)/k of the chain's measured kernel time; launch overhead not counted.",
-        how,
-        "Chains must recur in at least "
-        f"{ctx.t('fusible_elementwise.min_step_share_pct'):g}% of the steps; optimizer, "
-        "zero_grad, gradient accumulation and DDP kernels are excluded.",
-    )
-    rt_linked = bool(len(trace.runtime)) and bool((runtime_op(trace) >= 0).any())
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            est_savings_ms=round(saving_ms, 3),
-            confidence="medium" if real_steps and rt_linked else "low",
-            summary=summary,
-            recommendation=rec,
-            snippet=SNIPPET,
-            evidence=tuple(evidence),
-            locations=locs,
-            assumptions=assumptions,
-            est_savings_range_ms=(round(saving_ms, 3), round(max(full_ms, saving_ms), 3)),
-            saving=rep if rep.replayed else None,
+    if model_compiled(trace, ctx):
+        return (
+            "The model is compiled, but these chains run outside its compiled regions (code "
+            "left eager, or split off by graph breaks: see compile-graph-breaks): bring that "
+            "code under torch.compile too, or remove the breaks, so Inductor fuses the chains."
         )
-    ]
+    return RECOMMENDATION

@@ -44,6 +44,8 @@ graph (``capturable=True``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -53,6 +55,7 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ShrinkHost
+from advisor.replay.whatif import Saving
 from advisor.runinfo import Optimizer
 from advisor.trace.model import Trace
 
@@ -100,8 +103,66 @@ def _run_opt(ctx: Context, cls: str) -> Optimizer | None:
     return next((o for o in ctx.live.optimizers if o.cls == cls), None)
 
 
+@dataclass(frozen=True)
+class _Ranges:
+    """The optimizer ranges this finding counts, with their figures per step."""
+
+    rest: pd.DataFrame  # optimizer_ranges' rows not per-parameter, with their GPU time (gpu_ns)
+    steps: int
+    host_ms: float
+    gpu_ms: float
+    share: float  # host_ms as a % of the median step
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """What a cheaper step removes: its share of the ranges' host time and the saving."""
+
+    cost: pd.DataFrame  # fused_cost's per range
+    by_rule: bool  # no operator recorded in the ranges: optimizer_host_time.fraction
+    frac: float
+    cut: float  # share of the host time removed (the estimate)
+    cut_hi: float  # ...at the top of the range
+    saving_ms: float  # without a replay: the GPU idle the cut may fill, per step
+    rep: Saving
+
+
 @detector(ID, TITLE, gpu_only=True, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    found = _measure(trace, ctx)
+    if found is None:
+        return []
+    cut = _value(trace, ctx, found)
+    rep = cut.rep
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(cut.saving_ms, 3)}
+    by_cls = _by_class(found.rest)
+    top = str(by_cls.index[0])
+    opt = _run_opt(ctx, top)
+    groups = opt.param_groups if opt is not None else None
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="medium" if found.host_ms > 2 * found.gpu_ms else "low",
+            summary=_summary(found, cut, by_cls, opt),
+            snippet=_snippet(top),
+            recommendation=(
+                ("Every operator is slow on this host (see host-overhead): fix that first. ")
+                if slow_host(trace, ctx)
+                else ""
+            )
+            + _advice(top, groups),
+            evidence=_evidence(trace, found, by_cls),
+            locations=_locations(trace, ctx, found.rest, opt),
+            assumptions=_assumptions(found, cut),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Ranges | None:
+    """The ranges not per-parameter, when their host time reaches
+    ``optimizer_host_time.min_pct`` of the step and exceeds their GPU work (else None)."""
     stats = optimizer_ranges(trace)
     if not len(stats):
         raise Skip("no Optimizer.step ranges in this trace")
@@ -109,14 +170,21 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     covered = per_parameter(stats, trace, ctx)  # single-tensor-optimizer's ranges
     rest = stats.drop(index=covered.index).reset_index(drop=True)
     if not len(rest):
-        return []
+        return None
     rest = rest.assign(gpu_ns=_gpu_ns(trace, rest))
     steps = n_steps(trace)
     host_ms = float(rest["dur_ns"].sum()) / 1e6 / steps
     gpu_ms = float(rest["gpu_ns"].sum()) / 1e6 / steps
     share = 100.0 * host_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
     if share < ctx.t("optimizer_host_time.min_pct") or host_ms <= gpu_ms:
-        return []
+        return None
+    return _Ranges(rest, steps, host_ms, gpu_ms, share)
+
+
+def _value(trace: Trace, ctx: Context, found: _Ranges) -> _Cut:
+    """The share of host time a fused step removes (the operators inside the ranges but one
+    call; the rule where none is recorded), replayed; the GPU idle it may fill without."""
+    rest = found.rest
     cost = fused_cost(trace, rest)
     range_ns = rest["dur_ns"].to_numpy().astype(float)
     gone = (cost["op_ns"] - cost["kept_ns"]).to_numpy().astype(float)
@@ -130,7 +198,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         cut_hi = min(1.0, 1.5 * frac)
     excess = np.maximum(rest["dur_ns"].to_numpy() - rest["gpu_ns"].to_numpy(), 0)
     claim = np.minimum(rest["idle_ns"].to_numpy(), np.minimum(excess, mid * range_ns))
-    saving_ms = float(claim.sum()) / 1e6 / steps
+    saving_ms = float(claim.sum()) / 1e6 / found.steps
     r_ts = rest["ts_ns"].to_numpy()
     rep = ctx.whatif(
         ShrinkHost(
@@ -143,7 +211,11 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="cheaper optimizer step",
         )
     )
-    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    return _Cut(cost, by_rule, frac, cut, cut_hi, saving_ms, rep)
+
+
+def _by_class(rest: pd.DataFrame) -> pd.DataFrame:
+    """Per optimizer class, most host time first: ranges, host, GPU and idle time."""
     by_cls = rest.groupby("cls", sort=False).agg(
         n=("dur_ns", "size"),
         host=("dur_ns", "sum"),
@@ -152,7 +224,10 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         ts=("ts_ns", "min"),
         k=("kernels", "sum"),
     )
-    by_cls = by_cls.sort_values("host", ascending=False)
+    return by_cls.sort_values("host", ascending=False)
+
+
+def _evidence(trace: Trace, found: _Ranges, by_cls: pd.DataFrame) -> tuple[Evidence, ...]:
     ev = []
     for cls, r in by_cls.iterrows():
         ev.append(
@@ -163,80 +238,69 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 trace.to_trace_us(int(r["ts"])),
             )
         )
+    rest = found.rest
     ev.append(Evidence("GPU idle inside those ranges", len(rest), ms(rest["idle_ns"].sum())))
+    return tuple(ev)
+
+
+def _summary(found: _Ranges, cut: _Cut, by_cls: pd.DataFrame, opt: Optimizer | None) -> str:
+    host_ms, steps, rep = found.host_ms, found.steps, cut.rep
     names = " and ".join(f"{c}.step" for c in by_cls.index[:3])
-    top = str(by_cls.index[0])
-    opt = _run_opt(ctx, top)
-    groups = opt.param_groups if opt is not None else None
     setting = ""
     if opt is not None:
         n_tensors = opt.param_tensors
+        groups = opt.param_groups
         setting = (
             f" (run.json: {'?' if n_tensors is None else n_tensors} parameter tensors"
             + (f" in {groups} group(s)" if isinstance(groups, int) else "")
             + f", foreach={opt.foreach}, fused={opt.fused})"
         )
     verb = "holds" if len(by_cls) == 1 else "hold"
-    tensors = int((opt.param_tensors if opt else 0) or 0) or int(cost["tensors"].max())
+    tensors = int((opt.param_tensors if opt else 0) or 0) or int(cut.cost["tensors"].max())
     per_tensor = (
         f"{fmt_ms(host_ms / tensors)} of host time per parameter tensor ({tensors} tensors); "
         if tensors > 1
         else ""
     )
-    summary = (
-        f"{names} {verb} the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step) "
-        f"while launching {fmt_ms(gpu_ms)} of GPU work{setting}; the GPU idles "
-        f"{fmt_ms(float(rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them"
+    return (
+        f"{names} {verb} the host {fmt_ms(host_ms)} per step ({found.share:.0f}% of the step) "
+        f"while launching {fmt_ms(found.gpu_ms)} of GPU work{setting}; the GPU idles "
+        f"{fmt_ms(float(found.rest['idle_ns'].sum()) / 1e6 / steps)} per step inside them"
         + (
-            f"; {per_tensor}replayed with {cut:.0%} of that host time gone (a fused "
+            f"; {per_tensor}replayed with {cut.cut:.0%} of that host time gone (a fused "
             f"step), the step is {fmt_ms(rep.ms)} shorter."
             if rep.replayed
             else "."
         )
     )
-    locs = _locations(trace, ctx, rest, opt)
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="medium" if host_ms > 2 * gpu_ms else "low",
-            summary=summary,
-            snippet=_snippet(top),
-            recommendation=(
-                ("Every operator is slow on this host (see host-overhead): fix that first. ")
-                if slow_host(trace, ctx)
-                else ""
-            )
-            + _advice(top, groups),
-            evidence=tuple(ev),
-            locations=locs,
-            assumptions=(
-                f"Host time = the Optimizer.step ranges inside the {steps} steady step(s); GPU work "
-                "= the kernels, copies and memsets launched from inside them.",
-                (
-                    f"A cheaper step removes {frac:.0%} of the host time inside the ranges "
-                    f"(range {frac / 2:.0%}-{min(1.0, 1.5 * frac):.0%}; "
-                    "optimizer_host_time.fraction): a rule, as no operator is recorded in them."
-                )
-                if by_rule
-                else (
-                    f"A foreach/fused step runs the update as one operator call: the operators "
-                    f"inside the ranges ({fmt_ms(float(cost['op_ns'].sum()) / 1e6 / steps)} per "
-                    f"step) go but one call ({fmt_ms(float(cost['call_ns'].median()) / 1e3 / 1e3)}"
-                    f", the median innermost operator here), {cut:.0%} of the ranges' host "
-                    f"time; the Python around them stays (range: half of that to "
-                    f"{cut_hi:.0%}, a compiled step). The update kernels keep their GPU time."
-                ),
-                rep.assumption
-                if rep.replayed
-                else "Saving = the GPU idle time inside the ranges (start to the end of their last "
-                "kernel), at most the host time removed and the host time above the GPU work.",
-                "Ranges with per-parameter ops and no foreach/fused kernel are single-tensor-"
-                "optimizer's and are not counted here.",
-            ),
+
+
+def _assumptions(found: _Ranges, cut: _Cut) -> tuple[str, ...]:
+    frac, steps, cost = cut.frac, found.steps, cut.cost
+    return (
+        f"Host time = the Optimizer.step ranges inside the {steps} steady step(s); GPU work "
+        "= the kernels, copies and memsets launched from inside them.",
+        (
+            f"A cheaper step removes {frac:.0%} of the host time inside the ranges "
+            f"(range {frac / 2:.0%}-{min(1.0, 1.5 * frac):.0%}; "
+            "optimizer_host_time.fraction): a rule, as no operator is recorded in them."
         )
-    ]
+        if cut.by_rule
+        else (
+            f"A foreach/fused step runs the update as one operator call: the operators "
+            f"inside the ranges ({fmt_ms(float(cost['op_ns'].sum()) / 1e6 / steps)} per "
+            f"step) go but one call ({fmt_ms(float(cost['call_ns'].median()) / 1e3 / 1e3)}"
+            f", the median innermost operator here), {cut.cut:.0%} of the ranges' host "
+            f"time; the Python around them stays (range: half of that to "
+            f"{cut.cut_hi:.0%}, a compiled step). The update kernels keep their GPU time."
+        ),
+        cut.rep.assumption
+        if cut.rep.replayed
+        else "Saving = the GPU idle time inside the ranges (start to the end of their last "
+        "kernel), at most the host time removed and the host time above the GPU work.",
+        "Ranges with per-parameter ops and no foreach/fused kernel are single-tensor-"
+        "optimizer's and are not counted here.",
+    )
 
 
 def _locations(

@@ -44,7 +44,8 @@ sizes would tell them apart, but most traces do not record them.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -132,8 +133,75 @@ def _window(trace: Trace, calls: pd.DataFrame, device: int) -> tuple[float, floa
     return float(np.mean(spans)) / 1e6, float(np.mean(idles)) / 1e6
 
 
+@dataclass(frozen=True)
+class _Calls:
+    """The most frequent collective's kernels in the steps, and what issuing them costs."""
+
+    mine: pd.DataFrame  # collective_calls' rows of that kind
+    kind: str
+    steps: int
+    per_step: float
+    uniq: np.ndarray  # the collective ops that launched them (cpu_ops rows)
+    host_ms: float  # per step: those ops' host time
+    kernel_ms: float  # ...the kernels' time
+    window_ms: float  # ...from the first call to the last kernel's end
+    idle_ms: float  # ...GPU idle inside that window
+
+
+class _Bucketing(NamedTuple):
+    per_bucket: float
+    left: int  # calls per step once bucketed
+    keep: float  # share of the host time that stays
+    fields: dict[str, Any]  # the draft's saving
+    how: str
+
+
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    found = _measure(trace, ctx)
+    if found is None:
+        return []
+    value = _value(trace, ctx, found)
+    if value.fields["est_savings_ms"] < ctx.t("unbucketed_collectives.min_ms"):
+        return []
+    ddp = has_ddp_reducer(trace) or bool(ctx.live.modules.distributed_data_parallel)
+    fsdp = bool(ctx.live.modules.fully_sharded_data_parallel)
+    source, via = collective_source(trace, found.uniq, ddp, fsdp)
+    advice = bucketing_advice(source, found.kind)
+    opn = op_names(trace)
+    call = pd.Series(opn[found.uniq]).value_counts().index[0] if len(found.uniq) else found.kind
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            confidence="medium" if source != "ddp" else "low",
+            summary=(
+                f"{found.per_step:.0f} separate {found.kind} collectives per step ({call}), "
+                f"{advice.source_text}: {fmt_ms(found.host_ms)} of host time per step issuing "
+                f"them and a {fmt_ms(found.window_ms)} window in which the GPU idles "
+                f"{fmt_ms(found.idle_ms)} between collectives. A few buckets would do the same "
+                f"work in about {value.left} calls."
+            ),
+            recommendation=advice.text,
+            snippet=advice.snippet,
+            evidence=_evidence(trace, found, call, via),
+            locations=aggregate(ctx.locator.for_ops(found.uniq[:2000])),
+            assumptions=(
+                f"Bucketing leaves about one call per {value.per_bucket:g} collectives "
+                f"({value.left} per step): their host time keeps {value.keep:.0%} of itself "
+                "(range: 75% to one call per step).",
+                value.how,
+                "Message sizes are not in the trace: the collective kernels are left unchanged.",
+                f"Source: {source} (DDP reducer {'present' if ddp else 'absent'}).",
+            ),
+            **value.fields,
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Calls | None:
+    """The most frequent collective, when it runs at least
+    ``unbucketed_collectives.min_per_step`` times per step (else None)."""
     calls = collective_calls(trace)
     if not len(calls):
         raise Skip("no communication kernels (NCCL/RCCL) in this trace")
@@ -142,18 +210,24 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     kind = str(counts.index[0])
     per_step = float(counts.iloc[0]) / steps
     if per_step < ctx.t("unbucketed_collectives.min_per_step"):
-        return []
+        return None
     mine = calls[calls["collective"] == kind]
-    opn = op_names(trace)
     o = mine["op"].to_numpy()
     uniq = np.unique(o[o >= 0])
     host_ms = float(trace.cpu_ops["dur_ns"].to_numpy()[uniq].sum()) / 1e6 / steps
     kernel_ms = float((mine["end_ns"] - mine["ts_ns"]).sum()) / 1e6 / steps
     window_ms, idle_ms = _window(trace, mine, int(mine["device"].iat[0]))
+    return _Calls(mine, kind, steps, per_step, uniq, host_ms, kernel_ms, window_ms, idle_ms)
+
+
+def _value(trace: Trace, ctx: Context, found: _Calls) -> _Bucketing:
+    """The calls' host time cut to one call per bucket, replayed; without a replayable step,
+    that host time saved, at most the GPU idle time in the collective window."""
+    per_step, uniq = found.per_step, found.uniq
     per_bucket = max(1.0, ctx.t("unbucketed_collectives.params_per_bucket"))
     left = math.ceil(per_step / per_bucket)
     keep = left / per_step
-    saving = max(0.0, min(host_ms * (1.0 - keep), idle_ms))
+    saving = max(0.0, min(found.host_ms * (1.0 - keep), found.idle_ms))
     ops = trace.cpu_ops
     rep = ctx.whatif(
         ShrinkHost(
@@ -166,65 +240,37 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             label="bucketed collectives",
         )
     )
+    if rep.replayed:
+        return _Bucketing(per_bucket, left, keep, rep.draft_fields(), rep.assumption)
     fields: dict[str, Any] = {
         "est_savings_ms": round(saving, 3),
         "est_savings_range_ms": (round(saving / 2, 3), round(saving, 3)),
     }
     how = (
         f"Without a replayable step: the host time saved, capped at the GPU idle time inside "
-        f"the collective window ({fmt_ms(idle_ms)}); low end: half of it."
+        f"the collective window ({fmt_ms(found.idle_ms)}); low end: half of it."
     )
-    if rep.replayed:
-        fields, how = rep.draft_fields(), rep.assumption
-    if fields["est_savings_ms"] < ctx.t("unbucketed_collectives.min_ms"):
-        return []
-    ddp = has_ddp_reducer(trace) or bool(ctx.live.modules.distributed_data_parallel)
-    fsdp = bool(ctx.live.modules.fully_sharded_data_parallel)
-    source, via = collective_source(trace, uniq, ddp, fsdp)
-    advice = bucketing_advice(source, kind)
-    call = pd.Series(opn[uniq]).value_counts().index[0] if len(uniq) else kind
-    first = mine.iloc[0]
+    return _Bucketing(per_bucket, left, keep, fields, how)
+
+
+def _evidence(trace: Trace, found: _Calls, call: str, via: str) -> tuple[Evidence, ...]:
+    kind, steps, mine = found.kind, found.steps, found.mine
     evidence = [
         Evidence(
-            f"{call} -> {kind}: {per_step:.0f} per step, {fmt_ms(host_ms)} of host calls "
-            f"and {fmt_ms(kernel_ms)} of kernels per step",
+            f"{call} -> {kind}: {found.per_step:.0f} per step, {fmt_ms(found.host_ms)} of host "
+            f"calls and {fmt_ms(found.kernel_ms)} of kernels per step",
             int(len(mine)),
-            round(host_ms * steps, 3),
-            trace.to_trace_us(int(first["ts_ns"])),
+            round(found.host_ms * steps, 3),
+            trace.to_trace_us(int(mine.iloc[0]["ts_ns"])),
         ),
         Evidence(
-            f"window from the first call to the last {kind} end: {fmt_ms(window_ms)} per "
-            f"step, GPU idle {fmt_ms(idle_ms)} of it",
+            f"window from the first call to the last {kind} end: {fmt_ms(found.window_ms)} per "
+            f"step, GPU idle {fmt_ms(found.idle_ms)} of it",
             steps,
-            round(idle_ms * steps, 3),
+            round(found.idle_ms * steps, 3),
         ),
     ]
     if via:
+        o = mine["op"].to_numpy()
         evidence.append(Evidence(f"launched from {via}", int((o >= 0).sum()), 0.0))
-    locations = aggregate(ctx.locator.for_ops(uniq[:2000]))
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            confidence="medium" if source != "ddp" else "low",
-            summary=(
-                f"{per_step:.0f} separate {kind} collectives per step ({call}), "
-                f"{advice.source_text}: {fmt_ms(host_ms)} of host time per step issuing them "
-                f"and a {fmt_ms(window_ms)} window in which the GPU idles {fmt_ms(idle_ms)} "
-                f"between collectives. A few buckets would do the same work in "
-                f"about {left} calls."
-            ),
-            recommendation=advice.text,
-            snippet=advice.snippet,
-            evidence=tuple(evidence),
-            locations=locations,
-            assumptions=(
-                f"Bucketing leaves about one call per {per_bucket:g} collectives ({left} per step): "
-                f"their host time keeps {keep:.0%} of itself (range: 75% to one call per step).",
-                how,
-                "Message sizes are not in the trace: the collective kernels are left unchanged.",
-                f"Source: {source} (DDP reducer {'present' if ddp else 'absent'}).",
-            ),
-            **fields,
-        )
-    ]
+    return tuple(evidence)
