@@ -292,9 +292,14 @@ def _manual(trace: Trace, ctx: Context, loops: pd.DataFrame) -> list[Draft]:
         locations=locs,
         assumptions=("No GPU activity: a foreach update gives little on a CPU; not estimated.",),
     )
-    if not trace.has_gpu:
-        return [info]
+    return [info] if not trace.has_gpu else _manual_on_gpu(ctx, loops, info, what)
+
+
+def _manual_on_gpu(ctx: Context, loops: pd.DataFrame, info: Draft, what: str) -> list[Draft]:
+    """The manual loop's finding with its host time cut to the residual, replayed; nothing
+    without a replayable step."""
     keep = ctx.t("single_tensor_optimizer.residual_pct") / 100.0
+    span = loops["end_ns"].to_numpy() - loops["ts_ns"].to_numpy()
     ts = loops["ts_ns"].to_numpy()
     rep = ctx.whatif(
         ShrinkHost(ts, ts + span, loops["tid"].to_numpy(), keep=keep, label="foreach update")
