@@ -43,6 +43,7 @@ the same trade-off.
 from __future__ import annotations
 
 import re
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -57,7 +58,7 @@ from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
-from ._memory import gb, gpu_peak
+from ._memory import Peak, gb, gpu_peak
 from ._ops import BACKWARD_RE, gpu_rows_from, in_backward, inherit, op_names
 from ._per_step import fmt_ms, n_steps
 
@@ -198,14 +199,72 @@ def _checkpoint_calls(trace: Trace, ctx: Context) -> list[Location | None]:
     return [ctx.locator.at(int(tid[r]), int(ts[r])) for r in rows]
 
 
+class _Facts(NamedTuple):
+    """The recomputed operators (outermost rows of cpu_ops) and what they cost."""
+
+    rows: np.ndarray
+    names: np.ndarray  # op_names, all of cpu_ops
+    tid: np.ndarray  # per row: thread, start, end
+    s: np.ndarray
+    e: np.ndarray
+    kern: np.ndarray  # kernel and memcpy rows they launched (masks)
+    copies: np.ndarray
+    steps: int
+    host_ms: float  # per step
+    gpu_ms: float
+
+
+class _Memory(NamedTuple):
+    """The peak device memory and what it says about removing the recomputation."""
+
+    peak: Peak | None
+    near: bool  # above activation_recompute.near_full_pct: no saving claimed
+    mem: str  # the peak in words
+    rec_mem: str  # what the memory allows, in words
+
+
 @detector(ID, TITLE, needs=("cpu_ops", "steps"))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    fields, how = _value(trace, ctx, f)
+    m = _memory(trace, ctx)
+    if m.near:
+        fields = {"est_savings_ms": 0.0}
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if m.peak is not None else "medium",
+            summary=_summary(trace, f, m),
+            recommendation=_advice(m),
+            snippet=SNIPPET,
+            evidence=_evidence(trace, f.rows, f.names, f.kern, f.copies, f.steps),
+            locations=merge_locations(
+                aggregate(_checkpoint_calls(trace, ctx)),
+                aggregate(ctx.locator.for_op(int(r)) for r in f.rows[:400]),
+            ),
+            assumptions=_assumptions(how, m.near),
+            latent=m.near,
+            extra={
+                "recomputed_ops_per_step": round(len(f.rows) / f.steps, 2),
+                "gpu_ms_per_step": round(f.gpu_ms, 3),
+                "host_ms_per_step": round(f.host_ms, 3),
+                "peak_memory_pct": None if m.peak is None else round(m.peak.pct, 1),
+            },
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The recomputation's host and GPU time; None under activation_recompute.min_pct."""
     rows = recomputed_ops(trace)
     if not len(rows):
-        return []
+        return None
     ops = trace.cpu_ops
     steps = n_steps(trace)
-    names = op_names(trace)
     tid = ops["tid"].to_numpy()[rows]
     s, e = ops["ts_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
     host_ns = _union_ns(tid, s, e)
@@ -223,29 +282,35 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if step_ms <= 0 or 100.0 * max(big_ms, host_ms) / step_ms < ctx.t(
         "activation_recompute.min_pct"
     ):
-        return []
+        return None
+    names = op_names(trace)
+    return _Facts(rows, names, tid, s, e, kern, copies, steps, host_ms, gpu_ms)
 
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[dict[str, Any], str]:
+    """The steps replayed without the recomputation; on a CPU run its host time."""
     fix = Combined(
         (
-            ScaleGpu(kernels=kern, memcpy=copies, speedup=float("inf"), low=2.0),
-            ShrinkHost(s, e, tid, keep=0.0, low=0.5),
+            ScaleGpu(kernels=f.kern, memcpy=f.copies, speedup=float("inf"), low=2.0),
+            ShrinkHost(f.s, f.e, f.tid, keep=0.0, low=0.5),
         ),
         label="no activation recomputation",
     )
     rep = ctx.whatif(fix)
     if rep.replayed and trace.has_gpu:
-        fields: dict = rep.draft_fields()
-        how = rep.assumption
-    else:
-        fields = {
+        return rep.draft_fields(), rep.assumption
+    host_ms = f.host_ms
+    return (
+        {
             "est_savings_ms": round(host_ms, 3),
             "est_savings_range_ms": (round(host_ms / 2, 3), round(host_ms, 3)),
-        }
-        how = (
-            "Not replayed (no GPU work the replay can place): the recomputation's host time per "
-            f"step is the saving ({fmt_ms(host_ms)}; range: half of it)."
-        )
+        },
+        "Not replayed (no GPU work the replay can place): the recomputation's host time per "
+        f"step is the saving ({fmt_ms(host_ms)}; range: half of it).",
+    )
 
+
+def _memory(trace: Trace, ctx: Context) -> _Memory:
     peak = gpu_peak(trace, ctx)
     near = peak is not None and peak.pct >= ctx.t("activation_recompute.near_full_pct")
     if peak is None:
@@ -254,79 +319,60 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             if trace.has_gpu
             else "a CPU run: no device memory to weigh"
         )
-        rec_mem = "if the GPU has memory to spare"
-    else:
-        mem = f"peak {gb(peak.used)} of {gb(peak.capacity)} ({peak.pct:.0f}%, {peak.source})"
-        rec_mem = "the GPU has memory to spare" if not near else "memory is nearly full"
-    kinds = _kinds(names[rows], steps)
+        return _Memory(peak, near, mem, "if the GPU has memory to spare")
+    mem = f"peak {gb(peak.used)} of {gb(peak.capacity)} ({peak.pct:.0f}%, {peak.source})"
+    rec_mem = "the GPU has memory to spare" if not near else "memory is nearly full"
+    return _Memory(peak, near, mem, rec_mem)
+
+
+def _summary(trace: Trace, f: _Facts, m: _Memory) -> str:
+    kinds = _kinds(f.names[f.rows], f.steps)
     what = (
-        f"{fmt_ms(gpu_ms)} of GPU time and {fmt_ms(host_ms)} of host time per step"
+        f"{fmt_ms(f.gpu_ms)} of GPU time and {fmt_ms(f.host_ms)} of host time per step"
         if trace.has_gpu
-        else f"{fmt_ms(host_ms)} of host time per step"
+        else f"{fmt_ms(f.host_ms)} of host time per step"
     )
-    if near:
-        advice = (
-            f"Checkpointing keeps this step within memory ({mem}): removing it would not fit. "
+    return (
+        f"Backward re-runs {len(f.rows) / f.steps:.0f} forward operator(s) per step ({kinds}): "
+        f"activation checkpointing recomputes {what}; {m.mem}."
+    )
+
+
+def _advice(m: _Memory) -> str:
+    if m.near:
+        return (
+            f"Checkpointing keeps this step within memory ({m.mem}): removing it would not fit. "
             "The trade-off: recompute only cheap ops (selective activation checkpointing: "
             "torch.utils.checkpoint.create_selective_checkpoint_contexts), or free memory "
             "elsewhere (bf16 autocast, a smaller micro-batch with gradient accumulation, "
             "sharded optimizer state) and then checkpoint fewer blocks."
         )
-    else:
-        advice = (
-            f"Checkpoint fewer blocks or none ({rec_mem}: {mem}); or keep the matmul outputs "
-            "and recompute only cheap pointwise ops (selective activation checkpointing: "
-            "torch.utils.checkpoint.create_selective_checkpoint_contexts); with torch.compile, "
-            "torch._functorch.config.activation_memory_budget lets the partitioner choose."
-        )
-    summary = (
-        f"Backward re-runs {len(rows) / steps:.0f} forward operator(s) per step ({kinds}): "
-        f"activation checkpointing recomputes {what}; {mem}."
+    return (
+        f"Checkpoint fewer blocks or none ({m.rec_mem}: {m.mem}); or keep the matmul outputs "
+        "and recompute only cheap pointwise ops (selective activation checkpointing: "
+        "torch.utils.checkpoint.create_selective_checkpoint_contexts); with torch.compile, "
+        "torch._functorch.config.activation_memory_budget lets the partitioner choose."
     )
-    evidence = _evidence(trace, rows, names, kern, copies, steps)
-    locs = merge_locations(
-        aggregate(_checkpoint_calls(trace, ctx)),
-        aggregate(ctx.locator.for_op(int(r)) for r in rows[:400]),
+
+
+def _assumptions(how: str, near: bool) -> tuple[str, ...]:
+    return (
+        "Recomputed = operators inside backward work that record an autograd sequence "
+        "number (grad mode on: they built autograd nodes, as a forward does); with "
+        "create_graph only those inside checkpoint frames.",
+        "Removed in the replay: the kernels and copies they launched and their host "
+        "time; range: half of it (fewer blocks checkpointed instead of none). " + how,
+        *(
+            (
+                "Peak memory is above activation_recompute.near_full_pct of the device: "
+                "the recomputation is needed to fit, so no saving is claimed.",
+            )
+            if near
+            else ()
+        ),
+        "Memory: dropping checkpointing keeps the blocks' activations alive until "
+        "backward; check the peak with a trial step before removing it.",
     )
-    if near:
-        fields = {"est_savings_ms": 0.0}
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="high" if peak is not None else "medium",
-            summary=summary,
-            recommendation=advice,
-            snippet=SNIPPET,
-            evidence=evidence,
-            locations=locs,
-            assumptions=(
-                "Recomputed = operators inside backward work that record an autograd sequence "
-                "number (grad mode on: they built autograd nodes, as a forward does); with "
-                "create_graph only those inside checkpoint frames.",
-                "Removed in the replay: the kernels and copies they launched and their host "
-                "time; range: half of it (fewer blocks checkpointed instead of none). " + how,
-                *(
-                    (
-                        "Peak memory is above activation_recompute.near_full_pct of the device: "
-                        "the recomputation is needed to fit, so no saving is claimed.",
-                    )
-                    if near
-                    else ()
-                ),
-                "Memory: dropping checkpointing keeps the blocks' activations alive until "
-                "backward; check the peak with a trial step before removing it.",
-            ),
-            latent=near,
-            extra={
-                "recomputed_ops_per_step": round(len(rows) / steps, 2),
-                "gpu_ms_per_step": round(gpu_ms, 3),
-                "host_ms_per_step": round(host_ms, 3),
-                "peak_memory_pct": None if peak is None else round(peak.pct, 1),
-            },
-        )
-    ]
 
 
 def _evidence(

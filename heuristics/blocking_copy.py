@@ -37,6 +37,8 @@ decides control flow) must wait anyway; only overlapping it with other work help
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -130,14 +132,70 @@ def _kept(trace: Trace) -> np.ndarray:
     return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
 
 
+class _Facts(NamedTuple):
+    """The blocking copies the host does not need, with each one's window (ns) and the part
+    of it the GPU ran no kernel (serial) and the part beyond the transfer itself (low)."""
+
+    ep: pd.DataFrame  # _episodes' rows with serial_ns, low_ns, window_ns
+    n_needed: int  # copies left out: the host needs them
+    steps: int
+    save_ms: float  # serial time per step
+    low_ms: float
+    win_ms: float
+
+
 @detector(ID, "Blocking copies serialize host and GPU", gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    fields, latent, how_saved = _value(trace, ctx, f)
+    op_of = runtime_op(trace)
+    locs = aggregate(ctx.locator.for_ops([op_of[r] for r in f.ep["rt"] if op_of[r] >= 0]))
+    return [
+        Draft(
+            id=ID,
+            title="Blocking copies serialize host and GPU",
+            **fields,
+            latent=latent,
+            confidence="medium",
+            summary=_summary(trace, f, latent),
+            recommendation=(
+                "Copy from pinned memory with non_blocking=True so the host keeps launching "
+                "while the transfer runs, and prefetch the next batch on a side stream so the "
+                "copy overlaps this step's compute. For results read back to the host, copy "
+                "into a pinned buffer without blocking and wait on an event only where the "
+                "values are used."
+            ),
+            snippet=_SNIPPET,
+            evidence=_evidence(trace, f.ep),
+            locations=locs,
+            assumptions=_assumptions(ctx, f, how_saved),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    """The episodes the host does not need, timed; None when they hold nothing serial."""
     ep = _episodes(trace, ctx)
     needed = np.isin(ep["rt"].to_numpy(np.int64), _kept(trace))
     n_needed = int(needed.sum())
     ep = ep[~needed] if n_needed else ep
     if not len(ep):
-        return []
+        return None
+    ep = _timed(trace, ep)
+    steps = n_steps(trace)
+    save_ms = float(ep["serial_ns"].sum()) / 1e6 / steps
+    if save_ms <= 0:
+        return None
+    low_ms = float(ep["low_ns"].sum()) / 1e6 / steps
+    win_ms = float(ep["window_ns"].sum()) / 1e6 / steps
+    return _Facts(ep, n_needed, steps, save_ms, low_ms, win_ms)
+
+
+def _timed(trace: Trace, ep: pd.DataFrame) -> pd.DataFrame:
+    """Per episode: its window, the part with no kernel on its device (serial) and the part
+    beyond the transfer itself (low)."""
     mem = trace.memcpy
     serial, low, window = [], [], []
     busy_by_dev: dict[int, Intervals] = {}
@@ -158,21 +216,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         serial.append(s)
         low.append(max(0, s - max(0, c_hi - c_lo)))
         window.append(w)
-    ep = ep.assign(serial_ns=serial, low_ns=low, window_ns=window)
-    steps = n_steps(trace)
-    save_ms = float(ep["serial_ns"].sum()) / 1e6 / steps
-    if save_ms <= 0:
-        return []
-    low_ms = float(ep["low_ns"].sum()) / 1e6 / steps
-    win_ms = float(ep["window_ns"].sum()) / 1e6 / steps
-    rows = ep["mem"].to_numpy()
+    return ep.assign(serial_ns=serial, low_ns=low, window_ns=window)
+
+
+def _value(trace: Trace, ctx: Context, f: _Facts) -> tuple[dict[str, Any], bool, str]:
+    """The draft's saving fields, whether it is latent and how the saving was obtained."""
+    mem = trace.memcpy
+    rows = f.ep["mem"].to_numpy()
     fix = AsyncCopies(
         memcpy=rows, speedup=float("inf"), low=1.0, label="non-blocking copies from pinned memory"
     )
     # a synchronous or pageable copy blocks inside the call itself: a pinned non_blocking call
     # returns at once, so that call's host time goes too
     rt = trace.runtime
-    call = ep["rt"].to_numpy()
+    call = f.ep["rt"].to_numpy()
     c_ts, c_end = rt["ts_ns"].to_numpy()[call], rt["end_ns"].to_numpy()[call]
     blocks = (c_end - c_ts) >= 0.5 * mem.loc[rows, "dur_ns"].to_numpy()
     rep = ctx.whatif(
@@ -188,81 +245,68 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if blocks.any()
         else fix
     )
-    fields: dict = {
-        "est_savings_ms": save_ms,
-        "est_savings_range_ms": (round(low_ms, 3), round(save_ms, 3)),
-    }
-    how_saved = (
-        "saving = copy call to end of the host's wait, minus GPU kernel time inside that "
-        "window (time both sides were held by the copy); low end = the wait beyond the "
-        "transfer itself, saved by non_blocking=True alone"
-    )
-    latent = False
-    if rep.replayed:
-        fields = rep.draft_fields()
-        # the step is not limited by these waits: nothing to gain now
-        latent = max(rep.ms, rep.high_ms) <= 0
-        how_saved = (
-            "The calls launching these copies no longer wait for them (pinned memory, "
-            "non_blocking=True; a call that blocked for the copy itself loses that time) and "
-            "the copies leave the step's critical path (side-stream prefetch); the low end "
-            "keeps the copies in the stream (non_blocking=True alone). " + rep.assumption
+    if not rep.replayed:
+        return (
+            {
+                "est_savings_ms": f.save_ms,
+                "est_savings_range_ms": (round(f.low_ms, 3), round(f.save_ms, 3)),
+            },
+            False,
+            "saving = copy call to end of the host's wait, minus GPU kernel time inside that "
+            "window (time both sides were held by the copy); low end = the wait beyond the "
+            "transfer itself, saved by non_blocking=True alone",
         )
-    kinds = mem.loc[ep["mem"], "kind"].astype(str).to_numpy()
+    # the step is not limited by these waits: nothing to gain now
+    return (
+        rep.draft_fields(),
+        max(rep.ms, rep.high_ms) <= 0,
+        "The calls launching these copies no longer wait for them (pinned memory, "
+        "non_blocking=True; a call that blocked for the copy itself loses that time) and "
+        "the copies leave the step's critical path (side-stream prefetch); the low end "
+        "keeps the copies in the stream (non_blocking=True alone). " + rep.assumption,
+    )
+
+
+def _summary(trace: Trace, f: _Facts, latent: bool) -> str:
+    mem, steps = trace.memcpy, f.steps
+    kinds = mem.loc[f.ep["mem"], "kind"].astype(str).to_numpy()
     n_htod, n_dtoh = int((kinds == "HtoD").sum()), int((kinds == "DtoH").sum())
     parts = []
     if n_htod:
         parts.append(f"{n_htod / steps:.0f} host-to-device")
     if n_dtoh:
         parts.append(f"{n_dtoh / steps:.0f} device-to-host")
-    mb = float(mem.loc[ep["mem"], "bytes"].sum()) / 1e6 / steps
-    one = len(ep) == steps
+    mb = float(mem.loc[f.ep["mem"], "bytes"].sum()) / 1e6 / steps
+    one = len(f.ep) == steps
     summary = (
         f"{' and '.join(parts)} blocking cop{'y' if one else 'ies'} ({mb:.1f} MB) "
-        f"{per_step_words(trace)} hold{'s' if one else ''} the host for {win_ms:.2f} ms, "
-        f"{save_ms:.2f} ms of it with the GPU running no kernel."
+        f"{per_step_words(trace)} hold{'s' if one else ''} the host for {f.win_ms:.2f} ms, "
+        f"{f.save_ms:.2f} ms of it with the GPU running no kernel."
     )
     if latent:
         summary += (
             " Replaying the steps without these waits saves nothing: other work limits the step."
         )
-    op_of = runtime_op(trace)
-    locs = aggregate(ctx.locator.for_ops([op_of[r] for r in ep["rt"] if op_of[r] >= 0]))
-    return [
-        Draft(
-            id=ID,
-            title="Blocking copies serialize host and GPU",
-            **fields,
-            latent=latent,
-            confidence="medium",
-            summary=summary,
-            recommendation=(
-                "Copy from pinned memory with non_blocking=True so the host keeps launching "
-                "while the transfer runs, and prefetch the next batch on a side stream so the "
-                "copy overlaps this step's compute. For results read back to the host, copy "
-                "into a pinned buffer without blocking and wait on an event only where the "
-                "values are used."
-            ),
-            snippet=_SNIPPET,
-            evidence=_evidence(trace, ep),
-            locations=locs,
-            assumptions=(
-                how_saved,
-                f"copies of at least {ctx.t('blocking_copy.min_bytes'):.0f} bytes; divided over "
-                f"{steps} step(s)",
-                "overlaps pageable-memcpy (faster transfer) and sync-point (the same waits)",
-                *(
-                    (
-                        f"{n_needed} cop{'y' if n_needed == 1 else 'ies'} returning a call's "
-                        "result to the host (its last read, see sync-point) or made by the "
-                        "harness are left out: the host needs them.",
-                    )
-                    if n_needed
-                    else ()
-                ),
-            ),
-        )
-    ]
+    return summary
+
+
+def _assumptions(ctx: Context, f: _Facts, how_saved: str) -> tuple[str, ...]:
+    n = f.n_needed
+    return (
+        how_saved,
+        f"copies of at least {ctx.t('blocking_copy.min_bytes'):.0f} bytes; divided over "
+        f"{f.steps} step(s)",
+        "overlaps pageable-memcpy (faster transfer) and sync-point (the same waits)",
+        *(
+            (
+                f"{n} cop{'y' if n == 1 else 'ies'} returning a call's "
+                "result to the host (its last read, see sync-point) or made by the "
+                "harness are left out: the host needs them.",
+            )
+            if n
+            else ()
+        ),
+    )
 
 
 def _evidence(trace: Trace, ep: pd.DataFrame) -> tuple[Evidence, ...]:

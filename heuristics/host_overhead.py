@@ -50,7 +50,10 @@ re-profile with a current torch to confirm.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+import pandas as pd
 
 from advisor.derive.locate import aggregate
 from advisor.derive.onetime import in_compile
@@ -60,6 +63,7 @@ from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence
 from advisor.replay.fixes import ShrinkHost
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -104,33 +108,71 @@ def _outer_aten(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(ops[c].to_numpy()[outer] for c in ("ts_ns", "end_ns", "tid"))
 
 
+class _Facts(NamedTuple):
+    """The operators' slowdown against the typical figures and the host and GPU time it
+    shows in."""
+
+    costs: pd.DataFrame  # op_costs' rows, slowest first
+    steps: int
+    ratio: float  # median slowdown
+    frac: float  # host_overhead.fraction
+    saving_ms: float  # the closed-form saving per step
+    fw_ms: float  # framework overhead per step
+    idle_ms: float  # GPU idle per step while the host launches
+
+
 @detector(ID, TITLE, gpu_only=True, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    costs = op_costs(trace, ctx.t("host_overhead.min_calls"))
-    if not fires(costs, ctx):
+    f = _measure(trace, ctx)
+    if f is None:
         return []
-    frac = ctx.t("host_overhead.fraction")
-    claim = frac * excess_idle_ns(trace, ctx)
-    steps = n_steps(trace)
-    ratio = float(costs["ratio"].median())
-    saving_ms = claim / 1e6 / steps
-    over = 1 - 1 / ratio  # share of operator time above the typical figures
+    over = 1 - 1 / f.ratio  # share of operator time above the typical figures
     st, en, tids = without_allocator(trace, *_outer_aten(trace))  # allocator-churn's time
     rep = ctx.whatif(
         ShrinkHost(
             st,
             en,
             tids,
-            keep=1 - frac * over,
-            low=1 - frac * over / 2,
+            keep=1 - f.frac * over,
+            low=1 - f.frac * over / 2,
             high=1 - over,
             label="operators at their typical host cost",
         )
     )
-    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(f.saving_ms, 3)}
+    causes = _causes(trace, ctx)
+    top = f.costs.head(3)
+    rows = trace.cpu_ops.index[trace.cpu_ops["name"].isin(list(top["name"]))][:300]
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="medium" if f.ratio >= 2 * ctx.t("host_overhead.min_ratio") else "low",
+            summary=_summary(ctx, f, top, rep, over) + (f" {causes}" if causes else ""),
+            recommendation=_advice(causes, model_compiled(trace, ctx)),
+            snippet=SNIPPET,
+            evidence=_evidence(trace, f),
+            locations=aggregate(ctx.locator.for_ops(rows)),
+            assumptions=_assumptions(f, rep),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
+    costs = op_costs(trace, ctx.t("host_overhead.min_calls"))
+    if not fires(costs, ctx):
+        return None
+    frac = ctx.t("host_overhead.fraction")
+    claim = frac * excess_idle_ns(trace, ctx)
+    steps = n_steps(trace)
+    ratio = float(costs["ratio"].median())
     fw_ms = _framework_ns(trace) / 1e6 / steps
-    fw_pct = 100.0 * fw_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
     idle_ms = idle_in_launching_ns(trace) / 1e6 / steps
+    return _Facts(costs, steps, ratio, frac, claim / 1e6 / steps, fw_ms, idle_ms)
+
+
+def _evidence(trace: Trace, f: _Facts) -> tuple[Evidence, ...]:
     ev = [
         Evidence(
             f"{r.name}: {r.mean_us:.1f} us per call (typical {r.typical_us:g} us, {r.ratio:.0f}x)",
@@ -138,69 +180,60 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             round(r.calls * r.mean_us / 1e3, 3),
             trace.to_trace_us(int(trace.cpu_ops["ts_ns"].iat[int(r.row)])),
         )
-        for r in costs.head(6).itertuples(index=False)
+        for r in f.costs.head(6).itertuples(index=False)
     ]
     ev.append(
         Evidence(
             "host time in aten operators outside CUDA runtime calls (framework)",
-            steps,
-            round(fw_ms * steps, 3),
+            f.steps,
+            round(f.fw_ms * f.steps, 3),
         )
     )
     ev.append(
         Evidence(
             "GPU idle while the host was in operators that launch GPU work",
-            steps,
-            round(idle_ms * steps, 3),
+            f.steps,
+            round(f.idle_ms * f.steps, 3),
         )
     )
-    top = costs.head(3)
+    return tuple(ev)
+
+
+def _summary(ctx: Context, f: _Facts, top: pd.DataFrame, rep: Saving, over: float) -> str:
     pairs = ", ".join(
         f"{str(r.name).removeprefix('aten::')} {r.mean_us:.1f} us vs {r.typical_us:g}"
         for r in top.itertuples(index=False)
     )
-    causes = _causes(trace, ctx)
-    summary = (
-        f"Operators cost the host {ratio:.0f}x their typical time ({pairs}); the host "
-        f"spends {fmt_ms(fw_ms)} per step ({fw_pct:.0f}% of the step) in framework "
-        f"overhead, and the GPU idles {fmt_ms(idle_ms)} per step while it launches"
+    fw_pct = 100.0 * f.fw_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
+    return (
+        f"Operators cost the host {f.ratio:.0f}x their typical time ({pairs}); the host "
+        f"spends {fmt_ms(f.fw_ms)} per step ({fw_pct:.0f}% of the step) in framework "
+        f"overhead, and the GPU idles {fmt_ms(f.idle_ms)} per step while it launches"
         + (
-            f"; replayed with {frac * over:.0%} of the operators' host time gone, the "
+            f"; replayed with {f.frac * over:.0%} of the operators' host time gone, the "
             f"step is {fmt_ms(rep.ms)} shorter."
             if rep.replayed
             else "."
         )
-        + (f" {causes}" if causes else "")
     )
-    rows = trace.cpu_ops.index[trace.cpu_ops["name"].isin(list(top["name"]))][:300]
-    locs = aggregate(ctx.locator.for_ops(rows))
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="medium" if ratio >= 2 * ctx.t("host_overhead.min_ratio") else "low",
-            summary=summary,
-            recommendation=_advice(causes, model_compiled(trace, ctx)),
-            snippet=SNIPPET,
-            evidence=tuple(ev),
-            locations=locs,
-            assumptions=(
-                "Typical figures: median mean host time per call over nine PyTorch 1.13-2.x GPU "
-                "traces (V100, A100, H100, MI300X hosts) with the profiler on; slowdown = the median "
-                f"over the {len(costs)} operator kinds with enough calls here.",
-                f"The fix removes {frac:g} x (1 - 1/{ratio:.0f}) of the host time inside aten "
-                f"operators (range {frac / 2:g}x to all of the excess): the profiler's own share of "
-                "the slowdown is unknown.",
-                rep.assumption
-                if rep.replayed
-                else f"Saving = {frac:g} x (1 - 1/{ratio:.0f}) x the GPU idle time while the host was in "
-                f"operators that launch GPU work ({fmt_ms(idle_ms)} per step, allocator calls "
-                "excluded), over the steady steps.",
-                "gpu-idle's launch-overhead replay shrinks the same operators: the savings overlap.",
-            ),
-        )
-    ]
+
+
+def _assumptions(f: _Facts, rep: Saving) -> tuple[str, ...]:
+    frac, ratio = f.frac, f.ratio
+    return (
+        "Typical figures: median mean host time per call over nine PyTorch 1.13-2.x GPU "
+        "traces (V100, A100, H100, MI300X hosts) with the profiler on; slowdown = the median "
+        f"over the {len(f.costs)} operator kinds with enough calls here.",
+        f"The fix removes {frac:g} x (1 - 1/{ratio:.0f}) of the host time inside aten "
+        f"operators (range {frac / 2:g}x to all of the excess): the profiler's own share of "
+        "the slowdown is unknown.",
+        rep.assumption
+        if rep.replayed
+        else f"Saving = {frac:g} x (1 - 1/{ratio:.0f}) x the GPU idle time while the host was in "
+        f"operators that launch GPU work ({fmt_ms(f.idle_ms)} per step, allocator calls "
+        "excluded), over the steady steps.",
+        "gpu-idle's launch-overhead replay shrinks the same operators: the savings overlap.",
+    )
 
 
 def _causes(trace: Trace, ctx: Context) -> str:

@@ -30,13 +30,15 @@ batch); other processes on the GPU and the CUDA context (a few hundred MB) are n
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence
 from advisor.trace.model import Trace
 
-from ._memory import gb, peak_from_run, peaks_from_trace
+from ._memory import Peak, gb, peak_from_run, peaks_from_trace
 from ._ops import has_backward
 
 ID = "memory-headroom"
@@ -76,89 +78,22 @@ with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
 """
 
 
+class _Advice(NamedTuple):
+    """What the peak calls for: the words, the fix and any assumption it adds."""
+
+    summary: str
+    rec: str
+    snippet: str
+    assumptions: tuple[str, ...] = ()
+
+
 @detector(ID, TITLE)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    peaks = [p for p in [peak_from_run(ctx)] if p is not None] or peaks_from_trace(trace)
-    if not peaks:
-        raise Skip(
-            "no GPU memory data (profile with profile_memory=True, or use advisor "
-            "profile, which records peak memory)"
-        )
-    peak = max(peaks, key=lambda p: max(p.allocated or 0, p.reserved or 0) / p.capacity)
-    used = max(peak.allocated or 0, peak.reserved or 0)
-    pct = 100.0 * used / peak.capacity
-    low, high = ctx.t("memory_headroom.low_pct"), ctx.t("memory_headroom.high_pct")
-    dev = "" if peak.device is None else f" on GPU {peak.device}"
-    parts = []
-    if peak.allocated is not None:
-        parts.append(f"{gb(peak.allocated)} allocated")
-    if peak.reserved is not None:
-        parts.append(f"{gb(peak.reserved)} reserved")
-    what = (
-        ("at least " if peak.lower_bound else "")
-        + ", ".join(parts)
-        + f" of {gb(peak.capacity)}{dev} ({pct:.0f}%)"
-    )
-    example = trace.to_trace_us(peak.ts_ns) if peak.ts_ns is not None else None
-    evidence = [Evidence(f"peak memory from {peak.source}", 1, 0.0, example)]
-    assumptions = [
-        "Memory has no direct per-step time cost: reported as information (no saving).",
-        "Other processes on the GPU and the CUDA context are not counted; the profiled window "
-        "may miss the run's peak.",
-    ]
-    if pct >= high:
-        frag = (
-            peak.reserved is not None
-            and peak.allocated is not None
-            and peak.reserved > 1.2 * peak.allocated
-        )
-        summary = (
-            f"Peak GPU memory is {what}, within {100 - pct:.0f}% of the device's "
-            f"capacity: out-of-memory and allocator stalls are close."
-        )
-        train = has_backward(trace)
-        rec = (
-            "Free memory with mixed precision (bf16/fp16 autocast halves activations) or "
-            + (
-                "activation checkpointing of the largest blocks"
-                if train
-                else "a smaller batch per call (no backward here: no activations are kept "
-                "for one, so checkpointing would not help; run under torch.inference_mode())"
-            )
-            + (
-                "; reserved is well above allocated, so try "
-                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
-                if frag
-                else "."
-            )
-        )
-        snippet = SNIPPET_HIGH if train else SNIPPET_HIGH_INFER
-    elif pct < low and not peak.lower_bound:
-        free = peak.capacity - used
-        summary = (
-            f"Peak GPU memory is {what}: {gb(free)} stay unused, room for a larger "
-            f"batch (activations grow about linearly with it)."
-        )
-        rec = (
-            "Raise the batch size (scaling the learning rate), use fewer gradient-"
-            "accumulation steps, or fit a larger model: per-step overheads are amortized "
-            "over more samples and kernels get bigger."
-            if has_backward(trace)
-            else "Raise the batch size (more requests or samples per call), or serve a larger "
-            "model: per-call overheads are amortized over more samples and kernels get bigger."
-        )
-        snippet = SNIPPET_LOW if has_backward(trace) else SNIPPET_LOW_INFER
-        assumptions.append(
-            "Parameters, gradients and optimizer state do not grow with the "
-            "batch, so the batch can grow by more than the free share suggests."
-        )
-    elif peak.lower_bound:
-        raise Skip(
-            f"memory events record allocation sizes only (PyTorch < 1.10): peak is {what}, "
-            "which cannot show how much memory is free"
-        )
-    else:
+    peak = _peak(trace, ctx)
+    advice = _advice(trace, ctx, peak)
+    if advice is None:
         return []
+    example = trace.to_trace_us(peak.ts_ns) if peak.ts_ns is not None else None
     return [
         Draft(
             id=ID,
@@ -166,10 +101,109 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             est_savings_ms=0.0,
             latent=True,
             confidence="medium" if peak.lower_bound else "high",
-            summary=summary,
-            recommendation=rec,
-            snippet=snippet,
-            evidence=tuple(evidence),
-            assumptions=tuple(assumptions),
+            summary=advice.summary,
+            recommendation=advice.rec,
+            snippet=advice.snippet,
+            evidence=(Evidence(f"peak memory from {peak.source}", 1, 0.0, example),),
+            assumptions=(
+                "Memory has no direct per-step time cost: reported as information (no saving).",
+                "Other processes on the GPU and the CUDA context are not counted; the profiled "
+                "window may miss the run's peak.",
+                *advice.assumptions,
+            ),
         )
     ]
+
+
+def _peak(trace: Trace, ctx: Context) -> Peak:
+    """The fullest GPU's peak: run.json's, else the trace's ``[memory]`` events'."""
+    peaks = [p for p in [peak_from_run(ctx)] if p is not None] or peaks_from_trace(trace)
+    if not peaks:
+        raise Skip(
+            "no GPU memory data (profile with profile_memory=True, or use advisor "
+            "profile, which records peak memory)"
+        )
+    return max(peaks, key=lambda p: max(p.allocated or 0, p.reserved or 0) / p.capacity)
+
+
+def _what(peak: Peak) -> str:
+    """The peak in words: "12.0 GB allocated, 14.0 GB reserved of 80.0 GB on GPU 0 (18%)"."""
+    dev = "" if peak.device is None else f" on GPU {peak.device}"
+    parts = []
+    if peak.allocated is not None:
+        parts.append(f"{gb(peak.allocated)} allocated")
+    if peak.reserved is not None:
+        parts.append(f"{gb(peak.reserved)} reserved")
+    return (
+        ("at least " if peak.lower_bound else "")
+        + ", ".join(parts)
+        + f" of {gb(peak.capacity)}{dev} ({peak.pct:.0f}%)"
+    )
+
+
+def _advice(trace: Trace, ctx: Context, peak: Peak) -> _Advice | None:
+    """Close to full, mostly free, or neither (None); a lower bound that cannot show free
+    memory is skipped."""
+    pct = peak.pct
+    if pct >= ctx.t("memory_headroom.high_pct"):
+        return _nearly_full(trace, peak)
+    if pct < ctx.t("memory_headroom.low_pct") and not peak.lower_bound:
+        return _mostly_free(trace, peak)
+    if peak.lower_bound:
+        raise Skip(
+            f"memory events record allocation sizes only (PyTorch < 1.10): peak is "
+            f"{_what(peak)}, which cannot show how much memory is free"
+        )
+    return None
+
+
+def _nearly_full(trace: Trace, peak: Peak) -> _Advice:
+    frag = (
+        peak.reserved is not None
+        and peak.allocated is not None
+        and peak.reserved > 1.2 * peak.allocated
+    )
+    train = has_backward(trace)
+    rec = (
+        "Free memory with mixed precision (bf16/fp16 autocast halves activations) or "
+        + (
+            "activation checkpointing of the largest blocks"
+            if train
+            else "a smaller batch per call (no backward here: no activations are kept "
+            "for one, so checkpointing would not help; run under torch.inference_mode())"
+        )
+        + (
+            "; reserved is well above allocated, so try "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
+            if frag
+            else "."
+        )
+    )
+    return _Advice(
+        f"Peak GPU memory is {_what(peak)}, within {100 - peak.pct:.0f}% of the device's "
+        f"capacity: out-of-memory and allocator stalls are close.",
+        rec,
+        SNIPPET_HIGH if train else SNIPPET_HIGH_INFER,
+    )
+
+
+def _mostly_free(trace: Trace, peak: Peak) -> _Advice:
+    train = has_backward(trace)
+    rec = (
+        "Raise the batch size (scaling the learning rate), use fewer gradient-"
+        "accumulation steps, or fit a larger model: per-step overheads are amortized "
+        "over more samples and kernels get bigger."
+        if train
+        else "Raise the batch size (more requests or samples per call), or serve a larger "
+        "model: per-call overheads are amortized over more samples and kernels get bigger."
+    )
+    return _Advice(
+        f"Peak GPU memory is {_what(peak)}: {gb(peak.capacity - peak.used)} stay unused, room "
+        f"for a larger batch (activations grow about linearly with it).",
+        rec,
+        SNIPPET_LOW if train else SNIPPET_LOW_INFER,
+        (
+            "Parameters, gradients and optimizer state do not grow with the "
+            "batch, so the batch can grow by more than the free share suggests.",
+        ),
+    )

@@ -39,6 +39,7 @@ finding then says so and the other figures include it.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -61,8 +62,59 @@ register(
 )
 
 
+class _Facts(NamedTuple):
+    """The one-time work outside the steady steps (or inside the one step when nothing splits
+    the trace), by kind, with the uploads and the compilation inside the steps."""
+
+    ss: StepSet
+    ev: pd.DataFrame  # one_time_events counted here
+    kept_in: bool  # no iterations, no set-up trimmed: the work stays in the one step
+    by_kind: dict[str, tuple[int, int]]  # kind -> (count, ns)
+    up: tuple[int, int, float, int] | None  # _uploads
+    comp_in: pd.DataFrame  # compile events inside the steady steps
+    comp_in_ns: int
+    once_ns: int
+    step_ms: float
+
+
 @detector(ID, TITLE)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    f = _measure(trace)
+    if f.once_ns <= 0 or f.once_ns / 1e6 < ctx.t("one_time_init.min_pct") / 100.0 * f.step_ms:
+        return []
+    excluded_ns = sum(e.dur_ns for e in f.ss.excluded)
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=0.0,
+            severity="info",
+            confidence="medium" if f.kept_in else "high",
+            summary=f"{_opening(f.ev, f.once_ns, _parts(f))} {_where(f, excluded_ns)}",
+            recommendation=(
+                "Nothing to fix in the model: profile past the set-up. Open the profiler window "
+                "after a few iterations with a schedule (wait/warmup steps) and call prof.step() "
+                "every iteration, or run `advisor profile --warmup N`; with torch.compile, let the "
+                "first calls compile before the window opens."
+            ),
+            snippet=_SNIPPET,
+            evidence=_evidence(trace, f),
+            assumptions=(
+                "One-time work: long first runtime calls (context creation), module loading and "
+                "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, a step marker "
+                "running on past the recording around compiled-region calls, and host-to-device "
+                "copies in the parts of the window left out of the steady steps.",
+                "No per-step saving is claimed; the total is the time those events took.",
+            ),
+            extra={
+                "one_time_ms": round(f.once_ns / 1e6, 3),
+                "excluded_ms": round(excluded_ns / 1e6, 3),
+            },
+        )
+    ]
+
+
+def _measure(trace: Trace) -> _Facts:
     ss = steady_steps(trace)
     ev = one_time_events(trace)
     inside = assign_steps(ev["ts_ns"].to_numpy(), ss.steps) >= 0
@@ -84,13 +136,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         for k in KINDS
     }
     once_ns = sum(ns for _, ns in by_kind.values()) + (up[1] if up else 0) + comp_in_ns
-    step_ms = ss.median_ms()
-    if once_ns <= 0 or once_ns / 1e6 < ctx.t("one_time_init.min_pct") / 100.0 * step_ms:
-        return []
-    excluded_ns = sum(e.dur_ns for e in ss.excluded)
+    return _Facts(ss, ev, kept_in, by_kind, up, comp_in, comp_in_ns, once_ns, ss.median_ms())
+
+
+def _by_size(f: _Facts) -> list[str]:
+    """The kinds, largest total first."""
+    return sorted(KINDS, key=lambda k: -f.by_kind[k][1])
+
+
+def _evidence(trace: Trace, f: _Facts) -> tuple[Evidence, ...]:
+    ev, up, comp_in = f.ev, f.up, f.comp_in
     evidence = []
-    for k in sorted(KINDS, key=lambda k: -by_kind[k][1]):
-        n, ns = by_kind[k]
+    for k in _by_size(f):
+        n, ns = f.by_kind[k]
         if n:
             rows = ev[ev["kind"] == k]
             top = rows.iloc[int(np.argmax(rows["dur_ns"].to_numpy()))]
@@ -111,19 +169,19 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 trace.to_trace_us(up[3]),
             )
         )
-    if comp_in_ns:
+    if f.comp_in_ns:
         evidence.append(
             Evidence(
                 f"{LABELS['compile']} inside the steady steps (recompiling: see compile-recompiles)",
                 len(comp_in),
-                round(comp_in_ns / 1e6, 3),
+                round(f.comp_in_ns / 1e6, 3),
                 trace.to_trace_us(int(comp_in["ts_ns"].min())),
             )
         )
-    tried = _tried_once(trace) if not kept_in else None
+    tried = _tried_once(trace) if not f.kept_in else None
     if tried is not None:
         evidence.append(tried)
-    for e in ss.excluded:
+    for e in f.ss.excluded:
         evidence.append(
             Evidence(
                 f"left out of the steps: {e.reason}",
@@ -132,65 +190,44 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 trace.to_trace_us(e.start_ns),
             )
         )
+    return tuple(evidence)
+
+
+def _parts(f: _Facts) -> str:
+    """The one-time work by kind, in words."""
     parts = ", ".join(
-        f"{LABELS[k]} {_fmt(by_kind[k][1])}"
-        for k in sorted(KINDS, key=lambda k: -by_kind[k][1])
-        if by_kind[k][0]
+        f"{LABELS[k]} {_fmt(f.by_kind[k][1])}" for k in _by_size(f) if f.by_kind[k][0]
     )
-    if up and up[0]:
-        parts += f", {LABELS['upload']} {_fmt(up[1])}"
-    if comp_in_ns:
+    if f.up and f.up[0]:
+        parts += f", {LABELS['upload']} {_fmt(f.up[1])}"
+    if f.comp_in_ns:
         parts = (parts + ", " if parts else "") + (
-            f"{LABELS['compile']} inside the steady steps {_fmt(comp_in_ns)}, which stays in "
+            f"{LABELS['compile']} inside the steady steps {_fmt(f.comp_in_ns)}, which stays in "
             "their figures (see compile-recompiles)"
         )
-    if by_kind["unrecorded"][0] and by_kind["unrecorded"][1] >= once_ns / 2:
-        where = (
+    return parts
+
+
+def _where(f: _Facts, excluded_ns: int) -> str:
+    """Where the figures stand with that work: left out, kept in, or not recorded."""
+    ss, once_ns, comp_in_ns = f.ss, f.once_ns, f.comp_in_ns
+    if f.by_kind["unrecorded"][0] and f.by_kind["unrecorded"][1] >= once_ns / 2:
+        return (
             "The trace did not record it (the step's marker ran on after the recording "
             "stopped): no figure includes it, and the steps end with the recording."
         )
-    elif kept_in:
-        where = (
+    if f.kept_in:
+        return (
             "The trace has no markers that split it into iterations, so this work is inside "
             "its single step and the per-step figures include it."
         )
-    elif once_ns == comp_in_ns:
-        where = f"The {_found(ss, step_ms)} hold{'s' if ss.synthetic else ''} it."
-    else:
-        where = (
-            ("Outside the steady steps it" if comp_in_ns else "It")
-            + f" is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
-            f"is left out and the {_found(ss, step_ms)} remain{'s' if ss.synthetic else ''}."
-        )
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            est_savings_ms=0.0,
-            severity="info",
-            confidence="medium" if kept_in else "high",
-            summary=f"{_opening(ev, once_ns, parts)} {where}",
-            recommendation=(
-                "Nothing to fix in the model: profile past the set-up. Open the profiler window "
-                "after a few iterations with a schedule (wait/warmup steps) and call prof.step() "
-                "every iteration, or run `advisor profile --warmup N`; with torch.compile, let the "
-                "first calls compile before the window opens."
-            ),
-            snippet=_SNIPPET,
-            evidence=tuple(evidence),
-            assumptions=(
-                "One-time work: long first runtime calls (context creation), module loading and "
-                "launches over 1 ms, cudnnFind*, cudaMalloc, compile ranges, a step marker "
-                "running on past the recording around compiled-region calls, and host-to-device "
-                "copies in the parts of the window left out of the steady steps.",
-                "No per-step saving is claimed; the total is the time those events took.",
-            ),
-            extra={
-                "one_time_ms": round(once_ns / 1e6, 3),
-                "excluded_ms": round(excluded_ns / 1e6, 3),
-            },
-        )
-    ]
+    if once_ns == comp_in_ns:
+        return f"The {_found(ss, f.step_ms)} hold{'s' if ss.synthetic else ''} it."
+    return (
+        ("Outside the steady steps it" if comp_in_ns else "It")
+        + f" is excluded from the per-step figures: {_fmt(excluded_ns)} of the window "
+        f"is left out and the {_found(ss, f.step_ms)} remain{'s' if ss.synthetic else ''}."
+    )
 
 
 def _found(ss: StepSet, step_ms: float) -> str:

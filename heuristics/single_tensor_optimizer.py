@@ -43,6 +43,7 @@ most third-party ones): the fix is then a different optimizer or ``torch.compile
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -98,6 +99,16 @@ def _window_stacks(trace: Trace, flagged: pd.DataFrame) -> list[tuple[int, int, 
     return out
 
 
+class _Facts(NamedTuple):
+    """The optimizer ranges with per-parameter ops and no multi-tensor op, and their class."""
+
+    flagged: pd.DataFrame  # per_parameter's rows
+    cls: str  # the most common optimizer class among them
+    per_step_ops: float  # per-parameter ops per range
+    opt_ms: float  # mean range
+    setting: str  # run.json's foreach/fused for the class, in words ("" when not recorded)
+
+
 @detector(ID, TITLE, needs=("cpu_ops",))
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     stats = optimizer_ranges(trace)
@@ -109,20 +120,49 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         raise Skip("no Optimizer.step ranges and no manual update loop in this trace")
     if not len(stats):
         return _manual(trace, ctx, loops)
+    f = _measure(trace, ctx, stats)
+    if f is None:
+        return []
+    info = Draft(
+        id=ID,
+        title=TITLE,
+        est_savings_ms=0.0,
+        confidence="medium",
+        latent=True,
+        summary=f"{f.cls}.step runs about {f.per_step_ops:.0f} per-parameter ops per optimizer "
+        f"step ({f.opt_ms:.3f} ms of host time){f.setting}; on a GPU each is a kernel "
+        f"launch. No GPU activity in this trace: no saving claimed.",
+        recommendation=(
+            f"Create the optimizer with {'fused=True' if f.cls in FUSED_OK else 'foreach=True'}: "
+            f"all parameters are updated by one (fused) or a few (foreach) multi-tensor kernels "
+            f"instead of several kernels per parameter."
+        ),
+        snippet=_snippet(f.cls),
+        evidence=_evidence(trace, f.flagged, f.cls),
+        locations=_locations(trace, ctx, f),
+        assumptions=(
+            "No GPU activity: foreach gives little on a CPU and fused=True (Adam, "
+            "AdamW, SGD, Adagrad) runs a fused CPU kernel; not estimated.",
+        ),
+    )
+    return [info] if not trace.has_gpu else [_on_gpu(trace, ctx, f, info)]
+
+
+def _measure(trace: Trace, ctx: Context, stats: pd.DataFrame) -> _Facts | None:
     run_opts = run_optimizers(ctx)
-    min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
     flagged = per_parameter(stats, trace, ctx)
     if not len(flagged):
-        return []
-
-    nst = n_steps(trace)
+        return None
     cls = str(flagged["cls"].mode().iloc[0])
-    per_step_ops = float(flagged["per_param"].mean())
-    opt_ms = float(flagged["dur_ns"].mean()) / 1e6
     setting = ""
     if cls in run_opts:
         o = run_opts[cls]
         setting = f" (run.json: foreach={o.foreach}, fused={o.fused})"
+    per_step_ops = float(flagged["per_param"].mean())
+    return _Facts(flagged, cls, per_step_ops, float(flagged["dur_ns"].mean()) / 1e6, setting)
+
+
+def _evidence(trace: Trace, flagged: pd.DataFrame, cls: str) -> tuple[Evidence, ...]:
     evidence = [
         Evidence(
             f"Optimizer.step#{cls}.step ranges with per-parameter ops and no foreach/fused op",
@@ -138,42 +178,23 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         evidence.append(
             Evidence("kernels launched by those ranges", int(flagged["kernels"].sum()), 0.0)
         )
-    snippet = _snippet(cls)
-    stacks = _window_stacks(trace, flagged)
+    return tuple(evidence)
+
+
+def _locations(trace: Trace, ctx: Context, f: _Facts) -> tuple[Location, ...]:
+    """The user's step() lines, after the line that created the optimizer (run.json)."""
+    stacks = _window_stacks(trace, f.flagged)
     locs = aggregate(ctx.locator.near(int(t), int(ts), st) for t, ts, st in stacks)
-    made = run_opts.get(cls)
+    made = run_optimizers(ctx).get(f.cls)
     if made is not None and isinstance(made.file, str) and isinstance(made.line, int):
         locs = (Location(made.file, made.line, "optimizer created here"), *locs)[:5]
-    rec = (
-        f"Create the optimizer with {'fused=True' if cls in FUSED_OK else 'foreach=True'}: "
-        f"all parameters are updated by one (fused) or a few (foreach) multi-tensor kernels "
-        f"instead of several kernels per parameter."
-    )
-    if not trace.has_gpu:
-        summary = (
-            f"{cls}.step runs about {per_step_ops:.0f} per-parameter ops per optimizer "
-            f"step ({opt_ms:.3f} ms of host time){setting}; on a GPU each is a kernel "
-            f"launch. No GPU activity in this trace: no saving claimed."
-        )
-        return [
-            Draft(
-                id=ID,
-                title=TITLE,
-                est_savings_ms=0.0,
-                confidence="medium",
-                latent=True,
-                summary=summary,
-                recommendation=rec,
-                snippet=snippet,
-                evidence=tuple(evidence),
-                locations=locs,
-                assumptions=(
-                    "No GPU activity: foreach gives little on a CPU and fused=True (Adam, "
-                    "AdamW, SGD, Adagrad) runs a fused CPU kernel; not estimated.",
-                ),
-            )
-        ]
+    return locs
 
+
+def _on_gpu(trace: Trace, ctx: Context, f: _Facts, info: Draft) -> Draft:
+    """The finding with the optimizer's host time cut to its residual, replayed; without a
+    replayable step the GPU idle time inside the ranges, capped."""
+    flagged, nst = f.flagged, n_steps(trace)
     keep = 1.0 - ctx.t("single_tensor_optimizer.residual_pct") / 100.0
     f_ts = flagged["ts_ns"].to_numpy()
     rep = ctx.whatif(
@@ -194,38 +215,30 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         if not rep.replayed
         else f"replayed with {keep:.0%} of that host time gone, the step is {rep.ms:.3f} ms shorter"
     )
-    summary = (
-        f"{cls}.step launches about {per_step_ops:.0f} per-parameter ops with no "
-        f"foreach/fused kernel{setting}; the GPU idles {ms(flagged['idle_ns'].mean())} ms "
-        f"of the {opt_ms:.3f} ms optimizer range: {tail}."
-    )
-    assumptions = (
-        (
-            rep.assumption
-            if rep.replayed
-            else "Saving per optimizer range = GPU idle time inside it (start to the end of its last "
-            f"kernel), at most {keep:.0%} of the range; summed and divided by the {nst} step(s)."
-        ),
-        f"{keep:.0%} of the host time inside the optimizer ranges goes away "
-        "(single_tensor_optimizer.residual_pct is left for the multi-tensor launches).",
-        "GPU time of the update kernels themselves is assumed unchanged (fused kernels are "
-        "usually faster too).",
-    )
     fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="high" if per_step_ops >= 3 * min_ops else "medium",
-            summary=summary,
-            recommendation=rec,
-            snippet=snippet,
-            evidence=tuple(evidence),
-            locations=locs,
-            assumptions=assumptions,
-        )
-    ]
+    min_ops = ctx.t("single_tensor_optimizer.min_ops_per_step")
+    return dataclasses.replace(
+        info,
+        **fields,
+        latent=False,
+        confidence="high" if f.per_step_ops >= 3 * min_ops else "medium",
+        summary=f"{f.cls}.step launches about {f.per_step_ops:.0f} per-parameter ops with no "
+        f"foreach/fused kernel{f.setting}; the GPU idles {ms(flagged['idle_ns'].mean())} ms "
+        f"of the {f.opt_ms:.3f} ms optimizer range: {tail}.",
+        assumptions=(
+            (
+                rep.assumption
+                if rep.replayed
+                else "Saving per optimizer range = GPU idle time inside it (start to the end of "
+                f"its last kernel), at most {keep:.0%} of the range; summed and divided by the "
+                f"{nst} step(s)."
+            ),
+            f"{keep:.0%} of the host time inside the optimizer ranges goes away "
+            "(single_tensor_optimizer.residual_pct is left for the multi-tensor launches).",
+            "GPU time of the update kernels themselves is assumed unchanged (fused kernels are "
+            "usually faster too).",
+        ),
+    )
 
 
 MANUAL_SNIPPET = (
@@ -279,9 +292,14 @@ def _manual(trace: Trace, ctx: Context, loops: pd.DataFrame) -> list[Draft]:
         locations=locs,
         assumptions=("No GPU activity: a foreach update gives little on a CPU; not estimated.",),
     )
-    if not trace.has_gpu:
-        return [info]
+    return [info] if not trace.has_gpu else _manual_on_gpu(ctx, loops, info, what)
+
+
+def _manual_on_gpu(ctx: Context, loops: pd.DataFrame, info: Draft, what: str) -> list[Draft]:
+    """The manual loop's finding with its host time cut to the residual, replayed; nothing
+    without a replayable step."""
     keep = ctx.t("single_tensor_optimizer.residual_pct") / 100.0
+    span = loops["end_ns"].to_numpy() - loops["ts_ns"].to_numpy()
     ts = loops["ts_ns"].to_numpy()
     rep = ctx.whatif(
         ShrinkHost(ts, ts + span, loops["tid"].to_numpy(), keep=keep, label="foreach update")

@@ -41,6 +41,8 @@ launch-bound and rarely show gaps.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -49,6 +51,7 @@ from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
 from advisor.findings import Evidence, Location
 from advisor.replay.fixes import GraphLaunch
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
@@ -127,36 +130,95 @@ def _contexts(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> list[str]:
     return out
 
 
+class _Facts(NamedTuple):
+    """The launch gaps reported (``_launch.reported_gaps``), grouped by the op and context that
+    launched their kernels."""
+
+    lg: pd.DataFrame
+    steps: int
+    gap_ms: float  # idle per step before the kernels
+    groups: dict[str, list[int]]  # label -> rows of lg
+    src: dict[str, int]  # label -> op row for its source line
+    order: list[str]  # labels, most idle first
+    med_launch_us: float  # median launch call
+    in_opt: float  # share of the kernels under Optimizer.step / zero_grad
+    in_zero: float
+
+
 @detector(ID, TITLE, needs=("kernels",), gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    max_k = ctx.t("tiny_kernels.max_kernel_us")
+    f = _measure(trace, ctx)
+    if f is None:
+        return []
+    drained = after_drain(trace, f.lg, ctx.t("tiny_kernels.max_gap_us"))
+    evidence = [*_evidence(trace, f), *_drain_evidence(trace, f.lg, drained, f.steps)]
+    rec, snippet = _advice(trace, ctx, f)
+    rep = ctx.whatif(
+        GraphLaunch(
+            f.lg["k_idx"].to_numpy(),
+            host_keep=0.5,
+            low=1.0,
+            high=0.0,
+            label="CUDA graphs for the tiny kernels",
+        )
+    )
+    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": f.gap_ms}
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="medium" if f.in_opt < 0.5 else "high",
+            summary=_summary(ctx, f),
+            recommendation=rec,
+            snippet=snippet,
+            evidence=tuple(evidence),
+            locations=aggregate(_locations(ctx, f)),
+            assumptions=_assumptions(ctx, f, rep),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Facts | None:
     lg = reported_gaps(trace, ctx)
     if not len(lg):
-        return []
+        return None
     steps = n_steps(trace)
-    per_step = len(lg) / steps
     gap_ms = float(lg["gap_ns"].sum()) / 1e6 / steps
-    share = 100.0 * gap_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
     rt = trace.runtime
-    opn = op_names(trace)
+    li = lg["launch_idx"].to_numpy()
+    launch_us = rt["dur_ns"].to_numpy()[li] / 1000.0
+    groups, src = _grouped(trace, lg)
+    order = sorted(groups, key=lambda g: -int(lg["gap_ns"].to_numpy()[groups[g]].sum()))
+    in_opt = sum(len(groups[g]) for g in groups if _OPT in g) / len(lg)
+    in_zero = sum(len(groups[g]) for g in groups if _ZERO in g) / len(lg)
+    med_launch = float(np.median(launch_us))
+    return _Facts(lg, steps, gap_ms, groups, src, order, med_launch, in_opt, in_zero)
+
+
+def _grouped(trace: Trace, lg: pd.DataFrame) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """Rows of ``lg`` by label (the op, and the annotation around its launch), with each
+    label's op row for the source line."""
+    rt = trace.runtime
     li = lg["launch_idx"].to_numpy()
     op_idx = rt["op_idx"].to_numpy()[li]
-    rt_tid = rt["tid"].to_numpy()[li]
-    rt_ts = rt["ts_ns"].to_numpy()[li]
-    launch_us = rt["dur_ns"].to_numpy()[li] / 1000.0
     groups: dict[str, list[int]] = {}
     src: dict[str, int] = {}
-    where_all = _contexts(trace, rt_tid, rt_ts)
-    for j, (label, row) in enumerate(_groups_of(trace, op_idx, opn)):
+    where_all = _contexts(trace, rt["tid"].to_numpy()[li], rt["ts_ns"].to_numpy()[li])
+    for j, (label, row) in enumerate(_groups_of(trace, op_idx, op_names(trace))):
         where = where_all[j]
         if where and where not in label:
             label = f"{label} in {where}"
         groups.setdefault(label, []).append(j)
         src.setdefault(label, row)
-    order = sorted(groups, key=lambda g: -int(lg["gap_ns"].to_numpy()[groups[g]].sum()))
+    return groups, src
+
+
+def _evidence(trace: Trace, f: _Facts) -> list[Evidence]:
+    lg, steps = f.lg, f.steps
     evidence = []
-    for label in order[:5]:
-        idx = np.array(groups[label])
+    for label in f.order[:5]:
+        idx = np.array(f.groups[label])
         gaps = lg["gap_ns"].to_numpy()[idx]
         durs = lg["dur_ns"].to_numpy()[idx]
         evidence.append(
@@ -168,17 +230,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 example_ts_us=trace.to_trace_us(int(lg["ts_ns"].iat[int(idx[np.argmax(gaps)])])),
             )
         )
+    return evidence
+
+
+def _locations(ctx: Context, f: _Facts) -> list[Location | None]:
     locs: list[Location | None] = []
-    for label in order:
-        loc = ctx.locator.for_op(src[label]) if src[label] >= 0 else None
-        locs.extend([loc] * len(groups[label]))
-    in_opt = sum(len(groups[g]) for g in groups if _OPT in g) / len(lg)
-    in_zero = sum(len(groups[g]) for g in groups if _ZERO in g) / len(lg)
-    med_k = float(np.median(lg["dur_ns"])) / 1000.0
-    med_launch = float(np.median(launch_us))
-    n_tiny = int(lg["tiny"].to_numpy(dtype=bool).sum())
-    drained = after_drain(trace, lg, ctx.t("tiny_kernels.max_gap_us"))
-    evidence.extend(_drain_evidence(trace, lg, drained, steps))
+    for label in f.order:
+        loc = ctx.locator.for_op(f.src[label]) if f.src[label] >= 0 else None
+        locs.extend([loc] * len(f.groups[label]))
+    return locs
+
+
+def _advice(trace: Trace, ctx: Context, f: _Facts) -> tuple[str, str]:
+    """The recommendation and snippet: fusion and graphs, the optimizer's or zero_grad's
+    own fix first when most kernels come from there."""
     rec = (
         "Fuse the small ops: `torch.compile(model)`; with static shapes use "
         '`torch.compile(model, mode="reduce-overhead")` so CUDA graphs replay the kernels '
@@ -193,7 +258,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "and look for graph breaks that leave code eager (compile-graph-breaks). Consider "
             "a larger batch (longer kernels for the same launch cost)."
         )
-    if in_opt >= 0.5:
+    if f.in_opt >= 0.5:
         rec = (
             "Most of these kernels come from the optimizer step: use the multi-tensor or "
             "fused implementation (`foreach=True` / `fused=True`), see also "
@@ -203,58 +268,51 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)\n"
             "# or foreach=True; and for the model itself:\n" + snippet
         )
-    elif in_zero >= 0.3:
+    elif f.in_zero >= 0.3:
         rec = (
             "Many of these kernels zero gradients one parameter at a time: "
             "`optimizer.zero_grad(set_to_none=True)` drops them (see zero-grad-not-none). " + rec
         )
         snippet = "optimizer.zero_grad(set_to_none=True)\n" + snippet
-    rep = ctx.whatif(
-        GraphLaunch(
-            lg["k_idx"].to_numpy(),
-            host_keep=0.5,
-            low=1.0,
-            high=0.0,
-            label="CUDA graphs for the tiny kernels",
+    return rec, snippet
+
+
+def _summary(ctx: Context, f: _Facts) -> str:
+    lg, steps, gap_ms = f.lg, f.steps, f.gap_ms
+    per_step = len(lg) / steps
+    share = 100.0 * gap_ms / ctx.step_ms_median if ctx.step_ms_median > 0 else 0.0
+    med_k = float(np.median(lg["dur_ns"])) / 1000.0
+    n_tiny = int(lg["tiny"].to_numpy(dtype=bool).sum())
+    if n_tiny == len(lg):
+        return (
+            f"{per_step:.0f} tiny kernels per step (median {_us(med_k)}; their launch calls "
+            f"take {_us(f.med_launch_us)}) leave the GPU idle {fmt_ms(gap_ms)} per step "
+            f"({share:.1f}% of the step) waiting for the next launch."
         )
+    return (
+        f"{per_step:.0f} launch-bound kernels per step ({n_tiny / steps:.0f} of "
+        f"them tiny; median {_us(med_k)}, while the operator that launches each "
+        f"takes {_us(float(np.median(lg['op_ns'])) / 1000)} of host time) leave the GPU "
+        f"idle {fmt_ms(gap_ms)} per step ({share:.1f}% of the step) waiting for the "
+        "next launch."
     )
-    fields = rep.draft_fields() if rep.replayed else {"est_savings_ms": gap_ms}
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="medium" if in_opt < 0.5 else "high",
-            summary=(
-                f"{per_step:.0f} tiny kernels per step (median {_us(med_k)}; their launch calls "
-                f"take {_us(med_launch)}) leave the GPU idle {fmt_ms(gap_ms)} per step "
-                f"({share:.1f}% of the step) waiting for the next launch."
-                if n_tiny == len(lg)
-                else f"{per_step:.0f} launch-bound kernels per step ({n_tiny / steps:.0f} of "
-                f"them tiny; median {_us(med_k)}, while the operator that launches each "
-                f"takes {_us(float(np.median(lg['op_ns'])) / 1000)} of host time) leave the GPU "
-                f"idle {fmt_ms(gap_ms)} per step ({share:.1f}% of the step) waiting for the "
-                "next launch."
-            ),
-            recommendation=rec,
-            snippet=snippet,
-            evidence=tuple(evidence),
-            locations=aggregate(locs),
-            assumptions=(
-                f"Launch-bound = shorter than {max_k:g} us or than its own launch call, or of "
-                "any length when the GPU ran dry while the operator that launches it was on the "
-                f"host; only gaps of at most {ctx.t('tiny_kernels.max_gap_us'):g} us whose "
-                "launch was still in progress when the GPU ran dry are counted.",
-                (rep.assumption + " The kernels' own run time is not claimed.")
-                if rep.replayed
-                else (
-                    f"Saving = those gaps summed and divided by the {steps} step(s): CUDA graphs "
-                    "remove them; fusion removes most. The kernels' own run time is not claimed."
-                ),
-                "These gaps are part of gpu-idle's 'host launch' share; gpu-idle does not claim them.",
-            ),
-        )
-    ]
+
+
+def _assumptions(ctx: Context, f: _Facts, rep: Saving) -> tuple[str, ...]:
+    return (
+        f"Launch-bound = shorter than {ctx.t('tiny_kernels.max_kernel_us'):g} us or than its "
+        "own launch call, or of any length when the GPU ran dry while the operator that "
+        f"launches it was on the host; only gaps of at most "
+        f"{ctx.t('tiny_kernels.max_gap_us'):g} us whose launch was still in progress when the "
+        "GPU ran dry are counted.",
+        (rep.assumption + " The kernels' own run time is not claimed.")
+        if rep.replayed
+        else (
+            f"Saving = those gaps summed and divided by the {f.steps} step(s): CUDA graphs "
+            "remove them; fusion removes most. The kernels' own run time is not claimed."
+        ),
+        "These gaps are part of gpu-idle's 'host launch' share; gpu-idle does not claim them.",
+    )
 
 
 def _drain_evidence(
