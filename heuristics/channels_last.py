@@ -46,7 +46,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_flags, name_in
 
 from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE, tensor_cores
-from ._ops import ancestor_match, gpu_rows_from, has_backward, runtime_op
+from ._ops import ancestor_match, gpu_rows_from, has_backward, launching_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "channels-last"
@@ -200,9 +200,7 @@ def _measured(
 ) -> Draft:
     """The conversions seen: the steps replayed without them."""
     steps = n_steps(trace)
-    op_of = runtime_op(trace)
-    li = lk["launch_idx"].to_numpy()
-    ops = [int(op_of[i]) for i in li if i >= 0 and op_of[i] >= 0]
+    ops = [int(o) for o in launching_op(trace, lk) if o >= 0]
     share = (
         f", {100 * layout_ms / (layout_ms + conv_ms):.0f}% of the convolutions' GPU time"
         if (conv_ms > 0)

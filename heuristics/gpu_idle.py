@@ -145,7 +145,7 @@ FINDING = {
 }
 
 
-Spans = tuple[np.ndarray, np.ndarray]
+_Spans = tuple[np.ndarray, np.ndarray]
 
 
 class _Gaps(NamedTuple):
@@ -171,8 +171,8 @@ class _Split:
     rest: np.ndarray  # neither dataloader, sync, allocator, preprocessing nor prelaunch
     host: np.ndarray  # per gap: the work ending it was launched only after the GPU ran dry
     tail: np.ndarray  # per gap: no GPU work after it in the trace
-    dl: Spans
-    pre: Spans
+    dl: _Spans
+    pre: _Spans
     pl: PreLaunch
     with_pl: bool  # the prelaunch share is claimed (else part of host launch)
 
@@ -183,7 +183,7 @@ class _Claim(NamedTuple):
     claim_ns: int  # launching calls' host time in the host-launch gaps
     tiny_ns: int  # tiny-kernels' launch gaps
     over_ns: int  # host-overhead's share
-    launches: Spans  # those calls, less allocator calls and the host's waits for the device
+    launches: _Spans  # those calls, less allocator calls and the host's waits for the device
     launch_bound: bool
 
 
@@ -193,7 +193,7 @@ class _Value(NamedTuple):
     capped: str  # the cap's sentence ("" when the idle time did not cap the saving)
 
 
-def _taken(trace: Trace, *spans: Spans) -> Spans:
+def _taken(trace: Trace, *spans: _Spans) -> _Spans:
     """The union of ``spans`` and the allocator calls: host time other findings explain."""
     parts = [*spans, allocator_spans(trace)]
     return union(
@@ -221,7 +221,7 @@ def _overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np
     return Intervals(s, e).covered(gs, ge)
 
 
-def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple:
+def _intersect(a: _Spans, b: _Spans) -> _Spans:
     """Intersection of two disjoint sorted interval sets (where both cover)."""
     (as_, ae), (bs, be) = a, b
     if not len(as_) or not len(bs):
@@ -250,8 +250,8 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     largest = max(CATS, key=lambda c: sp.tot[c])
     ref = _pointer(largest, cl)
     breaks = capture_breaks(trace, ctx) if cl.launch_bound else None
-    recommendation, snippet = _remedy(trace, ctx, sp.pl, breaks, largest, ref)
     pl = sp.pl
+    recommendation, snippet = _remedy(trace, ctx, pl, breaks, largest, ref)
     return [
         Draft(
             id=ID,
@@ -341,7 +341,7 @@ def _split(trace: Trace, ctx: Context, g: _Gaps) -> _Split:
     return _Split(by_cat, tot, pct, rest, host, tail, dl, pre, pl, with_pl)
 
 
-def _sync_spans(trace: Trace, dev: int) -> Spans:
+def _sync_spans(trace: Trace, dev: int) -> _Spans:
     """The GPU's idle time each host-device sync on ``dev`` caused (sync-point's figure)."""
     ev = sync_events(trace)
     ev = ev[(ev["device"] == dev) & (ev["caused_ns"] > 0)] if len(ev) else ev
@@ -517,7 +517,7 @@ def _assumptions(
         "not idle time of a step.",
         *(
             (
-                "Spans the trace did not fully record (CUDA-graph replays, see "
+                "_Spans the trace did not fully record (CUDA-graph replays, see "
                 "run.trace_quality) are counted as busy, not idle.",
             )
             if g.unrecorded

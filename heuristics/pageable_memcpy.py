@@ -45,7 +45,7 @@ from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 
 from ._matmul import arch_cc
-from ._ops import runtime_op
+from ._ops import launching_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "pageable-memcpy"
@@ -238,7 +238,5 @@ def _evidence(trace: Trace, pg: pd.DataFrame) -> tuple[Evidence, ...]:
 
 
 def _locations(trace: Trace, ctx: Context, pg: pd.DataFrame) -> tuple[Location, ...]:
-    op_of_rt = runtime_op(trace)
-    li = pg["launch_idx"].to_numpy()
-    ops = [int(op_of_rt[i]) for i in li if 0 <= i < len(op_of_rt) and op_of_rt[i] >= 0]
+    ops = [int(o) for o in launching_op(trace, pg) if o >= 0]
     return aggregate(ctx.locator.for_ops(ops))
