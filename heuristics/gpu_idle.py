@@ -517,7 +517,7 @@ def _assumptions(
         "not idle time of a step.",
         *(
             (
-                "_Spans the trace did not fully record (CUDA-graph replays, see "
+                "Spans the trace did not fully record (CUDA-graph replays, see "
                 "run.trace_quality) are counted as busy, not idle.",
             )
             if g.unrecorded
