@@ -35,7 +35,7 @@ after a few steps, the first validation pass) looks the same; check the call sit
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,7 @@ from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import MIN_STEPS_SEEN, Evidence, Location
 from advisor.replay.fixes import ShrinkHost
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 
 from ._allocator import FREE_RE, HOST_RE, allocator_calls, allocator_spans
@@ -110,11 +111,59 @@ def _locations(trace: Trace, ctx: Context, calls: pd.DataFrame) -> tuple[Locatio
     return aggregate(locs)
 
 
+class _Churn(NamedTuple):
+    """The allocator calls in the steady steps, the host time they hold and the GPU's idle
+    time meanwhile."""
+
+    calls: pd.DataFrame
+    names: pd.Series
+    steps: int
+    host_ms: float  # mean per step
+    share: float  # % of the mean step
+    spans: tuple[np.ndarray, np.ndarray]  # the calls' host spans (every thread)
+    idle_ns: int  # the GPU idle inside them
+
+
 @detector(ID, TITLE, gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    calls = allocator_calls(trace)
+    m = _measure(trace, ctx)
     sites = _empty_cache_sites(ctx)
     conf, off = _alloc_conf(ctx)
+    if m is None:
+        # without iterations the calls cannot be told from the pool's one-time growth
+        return [_latent(sites)] if sites else []
+    saving_ms = m.idle_ns / 1e6 / m.steps
+    # every thread: one that waits on the allocating thread (backward() on the autograd
+    # thread) gets the time back too
+    rep = ctx.whatif(ShrinkHost(*m.spans, None, keep=0.0, low=0.5, label="warm caching allocator"))
+    fields: dict[str, Any] = (
+        rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
+    )
+    seen = _steps_seen(m.calls, trace)
+    cause = _cause(m.calls, sites, off, m.steps, seen)
+    host_only = bool(m.names.str.contains(HOST_RE).all())
+    locs = tuple((*sites, *_locations(trace, ctx, m.calls))[:5])
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **fields,
+            confidence="high" if m.share >= 5 else "medium",
+            summary=_summary(m, rep, saving_ms, cause),
+            recommendation=_advice(conf, host_only),
+            snippet=_snippet(conf),
+            evidence=_evidence(trace, m),
+            locations=locs,
+            extra={"steps_seen": seen},
+            assumptions=_assumptions(rep, m.steps),
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Churn | None:
+    """The calls and their cost; None when they hold the host less than
+    ``allocator_churn.min_pct`` of the step, or the trace has no iterations."""
+    calls = allocator_calls(trace)
     steps = n_steps(trace)
     # per step: the mean over the steady steps, and its share of the mean step (one statistic
     # for every per-step figure: a cost in some steps only is its mean over all of them)
@@ -122,28 +171,36 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     mean_step = trace.mean_step_ms()
     share = 100.0 * host_ms / mean_step if mean_step > 0 else 0
     if not len(calls) or share < ctx.t("allocator_churn.min_pct") or trace.meta.synthetic_steps:
-        # without iterations the calls cannot be told from the pool's one-time growth
-        return [_latent(sites)] if sites else []
+        return None
     dev = main_device(trace)
     s, e = allocator_spans(trace)
     busy = busy_by_device(trace).get(dev) if dev is not None else None
     covered = busy.covered(s, e) if busy is not None and len(s) else np.zeros(len(s), np.int64)
     idle_ns = int(np.sum(e - s - covered))
-    saving_ms = idle_ns / 1e6 / steps
-    # every thread: one that waits on the allocating thread (backward() on the autograd
-    # thread) gets the time back too
-    rep = ctx.whatif(ShrinkHost(s, e, None, keep=0.0, low=0.5, label="warm caching allocator"))
-    fields: dict[str, Any] = (
-        rep.draft_fields() if rep.replayed else {"est_savings_ms": round(saving_ms, 3)}
-    )
+    names = calls["name"].astype(str)
+    return _Churn(calls, names, steps, host_ms, share, (s, e), idle_ns)
+
+
+def _summary(m: _Churn, rep: Saving, saving_ms: float, cause: str) -> str:
+    per_step = len(m.calls) / m.steps
     replayed = (
         f" Replayed without these calls, the step is {fmt_ms(rep.ms)} shorter."
         if rep.replayed
         else ""
     )
-    names = calls["name"].astype(str)
+    return (
+        f"{per_step:.0f} allocator call(s) per steady step "
+        f"({', '.join(_counts(m.names, m.steps))}) "
+        f"hold the host {fmt_ms(m.host_ms)} per step ({m.share:.0f}% of the step); the GPU "
+        f"idles {fmt_ms(saving_ms)} per step meanwhile.{replayed} "
+        f"Likely cause: {cause}."
+    )
+
+
+def _evidence(trace: Trace, m: _Churn) -> tuple[Evidence, ...]:
+    """One row per call name (most host time first), then the GPU idle inside them."""
     ev = []
-    for name, g in calls.groupby(names, sort=False):
+    for name, g in m.calls.groupby(m.names, sort=False):
         ev.append(
             Evidence(
                 f"{name} calls inside steady steps",
@@ -153,44 +210,25 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             )
         )
     ev.sort(key=lambda x: -x.total_ms)
-    ev.append(Evidence("GPU idle while the host was in these calls", len(s), ms(idle_ns)))
-    per_step = len(calls) / steps
-    seen = _steps_seen(calls, trace)
-    cause = _cause(calls, sites, off, steps, seen)
-    host_only = bool(names.str.contains(HOST_RE).all())
-    summary = (
-        f"{per_step:.0f} allocator call(s) per steady step ({', '.join(_counts(names, steps))}) "
-        f"hold the host {fmt_ms(host_ms)} per step ({share:.0f}% of the step); the GPU "
-        f"idles {fmt_ms(saving_ms)} per step meanwhile.{replayed} "
-        f"Likely cause: {cause}."
+    ev.append(
+        Evidence("GPU idle while the host was in these calls", len(m.spans[0]), ms(m.idle_ns))
     )
-    locs = tuple((*sites, *_locations(trace, ctx, calls))[:5])
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="high" if share >= 5 else "medium",
-            summary=summary,
-            recommendation=_advice(conf, host_only),
-            snippet=_snippet(conf),
-            evidence=tuple(ev),
-            locations=locs,
-            extra={"steps_seen": seen},
-            assumptions=(
-                "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
-                "the pool's growth before them is one-time-init's.",
-                "A warm caching allocator serves the same requests in about a microsecond: the "
-                "calls' host time goes (range: half of it stays), on every thread (a thread waiting "
-                "on the allocating one, as backward() waits on the autograd thread, gets it back "
-                "too); cudaFree's device-wide wait is not modelled.",
-                rep.assumption
-                if rep.replayed
-                else "Saving = the GPU idle time while the host was inside these calls, divided by the "
-                f"{steps} step(s).",
-            ),
-        )
-    ]
+    return tuple(ev)
+
+
+def _assumptions(rep: Saving, steps: int) -> tuple[str, ...]:
+    return (
+        "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
+        "the pool's growth before them is one-time-init's.",
+        "A warm caching allocator serves the same requests in about a microsecond: the "
+        "calls' host time goes (range: half of it stays), on every thread (a thread waiting "
+        "on the allocating one, as backward() waits on the autograd thread, gets it back "
+        "too); cudaFree's device-wide wait is not modelled.",
+        rep.assumption
+        if rep.replayed
+        else "Saving = the GPU idle time while the host was inside these calls, divided by the "
+        f"{steps} step(s).",
+    )
 
 
 def _steps_seen(calls: pd.DataFrame, trace: Trace) -> int:

@@ -30,6 +30,8 @@ channels-last; use AMP first. Custom ops that require contiguous NCHW add their 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -44,7 +46,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_flags, name_in
 
 from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE, tensor_cores
-from ._ops import ancestor_match, gpu_rows_from, has_backward, runtime_op
+from ._ops import ancestor_match, gpu_rows_from, has_backward, launching_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "channels-last"
@@ -85,13 +87,41 @@ def _half_convs(trace: Trace, ctx: Context, conv_rows: np.ndarray) -> bool:
     return any(str(d) in ("float16", "bfloat16") for d in dts)
 
 
+class _Convs(NamedTuple):
+    """The steps' convolution kernels and the layout conversions around them."""
+
+    lk: pd.DataFrame  # the layout-conversion kernels (rows of trace.kernels)
+    conv_k: pd.DataFrame  # the kernels convolution ops launch, conversions apart
+    attributed: bool  # launch links tie kernels to the convolution ops
+    steps: int
+    conv_ms: float  # the convolutions' GPU time per step
+
+
 @detector(ID, TITLE, gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    if tensor_cores(trace) is False:
+    c = _measure(trace)
+    if c is None:
         return []
+    step_ms = ctx.step_ms_median
+    if len(c.lk):
+        layout_ms = float(c.lk["dur_ns"].sum()) / 1e6 / c.steps
+        if step_ms > 0 and 100.0 * layout_ms / step_ms >= ctx.t("channels_last.min_pct"):
+            return [_measured(trace, ctx, c.lk, layout_ms, c.conv_ms, c.attributed)]
+    if ctx.live.modules.channels_last is not False or c.conv_ms <= 0:
+        return []
+    conv_ops = np.flatnonzero(name_in(trace.cpu_ops["name"], CONV_FWD))
+    if not _half_convs(trace, ctx, conv_ops):
+        return []
+    return [_run_only(trace, ctx, c, conv_ops)]
+
+
+def _measure(trace: Trace) -> _Convs | None:
+    """None on a GPU without Tensor Cores or without kernels in the steps."""
+    if tensor_cores(trace) is False:
+        return None
     k = rows_in_steps(trace.kernels, trace)
     if not len(k):
-        return []
+        return None
     conv_mask = ancestor_match(trace, lambda n: bool(CONV_RE.search(n)))
     under_conv = gpu_rows_from(trace, k, conv_mask)
     layout = k["name"].str.contains(LAYOUT_KERNEL_RE).to_numpy()
@@ -104,24 +134,20 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     conv_k = k[under_conv & ~layout]
     steps = n_steps(trace)
     conv_ms = float(conv_k["dur_ns"].sum()) / 1e6 / steps
-    step_ms = ctx.step_ms_median
-    if len(lk):
-        conv_ms_ = float(lk["dur_ns"].sum()) / 1e6 / steps
-        if step_ms > 0 and 100.0 * conv_ms_ / step_ms >= ctx.t("channels_last.min_pct"):
-            return [_measured(trace, ctx, lk, conv_ms_, conv_ms, attributed)]
-    if ctx.live.modules.channels_last is not False or conv_ms <= 0:
-        return []
-    conv_ops = np.flatnonzero(name_in(trace.cpu_ops["name"], CONV_FWD))
-    if not _half_convs(trace, ctx, conv_ops):
-        return []
+    return _Convs(lk, conv_k, attributed, steps, conv_ms)
+
+
+def _run_only(trace: Trace, ctx: Context, c: _Convs, conv_ops: np.ndarray) -> Draft:
+    """run.json says NCHW on 16-bit convolutions, and no conversions are seen: the
+    convolutions' kernels ``channels_last.run_only_gain_pct`` faster, low confidence."""
     gain = ctx.t("channels_last.run_only_gain_pct") / 100.0
-    fields: dict = {"est_savings_ms": gain * conv_ms}
+    fields: dict = {"est_savings_ms": gain * c.conv_ms}
     how = (
         f"{gain * 100:g}% of the convolutions' GPU time: the low end of the 8-35% "
         "published for channels-last with AMP on conv nets; not measured here"
     )
     rep = ctx.whatif(
-        ScaleGpu(kernels=conv_k.index.to_numpy(), speedup=1 / (1 - gain), label="channels-last")
+        ScaleGpu(kernels=c.conv_k.index.to_numpy(), speedup=1 / (1 - gain), label="channels-last")
     )
     if rep.replayed:
         fields = rep.draft_fields()
@@ -130,33 +156,31 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "published for channels-last with AMP on conv nets; not measured here). "
             + rep.assumption
         )
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="low",
-            summary=(
-                f"The model runs its 16-bit convolutions in NCHW (run.json: channels_last is "
-                f"off); they take {conv_ms:.2f} ms of GPU time {per_step_words(trace)}."
+    return Draft(
+        id=ID,
+        title=TITLE,
+        **fields,
+        confidence="low",
+        summary=(
+            f"The model runs its 16-bit convolutions in NCHW (run.json: channels_last is "
+            f"off); they take {c.conv_ms:.2f} ms of GPU time {per_step_words(trace)}."
+        ),
+        recommendation=_REC,
+        snippet=SNIPPET if has_backward(trace) else SNIPPET_INFER,
+        evidence=(
+            Evidence(
+                "GPU kernels launched by convolution ops",
+                len(c.conv_k),
+                ms(c.conv_k["dur_ns"].sum()),
+                trace.to_trace_us(int(c.conv_k["ts_ns"].min())),
             ),
-            recommendation=_REC,
-            snippet=SNIPPET if has_backward(trace) else SNIPPET_INFER,
-            evidence=(
-                Evidence(
-                    "GPU kernels launched by convolution ops",
-                    len(conv_k),
-                    ms(conv_k["dur_ns"].sum()),
-                    trace.to_trace_us(int(conv_k["ts_ns"].min())),
-                ),
-            ),
-            locations=aggregate(ctx.locator.for_ops(conv_ops[:2000])),
-            assumptions=(
-                how,
-                f"divided over {steps} step(s)",
-            ),
-        )
-    ]
+        ),
+        locations=aggregate(ctx.locator.for_ops(conv_ops[:2000])),
+        assumptions=(
+            how,
+            f"divided over {c.steps} step(s)",
+        ),
+    )
 
 
 _REC = (
@@ -174,24 +198,9 @@ def _measured(
     conv_ms: float,
     attributed: bool,
 ) -> Draft:
+    """The conversions seen: the steps replayed without them."""
     steps = n_steps(trace)
-    rows = []
-    for name, g in lk.groupby(lk["name"].astype(str).map(_short), sort=False):
-        rows.append(
-            (
-                int(g["dur_ns"].sum()),
-                Evidence(
-                    f"{name} (layout conversion)",
-                    len(g),
-                    ms(g["dur_ns"].sum()),
-                    trace.to_trace_us(int(g["ts_ns"].min())),
-                ),
-            )
-        )
-    rows.sort(key=lambda r: -r[0])
-    op_of = runtime_op(trace)
-    li = lk["launch_idx"].to_numpy()
-    ops = [int(op_of[i]) for i in li if i >= 0 and op_of[i] >= 0]
+    ops = [int(o) for o in launching_op(trace, lk) if o >= 0]
     share = (
         f", {100 * layout_ms / (layout_ms + conv_ms):.0f}% of the convolutions' GPU time"
         if (conv_ms > 0)
@@ -205,6 +214,31 @@ def _measured(
     )
     if cl is True:
         summary += " run.json says the model is channels-last: convert the inputs too."
+    fields, how = _layout_value(ctx, lk, layout_ms, attributed)
+    return Draft(
+        id=ID,
+        title=TITLE,
+        **fields,
+        confidence="medium" if attributed else "low",
+        summary=summary,
+        recommendation=_REC,
+        snippet=SNIPPET if has_backward(trace) else SNIPPET_INFER,
+        evidence=_layout_evidence(trace, lk),
+        locations=aggregate(ctx.locator.for_ops(ops)),
+        assumptions=(
+            how,
+            "the further speed-up of the convolutions in NHWC (8-35% with AMP, published) is "
+            "not counted",
+            f"divided over {steps} step(s)",
+        ),
+    )
+
+
+def _layout_value(
+    ctx: Context, lk: pd.DataFrame, layout_ms: float, attributed: bool
+) -> tuple[dict, str]:
+    """The steps replayed without the conversion kernels (their GPU time where the replay
+    cannot place the steps), and how."""
     fields: dict = {"est_savings_ms": layout_ms}
     how = "saving = GPU time of the layout-conversion kernels" + (
         " launched by convolution ops" if attributed else " (no launch links: all of them)"
@@ -220,20 +254,23 @@ def _measured(
             + ". "
             + rep.assumption
         )
-    return Draft(
-        id=ID,
-        title=TITLE,
-        **fields,
-        confidence="medium" if attributed else "low",
-        summary=summary,
-        recommendation=_REC,
-        snippet=SNIPPET if has_backward(trace) else SNIPPET_INFER,
-        evidence=tuple(e for _, e in rows[:5]),
-        locations=aggregate(ctx.locator.for_ops(ops)),
-        assumptions=(
-            how,
-            "the further speed-up of the convolutions in NHWC (8-35% with AMP, published) is "
-            "not counted",
-            f"divided over {steps} step(s)",
-        ),
-    )
+    return fields, how
+
+
+def _layout_evidence(trace: Trace, lk: pd.DataFrame) -> tuple[Evidence, ...]:
+    """One row per conversion kernel (most GPU time first, five at most)."""
+    rows = []
+    for name, g in lk.groupby(lk["name"].astype(str).map(_short), sort=False):
+        rows.append(
+            (
+                int(g["dur_ns"].sum()),
+                Evidence(
+                    f"{name} (layout conversion)",
+                    len(g),
+                    ms(g["dur_ns"].sum()),
+                    trace.to_trace_us(int(g["ts_ns"].min())),
+                ),
+            )
+        )
+    rows.sort(key=lambda r: -r[0])
+    return tuple(e for _, e in rows[:5])

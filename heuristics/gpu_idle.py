@@ -64,6 +64,9 @@ Only the busiest device is analyzed in multi-GPU processes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from advisor.derive.dataloader import fetches
@@ -77,12 +80,14 @@ from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence
 from advisor.replay.fixes import Combined, Fix, ShrinkHost
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 
 from ._allocator import allocator_spans, without_allocator
 from ._compile import model_compiled
 from ._graph import (
     GRAPH_SNIPPET,
+    Breaks,
     capture_breaks,
     graph_advice,
     graph_assumption,
@@ -95,6 +100,7 @@ from ._per_step import fmt_ms, in_steps, n_steps
 from ._prelaunch import (
     PRELAUNCH_ASSUMPTION,
     PRELAUNCH_SNIPPET,
+    PreLaunch,
     prelaunch,
     prelaunch_advice,
     prelaunch_evidence,
@@ -139,7 +145,55 @@ FINDING = {
 }
 
 
-def _taken(trace: Trace, *spans: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+_Spans = tuple[np.ndarray, np.ndarray]
+
+
+class _Gaps(NamedTuple):
+    """The main GPU's idle gaps inside the steps (or its active span without step markers)."""
+
+    dev: int
+    gs: np.ndarray
+    ge: np.ndarray
+    span_ns: int
+    idle_ns: int
+    idle_pct: float
+    unrecorded: bool  # spans the trace did not fully record, counted as busy
+
+
+@dataclass(frozen=True)
+class _Split:
+    """Each gap's idle time by what the GPU waited for (``by_cat``), and the host spans that
+    explain it."""
+
+    by_cat: dict[str, np.ndarray]
+    tot: dict[str, int]
+    pct: dict[str, float]
+    rest: np.ndarray  # neither dataloader, sync, allocator, preprocessing nor prelaunch
+    host: np.ndarray  # per gap: the work ending it was launched only after the GPU ran dry
+    tail: np.ndarray  # per gap: no GPU work after it in the trace
+    dl: _Spans
+    pre: _Spans
+    pl: PreLaunch
+    with_pl: bool  # the prelaunch share is claimed (else part of host launch)
+
+
+class _Claim(NamedTuple):
+    """The host-launch idle time a launch-side fix removes, and what other findings claim."""
+
+    claim_ns: int  # launching calls' host time in the host-launch gaps
+    tiny_ns: int  # tiny-kernels' launch gaps
+    over_ns: int  # host-overhead's share
+    launches: _Spans  # those calls, less allocator calls and the host's waits for the device
+    launch_bound: bool
+
+
+class _Value(NamedTuple):
+    rep: Saving
+    fields: dict[str, Any]
+    capped: str  # the cap's sentence ("" when the idle time did not cap the saving)
+
+
+def _taken(trace: Trace, *spans: _Spans) -> _Spans:
     """The union of ``spans`` and the allocator calls: host time other findings explain."""
     parts = [*spans, allocator_spans(trace)]
     return union(
@@ -148,10 +202,16 @@ def _taken(trace: Trace, *spans: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndar
     )
 
 
-def _windows(trace: Trace) -> list[tuple[int, int]]:
+def _windows(trace: Trace, busy: Busy) -> list[tuple[int, int]]:
     """The time ranges analyzed: the steps, or the device's active span for a synthetic step."""
     st = trace.steps
-    return [(int(a), int(b)) for a, b in zip(st["ts_ns"], st["end_ns"], strict=True)]
+    wins = [(int(a), int(b)) for a, b in zip(st["ts_ns"], st["end_ns"], strict=True)]
+    if trace.meta.synthetic_steps and len(busy.starts):  # the GPU's active span in the step
+        lo, hi = wins[0][0], wins[-1][1]
+        s = busy.starts[(busy.ends > lo) & (busy.starts < hi)]
+        e = busy.ends[(busy.ends > lo) & (busy.starts < hi)]
+        wins = [(max(lo, int(s[0])), min(hi, int(e[-1])))] if len(s) else wins
+    return wins
 
 
 def _overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -161,7 +221,7 @@ def _overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np
     return Intervals(s, e).covered(gs, ge)
 
 
-def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple:
+def _intersect(a: _Spans, b: _Spans) -> _Spans:
     """Intersection of two disjoint sorted interval sets (where both cover)."""
     (as_, ae), (bs, be) = a, b
     if not len(as_) or not len(bs):
@@ -180,19 +240,59 @@ def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray
 
 @detector(ID, TITLE, gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
+    g = _gaps(trace, ctx)
+    if g is None:
+        return []
+    sp = _split(trace, ctx, g)
+    cl = _claim(trace, ctx, g, sp)
+    val = _value(trace, ctx, g, sp, cl)
+    steps = n_steps(trace)
+    largest = max(CATS, key=lambda c: sp.tot[c])
+    ref = _pointer(largest, cl)
+    breaks = capture_breaks(trace, ctx) if cl.launch_bound else None
+    pl = sp.pl
+    recommendation, snippet = _remedy(trace, ctx, pl, breaks, largest, ref)
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            **val.fields,
+            confidence="medium" if not trace.meta.synthetic_steps else "low",
+            summary=_summary(trace, g, sp, val, breaks, largest, ref),
+            recommendation=recommendation,
+            snippet=snippet,
+            evidence=_evidence(trace, g, sp)
+            + (breaks.evidence if breaks is not None else ())
+            + (prelaunch_evidence(pl, steps, trace) if sp.with_pl else ()),
+            locations=aggregate(
+                [
+                    *(breaks.locations if breaks is not None else ()),
+                    *(pl.locations if sp.with_pl else ()),
+                ]
+            ),
+            assumptions=_assumptions(trace, ctx, g, sp, cl, val, breaks),
+            extra={
+                "idle_pct": round(g.idle_pct, 2),
+                "split_pct": {c: round(sp.pct[c], 2) for c in CATS},
+                # the checks its text points to: pointers to ones that did not report are
+                # taken out (advisor/analysis/pointers.py)
+                "see": (*FINDING.values(), "host-overhead"),
+            },
+        )
+    ]
+
+
+def _gaps(trace: Trace, ctx: Context) -> _Gaps | None:
+    """The main GPU's idle gaps; None without a GPU or when it idles less than
+    ``gpu_idle.min_idle_pct`` of the steps."""
     dev = main_device(trace)
     if dev is None:
-        return []
+        return None
     busy = busy_by_device(trace)[dev]
     hs, he = affected_spans(trace)
     if len(hs):  # spans the trace did not fully record (graph replays) are not idle
         busy = Busy(*union(np.r_[busy.starts, hs], np.r_[busy.ends, he]), device=dev)
-    wins = _windows(trace)
-    if trace.meta.synthetic_steps and len(busy.starts):  # the GPU's active span in the step
-        lo, hi = wins[0][0], wins[-1][1]
-        s = busy.starts[(busy.ends > lo) & (busy.starts < hi)]
-        e = busy.ends[(busy.ends > lo) & (busy.starts < hi)]
-        wins = [(max(lo, int(s[0])), min(hi, int(e[-1])))] if len(s) else wins
+    wins = _windows(trace, busy)
     parts = [busy.gaps(lo, hi) for lo, hi in wins]
     gs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     ge = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -200,21 +300,17 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     idle_ns = int(np.sum(ge - gs))
     idle_pct = 100.0 * idle_ns / span_ns if span_ns > 0 else 0.0
     if idle_pct < ctx.t("gpu_idle.min_idle_pct") or not len(gs):
-        return []
+        return None
+    return _Gaps(dev, gs, ge, span_ns, idle_ns, idle_pct, bool(len(hs)))
 
+
+def _split(trace: Trace, ctx: Context, g: _Gaps) -> _Split:
+    """Each gap's idle time split by what the host was doing (the module docstring's list)."""
+    gs, ge = g.gs, g.ge
     calls = fetches(trace)
     calls = calls[in_steps(trace, calls["ts_ns"].to_numpy(np.int64))]
     dl = union(calls["ts_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64))
-    ev = sync_events(trace)
-    ev = ev[(ev["device"] == dev) & (ev["caused_ns"] > 0)] if len(ev) else ev
-    sy = (
-        union(
-            ev["idle_from_ns"].to_numpy(dtype=np.int64),
-            (ev["idle_from_ns"] + ev["caused_ns"]).to_numpy(dtype=np.int64),
-        )
-        if len(ev)
-        else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    )
+    sy = _sync_spans(trace, g.dev)
     dl_ns = _overlap(gs, ge, *dl)
     sync_ns = _overlap(gs, ge, *sy) - _overlap(gs, ge, *_intersect(dl, sy))
     # allocator calls in the rest of the gap (host stuck in the driver, not launching)
@@ -225,12 +321,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     pre_ns = np.minimum(_overlap(gs, ge, *pre), ge - gs - dl_ns - sync_ns - alloc_ns)
     rest = ge - gs - dl_ns - sync_ns - alloc_ns - pre_ns
     # the host's Python before each step's first launch, outside any operator
-    pl = prelaunch(trace, ctx, dev, (gs, ge), _taken(trace, dl, sy, pre))
+    pl = prelaunch(trace, ctx, g.dev, (gs, ge), _taken(trace, dl, sy, pre))
     pl_ns = np.minimum(_overlap(gs, ge, *union(pl.starts, pl.ends)), rest)
-    with_pl = 100.0 * int(pl_ns.sum()) >= ctx.t("gpu_idle.min_prelaunch_pct") * span_ns
+    with_pl = 100.0 * int(pl_ns.sum()) >= ctx.t("gpu_idle.min_prelaunch_pct") * g.span_ns
     pl_ns = pl_ns if with_pl else np.zeros_like(pl_ns)  # too little: part of the launch share
     rest = rest - pl_ns
-    host, tail = _launched_late(trace, dev, gs, ge)
+    host, tail = _launched_late(trace, g.dev, gs, ge)
     by_cat = {
         "host": np.where(host, rest, 0),
         "prelaunch": pl_ns,
@@ -240,49 +336,60 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         "sync": sync_ns,
         "other": np.where(host, 0, rest),
     }
-    steps = n_steps(trace)
     tot = {c: int(v.sum()) for c, v in by_cat.items()}
-    pct = {c: 100.0 * tot[c] / span_ns for c in CATS}
+    pct = {c: 100.0 * tot[c] / g.span_ns for c in CATS}
+    return _Split(by_cat, tot, pct, rest, host, tail, dl, pre, pl, with_pl)
+
+
+def _sync_spans(trace: Trace, dev: int) -> _Spans:
+    """The GPU's idle time each host-device sync on ``dev`` caused (sync-point's figure)."""
+    ev = sync_events(trace)
+    ev = ev[(ev["device"] == dev) & (ev["caused_ns"] > 0)] if len(ev) else ev
+    if not len(ev):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return union(
+        ev["idle_from_ns"].to_numpy(dtype=np.int64),
+        (ev["idle_from_ns"] + ev["caused_ns"]).to_numpy(dtype=np.int64),
+    )
+
+
+def _claim(trace: Trace, ctx: Context, g: _Gaps, sp: _Split) -> _Claim:
+    """The launching calls' host time while the GPU waited for it, and the shares of it that
+    tiny-kernels and host-overhead report."""
+    gs, ge = g.gs, g.ge
     tiny = reported_gaps(trace, ctx)
-    tiny_ns = int(tiny.loc[tiny["device"] == dev, "gap_ns"].sum()) if len(tiny) else 0
-    frac = ctx.t("gpu_idle.host_fraction")
+    tiny_ns = int(tiny.loc[tiny["device"] == g.dev, "gap_ns"].sum()) if len(tiny) else 0
     # idle after the trace's last GPU work: no launch shows what the host was doing
     # only the host time spent issuing GPU work (aten calls that launch) is what fewer, larger
     # kernels or CUDA graphs remove; Python and other host work in the gap is not claimed
-    issuing = np.minimum(rest, _overlap(gs, ge, *launching_calls(trace)))
-    claim_ns = int(np.where(host & ~tail, issuing, 0).sum())
+    issuing = np.minimum(sp.rest, _overlap(gs, ge, *launching_calls(trace)))
+    claim_ns = int(np.where(sp.host & ~sp.tail, issuing, 0).sum())
     # host-launch idle due to operators costing far more than typical is host-overhead's
     over_ns = excess_idle_ns(trace, ctx)
-    saving_ms = frac * max(0, claim_ns - tiny_ns - over_ns) / 1e6 / steps
     # the launching calls' host time while the GPU waited for it (host-launch idle gaps), less
     # the allocator calls inside them (allocator-churn's) and the host's waits for the device
     # (not its own work: advisor.derive.waits)
-    hm = host & ~tail
+    hm = sp.host & ~sp.tail
     ls, le, _ = without_allocator(trace, *_intersect(launching_calls(trace), (gs[hm], ge[hm])))
     ls, le = subtract(ls, le, *waited_spans(trace))
     # launch-bound: the GPU waits for launches most of the step
-    launch_bound = pct["host"] >= ctx.t("gpu_idle.launch_bound_pct")
-    if launch_bound:  # the whole-step fix: the step in CUDA graphs, compile's fusion the low end
-        fix: Fix = step_graph(trace, *_taken(trace, dl, (pl.starts, pl.ends), pre))
-    else:
-        fix = ShrinkHost(
-            ls,
-            le,
-            keep=1.0 - frac,
-            low=1.0 - frac / 2,
-            high=max(0.0, 1.0 - 1.5 * frac),
-            label="less launch overhead",
-        )
-    if with_pl:  # and that Python off the step's start
-        pl_fix = pl.fix(span_ns - idle_ns)  # hidden under the steps' GPU work
-        fix = Combined((fix, pl_fix), label=f"{fix.label}; {pl_fix.label}")
-    rep = ctx.whatif(fix)
+    launch_bound = sp.pct["host"] >= ctx.t("gpu_idle.launch_bound_pct")
+    return _Claim(claim_ns, tiny_ns, over_ns, (ls, le), launch_bound)
+
+
+def _value(trace: Trace, ctx: Context, g: _Gaps, sp: _Split, cl: _Claim) -> _Value:
+    """The launch-side fix replayed (the closed-form share of the claim where it cannot be),
+    capped at the GPU's idle time for a whole-step graph; nothing without iterations."""
+    frac = ctx.t("gpu_idle.host_fraction")
+    steps = n_steps(trace)
+    saving_ms = frac * max(0, cl.claim_ns - cl.tiny_ns - cl.over_ns) / 1e6 / steps
+    rep = ctx.whatif(_fix(trace, g, sp, cl, frac))
     capped = ""
-    idle_ms = idle_ns / 1e6 / steps
+    idle_ms = g.idle_ns / 1e6 / steps
     # a graph changes when the GPU work starts, never how long it runs: the step cannot get
     # shorter than the GPU's own work, so no more than its idle time is claimed (the replay
     # finds more where communication comes to overlap compute: comm-overlap's cause)
-    at_most = rep.at_most(idle_ms) if launch_bound and rep.replayed else rep
+    at_most = rep.at_most(idle_ms) if cl.launch_bound and rep.replayed else rep
     if at_most is not rep:
         rep = at_most
         capped = (
@@ -290,129 +397,169 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             "the GPU work starts, not how long it runs; more than that would come from other "
             "streams' work (communication) overlapping compute, which is not the graph's to claim."
         )
-    fields: dict = {"est_savings_ms": saving_ms}
-    if rep.replayed and (len(ls) or launch_bound or with_pl):
+    fields: dict[str, Any] = {"est_savings_ms": saving_ms}
+    if rep.replayed and (len(cl.launches[0]) or cl.launch_bound or sp.with_pl):
         fields = rep.draft_fields()
-        saving_ms = rep.ms
     if trace.meta.synthetic_steps:
         # no iterations: the span mixes set-up, teardown and the loop, and nothing says how
         # much of the host's time a launch-side fix would remove (no claim; see one-time-init)
-        saving_ms = 0.0
         fields = {"est_savings_ms": 0.0}
-    largest = max(CATS, key=lambda c: tot[c])
+    return _Value(rep, fields, capped)
+
+
+def _fix(trace: Trace, g: _Gaps, sp: _Split, cl: _Claim, frac: float) -> Fix:
+    """The whole step in CUDA graphs (launch-bound) or less launch overhead, and the prelaunch
+    Python off the step's start when it is claimed."""
+    if cl.launch_bound:  # the whole-step fix: the step in CUDA graphs, compile's fusion the low end
+        fix: Fix = step_graph(trace, *_taken(trace, sp.dl, (sp.pl.starts, sp.pl.ends), sp.pre))
+    else:
+        fix = ShrinkHost(
+            *cl.launches,
+            keep=1.0 - frac,
+            low=1.0 - frac / 2,
+            high=max(0.0, 1.0 - 1.5 * frac),
+            label="less launch overhead",
+        )
+    if sp.with_pl:  # and that Python off the step's start
+        pl_fix = sp.pl.fix(g.span_ns - g.idle_ns)  # hidden under the steps' GPU work
+        fix = Combined((fix, pl_fix), label=f"{fix.label}; {pl_fix.label}")
+    return fix
+
+
+def _pointer(largest: str, cl: _Claim) -> str | None:
+    """The finding the largest share points to (None: host launch that no other finding
+    reports)."""
     ref = FINDING.get(largest)
-    if largest == "host" and over_ns:
+    if largest == "host" and cl.over_ns:
         ref = "host-overhead"
-    elif largest == "host" and not tiny_ns:
+    elif largest == "host" and not cl.tiny_ns:
         ref = None
+    return ref
+
+
+def _remedy(
+    trace: Trace,
+    ctx: Context,
+    pl: PreLaunch,
+    breaks: Breaks | None,
+    largest: str,
+    ref: str | None,
+) -> tuple[str, str]:
+    """The recommendation and its snippet: the whole-step graph on a launch-bound step, else
+    the fix for the largest share."""
+    if breaks is not None:
+        return graph_advice(breaks, ref == "host-overhead"), GRAPH_SNIPPET
+    if largest == "prelaunch":
+        return prelaunch_advice(pl, trace_kind(trace)), PRELAUNCH_SNIPPET
+    return _advice(largest, ref, model_compiled(trace, ctx)), _SNIPPETS[largest]
+
+
+def _evidence(trace: Trace, g: _Gaps, sp: _Split) -> tuple[Evidence, ...]:
+    """One row per share, largest first, with its largest gap as the example."""
     evidence = []
-    for c in sorted(CATS, key=lambda c: -tot[c]):
-        if tot[c] <= 0:
+    for c in sorted(CATS, key=lambda c: -sp.tot[c]):
+        if sp.tot[c] <= 0:
             continue
-        v = by_cat[c]
+        v = sp.by_cat[c]
         k = int(np.argmax(v))
         evidence.append(
             Evidence(
-                what=f"{LABELS[c]}: {pct[c]:.1f}% of step time",
+                what=f"{LABELS[c]}: {sp.pct[c]:.1f}% of step time",
                 count=int(np.count_nonzero(v)),
-                total_ms=round(tot[c] / 1e6, 3),
-                example_ts_us=trace.to_trace_us(int(gs[k])),
+                total_ms=round(sp.tot[c] / 1e6, 3),
+                example_ts_us=trace.to_trace_us(int(g.gs[k])),
             )
         )
+    return tuple(evidence)
+
+
+def _summary(
+    trace: Trace,
+    g: _Gaps,
+    sp: _Split,
+    val: _Value,
+    breaks: Breaks | None,
+    largest: str,
+    ref: str | None,
+) -> str:
+    steps = n_steps(trace)
     split = ", ".join(
-        f"{pct[c]:.0f}% {c if c != 'host' else 'host launch'}"
-        for c in sorted(CATS, key=lambda c: -tot[c])
-        if tot[c] > 0
+        f"{sp.pct[c]:.0f}% {c if c != 'host' else 'host launch'}"
+        for c in sorted(CATS, key=lambda c: -sp.tot[c])
+        if sp.tot[c] > 0
     )
     see = f" The largest share is {largest}: see {ref}." if ref else ""
-    breaks = capture_breaks(trace, ctx) if launch_bound else None
-    more = graph_sentence(rep, breaks) if breaks is not None and "saving" in fields else ""
-    if with_pl:
-        more += prelaunch_sentence(pl, steps, span_ns - idle_ns)
-    how = (
-        graph_assumption(rep)
-        if breaks is not None
-        else f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
-        f"during the host-launch idle gaps ({fmt_ms(claim_ns / 1e6 / steps)} per step), "
-        f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
-        "launch gaps" + (" and host-overhead's claim. " if over_ns else ". ")
-    )
-    if with_pl:
-        how += PRELAUNCH_ASSUMPTION
+    more = graph_sentence(val.rep, breaks) if breaks is not None and "saving" in val.fields else ""
+    if sp.with_pl:
+        more += prelaunch_sentence(sp.pl, steps, g.span_ns - g.idle_ns)
     span_word = "of the GPU's active span" if trace.meta.synthetic_steps else "of each step"
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            **fields,
-            confidence="medium" if not trace.meta.synthetic_steps else "low",
-            summary=(
-                f"GPU {dev} is idle {idle_pct:.0f}% {span_word} "
-                f"({fmt_ms(idle_ms)} per step): {split}.{see}{more}"
-            ),
-            recommendation=(
-                graph_advice(breaks, ref == "host-overhead")
-                if breaks is not None
-                else prelaunch_advice(pl, trace_kind(trace))
-                if largest == "prelaunch"
-                else _advice(largest, ref, model_compiled(trace, ctx))
-            ),
-            snippet=GRAPH_SNIPPET
+    return (
+        f"GPU {g.dev} is idle {g.idle_pct:.0f}% {span_word} "
+        f"({fmt_ms(g.idle_ns / 1e6 / steps)} per step): {split}.{see}{more}"
+    )
+
+
+def _assumptions(
+    trace: Trace,
+    ctx: Context,
+    g: _Gaps,
+    sp: _Split,
+    cl: _Claim,
+    val: _Value,
+    breaks: Breaks | None,
+) -> tuple[str, ...]:
+    return (
+        "Idle = step time not covered by any kernel, copy or memset on the device (all "
+        "streams); a trace without step markers is measured from its first to its last "
+        "GPU activity.",
+        _how(trace, ctx, sp, cl, val, breaks),
+        "Only the steady steps are measured: set-up outside them (see one-time-init) is "
+        "not idle time of a step.",
+        *(
+            (
+                "Spans the trace did not fully record (CUDA-graph replays, see "
+                "run.trace_quality) are counted as busy, not idle.",
+            )
+            if g.unrecorded
+            else ()
+        ),
+        "The dataloader, sync, allocator and preprocessing shares are the savings of "
+        "dataloader-stall, sync-point, allocator-churn and host-preprocessing (the same "
+        "time); they are not claimed again here. 'other' is not claimed.",
+    )
+
+
+def _how(
+    trace: Trace, ctx: Context, sp: _Split, cl: _Claim, val: _Value, breaks: Breaks | None
+) -> str:
+    """How the saving was obtained: the replayed fix, or the closed-form share of the claim."""
+    frac = ctx.t("gpu_idle.host_fraction")
+    steps = n_steps(trace)
+    if "saving" in val.fields:
+        how = (
+            graph_assumption(val.rep)
             if breaks is not None
-            else PRELAUNCH_SNIPPET
-            if largest == "prelaunch"
-            else _SNIPPETS[largest],
-            evidence=tuple(evidence)
-            + (breaks.evidence if breaks is not None else ())
-            + (prelaunch_evidence(pl, steps, trace) if with_pl else ()),
-            locations=aggregate(
-                [
-                    *(breaks.locations if breaks is not None else ()),
-                    *(pl.locations if with_pl else ()),
-                ]
-            ),
-            assumptions=(
-                "Idle = step time not covered by any kernel, copy or memset on the device (all "
-                "streams); a trace without step markers is measured from its first to its last "
-                "GPU activity.",
-                how + rep.assumption + capped
-                if "saving" in fields
-                else (
-                    f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
-                    f"aten calls that launch GPU work ({fmt_ms(claim_ns / 1e6 / steps)} per step; "
-                    "Python and other host work in the gaps is not claimed), minus the launch gaps "
-                    f"tiny-kernels reports ({fmt_ms(tiny_ns / 1e6 / steps)} per step) and the share "
-                    f"host-overhead reports ({fmt_ms(over_ns / 1e6 / steps)} per step), divided by the "
-                    f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
-                    + (
-                        "; none is claimed in a trace with no iterations (set-up and loop are mixed)."
-                        if trace.meta.synthetic_steps
-                        else "."
-                    )
-                ),
-                "Only the steady steps are measured: set-up outside them (see one-time-init) is "
-                "not idle time of a step.",
-                *(
-                    (
-                        "Spans the trace did not fully record (CUDA-graph replays, see "
-                        "run.trace_quality) are counted as busy, not idle.",
-                    )
-                    if len(hs)
-                    else ()
-                ),
-                "The dataloader, sync, allocator and preprocessing shares are the savings of "
-                "dataloader-stall, sync-point, allocator-churn and host-preprocessing (the same "
-                "time); they are not claimed again here. 'other' is not claimed.",
-            ),
-            extra={
-                "idle_pct": round(idle_pct, 2),
-                "split_pct": {c: round(pct[c], 2) for c in CATS},
-                # the checks its text points to: pointers to ones that did not report are
-                # taken out (advisor/analysis/pointers.py)
-                "see": (*FINDING.values(), "host-overhead"),
-            },
+            else f"Replayed with {frac:g} of the host time inside aten calls that launch GPU work, "
+            f"during the host-launch idle gaps ({fmt_ms(cl.claim_ns / 1e6 / steps)} per step), "
+            f"removed (range {frac / 2:g}-{min(1.0, 1.5 * frac):g}); it overlaps tiny-kernels' "
+            "launch gaps" + (" and host-overhead's claim. " if cl.over_ns else ". ")
         )
-    ]
+        if sp.with_pl:
+            how += PRELAUNCH_ASSUMPTION
+        return how + val.rep.assumption + val.capped
+    return (
+        f"Saving = {frac:g} x the host-launch idle time during which the host was inside "
+        f"aten calls that launch GPU work ({fmt_ms(cl.claim_ns / 1e6 / steps)} per step; "
+        "Python and other host work in the gaps is not claimed), minus the launch gaps "
+        f"tiny-kernels reports ({fmt_ms(cl.tiny_ns / 1e6 / steps)} per step) and the share "
+        f"host-overhead reports ({fmt_ms(cl.over_ns / 1e6 / steps)} per step), divided by the "
+        f"{steps} step(s); idle time after the trace's last GPU work is not claimed"
+        + (
+            "; none is claimed in a trace with no iterations (set-up and loop are mixed)."
+            if trace.meta.synthetic_steps
+            else "."
+        )
+    )
 
 
 def _launched_late(

@@ -30,6 +30,8 @@ window; traces without ProfilerStep markers count the whole trace as one step, s
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -39,10 +41,11 @@ from advisor.detect.registry import Context, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Evidence, Location
 from advisor.replay.fixes import ScaleGpu
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 
 from ._matmul import arch_cc
-from ._ops import runtime_op
+from ._ops import launching_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "pageable-memcpy"
@@ -102,84 +105,117 @@ def _size(nbytes: float) -> str:
     return f"{nbytes / 1e6:.1f} MB" if nbytes >= 1e5 else f"{nbytes / 1e3:.1f} kB"
 
 
+class _Copies(NamedTuple):
+    """The pageable host-to-device copies in the steps and their time from pinned memory."""
+
+    pg: pd.DataFrame  # rows of trace.memcpy
+    steps: int
+    bytes_step: float
+    dur: np.ndarray  # ns per copy
+    pageable_gbps: float
+    pinned_ns: np.ndarray  # ns per copy from pinned memory
+    how: str  # how the pinned bandwidth was obtained
+    measured: bool  # ...measured in this trace
+
+
+_ADVICE = (
+    "Pin the host memory the batch comes from: DataLoader(..., pin_memory=True), then "
+    "copy with .to(device, non_blocking=True) so the transfer runs at full bandwidth "
+    "and overlaps the host. For tensors built in the loop, create them on the GPU or "
+    "copy through a reused pinned buffer."
+)
+_SNIPPET = (
+    "loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)\n"
+    "for x, y in loader:\n"
+    "    x = x.to(device, non_blocking=True)\n"
+    "    y = y.to(device, non_blocking=True)\n"
+    "    ...\n"
+    "# a tensor made on the host each step: stage it through a pinned buffer\n"
+    "buf = torch.empty(shape, dtype=dtype, pin_memory=True)  # once\n"
+    "buf.copy_(host_tensor)\n"
+    "x = buf.to(device, non_blocking=True)"
+)
+
+
 @detector(ID, "Host-to-device copies from pageable memory", gpu_only=True)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
-    m = rows_in_steps(trace.memcpy, trace)
-    pg = m[(m["kind"].astype(str) == "HtoD") & (m["src"].astype(str) == "Pageable")]
-    if not len(pg):
+    c = _measure(trace, ctx)
+    if c is None:
         return []
-    steps = n_steps(trace)
-    bytes_step = float(pg["bytes"].sum()) / steps
-    if bytes_step < ctx.t("pageable_memcpy.min_bytes_per_step"):
-        return []
-    dur = pg["dur_ns"].to_numpy(dtype=np.float64)
-    nb = pg["bytes"].to_numpy(dtype=np.float64)
-    pageable_gbps = float(nb.sum() / dur.sum()) if dur.sum() > 0 else 0.0
-    pinned_gbps, how, measured = _pinned_gbps(trace, ctx, pageable_gbps)
-    if pinned_gbps <= 0:
-        return []
-    pinned_ns = LATENCY_NS + nb / pinned_gbps  # GB/s == bytes/ns
-    save_ns = np.maximum(dur - pinned_ns, 0.0)
-    saving_ms = float(save_ns.sum()) / 1e6 / steps
+    save_ns = np.maximum(c.dur - c.pinned_ns, 0.0)
+    saving_ms = float(save_ns.sum()) / 1e6 / c.steps
     if saving_ms <= 0:
         return []
-    copy_ms = float(dur.sum()) / 1e6 / steps
-    sp = float(dur.sum() / max(float(np.minimum(dur, pinned_ns).sum()), 1.0))
-    rep = ctx.whatif(ScaleGpu(memcpy=pg.index.to_numpy(), speedup=sp, label="pinned copies"))
+    sp = float(c.dur.sum() / max(float(np.minimum(c.dur, c.pinned_ns).sum()), 1.0))
+    rep = ctx.whatif(ScaleGpu(memcpy=c.pg.index.to_numpy(), speedup=sp, label="pinned copies"))
     fields: dict = {"est_savings_ms": saving_ms}
     if rep.replayed:
         fields = rep.draft_fields()
-    evidence = _evidence(trace, pg)
-    locs = _locations(trace, ctx, pg)
+    evidence = _evidence(trace, c.pg)
+    locs = _locations(trace, ctx, c.pg)
     unpinned = [d for d in ctx.live.dataloaders if d.pin_memory is False]
     dl_locs = run_locations(unpinned, lambda r: "DataLoader(pin_memory=False)")
-    per_step = len(pg) / steps
-    summary = (
-        f"{per_step:.0f} host-to-device cop{'y' if round(per_step) == 1 else 'ies'} from "
-        f"pageable memory {per_step_words(trace)} move {bytes_step / 1e6:.1f} MB in {copy_ms:.2f} ms "
-        f"({pageable_gbps:.1f} GB/s); from pinned memory they would take about "
-        f"{copy_ms - saving_ms:.2f} ms."
-    )
-    if unpinned:
-        summary += f" {len(unpinned)} DataLoader(s) run with pin_memory=False."
-    assumptions = (
-        how,
-        "pinned time per copy = 10 us + bytes / pinned bandwidth; copies that are already at "
-        "that rate count for nothing",
-        (f"The copies run {sp:.2f}x faster together (their pinned time). " + rep.assumption)
-        if rep.replayed
-        else f"saving = measured minus pinned time, divided over {steps} step(s)",
-        "the copy's host blocking is counted by blocking-copy, not here (the savings overlap)",
-    )
     return [
         Draft(
             id=ID,
             title="Host-to-device copies from pageable memory",
             **fields,
-            confidence="high" if measured else "medium",
-            summary=summary,
-            recommendation=(
-                "Pin the host memory the batch comes from: DataLoader(..., pin_memory=True), then "
-                "copy with .to(device, non_blocking=True) so the transfer runs at full bandwidth "
-                "and overlaps the host. For tensors built in the loop, create them on the GPU or "
-                "copy through a reused pinned buffer."
-            ),
-            snippet=(
-                "loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)\n"
-                "for x, y in loader:\n"
-                "    x = x.to(device, non_blocking=True)\n"
-                "    y = y.to(device, non_blocking=True)\n"
-                "    ...\n"
-                "# a tensor made on the host each step: stage it through a pinned buffer\n"
-                "buf = torch.empty(shape, dtype=dtype, pin_memory=True)  # once\n"
-                "buf.copy_(host_tensor)\n"
-                "x = buf.to(device, non_blocking=True)"
-            ),
+            confidence="high" if c.measured else "medium",
+            summary=_summary(trace, c, saving_ms, len(unpinned)),
+            recommendation=_ADVICE,
+            snippet=_SNIPPET,
             evidence=evidence,
             locations=merge_locations(dl_locs, locs),
-            assumptions=assumptions,
+            assumptions=_assumptions(c, sp, rep),
         )
     ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Copies | None:
+    """The copies; None below ``pageable_memcpy.min_bytes_per_step`` or without a pinned
+    bandwidth to compare with."""
+    m = rows_in_steps(trace.memcpy, trace)
+    pg = m[(m["kind"].astype(str) == "HtoD") & (m["src"].astype(str) == "Pageable")]
+    if not len(pg):
+        return None
+    steps = n_steps(trace)
+    bytes_step = float(pg["bytes"].sum()) / steps
+    if bytes_step < ctx.t("pageable_memcpy.min_bytes_per_step"):
+        return None
+    dur = pg["dur_ns"].to_numpy(dtype=np.float64)
+    nb = pg["bytes"].to_numpy(dtype=np.float64)
+    pageable_gbps = float(nb.sum() / dur.sum()) if dur.sum() > 0 else 0.0
+    pinned_gbps, how, measured = _pinned_gbps(trace, ctx, pageable_gbps)
+    if pinned_gbps <= 0:
+        return None
+    pinned_ns = LATENCY_NS + nb / pinned_gbps  # GB/s == bytes/ns
+    return _Copies(pg, steps, bytes_step, dur, pageable_gbps, pinned_ns, how, measured)
+
+
+def _summary(trace: Trace, c: _Copies, saving_ms: float, unpinned: int) -> str:
+    copy_ms = float(c.dur.sum()) / 1e6 / c.steps
+    per_step = len(c.pg) / c.steps
+    summary = (
+        f"{per_step:.0f} host-to-device cop{'y' if round(per_step) == 1 else 'ies'} from "
+        f"pageable memory {per_step_words(trace)} move {c.bytes_step / 1e6:.1f} MB in "
+        f"{copy_ms:.2f} ms ({c.pageable_gbps:.1f} GB/s); from pinned memory they would take "
+        f"about {copy_ms - saving_ms:.2f} ms."
+    )
+    if unpinned:
+        summary += f" {unpinned} DataLoader(s) run with pin_memory=False."
+    return summary
+
+
+def _assumptions(c: _Copies, sp: float, rep: Saving) -> tuple[str, ...]:
+    return (
+        c.how,
+        "pinned time per copy = 10 us + bytes / pinned bandwidth; copies that are already at "
+        "that rate count for nothing",
+        (f"The copies run {sp:.2f}x faster together (their pinned time). " + rep.assumption)
+        if rep.replayed
+        else f"saving = measured minus pinned time, divided over {c.steps} step(s)",
+        "the copy's host blocking is counted by blocking-copy, not here (the savings overlap)",
+    )
 
 
 def _evidence(trace: Trace, pg: pd.DataFrame) -> tuple[Evidence, ...]:
@@ -202,7 +238,5 @@ def _evidence(trace: Trace, pg: pd.DataFrame) -> tuple[Evidence, ...]:
 
 
 def _locations(trace: Trace, ctx: Context, pg: pd.DataFrame) -> tuple[Location, ...]:
-    op_of_rt = runtime_op(trace)
-    li = pg["launch_idx"].to_numpy()
-    ops = [int(op_of_rt[i]) for i in li if 0 <= i < len(op_of_rt) and op_of_rt[i] >= 0]
+    ops = [int(o) for o in launching_op(trace, pg) if o >= 0]
     return aggregate(ctx.locator.for_ops(ops))

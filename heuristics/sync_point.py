@@ -44,6 +44,8 @@ DataLoader fetch or an optimizer step, which read CPU tensors on any machine.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -55,13 +57,20 @@ from advisor.detect.registry import Context, Skip, detector
 from advisor.detect.thresholds import register
 from advisor.findings import Confidence, Evidence, Location
 from advisor.replay.fixes import DropSyncs
+from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
 from ._frameworks import framework_note
 from ._ops import op_chain, op_names
 from ._per_step import fmt_ms, in_steps, n_steps
-from ._sync_roles import event_runtime_rows, harness_note, result_reads, sync_roles
+from ._sync_roles import (
+    ResultReads,
+    event_runtime_rows,
+    harness_note,
+    result_reads,
+    sync_roles,
+)
 from ._syncs import REASONS, classify, sync_events
 
 ID = "sync-point"
@@ -151,41 +160,118 @@ def _location(ctx: Context, op_idx: int, tid: int, ts_ns: int) -> Location | Non
     return loc if loc is not None else ctx.locator.at(tid, ts_ns)
 
 
+class _Syncs(NamedTuple):
+    """The syncs in the steps (the harness's apart) and what they cost per step."""
+
+    ev: pd.DataFrame  # rows of sync_events, with their role
+    harness: pd.DataFrame  # the measuring harness's syncs, left out
+    steps: int
+    caused_ms: float  # GPU idle they caused
+    wait_ms: float  # host blocked in them
+
+
+class _Value(NamedTuple):
+    """The syncs that can go replayed away, and the reads of a result the host needs."""
+
+    rep: Saving
+    removable: bool  # some syncs can go
+    caused_ms: float  # the saving per step
+    res: ResultReads
+
+    @property
+    def replayed_removal(self) -> bool:
+        return self.rep.replayed and self.removable
+
+
 @detector(ID, TITLE)
 def detect(trace: Trace, ctx: Context) -> list[Draft]:
     if not trace.has_gpu:
         return _latent(trace, ctx)
     if not len(trace.runtime):
         raise Skip("no CUDA/HIP runtime events in this trace")
+    s = _measure(trace, ctx)
+    if s is None:
+        return []
+    val = _value(trace, ctx, s)
+    ev, locs = _located(ctx, s.ev)
+    groups = _groups(ev)
+    top = groups.iloc[0]
+    fix_text, snippet = FIXES[_fix_key(str(top["kind"]))]
+    summary = _summary(s, val, top["label"].split(" (")[0], len(ev))
+    rec = _recommendation(fix_text, groups)
+    fw = framework_note(ctx.locator, ev["reason_idx"].where(ev["reason_idx"] >= 0, ev["op_idx"]))
+    if fw is not None:  # the sync is a framework's: its setting first (_frameworks.CAUSES)
+        summary, rec = f"{summary} {fw.sentence}", f"{fw.advice} {rec}"
+    has_loc = any(loc is not None for loc in locs)
+    confidence: Confidence = "low" if val.caused_ms <= 0 else ("high" if has_loc else "medium")
+    return [
+        Draft(
+            id=ID,
+            title=TITLE,
+            est_savings_ms=val.caused_ms,
+            confidence=confidence,
+            summary=summary,
+            recommendation=rec,
+            snippet=snippet,
+            evidence=_evidence(trace, ev, groups, s.steps),
+            locations=aggregate(locs),
+            assumptions=_assumptions(s, val),
+            extra={"host_wait_ms_per_step": round(s.wait_ms, 3)},
+            saving=val.rep if val.replayed_removal else None,
+        )
+    ]
+
+
+def _measure(trace: Trace, ctx: Context) -> _Syncs | None:
+    """The syncs other than the harness's; None when there are none or they cost less than
+    ``sync_point.min_idle_ms`` of GPU idle and ``sync_point.min_wait_ms`` of host waiting."""
     ev = sync_events(trace)
     if not len(ev):
-        return []
+        return None
     role = sync_roles(trace)["role"].to_numpy()
     harness = ev[role == "harness"]
     ev = ev[role != "harness"].assign(role=role[role != "harness"])
     if not len(ev):
-        return []  # only the harness's syncs: run.trace_quality says so
+        return None  # only the harness's syncs: run.trace_quality says so
     steps = n_steps(trace)
     caused_ms = float(ev["caused_ns"].sum()) / 1e6 / steps
     wait_ms = float(ev["wait_ns"].sum()) / 1e6 / steps
     if caused_ms < ctx.t("sync_point.min_idle_ms") and wait_ms < ctx.t("sync_point.min_wait_ms"):
-        return []
+        return None
+    return _Syncs(ev, harness, steps, caused_ms, wait_ms)
+
+
+def _value(trace: Trace, ctx: Context, s: _Syncs) -> _Value:
+    """The steps replayed without the removable syncs (the GPU idle they caused where the
+    replay cannot place the steps), plus what is claimed for reads of a needed result."""
+    ev = s.ev
     gone = ev[ev["role"] == "remove"]
     rep = ctx.whatif(
         DropSyncs(_rows(trace, gone), label="no syncs in the loop"),
     )
+    caused_ms = s.caused_ms
     if rep.replayed:
         caused_ms = rep.ms if len(gone) else 0.0
     res = result_reads(trace, ev[ev["role"] == "result"])
     caused_ms += res.claimed_ms
+    return _Value(rep, bool(len(gone)), caused_ms, res)
 
+
+def _located(ctx: Context, ev: pd.DataFrame) -> tuple[pd.DataFrame, list[Location | None]]:
+    """Each sync's source line (of the op that issued it), and ``ev`` with ``loc`` (its text)
+    and ``kind`` (``result`` for reads of a needed result)."""
     locs: list[Location | None] = []
     for r in ev.itertuples(index=False):
         oi = int(r.reason_idx) if r.reason_idx >= 0 else int(r.op_idx)
         locs.append(_location(ctx, oi, int(r.tid), int(r.start_ns)))
     ev = ev.assign(loc=[f"{lc.file}:{lc.line}" if lc else "" for lc in locs])
     ev = ev.assign(kind=np.where(ev["role"] == "result", "result", ev["kind"]))
-    groups = (
+    return ev, locs
+
+
+def _groups(ev: pd.DataFrame) -> pd.DataFrame:
+    """The syncs grouped by kind, label and line, the costliest first."""
+    return (
         ev.groupby(["kind", "label", "loc"], sort=False)
         .agg(
             n=("wait_ns", "size"),
@@ -197,6 +283,12 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
         .reset_index()
         .sort_values(["caused", "wait", "n"], ascending=False, kind="stable")
     )
+
+
+def _evidence(
+    trace: Trace, ev: pd.DataFrame, groups: pd.DataFrame, steps: int
+) -> tuple[Evidence, ...]:
+    """One row per group (the first five), its costliest sync as the example."""
     opn = op_names(trace)
     evidence = []
     for g in groups.head(5).itertuples(index=False):
@@ -218,82 +310,75 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
                 example_ts_us=trace.to_trace_us(int(ex["start_ns"])),
             )
         )
-    top = groups.iloc[0]
-    fix_text, snippet = FIXES[_fix_key(str(top["kind"]))]
-    kinds = list(dict.fromkeys(_fix_key(str(k)) for k in groups["kind"]))
-    extra = [FIXES[k][0] for k in kinds[1:3]]
-    per_step = len(ev) / steps
-    what = top["label"].split(" (")[0]
+    return tuple(evidence)
+
+
+def _summary(s: _Syncs, val: _Value, what: str, n: int) -> str:
+    """What the ``n`` syncs (mostly ``what``) cost: the replayed saving, the idle they cause,
+    or why removing them would not shorten the step; the result reads' sentence after."""
+    per_step = n / s.steps
     head = f"{per_step:g} host-device sync(s) per step (mostly {what}) block the host "
     summary = (
-        f"{head}{fmt_ms(wait_ms)} per step; the GPU then idles {fmt_ms(caused_ms)} "
+        f"{head}{fmt_ms(s.wait_ms)} per step; the GPU then idles {fmt_ms(val.caused_ms)} "
         "per step waiting for new work."
     )
-    if rep.replayed and len(gone):
+    if val.replayed_removal:
         summary = (
-            f"{head}{fmt_ms(wait_ms)} per step; replayed without "
-            f"{'them' if not res.n else 'the removable ones'}, the step is "
-            f"{fmt_ms(rep.ms)} shorter."
+            f"{head}{fmt_ms(s.wait_ms)} per step; replayed without "
+            f"{'them' if not val.res.n else 'the removable ones'}, the step is "
+            f"{fmt_ms(val.rep.ms)} shorter."
         )
-    elif res.n:
-        summary = f"{head}{fmt_ms(wait_ms)} per step."
-    if caused_ms <= 0 and not res.n:
+    elif val.res.n:
+        summary = f"{head}{fmt_ms(s.wait_ms)} per step."
+    if val.caused_ms <= 0 and not val.res.n:
         summary = (
-            f"{head}{fmt_ms(wait_ms)} per step; here the GPU had already run dry or the host "
+            f"{head}{fmt_ms(s.wait_ms)} per step; here the GPU had already run dry or the host "
             "limits the step, so removing them would not shorten it."
         )
-    if res.n:
-        summary += " " + res.sentence
-    rec = " ".join(
+    if val.res.n:
+        summary += " " + val.res.sentence
+    return summary
+
+
+def _recommendation(fix_text: str, groups: pd.DataFrame) -> str:
+    """The top group's fix, then those of the next two kinds of sync."""
+    kinds = list(dict.fromkeys(_fix_key(str(k)) for k in groups["kind"]))
+    extra = [FIXES[k][0] for k in kinds[1:3]]
+    return " ".join(
         [
             fix_text,
             *extra,
             'Run once with `torch.cuda.set_sync_debug_mode("warn")` to list every sync.',
         ]
     )
-    fw = framework_note(ctx.locator, ev["reason_idx"].where(ev["reason_idx"] >= 0, ev["op_idx"]))
-    if fw is not None:  # the sync is a framework's: its setting first (_frameworks.CAUSES)
-        summary, rec = f"{summary} {fw.sentence}", f"{fw.advice} {rec}"
-    has_loc = any(loc is not None for loc in locs)
-    confidence: Confidence = "low" if caused_ms <= 0 else ("high" if has_loc else "medium")
-    notes = [res.assumption] if res.n else []
-    if len(harness):
-        notes.append(harness_note(len(harness), float(harness["wait_ns"].sum()) / 1e6 / steps))
-    return [
-        Draft(
-            id=ID,
-            title=TITLE,
-            est_savings_ms=caused_ms,
-            confidence=confidence,
-            summary=summary,
-            recommendation=rec,
-            snippet=snippet,
-            evidence=tuple(evidence),
-            locations=aggregate(locs),
-            assumptions=(
-                *(
-                    (rep.assumption,)
-                    if rep.replayed and len(gone)
-                    else ()
-                    if rep.replayed
-                    else (
-                        "Saving = GPU idle each sync causes: min(idle gap from the sync's return to the "
-                        "next GPU activity on its device, GPU work the host waited for during the sync), "
-                        f"summed over the trace and divided by its {steps} step(s).",
-                        "Removing a sync lets the host run ahead by at most the time it waited, so idle "
-                        "time beyond that is not claimed (it is host-bound: see gpu-idle).",
-                    )
-                ),
-                *notes,
-                "gpu-idle's 'sync' share overlaps this figure.",
-                "Syncs that only wait for host-to-device copies (blocking-copy) and cuDNN "
-                "autotuning syncs are not counted; large device-to-host copies also appear in "
-                "blocking-copy, which counts the copy window itself, not the idle after it.",
-            ),
-            extra={"host_wait_ms_per_step": round(wait_ms, 3)},
-            saving=rep if rep.replayed and len(gone) else None,
+
+
+def _assumptions(s: _Syncs, val: _Value) -> tuple[str, ...]:
+    notes = [val.res.assumption] if val.res.n else []
+    if len(s.harness):
+        notes.append(
+            harness_note(len(s.harness), float(s.harness["wait_ns"].sum()) / 1e6 / s.steps)
         )
-    ]
+    return (
+        *(
+            (val.rep.assumption,)
+            if val.replayed_removal
+            else ()
+            if val.rep.replayed
+            else (
+                "Saving = GPU idle each sync causes: min(idle gap from the sync's return to the "
+                "next GPU activity on its device, GPU work the host waited for during the sync), "
+                f"summed over the trace and divided by its {s.steps} step(s).",
+                "Removing a sync lets the host run ahead by at most the time it waited, so idle "
+                "time beyond that is not claimed (it is host-bound: see gpu-idle).",
+            )
+        ),
+        *notes,
+        "gpu-idle's 'sync' share overlaps this figure.",
+        "Syncs that only wait for host-to-device copies (blocking-copy) and cuDNN "
+        "autotuning syncs are not counted; large device-to-host copies also appear in "
+        "blocking-copy, which counts the copy window itself, not the idle after it.",
+    )
 
 
 def _rows(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
@@ -342,27 +427,33 @@ def _in_fetch(trace: Trace, ts_ns: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return out
 
 
-def _latent(trace: Trace, ctx: Context) -> list[Draft]:
-    """CPU-only trace: scalar reads / nonzero that would block on a GPU (info, 0 ms). Reads that
-    would stay on the CPU on any machine are left out: inside a DataLoader fetch (the Dataset
-    and collate work on CPU tensors) and inside torch's optimizer steps (CPU step counters)."""
-    if not len(trace.cpu_ops):
-        raise Skip("no CPU operator events in this trace")
+def _latent_reads(trace: Trace) -> dict[int, str]:
+    """The ops in the steps that would read a tensor back on a GPU (op index -> kind), first
+    seen first; none inside torch's optimizer steps or a DataLoader fetch."""
     opn = op_names(trace)
     ops_ts = trace.cpu_ops["ts_ns"].to_numpy()
     cand = np.flatnonzero(name_flags(trace.cpu_ops["name"], _LATENT_OPS.__contains__))
     cand = cand[in_steps(trace, ops_ts[cand])]
     cand = cand[~_in_optimizer(trace, ops_ts[cand])]
     cand = cand[~_in_fetch(trace, ops_ts[cand], trace.cpu_ops["tid"].to_numpy()[cand])]
-    if not len(cand):
-        return []
     seen: dict[int, str] = {}
     for i in cand:
         kind, reason, _ = classify(op_chain(trace, int(i)), opn)
         if reason >= 0 and kind not in ("op", "to_cpu"):
             seen.setdefault(reason, kind)
+    return seen
+
+
+def _latent(trace: Trace, ctx: Context) -> list[Draft]:
+    """CPU-only trace: scalar reads / nonzero that would block on a GPU (info, 0 ms). Reads that
+    would stay on the CPU on any machine are left out: inside a DataLoader fetch (the Dataset
+    and collate work on CPU tensors) and inside torch's optimizer steps (CPU step counters)."""
+    if not len(trace.cpu_ops):
+        raise Skip("no CPU operator events in this trace")
+    seen = _latent_reads(trace)
     if not seen:
         return []
+    opn = op_names(trace)
     steps = n_steps(trace)
     rows = pd.DataFrame({"idx": list(seen), "kind": list(seen.values())})
     ops = trace.cpu_ops

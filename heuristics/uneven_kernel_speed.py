@@ -44,6 +44,8 @@ first calls after a flush.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -84,37 +86,15 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
     step_ms = ctx.step_ms_median
     if step_ms <= 0 or 100 * extra_ms / step_ms < ctx.t("uneven_kernel_speed.min_pct"):
         return []
-    fixes: list[Fix] = []
-    for _, g in calls.groupby("key", sort=False):
-        speed = float(g["dur"].sum()) / float(g["median"].sum())
-        fixes.append(ScaleGpu(kernels=g["row"].to_numpy(), speedup=speed, label="peer speed"))
-    rep = ctx.whatif(Combined(fixes, label="slow calls at their peers' speed"))
-    if rep.replayed:
-        fields, how = rep.draft_fields(), rep.assumption
-    else:
-        fields = {
-            "est_savings_ms": round(extra_ms, 3),
-            "est_savings_range_ms": (round(extra_ms / 2, 3), round(extra_ms, 3)),
-        }
-        how = "Not replayed (no steady step the replay can place): the slow calls' extra time."
+    fields, how = _value(ctx, calls, extra_ms)
     when, advice = _pattern(trace, calls)
     top = calls.groupby("key", sort=False)["extra"].sum().sort_values(ascending=False)
-    g0 = calls[calls["key"] == top.index[0]]
-    ratio = calls["dur"] / calls["median"]
-    hit = calls["step"].nunique()
-    where = f" (in {hit} of {steps} steps)" if hit < steps else ""
-    summary = (
-        f"{round(len(calls) / steps, 1):g} call(s) per step{where} ran {ratio.min():.1f}-{ratio.max():.1f}x "
-        f"slower than identical launches of the same kernel (largest: {g0['label'].iloc[0]}, "
-        f"{int(g0['n'].iloc[0])} identical calls, median {fmt_ms(g0['median'].iloc[0] / 1e6)}): "
-        f"{fmt_ms(extra_ms)} per step above their peers. {when}"
-    )
     return [
         Draft(
             id=ID,
             title=TITLE,
             confidence="low",
-            summary=summary,
+            summary=_summary(calls, top.index[0], steps, extra_ms, when),
             recommendation=advice,
             snippet=SNIPPET,
             evidence=tuple(_evidence(trace, calls, top.index[:6])),
@@ -133,6 +113,38 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             **fields,
         )
     ]
+
+
+def _value(ctx: Context, calls: pd.DataFrame, extra_ms: float) -> tuple[dict[str, Any], str]:
+    """Each group's slow calls at its median time, replayed; without a replayable step, their
+    time above the median (its half as the low end)."""
+    fixes: list[Fix] = []
+    for _, g in calls.groupby("key", sort=False):
+        speed = float(g["dur"].sum()) / float(g["median"].sum())
+        fixes.append(ScaleGpu(kernels=g["row"].to_numpy(), speedup=speed, label="peer speed"))
+    rep = ctx.whatif(Combined(fixes, label="slow calls at their peers' speed"))
+    if rep.replayed:
+        return rep.draft_fields(), rep.assumption
+    fields = {
+        "est_savings_ms": round(extra_ms, 3),
+        "est_savings_range_ms": (round(extra_ms / 2, 3), round(extra_ms, 3)),
+    }
+    how = "Not replayed (no steady step the replay can place): the slow calls' extra time."
+    return fields, how
+
+
+def _summary(calls: pd.DataFrame, top_key: str, steps: int, extra_ms: float, when: str) -> str:
+    """How many calls ran how much slower than their peers, the largest group, and when."""
+    g0 = calls[calls["key"] == top_key]
+    ratio = calls["dur"] / calls["median"]
+    hit = calls["step"].nunique()
+    where = f" (in {hit} of {steps} steps)" if hit < steps else ""
+    return (
+        f"{round(len(calls) / steps, 1):g} call(s) per step{where} ran {ratio.min():.1f}-{ratio.max():.1f}x "
+        f"slower than identical launches of the same kernel (largest: {g0['label'].iloc[0]}, "
+        f"{int(g0['n'].iloc[0])} identical calls, median {fmt_ms(g0['median'].iloc[0] / 1e6)}): "
+        f"{fmt_ms(extra_ms)} per step above their peers. {when}"
+    )
 
 
 SNIPPET = """# what differs for the slow calls? compare their inputs with a fast call's
@@ -188,6 +200,13 @@ def _calls(trace: Trace, ctx: Context) -> pd.DataFrame:
             "stream": k["stream"].to_numpy()[rows],
         }
     )
+    return _slow(trace, ctx, df)
+
+
+def _slow(trace: Trace, ctx: Context, df: pd.DataFrame) -> pd.DataFrame:
+    """The calls of ``df`` (one row per kernel, its ``key``) at least
+    ``uneven_kernel_speed.min_ratio`` times their group's median, among groups large and long
+    enough, with their extra time, position in the step and label."""
     grp = df.groupby("key", sort=False)["dur"]
     df["n"] = grp.transform("size")
     df["median"] = grp.transform("median")
