@@ -11,7 +11,7 @@ Severity = Literal["high", "medium", "low", "info"]
 Confidence = Literal["high", "medium", "low"]
 SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low", "info")
 # a per-step claim whose cause may happen once needs that cause in at least this many steady
-# steps (a draft says in how many with ``extra["steps_seen"]``; see advisor.analysis.ranking)
+# steps (a draft says in how many with ``Draft.steps_seen``; see advisor.analysis.ranking)
 MIN_STEPS_SEEN = 2
 
 

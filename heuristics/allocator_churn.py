@@ -176,7 +176,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             snippet=_snippet(conf),
             evidence=tuple(ev),
             locations=locs,
-            extra={"steps_seen": seen},
+            steps_seen=seen,
             assumptions=(
                 "Counted: cudaMalloc/cudaFree-family calls (hip* on ROCm) inside the steady steps; "
                 "the pool's growth before them is one-time-init's.",
