@@ -95,7 +95,7 @@ def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
         locations=draft.locations,
         assumptions=assumptions,
         est_savings_range_ms=rng,
-        related=draft.related,
+        related=tuple(draft.related),
     )
 
 
