@@ -1,17 +1,22 @@
-"""Finding records (DESIGN section 2). Frozen dataclasses; ``to_dict`` gives the stable JSON."""
+"""Finding records (DESIGN section 2). Frozen dataclasses; ``to_dict`` gives the stable JSON
+(:func:`advisor.record.dump`, from the declarations: ``phase`` left out while None, ``related``
+while empty)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
+
+from advisor import record
+from advisor.record import omit_empty, omit_none
 
 Severity = Literal["high", "medium", "low", "info"]
 Confidence = Literal["high", "medium", "low"]
 SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low", "info")
 # a per-step claim whose cause may happen once needs that cause in at least this many steady
-# steps (a draft says in how many with ``extra["steps_seen"]``; see advisor.analysis.ranking)
+# steps (a draft says in how many with ``Draft.steps_seen``; see advisor.analysis.ranking)
 MIN_STEPS_SEEN = 2
 
 
@@ -75,25 +80,14 @@ class Finding:
     # the phase of an ``advisor profile`` run captured in two phases it was found in (``train``:
     # the training window, ``eval``: the evaluation window; each ranked apart, per step of its
     # phase); None for a run of one phase and traces from elsewhere
-    phase: str | None = None
+    phase: str | None = omit_none()
     # findings claiming the same evidence, listed under this one (absent from findings.json
     # when empty)
-    related: tuple[Related, ...] = ()
+    related: tuple[Related, ...] = omit_empty()
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        if d["phase"] is None:
-            del d["phase"]
-        if self.related:
-            d["related"] = [asdict(r) for r in self.related]
-        else:
-            del d["related"]
-        d["evidence"] = [asdict(e) for e in self.evidence]
-        d["locations"] = [asdict(loc) for loc in self.locations]
-        d["assumptions"] = list(self.assumptions)
-        r = self.est_savings_range_ms
-        d["est_savings_range_ms"] = None if r is None else [r[0], r[1]]
-        return d
+        out: dict[str, Any] = record.dump(self)
+        return out
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Finding:

@@ -3,19 +3,23 @@
 :meth:`Report.dump` writes findings.json (schema v1, DESIGN section 3: sorted keys, stable
 order, so golden files diff cleanly) and :meth:`Report.load` reads one back, from this version
 or an earlier one (missing keys read as defaults, a value of another type is an error naming
-the key: :mod:`advisor.record`).
+the key: :mod:`advisor.record`); :func:`read` reads a findings.json file, the one place any
+code does (its bytes are written by :mod:`advisor.jsontext`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from advisor import __version__, record
+from advisor import __version__, jsontext, record
+from advisor.errors import AdvisorError
 from advisor.findings import Finding
+from advisor.record import omit_empty
 from advisor.runfacts import RunFacts
 from advisor.viewdata import NO_VIEWS, Views
 
@@ -32,7 +36,7 @@ class Skipped:
 class Errored:
     id: str
     error: str
-    traceback: str = ""
+    traceback: str = omit_empty("")  # in findings.json with --debug only
 
 
 @dataclass(frozen=True)
@@ -50,32 +54,21 @@ class Report:
 
     def to_dict(self, debug: bool = False) -> dict[str, Any]:
         """findings.json as a dict (``debug``: with the detectors' tracebacks)."""
-        errored = []
-        for e in self.errored:
-            row: dict[str, Any] = {"id": e.id, "error": e.error}
-            if debug and e.traceback:
-                row["traceback"] = e.traceback
-            errored.append(row)
+        errored = [e if debug else replace(e, traceback="") for e in self.errored]
         return {
             "schema_version": SCHEMA_VERSION,
             "advisor_version": self.advisor_version,
             "run": record.dump(self.run),
-            "findings": [f.to_dict() for f in self.findings],
-            "skipped": [{"id": s.id, "reason": s.reason} for s in self.skipped],
-            "errored": errored,
+            "findings": record.dump(self.findings),
+            "skipped": record.dump(self.skipped),
+            "errored": record.dump(errored),
             "thresholds": dict(sorted(self.thresholds.items())),
             "views": record.dump(self.views),
         }
 
     def dump(self, debug: bool = False) -> bytes:
         """findings.json's bytes."""
-        return (
-            orjson.dumps(
-                self.to_dict(debug),
-                option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
-            )
-            + b"\n"
-        )
+        return jsontext.document(self.to_dict(debug))
 
     to_json = dump  # the name callers used before dump/load
 
@@ -99,3 +92,24 @@ class Report:
         )
 
     from_dict = load  # the name callers used before dump/load
+
+
+def read(path: Path) -> Report:
+    """The Report of the findings.json file at ``path``: the one reader of findings.json
+    (``advisor report``, ``analyze`` and ``diff`` given an earlier analysis's folder,
+    ``advisor try``, the TensorBoard scalars). Raises :class:`~advisor.errors.AdvisorError`
+    naming the file: it cannot be read, is not valid JSON, is not a torch-advisor
+    findings.json (an object with ``run`` and ``findings``), or is damaged (a value of another
+    type: :class:`~advisor.record.RecordError`, or a finding that does not fit)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError as err:
+        raise AdvisorError(f"cannot read: {err.strerror or err}", path) from None
+    except orjson.JSONDecodeError as err:
+        raise AdvisorError(f"not valid JSON ({err})", path) from None
+    if not isinstance(data, dict) or "findings" not in data or "run" not in data:
+        raise AdvisorError("not a torch-advisor findings.json", path)
+    try:
+        return Report.load(data)
+    except Exception as err:  # noqa: BLE001 (any shape a hand-edited file can take)
+        raise AdvisorError(f"damaged findings.json ({type(err).__name__}: {err})", path) from None

@@ -2,7 +2,7 @@
 ``try_schema_version`` 1; keys are only ever added).
 
 :mod:`advisor.profile.trial.driver` builds a :class:`TryResult`, :meth:`TryResult.dump` writes
-it (sorted keys) and :meth:`TryResult.load` reads one back, checking every field's type (a file
+it (:func:`advisor.record.dump`, then :func:`advisor.jsontext.document`: sorted keys) and :meth:`TryResult.load` reads one back, checking every field's type (a file
 that does not match is one :class:`~advisor.errors.AdvisorError`); the terminal and try.html
 (:mod:`advisor.output.try_view`) read its attributes. Every field has a default, so a try.json
 written before a field existed still loads.
@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from advisor import jsontext, record
 from advisor.errors import AdvisorError
 
 TRY_SCHEMA_VERSION = 1
@@ -149,7 +150,7 @@ class TryResult:
         return bool(self.before.failed) or any(r.failed for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(self)
+        out: dict[str, Any] = record.dump(self)
         return out
 
     @staticmethod
@@ -162,8 +163,7 @@ class TryResult:
 
     def dump(self) -> bytes:
         """try.json's bytes: sorted keys, indented, a final newline."""
-        text = msgspec.json.format(msgspec.json.encode(self, order="sorted"), indent=2)
-        return text + b"\n"
+        return jsontext.document(self.to_dict())
 
     @staticmethod
     def load(path: Path) -> TryResult:

@@ -154,7 +154,7 @@ def detect(trace: Trace, ctx: Context) -> list[Draft]:
             snippet=_snippet(conf),
             evidence=_evidence(trace, m),
             locations=locs,
-            extra={"steps_seen": seen},
+            steps_seen=seen,
             assumptions=_assumptions(rep, m.steps),
         )
     ]

@@ -84,7 +84,7 @@ def test_claims_on_the_same_kernels_merge_and_partial_ones_are_valued_apart() ->
     # a is 400 of wide's 500 us: the same kernel time, one row led by the larger saving
     assert sorted(d.id for d in out) == ["fp32-matmul", "kernel-efficiency"]
     lead = next(d for d in out if d.id == "kernel-efficiency")
-    assert [r.id for r in lead.extra["related"]] == ["misaligned-dims"]
+    assert [r.id for r in lead.related] == ["misaligned-dims"]
     assert next(d for d in out if d.id == "fp32-matmul").est_savings_ms == other.est_savings_ms
     # wide claims a and b (b is 300 of 700 us): it keeps a row valued on a alone
     wide = _draft(trace, "kernel-efficiency", rows["a"] + rows["b"])

@@ -17,9 +17,12 @@
 - **What it returns is checked** (:func:`check_drafts`): a list of
   :class:`~advisor.detect.Draft` of its own id, with text where text belongs, a valid
   confidence, finite savings, evidence and locations of the right types, a ``saving`` from
-  ``ctx.whatif`` (with a replay fix) or none. A draft that hands its fix over the deprecated
-  way, ``extra={"fix": fix}`` (docs/plugins.md), gets it as its ``saving`` here, the one place
-  that key is read (:func:`_fix_as_saving`).
+  ``ctx.whatif`` (with a replay fix) or none, ``claims``, ``steps_seen`` and ``related`` of their
+  types. A draft that hands its fix over the deprecated way, ``extra={"fix": fix}``
+  (docs/plugins.md), gets it as its ``saving`` here, and one that gives ``extra["steps_seen"]``,
+  ``extra["claims"]`` or ``extra["related"]`` (read from ``extra`` before they were fields of
+  ``Draft``) gets them as those fields: the one place those keys are read
+  (:func:`_from_extra`).
   A result that fails is refused as a whole (one line naming the field), since findings.json
   and the report must never carry what cannot be rendered. A plugin's result crosses back from
   its process only as advisor.detect's own types (a class of its own is refused).
@@ -37,7 +40,8 @@ from typing import Any
 
 from advisor import settings
 from advisor.detect.draft import Draft
-from advisor.findings import SEVERITIES, Evidence, Location
+from advisor.findings import SEVERITIES, Evidence, Location, Related
+from advisor.replay.claims import Claims
 from advisor.replay.fixes import Fix
 from advisor.replay.whatif import Saving
 
@@ -131,7 +135,7 @@ def check_drafts(det_id: str, result: Any) -> tuple[list[Draft], str | None]:
         problem = _draft_problem(det_id, d)
         if problem:
             return [], f"item {i} {problem}"
-    return [_fix_as_saving(d) for d in result], None
+    return [_from_extra(d) for d in result], None
 
 
 def check_merged(
@@ -148,21 +152,39 @@ def check_merged(
     others = [d for d in result if d.id != check_id]
     if not builtin and [id(d) for d in others] != [id(d) for d in before if d.id != check_id]:
         return before, "changed the drafts of other detectors"
-    return [_fix_as_saving(d) for d in result], None
+    return [_from_extra(d) for d in result], None
 
 
-def _fix_as_saving(d: Draft) -> Draft:
-    """``d`` with a fix handed over the deprecated way (``extra={"fix": fix}``, before
-    ``Draft.saving``) as its ``saving``: the figures its detector stated, with that fix."""
-    if "fix" not in d.extra:
+_FROM_EXTRA = ("fix", "claims", "steps_seen", "related")  # read from extra, deprecated
+
+
+def _from_extra(d: Draft) -> Draft:
+    """``d`` with what it handed over the deprecated way, in ``extra``, as the fields of
+    ``Draft`` that hold it now (a field the draft sets itself wins; a value of another type is
+    ignored, as it was when these were read from ``extra``):
+
+    - ``extra={"fix": fix}`` (before ``Draft.saving``): its ``saving``, the figures its
+      detector stated, with that fix;
+    - ``extra["steps_seen"]`` (an int), ``extra["claims"]`` (a ``Claims``),
+      ``extra["related"]`` (its ``Related`` rows): ``steps_seen``, ``claims``, ``related``."""
+    if not any(k in d.extra for k in _FROM_EXTRA):
         return d
-    fix = d.extra["fix"]
-    extra = {k: v for k, v in d.extra.items() if k != "fix"}
-    if d.saving is not None or fix is None:
-        return replace(d, extra=extra)
-    return replace(
-        d, extra=extra, saving=Saving.stated(fix, d.est_savings_ms, d.est_savings_range_ms)
-    )
+    old = d.extra
+    fields: dict[str, Any] = {}
+    fix = old.get("fix")
+    if d.saving is None and fix is not None:
+        fields["saving"] = Saving.stated(fix, d.est_savings_ms, d.est_savings_range_ms)
+    seen = old.get("steps_seen")
+    if d.steps_seen is None and isinstance(seen, int):
+        fields["steps_seen"] = seen
+    claims = old.get("claims")
+    if d.claims is None and isinstance(claims, Claims):
+        fields["claims"] = claims
+    related = old.get("related")
+    if not d.related and isinstance(related, tuple | list):
+        fields["related"] = tuple(r for r in related if isinstance(r, Related))
+    extra = {k: v for k, v in old.items() if k not in _FROM_EXTRA}
+    return replace(d, extra=extra, **fields)
 
 
 def _draft_problem(det_id: str, d: Any) -> str | None:
@@ -190,6 +212,14 @@ def _draft_problem(det_id: str, d: Any) -> str | None:
         return f"extra is {type(d.extra).__name__}, expected a dict"
     if d.saving is not None and not isinstance(d.saving, Saving):
         return f"saving is {type(d.saving).__name__}, expected what ctx.whatif returns (or None)"
+    if d.claims is not None and not isinstance(d.claims, Claims):
+        return f"claims is {type(d.claims).__name__}, expected Claims (or None)"
+    if d.steps_seen is not None and not _integer(d.steps_seen):
+        return f"steps_seen {_short(d.steps_seen)} is not a whole number (or None)"
+    if not isinstance(d.related, tuple | list) or not all(
+        isinstance(r, Related) for r in d.related
+    ):
+        return "related is not a tuple of Related"
     fix = d.extra.get("fix") if d.saving is None else d.saving.fix
     if fix is not None and not isinstance(fix, Fix):
         where = 'extra["fix"]' if d.saving is None else "saving.fix"

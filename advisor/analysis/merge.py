@@ -1,7 +1,7 @@
 """One cause, one row: findings that claim the same events or the same kernel time.
 
 Each draft's claim is what its fix (``Draft.saving``'s) changes (:mod:`advisor.replay.claims`:
-kernels and copies by row, host time by thread; a detector may give ``extra["claims"]`` itself).
+kernels and copies by row, host time by thread; a detector may give ``Draft.claims`` itself).
 Two findings that claim the same time would count it twice in the ranked table, so the time goes
 to one row:
 
@@ -44,15 +44,13 @@ from advisor.trace.model import Trace
 
 
 def _claims(trace: Trace, d: Draft) -> Claims:
-    c = d.extra.get("claims")
-    if isinstance(c, Claims):
-        return c
+    if d.claims is not None:
+        return d.claims
     return claims_of(trace, d.fix) if d.fix is not None else Claims()
 
 
 def _counts(d: Draft) -> bool:
-    seen = d.extra.get("steps_seen")
-    once = isinstance(seen, int) and seen < MIN_STEPS_SEEN
+    once = d.steps_seen is not None and d.steps_seen < MIN_STEPS_SEEN
     return not d.latent and not once and d.est_savings_ms > 0
 
 
@@ -118,7 +116,7 @@ def one_row_per_cause(trace: Trace, drafts: list[Draft], th: Thresholds) -> list
             for i in members
             if i != lead
         )
-        out[lead] = replace(out[lead], extra={**out[lead].extra, "related": rel})
+        out[lead] = replace(out[lead], related=rel)
         folded |= set(members) - {lead}
     return [d for i, d in enumerate(out) if i not in folded]
 

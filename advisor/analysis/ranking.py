@@ -11,7 +11,7 @@ per-step figure of a finding.
   side of it is moved to it) and is capped at the step too.
 - severity: ``high`` at >= rank.high_pct, ``medium`` at >= rank.medium_pct, else ``low``;
   ``info`` for latent drafts (a pattern with no measured cost here, e.g. on a CPU-only run).
-- a draft whose cause may happen once (``extra["steps_seen"]``: the steady steps it was seen
+- a draft whose cause may happen once (``Draft.steps_seen``: the steady steps it was seen
   in) and was seen in fewer than ``MIN_STEPS_SEEN`` of them claims nothing per step: ``info``,
   0 ms, and the summary says it cannot tell whether it recurs.
 - evidence rows and the summary carry no memory addresses (``object at 0x7f...``: they
@@ -36,7 +36,6 @@ from advisor.findings import (
     MIN_STEPS_SEEN,
     SEVERITIES,
     Finding,
-    Related,
     savings_bound_ms,
     without_addresses,
 )
@@ -46,8 +45,8 @@ from advisor.trace.model import Trace
 
 def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
     saving = max(0.0, float(draft.est_savings_ms))
-    seen = draft.extra.get("steps_seen")
-    once = isinstance(seen, int) and seen < MIN_STEPS_SEEN
+    seen = draft.steps_seen
+    once = seen is not None and seen < MIN_STEPS_SEEN
     summary, assumptions = draft.summary, draft.assumptions
     if once:
         summary += (
@@ -96,7 +95,7 @@ def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
         locations=draft.locations,
         assumptions=assumptions,
         est_savings_range_ms=rng,
-        related=tuple(r for r in draft.extra.get("related", ()) if isinstance(r, Related)),
+        related=tuple(draft.related),
     )
 
 

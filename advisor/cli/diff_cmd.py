@@ -45,8 +45,6 @@ def register(app: typer.Typer) -> None:
         bounds it, the runtime calls, the kernels and why the step changed (kernels paired
         through renames, grouped by family), and the findings before/after (matched by what
         they are) with what is still to fix."""
-        import orjson
-
         from advisor.analysis.pipeline import options_from_cli
         from advisor.multirank.diff import diff_sides, load_side, near_pass
 
@@ -58,9 +56,9 @@ def register(app: typer.Typer) -> None:
         near = near_pass(a, b, opts, jobs or None, scheduler)
         result = diff_sides(side_a, side_b, top=max(top, 0), near=near)
         if json_out:
-            sys.stdout.buffer.write(
-                orjson.dumps(result, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
-            )
+            from advisor.jsontext import document
+
+            sys.stdout.buffer.write(document(result))
             sys.stdout.flush()
         else:
             from advisor.output.diff_terminal import print_diff

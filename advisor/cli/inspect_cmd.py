@@ -22,8 +22,6 @@ def register(app: typer.Typer) -> None:
         device: Device = None,
     ) -> None:
         """Show what a trace holds: devices, steps, GPU busy/idle, top kernels and ops, copies."""
-        import orjson
-
         from advisor.trace import find_traces, load_trace, prefetch
         from advisor.trace.identity import with_device
 
@@ -45,7 +43,9 @@ def register(app: typer.Typer) -> None:
                 pre.cancel()
         if json_out:
             data = results[0] if len(results) == 1 else {"traces": results}
-            typer.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+            from advisor.jsontext import document
+
+            typer.echo(document(data), nl=False)
             return
         for r in results:
             _print(r)

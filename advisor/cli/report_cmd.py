@@ -11,26 +11,13 @@ from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME
 
 def load_report(path: Path):
     """The Report saved in ``path`` (findings.json, or a folder holding one) and its file."""
-    import orjson
-
     from advisor.errors import AdvisorError
-    from advisor.report import Report
+    from advisor.report import read
 
     src = path / FINDINGS_NAME if path.is_dir() else path
     if not src.is_file():
         raise AdvisorError("no findings.json here (run `advisor analyze` or `profile` first)", path)
-    try:
-        data = orjson.loads(src.read_bytes())
-    except OSError as err:
-        raise AdvisorError(f"cannot read: {err.strerror or err}", src) from None
-    except orjson.JSONDecodeError as err:
-        raise AdvisorError(f"not valid JSON ({err})", src) from None
-    if not isinstance(data, dict) or "findings" not in data or "run" not in data:
-        raise AdvisorError("not a torch-advisor findings.json", src)
-    try:
-        return Report.from_dict(data), src
-    except Exception as err:  # noqa: BLE001 (any shape a hand-edited file can take)
-        raise AdvisorError(f"damaged findings.json ({type(err).__name__}: {err})", src) from None
+    return read(src), src
 
 
 def rerender(

@@ -7,6 +7,13 @@ record: ``saving``, the :class:`~advisor.replay.whatif.Saving` of the draft's fi
 evidence another one does not hold (:mod:`advisor.analysis.merge`). Detectors set it with
 ``Draft(**saving.draft_fields(), ...)``; a draft with no fix the replay can express leaves it
 ``None`` and states its own ``est_savings_ms``.
+
+Beside it, typed, what the analysis reads of a draft besides its text and figures:
+``claims`` (the evidence it claims, when its detector says so rather than its fix:
+:mod:`advisor.analysis.merge`), ``steps_seen`` (a cause that may happen once: the steady steps it
+was seen in, :mod:`advisor.analysis.ranking`) and ``related`` (the findings folded into its row:
+one cause, one row). Earlier versions carried these three in ``extra``; a plugin's draft that
+still does has them read once, in :func:`advisor.analysis.isolation.check_drafts` (deprecated).
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.findings import Confidence, Evidence, Location, Severity
+from advisor.findings import Confidence, Evidence, Location, Related, Severity
+from advisor.replay.claims import Claims
 from advisor.replay.fixes import Fix
 from advisor.replay.whatif import Saving
 
@@ -27,6 +35,10 @@ class Draft:
     ``est_savings_pct`` from the median step and ``severity`` from that share (or ``info``
     when ``latent`` is set: a pattern with no measured cost in this trace, e.g. on a CPU run).
     ``saving``: the replayed saving of the draft's fix (None: no fix the replay can express).
+    ``claims``: the evidence the draft claims (None: what its fix changes). ``steps_seen``: the
+    steady steps a cause that may happen once was seen in (None: a cause of every step; fewer
+    than :data:`~advisor.findings.MIN_STEPS_SEEN` claims nothing per step). ``related``: the
+    findings listed under this one (set by :mod:`advisor.analysis.merge`).
     """
 
     id: str
@@ -44,6 +56,9 @@ class Draft:
     severity: Severity | None = None  # force a severity (rarely needed)
     extra: dict[str, Any] = field(default_factory=dict)
     saving: Saving | None = None
+    claims: Claims | None = None
+    steps_seen: int | None = None
+    related: tuple[Related, ...] = ()
 
     @property
     def fix(self) -> Fix | None:

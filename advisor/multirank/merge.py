@@ -48,7 +48,7 @@ def _as_draft(f: Finding) -> Draft:
         assumptions=f.assumptions,
         est_savings_range_ms=f.est_savings_range_ms,
         latent=f.severity == "info",
-        extra={"related": f.related} if f.related else {},
+        related=f.related,
     )
 
 

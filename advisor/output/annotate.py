@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from advisor.findings import Finding
+from advisor.jsontext import compact
 from advisor.output.tail import CATEGORY, FINDINGS_PID, taken
 from advisor.output.tail import splice_at as _splice_at
 from advisor.report import Report
@@ -152,7 +153,7 @@ def annotate(trace_path: Path, report: Report, max_bytes: int = DEFAULT_MAX_TRAC
     raw = read_bytes(trace_path, max_bytes)
     at = _splice_at(raw)
     if at is not None and not taken(raw):
-        ours = b",".join(orjson.dumps(e) for e in finding_events(report, FINDINGS_PID))
+        ours = b",".join(compact(e) for e in finding_events(report, FINDINGS_PID))
         empty = raw[at:].lstrip()[:1] == b"]"
         return _gzip([raw[:at], ours, b"" if empty else b",", raw[at:]])
     try:
@@ -168,8 +169,4 @@ def annotate(trace_path: Path, report: Report, max_bytes: int = DEFAULT_MAX_TRAC
     else:
         raise ValueError("not a trace (no traceEvents list)")
     events.extend(finding_events(report, _free_pid(events)))
-    try:
-        data = orjson.dumps(doc)
-    except (orjson.JSONEncodeError, TypeError):
-        data = json.dumps(doc, separators=(",", ":")).encode()
-    return _gzip([data])
+    return _gzip([compact(doc)])

@@ -25,8 +25,7 @@ import threading
 import zlib
 from pathlib import Path
 
-import orjson
-
+from advisor.jsontext import compact
 from advisor.output.annotate import FINDINGS_PID, GZIP_LEVEL, finding_events
 from advisor.output.tail import AHEAD_MAX_BYTES, Tail, recompress
 from advisor.report import Report
@@ -66,7 +65,7 @@ class Prepared:
         tail = self._wait()
         if tail is None:
             return False
-        ours = b",".join(orjson.dumps(e) for e in finding_events(report, FINDINGS_PID))
+        ours = b",".join(compact(e) for e in finding_events(report, FINDINGS_PID))
         head = tail.head + ours + (b"" if tail.empty else b",")
         z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
         head_deflate = z.compress(head) + z.flush(zlib.Z_SYNC_FLUSH)

@@ -16,13 +16,12 @@ What may be written where (names, ownership, ``--force``): :mod:`advisor.output.
 from __future__ import annotations
 
 import errno
-import json
-import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from advisor import jsontext
 from advisor.errors import AdvisorError
 
 
@@ -141,20 +140,10 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _finite(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {str(k): _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
-
-
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as indented JSON with sorted keys (strict JSON: no NaN), atomically."""
-    text = json.dumps(_finite(data), indent=2, sort_keys=True, default=str, allow_nan=False)
-    atomic_write(path, (text + "\n").encode("utf-8"))
+    """Write ``data`` as indented JSON with sorted keys (strict JSON: no NaN; ASCII:
+    :func:`advisor.jsontext.ascii_document`), atomically."""
+    atomic_write(path, jsontext.ascii_document(data))
 
 
 def write_error(err: BaseException, out: Path, trace: Path) -> str:

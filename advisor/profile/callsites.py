@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from advisor.jsontext import compact
 from advisor.trace.links import is_user_file
 
 Sites = dict[tuple[int, str], str]
@@ -100,7 +101,7 @@ def _annotate(trace_json: Path, sites: Sites) -> int:
         args["call_site"] = site
         n += 1
     if n:
-        trace_json.write_bytes(msgspec.json.encode(data))
+        trace_json.write_bytes(compact(data))
     return n
 
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 
 def _copy_new(src: Path, dest: Path) -> None:
@@ -49,25 +47,28 @@ def write_tensorboard(tb_dir: Path, trace_path: Path | None, findings_path: Path
     dest = tb_dir / f"{worker}.{time.time_ns()}.pt.trace.json.gz"
     if trace_path is not None and trace_path.is_file():
         _copy_new(trace_path, dest)
-    doc: dict[str, Any] = {}
+    from advisor.errors import AdvisorError
+    from advisor.report import Report, read
+
+    report: Report | None = None
     if findings_path is not None:
         try:
-            doc = json.loads(findings_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            doc = {}
+            report = read(findings_path)
+        except AdvisorError:
+            report = None
     from torch.utils.tensorboard import SummaryWriter
 
-    run = doc.get("run") or {}
+    run = report.run if report is not None else None
+    findings = report.findings if report is not None else ()
     writer = SummaryWriter(log_dir=str(tb_dir))
     try:
-        if isinstance(run.get("step_ms_median"), (int, float)):
-            writer.add_scalar("advisor/step_ms", float(run["step_ms_median"]), 0)
-        if isinstance(run.get("gpu_busy_pct"), (int, float)):
-            writer.add_scalar("advisor/gpu_busy_pct", float(run["gpu_busy_pct"]), 0)
-        for f in doc.get("findings") or []:
-            if isinstance(f, dict) and isinstance(f.get("est_savings_ms"), (int, float)):
-                writer.add_scalar(f"advisor/est_savings_ms/{f.get('id')}", f["est_savings_ms"], 0)
-        lines = [f"- **{f.get('id')}**: {f.get('summary')}" for f in doc.get("findings") or []]
+        if run is not None and run.step_ms_median is not None:
+            writer.add_scalar("advisor/step_ms", float(run.step_ms_median), 0)
+        if run is not None and run.gpu_busy_pct is not None:
+            writer.add_scalar("advisor/gpu_busy_pct", float(run.gpu_busy_pct), 0)
+        for f in findings:
+            writer.add_scalar(f"advisor/est_savings_ms/{f.id}", f.est_savings_ms, 0)
+        lines = [f"- **{f.id}**: {f.summary}" for f in findings]
         writer.add_text("advisor/findings", "\n".join(lines) or "no problems found", 0)
     finally:
         writer.close()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from advisor.arrays import intersect_ints, setdiff_ints, union_ints, unique_ints
+from advisor.arrays import as_rows, intersect_ints, setdiff_ints, union_ints, unique_ints
 from advisor.derive.timeline import covered_by, union
 from advisor.replay.fixes import (
     AsyncCopies,
@@ -36,9 +36,9 @@ from advisor.replay.fixes import (
     HideComm,
     ScaleGpu,
     ShrinkHost,
-    _rows,
 )
-from advisor.replay.graphfix import StepGraph, graph_runs
+from advisor.replay.graphfix import StepGraph
+from advisor.replay.graphruns import graph_runs
 from advisor.replay.model import graph
 from advisor.trace.model import Trace
 
@@ -135,9 +135,9 @@ def claims_of(trace: Trace, fix: object) -> Claims:
             out = out | claims_of(trace, f)
         return out
     if isinstance(fix, ScaleGpu):
-        return Claims(unique_ints(_rows(fix.kernels)), unique_ints(_rows(fix.memcpy)))
+        return Claims(unique_ints(as_rows(fix.kernels)), unique_ints(as_rows(fix.memcpy)))
     if isinstance(fix, HideComm):
-        return Claims(kernels=unique_ints(_rows(fix.kernels)))
+        return Claims(kernels=unique_ints(as_rows(fix.kernels)))
     if isinstance(fix, ShrinkHost):
         st = np.asarray(fix.starts, dtype=np.int64).ravel()
         en = np.asarray(fix.ends, dtype=np.int64).ravel()
@@ -146,9 +146,9 @@ def claims_of(trace: Trace, fix: object) -> Claims:
         tids = np.asarray(fix.tids).ravel()
         return Claims(host={int(t): union(st[tids == t], en[tids == t]) for t in unique_ints(tids)})
     if isinstance(fix, DropSyncs):
-        return Claims(host=_calls(trace, _rows(fix.runtime)))
+        return Claims(host=_calls(trace, as_rows(fix.runtime)))
     if isinstance(fix, AsyncCopies):
-        m = unique_ints(_rows(fix.memcpy))
+        m = unique_ints(as_rows(fix.memcpy))
         return Claims(memcpy=m, host=_calls(trace, _launches(trace, "memcpy", m)))
     if isinstance(fix, GraphLaunch):
         return _graph_claims(trace, fix)
@@ -157,8 +157,8 @@ def claims_of(trace: Trace, fix: object) -> Claims:
 
 def _graph_claims(trace: Trace, fix: GraphLaunch) -> Claims:
     """A :class:`GraphLaunch`'s claim (see the module doc)."""
-    k = np.unique(_rows(fix.kernels))
-    m = np.unique(_rows(fix.memcpy))
+    k = np.unique(as_rows(fix.kernels))
+    m = np.unique(as_rows(fix.memcpy))
     rows = np.union1d(_launches(trace, "kernels", k), _launches(trace, "memcpy", m))
     host = _calls(trace, rows)
     keeps = [x for x in (fix.host_keep, fix.low, fix.high) if x is not None]
@@ -235,18 +235,18 @@ def without(trace: Trace, fix: Fix, taken: Claims) -> Fix | None:
     if isinstance(fix, GraphLaunch):
         return _graph_without(trace, fix, taken)
     if isinstance(fix, ScaleGpu | HideComm):
-        k = setdiff_ints(_rows(fix.kernels), taken.kernels)
+        k = setdiff_ints(as_rows(fix.kernels), taken.kernels)
         if isinstance(fix, ScaleGpu):
-            m = setdiff_ints(_rows(fix.memcpy), taken.memcpy)
+            m = setdiff_ints(as_rows(fix.memcpy), taken.memcpy)
             return replace(fix, kernels=k, memcpy=m) if len(k) or len(m) else None
         return replace(fix, kernels=k) if len(k) else None
     if isinstance(fix, AsyncCopies):
-        m = setdiff_ints(_rows(fix.memcpy), taken.memcpy)
+        m = setdiff_ints(as_rows(fix.memcpy), taken.memcpy)
         if len(m):
             m = m[~_covered_calls(trace, trace.memcpy["launch_idx"].to_numpy()[m], taken)]
         return replace(fix, memcpy=m) if len(m) else None
     if isinstance(fix, DropSyncs):
-        r = _rows(fix.runtime)
+        r = as_rows(fix.runtime)
         r = r[~_covered_calls(trace, r, taken)] if len(r) else r
         return replace(fix, runtime=r) if len(r) else None
     if isinstance(fix, ShrinkHost):
@@ -279,7 +279,7 @@ def _graph_without(trace: Trace, fix: GraphLaunch, taken: Claims) -> GraphLaunch
     ks, ke = union(ks, ke) if len(ks) else (_EMPTY, _EMPTY)
     if isinstance(fix, StepGraph):
         return replace(fix, keep_starts=ks, keep_ends=ke)
-    k, m = _rows(fix.kernels), _rows(fix.memcpy)
+    k, m = as_rows(fix.kernels), as_rows(fix.memcpy)
     if len(k):
         k = k[~_covered_calls(trace, trace.kernels["launch_idx"].to_numpy()[k], taken)]
     if len(m):

@@ -11,7 +11,7 @@ measured return time. Nodes outside the steady steps keep their measured times.
 A fix (:mod:`advisor.replay.fixes`) changes a :class:`Mods` (durations, gaps, edges) before the
 pass; the step times are read off the replayed positions of the step boundaries' anchors.
 What every replay of a graph reads (its arrays as lists, the one-step replay's nodes) is made
-once, in the graph's :class:`~advisor.replay.model.ReplayCache`.
+once, in the graph's :class:`~advisor.replay.cache.ReplayCache`.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ uncertain, e.g. a kernel speedup). Rows are rows of the trace's own tables (``tr
 - :class:`DropSyncs`: these runtime calls no longer wait for the GPU.
 - :class:`AsyncCopies`: the calls launching these copies no longer wait for them.
 - :class:`GraphLaunch`: these kernels (and copies) are launched as CUDA graphs: their launch
-  calls cost ``GRAPH_LAUNCH_NS``, the kernels follow each other on their stream without waiting
+  calls cost ``GRAPH_LAUNCH_NS`` (:mod:`advisor.replay.graphruns`), the kernels follow each other on their stream without waiting
   for the host, within each run of launches a sync or another call does not break.
 - :class:`~advisor.replay.graphfix.StepGraph`: the whole step in CUDA graphs (low end: compile's
-  fusion; in :mod:`advisor.replay.graphfix`, with the runs both read).
+  fusion; in :mod:`advisor.replay.graphfix`), both applied by :mod:`advisor.replay.graphruns`.
 - :class:`HideComm`: the transfer part of these collectives overlaps compute (the waiting for
   a peer stays).
 - :class:`Combined`: several fixes at once.
@@ -29,25 +29,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from advisor.arrays import unique_ints
+from advisor.arrays import as_rows, unique_ints
 from advisor.derive.comm import covered_by
 from advisor.derive.timeline import union
+from advisor.replay.graphruns import apply_runs
 from advisor.replay.model import Graph
 from advisor.replay.mods import Mods
 from advisor.trace.model import Trace
 
 Level = Literal["mid", "low", "high"]
-GRAPH_LAUNCH_NS = 1_000  # a kernel node's share of one cudaGraphLaunch
-GRAPH_GAP_NS = 1_000  # gap between consecutive kernels of a graph
-
-
-def _rows(rows: Any) -> np.ndarray:
-    if rows is None:
-        return np.zeros(0, dtype=np.int64)
-    a = np.asarray(rows)
-    if a.dtype == bool:
-        return np.flatnonzero(a)
-    return a.astype(np.int64).ravel()
 
 
 class Fix:
@@ -90,7 +80,7 @@ class ScaleGpu(Fix):
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         s = _pick(self.speedup, self.low, self.high, level)
         nodes = np.concatenate(
-            [gr.kernel_nodes(_rows(self.kernels)), gr.memcpy_nodes(_rows(self.memcpy))]
+            [gr.kernel_nodes(as_rows(self.kernels)), gr.memcpy_nodes(as_rows(self.memcpy))]
         )
         if s == float("inf"):
             mods.gpu_dur_ns[nodes] = 0
@@ -218,7 +208,7 @@ class DropSyncs(Fix):
     label: str = "drop syncs"
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
-        _drop(gr, mods, gr.host_nodes(_rows(self.runtime)))
+        _drop(gr, mods, gr.host_nodes(as_rows(self.runtime)))
 
 
 def _drop(gr: Graph, mods: Mods, nodes: np.ndarray) -> None:
@@ -243,7 +233,7 @@ class AsyncCopies(Fix):
         return self.low is not None or self.high is not None
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
-        nodes = gr.memcpy_nodes(_rows(self.memcpy))
+        nodes = gr.memcpy_nodes(as_rows(self.memcpy))
         launch = mods.launch[nodes]
         _drop(gr, mods, unique_ints(launch[launch >= 0]))
         s = _pick(self.speedup, self.low, self.high, level)
@@ -280,8 +270,6 @@ class GraphLaunch(Fix):
         return self.low is not None or self.high is not None
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
-        from advisor.replay.graphfix import apply_runs
-
         keep = _pick(self.host_keep, self.low, self.high, level)
         apply_runs(trace, self, gr, mods, keep, False)
 
@@ -304,7 +292,7 @@ class HideComm(Fix):
 
     def apply(self, trace: Trace, gr: Graph, mods: Mods, level: Level) -> None:
         share = _pick(self.share, self.low, None, level)
-        rows = _rows(self.kernels)
+        rows = as_rows(self.kernels)
         nodes = gr.kernel_nodes(rows)
         if not len(nodes):
             return

@@ -43,11 +43,11 @@ unchanged replay gives back the measured times; :func:`advisor.replay.engine.rep
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from advisor.replay import edges
+from advisor.replay.cache import ReplayCache
 from advisor.replay.edges import NEG, Bind, Work
 from advisor.replay.structure import (
     Steps,
@@ -60,16 +60,11 @@ from advisor.replay.structure import (
 )
 from advisor.trace.model import Trace
 
-if TYPE_CHECKING:
-    from advisor.replay.scanplan import Plan
-
 __all__ = [
     "Bind",
     "GpuWork",
     "Graph",
     "HostCalls",
-    "OwnWork",
-    "ReplayCache",
     "Steps",
     "Work",
     "graph",
@@ -124,40 +119,6 @@ class GpuWork:
     residual_ns: np.ndarray  # the measured delay no edge explains (on the binding edge)
     step_key: np.ndarray  # replayed step that issued it * n_streams + stream code, -1
     n_streams: int
-
-
-@dataclass(frozen=True, eq=False)
-class OwnWork:
-    """Per step, the nodes that bound its own GPU work, and the host's waits
-    (:mod:`advisor.replay.steptime`)."""
-
-    first: list[list[int]]  # per step: the first own activity on each stream it used
-    last: list[list[tuple[int, int]]]  # ...its last one there, and the one that ended last
-    carried: list[list[int]]  # per step: the activities issued before it that end last
-    waits: list[tuple[int, int]]  # (call, step): the main thread's calls that wait
-    keyed: np.ndarray  # the activities some replayed step issued
-    key_of: np.ndarray  # ...and their step_key
-
-
-@dataclass(eq=False)
-class ReplayCache:
-    """The replay's cache: what every replay of one graph reads, made on first use by the
-    replay (:mod:`advisor.replay.engine`) and the fixes (:mod:`advisor.replay.fixes`), and
-    kept as long as the graph (which lives in ``Trace.memo``). One slot per value; None: not
-    made yet."""
-
-    loop_lists: dict[str, list[Any]] | None = None  # the graph's arrays the replay loop reads
-    unchanged: dict[str, tuple[np.ndarray, list[int]]] | None = None  # Mods.of(graph), as lists
-    own_work: OwnWork | None = None  # each step's own GPU work and waits (steptime)
-    one_step_host: np.ndarray | None = None  # bool per host call: in the one-step replay
-    one_step_gpu: np.ndarray | None = None  # bool per GPU activity: in the one-step replay
-    one_step_apart: bool | None = None  # the one-step replay reads no node only the full visits
-    scan_plans: dict[bool, Plan | None] = field(
-        default_factory=dict
-    )  # the replay's plan (advisor.replay.scanplan) along the full order (False) or one step's
-    shrink_plans: dict[int, tuple[object, list[tuple[np.ndarray, ...]]]] = field(
-        default_factory=dict
-    )  # ShrinkHost: id of the fix -> (the fix, what its ranges cover)
 
 
 @dataclass(frozen=True, eq=False)

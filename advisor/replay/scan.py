@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.replay.cache import Plan
 from advisor.replay.model import Graph
 from advisor.replay.mods import Mods, Times
 from advisor.replay.scanplan import (
@@ -41,7 +42,6 @@ from advisor.replay.scanplan import (
     ORIGIN,
     PREV_CONST,
     SYNC,
-    Plan,
 )
 
 

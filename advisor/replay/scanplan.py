@@ -1,6 +1,7 @@
 """The plan of the replay's scans (:mod:`advisor.replay.scan`): which elements form each run, in
 which order the runs are computed, and where each element's weight and each edge's offset come
-from; made once per graph and order and kept in its :class:`~advisor.replay.model.ReplayCache`.
+from (:class:`~advisor.replay.cache.Plan`); made once per graph and order and kept in its
+:class:`~advisor.replay.cache.ReplayCache`.
 
 Elements: host starts ``i``, host ends ``n_h + i``, GPU ends ``2 n_h + j``. An element's *level*
 is its chain predecessor's, or one more than the highest level among its other inputs; a *run* is
@@ -10,11 +11,10 @@ event loop reads before visiting it (the clocks put it later) is read from the m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from advisor.arrays import setdiff_ints, unique_ints
+from advisor.replay.cache import Plan
 from advisor.replay.model import Graph
 
 NEG = -(1 << 62)  # "no such input"
@@ -22,36 +22,6 @@ SHORT_RUN = 24  # runs shorter than this are computed by the loop, longer ones b
 
 # where an element's other inputs (edges) take their offsets from
 HANDOFF, ORIGIN, PREV_CONST, SYNC, LAUNCH, DEP, GPU_PREV_CONST, NO_INPUT, NONE = range(9)
-
-
-@dataclass(frozen=True, eq=False)
-class Plan:
-    """How to replay one graph along one order (see the module doc). Elements: host starts
-    ``i``, host ends ``n_h + i``, GPU ends ``2 n_h + j``; ``n`` of them. Values live in one
-    array of ``2 n + 1`` slots: the replayed times, the measured times, a zero."""
-
-    n: int  # elements (host starts, host ends, GPU ends)
-    el: np.ndarray  # per processed element (in processing order): its slot
-    kind: np.ndarray  # 0: host start, 1: host end, 2: GPU end
-    idx: np.ndarray  # its host call or GPU activity
-    has_pred: np.ndarray  # bool: it follows its chain predecessor
-    pred: np.ndarray  # the predecessor's slot at a run's first element (else unused), -1
-    runs: list[tuple[int, int]]  # [a, b) in processing order, level by level
-    src: np.ndarray  # per edge (sorted by element): the slot it reads
-    ekind: np.ndarray  # where its offset comes from
-    eidx: np.ndarray  # ...at this host call or GPU activity
-    estart: np.ndarray  # per element: its first edge (every element has one)
-    by_kind: list[tuple[int, np.ndarray, np.ndarray]]  # per edge kind: its edges, their index
-    short: np.ndarray  # processed elements in short runs
-    short_edges: np.ndarray  # their edges
-    short_el: list[int]  # ...their slots, in the short runs' own numbering
-    short_pred: list[int]  # ...each short run's predecessor slot at its start (-1: none)
-    short_start: list[int]  # ...each one's first edge among the short edges
-    short_src: list[int]  # ...each short edge's slot
-    steps: list[tuple[bool, int, int]]  # the runs in order: (short, a, b), short ones renumbered
-    early_syncs: np.ndarray  # syncs whose end a node reads before the sync's end is visited
-    gpu_in: np.ndarray  # bool per GPU activity: replayed on this order
-    values: np.ndarray  # the slots before a replay: measured, measured, zero
 
 
 def plan(gr: Graph, codes: list[int]) -> Plan | None:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.derive.timeline import covered_by, union
-from advisor.replay.model import Graph, OwnWork
+from advisor.replay.cache import OwnWork
+from advisor.replay.model import Graph
 from advisor.replay.mods import Column
 
 

@@ -81,12 +81,12 @@ def traces_at(path: str | os.PathLike[str]) -> list[Path]:
     annotated = p / ANNOTATED_NAME
     if annotated.is_file():
         return [annotated]
-    try:
-        import json
+    from advisor.errors import AdvisorError
+    from advisor.report import read
 
-        data = json.loads(findings.read_text(encoding="utf-8"))
-        named = data["run"]["trace"] if "advisor_version" in data else None
-    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+    try:
+        named = read(findings).run.trace
+    except AdvisorError:
         named = None
     if not isinstance(named, str) or not named:
         raise TraceError(

@@ -36,8 +36,14 @@ class RunFacts:
     def from_run_dir(folder: Path) -> RunFacts:
         """From ``run.json`` and ``findings.json`` of an ``advisor profile`` folder (missing or
         unreadable files give the empty facts)."""
+        from advisor.errors import AdvisorError
+        from advisor.report import read
+
         run = _read(folder / RUN_NAME)
-        found = _read(folder / FINDINGS_NAME)
+        try:
+            found = {f.id for f in read(folder / FINDINGS_NAME).findings}
+        except AdvisorError:
+            found = set()
         dev = run.get("device") or {}
         raw_cc = dev.get("compute_capability")
         try:
@@ -52,9 +58,7 @@ class RunFacts:
             optimizers=tuple(run.get("optimizers") or ()),
             zero_grad=tuple(run.get("zero_grad") or ()),
             eval_with_grad=bool(fwd.get("eval_with_grad")),
-            findings=frozenset(
-                f.get("id", "") for f in found.get("findings") or () if isinstance(f, dict)
-            ),
+            findings=frozenset(found),
         )
 
 

@@ -240,7 +240,7 @@ def _collect(data: RunData, folder: Path, code: int, first: bool, rnd: int = 1) 
     import json
 
     from advisor.derive.steps import steady_trace
-    from advisor.report import Report
+    from advisor.report import read
     from advisor.trace import load_trace
 
     data.folders.append(str(folder))
@@ -288,7 +288,7 @@ def _collect(data: RunData, folder: Path, code: int, first: bool, rnd: int = 1) 
     trace = steady_trace(load_trace(folder / TRACE_NAME))
     data.add_steps(rnd, [float(x) for x in trace.step_ms().to_numpy()])
     if first:
-        rep = Report.from_dict(json.loads((folder / FINDINGS_NAME).read_text(encoding="utf-8")))
+        rep = read(folder / FINDINGS_NAME)
         data.findings = list(rep.findings)
         data.step_ms_median_report = float(rep.run.step_ms_median or 0.0)
 

@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 from advisor import settings
+from advisor.jsontext import compact
 from advisor.profile.trial.base import Patcher
 
 OBSERVE = "_observe"  # the patcher key of the loss observer (not a fix)
@@ -150,4 +151,4 @@ def install_from_env() -> TryRuntime | None:
 
 
 def env_value(fix_ids: list[str], seed: int | None, loss_steps: int) -> str:
-    return json.dumps({"fixes": fix_ids, "seed": seed, "loss_steps": loss_steps})
+    return compact({"fixes": fix_ids, "seed": seed, "loss_steps": loss_steps}).decode()
