@@ -147,10 +147,10 @@ def test_patches_act_and_revert_completely() -> None:
     finally:
         doc = rt.finish()
     assert _originals() == before
-    assert doc["applied"] == ids and not doc["errors"]
-    assert len(doc["losses"]) == 1 and doc["outputs"]
-    assert any("cudnn.benchmark=False" in n for n in doc["notes"]["cudnn-benchmark"])
-    assert doc["counts"]["zero-grad-not-none"]
+    assert list(doc.applied) == ids and not doc.errors
+    assert len(doc.losses) == 1 and doc.outputs
+    assert any("cudnn.benchmark=False" in n for n in doc.notes["cudnn-benchmark"])
+    assert doc.counts["zero-grad-not-none"]
 
 
 def test_inference_mode_without_optimizer_and_amp_on_cpu() -> None:

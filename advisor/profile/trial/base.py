@@ -117,9 +117,6 @@ class Patcher:
                 self.errors.setdefault(fid, f"revert: {type(err).__name__}: {err}")
         self._undo = keep[::-1]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"notes": self.notes, "counts": self.counts, "errors": self.errors}
-
 
 class Fix(Protocol):
     """One run-time fix. ``applies_to`` returns None when the fix can act on this run, else
