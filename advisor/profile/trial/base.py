@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from advisor import runinfo
 from advisor.runfolder import FINDINGS_NAME, RUN_NAME
+from advisor.runinfo import DataLoader, Optimizer, RunInfo, ZeroGrad
 
 MAX_NOTES = 20  # per fix: what the patch did, kept for run.json and the report
 
@@ -26,9 +28,9 @@ class RunFacts:
 
     cuda: bool = False
     compute_capability: float | None = None
-    dataloaders: tuple[dict[str, Any], ...] = ()
-    optimizers: tuple[dict[str, Any], ...] = ()
-    zero_grad: tuple[dict[str, Any], ...] = ()
+    dataloaders: tuple[DataLoader, ...] = ()
+    optimizers: tuple[Optimizer, ...] = ()
+    zero_grad: tuple[ZeroGrad, ...] = ()
     eval_with_grad: bool = False
     findings: frozenset[str] = frozenset()
 
@@ -36,22 +38,20 @@ class RunFacts:
     def from_run_dir(folder: Path) -> RunFacts:
         """From ``run.json`` and ``findings.json`` of an ``advisor profile`` folder (missing or
         unreadable files give the empty facts)."""
-        run = _read(folder / RUN_NAME)
+        run = runinfo.read_file(folder / RUN_NAME) or RunInfo()
         found = _read(folder / FINDINGS_NAME)
-        dev = run.get("device") or {}
-        raw_cc = dev.get("compute_capability")
+        raw_cc = run.device.compute_capability
         try:
             cc = float(raw_cc) if raw_cc else None
         except (TypeError, ValueError):
             cc = None
-        fwd = run.get("forward") or {}
         return RunFacts(
-            cuda=dev.get("type") == "cuda",
+            cuda=run.device.type == "cuda",
             compute_capability=cc,
-            dataloaders=tuple(run.get("dataloaders") or ()),
-            optimizers=tuple(run.get("optimizers") or ()),
-            zero_grad=tuple(run.get("zero_grad") or ()),
-            eval_with_grad=bool(fwd.get("eval_with_grad")),
+            dataloaders=run.dataloaders,
+            optimizers=run.optimizers,
+            zero_grad=run.zero_grad,
+            eval_with_grad=bool(run.forward.eval_with_grad),
             findings=frozenset(
                 f.get("id", "") for f in found.get("findings") or () if isinstance(f, dict)
             ),
