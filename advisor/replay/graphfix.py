@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.derive.comm import covered_by
-from advisor.derive.timeline import union
+from advisor.derive.timeline import covered_by, union
 from advisor.replay.fixes import GRAPH_GAP_NS, GRAPH_LAUNCH_NS, GraphLaunch, Level, _rows
 from advisor.replay.model import Graph
 from advisor.replay.mods import Mods
