@@ -174,7 +174,9 @@ def _compare(raw: object, got: object, cls: type, where: str) -> list[str]:
         item = typing.get_args(hints[f.name])[0] if typing.get_args(hints[f.name]) else None
         if sub is not None and isinstance(raw[key], dict):
             out += _compare(raw[key], got[key], sub, at)
-        elif isinstance(item, type) and dataclasses.is_dataclass(item):  # rows
+        elif (
+            isinstance(item, type) and dataclasses.is_dataclass(item) and isinstance(raw[key], list)
+        ):  # rows
             if len(raw[key]) != len(got[key]):
                 out.append(f"{at}: {len(got[key])} of {len(raw[key])} rows")
             else:
