@@ -117,7 +117,8 @@ class Report:
     @property
     def run(self) -> dict[str, Any]:
         """The ``run`` block of findings.json: device, steps, median step, GPU busy, ranks..."""
-        return record.dump(self.raw.run)
+        out: dict[str, Any] = record.dump(self.raw.run)
+        return out
 
     @property
     def findings(self) -> pd.DataFrame:
@@ -182,7 +183,8 @@ class Report:
         return self.raw.to_json().decode("utf-8")
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(self.to_json())
+        out: dict[str, Any] = json.loads(self.to_json())
+        return out
 
     def to_html(self, path: str | Path, force: bool = False) -> Path:
         """Write the self-contained report.html to ``path`` (a file name, or a folder to write

@@ -21,7 +21,11 @@ How a field is written is said once, where it is declared:
   every key of this object that no other field claims;
 - ``name: X | Unset = omit_unset()``: left out while :data:`UNSET`, where a JSON ``null`` and
   a missing key say different things;
-- ``renamed("key")``: written under another key (where the JSON key is a Python builtin).
+- ``renamed("key")``: written under another key (where the JSON key is a Python builtin);
+  ``renamed("key", None, omit="none")`` also left out while ``None``;
+- ``name: X = written_with("other", ...)``: written only while one of the named fields of the
+  same record is set (not ``None``, not :data:`UNSET`): the keys a file holds only together
+  with another (a section recorded whole or not at all, its anchor ``omit_none()``).
 
 So a new field is one line in its record; its loader and writer need no change.
 """
@@ -50,6 +54,7 @@ UNSET = Unset.UNSET
 _OMIT = "omit"  # metadata keys
 _FLAT = "flat"
 _KEY = "key"
+_WITH = "with"
 
 
 def omit_none(default: Any = None) -> Any:
@@ -75,9 +80,19 @@ def flat(mapping: bool = False) -> Any:
     return dataclasses.field(default=None, metadata={_FLAT: True})
 
 
-def renamed(key: str, default: Any = dataclasses.MISSING) -> Any:
-    """A field written under ``key`` (a name Python code should not shadow, as ``min``)."""
-    return dataclasses.field(default=default, metadata={_KEY: key})
+def renamed(key: str, default: Any = dataclasses.MISSING, omit: str | None = None) -> Any:
+    """A field written under ``key`` (a name Python code should not shadow, as ``min``);
+    ``omit="none"`` leaves it out while None."""
+    meta = {_KEY: key} if omit is None else {_KEY: key, _OMIT: omit}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def written_with(*anchors: str, default: Any = None) -> Any:
+    """A field written only while one of ``anchors`` (fields of the same record) is set: keys
+    that a file holds together with another or not at all."""
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("written_with: a mutable default")
+    return dataclasses.field(default=default, metadata={_WITH: anchors})
 
 
 # ---------------------------------------------------------------- writing
@@ -95,6 +110,8 @@ def dump(value: Any) -> Any:
             if f.omit == "unset" and v is UNSET:
                 continue
             if f.omit == "empty" and (v is None or not len(v)):
+                continue
+            if f.anchors and all(getattr(value, a) in (None, UNSET) for a in f.anchors):
                 continue
             if f.flat:
                 if v is not None:
@@ -159,6 +176,7 @@ class _Field:
     has_default: bool
     sub_keys: tuple[str, ...]  # flat record: the keys that say it is there
     rest_of: Any  # flat mapping: its value type
+    anchors: tuple[str, ...]  # written only while one of these fields is set
 
 
 @functools.cache
@@ -189,6 +207,7 @@ def _fields(cls: type) -> tuple[_Field, ...]:
                 or f.default_factory is not dataclasses.MISSING,
                 sub_keys=sub,
                 rest_of=rest,
+                anchors=tuple(f.metadata.get(_WITH, ())),
             )
         )
     return tuple(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor import runinfo
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.findings import Finding
 from advisor.report import Report
@@ -23,7 +24,7 @@ def analyze(
     """Analyze ``trace`` with only detector ``det``; thresholds in ``overrides`` or as keyword
     arguments (``tiny_kernels__min_per_step=5``: dots as ``__``). No detector may error."""
     over = {**(overrides or {}), **{k.replace("__", "."): float(v) for k, v in more.items()}}
-    rep = analyze_trace(trace, run, Options(only=frozenset({det}), overrides=over))
+    rep = analyze_trace(trace, runinfo.read(run), Options(only=frozenset({det}), overrides=over))
     assert not rep.errored, rep.errored
     return rep
 

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from advisor import runinfo
 from advisor.analysis.pipeline import run_summary
 from advisor.analysis.ranking import rank
 from advisor.analysis.views import build_views
@@ -160,9 +161,9 @@ def sample_report(
     step = trace.median_step_ms()
     findings = rank(sample_drafts(trace, evil), step, th)
     run = dataclasses.replace(
-        run_summary(trace, ctx), est_savings_bound_ms=savings_bound_ms(findings, step)
+        run_summary(trace, runinfo.read(ctx)), est_savings_bound_ms=savings_bound_ms(findings, step)
     )
-    views = build_views(trace, ctx, findings, DOCS, no_source=no_source)
+    views = build_views(trace, runinfo.read(ctx), findings, DOCS, no_source=no_source)
     return Report(
         run=run,
         findings=tuple(findings),

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from advisor import runinfo
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.derive.peerwait import cross_rank_wait_ns, match_by_end, single_rank_transfer_ns
 from advisor.multirank.analyze import analyze_files
@@ -158,5 +159,5 @@ def test_trace_filter_ranks_end_aligned_all_to_all(tmp_path: Path) -> None:
 
 def test_ddp_from_run_json_gets_bucket_advice() -> None:
     run = {"modules": {"distributed_data_parallel": True}}
-    (f,) = analyze_trace(_many_small(ddp=False).load(), run, ONLY).findings
+    (f,) = analyze_trace(_many_small(ddp=False).load(), runinfo.read(run), ONLY).findings
     assert "bucket_cap_mb" in f.recommendation and "no DDP reducer" not in f.recommendation

@@ -223,17 +223,17 @@ def test_live_recorder_names_the_break_line_and_the_failed_guard() -> None:
         torch._dynamo.reset()
         cfn(torch.ones(4))
         cfn(torch.ones(5))  # size guard fails: recompile
-        facts = rec.to_dict()
+        facts = rec.facts()
     finally:
         rec.uninstall()
         torch._dynamo.reset()
     line = fn.__code__.co_firstlineno + 2
-    breaks = [b for b in facts["graph_breaks"] if b["file"] == __file__]
-    assert breaks and breaks[0]["line"] == line
-    assert "Data-dependent" in breaks[0]["type"]
-    rc = [r for r in facts["recompiles"] if r["file"] == __file__]
-    assert rc and "size mismatch" in rc[0]["reason"]
-    assert any(f["resume"] for f in facts["frames"])
+    breaks = [b for b in facts.graph_breaks if b.file == __file__]
+    assert breaks and breaks[0].line == line
+    assert "Data-dependent" in (breaks[0].kind or "")
+    rc = [r for r in facts.recompiles if r.file == __file__]
+    assert rc and "size mismatch" in (rc[0].reason or "")
+    assert any(f.resume for f in facts.frames)
 
 
 def test_forward_hooks_stay_registered_but_inert_once_dynamo_is_in_use() -> None:

@@ -37,8 +37,8 @@ def test_rebuilt_and_sanity_checked_loaders_are_named_as_the_user_built_them() -
         with torch.no_grad():  # a sanity check of the validation loader, before training
             next(iter(val))
         next(iter(_prepare(train)))
-        rows = {r["phase"]: r for r in rec.to_dict()["dataloaders"]}
+        rows = {r.phase: r for r in rec.setup().dataloaders}
     finally:
         rec.uninstall()
-    assert rows["train"]["line"] == line and rows["train"]["batch_size"] == 32
-    assert rows["eval"]["line"] == line + 1 and rows["eval"]["batch_size"] == 8
+    assert rows["train"].line == line and rows["train"].batch_size == 32
+    assert rows["eval"].line == line + 1 and rows["eval"].batch_size == 8

@@ -10,6 +10,7 @@ import io
 import re
 from pathlib import Path
 
+from advisor import runinfo
 from advisor.analysis.phases import with_phases
 from advisor.findings import Finding
 from advisor.output.html import render_html
@@ -47,7 +48,7 @@ def _two_phases(tmp_path: Path) -> Report:
     (tmp_path / "trace.json.gz").write_bytes(b"")
     (tmp_path / "trace.eval.json.gz").write_bytes(b"")
     ctx = {"phase": "train", "eval": {"trace": "trace.eval.json.gz", "trace_written": True}}
-    return with_phases(train, tmp_path / "trace.json.gz", ctx, lambda p, c: ev)
+    return with_phases(train, tmp_path / "trace.json.gz", runinfo.read(ctx), lambda p, c: ev)
 
 
 def test_each_finding_says_its_phase(tmp_path: Path) -> None:

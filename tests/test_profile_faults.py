@@ -462,8 +462,10 @@ class _Recorder:
     def uninstall(self) -> None:
         pass
 
-    def to_dict(self) -> dict[str, object]:
-        return {}
+    def setup(self) -> object:
+        from advisor.profile.context import SetUp
+
+        return SetUp()
 
 
 def test_sigterm_whose_exception_was_lost(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ from advisor.findings import Finding
 from advisor.profile.trial.base import Patcher, RunFacts
 from advisor.profile.trial.compare import RunData, compare, estimate, numerics
 from advisor.profile.trial.registry import ALL_SAFE, FIXES, NOT_APPLICABLE, parse_fix_ids, select
+from advisor.runcapture import Try
+from advisor.runinfo import DataLoader, ZeroGrad
 from advisor.tryresult import TryResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,8 +68,8 @@ def test_parse_and_select() -> None:
         parse_fix_ids(" , ")
     cpu = RunFacts(
         cuda=False,
-        dataloaders=({"num_workers": 0},),
-        zero_grad=({"set_to_none": False},),
+        dataloaders=(DataLoader(num_workers=0),),
+        zero_grad=(ZeroGrad(set_to_none=False),),
         findings=frozenset(
             {"dataloader-stall", "zero-grad-not-none", "python-loop", "fp32-matmul"}
         ),
@@ -81,7 +83,7 @@ def test_parse_and_select() -> None:
     assert sel.run == ("amp",)
     assert sel.skipped[0][0] == "cudnn-benchmark" and "CPU" in sel.skipped[0][1]
     assert sel.not_applicable[0][0] == "conv-bias-before-bn"
-    done = RunFacts(zero_grad=({"set_to_none": True},))
+    done = RunFacts(zero_grad=(ZeroGrad(set_to_none=True),))
     assert select(("zero-grad-not-none",), done).skipped[0][0] == "zero-grad-not-none"
 
 
@@ -147,10 +149,10 @@ def test_patches_act_and_revert_completely() -> None:
     finally:
         doc = rt.finish()
     assert _originals() == before
-    assert doc["applied"] == ids and not doc["errors"]
-    assert len(doc["losses"]) == 1 and doc["outputs"]
-    assert any("cudnn.benchmark=False" in n for n in doc["notes"]["cudnn-benchmark"])
-    assert doc["counts"]["zero-grad-not-none"]
+    assert list(doc.applied) == ids and not doc.errors
+    assert len(doc.losses) == 1 and doc.outputs
+    assert any("cudnn.benchmark=False" in n for n in doc.notes["cudnn-benchmark"])
+    assert doc.counts["zero-grad-not-none"]
 
 
 def test_inference_mode_without_optimizer_and_amp_on_cpu() -> None:
@@ -214,7 +216,7 @@ def test_compare_rows() -> None:
         "after",
         ("dataloader-stall",),
         losses=[[2.0, 1.5]],
-        trial={"counts": {"dataloader-stall": {"dataloaders": 1}}},
+        trial=Try(counts={"dataloader-stall": {"dataloaders": 1}}),
     )
     a.add_steps(1, [6.0, 6.1, 5.9])
     a.add_steps(2, [6.0, 6.2])

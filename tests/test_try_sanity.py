@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from advisor.findings import Finding
 from advisor.profile.trial.compare import RunData, cause_ms, compare
+from advisor.runcapture import Try
 from advisor.tryresult import FASTER, MACHINE_CHANGED
 
 
@@ -28,7 +29,7 @@ def _stall(ms: float, high: float | None) -> Finding:
 
 def _runs(before: list[float], after: list[float], found: list[Finding]) -> tuple[RunData, RunData]:
     b = RunData("before", (), findings=found)
-    a = RunData("after", ("dataloader-stall",), trial={"counts": {"dataloader-stall": {"n": 1}}})
+    a = RunData("after", ("dataloader-stall",), trial=Try(counts={"dataloader-stall": {"n": 1}}))
     for rnd in (1, 2):
         b.add_steps(rnd, before)
         a.add_steps(rnd, after)

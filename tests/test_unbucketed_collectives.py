@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from advisor import runinfo
 from advisor.analysis.pipeline import Options, analyze_trace
 from advisor.trace import load_trace
 from tests.conftest import SAMPLES, shared_trace
@@ -113,7 +114,7 @@ def test_fsdp_and_ddp_sources() -> None:
 
 def test_run_json_fsdp_fact_picks_the_wrap_policy_advice() -> None:
     run = {"modules": {"fully_sharded_data_parallel": True}}
-    (f,) = _find(analyze_trace(_per_param().load(), run, ONLY))
+    (f,) = _find(analyze_trace(_per_param().load(), runinfo.read(run), ONLY))
     assert "FSDP units" in f.summary and "wrap policy" in f.recommendation
     assert any(e.what == "launched from an FSDP module (run.json)" for e in f.evidence)
 
@@ -129,9 +130,9 @@ def test_module_observer_records_fsdp() -> None:
 
     obs = ModuleObserver()
     obs.pre_hook(torch.nn.Linear(2, 2), (torch.zeros(1, 2),))
-    assert obs.module_facts({}, [])["fully_sharded_data_parallel"] is False
+    assert obs.module_facts({}, []).fully_sharded_data_parallel is False
     obs.pre_hook(FullyShardedDataParallel(), (torch.zeros(1),))
-    assert obs.module_facts({}, [])["fully_sharded_data_parallel"] is True
+    assert obs.module_facts({}, []).fully_sharded_data_parallel is True
 
 
 def test_few_collectives_are_not_reported() -> None:

@@ -227,7 +227,7 @@ def _drain(r: int, buf: bytearray, eof: bool) -> bool:
 def _frame_ready(buf: bytearray) -> bool:
     if len(buf) < _HEAD.size:
         return False
-    return len(buf) >= _HEAD.size + _HEAD.unpack_from(buf)[1]
+    return len(buf) >= _HEAD.size + int(_HEAD.unpack_from(buf)[1])
 
 
 def _result(tag: bytes, payload: bytes) -> tuple[Any, Failure | None]:
@@ -269,8 +269,8 @@ def _exited(pid: int) -> int | None:
     if info is None:
         return None
     if info.si_code == os.CLD_EXITED:
-        return (info.si_status & 0xFF) << 8
-    return info.si_status & 0x7F  # killed by this signal
+        return (int(info.si_status) & 0xFF) << 8
+    return int(info.si_status) & 0x7F  # killed by this signal
 
 
 def _ending(status: int) -> str:
@@ -288,7 +288,11 @@ def _ending(status: int) -> str:
 
 def _end(pid: int) -> None:
     """Kill the child's process group (whatever it started too) and reap the child."""
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+    targets: tuple[Callable[[], None], ...] = (
+        lambda: os.killpg(pid, signal.SIGKILL),
+        lambda: os.kill(pid, signal.SIGKILL),
+    )
+    for target in targets:
         try:
             target()
         except (ProcessLookupError, PermissionError):

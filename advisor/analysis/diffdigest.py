@@ -6,9 +6,6 @@ worker that holds it, into the :class:`~advisor.digest.Digest`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from advisor.derive.callstats import runtime_calls
@@ -16,12 +13,11 @@ from advisor.derive.onetime import one_time_events
 from advisor.derive.timeline import main_device, subtract, union
 from advisor.derive.workload import workload
 from advisor.digest import OneTime, RuntimeCalls, Workload
+from advisor.runinfo import RunInfo
 from advisor.trace.model import Trace
 
 
-def diff_facts(
-    trace: Trace, run: Mapping[str, Any] | None
-) -> tuple[RuntimeCalls, Workload, OneTime]:
+def diff_facts(trace: Trace, run: RunInfo | None) -> tuple[RuntimeCalls, Workload, OneTime]:
     """The steady trace's runtime calls, workload and one-time work."""
     return runtime_calls(trace), workload(trace, run), one_time(trace)
 

@@ -4,13 +4,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from advisor import runinfo
 from advisor.analysis.options import Options
 from advisor.derive.arrival import preceding
 from advisor.derive.breakdown import step_breakdown
@@ -22,6 +21,7 @@ from advisor.digest import NO_COLLECTIVES, Collectives, Digest, KernelSeq, Skele
 from advisor.report import Report
 from advisor.runfacts import RunFacts
 from advisor.runfolder import RUN_NAME, rank_run_name
+from advisor.runinfo import RunInfo
 from advisor.trace.discover import rank_from_name
 from advisor.trace.model import Trace
 
@@ -47,17 +47,13 @@ def failed_digest(path: Path, error: str) -> Digest:
     )
 
 
-def load_rank_context(trace_path: Path, rank: int | None) -> dict[str, Any] | None:
+def load_rank_context(trace_path: Path, rank: int | None) -> RunInfo | None:
     """``run.rank<R>.json`` (per-rank runs) or ``run.json`` beside the trace, or None."""
     names = ([rank_run_name(rank)] if rank is not None else []) + [RUN_NAME]
     for name in names:
         cand = trace_path.parent / name
         if cand.is_file():
-            try:
-                data = json.loads(cand.read_text(encoding="utf-8"))
-            except (OSError, ValueError, UnicodeDecodeError):
-                return None
-            return data if isinstance(data, dict) else None
+            return runinfo.read_file(cand)
     return None
 
 
@@ -85,7 +81,7 @@ def digest_trace(
     report: Report,
     rank: int | None = None,
     with_kernels: bool = False,
-    run: dict[str, Any] | None = None,
+    run: RunInfo | None = None,
 ) -> Digest:
     """The trace's digest (``with_kernels``: with its kernels in order and the other facts
     ``advisor diff`` compares, :mod:`advisor.analysis.diffdigest`; ``run``: its run.json)."""

@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from advisor.report import Report
+from advisor.runcapture import Eval
 from advisor.runfacts import Phase, PhaseMissed, PhaseWindow
+from advisor.runinfo import RunInfo
 
 # loads and analyzes another trace of the run with the main window's options
-Analyze = Callable[[Path, dict[str, Any]], Report]
+Analyze = Callable[[Path, RunInfo], Report]
 
 
 def _row(phase: str, trace: str, report: Report) -> Phase:
@@ -38,33 +39,30 @@ def _row(phase: str, trace: str, report: Report) -> Phase:
     )
 
 
-def eval_trace(trace_path: Path, run_ctx: dict[str, Any] | None) -> Path | None:
+def eval_trace(trace_path: Path, run: RunInfo | None) -> Path | None:
     """The evaluation window's trace beside ``trace_path``, when run.json names one."""
-    ev = (run_ctx or {}).get("eval")
-    name = ev.get("trace") if isinstance(ev, dict) and ev.get("trace_written") else None
-    if not isinstance(name, str) or "/" in name or "\\" in name:
+    ev = run.eval if run is not None else None
+    name = ev.trace if ev is not None and ev.trace_written else None
+    if name is None or "/" in name or "\\" in name:
         return None
     p = trace_path.parent / name
     return p if p.is_file() else None
 
 
-def with_phases(
-    report: Report, trace_path: Path, run_ctx: dict[str, Any] | None, analyze: Analyze
-) -> Report:
+def with_phases(report: Report, trace_path: Path, run: RunInfo | None, analyze: Analyze) -> Report:
     """``report`` (the main window) with ``run.phases`` and the evaluation window's findings
     (``analyze``: how the evaluation trace is loaded and analyzed); unchanged for a trace
     without a run.json that records phases."""
-    rc = run_ctx or {}
-    first = rc.get("phase")
-    if first not in ("train", "eval"):
+    if run is None or run.phase not in ("train", "eval"):
         return report
+    first = run.phase
     phases = [_row(first, trace_path.name, report)]
     findings = list(report.findings)
     views = report.views
-    ev = rc.get("eval")
-    path = eval_trace(trace_path, rc)
+    ev = run.eval
+    path = eval_trace(trace_path, run)
     if path is not None:
-        ev_report = analyze(path, _eval_context(path, rc))
+        ev_report = analyze(path, _eval_context(path, run))
         phases.append(_row("eval", path.name, ev_report))
         # two phases: every finding says its own (each is per step of its phase)
         findings = [replace(f, phase=first) for f in findings]
@@ -72,18 +70,13 @@ def with_phases(
         sources = {**(ev_report.views.sources or {}), **(views.sources or {})}
         if sources:
             views = replace(views, sources=sources)
-    missing = rc.get("missing_phases")
-    if isinstance(missing, list):  # every phase not captured, with why (advisor profile)
-        for m in missing:
-            if isinstance(m, dict) and m.get("phase") in ("train", "eval"):
-                code, why = m.get("missing"), m.get("why")
-                missed = PhaseMissed(
-                    missing=code if isinstance(code, str) else None,
-                    why=why if isinstance(why, str) else None,
-                )
-                phases.append(Phase(phase=m["phase"], missed=missed))
-    elif path is None and isinstance(ev, dict) and first == "train":  # run.json before it
-        code = ev.get("missing")
+    if run.missing_phases is not None:  # every phase not captured, with why (advisor profile)
+        for m in run.missing_phases:
+            if m.phase in ("train", "eval"):
+                missed = PhaseMissed(missing=m.missing, why=m.why)
+                phases.append(Phase(phase=m.phase, missed=missed))
+    elif path is None and ev is not None and first == "train":  # run.json before it
+        code = ev.missing
         missed = PhaseMissed(missing=code if isinstance(code, str) else None)
         phases.append(Phase(phase="eval", missed=missed))
     return replace(
@@ -94,16 +87,16 @@ def with_phases(
     )
 
 
-def _eval_context(path: Path, rc: dict[str, Any]) -> dict[str, Any]:
+def _eval_context(path: Path, run: RunInfo) -> RunInfo:
     """The run context the evaluation trace is analyzed with."""
-    ev = rc.get("eval") or {}
-    return {
-        **rc,
-        "trace": path.name,
-        "trace_scope": ev.get("scope"),
-        "window_steps": ev.get("steps"),
-        "step_source": "forward",
-        "phase": "eval",
-        "notes": [],
-        "eval": None,
-    }
+    ev = run.eval or Eval()
+    return replace(
+        run,
+        trace=path.name,
+        trace_scope=ev.scope,
+        window_steps=ev.steps,
+        step_source="forward",
+        phase="eval",
+        notes=(),
+        eval=None,
+    )

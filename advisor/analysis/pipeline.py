@@ -7,7 +7,6 @@ Each stage is a plain function; outputs are written atomically (temp name, then 
 from __future__ import annotations
 
 import errno
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +38,7 @@ from advisor.replay.evidence import host_own_pct
 from advisor.report import Errored, Report, Skipped
 from advisor.runfacts import Bound, BoundStep, ExcludedStep, QualityNote, RunFacts, SteadySteps
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME, RUN_NAME
+from advisor.runinfo import RunInfo
 from advisor.trace import Trace, load_trace
 from advisor.trace.commroles import refresh as refresh_comm
 from advisor.trace.identity import with_device
@@ -49,37 +49,29 @@ if TYPE_CHECKING:
     from advisor.trace.prefetch import Prefetch
 
 
-def load_run_context(trace_path: Path) -> dict[str, Any] | None:
-    """run.json beside the trace (written by ``advisor profile``), or None."""
+def load_run_context(trace_path: Path) -> RunInfo | None:
+    """run.json beside the trace (written by ``advisor profile``), or None (a damaged run.json
+    only loses the live-run facts, never the analysis)."""
     cand = trace_path.parent / RUN_NAME if trace_path.is_file() else trace_path / RUN_NAME
-    if not cand.is_file():
-        return None
-    try:
-        data = json.loads(cand.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None  # a damaged run.json only loses the live-run facts, never the analysis
-    return data if isinstance(data, dict) else None
+    return runinfo.read_file(cand) if cand.is_file() else None
 
 
-def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
+def run_summary(trace: Trace, run_info: RunInfo | None) -> RunFacts:
     """The ``run`` block of findings.json (before the bound and the combined saving)."""
-    rc = run_ctx or {}
+    rc = run_info or RunInfo()
     dev = trace.device(main_device(trace))
     kind = trace_kind(trace)
-    rdev_raw = rc.get("device")
-    rdev: dict[str, Any] = rdev_raw if isinstance(rdev_raw, dict) else {}
-    dev_name, dev_source = device_name(dev, rdev)
-    argv = rc.get("argv")
+    dev_name, dev_source = device_name(dev, rc.device)
     return RunFacts(
-        notes=tuple(n for n in rc.get("notes") or () if isinstance(n, str)),  # profile's notes
-        script=rc.get("script"),
-        argv=tuple(argv) if isinstance(argv, list) else argv,
+        notes=rc.notes,  # profile's notes
+        script=rc.script,
+        argv=rc.argv,
         trace=str(trace.path),
-        torch=rc.get("torch"),
-        cuda=rc.get("cuda"),
+        torch=rc.torch,
+        cuda=rc.cuda,
         device=dev_name,
         device_source=dev_source,
-        compute_capability=rdev.get("compute_capability") or (dev.cc_str if dev else None),
+        compute_capability=rc.device.compute_capability or (dev.cc_str if dev else None),
         steps_profiled=int(len(trace.steps)),
         steps_synthetic=bool(trace.meta.synthetic_steps),
         steady=_steady_block(trace),
@@ -87,9 +79,9 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         step_ms_mean=_ms3(trace.mean_step_ms()) if len(trace.steps) else None,
         gpu_busy_pct=steps_busy_pct(trace),
         host_own_pct=host_own_pct(trace),
-        ended_early=bool(rc.get("ended_early", False)),
-        end_reason=rc.get("end_reason"),
-        before_first_step=True if rc.get("ended_early") and rc.get("steps_seen") == 0 else None,
+        ended_early=bool(rc.ended_early),
+        end_reason=rc.end_reason,
+        before_first_step=True if rc.ended_early and rc.steps_seen == 0 else None,
         platform=trace.meta.platform,
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,
@@ -100,9 +92,7 @@ def run_summary(trace: Trace, run_ctx: dict[str, Any] | None) -> RunFacts:
         step_unit_evidence=steady_steps(trace).why or None,
         trace_quality=tuple(QualityNote(i.what, i.effect, i.kind) for i in trace_quality(trace))
         + tuple(  # what the live run's recording limits cut (run.json capture_limits)
-            QualityNote(str(q.get("what")), str(q.get("effect")))
-            for q in rc.get("capture_limits") or ()
-            if isinstance(q, dict)
+            QualityNote(str(q.what), str(q.effect)) for q in rc.capture_limits
         ),
     )
 
@@ -207,9 +197,8 @@ def _bound(b: dict[str, Any] | None) -> Bound | None:
     )
 
 
-def analyze_trace(
-    trace: Trace, run_ctx: dict[str, Any] | None, options: Options | None = None
-) -> Report:
+def analyze_trace(trace: Trace, run: RunInfo | None, options: Options | None = None) -> Report:
+    """The report of one trace (``run``: its run.json, from ``advisor profile``)."""
     opts = options or Options()
     th = Thresholds(opts.overrides)
     load_detectors(opts.detectors)  # detectors declare their thresholds when imported
@@ -219,7 +208,7 @@ def analyze_trace(
     # figure reads steady steps (of the GPU the user names, if any)
     step_ms = trace.median_step_ms()
     ctx = Context(
-        run=runinfo.read(run_ctx),
+        run=run,
         thresholds=th,
         step_ms_median=step_ms,
         locator=Locator(trace),
@@ -236,8 +225,8 @@ def analyze_trace(
         trace, outcome.drafts, rank(drafts, mean_ms, th), mean_ms
     )
     findings = rank(one_row_per_cause(trace, drafts, th), mean_ms, th)
-    run = replace(
-        run_summary(trace, run_ctx),
+    facts = replace(
+        run_summary(trace, run),
         est_savings_bound_ms=bound_ms,
         est_savings_bound_how="replayed together" if replayed else "sum, capped at the step",
         bound=_bound(step_bound(trace)),
@@ -245,7 +234,7 @@ def analyze_trace(
     docs = {d.id: (d.title, d.doc) for d in all_detectors()}
     views = build_views(
         trace,
-        run_ctx,
+        run,
         findings,
         docs,
         no_source=opts.no_source,
@@ -254,7 +243,7 @@ def analyze_trace(
         thresholds=th,
     )
     return Report(
-        run=run,
+        run=facts,
         findings=tuple(findings),
         skipped=tuple(Skipped(i, r) for i, r in [*outcome.skipped, *not_run]),
         errored=tuple(Errored(i, e, tb) for i, e, tb in outcome.errored),
@@ -288,15 +277,15 @@ def analyze_loaded(
     return analyze_run(trace, load_run_context(Path(path)), options)
 
 
-def analyze_run(trace: Trace, run_ctx: dict[str, Any] | None, options: Options | None) -> Report:
+def analyze_run(trace: Trace, run: RunInfo | None, options: Options | None) -> Report:
     """:func:`analyze_trace`, plus the other phases of an ``advisor profile`` run that
     run.json names (:mod:`advisor.analysis.phases`), analyzed with the same options."""
     opts = options or Options()
 
-    def analyze(path: Path, ctx: dict[str, Any]) -> Report:
+    def analyze(path: Path, ctx: RunInfo) -> Report:
         return analyze_trace(load_trace(path, opts.max_trace_bytes), ctx, opts)
 
-    return with_phases(analyze_trace(trace, run_ctx, opts), Path(trace.meta.path), run_ctx, analyze)
+    return with_phases(analyze_trace(trace, run, opts), Path(trace.meta.path), run, analyze)
 
 
 def import_writers() -> None:

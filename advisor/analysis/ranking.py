@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from advisor.detect.draft import Draft
 from advisor.detect.thresholds import Thresholds
@@ -102,7 +103,7 @@ def finalize(draft: Draft, step_ms: float, th: Thresholds) -> Finding:
 READ_FIRST = ("one-time-init",)
 
 
-def _key(f: Finding) -> tuple:
+def _key(f: Finding) -> tuple[Any, ...]:
     loc = f.locations[0] if f.locations else None
     return (
         f.id not in READ_FIRST,

@@ -106,7 +106,7 @@ def inspect_trace(trace: Trace, top: int = 10) -> dict[str, Any]:
     }
 
 
-def _breakdown(devs: list) -> dict[str, Any]:
+def _breakdown(devs: list[Any]) -> dict[str, Any]:
     """The GPU's active span (first to last activity, HTA's window), summed over the devices."""
     span = sum(d.span_ns for d in devs)
     parts = {

@@ -30,7 +30,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -43,6 +42,8 @@ from advisor.derive.timeline import main_device
 from advisor.detect.thresholds import Thresholds
 from advisor.detectors._efficiency import Analysis, analysis
 from advisor.findings import Finding
+from advisor.runinfo import Device as RunDevice
+from advisor.runinfo import RunInfo
 from advisor.trace.model import GPU_DEVICE_TYPES, Device, Trace
 from advisor.units import ms_of_ns
 from advisor.viewdata import (
@@ -108,12 +109,10 @@ def utilization(
     )
 
 
-def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
-    rc = run_ctx or {}
-    mem = rc.get("memory")
+def _peak_memory(trace: Trace, run: RunInfo | None) -> int | None:
     for v in (
-        (mem or {}).get("peak_allocated_bytes") if isinstance(mem, dict) else None,
-        rc.get("peak_memory_bytes"),
+        run.memory.peak_allocated_bytes if run is not None else None,
+        run.peak_memory_bytes if run is not None else None,
     ):
         if isinstance(v, int | float) and v > 0:
             return int(v)
@@ -127,10 +126,9 @@ def _peak_memory(trace: Trace, run_ctx: dict[str, Any] | None) -> int | None:
     return int(m["total_allocated"].max()) if len(m) else None
 
 
-def _recorded_at(trace: Trace, run_ctx: dict[str, Any] | None) -> str | None:
-    for key in ("started_at", "date", "start_time"):
-        v = (run_ctx or {}).get(key)
-        if isinstance(v, str) and v:
+def _recorded_at(trace: Trace, run: RunInfo | None) -> str | None:
+    for v in (run.started_at, run.date, run.start_time) if run is not None else ():
+        if v:
             return v
     ns = trace.meta.base_time_ns
     if ns is None or not (1_000_000_000 * 10**9 < ns < 4_000_000_000 * 10**9):
@@ -139,26 +137,26 @@ def _recorded_at(trace: Trace, run_ctx: dict[str, Any] | None) -> str | None:
     return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def device_name(dev: Device | None, rdev: dict[str, Any]) -> tuple[str | None, str | None]:
+def device_name(dev: Device | None, rdev: RunDevice) -> tuple[str | None, str | None]:
     """The main GPU's name and where it came from (``run.device``/``device_source``,
     ``views.device``): the name ``--device`` gave, else the one run.json recorded (``advisor
     profile`` asked torch), else the trace's (listed or inferred)."""
-    if rdev.get("name") and not (dev is not None and dev.source == "--device"):
-        return str(rdev["name"]), "run.json"
+    if rdev.name and not (dev is not None and dev.source == "--device"):
+        return rdev.name, "run.json"
     return (dev.name if dev else None), (dev.source if dev else None)
 
 
-def device_view(trace: Trace, run_ctx: dict[str, Any] | None) -> DeviceView:
+def device_view(trace: Trace, run: RunInfo | None) -> DeviceView:
     dev = trace.device(main_device(trace))
-    rdev = (run_ctx or {}).get("device")
-    rdev = rdev if isinstance(rdev, dict) and not (dev and dev.source == "--device") else {}
-    total = rdev.get("total_memory_bytes") or (dev.total_memory_bytes if dev else None)
+    given = dev is not None and dev.source == "--device"
+    rdev = run.device if run is not None and not given else RunDevice()
+    total = rdev.total_memory_bytes or (dev.total_memory_bytes if dev else None)
     name, source = device_name(dev, rdev)
     return DeviceView(
         name=name,
-        compute_capability=rdev.get("compute_capability") or (dev.cc_str if dev else None),
+        compute_capability=rdev.compute_capability or (dev.cc_str if dev else None),
         total_memory_bytes=int(total) if isinstance(total, int | float) else None,
-        peak_memory_bytes=_peak_memory(trace, run_ctx),
+        peak_memory_bytes=_peak_memory(trace, run),
         count=len(trace.meta.devices),
         source=source,
     )
@@ -204,7 +202,7 @@ def collective_rows(trace: Trace) -> tuple[CollectiveRow, ...]:
 
 def build_views(
     trace: Trace,
-    run_ctx: dict[str, Any] | None,
+    run: RunInfo | None,
     findings: Iterable[Finding],
     detectors: dict[str, tuple[str, str]],
     no_source: bool = False,
@@ -226,16 +224,16 @@ def build_views(
     sources, withheld = None, list[str]()
     if not no_source:
         roots = source_roots(extra_roots)  # never widened by a run.json
-        sources = read_sources(found, source_bases(trace.path, run_ctx), roots, withheld)
+        sources = read_sources(found, source_bases(trace.path, run), roots, withheld)
     return Views(
         one_trace=TraceViews(
             version=VIEWS_VERSION,
-            device=device_view(trace, run_ctx),
+            device=device_view(trace, run),
             trace=TraceInfo(
                 file=trace.path.name,
                 origin_us=trace.to_trace_us(0),
                 window_us=(trace.to_trace_us(lo), trace.to_trace_us(hi)),
-                recorded_at=_recorded_at(trace, run_ctx),
+                recorded_at=_recorded_at(trace, run),
             ),
             steps=step_rows(trace, layers),
             steps_total=int(len(trace.steps)),

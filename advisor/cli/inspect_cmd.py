@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -51,7 +52,7 @@ def register(app: typer.Typer) -> None:
             _print(r)
 
 
-def _print(r: dict) -> None:
+def _print(r: dict[str, Any]) -> None:
     """The terminal summary: markup off (names print verbatim, ``k[/oops]`` included) and
     every name from the trace through :func:`~advisor.output.printable.printable`."""
     from rich.table import Table

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from advisor.runfolder import ANNOTATED_NAME, FINDINGS_NAME, REPORT_NAME
 
+if TYPE_CHECKING:
+    from advisor.report import Report
 
-def load_report(path: Path):
+
+def load_report(path: Path) -> tuple[Report, Path]:
     """The Report saved in ``path`` (findings.json, or a folder holding one) and its file."""
     from advisor.errors import AdvisorError
     from advisor.report import read

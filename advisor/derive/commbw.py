@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -121,14 +122,14 @@ def collectives(trace: Trace) -> tuple[Collective, ...]:
     return trace.memo("commbw.collectives", lambda: _table(trace))
 
 
-def _meta_of_kernels(trace: Trace, rows: np.ndarray) -> list[tuple | None]:
+def _meta_of_kernels(trace: Trace, rows: np.ndarray) -> list[tuple[Any, ...] | None]:
     """Each kernel's collective metadata: its own, else the launching record_param_comms op's
     (up its op chain, else the op with the same External id)."""
     k, ops, rt = trace.kernels, trace.cpu_ops, trace.runtime
     own = k["comm"].to_numpy()[rows] if "comm" in k else np.full(len(rows), None)
     op_meta = ops["comm"].to_numpy() if "comm" in ops and len(ops) else np.zeros(0, object)
     parent = ops["parent_idx"].to_numpy() if len(ops) else np.zeros(0, np.int64)
-    by_ext: dict[int, tuple] = {}
+    by_ext: dict[int, tuple[Any, ...]] = {}
     if len(op_meta):
         has = np.flatnonzero(pd.notna(op_meta))
         ext = ops["external_id"].to_numpy()
@@ -136,7 +137,7 @@ def _meta_of_kernels(trace: Trace, rows: np.ndarray) -> list[tuple | None]:
     li = k["launch_idx"].to_numpy()[rows]
     op_idx = rt["op_idx"].to_numpy() if len(rt) else np.zeros(0, np.int64)
     k_ext = k["external_id"].to_numpy()[rows]
-    out: list[tuple | None] = []
+    out: list[tuple[Any, ...] | None] = []
     for j in range(len(rows)):
         m = own[j] if isinstance(own[j], tuple) else None
         o = int(op_idx[li[j]]) if m is None and li[j] >= 0 else -1
@@ -263,7 +264,7 @@ def _kernel_less(
     if len(trace.steps) and not trace.meta.synthetic_steps:
         step = ops["step"].to_numpy()
         rows = [i for i in rows if step[i] >= 0]
-    groups: dict[tuple[str, int | None], list[tuple]] = {}
+    groups: dict[tuple[str, int | None], list[tuple[Any, ...]]] = {}
     for i in rows:
         m = meta[i]
         kind = kind_of(m[0])

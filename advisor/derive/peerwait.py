@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,9 +61,9 @@ def split_exposed(
     return transfer.astype(np.int64), wait.astype(np.int64)
 
 
-def align_keys(coll: Collectives, with_stream: bool) -> list[tuple]:
+def align_keys(coll: Collectives, with_stream: bool) -> list[tuple[Any, ...]]:
     """A key per collective of a digest's ``Collectives``: (step, name, stream, occurrence)."""
-    seen: Counter[tuple] = Counter()
+    seen: Counter[tuple[Any, ...]] = Counter()
     out = []
     for i in range(len(coll)):
         base = (int(coll.step[i]), coll.name[i], int(coll.stream[i]) if with_stream else 0)
@@ -71,7 +72,7 @@ def align_keys(coll: Collectives, with_stream: bool) -> list[tuple]:
     return out
 
 
-def align(colls: Sequence[Collectives]) -> tuple[list[tuple], list[np.ndarray]]:
+def align(colls: Sequence[Collectives]) -> tuple[list[tuple[Any, ...]], list[np.ndarray]]:
     """The keys every rank has (sorted) and, per rank, the row of each in its collectives:
     matched with the stream first, else without it (ranks may number streams differently)."""
     for with_stream in (True, False):

@@ -24,10 +24,10 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from advisor import settings
 from advisor.findings import Finding
+from advisor.runinfo import RunInfo
 from advisor.viewdata import Snippet
 
 SOURCE_CONTEXT = 3  # lines either side of the hot line
@@ -73,15 +73,13 @@ def live_roots(script: str | None, cwd: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(roots))
 
 
-def source_bases(trace_path: Path | str | None, run_ctx: dict[str, Any] | None) -> list[Path]:
+def source_bases(trace_path: Path | str | None, run: RunInfo | None) -> list[Path]:
     """Folders a relative frame path is tried in (the file must still lie under a root)."""
     bases = []
-    cwd = (run_ctx or {}).get("cwd")
-    if isinstance(cwd, str) and cwd:
-        bases.append(Path(cwd))
-    script = (run_ctx or {}).get("script")
-    if isinstance(script, str) and script:
-        bases.append(Path(script).parent)
+    if run is not None and run.cwd:
+        bases.append(Path(run.cwd))
+    if run is not None and run.script:
+        bases.append(Path(run.script).parent)
     if trace_path:
         bases.append(Path(trace_path).parent)
     return bases

@@ -22,8 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from advisor.trace.intervals import covered_before, covered_by, union
+# re-exported: the interval arithmetic every derive module reads from here
+from advisor.trace.intervals import covered_before as covered_before
+from advisor.trace.intervals import covered_by as covered_by
 from advisor.trace.intervals import in_spans as in_spans  # re-exported
+from advisor.trace.intervals import union as union
 from advisor.trace.model import Trace
 
 _EMPTY = np.zeros(0, np.int64)

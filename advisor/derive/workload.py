@@ -16,7 +16,6 @@ compares them first: two runs whose steps compute different things are not a reg
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ import pandas as pd
 
 from advisor.derive.dataloader import fetches
 from advisor.digest import OpShapes, Workload
+from advisor.runinfo import RunInfo
 from advisor.trace.model import Trace
 
 TOP_OPS = 8  # ops compared per run
@@ -46,7 +46,7 @@ def signature(dims: Any, types: Any) -> str:
     return "; ".join(parts)
 
 
-def workload(trace: Trace, run: Mapping[str, Any] | None = None) -> Workload:
+def workload(trace: Trace, run: RunInfo | None = None) -> Workload:
     """The steady steps' top ops with their input signatures, and samples per step."""
     samples, how = _samples(trace, run)
     return Workload(ops=_top_ops(trace), samples_per_step=samples, samples_how=how)
@@ -92,21 +92,15 @@ def _launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return inside, ops["dur_ns"].to_numpy(np.float64)[inside]
 
 
-def _samples(trace: Trace, run: Mapping[str, Any] | None) -> tuple[float | None, str | None]:
+def _samples(trace: Trace, run: RunInfo | None) -> tuple[float | None, str | None]:
     """Samples per step from run.json's DataLoader batch size (the training loader's), times
     the fetches per steady step the trace shows (one when it shows none)."""
-    loaders = run.get("dataloaders") if isinstance(run, Mapping) else None
-    if not isinstance(loaders, list):
-        return None, None
     sizes: list[int] = []
-    for dl in loaders:
-        if not isinstance(dl, Mapping) or dl.get("phase", "train") != "train":
+    for dl in run.dataloaders if run is not None else ():
+        if dl.phase not in (None, "train"):
             continue
-        size = dl.get("batch_size")
-        if isinstance(size, bool):
-            continue
-        if isinstance(size, int) and size > 0:
-            sizes.append(size)
+        if dl.batch_size is not None and dl.batch_size > 0:
+            sizes.append(dl.batch_size)
     if len(set(sizes)) != 1:
         return None, None  # no loader, or several of different sizes: which one feeds a step?
     f = fetches(trace)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def _as_draft(f: Finding) -> Draft:
     )
 
 
-def _finding_key(f: Finding, seen: dict[tuple, int]) -> tuple:
+def _finding_key(f: Finding, seen: dict[tuple[Any, ...], int]) -> tuple[Any, ...]:
     loc = f.locations[0] if f.locations else None
     base = (f.id, loc.file if loc else "", loc.line if loc else 0)
     n = seen.get(base, 0)
@@ -63,9 +64,9 @@ def _finding_key(f: Finding, seen: dict[tuple, int]) -> tuple:
 def merge_findings(digests: Sequence[Digest]) -> list[Draft]:
     """Each finding once (by id, first location and occurrence), with the figures of the
     rank where it saves most, and which ranks showed it."""
-    groups: dict[tuple, list[tuple[Digest, Finding]]] = {}
+    groups: dict[tuple[Any, ...], list[tuple[Digest, Finding]]] = {}
     for d in digests:
-        seen: dict[tuple, int] = {}
+        seen: dict[tuple[Any, ...], int] = {}
         for f in d.report.findings:
             groups.setdefault(_finding_key(f, seen), []).append((d, f))
     out = []

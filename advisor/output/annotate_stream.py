@@ -26,8 +26,8 @@ import zlib
 from pathlib import Path
 
 from advisor.jsontext import compact
-from advisor.output.annotate import FINDINGS_PID, GZIP_LEVEL, finding_events
-from advisor.output.tail import AHEAD_MAX_BYTES, Tail, recompress
+from advisor.output.annotate import GZIP_LEVEL, finding_events
+from advisor.output.tail import AHEAD_MAX_BYTES, FINDINGS_PID, Tail, recompress
 from advisor.report import Report
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 

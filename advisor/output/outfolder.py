@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from advisor import runinfo
 from advisor.errors import AdvisorError
 from advisor.output.outfiles import claim
 from advisor.runfolder import (
@@ -44,6 +45,7 @@ from advisor.runfolder import (
     TRACE_NAME,
     rank_run_name,
 )
+from advisor.runinfo import RunInfo
 
 REPORT_GENERATOR_RE = re.compile(rb'<meta name="generator" content="torch-advisor [^"<>]*">')
 _PROBE = ".advisor-write-test-"  # check_writable's probe (a rank's own file, see foreign_entries)
@@ -102,6 +104,11 @@ def _json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _run(path: Path) -> RunInfo | None:
+    """The run file at ``path`` as its record (not through a symlink), or None."""
+    return runinfo.read(_json(path))
+
+
 def is_advisor_report(path: Path) -> bool:
     """Whether ``path`` is a report.html torch-advisor rendered: an HTML page starting with
     ``<!DOCTYPE html>`` whose ``<head>`` carries the advisor's generator tag (a page that
@@ -133,11 +140,11 @@ def written_by_advisor(folder: Path, name: str) -> bool:
         return False
     m = RANK_NAME_RE.match(name)
     if m and m.group(1) == "trace":  # a rank's trace: owned when its run file names it
-        d = _json(folder / rank_run_name(int(m.group(2))))
-        return d is not None and "advisor_version" in d and d.get("trace") == name
+        run = _run(folder / rank_run_name(int(m.group(2))))
+        return run is not None and run.advisor_version is not None and run.trace == name
     if m or name == RUN_NAME:
-        d = _json(path)
-        return d is not None and "advisor_version" in d and "end_reason" in d
+        run = _run(path)
+        return run is not None and run.advisor_version is not None and run.end_reason is not None
     if name == FINDINGS_NAME:
         d = _json(path)
         return d is not None and "advisor_version" in d and "schema_version" in d
@@ -146,8 +153,8 @@ def written_by_advisor(folder: Path, name: str) -> bool:
     if name == ANNOTATED_NAME:
         return written_by_advisor(folder, FINDINGS_NAME)
     if name == TRACE_NAME:  # only a profile run (its run.json names the trace) owns it
-        d = _json(folder / RUN_NAME)
-        return d is not None and "advisor_version" in d and d.get("trace") == name
+        run = _run(folder / RUN_NAME)
+        return run is not None and run.advisor_version is not None and run.trace == name
     return False
 
 

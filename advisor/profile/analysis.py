@@ -9,15 +9,16 @@ error, raised for the caller to report.
 from __future__ import annotations
 
 import html
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from advisor import runinfo
 from advisor.errors import AdvisorError
 from advisor.runfacts import RunFacts
 from advisor.runfolder import FINDINGS_NAME, REPORT_NAME
+from advisor.runinfo import RunInfo
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 
@@ -27,22 +28,20 @@ class _CannotWrite(Exception):
         self.error = error
 
 
-def _run_block(run_ctx: dict[str, Any], trace_path: Path) -> RunFacts:
+def _run_block(run: RunInfo, trace_path: Path) -> RunFacts:
     """The findings.json ``run`` block when there is no trace to analyze."""
-    raw = run_ctx.get("device")
-    dev: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    argv = run_ctx.get("argv")
+    dev = run.device
     return RunFacts(
-        notes=tuple(n for n in run_ctx.get("notes") or () if isinstance(n, str)),
-        script=run_ctx.get("script"),
-        argv=tuple(argv) if isinstance(argv, list) else None,
+        notes=run.notes,
+        script=run.script,
+        argv=run.argv,
         trace=str(trace_path) if trace_path.is_file() else None,
-        torch=run_ctx.get("torch"),
-        cuda=run_ctx.get("cuda"),
-        device=dev.get("name") if dev.get("type") == "cuda" else None,
-        compute_capability=dev.get("compute_capability"),
-        ended_early=bool(run_ctx.get("ended_early", False)),
-        end_reason=run_ctx.get("end_reason"),
+        torch=run.torch,
+        cuda=run.cuda,
+        device=dev.name if dev.type == "cuda" else None,
+        compute_capability=dev.compute_capability,
+        ended_early=bool(run.ended_early),
+        end_reason=run.end_reason,
     )
 
 
@@ -76,11 +75,8 @@ def _analyze_and_write(
     """Analyze ``trace_path`` with the run context in ``run_json_path``; write findings.json and
     report.html into ``out_dir``. Returns (Report or None, files written, timings in seconds)."""
     timings: dict[str, float] = {}
-    try:
-        run_ctx = json.loads(run_json_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        run_ctx = {}
-    notes = [str(n) for n in run_ctx.get("notes", [])]
+    run = runinfo.read_file(run_json_path) or RunInfo()
+    notes = list(run.notes)
     try:
         from advisor.analysis.pipeline import analyze_run, write_outputs
         from advisor.output.terminal import progress
@@ -95,11 +91,11 @@ def _analyze_and_write(
                     load_trace(
                         trace_path, getattr(options, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
                     ),
-                    run_ctx,
+                    run,
                     options,
                 )
             else:
-                report = Report(run=_run_block(run_ctx, trace_path), findings=())
+                report = Report(run=_run_block(run, trace_path), findings=())
             timings["analysis"] = time.perf_counter() - t0
             prog.update("Writing the report")
             t0 = time.perf_counter()
@@ -115,6 +111,6 @@ def _analyze_and_write(
         msg = f"analysis failed: {type(err).__name__}: {err}"
         print(f"advisor: {msg}", file=sys.stderr)
         t0 = time.perf_counter()
-        written = _minimal_outputs(out_dir, _run_block(run_ctx, trace_path), notes, msg)
+        written = _minimal_outputs(out_dir, _run_block(run, trace_path), notes, msg)
         timings["report"] = time.perf_counter() - t0
         return None, written, timings

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import os
 import shutil
@@ -11,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from advisor.runcapture import CaptureLimit, Eval
+from advisor.runinfo import Backends, Memory
 
 DEFAULT_EVAL_WAIT_S = 10.0  # --eval-wait: short, so a never-ending script ends soon after
 
@@ -75,7 +79,7 @@ class Capture:
     step_source: str | None = None  # "optimizer" | "advisor.step" | "forward"
     step_module: str | None = None  # step_source "forward": the class whose calls are steps
     phase: str = "train"  # what the first window holds: train | eval (forward steps in eval)
-    eval: dict[str, Any] = field(default_factory=dict)  # the evaluation window (run.json)
+    eval: Eval | None = None  # the evaluation window (run.json), once there is one to tell
     window_steps: list[int] = field(default_factory=list)  # first, last step in the trace
     activities: list[str] = field(default_factory=lambda: ["cpu"])  # of the exported trace
     stopped_after_window: bool = False
@@ -83,15 +87,20 @@ class Capture:
     max_seconds_hit: bool = False
     window_end_s: float | None = None  # when the training window was exported (from start)
     window_cut: bool = False  # the window was ended early by its recording limits
-    capture_limits: list[dict[str, str]] = field(default_factory=list)  # what they cut
+    capture_limits: list[CaptureLimit] = field(default_factory=list)  # what they cut
     foreign_profiler_step: int | None = None
     export_error: str | None = None
-    memory: dict[str, Any] = field(default_factory=dict)
-    backends: dict[str, Any] | None = None
+    memory: Memory = field(default_factory=Memory)
+    backends: Backends | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
     step_times_s: list[float] = field(default_factory=list)  # each step() call, from start()
     call_sites: int | None = None  # python_function events given their caller's line
     call_sites_error: str | None = None
+
+    def tell_eval(self, **facts: Any) -> None:
+        """Add ``facts`` (fields of :class:`advisor.runcapture.Eval`) to the evaluation
+        window's record."""
+        self.eval = dataclasses.replace(self.eval or Eval(), **facts)
 
 
 def export_trace(prof: Any, out: Path, amend: Callable[[Path], None] | None = None) -> str | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.profile.facts import is_user_file
+from advisor.runinfo import Compile, CompileCounters, CompiledFrame, GraphBreak, Recompile
 
 MAX_ROWS = 32
 MAX_FRAMES = 64
@@ -111,57 +112,70 @@ class CompileRecorder:
         if cid is not None and len(row["compile_ids"]) < 8:
             row["compile_ids"].append(str(cid))
 
-    def to_dict(self) -> dict[str, Any]:
+    def facts(self) -> Compile:
         """The ``compile`` block (empty when the script never compiled)."""
         import sys
 
         if "torch._dynamo" not in sys.modules:
-            return {}
-        out: dict[str, Any] = {"graph_breaks": list(self.breaks.values())}
+            return Compile()
+        breaks = tuple(
+            GraphBreak(
+                file=b["file"],
+                line=b["line"],
+                function=b["function"],
+                kind=b["type"],
+                reason=b["reason"],
+                count=b["count"],
+                compile_ids=tuple(b["compile_ids"]),
+            )
+            for b in self.breaks.values()
+        )
         try:
-            out.update(_metrics())
+            frames, recompiles, counters = _metrics()
         except Exception as err:  # noqa: BLE001 (facts are best effort)
-            out["error"] = f"{type(err).__name__}: {err}"
-        return out
+            return Compile(graph_breaks=breaks, error=f"{type(err).__name__}: {err}")
+        return Compile(graph_breaks=breaks, frames=frames, recompiles=recompiles, counters=counters)
 
 
-def _metrics() -> dict[str, Any]:
+def _metrics() -> tuple[tuple[CompiledFrame, ...], tuple[Recompile, ...], CompileCounters]:
     from torch._dynamo import utils
 
-    frames: list[dict[str, Any]] = []
-    recompiles: list[dict[str, Any]] = []
+    frames: list[CompiledFrame] = []
+    recompiles: list[Recompile] = []
     for m in list(utils.get_compilation_metrics())[-MAX_FRAMES:]:
         name = str(m.co_name or "")
         if not name or _own(m.co_filename):
             continue  # a backward graph's entry (no code object) or the advisor's own hooks
-        row = {
-            "compile_id": None if m.compile_id is None else str(m.compile_id),
-            "function": name,
-            "file": m.co_filename,
-            "line": m.co_firstlineno,
-            "resume": name.startswith(RESUME_PREFIX),
-            "graph_ops": m.graph_op_count,
-            "compile_s": m.entire_frame_compile_time_s,
-            "graph_breaks": getattr(m, "num_graph_breaks", None),
-            "fail_type": m.fail_type,
-            "fail_reason": _first_line(m.fail_reason) or None,
-        }
+        row = CompiledFrame(
+            compile_id=None if m.compile_id is None else str(m.compile_id),
+            function=name,
+            file=m.co_filename,
+            line=m.co_firstlineno,
+            resume=name.startswith(RESUME_PREFIX),
+            graph_ops=m.graph_op_count,
+            compile_s=m.entire_frame_compile_time_s,
+            graph_breaks=getattr(m, "num_graph_breaks", None),
+            fail_type=m.fail_type,
+            fail_reason=_first_line(m.fail_reason) or None,
+        )
         frames.append(row)
         reason = getattr(m, "recompile_reason", None)
         if reason and len(recompiles) < MAX_ROWS:
             recompiles.append(
-                {
-                    "compile_id": row["compile_id"],
-                    "function": name,
-                    "file": m.co_filename,
-                    "line": m.co_firstlineno,
-                    "reason": _first_line(reason),
-                    "compile_s": m.entire_frame_compile_time_s,
-                }
+                Recompile(
+                    compile_id=row.compile_id,
+                    function=name,
+                    file=m.co_filename,
+                    line=m.co_firstlineno,
+                    reason=_first_line(reason),
+                    compile_s=m.entire_frame_compile_time_s,
+                )
             )
     c = utils.counters
-    counters: dict[str, Any] = {
-        k: int(sum(c[k].values())) for k in ("graph_break", "unimplemented")
-    }
-    counters.update({k: {str(n): int(v) for n, v in c[k].items()} for k in ("frames", "stats")})
-    return {"frames": frames, "recompiles": recompiles, "counters": counters}
+    counters = CompileCounters(
+        graph_break=int(sum(c["graph_break"].values())),
+        unimplemented=int(sum(c["unimplemented"].values())),
+        frames={str(n): int(v) for n, v in c["frames"].items()},
+        stats={str(n): int(v) for n, v in c["stats"].items()},
+    )
+    return tuple(frames), tuple(recompiles), counters

@@ -20,6 +20,7 @@ import functools
 import warnings
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from advisor import settings
@@ -28,6 +29,35 @@ from advisor.profile.facts import user_site
 from advisor.profile.loaders import LoaderWorkers
 from advisor.profile.modules import MAX_ROWS as _MAX_ROWS
 from advisor.profile.modules import ModuleObserver
+from advisor.runcapture import Forks, Try
+from advisor.runinfo import (
+    Allocator,
+    Compile,
+    DataLoader,
+    EmptyCache,
+    Forward,
+    Modules,
+    Optimizer,
+    Site,
+    ZeroGrad,
+)
+
+
+@dataclass(frozen=True)
+class SetUp:
+    """What the run's hooks saw of the script's set-up (run.json's ``dataloaders``,
+    ``optimizers``, ``zero_grad``, ``allocator``, ``forward``, ``modules``, ``compile``; and
+    ``try`` and ``forks`` where there are any). Empty when it could not be read."""
+
+    dataloaders: tuple[DataLoader, ...] = ()
+    optimizers: tuple[Optimizer, ...] = ()
+    zero_grad: tuple[ZeroGrad, ...] = ()
+    allocator: Allocator = field(default_factory=Allocator)
+    forward: Forward = field(default_factory=Forward)
+    modules: Modules = field(default_factory=Modules)
+    compile: Compile = field(default_factory=Compile)
+    trial: Try | None = None
+    forks: Forks | None = None
 
 
 class ContextRecorder:
@@ -35,27 +65,26 @@ class ContextRecorder:
         import torch
 
         self._torch = torch
-        self._sites: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._sites: weakref.WeakKeyDictionary[Any, Site | None] = weakref.WeakKeyDictionary()
         self._patches: list[tuple[Any, str, Any]] = []
         self._hook: Any = None
         self._fwd_on = False
-        self._snapshot: dict[str, Any] | None = None
+        self._snapshot: tuple[Forward, Modules] | None = None
         self._warning_filter: Any = None
         self.modules = ModuleObserver()
-        self.dataloaders: list[dict[str, Any]] = []
+        self.dataloaders: list[DataLoader] = []
         self.loader_workers = LoaderWorkers()
         # id(dataset) -> the site of the first DataLoader built over it: a loader a library
         # rebuilds from the user's (accelerate's prepare) is named at the user's DataLoader(...)
-        self._dataset_sites: dict[int, dict[str, Any] | None] = {}
+        self._dataset_sites: dict[int, Site | None] = {}
         self._dl_ids: set[int] = set()
-        self.optimizers: list[dict[str, Any]] = []
+        self.optimizers: list[Optimizer] = []
         self._opt_ids: set[int] = set()
-        self.zero_grad: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self.compiled_sites: list[dict[str, Any] | None] = []
+        self.zero_grad: dict[tuple[Any, ...], ZeroGrad] = {}
+        self.compiled_sites: list[Site | None] = []
         self.compile = CompileRecorder()
-        self.empty_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # calls of torch.cuda.empty_cache() per call site: [calls, site]
+        self.empty_cache: dict[tuple[Any, ...], tuple[list[int], Site | None]] = {}
         self.optimizer_made = False  # an optimizer was created: its steps are the steps
         # the phase the run is in (train | eval), set by the session: a DataLoader's row says
         # which phase first iterated it, so each phase's findings name its own loader
@@ -154,13 +183,13 @@ class ContextRecorder:
         @functools.wraps(orig)
         def empty_cache(*args: Any, **kwargs: Any) -> Any:
             try:
-                site = user_site() or {}
-                key = (site.get("file"), site.get("line"))
+                site = user_site()
+                key = (site.file, site.line) if site else (None, None)
                 row = self.empty_cache.get(key)
                 if row is None and len(self.empty_cache) < _MAX_ROWS:
-                    row = self.empty_cache[key] = {"calls": 0, **site}
+                    row = self.empty_cache[key] = ([0], site)
                 if row is not None:
-                    row["calls"] += 1
+                    row[0][0] += 1
             except Exception:  # noqa: BLE001 (capture never breaks the script)
                 pass
             return orig(*args, **kwargs)
@@ -177,10 +206,16 @@ class ContextRecorder:
                 return orig(obj, *args, **kwargs)
             try:
                 stn = kwargs.get("set_to_none", args[0] if args else True)
-                site = user_site()
-                key = (kind, bool(stn), site and site["file"], site and site["line"])
+                site = user_site() or Site()
+                key = (kind, bool(stn), site.file, site.line)
                 if key not in self.zero_grad and len(self.zero_grad) < _MAX_ROWS:
-                    self.zero_grad[key] = {"owner": kind, "set_to_none": bool(stn), **(site or {})}
+                    self.zero_grad[key] = ZeroGrad(
+                        owner=kind,
+                        set_to_none=bool(stn),
+                        file=site.file,
+                        line=site.line,
+                        function=site.function,
+                    )
             except Exception:  # noqa: BLE001 (capture never breaks the script)
                 pass
             return orig(obj, *args, **kwargs)
@@ -223,25 +258,28 @@ class ContextRecorder:
                 n = None
             nw = int(dl.num_workers)
             site = (
-                self._dataset_sites.get(id(dl.dataset)) or self._sites.get(dl) or user_site(3) or {}
+                self._dataset_sites.get(id(dl.dataset))
+                or self._sites.get(dl)
+                or user_site(3)
+                or Site()
             )
             batch = dl.batch_size
             if batch is None:  # a batch sampler (accelerate's prepared loaders): its size
                 batch = getattr(getattr(dl, "batch_sampler", None), "batch_size", None)
             self.dataloaders.append(
-                {
-                    "num_workers": nw,
-                    "pin_memory": bool(dl.pin_memory),
-                    "batch_size": batch if isinstance(batch, int) else None,
-                    "persistent_workers": bool(dl.persistent_workers),
-                    "prefetch_factor": dl.prefetch_factor if nw > 0 else None,
-                    "drop_last": bool(dl.drop_last),
-                    "dataset_len": n,
-                    "dataset_class": type(dl.dataset).__name__,
-                    "phase": self._loader_phase(),
-                    "file": site.get("file"),
-                    "line": site.get("line"),
-                }
+                DataLoader(
+                    num_workers=nw,
+                    pin_memory=bool(dl.pin_memory),
+                    batch_size=batch if isinstance(batch, int) else None,
+                    persistent_workers=bool(dl.persistent_workers),
+                    prefetch_factor=dl.prefetch_factor if nw > 0 else None,
+                    drop_last=bool(dl.drop_last),
+                    dataset_len=n,
+                    dataset_class=type(dl.dataset).__name__,
+                    phase=self._loader_phase(),
+                    file=site.file,
+                    line=site.line,
+                )
             )
         except Exception:  # noqa: BLE001
             pass
@@ -267,42 +305,57 @@ class ContextRecorder:
             for p in params:
                 k = str(p.dtype).removeprefix("torch.")
                 dtypes[k] = dtypes.get(k, 0) + int(p.numel())
-            site = self._sites.get(opt) or {}
+            site = self._sites.get(opt) or Site()
             self.optimizers.append(
-                {
-                    "class": type(opt).__name__,
-                    "module": type(opt).__module__,
-                    "foreach": opt.defaults.get("foreach"),
-                    "fused": opt.defaults.get("fused"),
-                    "param_tensors": len(params),
-                    "param_groups": len(opt.param_groups),
-                    "param_elements": sum(dtypes.values()),
-                    "param_dtypes": dtypes,
-                    "file": site.get("file"),
-                    "line": site.get("line"),
-                }
+                Optimizer(
+                    cls=type(opt).__name__,
+                    module=type(opt).__module__,
+                    foreach=opt.defaults.get("foreach"),
+                    fused=opt.defaults.get("fused"),
+                    param_tensors=len(params),
+                    param_groups=len(opt.param_groups),
+                    param_elements=sum(dtypes.values()),
+                    param_dtypes=dtypes,
+                    file=site.file,
+                    line=site.line,
+                )
             )
         except Exception:  # noqa: BLE001
             pass
 
-    def _module_facts(self) -> dict[str, Any]:
+    def _module_facts(self) -> tuple[Forward, Modules]:
         try:
-            return {
-                "forward": self.modules.forward_facts(),
-                "modules": self.modules.module_facts(self._sites, self.compiled_sites),
-            }
+            return (
+                self.modules.forward_facts(),
+                self.modules.module_facts(self._sites, self.compiled_sites),
+            )
         except Exception as err:  # noqa: BLE001 (facts are best effort)
-            return {"forward": {}, "modules": {"error": f"{type(err).__name__}: {err}"}}
+            return Forward(), Modules(error=f"{type(err).__name__}: {err}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "dataloaders": list(self.dataloaders),
-            "optimizers": list(self.optimizers),
-            "zero_grad": list(self.zero_grad.values()),
-            "allocator": {
-                "empty_cache": list(self.empty_cache.values()),
-                **settings.allocator_env(),
-            },
-            **(self._snapshot or self._module_facts()),
-            "compile": self.compile.to_dict(),
-        }
+    def setup(self) -> SetUp:
+        """What the hooks saw, as run.json records it."""
+        forward, modules = self._snapshot or self._module_facts()
+        env = settings.allocator_env()
+        empty_cache = tuple(
+            EmptyCache(
+                calls=calls[0],
+                file=site.file if site else None,
+                line=site.line if site else None,
+                function=site.function if site else None,
+            )
+            for calls, site in self.empty_cache.values()
+        )
+        return SetUp(
+            dataloaders=tuple(self.dataloaders),
+            optimizers=tuple(self.optimizers),
+            zero_grad=tuple(self.zero_grad.values()),
+            allocator=Allocator(
+                empty_cache=empty_cache,
+                alloc_conf=env["alloc_conf"],
+                caching_disabled=env["caching_disabled"],
+                no_memory_caching_env=env["no_memory_caching_env"],
+            ),
+            forward=forward,
+            modules=modules,
+            compile=self.compile.facts(),
+        )

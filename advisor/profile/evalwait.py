@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.runcapture import WaitFacts
+
 EVAL_WAIT_STEPS = 200  # training steps waited for the evaluation phase (at the script's pace)
 EVAL_WAIT_MAX_S = 600.0  # whatever the pace, the wait never passes this
 
@@ -84,16 +86,16 @@ class EvalWait:
         p = pace_s(step_times_s, self.g0)
         return p is not None and now_s + epoch_left * p > self.t0_s + self.budget_s(step_times_s)
 
-    def facts(self, now_s: float, steps_seen: int, step_times_s: Sequence[float]) -> dict[str, Any]:
+    def facts(self, now_s: float, steps_seen: int, step_times_s: Sequence[float]) -> WaitFacts:
         """run.json ``eval.wait``: how the wait went."""
         p = self.pace(step_times_s)
-        return {
-            "steps": max(steps_seen - self.g0, 0),
-            "seconds": round(now_s - self.t0_s, 3),
-            "budget_s": round(self.budget_s(step_times_s), 3),
-            "by_steps": self.by_steps,
-            "step_s": None if p is None else round(p, 6),
-        }
+        return WaitFacts(
+            steps=max(steps_seen - self.g0, 0),
+            seconds=round(now_s - self.t0_s, 3),
+            budget_s=round(self.budget_s(step_times_s), 3),
+            by_steps=self.by_steps,
+            step_s=None if p is None else round(p, 6),
+        )
 
 
 class Epochs:

@@ -36,6 +36,8 @@ from advisor.profile import facts
 from advisor.profile.capture import Capture, SessionConfig, export_trace
 from advisor.profile.execute import WindowCaptured
 from advisor.profile.fwdsteps import has_parameters, in_eval
+from advisor.record import UNSET
+from advisor.runcapture import Eval
 from advisor.runfolder import eval_trace_name
 
 
@@ -140,12 +142,16 @@ class EvalWindow:
         self._t_await = 0.0
 
     @property
-    def info(self) -> dict[str, Any]:
-        return self.s.cap.eval
+    def info(self) -> Eval:
+        return self.s.cap.eval or Eval()
+
+    def tell(self, **facts: Any) -> None:
+        """Add ``facts`` to run.json's ``eval``."""
+        self.s.cap.tell_eval(**facts)
 
     def await_phase(self) -> None:
         """The training window is done: watch for the evaluation phase."""
-        self.info.update(scope="none", trace_written=False, missing=None)
+        self.tell(scope="none", trace_written=False, missing=None)
         self.s.phase = "await-eval"
         self._t_await = time.perf_counter()
 
@@ -162,7 +168,7 @@ class EvalWindow:
             if not in_eval(s.torch, mod) or not has_parameters(mod):
                 return
             self._mod = id(mod)
-            self.info["module"] = type(mod).__name__
+            self.tell(module=type(mod).__name__)
             s.time_it("eval_wait", self._t_await)
             s.eval_found()
         if s.phase != "eval-window" or id(mod) != self._mod:
@@ -171,7 +177,7 @@ class EvalWindow:
             self.phase_over("a training call of the model")
             return
         self._n += 1
-        self.info["steps_seen"] = self._n
+        self.tell(steps_seen=self._n)
         if self._n == 1:
             self._start()
             return
@@ -186,7 +192,7 @@ class EvalWindow:
         whole phase), then stop the script as after a complete window."""
         if self.s.phase != "eval-window":
             return
-        self.info["ended_by"] = why
+        self.tell(ended_by=why)
         self._stop()
         self._stop_script()
 
@@ -224,7 +230,7 @@ class EvalWindow:
         s = self.s
         t0 = time.perf_counter()
         cuda = facts.cuda_in_use()
-        self.info["activities"] = ["cpu", "cuda"] if cuda else ["cpu"]
+        self.tell(activities=("cpu", "cuda") if cuda else ("cpu",))
         self._prof = s.make_profiler(cuda, self._action, self._on_ready)
         self._prof.step_num = 1
         with s.own():
@@ -237,21 +243,21 @@ class EvalWindow:
         s = self.s
         s.time_it("eval_window", self._t0)
         complete = self._n > self.last
-        self.info["steps"] = [self.first, self.last if complete else self._n]
+        self.tell(steps=(self.first, self.last if complete else self._n))
         t0 = time.perf_counter()
 
         def put(n: int | None, error: str | None) -> None:
-            self.info["call_sites"], self.info["call_sites_error"] = n, error
+            self.tell(call_sites=n, call_sites_error=error)
 
         error = export_trace(prof, self.path, s.call_sites(prof, put))
         s.time_it("eval_export", t0)
         # a phase shorter than --eval-steps that ended by itself is captured whole
-        whole = not complete and "ended_by" in self.info
+        whole = not complete and self.info.ended_by is not None
         scope = "window" if complete or whole else "partial-window"
         if error is None:
-            self.info.update(scope=scope, trace_written=True, trace=self.path.name)
+            self.tell(scope=scope, trace_written=True, trace=self.path.name)
         else:
-            self.info["export_error"] = error
+            self.tell(export_error=error)
         if self.main:
             self._as_main(scope, error)
         self._done = True
@@ -259,11 +265,13 @@ class EvalWindow:
     def _as_main(self, scope: str, error: str | None) -> None:
         """--phases eval: the capture's main window is this one."""
         cap, info = self.s.cap, self.info
-        cap.phase, cap.window_steps = "eval", list(info["steps"])
-        cap.call_sites, cap.call_sites_error = info.get("call_sites"), info.get("call_sites_error")
+        cap.phase, cap.window_steps = "eval", list(info.steps or ())
+        cap.call_sites = None if info.call_sites is UNSET else info.call_sites
+        cap.call_sites_error = None if info.call_sites_error is UNSET else info.call_sites_error
         if error is None:
-            cap.trace_written, cap.scope, cap.activities = True, scope, info["activities"]
-            cap.eval = {}
+            cap.trace_written, cap.scope = True, scope
+            cap.activities = list(info.activities or ())
+            cap.eval = None
         else:
             cap.export_error = error
 
@@ -279,17 +287,18 @@ class EvalWindow:
                 with s.own():
                     prof.stop()  # a window cut short exports what it has through _on_ready
             except Exception as err:  # noqa: BLE001
-                self.info["export_error"] = f"{type(err).__name__}: {err}"
+                self.tell(export_error=f"{type(err).__name__}: {err}")
             s.time_it("eval_window_stop", t0)
         s.quiet_off()
 
     def end(self, why: str) -> None:
         """The run ends (or --eval-wait ran out) in the evaluation phase or before it."""
         if self.s.phase == "await-eval":
-            self.info["missing"] = why
+            self.tell(missing=why)
             self.s.time_it("eval_wait", self._t_await)
             self.s.phase = "done"
             self.s.quiet_off()
         elif self.s.phase == "eval-window":
-            self.info.setdefault("ended_by", "the end of the script" if why == "ended" else why)
+            if self.info.ended_by is None:
+                self.tell(ended_by="the end of the script" if why == "ended" else why)
             self._stop()

@@ -27,7 +27,9 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
+
+from advisor.runcapture import Forks
 
 EXIT_SIGINT = 130
 
@@ -102,16 +104,16 @@ class ForkWatch:
         except Exception:  # noqa: BLE001 (a count, never a failure of the script's fork)
             pass
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> Forks | None:
         """run.json's ``forks`` (None when the script never forked)."""
         if not self.total:
             return None
-        return {"total": self.total, "while_recording": self.while_recording}
+        return Forks(total=self.total, while_recording=self.while_recording)
 
 
-def fork_note(summary: dict[str, Any] | None) -> str | None:
+def fork_note(summary: Forks | None) -> str | None:
     """run.json's note when the script forked while the profiler recorded."""
-    n = int((summary or {}).get("while_recording", 0))
+    n = int(summary.while_recording or 0) if summary else 0
     if not n:
         return None
     return (

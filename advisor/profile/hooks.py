@@ -33,12 +33,14 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from advisor.api import Report
 from advisor.errors import AdvisorError
 from advisor.runfolder import TRACE_NAME
+from advisor.runinfo import Device, RunInfo
 
 
 def _options(
@@ -54,26 +56,32 @@ def _options(
     return options_from_cli(list(only), list(skip), sets, False, no_source, DEFAULT_MAX_TRACE_BYTES)
 
 
-def live_context() -> dict[str, Any]:
+def live_context() -> RunInfo:
     """What this process knows that a trace does not: script, argv, cwd, versions, device."""
-    ctx: dict[str, Any] = {
-        "script": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None,
-        "argv": list(sys.argv[1:]),
-        "cwd": os.getcwd(),
-    }
+    ctx = RunInfo(
+        script=os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None,
+        argv=tuple(sys.argv[1:]),
+        cwd=os.getcwd(),
+    )
     torch = sys.modules.get("torch")
     if torch is not None:
-        ctx["torch"] = getattr(torch, "__version__", None)
-        ctx["cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
+        version = getattr(torch, "__version__", None)
+        cuda = getattr(getattr(torch, "version", None), "cuda", None)
+        ctx = replace(
+            ctx,
+            torch=version if isinstance(version, str) else None,
+            cuda=cuda if isinstance(cuda, str) else None,
+        )
         try:
             if torch.cuda.is_available():
                 i = torch.cuda.current_device()
                 p = torch.cuda.get_device_properties(i)
-                ctx["device"] = {
-                    "name": p.name,
-                    "compute_capability": f"{p.major}.{p.minor}",
-                    "total_memory_bytes": int(p.total_memory),
-                }
+                dev = Device(
+                    name=p.name,
+                    compute_capability=f"{p.major}.{p.minor}",
+                    total_memory_bytes=int(p.total_memory),
+                )
+                ctx = replace(ctx, device=dev)
         except Exception:  # noqa: BLE001 (facts only; never break the caller)
             pass
     return ctx

@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 from advisor.profile.facts import user_site
+from advisor.runinfo import Autocast, ConvBn, EvalWithGrad, Forward, Modules, Site
 
 MAX_ROWS = 32
 _FSDP_CLASSES = frozenset({"FullyShardedDataParallel", "FSDPModule"})
@@ -28,10 +29,10 @@ class ModuleObserver:
         self._mods: dict[int, Any] = {}  # strong refs until the snapshot (see release())
         self._last: Any = None
         self._pairs: dict[tuple[int, int], tuple[Any, Any]] = {}
-        self._eval_grad: dict[type, tuple[Any, dict[str, Any] | None]] = {}
+        self._eval_grad: dict[type, tuple[Any, Site | None]] = {}
         self._autocast: set[tuple[str, str]] = set()
         self.channels_last = False
-        self.data_parallel: list[dict[str, Any] | None] = []
+        self.data_parallel: list[Site | None] = []
         self.ddp = False
         self.fsdp = False
         self.compiled_modules = False
@@ -135,9 +136,7 @@ class ModuleObserver:
                     inner.add(id(c))
         return [m for m in mods if id(m) not in inner]
 
-    def module_facts(
-        self, sites: Any, compile_sites: list[dict[str, Any] | None]
-    ) -> dict[str, Any]:
+    def module_facts(self, sites: Any, compile_sites: list[Site | None]) -> Modules:
         """The ``modules`` block; ``sites`` maps modules to the line that created them."""
         roots = self._roots()
         names: dict[int, str] = {}
@@ -155,40 +154,43 @@ class ModuleObserver:
                     dtypes[k] = dtypes.get(k, 0) + int(p.numel())
         pairs = []
         for conv, bn in self._pairs.values():
-            site = sites.get(conv) or {}
+            site = sites.get(conv) or Site()
             pairs.append(
-                {
-                    "conv": names.get(id(conv), type(conv).__name__),
-                    "bn": names.get(id(bn), type(bn).__name__),
-                    "file": site.get("file"),
-                    "line": site.get("line"),
-                }
+                ConvBn(
+                    conv=names.get(id(conv), type(conv).__name__),
+                    bn=names.get(id(bn), type(bn).__name__),
+                    file=site.file,
+                    line=site.line,
+                )
             )
-        return {
-            "conv_bias_before_bn": pairs,
-            "param_dtypes": dict(sorted(dtypes.items())),
-            "channels_last": self.channels_last,
-            "data_parallel": bool(self.data_parallel),
-            "data_parallel_sites": [s for s in self.data_parallel if s],
-            "distributed_data_parallel": self.ddp,
-            "fully_sharded_data_parallel": self.fsdp,
-            "compiled": bool(compile_sites) or self.compiled_modules,
-            "compile_sites": [s for s in compile_sites if s],
-            "modules_seen": len(self._mods),
-            "roots": sorted({type(r).__name__ for r in roots}),
-        }
+        return Modules(
+            conv_bias_before_bn=tuple(pairs),
+            param_dtypes=dict(sorted(dtypes.items())),
+            channels_last=self.channels_last,
+            data_parallel=bool(self.data_parallel),
+            data_parallel_sites=tuple(s for s in self.data_parallel if s),
+            distributed_data_parallel=self.ddp,
+            fully_sharded_data_parallel=self.fsdp,
+            compiled=bool(compile_sites) or self.compiled_modules,
+            compile_sites=tuple(s for s in compile_sites if s),
+            modules_seen=len(self._mods),
+            roots=tuple(sorted({type(r).__name__ for r in roots})),
+        )
 
-    def forward_facts(self) -> dict[str, Any]:
+    def forward_facts(self) -> Forward:
         # only modules called at the top (a frozen BatchNorm inside a training model is not
         # "inference with grad")
         roots = {id(m) for m in self._roots()}
         rows = []
         for cls, (m, site) in self._eval_grad.items():
             if id(m) in roots:
-                rows.append({"module": cls.__name__, **(site or {})})
+                s = site or Site()
+                rows.append(
+                    EvalWithGrad(module=cls.__name__, file=s.file, line=s.line, function=s.function)
+                )
         autocast = sorted(self._autocast)
-        return {
-            "autocast": [{"device_type": d, "dtype": t} for d, t in autocast],
-            "autocast_dtypes": sorted({t for _, t in autocast}),
-            "eval_with_grad": rows,
-        }
+        return Forward(
+            autocast=tuple(Autocast(device_type=d, dtype=t) for d, t in autocast),
+            autocast_dtypes=tuple(sorted({t for _, t in autocast})),
+            eval_with_grad=tuple(rows),
+        )

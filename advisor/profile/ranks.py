@@ -3,13 +3,14 @@ ranks' files and writes one merged findings.json and report.html (see ``advisor.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from advisor import runinfo
 from advisor.profile.torchrun import RankEnv, rank_traces, wait_for_ranks
+from advisor.runinfo import RunInfo
 
 
 def _ranks(rs: list[int]) -> str:
@@ -17,11 +18,8 @@ def _ranks(rs: list[int]) -> str:
 
 
 def _notes(run_json: Path) -> list[str]:
-    try:
-        data = json.loads(run_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return []
-    return [str(n) for n in data.get("notes", [])] if isinstance(data, dict) else []
+    run = runinfo.read_file(run_json)
+    return list(run.notes) if run is not None else []
 
 
 def merge_ranks_and_write(
@@ -69,9 +67,6 @@ def merge_ranks_and_write(
     except Exception as err:  # noqa: BLE001 (the run's outputs are written regardless)
         msg = f"analysis failed: {type(err).__name__}: {err}"
         print(f"advisor: {msg}", file=sys.stderr)
-        try:
-            run_ctx = json.loads((out_dir / renv.run_name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            run_ctx = {}
-        block = _run_block(run_ctx if isinstance(run_ctx, dict) else {}, out_dir / renv.trace_name)
+        run = runinfo.read_file(out_dir / renv.run_name) or RunInfo()
+        block = _run_block(run, out_dir / renv.trace_name)
         return None, _minimal_outputs(out_dir, block, notes, msg), timings

@@ -4,7 +4,7 @@ run.json, analyze, report. The exit code is the script's own.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import shlex
 import sys
@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from advisor import record, runinfo
 from advisor.errors import EXIT_FAIL_ON, AdvisorError
 from advisor.findings import check_fail_on, fails_at
 from advisor.output.outfiles import release, write_error, write_json
@@ -27,11 +28,15 @@ from advisor.profile.execute import (
     Terminated,
     resolve_target,
 )
-from advisor.profile.forks import ForkWatch, fork_note
+from advisor.profile.forks import ForkWatch
 from advisor.profile.quiet import StdoutAside
 from advisor.profile.signals import RunSignals
 from advisor.profile.torchrun import RankEnv, default_rank_out_dir, rank_env
+from advisor.runcapture import Distributed
 from advisor.runfolder import RUN_NAME, TRACE_NAME
+
+if TYPE_CHECKING:
+    from advisor.profile.context import SetUp
 
 MAX_SECONDS_LIMIT = 10_000_000.0  # about 4 months: beyond it the timer cannot be set
 
@@ -162,13 +167,14 @@ def _profile(
         from advisor.profile.runinfo import unfinished_run_json
 
         try:  # best effort: a folder that cannot take it now fails later, with its message
-            write_json(out_dir / RUN_NAME, unfinished_run_json(target, cwd, started_at, TRACE_NAME))
+            started = unfinished_run_json(target, cwd, started_at, TRACE_NAME)
+            write_json(out_dir / RUN_NAME, record.dump(started))
         except (OSError, AdvisorError):
             pass
 
     aside = StdoutAside(opts.json_out)  # --json: stdout holds the JSON alone
 
-    def conclude(outcome: Outcome, cap: Any, context: dict[str, Any]) -> int:
+    def conclude(outcome: Outcome, cap: Any, setup: SetUp) -> int:
         """Write and print the outputs once the script is over; returns the exit code."""
         aside.stop()
         t_run = time.perf_counter() - t_start
@@ -179,7 +185,7 @@ def _profile(
                 outcome,
                 cap,
                 cfg,
-                context,
+                setup,
                 started_at,
                 t_run,
                 cwd,
@@ -207,10 +213,10 @@ def _profile(
             )
             aside.start()
             try:
-                outcome, cap, context = _run_script(target, session, recorder, sigs)
+                outcome, cap, setup = _run_script(target, session, recorder, sigs)
             finally:
                 aside.stop()
-            return conclude(outcome, cap, context)
+            return conclude(outcome, cap, setup)
     except KeyboardInterrupt:  # a second Ctrl-C while the outputs were written
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
         return EXIT_SIGINT
@@ -235,11 +241,10 @@ def _eval_wait(opts: ProfileOptions, target: Any) -> SessionConfig:
 
 
 def _drop_unfinished(run_json: Path) -> None:
-    try:
-        if json.loads(run_json.read_text(encoding="utf-8")).get("end_reason") == "process-died":
+    run = runinfo.read_file(run_json)
+    if run is not None and run.end_reason == "process-died":
+        with contextlib.suppress(OSError):
             run_json.unlink()
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def _hard_stop(
@@ -262,12 +267,9 @@ def _hard_stop(
         sigs.finalizing()
         recorder.loader_workers.close()
         cap = session.finish()
-        try:
-            context = recorder.to_dict()
-        except Exception as err:  # noqa: BLE001 (facts are best effort)
-            context = {"error": f"{type(err).__name__}: {err}"}
+        setup = _setup(recorder)
         recorder.uninstall()
-        code = conclude(outcome, cap, context)
+        code = conclude(outcome, cap, setup)
     except KeyboardInterrupt:
         print(f"advisor: report abandoned; what was written is in {out_dir}", file=sys.stderr)
         code = EXIT_SIGINT
@@ -280,10 +282,21 @@ def _hard_stop(
         os._exit(code)
 
 
+def _setup(recorder: Any) -> SetUp:
+    """What the recorder saw of the script's set-up; empty when it cannot be read."""
+    from advisor.profile.context import SetUp
+
+    try:
+        setup: SetUp = recorder.setup()
+        return setup
+    except Exception:  # noqa: BLE001 (facts are best effort)
+        return SetUp()
+
+
 def _run_script(
     target: Any, session: Any, recorder: Any, sigs: RunSignals
-) -> tuple[Outcome, Any, dict[str, Any]]:
-    """Run the script under the session; returns (how it ended, the capture, the context)."""
+) -> tuple[Outcome, Any, SetUp]:
+    """Run the script under the session; returns (how it ended, the capture, the set-up)."""
     from advisor.profile.trial.runtime import install_from_env
 
     outcome = Outcome("keyboard-interrupt", EXIT_SIGINT, "KeyboardInterrupt")
@@ -307,13 +320,10 @@ def _run_script(
             sigs.finalizing()
             recorder.loader_workers.close()  # before finish()'s garbage collection
             cap = session.finish()
-            try:  # while the script's objects are still alive
-                context = recorder.to_dict()
-            except Exception as err:  # noqa: BLE001 (facts are best effort)
-                context = {"error": f"{type(err).__name__}: {err}"}
+            setup = _setup(recorder)  # while the script's objects are still alive
             if trial is not None:  # undone first: its patches wrap the recorder's
-                context["try"] = trial.finish()
-            context["forks"] = forks.summary()
+                setup = replace(setup, trial=trial.finish())
+            setup = replace(setup, forks=forks.summary())
             recorder.uninstall()
     if sigs.terminated:
         # SIGTERM ended the run, even when its exception was lost: raised where Python ignores
@@ -323,7 +333,7 @@ def _run_script(
     elif sigs.sigterm_handled_by_script and outcome.end_reason in ("completed", "sys-exit"):
         # the script's own SIGTERM handler ended the run (its exit code stands)
         outcome = replace(outcome, end_reason="sigterm", error="SIGTERM (handled by the script)")
-    return outcome, cap, context
+    return outcome, cap, setup
 
 
 def _write_outputs(
@@ -332,7 +342,7 @@ def _write_outputs(
     outcome: Outcome,
     cap: Any,
     cfg: Any,
-    context: dict[str, Any],
+    setup: SetUp,
     started_at: str,
     t_run: float,
     cwd: str,
@@ -349,33 +359,30 @@ def _write_outputs(
 
     trace_name = renv.trace_name if renv else TRACE_NAME
     trace_path, run_json = out_dir / trace_name, out_dir / (renv.run_name if renv else RUN_NAME)
-    env = {"versions": facts.versions(), "device": facts.device_facts(), "host": facts.host_facts()}
     run = build_run_json(
         target=target,
         outcome=outcome,
         cap=cap,
         cfg=cfg,
-        context=context,
-        env=env,
+        setup=setup,  # with advisor try's block and the script's forks, where there are any
+        versions=facts.versions(),
+        device=facts.device_facts(),
+        host=facts.host_facts(),
         started_at=started_at,
         ended_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_s=t_run,
         cwd=cwd,
         trace_name=trace_name,
+        distributed=None
+        if renv is None
+        else Distributed(
+            rank=renv.rank,
+            world_size=renv.world_size,
+            local_rank=renv.local_rank,
+            run_id=renv.run_id,
+        ),
     )
-    if renv is not None:
-        run["distributed"] = {
-            "rank": renv.rank,
-            "world_size": renv.world_size,
-            "local_rank": renv.local_rank,
-            "run_id": renv.run_id,
-        }
-    if "try" in context:  # advisor try: the fixes applied in this run, and its first losses
-        run["try"] = context["try"]
-    if context.get("forks"):  # the script forked: how often, how often while recording
-        run["forks"] = context["forks"]
-        run["notes"] += [n for n in (fork_note(context["forks"]),) if n]
-    write_json(run_json, run)
+    write_json(run_json, runinfo.dump(run))
     analysis = _with_live_roots(opts.analysis, target, cwd)
     if renv is None:
         report, written, t_an = _analyze_and_write(
@@ -400,7 +407,7 @@ def _write_outputs(
             )
         except Exception as err:  # noqa: BLE001 (an optional extra never fails the run)
             print(f"advisor: --tensorboard: {type(err).__name__}: {err}", file=sys.stderr)
-    return report, files, t_an, list(run["notes"])
+    return report, files, t_an, list(run.notes)
 
 
 def _with_live_roots(analysis: Any, target: Target, cwd: str) -> Any:

@@ -1,18 +1,23 @@
-"""Assemble run.json (the run context) and the notes the report shows about how the run went.
+"""Assemble run.json (the run context, the record :class:`advisor.runinfo.RunInfo`) and the
+notes the report shows about how the run went.
 
-The keys are described in ``docs/run-json.md``; the file is written with sorted keys.
+The keys are described in ``docs/run-json.md``; the file is ``record.dump`` of the record,
+written with sorted keys.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from advisor import __version__
 from advisor.profile.capture import Capture, SessionConfig
+from advisor.profile.context import SetUp
 from advisor.profile.evalwait import EVAL_WAIT_STEPS
 from advisor.profile.execute import EXIT_SIGTERM, Outcome, Target
 from advisor.profile.faults import remedy
+from advisor.profile.forks import fork_note
+from advisor.runcapture import Distributed, Eval, MissingPhase, Profile, RunStarted, Versions
+from advisor.runinfo import Backends, Device, Host, RunInfo
 
 RUN_SCHEMA_VERSION = 1
 
@@ -79,8 +84,8 @@ def notes(outcome: Outcome, cap: Capture, cfg: SessionConfig) -> list[str]:
                 else "they ran in training mode."
             )
         )
-    ev = cap.eval
-    if cap.scope == "window" and cap.stopped_after_window and not ev.get("trace_written"):
+    ev = cap.eval or Eval()
+    if cap.scope == "window" and cap.stopped_after_window and not ev.trace_written:
         out.append(
             f"Stopped the script after capturing the profiling window ({win}); "
             "--run-to-end lets it finish."
@@ -149,20 +154,16 @@ _EVAL_WHAT = (
 _LONGER = "Pass --eval-wait SECONDS to wait that long"
 
 
-def _waited_for(ev: dict[str, Any], cfg: SessionConfig) -> str:
+def _waited_for(ev: Eval, cfg: SessionConfig) -> str:
     """What the wait allowed: ``200 training steps (about 12.3 s at the script's pace)``."""
-    raw = ev.get("wait")
-    wait: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    budget = wait.get("budget_s")
+    budget = ev.wait.budget_s if ev.wait else None
     if not cfg.eval_wait_given and isinstance(budget, int | float):
         return f"{EVAL_WAIT_STEPS} training steps or {cfg.eval_wait:g} s: {budget:,.1f} s here"
     return f"--eval-wait {cfg.eval_wait:g} s"
 
 
-def _waited(ev: dict[str, Any], cfg: SessionConfig) -> str:
-    raw = ev.get("wait")
-    wait: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    steps = wait.get("steps")
+def _waited(ev: Eval, cfg: SessionConfig) -> str:
+    steps = ev.wait.steps if ev.wait else None
     did = f" ({steps:,} training steps went by)" if isinstance(steps, int) else ""
     return (
         f"no evaluation phase ({_EVAL_WHAT}) came within the wait after the training window "
@@ -170,16 +171,16 @@ def _waited(ev: dict[str, Any], cfg: SessionConfig) -> str:
     )
 
 
-def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
+def missing_phases(cap: Capture, cfg: SessionConfig) -> list[MissingPhase]:
     """Every phase the run did not capture, with why: ``phase``, ``missing`` (a code) and
     ``why`` (a sentence for the terminal and the report); findings.json ``run.phases`` lists
     them after the captured ones."""
-    out: list[dict[str, str]] = []
+    out: list[MissingPhase] = []
 
     def add(phase: str, code: str, why: str) -> None:
-        out.append({"phase": phase, "missing": code, "why": why})
+        out.append(MissingPhase(phase=phase, missing=code, why=why))
 
-    ev = cap.eval
+    ev = cap.eval or Eval()
     stopped = (
         "the script was stopped there (--run-to-end lets it finish)"
         if cap.stopped_after_window
@@ -198,12 +199,12 @@ def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
         return out
     if "eval" not in cfg.phases:
         add("eval", "not-requested", "not requested (--phases train; the default under torchrun)")
-    elif ev.get("trace_written"):
+    elif ev.trace_written:
         pass
-    elif ev.get("missing") == "eval-wait":
+    elif ev.missing == "eval-wait":
         add("eval", "eval-wait", f"{_waited(ev, cfg)}; {stopped}. {_LONGER}")
-    elif ev.get("missing") == "epoch-left":
-        left = ev.get("epoch_left")
+    elif ev.missing == "epoch-left":
+        left = ev.epoch_left
         add(
             "eval",
             "epoch-left",
@@ -213,7 +214,7 @@ def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
             if isinstance(left, int)
             else f"the rest of the training epoch is longer than the wait; {stopped}. {_LONGER}",
         )
-    elif ev.get("missing") == "next-epoch":
+    elif ev.missing == "next-epoch":
         add(
             "eval",
             "next-epoch",
@@ -221,29 +222,29 @@ def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
             f"({_EVAL_WHAT}) after the training window; {stopped}. A script that evaluates "
             "every few epochs: pass --eval-wait SECONDS (waits that long, epochs or not)",
         )
-    elif ev.get("missing") == "no-eval-code":
+    elif ev.missing == "no-eval-code":
         add(
             "eval",
             "no-eval-code",
             f"not waited for: {cfg.eval_wait_why or 'the script shows no evaluation code'} "
             "(pass --eval-wait SECONDS to wait anyway)",
         )
-    elif ev.get("missing") == "max-seconds":
+    elif ev.missing == "max-seconds":
         add(
             "eval",
             "max-seconds",
             f"no evaluation phase ({_EVAL_WHAT}) came within --max-seconds after the "
             f"training window; {stopped}",
         )
-    elif ev.get("missing") == "ended":
+    elif ev.missing == "ended":
         add(
             "eval",
             "ended",
             f"the script ended after the training window without an evaluation phase "
             f"({_EVAL_WHAT})",
         )
-    elif ev.get("export_error"):
-        add("eval", "export-error", f"its trace could not be written: {ev['export_error']}")
+    elif ev.export_error:
+        add("eval", "export-error", f"its trace could not be written: {ev.export_error}")
     elif cap.scope != "window":
         add(
             "eval",
@@ -255,33 +256,33 @@ def missing_phases(cap: Capture, cfg: SessionConfig) -> list[dict[str, str]]:
 
 
 def _eval_notes(cap: Capture, cfg: SessionConfig) -> list[str]:
-    ev = cap.eval
+    ev = cap.eval or Eval()
     out: list[str] = []
-    if ev.get("trace_written"):
-        a, b = ev.get("steps") or (0, 0)
+    if ev.trace_written:
+        a, b = ev.steps or (0, 0)
         stop = (
             " Stopped the script after it; --run-to-end lets it finish."
             if cap.stopped_after_window
             else ""
         )
-        n = int(ev.get("steps_seen") or 0)
-        if ev.get("ended_by") and ev.get("scope") == "window" and n < cfg.eval_steps:
+        n = int(ev.steps_seen or 0)
+        if ev.ended_by and ev.scope == "window" and n < cfg.eval_steps:
             part = (
                 f" (the whole phase: {n} call(s), fewer than --eval-steps {cfg.eval_steps}; "
-                f"it ended at {ev['ended_by']})"
+                f"it ended at {ev.ended_by})"
             )
-        elif ev.get("scope") == "window":
+        elif ev.scope == "window":
             part = ""
         else:
             part = " (the phase ended early)"
         out.append(
-            f"Evaluation phase: {_steps(a, b)} of the calls of {ev.get('module')} in "
-            f"evaluation were captured{part}, in {ev.get('trace')}.{stop}"
+            f"Evaluation phase: {_steps(a, b)} of the calls of {ev.module} in "
+            f"evaluation were captured{part}, in {ev.trace}.{stop}"
         )
     for m in missing_phases(cap, cfg):
-        if m["missing"] == "not-requested":
+        if m.missing == "not-requested":
             continue  # the user asked for it: no note
-        out.append(f"{m['phase'].capitalize()} phase not captured: {m['why']}.")
+        out.append(f"{(m.phase or '').capitalize()} phase not captured: {m.why}.")
     return out
 
 
@@ -291,108 +292,108 @@ def build_run_json(
     outcome: Outcome,
     cap: Capture,
     cfg: SessionConfig,
-    context: dict[str, Any],
-    env: dict[str, Any],
+    setup: SetUp,
+    versions: Versions,
+    device: Device,
+    host: Host,
     started_at: str,
     ended_at: str,
     duration_s: float,
     cwd: str,
     trace_name: str,
-) -> dict[str, Any]:
-    """The run.json document (see docs/run-json.md)."""
-    versions = env["versions"]
+    distributed: Distributed | None = None,
+) -> RunInfo:
+    """The run.json record (see docs/run-json.md)."""
     script = target.name if target.kind == "script" else None
-    return {
-        "schema_version": RUN_SCHEMA_VERSION,
-        "advisor_version": __version__,
-        "script": target.display,
-        "script_path": os.path.abspath(script) if script else None,
-        "module": target.name if target.kind == "module" else None,
-        "argv": list(target.args),  # the script's arguments (the script itself is "script")
-        "cwd": cwd,
-        "pid": os.getpid(),
-        "started_at": started_at,
-        "ended_at": ended_at,
-        "duration_s": round(duration_s, 3),
-        "exit_code": outcome.exit_code,
-        "ended_early": ended_early(outcome, cap),
-        "end_reason": outcome.end_reason,
-        "error": outcome.error,
-        "no_steps": cap.steps_seen == 0,
-        "steps_seen": cap.steps_seen,
-        "step_source": cap.step_source,
-        "trace": trace_name if cap.trace_written else None,
-        "trace_scope": cap.scope,
-        "window_steps": list(cap.window_steps) or None,
-        "stopped_after_window": cap.stopped_after_window,
-        "max_seconds_hit": cap.max_seconds_hit,
-        "foreign_profiler": cap.foreign_profiler_step is not None,
-        "foreign_profiler_step": cap.foreign_profiler_step,
-        "export_error": cap.export_error,
-        "call_sites": cap.call_sites,
-        "call_sites_error": cap.call_sites_error,
-        "step_module": cap.step_module,
-        "phase": cap.phase,
-        "eval": dict(cap.eval) or None,
-        "missing_phases": missing_phases(cap, cfg),
-        "capture_limits": list(cap.capture_limits),
-        "profile": {
-            "wait": cfg.wait,
-            "warmup": cfg.warmup,
-            "active": cfg.active,
-            "record_shapes": cfg.record_shapes,
-            "with_stack": cfg.with_stack,
-            "profile_memory": cfg.profile_memory,
-            "max_seconds": cfg.max_seconds,
-            "run_to_end": cfg.run_to_end,
-            "phases": list(cfg.phases),
-            "eval_steps": cfg.eval_steps,
-            "eval_wait": cfg.eval_wait,
-            "max_window_seconds": cfg.window_max_s,
-            "activities": cap.activities,
-        },
-        "torch": versions.get("torch"),
-        "cuda": versions.get("cuda"),
-        "versions": versions,
-        "device": env["device"],
-        "host": env.get("host") or {},
-        "memory": cap.memory or {"peak_allocated_bytes": None, "peak_reserved_bytes": None},
-        "backends": cap.backends or {},
-        "dataloaders": context.get("dataloaders", []),
-        "optimizers": context.get("optimizers", []),
-        "zero_grad": context.get("zero_grad", []),
-        "allocator": context.get("allocator", {}),
-        "forward": context.get("forward", {}),
-        "modules": context.get("modules", {}),
-        "compile": context.get("compile", {}),
-        "notes": notes(outcome, cap, cfg),
-        "timings_s": dict(sorted(cap.timings_s.items())),
-    }
+    return RunInfo(
+        schema_version=RUN_SCHEMA_VERSION,
+        advisor_version=__version__,
+        script=target.display,
+        script_path=os.path.abspath(script) if script else None,
+        module=target.name if target.kind == "module" else None,
+        argv=tuple(target.args),  # the script's arguments (the script itself is "script")
+        cwd=cwd,
+        pid=os.getpid(),
+        started_at=started_at,
+        ended_at=ended_at,
+        duration_s=round(duration_s, 3),
+        exit_code=outcome.exit_code,
+        ended_early=ended_early(outcome, cap),
+        end_reason=outcome.end_reason,
+        error=outcome.error,
+        no_steps=cap.steps_seen == 0,
+        steps_seen=cap.steps_seen,
+        step_source=cap.step_source,
+        trace=trace_name if cap.trace_written else None,
+        trace_scope=cap.scope,
+        window_steps=tuple(cap.window_steps) or None,
+        stopped_after_window=cap.stopped_after_window,
+        max_seconds_hit=cap.max_seconds_hit,
+        foreign_profiler=cap.foreign_profiler_step is not None,
+        foreign_profiler_step=cap.foreign_profiler_step,
+        export_error=cap.export_error,
+        call_sites=cap.call_sites,
+        call_sites_error=cap.call_sites_error,
+        step_module=cap.step_module,
+        phase=cap.phase,
+        eval=cap.eval,
+        missing_phases=tuple(missing_phases(cap, cfg)),
+        capture_limits=tuple(cap.capture_limits),
+        profile=Profile(
+            wait=cfg.wait,
+            warmup=cfg.warmup,
+            active=cfg.active,
+            record_shapes=cfg.record_shapes,
+            with_stack=cfg.with_stack,
+            profile_memory=cfg.profile_memory,
+            max_seconds=cfg.max_seconds,
+            run_to_end=cfg.run_to_end,
+            phases=tuple(cfg.phases),
+            eval_steps=cfg.eval_steps,
+            eval_wait=cfg.eval_wait,
+            max_window_seconds=cfg.window_max_s,
+            activities=tuple(cap.activities),
+        ),
+        torch=versions.torch,
+        cuda=versions.cuda,
+        versions=versions,
+        device=device,
+        host=host,
+        memory=cap.memory,
+        backends=cap.backends or Backends(),
+        dataloaders=setup.dataloaders,
+        optimizers=setup.optimizers,
+        zero_grad=setup.zero_grad,
+        allocator=setup.allocator,
+        forward=setup.forward,
+        modules=setup.modules,
+        compile=setup.compile,
+        notes=tuple(notes(outcome, cap, cfg)) + tuple(n for n in (fork_note(setup.forks),) if n),
+        timings_s=dict(sorted(cap.timings_s.items())),
+        distributed=distributed,
+        trial=setup.trial,
+        forks=setup.forks,
+    )
 
 
-def unfinished_run_json(
-    target: Target, cwd: str, started_at: str, trace_name: str
-) -> dict[str, Any]:
+def unfinished_run_json(target: Target, cwd: str, started_at: str, trace_name: str) -> RunStarted:
     """The run.json written before the script starts, replaced when the run ends. It stays only
     when the advisor's process ended with no chance to write (SIGKILL, the OOM killer, a crash
     such as SIGSEGV), and then says so."""
-    return {
-        "schema_version": RUN_SCHEMA_VERSION,
-        "advisor_version": __version__,
-        "script": target.display,
-        "module": target.name if target.kind == "module" else None,
-        "argv": list(target.args),
-        "cwd": cwd,
-        "pid": os.getpid(),
-        "started_at": started_at,
-        "ended_early": True,
-        "end_reason": "process-died",
-        "error": "the process ended before the advisor could write its report",
-        "trace": trace_name,
-        "notes": [
+    return RunStarted(
+        schema_version=RUN_SCHEMA_VERSION,
+        advisor_version=__version__,
+        script=target.display,
+        module=target.name if target.kind == "module" else None,
+        argv=tuple(target.args),
+        cwd=cwd,
+        pid=os.getpid(),
+        started_at=started_at,
+        trace=trace_name,
+        notes=(
             "The run did not end normally: the process was killed (SIGKILL, the OOM killer) "
             "or crashed (SIGSEGV, an abort) before the advisor could write its report, so "
             f"nothing of it could be analyzed here. If {trace_name} is in this folder, it holds "
-            f"the steps captured before that: run `advisor analyze {trace_name}`."
-        ],
-    }
+            f"the steps captured before that: run `advisor analyze {trace_name}`.",
+        ),
+    )

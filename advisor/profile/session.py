@@ -57,6 +57,7 @@ from advisor.profile.execute import EXIT_SIGTERM, Outcome, Terminated, WindowCap
 from advisor.profile.fwdsteps import ForwardSteps, has_parameters, in_eval
 from advisor.profile.guards import ForeignProfilerWatch, MaxSecondsAlarm, rss_bytes
 from advisor.profile.quiet import NoiseFilter, PhaseProgress
+from advisor.runcapture import CaptureLimit
 
 __all__ = ["Capture", "ProfileSession", "SessionConfig"]
 
@@ -395,12 +396,12 @@ class ProfileSession:
             else f"{grew / 2**30:.1f} GiB of profiler memory (over {WINDOW_MAX_GROWTH_BYTES / 2**30:.0f} GiB)"
         )
         self.cap.capture_limits.append(
-            {
-                "what": f"The profiled window was ended after {done} of {asked} active steps: "
+            CaptureLimit(
+                what=f"The profiled window was ended after {done} of {asked} active steps: "
                 f"{why}, the advisor's limit for one window.",
-                "effect": "Per-step figures come from those steps; the script's steps are long "
+                effect="Per-step figures come from those steps; the script's steps are long "
                 "(raise --max-window-seconds, or --no-stack to record more of them within it).",
-            }
+            )
         )
         return True
 
@@ -443,7 +444,7 @@ class ProfileSession:
             return False
         if self._eval_possible():  # --eval-wait 0: the phase is not waited for
             why = "no-eval-code" if self.cfg.eval_wait_why else "eval-wait"
-            self.cap.eval.update(scope="none", trace_written=False, missing=why)
+            self.cap.tell_eval(scope="none", trace_written=False, missing=why)
         self.quiet_off()
         self._fwd.remove()
         self.cap.stopped_after_window = not self.cfg.run_to_end
@@ -496,7 +497,7 @@ class ProfileSession:
         if self._epochs.next_epoch:
             self._end_wait("next-epoch")
         elif wait.epoch_out_of_reach(now, times, left):
-            self._eval.info["epoch_left"] = left
+            self.cap.tell_eval(epoch_left=left)
             self._end_wait("epoch-left")
         elif wait.left_s(now, times) <= 0:  # over (also where no timer could be armed)
             self._end_wait("eval-wait")
@@ -514,9 +515,8 @@ class ProfileSession:
     def _wait_facts(self) -> None:
         if self._wait is not None:
             now = time.perf_counter() - self._t0
-            self._eval.info["wait"] = self._wait.facts(
-                now, self.cap.steps_seen, self.cap.step_times_s
-            )
+            wait = self._wait.facts(now, self.cap.steps_seen, self.cap.step_times_s)
+            self.cap.tell_eval(wait=wait)
 
     def forward_watch_off(self) -> None:
         self._fwd.remove()

@@ -30,8 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from advisor.arrays import as_rows, unique_ints
-from advisor.derive.comm import covered_by
-from advisor.derive.timeline import union
+from advisor.derive.timeline import covered_by, union
 from advisor.replay.graphruns import apply_runs
 from advisor.replay.model import Graph
 from advisor.replay.mods import Mods

@@ -19,8 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from advisor.arrays import as_rows
-from advisor.derive.comm import covered_by
-from advisor.derive.timeline import union
+from advisor.derive.timeline import covered_by, union
 from advisor.replay.model import Graph, graph
 from advisor.replay.mods import Mods
 from advisor.trace.model import Trace

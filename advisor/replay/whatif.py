@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from advisor.replay.engine import Mods, Replayed, one_step_of, replay
+from advisor.replay.engine import Replayed, one_step_of, replay
 from advisor.replay.fixes import Combined, Fix, Level
 from advisor.replay.model import graph
+from advisor.replay.mods import Mods
 from advisor.trace.model import Trace
 
 

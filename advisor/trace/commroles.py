@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -178,7 +179,7 @@ class Behaviour:
 def blocks_of(grids: np.ndarray) -> np.ndarray:
     """Blocks per launch from the kernels' ``grid`` values ([x, y, z]; 0 when absent)."""
     out = np.zeros(len(grids), dtype=np.int64)
-    seen: dict[tuple, int] = {}  # a trace launches few distinct grids
+    seen: dict[tuple[Any, ...], int] = {}  # a trace launches few distinct grids
     for i, g in enumerate(grids):
         if isinstance(g, list | tuple) and g:
             key = tuple(g)

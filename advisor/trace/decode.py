@@ -49,6 +49,7 @@ from advisor.trace.source import (
     read_bytes,
 )
 from advisor.trace.structs import (
+    _DECODE_ANY,
     _DECODE_EVENTS,
     _DECODE_FILE,
     EMPTY_ARGS,
@@ -62,7 +63,6 @@ from advisor.trace.structs import (
 )
 from advisor.trace.tolerant import (
     _BAD_TEXT,
-    _DECODE_ANY,
     _is_text_error,
     _json_problem,
     _json_type,

@@ -10,12 +10,13 @@ interpreter back exactly as it was (last patch first).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from advisor import runinfo
 from advisor.runfolder import FINDINGS_NAME, RUN_NAME
+from advisor.runinfo import DataLoader, Optimizer, RunInfo, ZeroGrad
 
 MAX_NOTES = 20  # per fix: what the patch did, kept for run.json and the report
 
@@ -26,9 +27,9 @@ class RunFacts:
 
     cuda: bool = False
     compute_capability: float | None = None
-    dataloaders: tuple[dict[str, Any], ...] = ()
-    optimizers: tuple[dict[str, Any], ...] = ()
-    zero_grad: tuple[dict[str, Any], ...] = ()
+    dataloaders: tuple[DataLoader, ...] = ()
+    optimizers: tuple[Optimizer, ...] = ()
+    zero_grad: tuple[ZeroGrad, ...] = ()
     eval_with_grad: bool = False
     findings: frozenset[str] = frozenset()
 
@@ -39,35 +40,25 @@ class RunFacts:
         from advisor.errors import AdvisorError
         from advisor.report import read
 
-        run = _read(folder / RUN_NAME)
+        run = runinfo.read_file(folder / RUN_NAME) or RunInfo()
         try:
             found = {f.id for f in read(folder / FINDINGS_NAME).findings}
         except AdvisorError:
             found = set()
-        dev = run.get("device") or {}
-        raw_cc = dev.get("compute_capability")
+        raw_cc = run.device.compute_capability
         try:
             cc = float(raw_cc) if raw_cc else None
         except (TypeError, ValueError):
             cc = None
-        fwd = run.get("forward") or {}
         return RunFacts(
-            cuda=dev.get("type") == "cuda",
+            cuda=run.device.type == "cuda",
             compute_capability=cc,
-            dataloaders=tuple(run.get("dataloaders") or ()),
-            optimizers=tuple(run.get("optimizers") or ()),
-            zero_grad=tuple(run.get("zero_grad") or ()),
-            eval_with_grad=bool(fwd.get("eval_with_grad")),
+            dataloaders=run.dataloaders,
+            optimizers=run.optimizers,
+            zero_grad=run.zero_grad,
+            eval_with_grad=bool(run.forward.eval_with_grad),
             findings=frozenset(found),
         )
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 @dataclass
@@ -120,9 +111,6 @@ class Patcher:
             except Exception as err:  # noqa: BLE001 (one undo never blocks the others)
                 self.errors.setdefault(fid, f"revert: {type(err).__name__}: {err}")
         self._undo = keep[::-1]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"notes": self.notes, "counts": self.counts, "errors": self.errors}
 
 
 class Fix(Protocol):

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from advisor.findings import Finding
+from advisor.runcapture import Try
 from advisor.tryresult import (
     FASTER,
     INCONSISTENT,
@@ -49,7 +49,7 @@ class RunData:
     rounds: dict[int, list[float]] = field(default_factory=dict)  # round -> its step times
     losses: list[list[float | None]] = field(default_factory=list)
     outputs: list[list[float | None]] = field(default_factory=list)  # forward fingerprints
-    trial: dict[str, Any] = field(default_factory=dict)  # run.json "try" of its first run
+    trial: Try = field(default_factory=Try)  # run.json "try" of its first run
     findings: list[Finding] = field(default_factory=list)  # of its first run
     step_ms_median_report: float = 0.0
     failed: str | None = None
@@ -234,17 +234,17 @@ def compare(before: RunData, after: RunData, est_ids: set[str], rtol: float) -> 
     base = before.step_ms_median_report or (sb.median_ms or 0.0)
     est, used = estimate(before.findings, est_ids, base)
     after_ids = {f.id for f in after.findings}
-    counts = t.get("counts", {})
+    counts = {k: dict(v) for k, v in t.counts.items()}
     row = TryRow(
         label=after.label,
         fixes=tuple(after.fixes),
         folders=tuple(after.folders),
         before=sb,
         after=sa,
-        applied=tuple(t.get("applied", [])),
-        notes=t.get("notes", {}),
+        applied=t.applied,
+        notes={k: list(v) for k, v in t.notes.items()},
         counts=counts,
-        errors=t.get("errors", {}),
+        errors=dict(t.errors),
         failed=after.failed,
         interrupted=after.interrupted,
         estimated_saving_ms=est if used else None,

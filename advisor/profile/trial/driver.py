@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from advisor import __version__, settings
+from advisor import __version__, runinfo, settings
 from advisor.errors import AdvisorError
 from advisor.lifeline import die_with
 from advisor.output.outfiles import release
@@ -38,7 +38,9 @@ from advisor.profile.trial.base import RunFacts
 from advisor.profile.trial.compare import RunData, compare, step_stats
 from advisor.profile.trial.registry import FIXES, Selection, parse_fix_ids, select
 from advisor.profile.trial.runtime import env_value
+from advisor.runcapture import Try
 from advisor.runfolder import FINDINGS_NAME, RUN_NAME, TRACE_NAME
+from advisor.runinfo import RunInfo
 from advisor.tryresult import TRY_SCHEMA_VERSION, Before, Estimate, Reason, Settings, TryResult
 
 GRACE_S = 20.0  # after a signal, how long the running child may take to write its report
@@ -237,42 +239,40 @@ def _launch(opts: TryOptions, folder: Path, fixes: tuple[str, ...], stop: Interr
 
 def _collect(data: RunData, folder: Path, code: int, first: bool, rnd: int = 1) -> None:
     """Read one finished run (run.json, findings.json, the trace's steady steps) into ``data``."""
-    import json
 
     from advisor.derive.steps import steady_trace
     from advisor.report import read
     from advisor.trace import load_trace
 
     data.folders.append(str(folder))
-    try:
-        run = json.loads((folder / RUN_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    run = runinfo.read_file(folder / RUN_NAME)
+    if run is None:
         data.failed = (
             data.failed
             or f"advisor profile exited {code} without run.json "
             f"({_last_line(folder / LOG_NAME)}); see {folder / LOG_NAME}"
         )
         return
-    trial = run.get("try") or {}
-    data.losses.append(list(trial.get("losses") or []))
-    data.outputs.append(list(trial.get("outputs") or []))
+    trial = run.trial or Try()
+    data.losses.append(list(trial.losses))
+    data.outputs.append(list(trial.outputs))
     if first:
         data.trial = trial
-    end, scope = run.get("end_reason"), run.get("trace_scope")
-    if end not in _OK_ENDS and not (end == "sys-exit" and run.get("exit_code") == 0):
+    end, scope = run.end_reason, run.trace_scope
+    if end not in _OK_ENDS and not (end == "sys-exit" and run.exit_code == 0):
         data.failed = (
             data.failed
-            or f"the script ended with {end}: {run.get('error') or ''} "
-            f"(exit {run.get('exit_code')}; see {folder / LOG_NAME})"
+            or f"the script ended with {end}: {run.error or ''} "
+            f"(exit {run.exit_code}; see {folder / LOG_NAME})"
         )
         return
-    if run.get("no_steps") and run.get("max_seconds_hit"):
+    if run.no_steps and run.max_seconds_hit:
         data.failed = data.failed or (
             f"no step within --max-seconds ({_seconds(run)}), the advisor's limit on the wait "
             "for a first step: raise --max-seconds when the script's first step takes longer"
         )
         return
-    if run.get("no_steps"):
+    if run.no_steps:
         data.failed = data.failed or (
             "no step was seen: try compares steps, so the script needs a loop that calls "
             "optimizer.step() or advisor.step()"
@@ -282,7 +282,7 @@ def _collect(data: RunData, folder: Path, code: int, first: bool, rnd: int = 1) 
         data.failed = (
             data.failed
             or f"the run ended before the profiled window (trace: {scope}, "
-            f"{run.get('steps_seen')} steps seen): give the script more steps or lower --wait/--warmup"
+            f"{run.steps_seen} steps seen): give the script more steps or lower --wait/--warmup"
         )
         return
     trace = steady_trace(load_trace(folder / TRACE_NAME))
@@ -293,8 +293,8 @@ def _collect(data: RunData, folder: Path, code: int, first: bool, rnd: int = 1) 
         data.step_ms_median_report = float(rep.run.step_ms_median or 0.0)
 
 
-def _seconds(run: dict[str, Any]) -> str:
-    v = (run.get("profile") or {}).get("max_seconds")
+def _seconds(run: RunInfo) -> str:
+    v = run.profile.max_seconds if run.profile else None
     return f"{v:g} s" if isinstance(v, (int, float)) else "its limit"
 
 

@@ -23,7 +23,7 @@ class ZeroGradNotNone(PatchFix):
     )
 
     def applies_to(self, facts: RunFacts) -> str | None:
-        if facts.zero_grad and all(z.get("set_to_none", True) for z in facts.zero_grad):
+        if facts.zero_grad and all(z.set_to_none is not False for z in facts.zero_grad):
             return "every zero_grad() call already used set_to_none=True"
         if not facts.zero_grad and "zero-grad-not-none" not in facts.findings:
             return "the script called no zero_grad() before the window"
@@ -66,7 +66,7 @@ class SingleTensorOptimizer(PatchFix):
     def applies_to(self, facts: RunFacts) -> str | None:
         if not facts.optimizers:
             return "no optimizer stepped in the run"
-        if all(o.get("foreach") or o.get("fused") for o in facts.optimizers):
+        if all(o.foreach or o.fused for o in facts.optimizers):
             return "every optimizer already runs with foreach or fused"
         return None
 

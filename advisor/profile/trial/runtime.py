@@ -20,6 +20,7 @@ from typing import Any
 from advisor import settings
 from advisor.jsontext import compact
 from advisor.profile.trial.base import Patcher
+from advisor.runcapture import Try
 
 OBSERVE = "_observe"  # the patcher key of the loss observer (not a fix)
 
@@ -102,20 +103,20 @@ class TryRuntime:
         ):
             self.patcher.on_revert(OBSERVE, h.remove)
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> Try:
         """Undo every patch; returns the ``try`` block of run.json."""
         self.patcher.revert()
-        d = self.patcher.to_dict()
-        return {
-            "fixes": list(self.fix_ids),
-            "applied": self.applied,
-            "seed": self.seed,
-            "losses": [None if math.isnan(v) else v for v in self.losses],
-            "outputs": [v if math.isfinite(v) else None for v in self.outputs],
-            "notes": d["notes"],
-            "counts": d["counts"],
-            "errors": d["errors"],
-        }
+        p = self.patcher
+        return Try(
+            fixes=tuple(self.fix_ids),
+            applied=tuple(self.applied),
+            seed=self.seed,
+            losses=tuple(None if math.isnan(v) else v for v in self.losses),
+            outputs=tuple(v if math.isfinite(v) else None for v in self.outputs),
+            notes={k: tuple(v) for k, v in p.notes.items()},
+            counts={k: dict(v) for k, v in p.counts.items()},
+            errors=dict(p.errors),
+        )
 
 
 def _seed(seed: int) -> None:
