@@ -10,6 +10,12 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "traces"
 SAMPLES = REPO / "sample_traces"
 
+# A test's limit on a process it starts, or on a wait for a condition: a guard against a
+# hang, never a measure. On a CI machine loaded to many times its cores an end-to-end run that
+# takes 15 s quiet takes minutes of wall time; every such limit in the suite is this one, so no
+# outcome depends on how busy the machine is. What a test checks it reads from evidence.
+HANG_S = 900
+
 # a plugin installed beside the suite never changes its results (the advisor processes the
 # tests start inherit it); tests/test_plugins.py turns it off where it installs its own
 os.environ["ADVISOR_NO_PLUGINS"] = "1"

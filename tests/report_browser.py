@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import HANG_S
+
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -153,7 +155,7 @@ class Browser:
         except Exception:  # noqa: BLE001 (already gone)
             pass
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=HANG_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

@@ -19,6 +19,7 @@ import pytest
 from advisor.cli.app import main
 from advisor.errors import TraceError
 from advisor.trace import load_trace
+from tests.conftest import HANG_S
 from tests.tracebuilder import TraceBuilder
 
 
@@ -213,7 +214,7 @@ def test_console_entry_in_a_subprocess(tmp_path: Path) -> None:
         [sys.executable, "-m", "advisor", "analyze", str(p), "--out", str(tmp_path / "o")],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert r.returncode == 1
     assert r.stderr.strip() == f"advisor: error: {p}: truncated gzip file (stream ends early)"

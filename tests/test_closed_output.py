@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import HANG_S, REPO, SAMPLES
 
 TRACE = SAMPLES / "activation_checkpoint.cpu.json.gz"  # one HIGH finding
 
@@ -30,13 +30,13 @@ def _run(args: list[str], stdout: str) -> subprocess.CompletedProcess[str]:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            timeout=300,
+            timeout=HANG_S,
         )
     r, w = os.pipe()
     os.close(r)  # the reader is gone before the first write
     try:
         return subprocess.run(
-            cmd, stdout=w, stderr=subprocess.PIPE, text=True, env=env, timeout=300
+            cmd, stdout=w, stderr=subprocess.PIPE, text=True, env=env, timeout=HANG_S
         )
     finally:
         os.close(w)
@@ -91,7 +91,7 @@ def test_analyze_of_an_analyze_output_folder(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert again.returncode == 0, again.stderr
     a = json.loads((first / "findings.json").read_text())

@@ -18,7 +18,7 @@ pytest.importorskip("distributed")
 
 from advisor.analysis.pipeline import Options  # noqa: E402
 from advisor.multirank import analyze as multirank  # noqa: E402
-from tests.conftest import REPO  # noqa: E402
+from tests.conftest import HANG_S, REPO  # noqa: E402
 from tests.mr_helpers import rank_builder, write_ranks  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -94,7 +94,7 @@ def scheduler(tmp_path: Path):
         )
     ]
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_S
         while not sched_file.is_file() and time.monotonic() < deadline:
             time.sleep(0.2)
         address = json.loads(sched_file.read_text())["address"]
@@ -126,7 +126,7 @@ def scheduler(tmp_path: Path):
             p.terminate()
         for p in reversed(procs):
             try:
-                p.wait(timeout=20)
+                p.wait(timeout=HANG_S)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
@@ -151,7 +151,7 @@ def test_scheduler_address_runs_the_ranks_there(tmp_path: Path, scheduler: str) 
         ],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=HANG_S,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
@@ -180,7 +180,7 @@ def test_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
         cwd=REPO,
         env={
             **os.environ,

@@ -12,7 +12,7 @@ import pytest
 from advisor.analysis.pipeline import Options
 from advisor.findings import Finding, Location
 from advisor.multirank.diff import diff_sides, findings_diff, load_side, match_findings
-from tests.conftest import SAMPLES, shared_trace
+from tests.conftest import HANG_S, SAMPLES, shared_trace
 from tests.mr_helpers import rank_builder
 
 
@@ -96,12 +96,12 @@ def test_diff_command_json_and_text(tmp_path: Path) -> None:
         None, None, step_us=8_000, arrive_us=2_000, end_us=5_000, compute_end_us=6_500
     ).write(tmp_path / "b.json")
     cmd = [sys.executable, "-m", "advisor", "diff", str(a), str(b)]
-    p = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=HANG_S)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["step_ms_median"]["a"] == 10.0 and d["step_ms_median"]["b"] == 8.0
     assert set(d) >= {"a", "b", "categories_ms", "kernels", "ops", "findings", "verdict"}
-    t = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    t = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
     assert t.returncode == 0, t.stderr
     assert "Resolved (1):" in t.stdout and "comm-overlap" in t.stdout and "-20.0%" in t.stdout
     bad = subprocess.run([*cmd[:-1], str(tmp_path / "nope.json")], capture_output=True, text=True)

@@ -14,7 +14,7 @@ import pytest
 from advisor.analysis.pipeline import Options
 from advisor.multirank.diff import diff_sides, load_side
 from advisor.trace.kernelnames import kernel_family, name_key, name_tokens, pair_renamed
-from tests.conftest import SAMPLES, shared_trace
+from tests.conftest import HANG_S, SAMPLES, shared_trace
 from tests.tracebuilder import TraceBuilder
 
 GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"
@@ -151,15 +151,15 @@ def test_diff_accepts_analysis_output_folders(pair: tuple[Path, Path], tmp_path:
     for p in pair:
         out = tmp_path / f"out-{p.stem}"
         cmd = [sys.executable, "-m", "advisor", "analyze", str(p), "--out", str(out)]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
         assert r.returncode == 0, r.stderr
         outs.append(out)
     cmd = [sys.executable, "-m", "advisor", "diff", str(outs[0]), str(outs[1])]
-    r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["explain"]["renamed"][0]["b"] == "sage_fwd"
-    t = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    t = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
     assert t.returncode == 0 and "Why the step changed" in t.stdout
     assert "added/removed before sage_fwd" in t.stdout
     # without its annotated copy, the trace its findings.json names (as written)
@@ -168,7 +168,7 @@ def test_diff_accepts_analysis_output_folders(pair: tuple[Path, Path], tmp_path:
     # neither: one line naming the folder and what is missing
     (outs[1] / "trace.annotated.json.gz").unlink()
     pair[1].unlink()
-    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
     assert bad.returncode == 1 and str(outs[1]) in bad.stderr
     assert "trace.annotated.json.gz is missing" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -178,7 +178,7 @@ def test_v100_with_itself_through_its_output_folder(tmp_path: Path) -> None:
     out = tmp_path / "out"
     path = SAMPLES / "resnet50_v100.kineto.json.gz"
     cmd = [sys.executable, "-m", "advisor", "analyze", str(path), "--out", str(out)]
-    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    assert subprocess.run(cmd, capture_output=True, timeout=HANG_S).returncode == 0
     side = load_side(out, Options())
     d = diff_sides(side, side)
     steps = json.loads((out / "findings.json").read_text())["views"]["steps"]
@@ -232,7 +232,7 @@ def test_diff_of_rank_folders_and_their_analysis(tmp_path: Path) -> None:
             b.write(folder / f"rank{r}.trace.json")
     out = tmp_path / "out-a"
     cmd = [sys.executable, "-m", "advisor", "analyze", str(ranks_a), "--out", str(out)]
-    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    assert subprocess.run(cmd, capture_output=True, timeout=HANG_S).returncode == 0
     assert not (out / "trace.annotated.json.gz").exists()
     sa = load_side(out, Options())
     assert [d.rank for d in sa.digests] == [0, 1]

@@ -13,6 +13,7 @@ from pathlib import Path
 from advisor.analysis.pipeline import Options
 from advisor.multirank.diff import diff_sides, load_side
 from advisor.output.diff_html import render_diff_html
+from tests.conftest import HANG_S
 from tests.diff_builders import ab_run
 from tests.tracebuilder import TraceBuilder
 
@@ -65,17 +66,17 @@ def test_the_command_writes_the_page_and_keeps_an_existing_file(tmp_path: Path) 
     a, b = _pair(tmp_path)
     page = tmp_path / "diff.html"
     cmd = [sys.executable, "-m", "advisor", "diff", str(a), str(b), "--html", str(page)]
-    r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)  # stdout stays JSON; the page's name goes to stderr
     assert str(page) in r.stderr and page.is_file()
     assert html.escape(d["verdict"].split(";")[0], quote=False) in page.read_text()
     page.write_text("mine")
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
     assert again.returncode == 1 and "already exists" in again.stderr
     assert "Traceback" not in again.stderr and page.read_text() == "mine"
-    forced = subprocess.run([*cmd, "--force"], capture_output=True, text=True, timeout=300)
+    forced = subprocess.run([*cmd, "--force"], capture_output=True, text=True, timeout=HANG_S)
     assert forced.returncode == 0 and page.read_text().startswith("<!DOCTYPE html>")
     missing = [*cmd[:-1], str(tmp_path / "nope" / "d.html")]
-    bad = subprocess.run(missing, capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(missing, capture_output=True, text=True, timeout=HANG_S)
     assert bad.returncode == 1 and "no such folder" in bad.stderr

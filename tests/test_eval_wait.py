@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor.profile.evalwait import EVAL_WAIT_MAX_S, EVAL_WAIT_STEPS, Epochs, EvalWait, pace_s
+from tests.conftest import HANG_S
 from tests.test_profile import FAST, _write, advisor, outputs
 
 
@@ -90,7 +91,7 @@ print("DONE", flush=True)
 def test_an_epoch_longer_than_the_default_seconds_is_waited_for(tmp_path: Path) -> None:
     """About 40 steps of 0.3 s after the window: longer than the 10 s the wait lasted before."""
     script = _write(tmp_path, "ep.py", EPOCHS, BATCHES=45, SLEEP=0.3, EVALUATE=True)
-    p = advisor(tmp_path, *FAST, "--no-memory", "-o", "out", script.name, timeout=300)
+    p = advisor(tmp_path, *FAST, "--no-memory", "-o", "out", script.name, timeout=HANG_S)
     assert p.returncode == 0, p.stderr
     run, findings = outputs(tmp_path / "out")
     ev = run["eval"]
@@ -106,7 +107,7 @@ def test_an_epoch_longer_than_the_default_seconds_is_waited_for(tmp_path: Path) 
 @pytest.mark.slow
 def test_an_epoch_out_of_reach_ends_the_wait_at_once(tmp_path: Path) -> None:
     script = _write(tmp_path, "ep.py", EPOCHS, BATCHES=3000, SLEEP=0.02, EVALUATE=True)
-    p = advisor(tmp_path, *FAST, "--no-memory", "-o", "out", script.name, timeout=300)
+    p = advisor(tmp_path, *FAST, "--no-memory", "-o", "out", script.name, timeout=HANG_S)
     assert p.returncode == 0, p.stderr
     run, findings = outputs(tmp_path / "out")
     ev = run["eval"]
@@ -120,7 +121,7 @@ def test_an_epoch_out_of_reach_ends_the_wait_at_once(tmp_path: Path) -> None:
 def test_a_next_epoch_without_evaluation_ends_the_wait(tmp_path: Path) -> None:
     # (the script says "model.eval()" in its text: the wait is not skipped for want of eval code)
     script = _write(tmp_path, "ep.py", EPOCHS, BATCHES=8, SLEEP=0.0, EVALUATE=False)
-    p = advisor(tmp_path, *FAST, "--no-memory", "-o", "out", script.name, timeout=300)
+    p = advisor(tmp_path, *FAST, "--no-memory", "-o", "out", script.name, timeout=HANG_S)
     assert p.returncode == 0, p.stderr
     run, findings = outputs(tmp_path / "out")
     assert run["eval"]["missing"] == "next-epoch", run["eval"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_profile import _env
 
 LOOP = """
@@ -54,7 +55,7 @@ def test_on_trace_ready_names_the_item_line(tmp_path: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     (found,) = sorted((tmp_path / "tb").glob("w0.*.findings.json"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from advisor.cli.guard import guarded
-from tests.conftest import SAMPLES
+from tests.conftest import HANG_S, SAMPLES
 from tests.test_profile import _env
 
 SAMPLE = SAMPLES / "sync_point.cpu.json.gz"
@@ -24,7 +24,7 @@ def _advisor(tmp: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=HANG_S,
     )
 
 

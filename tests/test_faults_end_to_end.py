@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_profile import FAST, _cmd, _env, _write, advisor
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,7 +99,7 @@ def test_closed_stdout_and_early_reader_keep_the_exit_code(tmp_path: Path) -> No
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and (tmp_path / "a" / "report.html").is_file()
@@ -108,7 +109,7 @@ def test_closed_stdout_and_early_reader_keep_the_exit_code(tmp_path: Path) -> No
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert p.returncode == 0 and p.stdout == "FIRST\n", p.stderr
     assert "Traceback" not in p.stderr and (tmp_path / "b" / "report.html").is_file()
@@ -130,7 +131,7 @@ def test_tampered_findings_json_names_the_file(tmp_path: Path) -> None:
         cwd=tmp_path,
         env=_env(),
         capture_output=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert run.returncode == 0
     base = json.loads((tmp_path / "r" / "findings.json").read_text())
@@ -145,7 +146,7 @@ def test_tampered_findings_json_names_the_file(tmp_path: Path) -> None:
             env=_env(),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG_S,
         )
         _one_line(p, f"{name}/findings.json: damaged findings.json")
 
@@ -171,7 +172,7 @@ def test_disk_full_while_analyze_writes_the_annotated_trace(tmp_path: Path) -> N
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     _one_line(p, "No space left on device")
     assert not (tmp_path / "o").exists()  # a failed write removes what it had written

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import HANG_S, REPO, SAMPLES
 
 
 def test_progress_line_names_a_step_inside_the_window() -> None:
@@ -85,7 +85,7 @@ def test_a_crash_before_the_first_step(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert p.returncode == 1, p.stderr
     said = p.stdout + p.stderr

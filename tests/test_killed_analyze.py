@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import HANG_S, REPO, SAMPLES
 
 pytestmark = pytest.mark.slow
 
@@ -83,13 +83,13 @@ def test_killed_analyze_leaves_no_worker(tmp_path: Path, engine: str, sig: int) 
     )
     try:
         # the workers are running (the advisor, its fork server and workers: 3 or more)
-        assert _wait(lambda: len(_group(proc.pid)) >= 3, 120), "no workers started"
+        assert _wait(lambda: len(_group(proc.pid)) >= 3, HANG_S), "no workers started"
         os.kill(proc.pid, sig)  # the advisor alone, as `kill PID` or the OOM killer does
-        proc.wait(timeout=60)
+        proc.wait(timeout=HANG_S)
         # a pipeline reading from the command ends: nobody holds its stdout any more
         assert proc.stdout is not None
-        assert _eof(proc.stdout.fileno(), 30), "a process still holds the command's stdout"
-        assert _wait(lambda: not _group(proc.pid), 30), _group(proc.pid)
+        assert _eof(proc.stdout.fileno(), HANG_S), "a process still holds the command's stdout"
+        assert _wait(lambda: not _group(proc.pid), HANG_S), _group(proc.pid)
     finally:
         for pid in _group(proc.pid):
             try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import HANG_S, REPO, SAMPLES
 from tests.mr_helpers import synth_ranks
 
 pytestmark = pytest.mark.slow
@@ -110,13 +110,13 @@ def test_first_ctrl_c_ends_the_run(tmp_path: Path, engine: str) -> None:
     try:
         # Ctrl-C once both workers are reading traces (started, analysing): 32 traces are far
         # from done by then, however fast or busy the machine
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + HANG_S
         while len(_reading(proc.pid, folder)) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.01)
         assert proc.poll() is None, proc.communicate()
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=120)  # it ends promptly: never all 32 traces
+        out, err = proc.communicate(timeout=HANG_S)  # it ends promptly: never all 32 traces
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_profile import _env
 from tests.tracebuilder import TraceBuilder
 
@@ -59,7 +60,7 @@ def test_whitespace_padding_does_not_fill_memory(tmp_path: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["steps"]["count"] == 4

@@ -10,7 +10,7 @@ import pytest
 from advisor import record
 from advisor.analysis.pipeline import Options
 from advisor.multirank.analyze import analyze_files, plan_workers, raw_size
-from tests.conftest import shared_trace
+from tests.conftest import HANG_S, shared_trace
 from tests.mr_helpers import rank_builder, write_ranks
 from tests.tracebuilder import TraceBuilder
 
@@ -250,7 +250,7 @@ def test_analyze_command_on_rank_folder(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert proc.returncode == 0, proc.stderr
     d = json.loads(proc.stdout)
@@ -305,7 +305,9 @@ def test_workers_never_rerun_the_callers_main_module(tmp_path: Path) -> None:
         "report, _ = analyze_files(files, Options(), root, jobs=2)\n"
         "print('RANKS', len(report.run.ranks.ranks))\n"
     )
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_S
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("TOP-LEVEL RAN") == 1 and "RANKS 2" in p.stdout
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
+
 SCRIPT = textwrap.dedent("""
     import os, sys, time
     import torch
@@ -53,7 +55,9 @@ def _torchrun(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedPr
         script,
         *args,
     ]
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_S
+    )
 
 
 @pytest.mark.slow
@@ -85,7 +89,7 @@ def test_torchrun_gloo_ranks_straggler(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert a.returncode == 0, a.stderr
     d = json.loads(a.stdout)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import advisor
-from tests.conftest import SAMPLES
+from tests.conftest import HANG_S, SAMPLES
 from tests.test_profile import _env
 from tests.tracebuilder import TraceBuilder
 
@@ -45,7 +45,7 @@ def _analyze(tmp: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=HANG_S,
     )
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.test_profile import _env
 from tests.tracebuilder import TraceBuilder
 
@@ -59,7 +59,7 @@ def analyze(tmp: Path, *args: str | Path) -> tuple[subprocess.CompletedProcess[s
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=HANG_S,
     )
     doc = json.loads((out / "findings.json").read_text()) if p.returncode == 0 else None
     return p, doc

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import HANG_S, SAMPLES
 from tests.test_profile import _env
 
 SAMPLE = SAMPLES / "sync_point.cpu.json.gz"
@@ -104,7 +104,7 @@ def test_a_plugin_cannot_take_a_built_in_id(tmp_path: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "o" / "findings.json").read_text())
@@ -123,7 +123,7 @@ def test_an_import_that_exits(tmp_path: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "o" / "findings.json").read_text())

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import SAMPLES
+from tests.conftest import HANG_S, SAMPLES
 from tests.test_profile import _env
 
 SAMPLE = SAMPLES / "sync_point.cpu.json.gz"
@@ -82,7 +82,7 @@ def test_every_misbehaviour_is_one_errored_row(tmp_path: Path) -> None:
         env={**_env(), "ADVISOR_PLUGIN_TIMEOUT": str(LIMIT_S)},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)  # --json intact: no plugin's print, a closed stdout is its own
@@ -127,7 +127,7 @@ def _analyze(target: Path, *extra: str) -> dict:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from advisor.analysis.detection import ENTRY_POINT_GROUP
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import HANG_S, REPO, SAMPLES
 
 PLUGIN = '''\
 """Demo plugin: one finding per trace, naming how many kernels it holds.
@@ -96,7 +96,7 @@ def test_an_installed_plugin_detector_runs(tmp_path: Path) -> None:
         env=env,
         text=True,
         capture_output=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert r.returncode == 0, r.stderr
     doc = json.loads((out / "findings.json").read_text())
@@ -121,7 +121,7 @@ def test_an_installed_plugin_detector_runs(tmp_path: Path) -> None:
         env=env,
         text=True,
         capture_output=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert only.returncode == 0, only.stderr
     ids = [
@@ -134,7 +134,7 @@ def test_an_installed_plugin_detector_runs(tmp_path: Path) -> None:
         env={**env, "ADVISOR_NO_PLUGINS": "1"},
         text=True,
         capture_output=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert quiet.returncode == 0, quiet.stderr
     text = (tmp_path / "q" / "findings.json").read_text()

@@ -14,6 +14,7 @@ from advisor.cli.app import main
 from advisor.cli.entry import early_prefetch
 from advisor.errors import TraceError
 from advisor.trace import load_trace, prefetch
+from tests.conftest import HANG_S
 from tests.tracebuilder import TraceBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -260,7 +261,7 @@ def test_the_console_entry_runs_analyze_with_an_early_child(tmp_path: Path) -> N
         [sys.executable, "-m", "advisor", "analyze", str(SAMPLE), "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert r.returncode == 0, r.stderr
     assert (out / "findings.json").is_file() and (out / "trace.annotated.json.gz").is_file()
@@ -296,7 +297,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     pids = [int(x) for x in p.stdout.readline().split()]
     assert len(pids) == 1
     p.send_signal(signal.SIGKILL)
-    p.wait(timeout=10)
+    p.wait(timeout=HANG_S)
 
     def running(pid: int) -> bool:
         try:
@@ -305,7 +306,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
             return False
         return state not in ("Z", "X")
 
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while any(map(running, pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(map(running, pids))
@@ -344,7 +345,7 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     kids: list[str] = []
     while not kids and time.monotonic() < deadline:
         with contextlib.suppress(OSError):
@@ -353,7 +354,7 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "WAITING"  # (imports done, however busy the machine)
     os.killpg(p.pid, signal.SIGINT)
-    _, err = p.communicate(timeout=30)
+    _, err = p.communicate(timeout=HANG_S)
     assert p.returncode == 130
     assert err.strip().splitlines() == ["advisor: interrupted"]
     assert not out.exists()
@@ -366,7 +367,7 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
             and "\nState:\tZ" not in Path(f"/proc/{k}/status").read_text()
         ]
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + HANG_S
     while left() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not left()

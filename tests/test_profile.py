@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import steps_marked
+from tests.conftest import HANG_S, steps_marked
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -338,14 +338,14 @@ def test_signal_writes_outputs(tmp_path: Path, sig: int, code: int, reason: str)
         stderr=subprocess.PIPE,
         text=True,
     )
-    watchdog = threading.Timer(120, proc.kill)  # readline() must not hang the suite
+    watchdog = threading.Timer(HANG_S, proc.kill)  # readline() must not hang the suite
     watchdog.start()
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert "READY" in line, proc.stderr.read() if proc.stderr else line
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=HANG_S)
     finally:
         watchdog.cancel()
         proc.kill()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_profile import _env
 
 pytestmark = pytest.mark.slow
@@ -40,7 +41,7 @@ def _profile(tmp: Path, *args: str, steps: int = 12, code: int = 0) -> subproces
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
     )
 
 
@@ -71,6 +72,6 @@ def test_the_default_stop_after_the_window_returns_0_as_the_help_says(tmp_path: 
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert "0 when the advisor stopped it after its windows" in " ".join(h.stdout.split())

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_profile import FAST, REPO, _cmd, _env, _write, advisor, outputs
 
 slow = pytest.mark.slow  # the end-to-end runs; the unit tests at the end are fast
@@ -86,7 +87,7 @@ def _signal_run(tmp: Path, sig: int, *args: str, group: bool = False) -> tuple[i
         text=True,
         start_new_session=group,
     )
-    watchdog = threading.Timer(120, proc.kill)  # readline() must not hang the suite
+    watchdog = threading.Timer(HANG_S, proc.kill)  # readline() must not hang the suite
     watchdog.start()
     try:
         assert proc.stdout is not None
@@ -99,7 +100,7 @@ def _signal_run(tmp: Path, sig: int, *args: str, group: bool = False) -> tuple[i
             os.killpg(proc.pid, sig)
         else:
             proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=HANG_S)
     finally:
         watchdog.cancel()
         proc.kill()

@@ -16,6 +16,7 @@ import pytest
 from advisor.errors import AdvisorError
 from advisor.output.outfolder import check_out_dir
 from advisor.profile.torchrun import RankEnv
+from tests.conftest import HANG_S
 
 DDP = textwrap.dedent("""
     import time
@@ -67,7 +68,7 @@ def _torchrun(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "2",
         *args,
     ]
-    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=180)
+    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=HANG_S)
 
 
 def _check_run(out: Path, p: subprocess.CompletedProcess[str]) -> dict:
@@ -139,7 +140,7 @@ def test_missing_rank_is_reported_not_fatal(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "waits up to 1 s for rank(s) 1" in p.stderr

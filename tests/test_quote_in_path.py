@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from advisor.profile.tracefix import repair_line
-from tests.conftest import REPO, steps_marked
+from tests.conftest import HANG_S, REPO, steps_marked
 
 BROKEN = b'    "name": "q"d/a"b.py(6): <module>",\n'
 
@@ -62,7 +62,7 @@ def test_profile_of_a_script_with_a_quote_in_its_name(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
-        timeout=300,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     assert "analysis failed" not in p.stderr

@@ -14,7 +14,7 @@ import pytest
 
 from advisor.output.doctext import counted, date_str, shown_path
 from advisor.output.kernelname import short_kernel_name
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import HANG_S, REPO, SAMPLES
 from tests.report_browser import Browser, find_chromium
 
 
@@ -86,7 +86,7 @@ def test_demo_report_in_chromium_at_1400px(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert r.returncode == 0, r.stderr
     assert "USDT" not in r.stdout + r.stderr

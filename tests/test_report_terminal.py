@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor.output.terminal import print_summary, progress
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.report_samples import gpu_builder, sample_report, with_run
 
 WRITTEN = {
@@ -128,7 +128,7 @@ def test_analyze_command_prints_the_summary_and_no_progress_when_piped(tmp_path)
         [sys.executable, "-m", "advisor", "analyze", str(src), "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert proc.returncode == 0, proc.stderr

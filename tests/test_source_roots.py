@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import HANG_S
 from tests.test_profile import _env
 from tests.tracebuilder import TraceBuilder
 
@@ -46,7 +47,7 @@ def _analyze(cwd: Path, *args: str | Path) -> tuple[str, dict]:  # type: ignore[
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     out = cwd / "o"
@@ -113,7 +114,7 @@ def test_the_home_folder_or_root_is_no_default_root(tmp_path: Path) -> None:
             env={**_env(), "HOME": str(home)},
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=HANG_S,
         )
         assert p.returncode == 0, p.stderr
         findings = json.loads((tmp_path / "o" / "findings.json").read_text())
@@ -139,7 +140,7 @@ def test_a_live_profile_reads_its_scripts_folder(tmp_path: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     live = json.loads((tmp_path / "a" / "o" / "findings.json").read_text())

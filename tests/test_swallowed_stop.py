@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_profile import FAST, _cmd, _env, _write, advisor
 
 pytestmark = pytest.mark.slow
@@ -49,7 +50,7 @@ def _term_after_ready(tmp: Path, *args: str) -> tuple[int, str, str, float]:
                 break
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=HANG_S)
         return proc.returncode, out, err, time.monotonic() - t0
     finally:
         proc.kill()
@@ -69,7 +70,7 @@ def test_sigterm_is_not_swallowed(tmp_path: Path, stepping: bool) -> None:
 
 def test_the_stop_after_the_window_is_not_swallowed(tmp_path: Path) -> None:
     _write(tmp_path, "stubborn.py", STUBBORN, STEPPING=True)
-    p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "stubborn.py", timeout=120)
+    p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "stubborn.py", timeout=HANG_S)
     assert p.returncode == 0, p.stderr
     assert "SWALLOWED WindowCaptured" in p.stdout and "FINISHED" not in p.stdout
     run = json.loads((tmp_path / "o" / "run.json").read_text())

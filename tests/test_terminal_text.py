@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import HANG_S
 from tests.test_profile import _env
 from tests.tracebuilder import TraceBuilder
 
@@ -36,7 +37,7 @@ def _cli(cwd: Path, *args: str | Path) -> str:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     out = p.stdout + p.stderr
@@ -62,6 +63,6 @@ def test_names_print_verbatim_with_controls_escaped(tmp_path: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert p.returncode == 1 and "\x1b" not in p.stderr and "x\\x1b[31m.json" in p.stderr

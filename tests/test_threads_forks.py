@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_profile import FAST, _env, _write, advisor
 
 pytestmark = pytest.mark.slow
@@ -83,7 +84,7 @@ def test_forked_workers_run_untouched(tmp_path: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert plain.returncode == 0 and "CODES [0, 0]" in plain.stdout and "RAW 0" in plain.stdout
     p = advisor(tmp_path, *FAST, "--phases", "train", "--out", "o", "hog.py")

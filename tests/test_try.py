@@ -20,6 +20,7 @@ from advisor.profile.trial.registry import ALL_SAFE, FIXES, NOT_APPLICABLE, pars
 from advisor.runcapture import Try
 from advisor.runinfo import DataLoader, ZeroGrad
 from advisor.tryresult import TryResult
+from tests.conftest import HANG_S
 
 REPO = Path(__file__).resolve().parent.parent
 FEW = ["--wait", "1", "--warmup", "1", "--active", "3"]
@@ -34,7 +35,7 @@ def _env() -> dict[str, str]:
 
 def advisor(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "advisor", *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=240)
+    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=HANG_S)
 
 
 def _doc(out: Path) -> dict[str, Any]:
@@ -542,7 +543,7 @@ def test_benchmark_script_reports_a_fix_that_cannot_act(tmp_path: Path) -> None:
         text=True,
         env=_env(),
         cwd=REPO,
-        timeout=240,
+        timeout=HANG_S,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "not applied: cuDNN runs only on CUDA devices" in r.stdout and "estimate" in r.stdout
@@ -603,13 +604,13 @@ def test_signal_ends_the_run_and_writes_what_finished(
         text=True,
     )
     log = out / during / "try-profile.log"
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + HANG_S
     while not log.exists() and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert p.poll() is None, p.communicate()
     time.sleep(1.0)  # the child is starting: python, torch, the profiler
     p.send_signal(sig)
-    stdout, stderr = p.communicate(timeout=120)
+    stdout, stderr = p.communicate(timeout=HANG_S)
     assert p.returncode == code, stderr[-2000:]
     doc = TryResult.load(out / "try.json")
     assert doc.interrupted == signal.Signals(sig).name and (out / "try.html").is_file()
@@ -620,7 +621,7 @@ def test_signal_ends_the_run_and_writes_what_finished(
         assert row.interrupted and row.verdict == "interrupted"
     else:
         assert doc.results == () and doc.before.steps.steps == 0
-    deadline = time.monotonic() + 60  # (ending a process group takes a moment under load)
+    deadline = time.monotonic() + HANG_S  # (ending a process group takes a moment under load)
     while _alive_with(str(out)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _alive_with(str(out)) == []  # no orphan: the child's group was ended

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_try import FEW, _env
 
 SCRIPT = """
@@ -65,9 +66,9 @@ def test_a_signal_ends_the_run_and_writes_try_json(tmp_path: Path, sig: signal.S
         text=True,
     )
     try:
-        log = _wait_for(out / "after" / "try-profile.log", "STEP 2\n", proc, 200)
+        log = _wait_for(out / "after" / "try-profile.log", "STEP 2\n", proc, HANG_S)
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -81,7 +82,7 @@ def test_a_signal_ends_the_run_and_writes_try_json(tmp_path: Path, sig: signal.S
     assert (out / "try.html").is_file()
     # the script of the interrupted run is gone, not an orphan
     pid = int(log.split("PID ", 1)[1].split()[0])
-    deadline = time.monotonic() + 60  # (ending a process group takes a moment under load)
+    deadline = time.monotonic() + HANG_S  # (ending a process group takes a moment under load)
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid)
@@ -105,14 +106,14 @@ def test_sigkill_to_try_ends_its_run(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        log = _wait_for(out / "before" / "try-profile.log", "STEP 2\n", proc, 200)
+        log = _wait_for(out / "before" / "try-profile.log", "STEP 2\n", proc, HANG_S)
         proc.kill()
-        proc.wait(timeout=30)
+        proc.wait(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
     pid = int(log.split("PID ", 1)[1].split()[0])
-    end = time.monotonic() + 60  # the run writes what it captured, then ends
+    end = time.monotonic() + HANG_S  # the run writes what it captured, then ends
     while _alive(pid) and time.monotonic() < end:
         time.sleep(0.2)
     assert not _alive(pid), "the script of the killed try is still running"

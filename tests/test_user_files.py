@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.test_profile import FAST, _env, _loop, _write, advisor
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,21 +86,25 @@ def test_profile_force_checks_more_than_a_mention(tmp_path: Path) -> None:
 
 
 CONCURRENT = """
-import sys, time, torch
+import os, sys, time, torch
 print("READY", flush=True)
 model = torch.nn.Linear(4, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for i in range(STEPS):
+i = 0
+# steps until the test releases the run (a file named "release"), at least STEPS of them: the
+# first run is still writing into its folder however long the second one takes to start
+while i < STEPS or (HOLD and not os.path.exists("release") and i < 100_000):
     model(torch.randn(2, 4)).sum().backward()
     opt.step()
     time.sleep(SLEEP)
+    i += 1
 """
 
 
 @pytest.mark.slow
 def test_two_runs_into_one_out(tmp_path: Path) -> None:
-    _write(tmp_path, "slow.py", CONCURRENT, STEPS=400, SLEEP=0.01)
-    _write(tmp_path, "quick.py", CONCURRENT, STEPS=6, SLEEP=0)
+    _write(tmp_path, "slow.py", CONCURRENT, STEPS=20, SLEEP=0.01, HOLD=True)
+    _write(tmp_path, "quick.py", CONCURRENT, STEPS=6, SLEEP=0, HOLD=False)
     cmd = [sys.executable, "-m", "advisor", "profile", "--run-to-end", "--out", "o"]
     first = subprocess.Popen(
         [*cmd, "slow.py"],
@@ -114,7 +119,8 @@ def test_two_runs_into_one_out(tmp_path: Path) -> None:
         for extra in ([], ["--force"]):
             second = advisor(tmp_path, *extra, "--run-to-end", "--out", "o", "quick.py")
             _one_line_error(second, "another advisor run is writing into this folder")
-        rest, err = first.communicate(timeout=120)
+        (tmp_path / "release").touch()
+        rest, err = first.communicate(timeout=HANG_S)
     finally:
         first.kill()
     assert first.returncode == 0, err
