@@ -33,7 +33,7 @@ from advisor.trace.names import name_flags
 
 from ._dataflow import matmul_out, tensor_dims
 from ._matmul import op_dtype
-from ._ops import inherit, kernel_op
+from ._ops import inherit, kernel_op, parent_has
 
 register(
     "attention_materialized.min_seq",
@@ -186,7 +186,7 @@ def _outer(trace: Trace, flags: np.ndarray) -> np.ndarray:
     """Rows with ``flags`` whose parent does not have it (``aten::softmax`` over its
     ``aten::_softmax``; ``aten::matmul`` over its ``aten::bmm``)."""
     parent = trace.cpu_ops["parent_idx"].to_numpy(np.int64)
-    inner = np.where(parent >= 0, flags[np.clip(parent, 0, None)], False)
+    inner = parent_has(flags, parent)
     return np.flatnonzero(flags & ~inner)
 
 
@@ -210,7 +210,7 @@ def _chains(trace: Trace, min_seq: int) -> list[Chain]:
     top_sm[_outer(trace, is_sm)] = True
     # ops nested in a matmul, softmax or an op allowed between are not looked at on their own
     anc = inherit(trace, is_mm | is_sm | is_between)
-    inside = np.where(parent >= 0, anc[np.clip(parent, 0, None)], False)
+    inside = parent_has(anc, parent)
     seq_ops = np.flatnonzero((top_mm | top_sm | is_between) & ~inside)
     if not len(seq_ops):
         return []

@@ -94,6 +94,14 @@ def inherit(trace: Trace, own: np.ndarray) -> np.ndarray:
     return out
 
 
+def parent_has(flag: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per op: whether its parent op has ``flag`` (a bool per row; ``parent``: each row's parent
+    row, -1 for an outermost op, which has no flagged parent). ``flag & ~parent_has(flag,
+    parent)`` are the outermost flagged ops: a flagged call counted once, not again for the
+    flagged calls it makes."""
+    return np.where(parent >= 0, flag[np.clip(parent, 0, None)], False)
+
+
 def ancestor_match(trace: Trace, pred: Callable[[str], bool]) -> np.ndarray:
     """Per cpu_ops row: the op or one of its ancestors has a name for which ``pred`` holds."""
     return inherit(trace, name_flags(trace.cpu_ops["name"], pred))

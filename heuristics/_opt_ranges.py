@@ -31,7 +31,7 @@ from advisor.runinfo import Optimizer
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in, name_mask
 
-from ._ops import kernel_op, ranges
+from ._ops import kernel_op, parent_has, ranges
 
 register(
     "single_tensor_optimizer.min_ops_per_step",
@@ -81,7 +81,7 @@ def _window_stats(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
     # old traces record an in-place op twice (aten::add_ inside aten::add_): count the outer
     pp = name_in(ops["name"], PER_PARAM)
     par = ops["parent_idx"].to_numpy()
-    nested_pp = np.where(par >= 0, pp[np.clip(par, 0, None)], False)
+    nested_pp = parent_has(pp, par)
     rows = []
     for w in win.itertuples(index=False):  # a handful of ranges per trace
         in_win = (tid == w.tid) & (ts >= w.ts_ns) & (end <= w.end_ns)

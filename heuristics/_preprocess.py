@@ -34,7 +34,7 @@ from advisor.detect.thresholds import register
 from advisor.trace.model import Trace
 from advisor.trace.names import name_mask
 
-from ._ops import in_backward
+from ._ops import in_backward, parent_has
 
 register(
     "host_preprocessing.min_frame_ms",
@@ -147,7 +147,7 @@ def _build(trace: Trace) -> pd.DataFrame:
     quiet = working & ~busy & ~own & (end > ts)
     machinery = name_mask(py["file"], _MACHINERY_RE)
     # a frame inside a quiet one is part of it, also when that one is torch's machinery (dropped)
-    top = quiet & ~machinery & ~np.where(parent >= 0, quiet[np.clip(parent, 0, None)], False)
+    top = quiet & ~machinery & ~parent_has(quiet, parent)
     rows = np.flatnonzero(top)
     if not len(rows):
         return empty

@@ -44,7 +44,7 @@ from advisor.replay.whatif import Saving
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
-from ._ops import chain_match, gpu_rows_from, inherit, kernel_op, op_names
+from ._ops import chain_match, gpu_rows_from, inherit, kernel_op, op_names, parent_has
 from ._per_step import ms, n_steps
 
 ID = "cat-in-loop"
@@ -207,7 +207,7 @@ def _measure(trace: Trace, ctx: Context) -> tuple[list[Chain], np.ndarray] | Non
     names = op_names(trace)
     is_cat = name_in(ops["name"], CAT_OPS)
     parent = ops["parent_idx"].to_numpy()
-    nested = np.where(parent >= 0, is_cat[np.clip(parent, 0, None)], False)
+    nested = parent_has(is_cat, parent)
     rows = np.flatnonzero(is_cat & ~nested)
     if not len(rows):
         return None

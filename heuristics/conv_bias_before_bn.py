@@ -48,7 +48,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
 from ._matmul import CONV_FWD_WITH_BIAS
-from ._ops import arg_dims, gpu_rows_from, has_backward, inherit, op_names, runtime_op
+from ._ops import arg_dims, gpu_rows_from, has_backward, inherit, op_names, parent_has, runtime_op
 from ._per_step import ms, n_steps, per_step_words
 
 ID = "conv-bias-before-bn"
@@ -83,9 +83,7 @@ def _pairs(trace: Trace) -> pd.DataFrame:
     names = op_names(trace)
     parent = ops["parent_idx"].to_numpy()
     is_conv = name_in(ops["name"], CONV_FWD_WITH_BIAS)
-    roots = np.flatnonzero(
-        is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)], False)
-    )
+    roots = np.flatnonzero(is_conv & ~parent_has(is_conv, parent))
     if not len(roots):
         return pd.DataFrame(columns=cols)
     # bias adds: aten::add_ ops whose outermost conv ancestor is a root

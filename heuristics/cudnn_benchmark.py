@@ -43,7 +43,7 @@ from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
 from ._matmul import CONV_FWD, CONV_RE, LAYOUT_KERNEL_RE
-from ._ops import ancestor_match, gpu_rows_from
+from ._ops import ancestor_match, gpu_rows_from, parent_has
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "cudnn-benchmark"
@@ -144,9 +144,7 @@ def _measure(trace: Trace) -> _Convs | None:
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()
     is_conv = name_in(ops["name"], CONV_FWD)
-    roots = np.flatnonzero(
-        is_conv & ~np.where(parent >= 0, is_conv[np.clip(parent, 0, None)], False)
-    )
+    roots = np.flatnonzero(is_conv & ~parent_has(is_conv, parent))
     roots = roots[ops["step"].to_numpy()[roots] >= 0]
     if not len(roots):
         return None

@@ -48,7 +48,7 @@ from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
-from ._ops import gpu_rows_from, inherit, op_names
+from ._ops import gpu_rows_from, inherit, op_names, parent_has
 from ._per_step import ms, n_steps
 
 ID = "data-parallel"
@@ -190,7 +190,7 @@ def _ranges(trace: Trace, fwd: np.ndarray) -> np.ndarray:
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()
     under_fwd = inherit(trace, fwd)
-    par_fwd = np.where(parent >= 0, under_fwd[np.clip(parent, 0, None)], False)
+    par_fwd = parent_has(under_fwd, parent)
     rows = np.flatnonzero(fwd & ~par_fwd & (ops["step"].to_numpy() >= 0))
     if not len(rows):
         rows = np.flatnonzero(fwd & ~par_fwd)
@@ -263,7 +263,7 @@ def _evidence(trace: Trace, s: _Seen, rows: np.ndarray) -> tuple[Evidence, ...]:
         parent = ops["parent_idx"].to_numpy()
         own = name_in(s.col, BACKWARD)
         under = inherit(trace, own)
-        b = ops[own & ~np.where(parent >= 0, under[np.clip(parent, 0, None)], False)]
+        b = ops[own & ~parent_has(under, parent)]
         evidence.append(
             Evidence(
                 "gradient reduction onto GPU 0 in backward (not counted)",

@@ -59,7 +59,7 @@ from advisor.trace.names import name_mask
 from ._compile import model_compiled
 from ._dataflow import Flow, kernel_links
 from ._kernelname import functor_name as short_name
-from ._ops import inherit, kernel_op, ranges, runtime_op
+from ._ops import inherit, kernel_op, parent_has, ranges, runtime_op
 from ._per_step import ms, n_steps
 
 ID = "fusible-elementwise"
@@ -123,7 +123,7 @@ def _elementwise(trace: Trace) -> np.ndarray:
     )
     kop = kernel_op(trace)
     if len(ops_excl):
-        ew &= ~np.where(kop >= 0, ops_excl[np.clip(kop, 0, None)], False)
+        ew &= ~parent_has(ops_excl, kop)
     win = ranges(trace, EXCLUDE_RANGES)
     rt = trace.runtime
     li = k["launch_idx"].to_numpy()
@@ -132,7 +132,7 @@ def _elementwise(trace: Trace) -> np.ndarray:
         in_win = np.zeros(len(rt), dtype=bool)
         for w in win.itertuples(index=False):
             in_win |= (rtid == w.tid) & (rts >= w.ts_ns) & (rts <= w.end_ns)
-        ew &= ~np.where(li >= 0, in_win[np.clip(li, 0, None)], False)
+        ew &= ~parent_has(in_win, li)
     return ew
 
 

@@ -70,6 +70,7 @@ from advisor.trace.names import name_flags
 from ._allocator import without_allocator
 from ._compile import model_compiled
 from ._host_cost import clip_to_steps, excess_idle_ns, fires, idle_in_launching_ns, op_costs
+from ._ops import parent_has
 from ._per_step import fmt_ms, n_steps
 
 ID = "host-overhead"
@@ -102,7 +103,7 @@ def _outer_aten(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ops = trace.cpu_ops
     is_aten = name_flags(ops["name"], lambda n: n.startswith("aten::"))
     par = ops["parent_idx"].to_numpy()
-    outer = is_aten & ~np.where(par >= 0, is_aten[np.clip(par, 0, None)], False)
+    outer = is_aten & ~parent_has(is_aten, par)
     outer &= ops["step"].to_numpy() >= 0
     outer &= ~in_compile(trace, ops["tid"].to_numpy(), ops["ts_ns"].to_numpy())
     return tuple(ops[c].to_numpy()[outer] for c in ("ts_ns", "end_ns", "tid"))

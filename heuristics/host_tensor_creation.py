@@ -51,7 +51,7 @@ from advisor.replay.fixes import AsyncCopies, Combined, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_in
 
-from ._ops import arg_dims, launched_below, op_names, outermost, runtime_op
+from ._ops import arg_dims, launched_below, op_names, outermost, parent_has, runtime_op
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "host-tensor-creation"
@@ -149,7 +149,7 @@ def _matches(trace: Trace, ctx: Context) -> pd.DataFrame:
     names = op_names(trace)
     parent = ops["parent_idx"].to_numpy()
     is_create = name_in(ops["name"], CREATE_OPS)
-    root_mask = is_create & ~np.where(parent >= 0, is_create[np.clip(parent, 0, None)], False)
+    root_mask = is_create & ~parent_has(is_create, parent)
     root_mask &= ~launched_below(trace)  # made on the host: launched no GPU work
     roots = np.flatnonzero(root_mask)
     if not len(roots):

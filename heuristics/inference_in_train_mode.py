@@ -43,7 +43,7 @@ from advisor.replay.fixes import Combined, Fix, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags, name_in
 
-from ._ops import arg_dims, gpu_rows_from, in_backward, inherit, kernel_op, op_names
+from ._ops import arg_dims, gpu_rows_from, in_backward, inherit, kernel_op, op_names, parent_has
 from ._per_step import fmt_ms, n_steps
 
 ID = "inference-in-train-mode"
@@ -235,7 +235,7 @@ def _dropouts(trace: Trace, fwd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()
     is_drop = name_in(ops["name"], DROPOUT)
-    outer = is_drop & ~np.where(parent >= 0, is_drop[np.clip(parent, 0, None)], False) & fwd
+    outer = is_drop & ~parent_has(is_drop, parent) & fwd
     dropping = name_in(ops["name"], DROPPING) & fwd
     owner = _owner(trace, outer)
     active = np.zeros(len(ops), dtype=bool)
@@ -258,7 +258,7 @@ def _train_batch_norms(
     ops = trace.cpu_ops
     parent = ops["parent_idx"].to_numpy()
     is_bn = name_in(ops["name"], BATCH_NORM)
-    outer = is_bn & ~np.where(parent >= 0, is_bn[np.clip(parent, 0, None)], False) & fwd
+    outer = is_bn & ~parent_has(is_bn, parent) & fwd
     dims = ops["input_dims"].to_numpy()
     tid = ops["tid"].to_numpy()
     order = np.lexsort((ops["ts_ns"].to_numpy(), parent, tid))

@@ -69,7 +69,7 @@ from ._matmul import (
     op_dtype,
     pad_to,
 )
-from ._ops import op_names
+from ._ops import op_names, parent_has
 from ._per_step import fmt_ms, in_steps, kernel_ns_in_steps, n_steps
 
 ID = "misaligned-dims"
@@ -111,7 +111,7 @@ def _candidates(trace: Trace) -> np.ndarray:
     conv = name_flags(names, lambda n: n in CONV_FWD or n in CONV_BWD)
     gemm = name_flags(names, GEMM_OPS.__contains__)
     parent = trace.cpu_ops["parent_idx"].to_numpy()
-    outer_conv = conv & ~np.where(parent >= 0, conv[np.clip(parent, 0, None)], False)
+    outer_conv = conv & ~parent_has(conv, parent)
     keep = (gemm | outer_conv) & in_steps(trace, trace.cpu_ops["ts_ns"].to_numpy())
     return np.flatnonzero(keep)
 

@@ -41,7 +41,7 @@ from advisor.replay.fixes import Combined, ScaleGpu, ShrinkHost
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
 
-from ._ops import arg_dims, gpu_rows_from, inherit
+from ._ops import arg_dims, gpu_rows_from, inherit, parent_has
 from ._per_step import ms, n_steps, per_step_words, rows_in_steps
 
 ID = "zero-grad-not-none"
@@ -81,7 +81,7 @@ def _zero_ops(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     parent = ops["parent_idx"].to_numpy()
     is_zero = name_flags(ops["name"], ZERO_OPS.__contains__)
-    outer = is_zero & ~np.where(parent >= 0, is_zero[np.clip(parent, 0, None)], False)
+    outer = is_zero & ~parent_has(is_zero, parent)
     cand = np.flatnonzero(outer)
     ts = ops["ts_ns"].to_numpy()[cand]
     end = ops["end_ns"].to_numpy()[cand]
