@@ -21,7 +21,7 @@ their reasons and user lines, the compiled frames, the recompilations with the f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -34,13 +34,24 @@ from advisor.findings import Location
 from advisor.runinfo import CompiledFrame, GraphBreak, Recompile
 from advisor.trace.links import is_user_file
 from advisor.trace.model import Trace
-from advisor.trace.names import name_flags
+from advisor.trace.names import name_flags, name_values
 
 REGION_RE = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 LOOKUP = "TorchDynamo Cache Lookup"
 RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
 ID_LEAD_NS = 1_000_000  # a compile id annotated this long before a compile range is its id
 _COMPILE_ID_RE = re.compile(r"compile_id=(?:\[\d+\])?(\d+)/(\d+)")
+
+
+def _group(pattern: re.Pattern[str], g: int) -> Callable[[str], str | None]:
+    """A name's group ``g`` of ``pattern`` (searched), None where it does not match: for
+    :func:`~advisor.trace.names.name_values`, once per distinct name."""
+
+    def group(name: str) -> str | None:
+        m = pattern.search(name)
+        return m.group(g) if m else None
+
+    return group
 
 
 def regions(trace: Trace) -> pd.DataFrame:
@@ -54,14 +65,13 @@ def _regions(trace: Trace) -> pd.DataFrame:
     cols = ["row", "frame", "attempt", "tid", "ts_ns", "end_ns", "depth", "step"]
     if not len(ops):
         return pd.DataFrame(columns=cols)
-    ext = ops["name"].astype(str).str.extract(REGION_RE)
-    ok = ext[0].notna().to_numpy() & (ops["step"].to_numpy() >= 0)
-    rows = np.flatnonzero(ok)
+    frame, attempt = (name_values(ops["name"], _group(REGION_RE, g)) for g in (1, 2))
+    rows = np.flatnonzero((frame != None) & (ops["step"].to_numpy() >= 0))  # noqa: E711
     return pd.DataFrame(
         {
             "row": rows,
-            "frame": ext[0].to_numpy()[rows].astype(np.int64),
-            "attempt": ext[1].to_numpy()[rows].astype(np.int64),
+            "frame": frame[rows].astype(np.int64),
+            "attempt": attempt[rows].astype(np.int64),
             "tid": ops["tid"].to_numpy()[rows],
             "ts_ns": ops["ts_ns"].to_numpy()[rows],
             "end_ns": ops["end_ns"].to_numpy()[rows],
@@ -102,16 +112,16 @@ def resume_frames(trace: Trace) -> pd.DataFrame:
     cols = ["tid", "ts_ns", "end_ns", "file", "line", "function"]
     if not len(py):
         return pd.DataFrame(columns=cols)
-    ext = py["function"].astype(str).str.extract(RESUME_RE)
-    ok = ext[0].notna().to_numpy() & (py["step"].to_numpy() >= 0)
+    function, line = (name_values(py["function"], _group(RESUME_RE, g)) for g in (1, 2))
+    ok = (function != None) & (py["step"].to_numpy() >= 0)  # noqa: E711
     return pd.DataFrame(
         {
             "tid": py["tid"].to_numpy()[ok],
             "ts_ns": py["ts_ns"].to_numpy()[ok],
             "end_ns": py["end_ns"].to_numpy()[ok],
             "file": py["file"].astype(str).to_numpy()[ok],
-            "line": ext[1].to_numpy()[ok].astype(np.int64),
-            "function": ext[0].to_numpy()[ok],
+            "line": line[ok].astype(np.int64),
+            "function": function[ok],
         }
     )
 
