@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 PR_SET_PDEATHSIG = 1
+STARTER = "ADVISOR_DIE_WITH"  # the pid a helper started under helpers_die_with_me() dies with
 
 
 def die_with(parent: int, sig: int = signal.SIGKILL) -> bool:
@@ -32,3 +35,31 @@ def die_with(parent: int, sig: int = signal.SIGKILL) -> bool:
     if os.getppid() != parent:  # the parent died before the request took effect
         os.kill(os.getpid(), sig)
     return True
+
+
+@contextmanager
+def helpers_die_with_me() -> Iterator[None]:
+    """While a helper process that runs no code of ours first (multiprocessing's fork server)
+    is started: it finds this process's pid in its environment, and its preloaded module calls
+    :func:`die_with_starter`. Only from the main thread: the kernel's signal follows the thread
+    that started the child, and the main thread lasts as long as the process."""
+    old = os.environ.get(STARTER)
+    os.environ[STARTER] = str(os.getpid())
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(STARTER, None)
+        else:
+            os.environ[STARTER] = old
+
+
+def die_with_starter() -> bool:
+    """In a helper started under :func:`helpers_die_with_me`: die with the process that started
+    it (:func:`die_with`). The variable is removed, so the helper's own children never act on
+    it; anywhere else (no variable, or a pid that is not this process's parent) nothing
+    happens. Whether the request was made."""
+    pid = os.environ.pop(STARTER, "")
+    if not pid.isdigit() or int(pid) != os.getppid():
+        return False
+    return die_with(int(pid))

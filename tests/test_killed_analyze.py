@@ -1,6 +1,11 @@
 """``advisor analyze FOLDER`` killed from outside (SIGTERM, SIGKILL to the advisor's own pid,
 not its group) leaves no worker process running: the workers die with it (they would hold the
-caller's pipes, and a pipeline reading from the command would hang)."""
+caller's pipes, and a pipeline reading from the command would hang).
+
+Before SIGKILL, a worker caught reading a trace (so past its set-up) is stopped (SIGSTOP): it
+cannot end by finishing its traces or by reading a closed pipe, only through the kernel's death
+signal, so the outcome does not depend on how busy the machine is. SIGTERM is the advisor's own
+clean-up, which ends its workers itself, so they run on for it. The waits' limit (``HANG_S``) is a hang guard, never the thing measured."""
 
 from __future__ import annotations
 
@@ -33,12 +38,28 @@ def _group(pgid: int) -> list[int]:
     return alive
 
 
-def _wait(cond, limit_s: float) -> bool:
+def _reading(pid: int, folder: Path) -> bool:
+    """Whether process ``pid`` has a file of ``folder`` open: a worker inside a task (past its
+    set-up, where it asked for the death signal)."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd).startswith(str(folder)):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _wait(cond, limit_s: float, step_s: float = 0.2) -> bool:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if cond():
             return True
-        time.sleep(0.2)
+        time.sleep(step_s)
     return cond()
 
 
@@ -84,6 +105,21 @@ def test_killed_analyze_leaves_no_worker(tmp_path: Path, engine: str, sig: int) 
     try:
         # the workers are running (the advisor, its fork server and workers: 3 or more)
         assert _wait(lambda: len(_group(proc.pid)) >= 3, HANG_S), "no workers started"
+        if sig == signal.SIGKILL:
+            # no clean-up runs. A worker caught reading a trace is stopped: it can no longer
+            # finish its traces, notice a closed pipe or exit by itself, so only the kernel's
+            # death signal can end it (however busy the machine, the outcome is the
+            # mechanism's, not a race with the work)
+            stopped: set[int] = set()
+
+            def catch() -> bool:
+                for pid in _group(proc.pid):
+                    if pid != proc.pid and pid not in stopped and _reading(pid, folder):
+                        os.kill(pid, signal.SIGSTOP)
+                        stopped.add(pid)
+                return bool(stopped)
+
+            assert _wait(catch, HANG_S, step_s=0.01), "no worker seen reading a trace"
         os.kill(proc.pid, sig)  # the advisor alone, as `kill PID` or the OOM killer does
         proc.wait(timeout=HANG_S)
         # a pipeline reading from the command ends: nobody holds its stdout any more

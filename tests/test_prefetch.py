@@ -287,7 +287,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     code = (
         "import sys, time\n"
         "from advisor.trace import prefetch\n"
-        "prefetch._decode = lambda *a: time.sleep(60)\n"  # a decoder that would work on
+        "prefetch._decode = lambda *a: time.sleep(10**6)\n"  # a decoder that never ends alone
         f"pre = prefetch.start(__import__('pathlib').Path({str(SAMPLE)!r}), 1 << 40)\n"
         "print(pre._decoder.pid, flush=True)\n"
         "time.sleep(60)\n"

@@ -29,26 +29,30 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from advisor.lifeline import die_with
+from advisor.lifeline import die_with, helpers_die_with_me
 
 TASKS_PER_WORKER = 8  # traces a worker process analyses before the pool is restarted
 
 
 def context() -> Any:
-    """forkserver (spawn where there is none). The fork server is started with SIGINT ignored,
-    so every worker forked from it ignores Ctrl-C from its first instruction (a fork server
-    restores the handlers it started with in each child)."""
+    """forkserver (spawn where there is none). From the main thread the fork server is started
+    here, with SIGINT ignored, so every worker forked from it ignores Ctrl-C from its first
+    instruction (a fork server restores the handlers it started with in each child), and dying
+    with this process (:mod:`advisor.multirank.serverlife`, its first preloaded module)."""
     methods = mp.get_all_start_methods()
     if "forkserver" not in methods:
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["advisor.analysis.digest", "advisor.analysis.pipeline"])
+    ctx.set_forkserver_preload(
+        ["advisor.multirank.serverlife", "advisor.analysis.digest", "advisor.analysis.pipeline"]
+    )
     if threading.current_thread() is threading.main_thread():
         from multiprocessing import forkserver
 
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            forkserver.ensure_running()  # a no-op once it runs
+            with helpers_die_with_me():
+                forkserver.ensure_running()  # a no-op once it runs
         finally:
             signal.signal(signal.SIGINT, old)
     return ctx
@@ -84,9 +88,10 @@ def ignore_sigint(owner: int | None = None) -> None:
 
 def die_with_parent() -> None:
     """In a worker process: end with the process that started it. The parent is the fork server
-    (which exits when the advisor does, SIGKILL included: its pipe from the advisor closes) or,
-    under spawn, the advisor itself; so a killed ``advisor analyze FOLDER`` leaves no worker
-    running, holding the caller's pipes."""
+    (which the kernel kills when the advisor dies, SIGKILL included: its pipe from the advisor
+    would not close while a worker holds the copy multiprocessing hands every worker) or, under
+    spawn, the advisor itself; so a killed ``advisor analyze FOLDER`` leaves no worker running,
+    holding the caller's pipes, even one idle between tasks."""
     die_with(os.getppid())
 
 
