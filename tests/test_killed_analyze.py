@@ -20,47 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HANG_S, REPO, SAMPLES
+from tests.procs import group, reading, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def _group(pgid: int) -> list[int]:
-    """Processes of the group that still run (zombies do not count)."""
-    alive = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                alive.append(int(d.name))
-    return alive
-
-
-def _reading(pid: int, folder: Path) -> bool:
-    """Whether process ``pid`` has a file of ``folder`` open: a worker inside a task (past its
-    set-up, where it asked for the death signal)."""
-    try:
-        fds = list(Path(f"/proc/{pid}/fd").iterdir())
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(fd).startswith(str(folder)):
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def _wait(cond, limit_s: float, step_s: float = 0.2) -> bool:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step_s)
-    return cond()
 
 
 def _eof(fd: int, limit_s: float) -> bool:
@@ -104,7 +66,7 @@ def test_killed_analyze_leaves_no_worker(tmp_path: Path, engine: str, sig: int) 
     )
     try:
         # the workers are running (the advisor, its fork server and workers: 3 or more)
-        assert _wait(lambda: len(_group(proc.pid)) >= 3, HANG_S), "no workers started"
+        assert wait_for(lambda: len(group(proc.pid)) >= 3, HANG_S), "no workers started"
         if sig == signal.SIGKILL:
             # no clean-up runs. A worker caught reading a trace is stopped: it can no longer
             # finish its traces, notice a closed pipe or exit by itself, so only the kernel's
@@ -113,21 +75,20 @@ def test_killed_analyze_leaves_no_worker(tmp_path: Path, engine: str, sig: int) 
             stopped: set[int] = set()
 
             def catch() -> bool:
-                for pid in _group(proc.pid):
-                    if pid != proc.pid and pid not in stopped and _reading(pid, folder):
-                        os.kill(pid, signal.SIGSTOP)
-                        stopped.add(pid)
+                for pid in reading(proc.pid, folder) - stopped:
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.add(pid)
                 return bool(stopped)
 
-            assert _wait(catch, HANG_S, step_s=0.01), "no worker seen reading a trace"
+            assert wait_for(catch, HANG_S, step_s=0.01), "no worker seen reading a trace"
         os.kill(proc.pid, sig)  # the advisor alone, as `kill PID` or the OOM killer does
         proc.wait(timeout=HANG_S)
         # a pipeline reading from the command ends: nobody holds its stdout any more
         assert proc.stdout is not None
         assert _eof(proc.stdout.fileno(), HANG_S), "a process still holds the command's stdout"
-        assert _wait(lambda: not _group(proc.pid), HANG_S), _group(proc.pid)
+        assert wait_for(lambda: not group(proc.pid), HANG_S), group(proc.pid)
     finally:
-        for pid in _group(proc.pid):
+        for pid in group(proc.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -14,6 +14,7 @@ import pytest
 
 from advisor import lifeline
 from tests.conftest import HANG_S, REPO
+from tests.procs import running
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
 
@@ -74,17 +75,9 @@ def test_a_helper_dies_with_its_killed_starter(tmp_path: Path) -> None:
         p.kill()
         p.wait(timeout=HANG_S)
         deadline = time.monotonic() + HANG_S
-        while _running(int(pid)) and time.monotonic() < deadline:
+        while running(int(pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _running(int(pid))
+        assert not running(int(pid))
     finally:
         if p.poll() is None:
             p.kill()
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")

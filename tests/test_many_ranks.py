@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import HANG_S, REPO, SAMPLES
 from tests.mr_helpers import synth_ranks
+from tests.procs import group, reading, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +112,7 @@ def test_first_ctrl_c_ends_the_run(tmp_path: Path, engine: str) -> None:
         # Ctrl-C once both workers are reading traces (started, analysing): 32 traces are far
         # from done by then, however fast or busy the machine
         deadline = time.monotonic() + HANG_S
-        while len(_reading(proc.pid, folder)) < 2 and time.monotonic() < deadline:
+        while len(reading(proc.pid, folder)) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.01)
         assert proc.poll() is None, proc.communicate()
@@ -125,42 +126,5 @@ def test_first_ctrl_c_ends_the_run(tmp_path: Path, engine: str) -> None:
     lines = [ln for ln in err.splitlines() if ln.strip() and "Analyzing" not in ln]
     assert lines == ["advisor: interrupted"], err
     assert not (tmp_path / "out" / "report.html").exists()
-    assert _alive_in_group(proc.pid) == [], "worker processes left behind"
-
-
-def _reading(pgid: int, folder: Path) -> set[int]:
-    """The processes of the group (the command's own left out) with a file of ``folder`` open."""
-    out = set()
-    for pid in _alive_in_group(pgid, 0):
-        if pid == pgid:
-            continue
-        try:
-            fds = list(Path(f"/proc/{pid}/fd").iterdir())
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if str(fd.readlink()).startswith(str(folder)):
-                    out.add(pid)
-                    break
-            except OSError:
-                continue
-    return out
-
-
-def _alive_in_group(pgid: int, wait_s: float = 5.0) -> list[int]:
-    """Processes of the group that still run (zombies waiting for a reaper do not count)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        alive = []
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit():
-                try:
-                    fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if int(fields[2]) == pgid and fields[0] != "Z":
-                    alive.append(int(d.name))
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
+    # the workers were killed: they go (HANG_S only guards a hang)
+    assert wait_for(lambda: not group(proc.pid), HANG_S), "worker processes left behind"

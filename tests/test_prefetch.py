@@ -15,6 +15,7 @@ from advisor.cli.entry import early_prefetch
 from advisor.errors import TraceError
 from advisor.trace import load_trace, prefetch
 from tests.conftest import HANG_S
+from tests.procs import running
 from tests.tracebuilder import TraceBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,13 +299,6 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     assert len(pids) == 1
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=HANG_S)
-
-    def running(pid: int) -> bool:
-        try:
-            state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
-        except (OSError, IndexError):
-            return False
-        return state not in ("Z", "X")
 
     deadline = time.monotonic() + HANG_S
     while any(map(running, pids)) and time.monotonic() < deadline:
