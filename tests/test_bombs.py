@@ -114,7 +114,8 @@ def test_a_bomb_is_a_clean_error_in_bounded_time_and_memory(
     assert not out.exists()
     assert s.cpu_s < 10, s
     assert max(s.peak_rss_bytes, s.child_rss_bytes) < 500 * MB, s
-    assert s.wall_s < 120  # generous: a shared machine; the CPU time above is the bound
+    # (no bound on wall time: on a loaded machine it says how busy the neighbours are; the CPU
+    # time above is the bound)
 
 
 def test_the_default_byte_limit_follows_available_memory() -> None:
