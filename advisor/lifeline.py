@@ -16,8 +16,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from advisor import settings
+
 PR_SET_PDEATHSIG = 1
-STARTER = "ADVISOR_DIE_WITH"  # the pid a helper started under helpers_die_with_me() dies with
 
 
 def die_with(parent: int, sig: int = signal.SIGKILL) -> bool:
@@ -40,18 +41,12 @@ def die_with(parent: int, sig: int = signal.SIGKILL) -> bool:
 @contextmanager
 def helpers_die_with_me() -> Iterator[None]:
     """While a helper process that runs no code of ours first (multiprocessing's fork server)
-    is started: it finds this process's pid in its environment, and its preloaded module calls
-    :func:`die_with_starter`. Only from the main thread: the kernel's signal follows the thread
-    that started the child, and the main thread lasts as long as the process."""
-    old = os.environ.get(STARTER)
-    os.environ[STARTER] = str(os.getpid())
-    try:
+    is started: it finds this process's pid in its environment (``ADVISOR_DIE_WITH``), and its
+    preloaded module calls :func:`die_with_starter`. Only from the main thread: the kernel's
+    signal follows the thread that started the child, and the main thread lasts as long as the
+    process."""
+    with settings.starter_set(os.getpid()):
         yield
-    finally:
-        if old is None:
-            os.environ.pop(STARTER, None)
-        else:
-            os.environ[STARTER] = old
 
 
 def die_with_starter() -> bool:
@@ -59,7 +54,7 @@ def die_with_starter() -> bool:
     it (:func:`die_with`). The variable is removed, so the helper's own children never act on
     it; anywhere else (no variable, or a pid that is not this process's parent) nothing
     happens. Whether the request was made."""
-    pid = os.environ.pop(STARTER, "")
+    pid = settings.pop_starter()
     if not pid.isdigit() or int(pid) != os.getppid():
         return False
     return die_with(int(pid))

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,40 @@ def try_child_env(spec: str) -> dict[str, str]:
 def pop_try_spec() -> str | None:
     """``ADVISOR_TRY``, removed from the environment (the script's own children never see it)."""
     return os.environ.pop(TRY_VAR, None)
+
+
+STARTER_VAR = "ADVISOR_DIE_WITH"  # the advisor -> the fork server it starts (advisor.lifeline)
+FORKSERVER_VAR = "ADVISOR_FORKSERVER"  # the advisor's fork server -> the workers it forks
+
+
+@contextlib.contextmanager
+def starter_set(pid: int) -> Iterator[None]:
+    """``ADVISOR_DIE_WITH`` set to ``pid`` while a helper process starts, then as it was."""
+    old = os.environ.get(STARTER_VAR)
+    os.environ[STARTER_VAR] = str(pid)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(STARTER_VAR, None)
+        else:
+            os.environ[STARTER_VAR] = old
+
+
+def pop_starter() -> str:
+    """``ADVISOR_DIE_WITH``, removed from the environment (the helper's children never see it)."""
+    return os.environ.pop(STARTER_VAR, "")
+
+
+def set_forkserver(pid: int) -> None:
+    """In the advisor's fork server: ``ADVISOR_FORKSERVER``, its pid, for the workers it forks."""
+    os.environ[FORKSERVER_VAR] = str(pid)
+
+
+def forkserver_pid() -> int | None:
+    """In a worker: the pid of the advisor's fork server that forked it (None: not set)."""
+    raw = os.environ.get(FORKSERVER_VAR, "")
+    return int(raw) if raw.isdigit() else None
 
 
 def cuda_launch_blocking() -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor import lifeline
+from advisor import lifeline, settings
 from tests.conftest import HANG_S, REPO
 from tests.procs import running
 
@@ -20,23 +20,23 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_
 
 
 def test_the_variable_is_set_only_while_the_helper_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(lifeline.STARTER, raising=False)
+    monkeypatch.delenv(settings.STARTER_VAR, raising=False)
     with lifeline.helpers_die_with_me():
-        assert os.environ[lifeline.STARTER] == str(os.getpid())
-    assert lifeline.STARTER not in os.environ
-    monkeypatch.setenv(lifeline.STARTER, "123")  # the advisor's own environment had one
+        assert os.environ[settings.STARTER_VAR] == str(os.getpid())
+    assert settings.STARTER_VAR not in os.environ
+    monkeypatch.setenv(settings.STARTER_VAR, "123")  # the advisor's own environment had one
     with lifeline.helpers_die_with_me():
-        assert os.environ[lifeline.STARTER] == str(os.getpid())
-    assert os.environ[lifeline.STARTER] == "123"
+        assert os.environ[settings.STARTER_VAR] == str(os.getpid())
+    assert os.environ[settings.STARTER_VAR] == "123"
 
 
 def test_only_a_child_of_the_named_process_acts(monkeypatch: pytest.MonkeyPatch) -> None:
     # this process is not the child of the pid named (its own): no request, the variable is gone
-    monkeypatch.setenv(lifeline.STARTER, str(os.getpid()))
+    monkeypatch.setenv(settings.STARTER_VAR, str(os.getpid()))
     assert lifeline.die_with_starter() is False
-    assert lifeline.STARTER not in os.environ
+    assert settings.STARTER_VAR not in os.environ
     for junk in ("", "abc", "-1"):
-        monkeypatch.setenv(lifeline.STARTER, junk)
+        monkeypatch.setenv(settings.STARTER_VAR, junk)
         assert lifeline.die_with_starter() is False
 
 
@@ -62,7 +62,7 @@ def test_a_helper_dies_with_its_killed_starter(tmp_path: Path) -> None:
         "time.sleep(10**6)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop(lifeline.STARTER, None)
+    env.pop(settings.STARTER_VAR, None)
     p = subprocess.Popen([sys.executable, "-c", starter], env=env)
     try:
         deadline = time.monotonic() + HANG_S
@@ -81,3 +81,18 @@ def test_a_helper_dies_with_its_killed_starter(tmp_path: Path) -> None:
     finally:
         if p.poll() is None:
             p.kill()
+
+
+@linux
+def test_a_worker_whose_fork_server_is_gone_ends_at_once() -> None:
+    """A worker forked just as the fork server died already has another parent when it asks
+    for the death signal: named by ``ADVISOR_FORKSERVER``, the fork server is seen to be gone
+    and the worker is killed at once, instead of working on for nobody."""
+    code = "from advisor.multirank.workers import die_with_parent\ndie_with_parent()\nprint('on')\n"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    gone = dict(env, **{settings.FORKSERVER_VAR: "1"})  # init: never this test's child's parent
+    p = subprocess.run([sys.executable, "-c", code], env=gone, capture_output=True, text=True)
+    assert p.returncode == -signal.SIGKILL and "on" not in p.stdout, (p.returncode, p.stderr)
+    env.pop(settings.FORKSERVER_VAR, None)  # no fork server named: the parent is asked for
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip() == "on", (p.returncode, p.stderr)

@@ -10,12 +10,22 @@ lives too, and the worker, whose parent is the fork server, is never signalled: 
 kernel's death signal on the fork server (:func:`advisor.lifeline.die_with_starter`), the
 advisor's death kills the fork server, whose death kills its workers.
 
+The fork server also names itself to the workers it forks (``ADVISOR_FORKSERVER``), so a worker
+forked just before the fork server died, which finds another parent when it asks for its death
+signal, ends at once (:func:`advisor.multirank.workers.die_with_parent`).
+
 Imported anywhere else this does nothing (no starter pid in the environment, or not this
 process's parent).
 """
 
 from __future__ import annotations
 
+import os
+
+from advisor import settings
 from advisor.lifeline import die_with_starter
 
-die_with_starter()
+if die_with_starter():
+    # its workers ask for the death signal against this pid, and one forked as it died (whose
+    # parent is already another process) so learns at once that it has died
+    settings.set_forkserver(os.getpid())

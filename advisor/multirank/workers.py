@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from advisor import settings
 from advisor.lifeline import die_with, helpers_die_with_me
 
 TASKS_PER_WORKER = 8  # traces a worker process analyses before the pool is restarted
@@ -91,8 +92,11 @@ def die_with_parent() -> None:
     (which the kernel kills when the advisor dies, SIGKILL included: its pipe from the advisor
     would not close while a worker holds the copy multiprocessing hands every worker) or, under
     spawn, the advisor itself; so a killed ``advisor analyze FOLDER`` leaves no worker running,
-    holding the caller's pipes, even one idle between tasks."""
-    die_with(os.getppid())
+    holding the caller's pipes, even one idle between tasks. A worker of the advisor's fork
+    server asks against the fork server's pid (``ADVISOR_FORKSERVER``), so one forked just as
+    the fork server died, whose parent is already another process, ends at once."""
+    server = settings.forkserver_pid()
+    die_with(server if server is not None else os.getppid())
 
 
 def _abandon(pool: cf.ProcessPoolExecutor) -> None:
