@@ -1,6 +1,10 @@
 """The whole test suite: lint, format check, type check, tests. ``python -m tests.run_all``.
 
 Extra arguments go to pytest (e.g. ``python -m tests.run_all -k loader``).
+
+Before pytest the package's bytecode is compiled once, as ``pip install`` leaves an installed
+package: the suite starts many ``advisor`` processes, and where ``PYTHONDONTWRITEBYTECODE`` is
+set each would otherwise compile every module it imports (0.3-0.6 s of CPU a process).
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ def main(argv: list[str]) -> int:
         [py, "-m", "mypy"],
     ]
     failed = [" ".join(c[2:4]) for c in steps if run(c) != 0]
+    compiled = [s for s in ("advisor", "heuristics") if (REPO / s).exists()]
+    if run([py, "-m", "compileall", "-q", *compiled]) != 0:
+        failed.append("compileall")
     workers = os.environ.get("PYTEST_WORKERS", "2")
     code = run([py, "-m", "pytest", "-n", workers, "--dist", "loadfile", *argv])
     if failed:
