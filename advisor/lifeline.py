@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -58,3 +59,24 @@ def die_with_starter() -> bool:
     if not pid.isdigit() or int(pid) != os.getppid():
         return False
     return die_with(int(pid))
+
+
+@contextmanager
+def held_sigint() -> Iterator[list[int]]:
+    """Hold Ctrl-C (SIGINT) while the block runs, where raising it at once would leave a thing
+    half made (a module half imported, a Dask cluster half built): the list it yields gets an
+    entry per SIGINT received, and the caller acts on it after the block; the handler the
+    process had is back after the block. Nothing is held off the main thread, or where SIGINT is
+    ignored (it stays ignored). A child forked inside the block keeps holding it: its parent
+    stops it."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(
+        signal.SIGINT
+    ) in (signal.SIG_IGN, None):
+        yield got
+        return
+    old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -174,6 +174,11 @@ def starter_set(pid: int) -> Iterator[None]:
             os.environ[STARTER_VAR] = old
 
 
+def starter_given() -> bool:
+    """Whether ``ADVISOR_DIE_WITH`` is set: this process is a helper the advisor started."""
+    return bool(os.environ.get(STARTER_VAR))
+
+
 def pop_starter() -> str:
     """``ADVISOR_DIE_WITH``, removed from the environment (the helper's children never see it)."""
     return os.environ.pop(STARTER_VAR, "")

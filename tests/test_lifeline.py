@@ -96,3 +96,94 @@ def test_a_worker_whose_fork_server_is_gone_ends_at_once() -> None:
     env.pop(settings.FORKSERVER_VAR, None)  # no fork server named: the parent is asked for
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "on", (p.returncode, p.stderr)
+
+
+def test_held_sigint_records_ctrl_c_and_gives_the_handler_back() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    with lifeline.held_sigint() as got:
+        os.kill(os.getpid(), signal.SIGINT)  # delivered here, between two bytecodes: held
+        time.sleep(0)
+        assert got == [signal.SIGINT]
+    assert signal.getsignal(signal.SIGINT) is before
+    with lifeline.held_sigint() as got:
+        pass
+    assert got == []
+
+
+def test_an_ignored_sigint_stays_ignored() -> None:
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with lifeline.held_sigint() as got:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+        assert got == [] and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+# Ctrl-C while the command starts: the early decoder is where it strikes, by construction
+CTRL_C_AT_START = """
+import os, signal, sys
+from advisor.cli import entry
+def struck(args, max_bytes=None):
+    os.kill(os.getpid(), signal.SIGINT)
+    return None
+entry.early_prefetch = struck
+if sys.argv[1] == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+entry.main(["analyze", "missing.json", "--out", "never"])
+"""
+
+
+@pytest.mark.parametrize("how", ["default", "ignored"])
+def test_ctrl_c_while_the_command_starts_is_one_line_and_130(tmp_path: Path, how: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.run(
+        [sys.executable, "-c", CTRL_C_AT_START, how],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    if how == "default":
+        assert (p.returncode, p.stderr) == (130, "advisor: interrupted\n"), p.stderr
+    else:  # a caller that ignores SIGINT: the command runs on and fails on its missing file
+        assert p.returncode == 1 and "missing.json" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "never").exists()
+
+
+def _pool_gone_error() -> tuple[type[BaseException], BaseException, object]:
+    """The error of a new worker whose pool's semaphore was removed: a real one, raised by
+    multiprocessing's own ``SemLock.__setstate__`` for a semaphore that does not exist."""
+    import multiprocessing.synchronize as mps
+
+    lock = mps.Lock.__new__(mps.Lock)
+    try:
+        lock.__setstate__((0, 1, 1, f"/mp-advisor-gone-{os.getpid()}"))
+    except FileNotFoundError:
+        kind, value, tb = sys.exc_info()
+        assert kind is not None and value is not None
+        return kind, value, tb
+    raise AssertionError("a semaphore that does not exist was opened")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX named semaphores")
+def test_the_fork_servers_children_are_quiet_only_when_their_pool_is_gone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from advisor.multirank import serverlife
+
+    kind, value, tb = _pool_gone_error()
+    assert serverlife.pool_gone(kind, value, tb)
+    try:
+        open(f"/nonexistent-{os.getpid()}")  # noqa: SIM115 (a FileNotFoundError elsewhere)
+    except FileNotFoundError:
+        other = sys.exc_info()
+    assert not serverlife.pool_gone(*other)
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    serverlife.quiet_orphans()
+    sys.excepthook(kind, value, tb)
+    assert capsys.readouterr().err == ""
+    sys.excepthook(*other)
+    assert "FileNotFoundError" in capsys.readouterr().err

@@ -18,11 +18,11 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from advisor import settings
+from advisor.lifeline import held_sigint
 
 IN_FLIGHT_PER_WORKER = 2
 
@@ -55,7 +55,7 @@ def local_cluster(workers: int, memory_limit: int) -> Any:
     method = "forkserver" if context().get_start_method() == "forkserver" else "spawn"
     with neutral_main(), dask.config.set({"distributed.worker.multiprocessing-method": method}):
         # (neutral_main: spawned workers must not re-run the caller's script)
-        with deferred_sigint() as pressed:  # a half-built cluster cannot be closed cleanly
+        with held_sigint() as pressed:  # a half-built cluster cannot be closed cleanly
             cluster = LocalCluster(
                 n_workers=workers,
                 threads_per_worker=1,
@@ -72,20 +72,6 @@ def local_cluster(workers: int, memory_limit: int) -> Any:
         cluster.close()
         raise KeyboardInterrupt
     return cluster
-
-
-@contextmanager
-def deferred_sigint() -> Iterator[list[int]]:
-    """Record Ctrl-C instead of raising while the block runs (the list is non-empty after)."""
-    pressed: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield pressed
-        return
-    old = signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
-    try:
-        yield pressed
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 def dask_setup(worker: Any) -> None:
