@@ -53,7 +53,14 @@ def local_cluster(workers: int, memory_limit: int) -> Any:
     from advisor.multirank.workers import context, neutral_main
 
     method = "forkserver" if context().get_start_method() == "forkserver" else "spawn"
-    with neutral_main(), dask.config.set({"distributed.worker.multiprocessing-method": method}):
+    config = {
+        "distributed.worker.multiprocessing-method": method,
+        # Dask's sampling profiler (every 10 ms, for a dashboard this cluster does not run)
+        # keeps its samples in each worker: over 1,000 traces a worker grew from 110 to 240 MB
+        # with it, and stays at 110 MB without (benchmarks/many_ranks.py, docs/performance.md)
+        "distributed.worker.profile.enabled": False,
+    }
+    with neutral_main(), dask.config.set(config):
         # (neutral_main: spawned workers must not re-run the caller's script)
         with held_sigint() as pressed:  # a half-built cluster cannot be closed cleanly
             cluster = LocalCluster(
