@@ -206,11 +206,14 @@ def installed() -> tuple[dict[str, str], str]:
     return {"PYTHONPATH": ""}, found[0] if found else "?"
 
 
-def compile_checkout() -> None:
+def compile_checkout() -> bool:
     """Write the bytecode of this checkout's modules, as ``pip install`` does for users: with
     PYTHONDONTWRITEBYTECODE set (or stale .pyc files after an edit) every run would otherwise
-    recompile the sources it imports and measure that."""
+    recompile the sources it imports and measure that (``tests.run_all`` does it before pytest
+    for the same reason). Whether every module compiled."""
     import compileall
 
+    ok = True
     for pkg in ("advisor", "heuristics"):  # heuristics/: the advisor.detectors modules
-        compileall.compile_dir(str(REPO / pkg), quiet=1)
+        ok = bool(compileall.compile_dir(str(REPO / pkg), quiet=1)) and ok
+    return ok

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks._measure import compile_checkout
+
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ["advisor", "heuristics", "tests", "benchmarks", "examples"]
 
@@ -32,8 +34,8 @@ def main(argv: list[str]) -> int:
         [py, "-m", "mypy"],
     ]
     failed = [" ".join(c[2:4]) for c in steps if run(c) != 0]
-    compiled = [s for s in ("advisor", "heuristics") if (REPO / s).exists()]
-    if run([py, "-m", "compileall", "-q", *compiled]) != 0:
+    print("+ compile the package's bytecode (benchmarks._measure.compile_checkout)", flush=True)
+    if not compile_checkout():
         failed.append("compileall")
     workers = os.environ.get("PYTEST_WORKERS", "2")
     code = run([py, "-m", "pytest", "-n", workers, "--dist", "loadfile", *argv])
