@@ -14,7 +14,7 @@ import pytest
 
 from advisor import lifeline, settings
 from tests.conftest import HANG_S, REPO
-from tests.procs import running
+from tests.procs import running, wait_for
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
 
@@ -74,10 +74,7 @@ def test_a_helper_dies_with_its_killed_starter(tmp_path: Path) -> None:
         os.kill(int(pid), signal.SIGSTOP)  # it cannot exit by itself now: only a signal ends it
         p.kill()
         p.wait(timeout=HANG_S)
-        deadline = time.monotonic() + HANG_S
-        while running(int(pid)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not running(int(pid))
+        assert wait_for(lambda: not running(int(pid)), HANG_S, step_s=0.05)
     finally:
         if p.poll() is None:
             p.kill()

@@ -15,7 +15,7 @@ from advisor.cli.entry import early_prefetch
 from advisor.errors import TraceError
 from advisor.trace import load_trace, prefetch
 from tests.conftest import HANG_S
-from tests.procs import running
+from tests.procs import running, wait_for
 from tests.tracebuilder import TraceBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -283,7 +283,6 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     import signal
     import subprocess
     import sys
-    import time
 
     code = (
         "import sys, time\n"
@@ -300,10 +299,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=HANG_S)
 
-    deadline = time.monotonic() + HANG_S
-    while any(map(running, pids)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(map(running, pids))
+    assert wait_for(lambda: not any(map(running, pids)), HANG_S, step_s=0.05)
 
 
 @needs_fork
