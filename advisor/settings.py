@@ -17,6 +17,9 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
 - ``ADVISOR_SCHEDULER_TIMEOUT`` (seconds, default ``SCHEDULER_TIMEOUT_S``): how long
   ``--scheduler ADDRESS`` waits for the scheduler to answer; a refused connection fails at once.
 - ``NO_COLOR`` (any value, https://no-color.org): no colors in the terminal summary.
+- ``ADVISOR_NO_CACHE=1``: compile the report's templates on every run instead of keeping them
+  compiled in the user's cache folder (:func:`cache_dir`: ``XDG_CACHE_HOME``, else ``~/.cache``;
+  see :mod:`advisor.output.templatecache`).
 - ``ADVISOR_TRY``: set by ``advisor try`` for the ``advisor profile`` runs it starts (the fixes
   to apply, as JSON; :mod:`advisor.profile.trial.runtime`), removed before the script starts.
 - ``LOCAL_WORLD_SIZE``: set by torchrun; ``advisor try``'s DataLoader fix shares the node's CPUs
@@ -108,6 +111,21 @@ def annotate_always() -> bool:
 def no_color() -> bool:
     """``NO_COLOR``: plain terminal output (set to any non-empty value)."""
     return bool(os.environ.get("NO_COLOR"))
+
+
+def cache_dir() -> Path | None:
+    """Where torch-advisor keeps what it may rebuild at any time (the compiled report
+    templates): ``$XDG_CACHE_HOME/torch-advisor``, else ``~/.cache/torch-advisor``; None with
+    ``ADVISOR_NO_CACHE=1`` or without a home folder."""
+    if _on("ADVISOR_NO_CACHE"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # the XDG rule: a relative value is ignored
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return Path(base) / "torch-advisor"
 
 
 def home_folders() -> set[Path]:

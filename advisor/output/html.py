@@ -17,8 +17,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
+from advisor import __version__
 from advisor.output.doctext import DATE_FORMAT
 from advisor.output.printable import displayable
+from advisor.output.templatecache import template_cache
 from advisor.output.viewmodel import build_viewmodel
 from advisor.report import Report
 
@@ -44,6 +46,8 @@ def breakable(text: object) -> Markup:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    """The templates' environment; they are kept compiled between runs
+    (:mod:`advisor.output.templatecache`), keyed by what shapes their code."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=True,
@@ -52,6 +56,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    shape = [env.autoescape, env.finalize is not None, env.undefined.__name__, env.trim_blocks]
+    shape += [env.lstrip_blocks, env.keep_trailing_newline, env.newline_sequence]
+    env.bytecode_cache = template_cache(f"jinja2 {jinja2.__version__}|{__version__}|{shape}")
     env.filters["breakable"] = breakable
     return env
 
