@@ -33,7 +33,6 @@ REPO = Path(__file__).resolve().parent.parent
 # outputs (analysis and report) and the whole command.
 PROFILE_CHILD = """
 import json, sys, time
-import advisor.profile
 import advisor.profile.run as r
 
 out_path = sys.argv[1]
@@ -66,7 +65,7 @@ def run_profile(opts):
             json.dump(doc, fh)
 
 r._run_script, r._write_outputs = run_script, write_outputs
-advisor.profile.run_profile = run_profile  # the profile command imports it when it runs
+r.run_profile = run_profile  # the profile command imports it from here when it runs
 from advisor.cli.entry import main
 main()
 """

@@ -25,8 +25,7 @@ from advisor.cli.analysis_options import (
     analysis_options,
 )
 from advisor.cli.run_options import Module, Script, ScriptArgs, Wait, Warmup
-from advisor.profile.capture import DEFAULT_EVAL_WAIT_S
-from advisor.profile.evalwait import EVAL_WAIT_STEPS
+from advisor.profile.evalwait import DEFAULT_EVAL_WAIT_S, EVAL_WAIT_STEPS
 from advisor.trace.source import DEFAULT_MAX_TRACE_BYTES
 
 _HELP = """Run SCRIPT (or -m MODULE) under torch.profiler and rank the fixes by time saved per step.
@@ -129,8 +128,8 @@ def register(app: typer.Typer) -> None:
             help="Under torchrun: how long rank 0 waits for the other ranks' traces (seconds).",
         ),
     ) -> None:
-        from advisor.profile import ProfileOptions, run_profile
         from advisor.profile.capture import SessionConfig, default_phases, parse_phases
+        from advisor.profile.run import ProfileOptions, run_profile
 
         analysis = analysis_options(only, skip, set_, debug, no_source, DEFAULT_MAX_TRACE_BYTES)
         opts = ProfileOptions(

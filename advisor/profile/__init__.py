@@ -1,11 +1,7 @@
 """``advisor profile``: run a script under torch.profiler, capture the run context, report.
 
-Importing this package never imports torch; :func:`run_profile` does, when it runs.
+The command is :func:`advisor.profile.run.run_profile`. Importing this package imports nothing
+(the command line imports it for the ``profile`` command's defaults, which ``advisor analyze``
+does not need); the runner never imports torch itself, the script's run does.
 Private: not an API (the command line and :mod:`advisor` are).
 """
-
-from __future__ import annotations
-
-from advisor.profile.run import ProfileOptions, run_profile
-
-__all__ = ["ProfileOptions", "run_profile"]

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from advisor.profile.evalwait import DEFAULT_EVAL_WAIT_S
 from advisor.runcapture import CaptureLimit, Eval
 from advisor.runinfo import Backends, Memory
-
-DEFAULT_EVAL_WAIT_S = 10.0  # --eval-wait: short, so a never-ending script ends soon after
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ takes longer, and a wait counted in seconds ends before the phase comes. So:
 - **The wait is counted in steps.** It lasts up to :data:`EVAL_WAIT_STEPS` training steps at the
   script's own pace (the median time between its steps since the training window, which run at
   native speed; before the second of them, between the steps before the window), or
-  ``--eval-wait`` seconds (default :data:`~advisor.profile.capture.DEFAULT_EVAL_WAIT_S`) when
+  ``--eval-wait`` seconds (default :data:`DEFAULT_EVAL_WAIT_S`) when
   those are longer (a fast loop), at most :data:`EVAL_WAIT_MAX_S`. A ``--eval-wait`` the user
   gives is kept as given (seconds, no steps).
 - **The epoch ends it early.** When the training steps draw from a DataLoader with a length, the
@@ -33,6 +33,7 @@ from typing import Any
 from advisor.runcapture import WaitFacts
 
 EVAL_WAIT_STEPS = 200  # training steps waited for the evaluation phase (at the script's pace)
+DEFAULT_EVAL_WAIT_S = 10.0  # --eval-wait: short, so a never-ending script ends soon after
 EVAL_WAIT_MAX_S = 600.0  # whatever the pace, the wait never passes this
 
 
