@@ -44,7 +44,8 @@ def find_chromium() -> str | None:
 
 
 class Browser:
-    def __init__(self, exe: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, exe: str, timeout_s: float = HANG_S) -> None:
+        # a hang guard, never a measure: a page under a loaded machine's Chromium may take minutes
         self.timeout_s = timeout_s
         self.profile = tempfile.mkdtemp(prefix="advisor-chromium-")
         to_child_r, self._w = os.pipe()

@@ -74,7 +74,7 @@ def browser():
     exe = find_chromium()
     if exe is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
-    b = Browser(exe, timeout_s=120)
+    b = Browser(exe)
     yield b
     b.close()
 
