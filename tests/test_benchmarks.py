@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.tracebuilder import TraceBuilder
 
 BENCH = REPO / "benchmarks"
@@ -125,7 +125,7 @@ def test_help_imports_no_pandas_or_numpy() -> None:
 
 @pytest.mark.slow
 def test_many_ranks_script_runs() -> None:
-    r = _run([str(BENCH / "many_ranks.py"), "--ranks", "4"], timeout=600)
+    r = _run([str(BENCH / "many_ranks.py"), "--ranks", "4"], timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     row = r.stdout.strip().splitlines()[-1].split()
     assert row[0] == "4" and row[6] == "4/4" and row[7] == "1"  # every rank read, straggler 4 // 3

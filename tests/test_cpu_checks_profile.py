@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import HANG_S, REPO
+
 pytestmark = pytest.mark.slow
 
 # example -> (finding id, the user's line it must name, a word its text must hold)
@@ -49,7 +50,7 @@ def _run(out: Path, script: str) -> dict[str, Any]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads((out / "findings.json").read_text())  # type: ignore[no-any-return]

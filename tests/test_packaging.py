@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import HANG_S, REPO, SAMPLES
 
 
 @pytest.mark.slow
@@ -185,7 +185,7 @@ def test_fresh_venv_without_torch_analyzes_the_sample(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_S,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "dataloader-stall" in r.stdout and (work / "demo" / "report.html").is_file()

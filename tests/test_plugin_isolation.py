@@ -64,7 +64,7 @@ def _run(tmp: Path, body: str) -> tuple[subprocess.CompletedProcess[str], float]
         env={**_env(), "ADVISOR_PLUGIN_TIMEOUT": str(LIMIT_S)},
         capture_output=True,
         text=True,
-        timeout=600,  # (a detector that sleeps for ever would hang it: the limit ends it)
+        timeout=HANG_S,  # (a detector that sleeps for ever would hang it: the limit ends it)
     )
     return p, time.monotonic() - t0
 

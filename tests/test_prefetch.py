@@ -315,8 +315,8 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
     code = (
         "import sys, time\n"
         "from advisor.trace import prefetch\n"
-        "def slow(*a):\n"
-        "    time.sleep(60)\n"
+        "def slow(*a):\n"  # a decoder that ends only with its parent, however slow the imports
+        "    time.sleep(10**6)\n"
         "prefetch._decode = slow\n"
         "result = prefetch.Prefetch.result\n"
         "def waiting(self):\n"  # the parent says when it waits for the columns

@@ -11,6 +11,7 @@ import pytest
 
 from advisor.output.outfolder import foreign_entries, process_start_time
 from advisor.profile.torchrun import RankEnv, rank_env, rank_traces, wait_for_ranks
+from tests.conftest import HANG_S
 
 
 def test_rank_env_from_torchrun_variables() -> None:
@@ -72,12 +73,12 @@ def test_rank0_waits_until_every_rank_is_there(tmp_path: Path) -> None:
         waiting.set()
 
     def late() -> None:
-        waiting.wait(60)  # rank 2 arrives while rank 0 waits for it, however slow the machine
+        waiting.wait(HANG_S)  # rank 2 arrives while rank 0 waits for it, however slow the machine
         (tmp_path / "run.rank2.json").write_text("{}")
 
     th = threading.Thread(target=late)
     th.start()
-    assert wait_for_ranks(tmp_path, renv, 120.0, tell, poll_s=0.05) == []
+    assert wait_for_ranks(tmp_path, renv, 2 * HANG_S, tell, poll_s=0.05) == []
     th.join()
     assert told == [[2]]  # (rank 2 came: nothing is missing, and the wait said so once)
 
