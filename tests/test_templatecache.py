@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pytest
@@ -169,3 +170,41 @@ def test_cache_folder_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert settings.cache_dir() == tmp_path / "home" / ".cache" / "torch-advisor"
     monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
     assert settings.cache_dir() is None
+
+
+@pytest.mark.parametrize(
+    ("settings_a", "settings_b", "want_a", "want_b"),
+    [
+        ({"trim_blocks": True}, {"trim_blocks": False}, "a\n1", "\na\n\n1"),
+        (
+            {},
+            {"variable_start_string": "[[", "variable_end_string": "]]"},
+            "\na\n\n1",
+            "\na\n\n{{ x }}",
+        ),
+    ],
+    ids=["trim_blocks", "delimiters"],
+)
+def test_other_environment_settings_never_read_the_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    settings_a: dict[str, Any],
+    settings_b: dict[str, Any],
+    want_a: str,
+    want_b: str,
+) -> None:
+    """The key holds what shapes the generated code, so a template compiled under other
+    settings renders as its own settings say."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))
+    monkeypatch.delenv("ADVISOR_NO_CACHE", raising=False)
+    folder = tmp_path / "tpl"
+    folder.mkdir()
+    (folder / "t.j2").write_text("{% if x %}\na\n{% endif %}\n{{ x }}\n")
+    got = []
+    for settings_ in (settings_a, settings_b, settings_a):
+        loader = jinja2.FileSystemLoader(str(folder))
+        env = jinja2.Environment(loader=loader, **settings_)
+        env.bytecode_cache = template_cache(html._shape(env))
+        got.append(env.get_template("t.j2").render(x=1))
+    assert got == [want_a, want_b, want_a]
+    assert len(_files(tmp_path / "c" / "torch-advisor" / SUBDIR)) == 2

@@ -56,11 +56,38 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    shape = [env.autoescape, env.finalize is not None, env.undefined.__name__, env.trim_blocks]
-    shape += [env.lstrip_blocks, env.keep_trailing_newline, env.newline_sequence]
-    env.bytecode_cache = template_cache(f"jinja2 {jinja2.__version__}|{__version__}|{shape}")
+    env.bytecode_cache = template_cache(f"jinja2 {jinja2.__version__}|{__version__}|{_shape(env)}")
     env.filters["breakable"] = breakable
     return env
+
+
+# what the environment's generated code depends on, besides the template's source
+_CODEGEN = (
+    "autoescape",
+    "trim_blocks",
+    "lstrip_blocks",
+    "keep_trailing_newline",
+    "newline_sequence",
+    "optimized",
+    "is_async",
+    "block_start_string",
+    "block_end_string",
+    "variable_start_string",
+    "variable_end_string",
+    "comment_start_string",
+    "comment_end_string",
+    "line_statement_prefix",
+    "line_comment_prefix",
+)
+
+
+def _shape(env: jinja2.Environment) -> str:
+    """What else shapes the code jinja2 compiles a template into: a cached template compiled
+    under other settings is never read (:mod:`advisor.output.templatecache`)."""
+    fin = env.finalize
+    values = [getattr(env, k) for k in _CODEGEN] + [env.undefined.__name__, sorted(env.extensions)]
+    values += [fin is not None, getattr(fin, "jinja_pass_arg", None)]
+    return repr(values)
 
 
 def _shown(value: Any) -> Any:
