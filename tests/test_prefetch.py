@@ -310,7 +310,6 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
     import signal
     import subprocess
     import sys
-    import time
 
     code = (
         "import sys, time\n"
@@ -335,12 +334,16 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + HANG_S
-    kids: list[str] = []
-    while not kids and time.monotonic() < deadline:
+
+    def children() -> list[int]:
         with contextlib.suppress(OSError):
-            kids = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
-        time.sleep(0.05)
+            return [
+                int(k) for k in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+            ]
+        return []
+
+    wait_for(children, HANG_S, step_s=0.05)  # the decoder, once forked
+    kids = children()
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "WAITING"  # (imports done, however busy the machine)
     os.killpg(p.pid, signal.SIGINT)
@@ -348,16 +351,4 @@ def test_ctrl_c_while_the_child_decodes(tmp_path: Path) -> None:
     assert p.returncode == 130
     assert err.strip().splitlines() == ["advisor: interrupted"]
     assert not out.exists()
-
-    def left() -> list[str]:
-        return [
-            k
-            for k in kids
-            if Path(f"/proc/{k}/status").exists()
-            and "\nState:\tZ" not in Path(f"/proc/{k}/status").read_text()
-        ]
-
-    deadline = time.monotonic() + HANG_S
-    while left() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not left()
+    assert wait_for(lambda: not any(map(running, kids)), HANG_S, step_s=0.05)
