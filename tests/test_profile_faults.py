@@ -406,6 +406,11 @@ def test_run_signals_view_and_restore() -> None:
     before_fns = (signal.signal, signal.getsignal)
     seen: list[int] = []
 
+    def earlier_sigchld(signum: int, frame: object) -> None:  # an earlier DataLoader's
+        pass
+
+    signal.signal(signal.SIGCHLD, earlier_sigchld)  # the same whatever ran before in this process
+
     def script_handler(signum: int, frame: object) -> None:
         seen.append(signum)
 

@@ -149,7 +149,9 @@ class RunSignals:
             return
         current = _raw_getsignal(sigchld)
         if callable(current):  # safe to call again when a late signal interrupted it
-            self._saved.setdefault(sigchld, current)
+            # the newest: one the script installed after an earlier set-aside is the one to
+            # put back at the end (the set-aside left SIG_DFL, which is never saved)
+            self._saved[sigchld] = current
             _raw_signal(sigchld, signal.SIG_DFL)
 
     def script_over(self) -> None:
