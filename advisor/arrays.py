@@ -13,8 +13,12 @@ import numpy as np
 
 
 def unique_ints(a: np.ndarray) -> np.ndarray:
-    """``np.unique(a)`` of a one-dimensional array, by sorting."""
-    s = np.sort(np.asarray(a).ravel())
+    """``np.unique(a)`` (flattened), by sorting when ``a`` holds integers or booleans (any other
+    kind of value: ``np.unique`` itself, whose NaN and string rules this leaves alone)."""
+    flat = np.asarray(a).ravel()
+    if flat.dtype.kind not in "iub":
+        return np.unique(flat)
+    s = np.sort(flat)
     if len(s) < 2:
         return s
     return s[np.r_[True, s[1:] != s[:-1]]]

@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.runtime import ALLOCATOR_CALL_RE
 from advisor.derive.timeline import subtract, union
 from advisor.trace.model import Trace
@@ -61,7 +62,7 @@ def without_allocator(
         s, e = subtract(*union(starts, ends), a_s, a_e)
         return s, e, None
     parts = []
-    for t in np.unique(tids):
+    for t in unique_ints(tids):
         m = tids == t
         s, e = subtract(*union(starts[m], ends[m]), a_s, a_e)
         parts.append((s, e, np.full(len(s), t, dtype=np.asarray(tids).dtype)))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.arrays import unique_ints
 from advisor.detect.thresholds import register
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -179,7 +180,7 @@ def claimed_kernels(trace: Trace, min_seq: int) -> np.ndarray:
     cs = chains(trace, min_seq)
     if not cs:
         return np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate([c.kernels for c in cs]))
+    return unique_ints(np.concatenate([c.kernels for c in cs]))
 
 
 def _outer(trace: Trace, flags: np.ndarray) -> np.ndarray:

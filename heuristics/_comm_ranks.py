@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from advisor.arrays import unique_ints
 from advisor.derive.peerwait import cross_rank_wait_ns, match_by_end
 from advisor.detect.draft import Draft
 from advisor.detect.registry import RanksContext, across_ranks
@@ -45,13 +46,13 @@ def cross_rank_split(digests: Sequence[Digest]) -> dict[str, Any] | None:
         # all ranks at hand: the measured wait; some missing: at least the one-rank estimate
         wait[m[i]] = np.maximum(wait_x[i], wait[m[i]]) if partial else wait_x[i]
         xw = np.minimum(c.exposed_ns, wait)  # the wait is at the start: counted exposed first
-        steps = max(1, len(np.unique(c.step)))
+        steps = max(1, len(unique_ints(c.step)))
         wt.append(float(xw.sum()) / 1e6 / steps)
         tr.append(float((c.exposed_ns - xw).sum()) / 1e6 / steps)
     last = np.argmin(wait_x, axis=0)  # the rank that arrived last at each matched instance
     late = int(np.bincount(last, minlength=len(digests)).argmax())
     others = [i for i in range(len(digests)) if i != late]
-    steps = max(1, len(np.unique(colls[late].step)))
+    steps = max(1, len(unique_ints(colls[late].step)))
     return {
         "ranks": [d.rank_id for d in digests],
         "transfer_ms": tr,

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from advisor import record
+from advisor.arrays import unique_ints
 from advisor.derive.onetime import one_time_events
 from advisor.detect.registry import Context
 from advisor.findings import Location
@@ -180,7 +181,7 @@ def _around_resume_frames(trace: Trace) -> set[int]:
     if not len(reg) or not len(rf):
         return set()
     out: set[int] = set()
-    for t in np.unique(rf["tid"].to_numpy()):
+    for t in unique_ints(rf["tid"].to_numpy()):
         g = reg[reg["tid"].to_numpy() == t].sort_values("ts_ns", kind="stable")
         ts = rf.loc[rf["tid"] == t, "ts_ns"].to_numpy()
         # the innermost region that started before the frame and encloses it

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS
 from advisor.trace.model import Trace
 from advisor.trace.names import name_flags
@@ -139,7 +140,7 @@ def _torch_ops(
     o_dur = ops["dur_ns"].to_numpy()[top].astype(np.int64)
     tid, ts, end = py["tid"].to_numpy(), py["ts_ns"].to_numpy(), py["end_ns"].to_numpy()
     data, torch_k = KINDS.index(DATA), KINDS.index(TORCH)
-    for t in np.unique(q["tid"].to_numpy()):
+    for t in unique_ints(q["tid"].to_numpy()):
         on = np.flatnonzero(tid == t)
         order = on[np.lexsort((-(end[on] - ts[on]), ts[on]))]
         starts = ts[order]

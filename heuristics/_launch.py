@@ -223,7 +223,7 @@ def after_drain(trace: Trace, lg: pd.DataFrame, max_gap_us: float) -> np.ndarray
     l_ts, l_tid = rt["ts_ns"].to_numpy()[li], rt["tid"].to_numpy()[li]
     k = trace.kernels
     busy = busy_by_device(trace)
-    for dev in np.unique(lg["device"].to_numpy()).tolist():
+    for dev in unique_ints(lg["device"].to_numpy()).tolist():
         kts = np.sort(k["ts_ns"].to_numpy()[k["device"].to_numpy() == dev])
         opened, closed = busy[int(dev)].starts, busy[int(dev)].ends
         long_gap = np.r_[False, opened[1:] - closed[:-1] > max_gap_us * 1000]

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.timeline import main_device
 from advisor.trace.identity import cc_of, kernel_arch
 from advisor.trace.kernelnames import CONV_WORD, LAYOUT
@@ -232,7 +233,7 @@ def _matmul_kernels(trace: Trace) -> pd.DataFrame:
     keep = comp & ((ops >= 0) | fp32_name | tc)
     idx = np.flatnonzero(keep)
     o = ops[idx]
-    dtype_of: dict[int, str | None] = {int(i): op_dtype(types[i]) for i in np.unique(o) if i >= 0}
+    dtype_of: dict[int, str | None] = {int(i): op_dtype(types[i]) for i in unique_ints(o) if i >= 0}
     dtype = [dtype_of[int(i)] if i >= 0 else None for i in o]
     dtype = [
         ("float32" if d is None and fp32_name[j] else d) for d, j in zip(dtype, idx, strict=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.arrays import unique_ints
 from advisor.derive.kind import TraceKind
 from advisor.derive.timeline import covered_by, subtract, union
 from advisor.detect.registry import Context
@@ -84,7 +85,7 @@ def prelaunch(
     r_ts, r_end = rt["ts_ns"].to_numpy(), rt["end_ns"].to_numpy()
     r_tid, r_step = rt["tid"].to_numpy(), rt["step"].to_numpy()
     names = rt["name"].astype(str).to_numpy()
-    graphs = any("GraphLaunch" in n for n in np.unique(names[li]).tolist())
+    graphs = any("GraphLaunch" in n for n in unique_ints(names[li]).tolist())
     ops = trace.cpu_ops
     not_step = (
         ~name_flags(ops["name"], lambda n: n.startswith("ProfilerStep#"))
@@ -151,7 +152,7 @@ def _frames(
         return (), []
     ts, end, tid = (py[c].to_numpy() for c in ("ts_ns", "end_ns", "tid"))
     inside = np.zeros(len(py), dtype=np.int64)
-    for t in np.unique(td).tolist():
+    for t in unique_ints(td).tolist():
         m = np.flatnonzero(tid == t)
         us, ue = union(st[td == t], en[td == t])
         inside[m] = covered_by(us, ue, ts[m], np.maximum(end[m], ts[m]))

@@ -26,6 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.dataloader import fetch_intervals
 from advisor.derive.onetime import one_time_events
 from advisor.derive.runtime import BOOKKEEPING_CALLS
@@ -104,7 +105,7 @@ def _work_instants(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             (an["tid"].to_numpy()[m], an["ts_ns"].to_numpy()[m], an["end_ns"].to_numpy()[m])
         )
     for st, ss, se in spans:
-        for t in np.unique(st):
+        for t in unique_ints(st):
             us, ue = union(ss[st == t], se[st == t])
             on = tid == t
             i = np.searchsorted(us, ts[on], side="right") - 1
@@ -134,12 +135,12 @@ def _build(trace: Trace) -> pd.DataFrame:
     # busy: any thread of the process issued device work while the frame ran (a frame waiting
     # for another thread's work, as backward() on the main thread, is not host work)
     busy = np.zeros(len(py), dtype=bool)
-    for p in np.unique(wp):
+    for p in unique_ints(wp):
         inst = np.sort(wts[wp == p])
         on = np.flatnonzero(pid == p)
         n = np.searchsorted(inst, end[on], side="left") - np.searchsorted(inst, ts[on], "left")
         busy[on] = n > 0
-    working = np.isin(tid, np.unique(wt))
+    working = np.isin(tid, unique_ints(wt))
     own = name_mask(py["file"], _OWN_FILE_RE)
     parent = parent_rows(py)
     # what the profiler or the advisor calls, down to the user's code, is theirs

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.harness import harness_syncs, in_harness, launch_calls
 from advisor.findings import MIN_STEPS_SEEN
 from advisor.trace.model import Trace
@@ -50,11 +51,11 @@ def training_steps(trace: Trace) -> set[int]:
     out: set[int] = set()
     if len(ops):
         step = ops["step"].to_numpy()
-        out |= set(np.unique(step[in_backward(trace) & (step >= 0)]).tolist())
+        out |= set(unique_ints(step[in_backward(trace) & (step >= 0)]).tolist())
     ann = trace.annotations
     if len(ann) and "step" in ann:
         opt = ann["name"].astype(str).str.startswith("Optimizer.").to_numpy()
-        out |= set(np.unique(ann["step"].to_numpy()[opt]).tolist())
+        out |= set(unique_ints(ann["step"].to_numpy()[opt]).tolist())
     return {int(s) for s in out if s >= 0}
 
 
@@ -79,7 +80,7 @@ def _roles(trace: Trace) -> pd.DataFrame:
     step = ev["step"].to_numpy()
     post = np.zeros(len(ev), dtype=np.int64)
     live = ~harness
-    for s in np.unique(step[live]):
+    for s in unique_ints(step[live]):
         if s < 0 or int(s) in train or int(s) not in steps.index:
             continue
         idx = np.flatnonzero(live & (step == s))

@@ -48,6 +48,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.locate import aggregate, merge_locations
 from advisor.derive.timeline import union
 from advisor.detect.draft import Draft
@@ -121,7 +122,7 @@ def _in_frames(trace: Trace, rows: np.ndarray) -> np.ndarray:
         return out
     ops = trace.cpu_ops
     rt, rs = ops["tid"].to_numpy()[rows], ops["ts_ns"].to_numpy()[rows]
-    for t in np.unique(tids):
+    for t in unique_ints(tids):
         m = tids == t
         order = np.argsort(s[m], kind="stable")
         fs, fe = s[m][order], np.maximum.accumulate(e[m][order])
@@ -163,7 +164,7 @@ def _between_nodes(trace: Trace, bw: np.ndarray) -> np.ndarray:
     top = (ops["parent_idx"].to_numpy() < 0) & ~bw
     out = np.zeros(len(ops), dtype=bool)
     graded = ops["seq"].to_numpy() >= 0
-    for t in np.unique(tid[bw]):
+    for t in unique_ints(tid[bw]):
         mine = top & (tid == t)
         if mine.any() and graded[mine].all():
             out |= mine
@@ -173,7 +174,7 @@ def _between_nodes(trace: Trace, bw: np.ndarray) -> np.ndarray:
 def _union_ns(tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> int:
     """Host time the ranges cover, each thread's overlaps counted once."""
     total = 0
-    for t in np.unique(tid):
+    for t in unique_ints(tid):
         us, ue = union(s[tid == t], e[tid == t])
         total += int((ue - us).sum())
     return total

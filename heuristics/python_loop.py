@@ -39,6 +39,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.timeline import union
 from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
@@ -312,7 +313,7 @@ def _vectorized(trace: Trace, cut: np.ndarray) -> Fix:
     rt = trace.runtime
     inside = np.zeros(len(rt), dtype=bool)
     rts, rtid = rt["ts_ns"].to_numpy(np.int64), rt["tid"].to_numpy()
-    for t in np.unique(cut[:, 2]):
+    for t in unique_ints(cut[:, 2]):
         lo, hi = union(cut[cut[:, 2] == t, 0], cut[cut[:, 2] == t, 1])
         on = rtid == t
         k = np.searchsorted(lo, rts[on], side="right") - 1

@@ -46,6 +46,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.locate import aggregate
 from advisor.detect.draft import Draft
 from advisor.detect.registry import Context, detector
@@ -324,7 +325,7 @@ def _drain_evidence(
     opn = op_names(trace)
     aten = name_flags(trace.cpu_ops["name"], lambda n: n.startswith("aten::"))
     by: dict[str, list[int]] = {}  # label of the draining call -> its runtime rows
-    for row in np.unique(drained[drained >= 0]).tolist():
+    for row in unique_ints(drained[drained >= 0]).tolist():
         op = int(rt["op_idx"].iat[row])
         top = chain_match(trace, np.array([op]), aten, outermost=True)[0] if op >= 0 else -1
         what = str(opn[top if top >= 0 else op]) if op >= 0 else str(rt["name"].iat[row])

@@ -50,6 +50,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.comm import collective_name, has_ddp_reducer
 from advisor.derive.locate import aggregate
 from advisor.derive.timeline import union
@@ -213,7 +214,7 @@ def _measure(trace: Trace, ctx: Context) -> _Calls | None:
         return None
     mine = calls[calls["collective"] == kind]
     o = mine["op"].to_numpy()
-    uniq = np.unique(o[o >= 0])
+    uniq = unique_ints(o[o >= 0])
     host_ms = float(trace.cpu_ops["dur_ns"].to_numpy()[uniq].sum()) / 1e6 / steps
     kernel_ms = float((mine["end_ns"] - mine["ts_ns"]).sum()) / 1e6 / steps
     window_ms, idle_ms = _window(trace, mine, int(mine["device"].iat[0]))

@@ -11,6 +11,7 @@ import pandas as pd
 
 from advisor import runinfo
 from advisor.analysis.options import Options
+from advisor.arrays import unique_ints
 from advisor.derive.arrival import preceding
 from advisor.derive.breakdown import step_breakdown
 from advisor.derive.comm import collective_name, comm_stats, cpu_collectives
@@ -264,7 +265,7 @@ def _exposed(trace: Trace, c: pd.DataFrame) -> np.ndarray:
     out = np.zeros(len(c), dtype=np.int64)
     dev = c["device"].to_numpy()
     s, e = c["ts_ns"].to_numpy(), c["end_ns"].to_numpy()
-    for d in np.unique(dev):
+    for d in unique_ints(dev):
         a = act[(act["device"] == d).to_numpy() & (act["kind"] == "kernel").to_numpy()]
         ks, ke = union(a["ts_ns"].to_numpy(), a["end_ns"].to_numpy())
         m = dev == d

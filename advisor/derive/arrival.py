@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.breakdown import gpu_layers
 from advisor.derive.dataloader import fetch_intervals
 from advisor.derive.timeline import Intervals
@@ -76,7 +77,7 @@ def _previous_end(
     """The latest end, at or before each collective's start, of a collective on its device
     within its step (else the step's start)."""
     out = np.asarray(step_start_ns, dtype=np.int64).copy()
-    for d in np.unique(device):
+    for d in unique_ints(device):
         m = np.flatnonzero(device == d)
         ends = np.sort(end_ns[m])
         j = np.searchsorted(ends, ts_ns[m], side="right") - 1

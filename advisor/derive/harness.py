@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS, SYNC_CALL_RE
 from advisor.derive.timeline import in_spans, union
 from advisor.trace.model import Trace
@@ -57,7 +58,7 @@ def _spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     if not len(fr):
         return {}
     ts, end, tid = (fr[c].to_numpy() for c in ("ts_ns", "end_ns", "tid"))
-    return {int(t): union(ts[tid == t], end[tid == t]) for t in np.unique(tid)}
+    return {int(t): union(ts[tid == t], end[tid == t]) for t in unique_ints(tid)}
 
 
 def harness_frames(trace: Trace) -> pd.DataFrame:

@@ -41,6 +41,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import unique_ints
 from advisor.derive.runtime import GPU_WORK_CALL_PARTS, KERNEL_LAUNCH_RE
 from advisor.derive.timeline import in_spans, union
 from advisor.trace.model import Trace
@@ -150,7 +151,7 @@ def _before_first_launch(rt: pd.DataFrame) -> np.ndarray:
     ts, pid = rt["ts_ns"].to_numpy(), rt["pid"].to_numpy()
     queues = name_flags(rt["name"], lambda n: any(p in n for p in GPU_WORK_CALL_PARTS))
     out = np.ones(len(rt), dtype=bool)
-    for p in np.unique(pid):
+    for p in unique_ints(pid):
         own = pid == p
         q = own & queues
         if q.any():
@@ -177,7 +178,7 @@ def _compile_spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         ]
     )
     ts, end = ev["ts_ns"].to_numpy(), ev["end_ns"].to_numpy()
-    for t in np.unique(tids):
+    for t in unique_ints(tids):
         out[int(t)] = union(ts[tids == t], end[tids == t])
     return out
 
@@ -198,7 +199,7 @@ def _first_calls(trace: Trace) -> pd.DataFrame | None:
         return None
     op_of = rt["op_idx"].to_numpy()
     launch = name_flags(rt["name"], lambda n: KERNEL_LAUNCH_RE.match(n) is not None)
-    rows = np.unique(op_of[launch & (op_of >= 0)])
+    rows = unique_ints(op_of[launch & (op_of >= 0)])
     if not len(rows):
         return None
     inside = op_of >= 0

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 # re-exported: the interval arithmetic every derive module reads from here
+from advisor.arrays import unique_ints
 from advisor.trace.intervals import covered_before as covered_before
 from advisor.trace.intervals import covered_by as covered_by
 from advisor.trace.intervals import in_spans as in_spans  # re-exported
@@ -48,7 +49,7 @@ def subtract(
         return np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     # boundaries of both sets; a piece between consecutive boundaries is kept when it lies in
     # an interval and outside every cut
-    pts = np.unique(np.concatenate([starts, ends, cut_starts, cut_ends]).astype(np.int64))
+    pts = unique_ints(np.concatenate([starts, ends, cut_starts, cut_ends]).astype(np.int64))
     lo, hi = pts[:-1], pts[1:]
     i = np.searchsorted(starts, lo, side="right") - 1
     inside = (i >= 0) & (lo < np.asarray(ends)[np.clip(i, 0, None)])

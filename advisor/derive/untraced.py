@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.arrays import unique_ints
 from advisor.derive.runtime import GRAPH_LAUNCH_RE
 from advisor.derive.timeline import covered_by, union
 from advisor.derive.waits import WAIT_TOL_NS, Activities, How, Waits, activities, waits
@@ -65,7 +66,7 @@ def _untraced(trace: Trace) -> Untraced:
         ts = rt["ts_ns"].to_numpy(np.int64)[w.rows]
         end = rt["end_ns"].to_numpy(np.int64)[w.rows]
         dev = a.stream >> 32
-        busy = {int(d): union(a.ts_ns[dev == d], a.end_ns[dev == d]) for d in np.unique(dev)}
+        busy = {int(d): union(a.ts_ns[dev == d], a.end_ns[dev == d]) for d in unique_ints(dev)}
         by_issue = np.argsort(a.issued_ns, kind="stable")
         for p in range(len(w.rows)):
             got = _one(p, w, a, ts, end, busy, by_issue)

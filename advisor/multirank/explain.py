@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import setdiff_ints, unique_ints
 from advisor.derive.breakdown import CATEGORIES
 from advisor.digest import Digest, KernelSeq
 from advisor.trace.kernelnames import kernel_family, name_key, name_tokens, pair_renamed
@@ -57,7 +58,7 @@ class _Side:
     (computed once per distinct name; the per-kernel arrays by indexing)."""
 
     def __init__(self, seq: KernelSeq, n: int) -> None:
-        steps = np.unique(seq.step)[:n]
+        steps = unique_ints(seq.step)[:n]
         keep = np.isin(seq.step, steps)
         self.ops = seq.ops
         self.name_idx = seq.name_idx[keep]
@@ -119,7 +120,7 @@ def pair_kernels(a: _Side, b: _Side) -> tuple[np.ndarray, np.ndarray, list[tuple
         if monotonic:  # pair within the same segment of the skeleton
             seg_a = np.searchsorted(pa, ia)
             seg_b = np.searchsorted(sb, ib)
-            for s in np.unique(seg_a):
+            for s in unique_ints(seg_a):
                 xa, xb = ia[seg_a == s], ib[seg_b == s]
                 m = min(len(xa), len(xb))
                 rest_a.append(xa[:m])
@@ -143,7 +144,7 @@ def _anchors(n: int, paired: np.ndarray) -> np.ndarray:
 def _explain_pair(da: Digest, db: Digest) -> dict[str, Any] | None:
     if da.kernel_seq is None or db.kernel_seq is None:
         return None
-    n = min(len(np.unique(da.kernel_seq.step)), len(np.unique(db.kernel_seq.step)))
+    n = min(len(unique_ints(da.kernel_seq.step)), len(unique_ints(db.kernel_seq.step)))
     if n == 0:
         return None
     a, b = _Side(da.kernel_seq, n), _Side(db.kernel_seq, n)
@@ -158,8 +159,8 @@ def _explain_pair(da: Digest, db: Digest) -> dict[str, Any] | None:
     order_b = np.argsort(pb, kind="stable")
     sb, sa_of_b = pb[order_b], pa[order_b]
     groups: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    lone_a = np.setdiff1d(np.arange(len(a)), pa)
-    lone_b = np.setdiff1d(np.arange(len(b)), pb)
+    lone_a = setdiff_ints(np.arange(len(a)), pa)
+    lone_b = setdiff_ints(np.arange(len(b)), pb)
     anc_a = _anchors(len(a), sa)[lone_a]
     anc_b = _anchors(len(b), sb)[lone_b]
 

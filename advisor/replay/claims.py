@@ -157,9 +157,9 @@ def claims_of(trace: Trace, fix: object) -> Claims:
 
 def _graph_claims(trace: Trace, fix: GraphLaunch) -> Claims:
     """A :class:`GraphLaunch`'s claim (see the module doc)."""
-    k = np.unique(as_rows(fix.kernels))
-    m = np.unique(as_rows(fix.memcpy))
-    rows = np.union1d(_launches(trace, "kernels", k), _launches(trace, "memcpy", m))
+    k = unique_ints(as_rows(fix.kernels))
+    m = unique_ints(as_rows(fix.memcpy))
+    rows = union_ints(_launches(trace, "kernels", k), _launches(trace, "memcpy", m))
     host = _calls(trace, rows)
     keeps = [x for x in (fix.host_keep, fix.low, fix.high) if x is not None]
     if min(keeps) < 1.0:  # the host time between launches it shrinks
@@ -184,7 +184,7 @@ def _graph_claims(trace: Trace, fix: GraphLaunch) -> Claims:
 
 def _spans(lo: np.ndarray, hi: np.ndarray, tid: np.ndarray) -> Spans:
     """Intervals [lo, hi) per thread id, each thread's as disjoint sorted intervals."""
-    return {int(t): union(lo[tid == t], hi[tid == t]) for t in np.unique(tid)}
+    return {int(t): union(lo[tid == t], hi[tid == t]) for t in unique_ints(tid)}
 
 
 def _subtract(

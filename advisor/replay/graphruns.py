@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from advisor.arrays import as_rows
+from advisor.arrays import as_rows, unique_ints
 from advisor.derive.timeline import covered_by, union
 from advisor.replay.model import Graph, graph
 from advisor.replay.mods import Mods
@@ -54,7 +54,7 @@ def graph_runs(trace: Trace, fix: Captured, gr: Graph) -> tuple[np.ndarray, np.n
     )
     nodes = nodes[~g.fixed[nodes]]
     calls = g.launch[nodes]
-    calls = np.unique(calls[calls >= 0])
+    calls = unique_ints(calls[calls >= 0])
     calls = calls[~h.fixed[calls] & ~_breaks(trace, gr)[calls]]
     if not len(calls):
         return calls, calls, calls

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from advisor.arrays import unique_ints
 from advisor.trace.structs import NULL, Event
 
 K_OP, K_ANN, K_GANN, K_PY, K_RT, K_DRV, K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC = range(10)
@@ -505,7 +506,7 @@ class Columns:
             parts.clear()
         groups = {t: key(t, cols) for t, cols in joined.items() if cols}
         out: dict[int, Columns] = {}
-        for g in sorted({int(x) for v in groups.values() for x in np.unique(v) if x >= 0}):
+        for g in sorted({int(x) for v in groups.values() for x in unique_ints(v) if x >= 0}):
             sub = Columns()
             sub.names, sub.id_codes = self.names, self.id_codes
             sub.values, sub.value_ids = self.values, self.value_ids

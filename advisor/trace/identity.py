@@ -28,6 +28,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from advisor.arrays import unique_ints
 from advisor.errors import AdvisorError
 from advisor.trace.gpus import GPUS, GpuSpec, arch_of, gpu, match_name, spec_for
 from advisor.trace.model import Device, Trace
@@ -150,7 +151,7 @@ def identify(
     if found is None:
         return ()
     arch, evidence, exact = found
-    ids = np.unique(device_ids[device_ids >= 0]) if len(device_ids) else np.zeros(0, np.int64)
+    ids = unique_ints(device_ids[device_ids >= 0]) if len(device_ids) else np.zeros(0, np.int64)
     dev_id = int(ids[0]) if len(ids) == 1 else 0
     vendor = "amd" if arch.startswith("gfx") else "nvidia"
     part = _USUAL_PART.get(arch) if exact else None
@@ -203,7 +204,7 @@ def with_device(trace: Trace, name: str | None) -> Trace:
         seen = np.concatenate(
             [trace.kernels["device"].to_numpy(), trace.memcpy["device"].to_numpy()]
         )
-        ids = [int(i) for i in np.unique(seen[seen >= 0])] or [0]
+        ids = [int(i) for i in unique_ints(seen[seen >= 0])] or [0]
     devs = tuple(
         Device(
             i,

@@ -11,6 +11,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from advisor.arrays import intersect_ints, unique_ints
+
 _MEMCPY_RE = re.compile(r"^Mem(?:cpy|set)\s*(\w+)?\s*(?:\((\w+)(?:\s*->\s*(\w+))?\))?")
 _FRAME_RE = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _NON_USER_PARTS = (
@@ -292,7 +294,7 @@ def _enclosing(
     rc, qc = code[: len(starts)], code[len(starts) :]
     order = np.lexsort((starts, rc))
     rc_s, st_s = rc[order], starts[order]
-    for k in np.intersect1d(np.unique(qc), rc_s).tolist():
+    for k in intersect_ints(unique_ints(qc), rc_s).tolist():
         lo, hi = np.searchsorted(rc_s, k, "left"), np.searchsorted(rc_s, k, "right")
         qi = np.flatnonzero(qc == k)
         pos = np.searchsorted(st_s[lo:hi], q_ts[qi] + _FLOW_TOL_NS, side="right") - 1
