@@ -3,8 +3,9 @@ docs/settings.md). Each is read when asked, so a test or a parent process may se
 
 - ``ADVISOR_DEBUG=1``: an internal error prints its traceback (not only its one line); a
   failing decoding child says so before the trace is decoded in-process.
-- ``ADVISOR_NO_FORK=1``: never fork the decoding child (:mod:`advisor.trace.prefetch`); the
-  trace is decoded in the command's own process.
+- ``ADVISOR_NO_FORK=1``: never fork the decoding child (:mod:`advisor.trace.prefetch`) or the
+  detectors' helper (:mod:`advisor.analysis.sharing`); the trace is decoded, and every detector
+  run, in the command's own process.
 - ``ADVISOR_NO_DASK=1``: analyze many ranks in a local process pool, never on Dask
   (:mod:`advisor.multirank.analyze`).
 - ``ADVISOR_NO_PLUGINS=1``: installed plugins (entry points of ``torch_advisor.detectors``) are
@@ -55,7 +56,7 @@ def debug() -> bool:
 
 
 def no_fork() -> bool:
-    """``ADVISOR_NO_FORK``: decode in-process, no child."""
+    """``ADVISOR_NO_FORK``: decode and detect in-process, no child."""
     return _on("ADVISOR_NO_FORK")
 
 

@@ -20,9 +20,11 @@ DEFAULT_TRACE = (
 
 # Printed by every measured process at exit: its own peak RSS since exec (VmHWM). wait4's
 # ru_maxrss would also count the measuring parent's pages that a fork/vfork child starts with.
-# advisor's decoding child (advisor.trace.prefetch) is a second process with its own peak: the
-# parent prints it too ("child_hwm": getrusage(RUSAGE_CHILDREN), the largest child it collected),
-# and the figures add the two.
+# advisor's children (the decoder, advisor.trace.prefetch; the detectors' helper,
+# advisor.analysis.sharing) have their own peaks: the parent prints the largest too ("child_hwm":
+# getrusage(RUSAGE_CHILDREN), the largest child it collected), and the figures add the two (an
+# upper bound: a forked helper shares most of its pages with the parent; the PSS figure does not
+# count them twice).
 HWM = """
 import atexit as _atexit, sys as _sys
 def _hwm():
@@ -32,7 +34,7 @@ def _hwm():
                 _sys.stderr.write(f"\\nhwm {int(_line.split()[1]) * 1024}\\n")
     except OSError:
         pass
-    import resource as _res  # the decoding child's own peak: advisor collects it with waitpid
+    import resource as _res  # the largest child's own peak: advisor collects each with waitpid
     _child = _res.getrusage(_res.RUSAGE_CHILDREN).ru_maxrss * 1024
     if _child and "advisor.trace.prefetch" in _sys.modules:
         _sys.stderr.write(f"\\nchild_hwm {_child}\\n")
@@ -77,7 +79,7 @@ class Sample:
     wall_s: float
     cpu_s: float  # user + sys of the process
     peak_rss_bytes: int  # the measured process's own peak
-    child_rss_bytes: int  # peak of advisor's decoding child (0: none); not in peak_rss_bytes
+    child_rss_bytes: int  # peak of advisor's largest child (0: none); not in peak_rss_bytes
     inner_s: float | None  # what the process itself reported ("inner <seconds>"), if any
     rc: int
     output: str

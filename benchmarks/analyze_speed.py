@@ -201,12 +201,13 @@ def _report(trace: Path, raw: int, fig: dict[str, list[Sample]], repeat: int) ->
     if achild:
         both = ar + achild
         rss = (
-            f"peak RSS {mb(ar)} ({ar / raw:.2f}x raw) + decoding child {mb(achild)}: "
-            f"together at most {mb(both)} ({both / raw:.2f}x raw)"
+            f"peak RSS {mb(ar)} ({ar / raw:.2f}x raw) + its largest child (the decoder or "
+            f"the detectors' helper) {mb(achild)}: together at most {mb(both)} "
+            f"({both / raw:.2f}x raw; shared pages counted twice: see the PSS line)"
         )
     print(
         f"advisor analyze (end to end): {aw:.2f} s wall{floor_part}, {ac:.2f} s CPU "
-        f"(both processes), {rss}"
+        f"(all processes), {rss}"
     )
     if fig["hta"]:
         h = fig["hta"]

@@ -123,7 +123,7 @@ def run(
         return _collect(r, pid, prepare_s, limit_s)
     finally:
         os.close(r)
-        _end(pid)
+        end(pid)
 
 
 def _child(
@@ -136,23 +136,25 @@ def _child(
 ) -> None:
     stage = "prepare"
     try:
-        _isolate(parent)
+        isolate(parent)
         prepare()
-        _send(w, _READY, b"")
+        send(w, _READY, b"")
         stage = "work"
-        _send(w, _RESULT, pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL))
+        send(w, _RESULT, pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL))
     except BaseException as err:  # noqa: BLE001 (everything goes to the parent as one line)
         try:
             text = describe(err)
             tb = _traceback(err)
-            _send(w, _ERROR, pickle.dumps((text, tb, is_skip(err), stage == "prepare")))
+            send(w, _ERROR, pickle.dumps((text, tb, is_skip(err), stage == "prepare")))
         except BaseException:  # noqa: BLE001, S110 (the parent reports the child's end)
             pass
     finally:
         os._exit(0)
 
 
-def _isolate(parent: int) -> None:
+def isolate(parent: int) -> None:
+    """In a forked child: a process group of its own, death with ``parent``, default signals,
+    stdin from /dev/null and stdout onto stderr."""
     os.setpgid(0, 0)
     die_with(parent)
     for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM"):
@@ -172,7 +174,8 @@ def _traceback(err: BaseException) -> str:
         return ""
 
 
-def _send(w: int, tag: bytes, payload: bytes) -> None:
+def send(w: int, tag: bytes, payload: bytes) -> None:
+    """Write one frame (``tag``, then ``payload``'s length and bytes) to the pipe ``w``."""
     data = memoryview(_HEAD.pack(tag, len(payload)) + payload)
     while data:
         data = data[os.write(w, data) :]
@@ -185,7 +188,7 @@ def _collect(
     prepared, eof = False, False
     t0 = time.monotonic()
     while True:
-        frame = _frame(buf)
+        frame = take_frame(buf)
         if frame is not None:
             tag, payload = frame
             if tag == _READY:
@@ -209,7 +212,7 @@ def _collect(
             continue
         if eof:
             time.sleep(min(wait_s, 0.02))
-        status = _exited(pid)  # ended, or the pipe is held open (a grandchild) or closed
+        status = exited(pid)  # ended, or the pipe is held open (a grandchild) or closed
         if status is not None and not _drain(r, buf, eof):
             return None, Failure(_ending(status), in_prepare=not prepared)
 
@@ -246,7 +249,7 @@ def _named(err: Exception) -> bool:
     return isinstance(err, pickle.UnpicklingError) and str(err).startswith("holds a")
 
 
-def _frame(buf: bytearray) -> tuple[bytes, bytes] | None:
+def take_frame(buf: bytearray) -> tuple[bytes, bytes] | None:
     """The first complete frame in ``buf`` (removed from it), else None."""
     if len(buf) < _HEAD.size:
         return None
@@ -258,7 +261,7 @@ def _frame(buf: bytearray) -> tuple[bytes, bytes] | None:
     return tag, payload
 
 
-def _exited(pid: int) -> int | None:
+def exited(pid: int) -> int | None:
     """The child's wait status once it has ended (left unreaped: its pid, and so its process
     group's id, stays its own until :func:`_end`), else None."""
     waitid = getattr(os, "waitid", None)
@@ -286,7 +289,7 @@ def _ending(status: int) -> str:
     return f"its process exited with code {code} before it returned (os._exit or a C exit)"
 
 
-def _end(pid: int) -> None:
+def end(pid: int) -> None:
     """Kill the child's process group (whatever it started too) and reap the child."""
     targets: tuple[Callable[[], None], ...] = (
         lambda: os.killpg(pid, signal.SIGKILL),

@@ -28,6 +28,9 @@ class Options:
     kernel_sequence: bool = False  # digests carry their kernels in order (advisor diff)
     # --detector: more detectors to run, files (absolute paths) or module names
     detectors: tuple[str, ...] = ()
+    # the built-in detectors shared with a forked helper on a second core, where there is one
+    # (advisor.analysis.sharing): for a command analysing one trace in its own process
+    share_cores: bool = False
 
     def validate(self) -> None:
         load_detectors(self.detectors)  # their ids and thresholds are known from here on

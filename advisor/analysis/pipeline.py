@@ -214,7 +214,9 @@ def analyze_trace(trace: Trace, run: RunInfo | None, options: Options | None = N
         locator=Locator(trace),
         trace=trace,
     )
-    outcome = run_detectors(trace, ctx, set(opts.only) or None, set(opts.skip) or None)
+    outcome = run_detectors(
+        trace, ctx, set(opts.only) or None, set(opts.skip) or None, opts.share_cores
+    )
     drafts, not_run = for_capture(outcome.drafts, trace_kind(trace))
     drafts = launch_advice_under_capture(drafts, trace)
     drafts = keep_pointers(lower_confidence(drafts, trace_quality(trace)))

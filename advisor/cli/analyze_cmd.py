@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -144,6 +145,8 @@ def _analyze(
         else:  # one file: one process, or the ranks of a job merged into it
             from advisor.multirank.analyze import analyze_file
 
+            # its detectors on this process's core and a helper's (where there is a second)
+            opts = replace(opts, share_cores=True)
             report = analyze_file(files[0], opts, ahead=ahead, prefetch=pre)
         prog.update("Writing the report")
         with output_guard(target):
