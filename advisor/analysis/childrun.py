@@ -105,16 +105,9 @@ def run(
     """``work()``'s result, run in a child after ``prepare()``, or why there is none. The
     deadlines are seconds (None: no limit); ``describe`` turns what the child raised into one
     line (in the child); ``is_skip``: that exception is a skip, not an error."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()  # nothing buffered is written twice (the child never flushes)
-        except Exception:  # noqa: BLE001 (a closed stdout)
-            pass
     r, w = os.pipe()
     parent = os.getpid()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-        pid = os.fork()
+    pid = fork()
     if pid == 0:  # the child
         os.close(r)
         _child(w, parent, prepare, work, describe, is_skip)
@@ -124,6 +117,19 @@ def run(
     finally:
         os.close(r)
         end(pid)
+
+
+def fork() -> int:
+    """``os.fork()`` after flushing stdout and stderr (nothing buffered is written twice: a child
+    never flushes them), without Python 3.12's warning about forking a process with threads."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 (a closed stdout)
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
 
 
 def _child(

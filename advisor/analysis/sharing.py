@@ -33,9 +33,7 @@ import gc
 import os
 import pickle
 import select
-import sys
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -109,11 +107,6 @@ class _Helper:
 
     @classmethod
     def start(cls, jobs: Sequence[Callable[[], object]]) -> _Helper | None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()  # nothing buffered is written twice (the helper never flushes)
-            except Exception:  # noqa: BLE001 (a closed stdout)
-                pass
         q_r, q_w = os.pipe()
         os.write(q_w, bytes(range(len(jobs))))  # the whole queue: under a pipe's buffer
         os.close(q_w)
@@ -121,9 +114,7 @@ class _Helper:
         parent = os.getpid()
         gc.freeze()  # the helper's collections skip what exists now: fewer pages copied
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-                pid = os.fork()
+            pid = childrun.fork()
         except OSError:
             for fd in (q_r, r, w):
                 os.close(fd)
