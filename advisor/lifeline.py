@@ -14,12 +14,26 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from advisor import settings
 
 PR_SET_PDEATHSIG = 1
+
+
+def fork() -> int:
+    """``os.fork()`` after flushing stdout and stderr (nothing buffered is written twice: a child
+    never flushes them), without Python 3.12's warning about forking a process with threads."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 (a closed stdout)
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
 
 
 def die_with(parent: int, sig: int = signal.SIGKILL) -> bool:

@@ -159,9 +159,9 @@ def test_a_trace_over_the_bound_runs_on_one_core(monkeypatch: pytest.MonkeyPatch
     asked: list[bool] = []
     real = detection.run_shared
 
-    def spy(jobs: list, share: bool = True) -> list:
+    def spy(jobs: list, share: bool = True, **kw: object) -> list:
         asked.append(share)
-        return real(jobs, share)
+        return real(jobs, share, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(detection, "run_shared", spy)
     path = REPO / "sample_traces" / "sync_point.cpu.json.gz"

@@ -32,12 +32,11 @@ import struct
 import sys
 import time
 import traceback
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.lifeline import die_with
+from advisor.lifeline import die_with, fork
 
 MAX_RESULT_BYTES = 512 << 20  # a result larger than this is refused (read no further)
 _HEAD = struct.Struct("<cQ")  # a frame: its tag and its payload's length
@@ -117,19 +116,6 @@ def run(
     finally:
         os.close(r)
         end(pid)
-
-
-def fork() -> int:
-    """``os.fork()`` after flushing stdout and stderr (nothing buffered is written twice: a child
-    never flushes them), without Python 3.12's warning about forking a process with threads."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001, S110 (a closed stdout)
-            pass
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return os.fork()
 
 
 def _child(
@@ -269,10 +255,10 @@ def take_frame(buf: bytearray) -> tuple[bytes, bytes] | None:
 
 def exited(pid: int) -> int | None:
     """The child's wait status once it has ended (left unreaped: its pid, and so its process
-    group's id, stays its own until :func:`_end`), else None."""
+    group's id, stays its own until :func:`end`), else None."""
     waitid = getattr(os, "waitid", None)
     if waitid is None:
-        done, status = os.waitpid(pid, os.WNOHANG)  # reaped here: _end's kill finds no group
+        done, status = os.waitpid(pid, os.WNOHANG)  # reaped here: end's kill finds no group
         return status if done else None
     info = waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     if info is None:

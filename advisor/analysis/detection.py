@@ -200,15 +200,9 @@ def run_detectors(
         if not only or d.id in only
     ]
     builtins = [d for d in dets if d.builtin and not (skip and d.id in skip)]
-    if share and builtins:
-        _before_sharing(trace)
-    ran = dict(
-        zip(
-            [d.id for d in builtins],
-            run_shared([partial(_run_builtin, d, trace, ctx) for d in builtins], share),
-            strict=True,
-        )
-    )
+    jobs = [partial(_run_builtin, d, trace, ctx) for d in builtins]
+    results = run_shared(jobs, share, before_fork=partial(_before_sharing, trace))
+    ran = dict(zip([d.id for d in builtins], results, strict=True))
     drafts: list[Draft] = []
     skipped: list[tuple[str, str]] = []
     errored: list[tuple[str, str, str]] = [(n, e, "") for n, e in plugin_errors()]

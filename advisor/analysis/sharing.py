@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 from advisor import settings
 from advisor.analysis import childrun
+from advisor.lifeline import fork
 
 T = TypeVar("T")
 
@@ -67,12 +68,19 @@ def stall_limit_s(slowest_s: float) -> float:
     return max(STALL_MIN_S, STALL_PER_SLOWEST * slowest_s)
 
 
-def run_shared(jobs: Sequence[Callable[[], T]], share: bool = True) -> list[T]:
+def run_shared(
+    jobs: Sequence[Callable[[], T]],
+    share: bool = True,
+    before_fork: Callable[[], object] | None = None,
+) -> list[T]:
     """``[job() for job in jobs]``, the jobs shared with a forked helper when ``share`` (and
     :func:`available`); results in the jobs' order. A job must not raise (wrap what may) and
-    must return something picklable."""
+    must return something picklable. ``before_fork``: run first when a helper is to be forked
+    (what both processes will read, built once)."""
     if not share or len(jobs) < 2 or len(jobs) > MAX_JOBS or not available():
         return [job() for job in jobs]
+    if before_fork is not None:
+        before_fork()
     done: dict[int, T] = {}
     slowest = [0.0]
 
@@ -114,7 +122,7 @@ class _Helper:
         parent = os.getpid()
         gc.freeze()  # the helper's collections skip what exists now: fewer pages copied
         try:
-            pid = childrun.fork()
+            pid = fork()
         except OSError:
             for fd in (q_r, r, w):
                 os.close(fd)

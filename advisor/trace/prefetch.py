@@ -45,7 +45,7 @@ from typing import Any, BinaryIO
 
 from advisor import settings
 from advisor.errors import TraceError
-from advisor.lifeline import die_with
+from advisor.lifeline import die_with, fork
 
 _LIVE: set[_Child] = set()  # this process's children not collected yet: killed at exit
 
@@ -199,9 +199,6 @@ def cancel_all() -> None:
 def _fork(job: Callable[[BinaryIO, BinaryIO], None]) -> _Child | None:
     """Run ``job(pipe, spool)`` in a forked child: the spool (an unnamed temporary file) takes its
     bulk result, the pipe a short message written once the spool is complete."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
     try:
         spool: BinaryIO = tempfile.TemporaryFile(prefix="advisor-")
     except OSError:
@@ -213,7 +210,7 @@ def _fork(job: Callable[[BinaryIO, BinaryIO], None]) -> _Child | None:
         return None
     parent = os.getpid()
     try:
-        pid = os.fork()
+        pid = fork()  # stdout and stderr flushed first
     except OSError:
         os.close(r)
         os.close(w)
