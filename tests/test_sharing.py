@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,9 +160,9 @@ def test_a_trace_over_the_bound_runs_on_one_core(monkeypatch: pytest.MonkeyPatch
     asked: list[bool] = []
     real = detection.run_shared
 
-    def spy(jobs: list, share: bool = True, **kw: object) -> list:
+    def spy(jobs: list, share: bool = True, **kw: Any) -> list:
         asked.append(share)
-        return real(jobs, share, **kw)  # type: ignore[arg-type]
+        return real(jobs, share, **kw)
 
     monkeypatch.setattr(detection, "run_shared", spy)
     path = REPO / "sample_traces" / "sync_point.cpu.json.gz"
